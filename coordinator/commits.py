@@ -1,0 +1,259 @@
+"""CommitFile checks (DESIGN §4), in the contract's order.
+
+1. the request as a whole (`commit_request_problem`, at the router);
+2. each batch's structure (`batch_structure_problems`, at the router: the
+   overlap rule spans every coordinator's batches);
+3. per coordinator (`check_commit_part`): `owner_ids` names it and the key is
+   new to it, then the partition exists, then the producer rules.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from coordinator import records
+from coordinator.errors import ErrorCode
+from coordinator.producers import PRODUCER_EPOCH_MAX, SEQUENCE_MODULUS, WindowEntry, advance_window, check_producer
+from coordinator.result import ItemError, Result
+from coordinator.topics import topic_id_problem
+from coordinator.view import CoordinatorView
+from protos import coordinator_pb2 as pb
+
+OBJECT_KEY_MAX_BYTES = 1024
+WRITE_AHEAD_MULTI_SEGMENT = 1
+LOG_APPEND_TIME = pb.LOG_APPEND_TIME
+NO_TIMESTAMP_TYPE = pb.NO_TIMESTAMP_TYPE
+RECORDS_PER_BATCH_MAX = 2**31  # Kafka's last offset delta is an int32
+
+
+@dataclass(frozen=True, slots=True)
+class BatchOutcome:
+    error_code: ErrorCode
+    message: str = ""
+    assigned_base_offset: int = -1
+    log_append_time: int = -1
+    log_start_offset: int = -1
+    is_duplicate: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class CommitPart:
+    """The batches of one CommitFile that belong to one coordinator, with their structure verdicts."""
+
+    object_key: str
+    file_size: int
+    uploader_broker_id: int
+    owner_ids: tuple[int, ...]
+    batches: tuple[pb.CommitFileRequest.Batch, ...]
+    problems: tuple[ItemError | None, ...]
+
+
+def object_key_problem(object_key: str) -> str | None:
+    size = len(object_key.encode("utf-8"))
+    if not 1 <= size <= OBJECT_KEY_MAX_BYTES:
+        return f"object_key must be 1..{OBJECT_KEY_MAX_BYTES} bytes, got {size}"
+    return None
+
+
+def commit_request_problem(request: pb.CommitFileRequest, coordinators: int) -> str | None:
+    """Why the whole request is invalid (every batch INVALID_REQUEST), or None."""
+    problem = object_key_problem(request.object_key)
+    if problem:
+        return problem
+    if request.object_format != WRITE_AHEAD_MULTI_SEGMENT:
+        return (
+            f"object_format must be {WRITE_AHEAD_MULTI_SEGMENT} (WRITE_AHEAD_MULTI_SEGMENT), "
+            f"got {request.object_format}"
+        )
+    if request.file_size <= 0:
+        return f"file_size must be > 0, got {request.file_size}"
+    if request.uploader_broker_id < 0:
+        return f"uploader_broker_id must be >= 0, got {request.uploader_broker_id}"
+    owners = list(request.owner_ids)
+    if not owners:
+        return "owner_ids must not be empty"
+    if len(set(owners)) != len(owners):
+        return f"owner_ids must not repeat a coordinator: {owners}"
+    foreign = [o for o in owners if not 0 <= o < coordinators]
+    if foreign:
+        return f"owner_ids {foreign} are not coordinators (0..{coordinators - 1})"
+    return None
+
+
+class _ByteRanges:
+    """The union of byte ranges seen so far, as sorted disjoint [start, end) intervals."""
+
+    def __init__(self) -> None:
+        self._starts: list[int] = []
+        self._ends: list[int] = []
+
+    def overlaps_then_add(self, start: int, end: int) -> bool:
+        if end <= start:
+            return False
+        starts, ends = self._starts, self._ends
+        if not starts or start >= ends[-1]:  # the usual case: batches in file order
+            overlap = False
+            if starts and start == ends[-1]:
+                ends[-1] = end
+            else:
+                starts.append(start)
+                ends.append(end)
+            return overlap
+        first = bisect.bisect_right(ends, start)  # first interval ending after start
+        last = bisect.bisect_left(starts, end)  # intervals [first, last) start before end
+        overlap = first < last
+        if overlap:
+            start = min(start, starts[first])
+            end = max(end, ends[last - 1])
+        starts[first:last] = [start]
+        ends[first:last] = [end]
+        return overlap
+
+
+def batch_structure_problems(batches: Sequence[pb.CommitFileRequest.Batch], file_size: int) -> list[ItemError | None]:
+    """Per batch, in request order, its first structural problem (overlap counts every earlier batch)."""
+    ranges = _ByteRanges()
+    problems: list[ItemError | None] = []
+    for batch in batches:
+        overlaps = ranges.overlaps_then_add(batch.byte_offset, batch.byte_offset + batch.size)
+        id_problem = topic_id_problem(batch.topic_id)
+        if id_problem:
+            problems.append(ItemError(ErrorCode.INVALID_REQUEST, id_problem))
+            continue
+        message = _record_problem(batch, file_size, overlaps)
+        problems.append(None if message is None else ItemError(ErrorCode.INVALID_RECORD, message))
+    return problems
+
+
+def _record_problem(batch: pb.CommitFileRequest.Batch, file_size: int, overlaps: bool) -> str | None:
+    if batch.size <= 0:
+        return f"size must be > 0, got {batch.size}"
+    if batch.byte_offset < 0 or batch.byte_offset + batch.size > file_size:
+        return f"bytes {batch.byte_offset}..{batch.byte_offset + batch.size} fall outside the file of {file_size} bytes"
+    if overlaps:
+        return f"bytes {batch.byte_offset}..{batch.byte_offset + batch.size} overlap an earlier batch of the request"
+    if batch.base_offset < 0 or batch.last_offset < batch.base_offset:
+        return f"offsets must satisfy last_offset >= base_offset >= 0, got {batch.base_offset}..{batch.last_offset}"
+    if batch.last_offset - batch.base_offset >= RECORDS_PER_BATCH_MAX:
+        return f"a batch holds at most {RECORDS_PER_BATCH_MAX} records, got {batch.last_offset - batch.base_offset + 1}"
+    if not 0 <= batch.magic <= 2:
+        return f"magic must be 0, 1 or 2, got {batch.magic}"
+    if batch.magic == 0:
+        if batch.timestamp_type != NO_TIMESTAMP_TYPE:
+            return f"timestamp_type must be NO_TIMESTAMP_TYPE (-1) for magic 0, got {batch.timestamp_type}"
+    elif batch.timestamp_type not in (pb.CREATE_TIME, pb.LOG_APPEND_TIME):
+        return (
+            f"timestamp_type must be CREATE_TIME (0) or LOG_APPEND_TIME (1) for magic {batch.magic}, "
+            f"got {batch.timestamp_type}"
+        )
+    if batch.batch_max_timestamp < -1:
+        return f"batch_max_timestamp must be >= -1, got {batch.batch_max_timestamp}"
+    if batch.producer_id < -1:
+        return f"producer_id must be >= -1, got {batch.producer_id}"
+    if batch.producer_id >= 0:
+        return _producer_fields_problem(batch)
+    return None
+
+
+def _producer_fields_problem(batch: pb.CommitFileRequest.Batch) -> str | None:
+    if not 0 <= batch.producer_epoch <= PRODUCER_EPOCH_MAX:
+        return f"producer_epoch must be 0..{PRODUCER_EPOCH_MAX} for an idempotent batch, got {batch.producer_epoch}"
+    if batch.base_sequence < 0:
+        return f"base_sequence must be >= 0 for an idempotent batch, got {batch.base_sequence}"
+    expected = (batch.base_sequence + batch.last_offset - batch.base_offset) % SEQUENCE_MODULUS
+    if batch.last_sequence != expected:
+        return (
+            f"last_sequence must be {expected} (base_sequence {batch.base_sequence} plus "
+            f"{batch.last_offset - batch.base_offset} offsets), got {batch.last_sequence}"
+        )
+    return None
+
+
+def check_commit_part(view: CoordinatorView, part: CommitPart, now_ms: int) -> Result[list[BatchOutcome]]:
+    """Assigns offsets to this coordinator's batches; the file is recorded even if none is accepted."""
+    coordinator_id = view.coordinator_id
+    if coordinator_id not in part.owner_ids:
+        return _reject_all(part, f"owner_ids {list(part.owner_ids)} do not name coordinator {coordinator_id}")
+    if view.file_known(part.object_key):
+        return _reject_all(
+            part, f"object key {part.object_key!r} was already committed to coordinator {coordinator_id}"
+        )
+    high_watermarks: dict[int, int] = {}
+    windows: dict[tuple[int, int], object] = {}
+    committed: list[records.CommittedBatch] = []
+    outcomes: list[BatchOutcome] = []
+    batch_id = view.next_batch_id
+    any_known_partition = False
+    for batch, problem in zip(part.batches, part.problems, strict=True):
+        if problem is not None:
+            outcomes.append(BatchOutcome(problem.error_code, problem.message))
+            if view.partition(batch.topic_id, batch.partition) is not None:
+                any_known_partition = True
+            continue
+        partition = view.partition(batch.topic_id, batch.partition)
+        if partition is None:
+            outcomes.append(
+                BatchOutcome(
+                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"partition {batch.partition} of the topic is unknown"
+                )
+            )
+            continue
+        any_known_partition = True
+        producer_id = batch.producer_id
+        if producer_id >= 0:
+            window_key = (partition.key, producer_id)
+            window = windows[window_key] if window_key in windows else view.producer_window(*window_key)
+            verdict = check_producer(window, batch.producer_epoch, batch.base_sequence, batch.last_sequence)  # type: ignore[arg-type]
+            if verdict.duplicate_of is not None:
+                original = verdict.duplicate_of
+                append_time = original.append_time_ms if original.timestamp_type == LOG_APPEND_TIME else -1
+                outcomes.append(
+                    BatchOutcome(
+                        ErrorCode.NONE, "", original.base_offset, append_time, partition.log_start_offset, True
+                    )
+                )
+                continue
+            if verdict.error_code != ErrorCode.NONE:
+                outcomes.append(BatchOutcome(verdict.error_code, verdict.message))
+                continue
+        base_offset = high_watermarks.get(partition.key, partition.high_watermark)
+        last_offset = base_offset + batch.last_offset - batch.base_offset
+        high_watermarks[partition.key] = last_offset + 1
+        if producer_id >= 0:
+            windows[window_key] = advance_window(
+                window,  # type: ignore[arg-type]
+                batch.producer_epoch,
+                WindowEntry(batch.base_sequence, batch.last_sequence, base_offset, now_ms, batch.timestamp_type),
+            )
+        committed.append(
+            records.CommittedBatch(
+                batch_id=batch_id,
+                partition_key=partition.key,
+                byte_offset=batch.byte_offset,
+                size=batch.size,
+                base_offset=base_offset,
+                last_offset=last_offset,
+                magic=batch.magic,
+                timestamp_type=batch.timestamp_type,
+                max_timestamp=batch.batch_max_timestamp,
+                producer_id=producer_id,
+                producer_epoch=batch.producer_epoch if producer_id >= 0 else -1,
+                base_sequence=batch.base_sequence if producer_id >= 0 else -1,
+                last_sequence=batch.last_sequence if producer_id >= 0 else -1,
+            )
+        )
+        batch_id += 1
+        append_time = now_ms if batch.timestamp_type == LOG_APPEND_TIME else -1
+        outcomes.append(BatchOutcome(ErrorCode.NONE, "", base_offset, append_time, partition.log_start_offset))
+    if not any_known_partition:
+        return Result([], outcomes)
+    record = records.file_committed(
+        view.next_file_id, part.object_key, part.file_size, part.uploader_broker_id, part.owner_ids, now_ms, committed
+    )
+    return Result([record], outcomes)
+
+
+def _reject_all(part: CommitPart, message: str) -> Result[list[BatchOutcome]]:
+    return Result([], [BatchOutcome(ErrorCode.INVALID_REQUEST, message) for _ in part.batches])

@@ -1,0 +1,75 @@
+"""Kafka error codes, and the exceptions the edge maps to gRPC statuses.
+
+Caller nonsense is answered per item with an ErrorCode (named after the rule
+broken); exceptions here are for calls that cannot run at all.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+import grpc
+
+from protos import coordinator_pb2 as pb
+
+
+class ErrorCode(IntEnum):
+    """Mirror of the contract's ErrorCode enum, usable without protobuf lookups."""
+
+    NONE = pb.NONE
+    UNKNOWN_SERVER_ERROR = pb.UNKNOWN_SERVER_ERROR
+    OFFSET_OUT_OF_RANGE = pb.OFFSET_OUT_OF_RANGE
+    UNKNOWN_TOPIC_OR_PARTITION = pb.UNKNOWN_TOPIC_OR_PARTITION
+    REQUEST_TIMED_OUT = pb.REQUEST_TIMED_OUT
+    COORDINATOR_LOAD_IN_PROGRESS = pb.COORDINATOR_LOAD_IN_PROGRESS
+    COORDINATOR_NOT_AVAILABLE = pb.COORDINATOR_NOT_AVAILABLE
+    NOT_COORDINATOR = pb.NOT_COORDINATOR
+    INVALID_TOPIC_EXCEPTION = pb.INVALID_TOPIC_EXCEPTION
+    UNSUPPORTED_VERSION = pb.UNSUPPORTED_VERSION
+    TOPIC_ALREADY_EXISTS = pb.TOPIC_ALREADY_EXISTS
+    INVALID_PARTITIONS = pb.INVALID_PARTITIONS
+    INVALID_REQUEST = pb.INVALID_REQUEST
+    OUT_OF_ORDER_SEQUENCE_NUMBER = pb.OUT_OF_ORDER_SEQUENCE_NUMBER
+    INVALID_PRODUCER_EPOCH = pb.INVALID_PRODUCER_EPOCH
+    KAFKA_STORAGE_ERROR = pb.KAFKA_STORAGE_ERROR
+    INVALID_RECORD = pb.INVALID_RECORD
+    UNKNOWN_TOPIC_ID = pb.UNKNOWN_TOPIC_ID
+    INCONSISTENT_TOPIC_ID = pb.INCONSISTENT_TOPIC_ID
+
+
+class CallRejected(Exception):
+    """The call as a whole never ran; `status` is the gRPC status to answer with."""
+
+    status: grpc.StatusCode = grpc.StatusCode.UNKNOWN
+
+
+class Overloaded(CallRejected):
+    """A coordinator's bounded queue is full."""
+
+    status = grpc.StatusCode.RESOURCE_EXHAUSTED
+
+
+class ShuttingDown(CallRejected):
+    status = grpc.StatusCode.UNAVAILABLE
+
+
+class MalformedRequest(CallRejected):
+    """Too malformed to answer item by item, or past a per-call limit."""
+
+    status = grpc.StatusCode.INVALID_ARGUMENT
+
+
+class CoordinatorUnavailable(Exception):
+    """A coordinator cannot take the operation now; `error_code` goes to every item."""
+
+    def __init__(self, error_code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.error_code = error_code
+        self.message = message
+
+
+def grpc_status_of(error: BaseException) -> tuple[grpc.StatusCode, str]:
+    """The one table from exceptions to gRPC statuses at the edge."""
+    if isinstance(error, CallRejected):
+        return error.status, str(error)
+    return grpc.StatusCode.INTERNAL, f"internal error: {type(error).__name__}: {error}"

@@ -1,0 +1,1 @@
+"""A coordinator's metadata log: segment files of framed, CRC-checked record batches."""

@@ -1,0 +1,42 @@
+"""One node: the coordinators it hosts, loaded together and closed together."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+
+from coordinator.clock import Clock, SystemClock
+from coordinator.router import Router
+from coordinator.settings import Settings
+from coordinator.shard import CoordinatorShard
+
+log = logging.getLogger(__name__)
+
+
+def coordinator_directory(data_dir: Path, coordinator_id: int) -> Path:
+    return data_dir / f"coordinator-{coordinator_id}"
+
+
+class Node:
+    def __init__(self, settings: Settings, clock: Clock | None = None) -> None:
+        self.settings = settings
+        clock = clock or SystemClock()
+        self.shards = [
+            CoordinatorShard(i, coordinator_directory(settings.data_dir, i), settings, clock)
+            for i in range(settings.coordinators)
+        ]
+        self.router = Router(self.shards, settings)
+
+    async def load(self) -> bool:
+        """Loads every coordinator; True when all are ACTIVE (a failed one is logged and stays FAILED)."""
+        self.settings.data_dir.mkdir(parents=True, exist_ok=True)
+        outcomes = await asyncio.gather(*(shard.load() for shard in self.shards), return_exceptions=True)
+        for shard, outcome in zip(self.shards, outcomes, strict=True):
+            if isinstance(outcome, BaseException):
+                log.error("coordinator %d failed to load: %s", shard.coordinator_id, outcome)
+        self.router.rebuild_catalog()
+        return not any(isinstance(o, BaseException) for o in outcomes)
+
+    async def close(self) -> None:
+        await asyncio.gather(*(shard.close() for shard in self.shards))

@@ -1,0 +1,65 @@
+"""The only place metadata-log records are built (see protos/records.proto)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from protos import records_pb2 as rec
+
+MetadataRecord = rec.MetadataRecord
+CommittedBatch = rec.CommittedBatch
+
+
+def leader_change(leader_epoch: int, node_id: int) -> rec.MetadataRecord:
+    return rec.MetadataRecord(leader_change=rec.LeaderChange(leader_epoch=leader_epoch, node_id=node_id))
+
+
+def partition_created(partition_key: int, topic_id: bytes, topic_name: str, partition: int) -> rec.MetadataRecord:
+    return rec.MetadataRecord(
+        partition_created=rec.PartitionCreated(
+            partition_key=partition_key, topic_id=topic_id, topic_name=topic_name, partition=partition
+        )
+    )
+
+
+def topic_deleted(topic_id: bytes) -> rec.MetadataRecord:
+    return rec.MetadataRecord(topic_deleted=rec.TopicDeleted(topic_id=topic_id))
+
+
+def records_deleted(partition_key: int, log_start_offset: int) -> rec.MetadataRecord:
+    return rec.MetadataRecord(
+        records_deleted=rec.RecordsDeleted(partition_key=partition_key, log_start_offset=log_start_offset)
+    )
+
+
+def file_committed(
+    file_id: int,
+    object_key: str,
+    file_size: int,
+    uploader_broker_id: int,
+    owner_ids: Sequence[int],
+    append_time_ms: int,
+    batches: Iterable[rec.CommittedBatch],
+) -> rec.MetadataRecord:
+    return rec.MetadataRecord(
+        file_committed=rec.FileCommitted(
+            file_id=file_id,
+            object_key=object_key,
+            file_size=file_size,
+            uploader_broker_id=uploader_broker_id,
+            owner_ids=owner_ids,
+            append_time_ms=append_time_ms,
+            batches=batches,
+        )
+    )
+
+
+def encode_batch(records: Sequence[rec.MetadataRecord]) -> bytes:
+    """The payload of one log frame: all records of one operation."""
+    return rec.RecordBatch(records=records).SerializeToString()
+
+
+def decode_batch(payload: bytes) -> list[rec.MetadataRecord]:
+    batch = rec.RecordBatch()
+    batch.ParseFromString(payload)
+    return list(batch.records)

@@ -1,0 +1,175 @@
+"""Settings: Kafka-style names, from defaults < properties file < environment < flags.
+
+Every bound of the service is a named setting here, validated at start-up.
+An environment variable overrides a property by the name upper-cased with
+dots as underscores (`diskless.coordinator.queue.max.operations` is
+`DISKLESS_COORDINATOR_QUEUE_MAX_OPERATIONS`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+class SettingsError(ValueError):
+    """A setting has a nonsense value; the message names it."""
+
+
+def _setting(name: str, default: Any, doc: str) -> Any:
+    return field(default=default, metadata={"name": name, "doc": doc})
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    data_dir: Path = _setting(
+        "diskless.data.dir", Path("./data"), "where coordinators keep their logs and SQLite state"
+    )
+    listen: str = _setting(
+        "diskless.listen", "127.0.0.1:50051", "HOST:PORT the gRPC server listens on (port 0 picks one)"
+    )
+    node_id: int = _setting("diskless.node.id", 0, "this node's id, reported as the coordinators' leader")
+    coordinators: int = _setting(
+        "diskless.metadata.topic.num.partitions",
+        8,
+        "coordinators (metadata-log partitions) on this node (KIP-1164 name)",
+    )
+    queue_max_operations: int = _setting(
+        "diskless.coordinator.queue.max.operations",
+        1024,
+        "operations waiting per coordinator; past it calls get RESOURCE_EXHAUSTED",
+    )
+    group_commit_max_operations: int = _setting(
+        "diskless.coordinator.group.commit.max.operations", 256, "operations one group commit (one fsync) may carry"
+    )
+    commit_max_batches: int = _setting(
+        "diskless.coordinator.commit.max.batches", 10000, "batches one CommitFile may carry; past it INVALID_ARGUMENT"
+    )
+    request_max_bytes: int = _setting(
+        "diskless.coordinator.request.max.bytes", 16 * 1024 * 1024, "largest gRPC message accepted (bytes)"
+    )
+    request_timeout_ms: int = _setting(
+        "diskless.coordinator.request.timeout.ms",
+        30000,
+        "wait for an operation when the request's timeout_ms is <= 0 (REQUEST_TIMED_OUT past it)",
+    )
+    request_timeout_max_ms: int = _setting(
+        "diskless.coordinator.request.timeout.max.ms", 300000, "cap on a request's own timeout_ms"
+    )
+    topic_partitions_max: int = _setting(
+        "diskless.coordinator.topic.partitions.max", 100000, "partitions a topic may have; more is INVALID_PARTITIONS"
+    )
+    find_batches_max_results: int = _setting(
+        "diskless.coordinator.find.batches.max.results", 10000, "batches one FindBatches call returns at most"
+    )
+    request_max_items: int = _setting(
+        "diskless.coordinator.request.max.items",
+        10000,
+        "items (partitions, topics, keys) one non-commit call may carry; past it INVALID_ARGUMENT",
+    )
+    log_segment_bytes: int = _setting(
+        "diskless.coordinator.log.segment.bytes", 64 * 1024 * 1024, "size at which a metadata-log segment rolls"
+    )
+    replay_batch_operations: int = _setting(
+        "diskless.coordinator.replay.batch.operations", 2000, "log batches applied per SQLite transaction on replay"
+    )
+    drain_timeout_ms: int = _setting(
+        "diskless.shutdown.drain.timeout.ms", 10000, "on SIGTERM, how long in-flight calls may take to finish"
+    )
+
+    def with_overrides(self, overrides: Mapping[str, Any]) -> Settings:
+        """A copy with the given property names set (values may be strings)."""
+        by_name = {f.metadata["name"]: f for f in dataclasses.fields(self)}
+        changes: dict[str, Any] = {}
+        for name, raw in overrides.items():
+            spec = by_name.get(name)
+            if spec is None:
+                raise SettingsError(f"unknown setting {name!r}")
+            changes[spec.name] = _convert(name, raw, type(getattr(self, spec.name)))
+        return dataclasses.replace(self, **changes)
+
+    def validate(self) -> Settings:
+        """Raises SettingsError naming the first bad setting; returns self."""
+        positive = ["coordinators", "queue_max_operations", "group_commit_max_operations", "commit_max_batches", "request_max_bytes", "request_timeout_ms", "request_timeout_max_ms", "topic_partitions_max", "find_batches_max_results", "request_max_items", "log_segment_bytes", "replay_batch_operations"]
+        for attr in positive:
+            if getattr(self, attr) <= 0:
+                raise SettingsError(f"{property_name(attr)} must be > 0, got {getattr(self, attr)}")
+        if self.coordinators > 4096:
+            raise SettingsError(f"{property_name('coordinators')} must be <= 4096, got {self.coordinators}")
+        if self.node_id < 0:
+            raise SettingsError(f"{property_name('node_id')} must be >= 0, got {self.node_id}")
+        if self.drain_timeout_ms < 0:
+            raise SettingsError(f"{property_name('drain_timeout_ms')} must be >= 0")
+        if self.log_segment_bytes < 1024:
+            raise SettingsError(f"{property_name('log_segment_bytes')} must be >= 1024, got {self.log_segment_bytes}")
+        if self.request_timeout_ms > self.request_timeout_max_ms:
+            raise SettingsError(
+                f"{property_name('request_timeout_ms')} ({self.request_timeout_ms}) must be <= "
+                f"{property_name('request_timeout_max_ms')} ({self.request_timeout_max_ms})"
+            )
+        host, _, port = self.listen.rpartition(":")
+        if not host or not port.isdigit() or int(port) > 65535:
+            raise SettingsError(f"{property_name('listen')} must be HOST:PORT, got {self.listen!r}")
+        return self
+
+
+def property_name(attr: str) -> str:
+    """The Kafka-style name of a Settings attribute."""
+    return next(f.metadata["name"] for f in dataclasses.fields(Settings) if f.name == attr)
+
+
+def describe_settings() -> list[tuple[str, str, str]]:
+    """(name, default, meaning) of every setting, for docs and `--help`."""
+    return [(f.metadata["name"], str(f.default), f.metadata["doc"]) for f in dataclasses.fields(Settings)]
+
+
+def read_properties(path: Path) -> dict[str, str]:
+    """Parses a Java-style properties file (`name=value` or `name: value`, `#`/`!` comments)."""
+    result: dict[str, str] = {}
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        text = line.strip()
+        if not text or text[0] in "#!":
+            continue
+        separators = [i for i in (text.find("="), text.find(":")) if i > 0]
+        if not separators:
+            raise SettingsError(f"{path}:{number}: expected name=value, got {text!r}")
+        cut = min(separators)
+        result[text[:cut].strip()] = text[cut + 1 :].strip()
+    return result
+
+
+def environment_overrides(environ: Mapping[str, str]) -> dict[str, str]:
+    """Settings given as environment variables (DISKLESS_...)."""
+    result = {}
+    for f in dataclasses.fields(Settings):
+        variable = f.metadata["name"].upper().replace(".", "_")
+        if variable in environ:
+            result[f.metadata["name"]] = environ[variable]
+    return result
+
+
+def load_settings(config: Path | None, flags: Mapping[str, Any], environ: Mapping[str, str] | None = None) -> Settings:
+    """Defaults, then the properties file, then the environment, then flags (by property name)."""
+    settings = Settings()
+    if config is not None:
+        settings = settings.with_overrides(read_properties(config))
+    settings = settings.with_overrides(environment_overrides(os.environ if environ is None else environ))
+    settings = settings.with_overrides({k: v for k, v in flags.items() if v is not None})
+    return settings.validate()
+
+
+def _convert(name: str, raw: Any, kind: type) -> Any:
+    if not isinstance(raw, str):
+        return kind(raw)
+    if kind is int:
+        try:
+            return int(raw.replace("_", ""))
+        except ValueError:
+            raise SettingsError(f"{name} must be an integer, got {raw!r}") from None
+    if issubclass(kind, Path):
+        return Path(raw)
+    return raw

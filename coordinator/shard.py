@@ -1,0 +1,424 @@
+"""One coordinator (a shard, leader of one metadata-log partition) and its write pipeline.
+
+DESIGN §3, in one ordered pipeline on the event loop:
+
+1. check each queued operation against the speculative view (pure);
+2. replay its records into the view and frame them (one frame per operation);
+3. while one group is being written and fsynced on the coordinator's own
+   thread, the next operations are checked and join the following group
+   (group commit: one fdatasync serves every operation in it);
+4. once durable (the high watermark, with one replica), the group's records
+   are applied to SQLite in one transaction carrying the applied offset;
+5. only then are the group's callers answered, in order.
+
+An operation with no records (a rejection, a duplicate) still waits for the
+group it was checked in: its answer may depend on pending records (I2).
+A failed write or apply fails every operation checked after the last durable
+point and reloads the coordinator from SQLite plus the log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import logging
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from coordinator import records
+from coordinator.clock import Clock
+from coordinator.errors import CoordinatorUnavailable, ErrorCode, Overloaded
+from coordinator.invariants import InvariantViolation, check_invariant
+from coordinator.log.frame import encode_frame
+from coordinator.log.segments import MetadataLog
+from coordinator.result import Result
+from coordinator.settings import Settings, property_name
+from coordinator.state.store import AppliedFrame, StateCorrupt, StateStore
+from coordinator.view import CoordinatorView
+
+log = logging.getLogger(__name__)
+
+Check = Callable[[CoordinatorView, int], Result[Any]]  # (view, now_ms) -> Result
+
+
+class ShardState(enum.Enum):
+    LOADING = "LOADING"
+    ACTIVE = "ACTIVE"
+    FAILED = "FAILED"
+    CLOSED = "CLOSED"
+
+
+_TRANSITIONS = {
+    ShardState.LOADING: {ShardState.ACTIVE, ShardState.FAILED, ShardState.CLOSED},
+    ShardState.ACTIVE: {ShardState.FAILED, ShardState.CLOSED},
+    ShardState.FAILED: {ShardState.LOADING, ShardState.CLOSED},
+    ShardState.CLOSED: set(),
+}
+
+
+@dataclass(slots=True)
+class _Operation:
+    check: Check
+    future: asyncio.Future[Any]
+    result: Result[Any] | None = None
+
+
+@dataclass(slots=True)
+class _Group:
+    operations: list[_Operation] = field(default_factory=list)
+    frames: list[bytes] = field(default_factory=list)
+    applied: list[AppliedFrame] = field(default_factory=list)
+    end_offset: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ShardStatistics:
+    coordinator_id: int
+    state: str
+    leader_epoch: int
+    queued_operations: int
+    queue_max_operations: int
+    log_start_offset: int
+    log_end_offset: int
+    high_watermark: int
+    applied_offset: int
+    log_flush_count: int
+    log_append_count: int
+
+
+class LoadFailed(Exception):
+    """The coordinator's log and state disagree in a way only an operator can settle."""
+
+
+class CoordinatorShard:
+    def __init__(self, coordinator_id: int, directory: Path, settings: Settings, clock: Clock) -> None:
+        self.coordinator_id = coordinator_id
+        self.directory = directory
+        self._settings = settings
+        self._clock = clock
+        self._state = ShardState.LOADING
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"coordinator-{coordinator_id}")
+        self._queue: asyncio.Queue[_Operation] = asyncio.Queue(maxsize=settings.queue_max_operations)
+        self._wakeup = asyncio.Event()
+        self._group = _Group()
+        self._inflight: asyncio.Future[None] | None = None
+        self._inflight_group = _Group()
+        self._applied_waiters: list[tuple[int, asyncio.Future[None]]] = []
+        self._closing = False
+        self._pipeline: asyncio.Task[None] | None = None
+        self._store: StateStore | None = None
+        self._log: MetadataLog | None = None
+        self._view: CoordinatorView | None = None
+        self._next_offset = 0  # speculative log end: records checked, maybe not yet written
+        self._high_watermark = 0
+        self._append_count = 0
+        self._flush_count_before = 0
+
+    # ------------------------------------------------------------------ lifecycle
+
+    @property
+    def state(self) -> ShardState:
+        return self._state
+
+    def _transition(self, target: ShardState) -> None:
+        check_invariant(
+            target in _TRANSITIONS[self._state], f"coordinator {self.coordinator_id}: {self._state} -> {target}"
+        )
+        self._state = target
+
+    async def load(self) -> None:
+        """Opens state and log, replays the log tail, starts a new leader epoch, then serves."""
+        started = time.monotonic()
+        loop = asyncio.get_running_loop()
+        try:
+            replayed = await loop.run_in_executor(self._executor, self._load_blocking)
+        except Exception:
+            self._transition(ShardState.FAILED)
+            raise
+        self._transition(ShardState.ACTIVE)
+        self._pipeline = asyncio.create_task(self._run(), name=f"coordinator-{self.coordinator_id}-pipeline")
+        log.info(
+            "coordinator %d loaded in %.2fs: replayed %d log batches, log end %d, leader epoch %d",
+            self.coordinator_id,
+            time.monotonic() - started,
+            replayed,
+            self._next_offset,
+            self._view.leader_epoch if self._view else -1,
+        )
+
+    def _load_blocking(self) -> int:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        store = self._open_store()
+        metadata_log = MetadataLog(self.directory / "log", self._settings.log_segment_bytes)
+        position = metadata_log.position()
+        if store.applied_offset > position.end_offset:
+            raise LoadFailed(
+                f"coordinator {self.coordinator_id}: SQLite state is applied to {store.applied_offset}, past the log "
+                f"end {position.end_offset}: the log lost acknowledged records; restore it or a snapshot"
+            )
+        replayed = 0
+        chunk: list[AppliedFrame] = []
+        for frame in metadata_log.read(store.applied_offset):
+            chunk.append((frame.end_offset, records.decode_batch(frame.payload)))
+            if len(chunk) >= self._settings.replay_batch_operations:
+                store.apply(chunk)
+                replayed += len(chunk)
+                chunk = []
+        store.apply(chunk)
+        replayed += len(chunk)
+        view = store.load_view()
+        epoch = max(view.leader_epoch, position.last_epoch) + 1
+        change = [records.leader_change(epoch, self._settings.node_id)]
+        end = metadata_log.end_offset + 1
+        metadata_log.append(encode_frame(metadata_log.end_offset, epoch, 1, records.encode_batch(change)), end, epoch)
+        store.apply([(end, change)])
+        view.replay(change[0], end)
+        check_invariant(store.applied_offset == metadata_log.end_offset, "loaded state must equal the log end")
+        self._store, self._log, self._view = store, metadata_log, view
+        self._next_offset = self._high_watermark = end
+        self._flush_count_before = metadata_log.flush_count
+        return replayed
+
+    def _open_store(self) -> StateStore:
+        path = self.directory / "state.sqlite"
+        try:
+            return StateStore(path, self.coordinator_id)
+        except StateCorrupt as error:
+            # SQLite is a cache of the log: set the bad file aside and rebuild it by replay.
+            aside = path.with_name(f"state.sqlite.corrupt-{time.time_ns()}")
+            log.error(
+                "coordinator %d: %s; moving it to %s and rebuilding from the log", self.coordinator_id, error, aside
+            )
+            path.rename(aside)
+            for suffix in ("-wal", "-shm"):
+                path.with_name(path.name + suffix).unlink(missing_ok=True)
+            return StateStore(path, self.coordinator_id)
+
+    async def close(self) -> None:
+        """Finishes every queued and in-flight operation, then closes the log and state."""
+        self._closing = True
+        self._wakeup.set()
+        if self._pipeline is not None:
+            await self._pipeline
+        if self._state != ShardState.CLOSED:
+            self._transition(ShardState.CLOSED)
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(self._executor, self._close_files)
+        self._executor.shutdown(wait=True)
+
+    def _close_files(self) -> None:
+        if self._log is not None:
+            self._log.close()
+        if self._store is not None:
+            self._store.close()
+
+    # ------------------------------------------------------------------ facts
+
+    def require_active(self) -> None:
+        """Raises CoordinatorUnavailable with the code a caller should see in this state."""
+        if self._state is ShardState.ACTIVE and not self._closing:
+            return
+        if self._state is ShardState.LOADING:
+            raise CoordinatorUnavailable(
+                ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, f"coordinator {self.coordinator_id} is loading"
+            )
+        if self._closing or self._state is ShardState.CLOSED:
+            raise CoordinatorUnavailable(ErrorCode.NOT_COORDINATOR, f"coordinator {self.coordinator_id} is closing")
+        raise CoordinatorUnavailable(
+            ErrorCode.COORDINATOR_NOT_AVAILABLE, f"coordinator {self.coordinator_id} failed and is reloading"
+        )
+
+    @property
+    def store(self) -> StateStore:
+        """The committed state for reads; callers check `require_active` first."""
+        assert self._store is not None
+        return self._store
+
+    @property
+    def view(self) -> CoordinatorView:
+        assert self._view is not None
+        return self._view
+
+    @property
+    def speculative_end_offset(self) -> int:
+        return self._next_offset
+
+    def has_room(self) -> bool:
+        return not self._queue.full()
+
+    def statistics(self) -> ShardStatistics:
+        log_position = self._log.position() if self._log else None
+        return ShardStatistics(
+            coordinator_id=self.coordinator_id,
+            state=self._state.value,
+            leader_epoch=self._view.leader_epoch if self._view else -1,
+            queued_operations=self._queue.qsize(),
+            queue_max_operations=self._settings.queue_max_operations,
+            log_start_offset=log_position.start_offset if log_position else -1,
+            log_end_offset=self._next_offset,
+            high_watermark=self._high_watermark,
+            applied_offset=self._store.applied_offset if self._store else -1,
+            log_flush_count=(self._log.flush_count - self._flush_count_before) if self._log else 0,
+            log_append_count=self._append_count,
+        )
+
+    # ------------------------------------------------------------------ submitting
+
+    def submit(self, check: Check) -> asyncio.Future[Any]:
+        """Queues an operation; its future resolves with the check's response once applied."""
+        self.require_active()
+        if self._queue.full():
+            raise Overloaded(
+                f"coordinator {self.coordinator_id} has {self._queue.qsize()} operations queued "
+                f"({property_name('queue_max_operations')}); retry with backoff"
+            )
+        operation = _Operation(check, asyncio.get_running_loop().create_future())
+        self._queue.put_nowait(operation)
+        self._wakeup.set()
+        return operation.future
+
+    async def wait_applied(self, offset: int) -> None:
+        """Returns once SQLite holds every record below `offset` (a strict read's barrier)."""
+        self.require_active()
+        if self.store.applied_offset >= offset:
+            return
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._applied_waiters.append((offset, waiter))
+        await waiter
+
+    # ------------------------------------------------------------------ the pipeline
+
+    async def _run(self) -> None:
+        while True:
+            await self._wakeup.wait()
+            self._wakeup.clear()
+            try:
+                if self._inflight is not None and self._inflight.done():
+                    self._finish_flush()
+                self._check_queued()
+                if self._inflight is None and self._group.operations:
+                    self._start_flush()
+            except Exception as error:  # a failed write or a broken invariant
+                await self._fail_and_reload(error)
+                if self._state is not ShardState.ACTIVE:
+                    self._fail_queued(ErrorCode.NOT_COORDINATOR, f"coordinator {self.coordinator_id} failed to reload")
+                    return
+                continue
+            if self._closing and self._inflight is None and not self._group.operations and self._queue.empty():
+                return
+
+    def _check_queued(self) -> None:
+        view = self.view
+        group = self._group
+        group_max = self._settings.group_commit_max_operations
+        epoch = view.leader_epoch
+        while not self._queue.empty() and len(group.operations) < group_max:
+            operation = self._queue.get_nowait()
+            if operation.future.done():  # the caller gave up before the check
+                continue
+            try:
+                result = operation.check(view, self._clock.now_ms())
+            except InvariantViolation:
+                raise
+            except Exception as error:  # a check is pure: failing one operation leaves nothing behind
+                log.exception("coordinator %d: check failed", self.coordinator_id)
+                operation.future.set_exception(error)
+                continue
+            operation.result = result
+            group.operations.append(operation)
+            if result.records:
+                count = len(result.records)
+                base_offset = self._next_offset
+                end_offset = base_offset + count
+                for record in result.records:
+                    view.replay(record, end_offset)
+                group.frames.append(encode_frame(base_offset, epoch, count, records.encode_batch(result.records)))
+                group.applied.append((end_offset, result.records))
+                self._next_offset = group.end_offset = end_offset
+
+    def _start_flush(self) -> None:
+        group, self._group = self._group, _Group()
+        self._inflight_group = group
+        epoch = self.view.leader_epoch
+        self._inflight = asyncio.get_running_loop().run_in_executor(
+            self._executor, self._write_and_apply, b"".join(group.frames), group.applied, group.end_offset, epoch
+        )
+        self._inflight.add_done_callback(lambda _: self._wakeup.set())
+
+    def _write_and_apply(self, frames: bytes, applied: list[AppliedFrame], end_offset: int, epoch: int) -> None:
+        """On the coordinator's thread: append + fdatasync, then apply to SQLite."""
+        if not frames:
+            return
+        assert self._log is not None and self._store is not None
+        self._log.append(frames, end_offset, epoch)
+        self._store.apply(applied)
+
+    def _finish_flush(self) -> None:
+        inflight, self._inflight = self._inflight, None
+        assert inflight is not None
+        group, self._inflight_group = self._inflight_group, _Group()
+        inflight.result()  # raises the write or apply failure
+        if group.applied:
+            self._high_watermark = group.end_offset
+            self._append_count += len(group.applied)
+        applied_offset = self.store.applied_offset
+        check_invariant(
+            self._next_offset >= self._high_watermark >= applied_offset,
+            f"coordinator {self.coordinator_id}: log end {self._next_offset} >= high watermark "
+            f"{self._high_watermark} >= applied {applied_offset} must hold",
+        )
+        self.view.forget_applied_files(applied_offset)
+        for operation in group.operations:
+            if not operation.future.done():
+                assert operation.result is not None
+                operation.future.set_result(operation.result.response)
+        if self._applied_waiters:
+            still_waiting = []
+            for offset, waiter in self._applied_waiters:
+                if offset <= applied_offset:
+                    if not waiter.done():
+                        waiter.set_result(None)
+                else:
+                    still_waiting.append((offset, waiter))
+            self._applied_waiters = still_waiting
+
+    # ------------------------------------------------------------------ failure
+
+    async def _fail_and_reload(self, error: Exception) -> None:
+        log.error("coordinator %d failed: %s: %s; reloading", self.coordinator_id, type(error).__name__, error)
+        self._transition(ShardState.FAILED)
+        if self._inflight is not None:
+            with contextlib.suppress(Exception):  # the failure being handled, or the same write's
+                await self._inflight
+        unavailable = CoordinatorUnavailable(
+            ErrorCode.COORDINATOR_NOT_AVAILABLE, f"coordinator {self.coordinator_id} failed ({error}); retry"
+        )
+        for operation in (*self._inflight_group.operations, *self._group.operations):
+            if not operation.future.done():
+                operation.future.set_exception(unavailable)
+        for _, waiter in self._applied_waiters:
+            if not waiter.done():
+                waiter.set_exception(unavailable)
+        self._inflight, self._inflight_group, self._group, self._applied_waiters = None, _Group(), _Group(), []
+        self._transition(ShardState.LOADING)
+        loop = asyncio.get_running_loop()
+        try:
+            await loop.run_in_executor(self._executor, self._close_files)
+            await loop.run_in_executor(self._executor, self._load_blocking)
+        except Exception as reload_error:
+            log.error("coordinator %d cannot reload: %s", self.coordinator_id, reload_error)
+            self._transition(ShardState.FAILED)
+            return
+        self._transition(ShardState.ACTIVE)
+        self._wakeup.set()
+
+    def _fail_queued(self, code: ErrorCode, message: str) -> None:
+        while not self._queue.empty():
+            operation = self._queue.get_nowait()
+            if not operation.future.done():
+                operation.future.set_exception(CoordinatorUnavailable(code, message))

@@ -1,0 +1,66 @@
+"""The SQLite schema of one coordinator's state."""
+
+from __future__ import annotations
+
+SCHEMA_VERSION = 1
+
+# meta holds counters and the applied log offset, updated in the same
+# transaction as the state they describe.
+STATEMENTS = (
+    """CREATE TABLE IF NOT EXISTS meta (
+        name TEXT PRIMARY KEY,
+        value INTEGER NOT NULL
+    ) WITHOUT ROWID""",
+    """CREATE TABLE IF NOT EXISTS partitions (
+        partition_key INTEGER PRIMARY KEY,
+        topic_id BLOB NOT NULL,
+        topic_name TEXT NOT NULL,
+        partition INTEGER NOT NULL,
+        log_start_offset INTEGER NOT NULL,
+        high_watermark INTEGER NOT NULL,
+        UNIQUE (topic_id, partition)
+    )""",
+    """CREATE TABLE IF NOT EXISTS files (
+        file_id INTEGER PRIMARY KEY,
+        object_key TEXT NOT NULL UNIQUE,
+        file_size INTEGER NOT NULL,
+        uploader_broker_id INTEGER NOT NULL,
+        owner_ids TEXT NOT NULL,
+        committed_at_ms INTEGER NOT NULL,
+        live_batches INTEGER NOT NULL,
+        is_last_owner INTEGER NOT NULL
+    )""",
+    "CREATE INDEX IF NOT EXISTS files_live_by_time ON files (committed_at_ms) WHERE live_batches > 0",
+    """CREATE TABLE IF NOT EXISTS batches (
+        batch_id INTEGER PRIMARY KEY,
+        partition_key INTEGER NOT NULL,
+        file_id INTEGER NOT NULL,
+        byte_offset INTEGER NOT NULL,
+        size INTEGER NOT NULL,
+        base_offset INTEGER NOT NULL,
+        last_offset INTEGER NOT NULL,
+        magic INTEGER NOT NULL,
+        timestamp_type INTEGER NOT NULL,
+        max_timestamp INTEGER NOT NULL,
+        append_time_ms INTEGER NOT NULL
+    )""",
+    "CREATE UNIQUE INDEX IF NOT EXISTS batches_by_partition ON batches (partition_key, last_offset)",
+    """CREATE TABLE IF NOT EXISTS producers (
+        partition_key INTEGER NOT NULL,
+        producer_id INTEGER NOT NULL,
+        producer_epoch INTEGER NOT NULL,
+        window BLOB NOT NULL,
+        PRIMARY KEY (partition_key, producer_id)
+    ) WITHOUT ROWID""",
+)
+
+META_DEFAULTS = {
+    "schema_version": SCHEMA_VERSION,
+    "coordinator_id": -1,
+    "applied_offset": 0,
+    "leader_epoch": 0,
+    "next_partition_key": 0,
+    "next_batch_id": 0,
+    "next_file_id": 0,
+    "live_batch_count": 0,
+}

@@ -1,0 +1,315 @@
+"""One coordinator's SQLite file: opening it, loading the view, and `apply`, its only writer.
+
+`apply` runs every record of a group in one transaction that also stores the
+applied log offset (DESIGN §3 step 5), so the state always equals
+apply(log[0 .. applied offset]) (invariant I1). Reads for FindBatches and
+friends go through a separate connection (WAL mode) and see committed state.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import apsw
+
+from coordinator.invariants import check_invariant
+from coordinator.producers import ProducerWindow, WindowEntry, advance_window, decode_window, encode_window
+from coordinator.state.schema import META_DEFAULTS, SCHEMA_VERSION, STATEMENTS
+from coordinator.view import CoordinatorView, PartitionView
+from protos import records_pb2 as rec
+
+BATCH_ID_SPACE = 2**40  # batch ids are unique across coordinators: coordinator id in the high bits
+
+AppliedFrame = tuple[int, Sequence[rec.MetadataRecord]]  # (end offset of the frame, its records)
+
+
+class StateCorrupt(Exception):
+    """The SQLite file cannot be read as this coordinator's state."""
+
+
+def _connect(path: Path, *, readonly: bool) -> apsw.Connection:
+    flags = apsw.SQLITE_OPEN_READONLY if readonly else apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE
+    connection = apsw.Connection(str(path), flags=flags)
+    connection.set_busy_timeout(5000)
+    return connection
+
+
+class StateStore:
+    def __init__(self, path: Path, coordinator_id: int) -> None:
+        self.path = path
+        self.coordinator_id = coordinator_id
+        try:
+            self._writer = _connect(path, readonly=False)
+            self._writer.execute("PRAGMA journal_mode=WAL")
+            # The log is the durable copy: a lost SQLite commit is replayed from it.
+            self._writer.execute("PRAGMA synchronous=NORMAL")
+            with self._writer:
+                for statement in STATEMENTS:
+                    self._writer.execute(statement)
+                defaults = dict(META_DEFAULTS, coordinator_id=coordinator_id)
+                defaults["next_batch_id"] = coordinator_id * BATCH_ID_SPACE
+                self._writer.executemany(
+                    "INSERT OR IGNORE INTO meta (name, value) VALUES (?, ?)", list(defaults.items())
+                )
+            self.meta = dict(self._writer.execute("SELECT name, value FROM meta"))
+        except apsw.Error as error:
+            raise StateCorrupt(f"{path}: {error}") from error
+        if self.meta["schema_version"] != SCHEMA_VERSION or self.meta["coordinator_id"] != coordinator_id:
+            raise StateCorrupt(
+                f"{path}: schema {self.meta['schema_version']} of coordinator {self.meta['coordinator_id']}, "
+                f"expected schema {SCHEMA_VERSION} of coordinator {coordinator_id}"
+            )
+        self.reader = _connect(path, readonly=True)
+
+    @property
+    def applied_offset(self) -> int:
+        return int(self.meta["applied_offset"])
+
+    def close(self) -> None:
+        self.reader.close()
+        self._writer.close()
+
+    # ------------------------------------------------------------------ loading
+
+    def load_view(self) -> CoordinatorView:
+        """The view of the committed state (nothing pending)."""
+        view = CoordinatorView(
+            self.coordinator_id,
+            self.file_known,
+            next_partition_key=self.meta["next_partition_key"],
+            next_batch_id=self.meta["next_batch_id"],
+            next_file_id=self.meta["next_file_id"],
+            leader_epoch=self.meta["leader_epoch"],
+        )
+        for row in self._writer.execute(
+            "SELECT partition_key, topic_id, topic_name, partition, log_start_offset, high_watermark FROM partitions"
+        ):
+            view.load_partition(PartitionView(*row))
+        for key, producer_id, epoch, window in self._writer.execute(
+            "SELECT partition_key, producer_id, producer_epoch, window FROM producers"
+        ):
+            view.load_producer(key, producer_id, decode_window(epoch, window))
+        return view
+
+    def file_known(self, object_key: str) -> bool:
+        return self.reader.execute("SELECT 1 FROM files WHERE object_key = ?", (object_key,)).fetchone() is not None
+
+    @contextlib.contextmanager
+    def read_snapshot(self) -> Iterator[apsw.Connection]:
+        """A read transaction: every query inside sees the same committed state."""
+        self.reader.execute("BEGIN")
+        try:
+            yield self.reader
+        finally:
+            self.reader.execute("COMMIT")
+
+    # ------------------------------------------------------------------ the only writer
+
+    def apply(self, frames: Sequence[AppliedFrame]) -> None:
+        """Applies frames (in log order, following the applied offset) in one transaction."""
+        if not frames:
+            return
+        check_invariant(
+            frames[0][0] > self.applied_offset,
+            f"apply of a frame ending at {frames[0][0]} at applied offset {self.applied_offset}",
+        )
+        meta = dict(self.meta)
+        try:
+            with self._writer:
+                applier = _Applier(self._writer, self.coordinator_id, meta)
+                previous_end = self.applied_offset
+                for end_offset, records in frames:
+                    check_invariant(
+                        end_offset > previous_end, f"frames out of order: {end_offset} after {previous_end}"
+                    )
+                    previous_end = end_offset
+                    for record in records:
+                        applier.apply(record)
+                applier.finish()
+                meta["applied_offset"] = previous_end
+                self._writer.executemany(
+                    "UPDATE meta SET value = ? WHERE name = ?",
+                    [(value, name) for name, value in meta.items() if self.meta.get(name) != value],
+                )
+        except BaseException:
+            self.meta = dict(self._writer.execute("SELECT name, value FROM meta"))
+            raise
+        self.meta = meta
+
+
+class _Applier:
+    """Applies records inside one open transaction; producer windows are written at finish."""
+
+    def __init__(self, connection: apsw.Connection, coordinator_id: int, meta: dict[str, Any]) -> None:
+        self._db = connection
+        self._coordinator_id = coordinator_id
+        self._meta = meta
+        self._windows: dict[tuple[int, int], ProducerWindow] = {}
+
+    def apply(self, record: rec.MetadataRecord) -> None:
+        kind = record.WhichOneof("record")
+        if kind == "file_committed":
+            self._file_committed(record.file_committed)
+        elif kind == "records_deleted":
+            self._records_deleted(record.records_deleted)
+        elif kind == "partition_created":
+            self._partition_created(record.partition_created)
+        elif kind == "topic_deleted":
+            self._topic_deleted(record.topic_deleted)
+        elif kind == "leader_change":
+            check_invariant(
+                record.leader_change.leader_epoch > self._meta["leader_epoch"],
+                f"leader epoch goes from {self._meta['leader_epoch']} to {record.leader_change.leader_epoch}",
+            )
+            self._meta["leader_epoch"] = record.leader_change.leader_epoch
+        else:
+            raise AssertionError(f"unknown metadata record {kind!r}")
+
+    def finish(self) -> None:
+        if self._windows:
+            self._db.executemany(
+                "INSERT OR REPLACE INTO producers (partition_key, producer_id, producer_epoch, window) "
+                "VALUES (?,?,?,?)",
+                [(key, producer, w.epoch, encode_window(w)) for (key, producer), w in self._windows.items()],
+            )
+
+    def _file_committed(self, committed: rec.FileCommitted) -> None:
+        meta = self._meta
+        check_invariant(
+            committed.file_id == meta["next_file_id"], f"file id {committed.file_id} != {meta['next_file_id']}"
+        )
+        meta["next_file_id"] = committed.file_id + 1
+        append_time = committed.append_time_ms
+        owners = list(committed.owner_ids)
+        self._db.execute(
+            "INSERT INTO files (file_id, object_key, file_size, uploader_broker_id, owner_ids, committed_at_ms, "
+            "live_batches, is_last_owner) VALUES (?,?,?,?,?,?,?,?)",
+            (
+                committed.file_id,
+                committed.object_key,
+                committed.file_size,
+                committed.uploader_broker_id,
+                ",".join(map(str, owners)),
+                append_time,
+                len(committed.batches),
+                int(owners[-1] == self._coordinator_id),
+            ),
+        )
+        if not committed.batches:
+            return
+        rows = []
+        high_watermarks: dict[int, tuple[int, int]] = {}  # partition key -> (watermark before, after)
+        next_batch_id = meta["next_batch_id"]
+        for batch in committed.batches:
+            check_invariant(batch.batch_id == next_batch_id, f"batch id {batch.batch_id} != {next_batch_id}")
+            next_batch_id += 1
+            key = batch.partition_key
+            before, after = high_watermarks.get(key, (batch.base_offset, batch.base_offset))
+            check_invariant(
+                batch.base_offset == after and batch.last_offset >= batch.base_offset,
+                f"batch {batch.batch_id} at {batch.base_offset}..{batch.last_offset} does not follow {after} "
+                f"in partition {key}",
+            )
+            high_watermarks[key] = (before, batch.last_offset + 1)
+            rows.append(
+                (
+                    batch.batch_id,
+                    key,
+                    committed.file_id,
+                    batch.byte_offset,
+                    batch.size,
+                    batch.base_offset,
+                    batch.last_offset,
+                    batch.magic,
+                    batch.timestamp_type,
+                    batch.max_timestamp,
+                    append_time,
+                )
+            )
+            if batch.producer_id >= 0:
+                self._advance_producer(batch, append_time)
+        meta["next_batch_id"] = next_batch_id
+        meta["live_batch_count"] += len(rows)
+        self._db.executemany("INSERT INTO batches VALUES (?,?,?,?,?,?,?,?,?,?,?)", rows)
+        changes_before = self._db.total_changes()
+        self._db.executemany(
+            "UPDATE partitions SET high_watermark = ? WHERE partition_key = ? AND high_watermark = ?",
+            [(after, key, before) for key, (before, after) in high_watermarks.items()],
+        )
+        check_invariant(
+            self._db.total_changes() - changes_before == len(high_watermarks),
+            f"offsets of file {committed.object_key!r} do not continue the high watermarks {high_watermarks}",
+        )
+
+    def _advance_producer(self, batch: rec.CommittedBatch, append_time: int) -> None:
+        window_key = (batch.partition_key, batch.producer_id)
+        window = self._windows.get(window_key)
+        if window is None:
+            row = self._db.execute(
+                "SELECT producer_epoch, window FROM producers WHERE partition_key = ? AND producer_id = ?", window_key
+            ).fetchone()
+            window = None if row is None else decode_window(*row)
+        self._windows[window_key] = advance_window(
+            window,
+            batch.producer_epoch,
+            WindowEntry(batch.base_sequence, batch.last_sequence, batch.base_offset, append_time, batch.timestamp_type),
+        )
+
+    def _remove_batches_below(self, partition_key: int, offset: int | None) -> None:
+        """Removes whole batches of a partition with last offset below `offset` (all when None)."""
+        bound = 2**63 - 1 if offset is None else offset
+        per_file = list(
+            self._db.execute(
+                "SELECT file_id, count(*) FROM batches WHERE partition_key = ? AND last_offset < ? GROUP BY file_id",
+                (partition_key, bound),
+            )
+        )
+        if not per_file:
+            return
+        self._db.executemany(
+            "UPDATE files SET live_batches = live_batches - ? WHERE file_id = ?", [(n, f) for f, n in per_file]
+        )
+        self._db.execute("DELETE FROM batches WHERE partition_key = ? AND last_offset < ?", (partition_key, bound))
+        self._meta["live_batch_count"] -= sum(n for _, n in per_file)
+
+    def _records_deleted(self, deleted: rec.RecordsDeleted) -> None:
+        changes_before = self._db.total_changes()
+        self._db.execute(
+            "UPDATE partitions SET log_start_offset = ?1 WHERE partition_key = ?2 AND log_start_offset < ?1 "
+            "AND high_watermark >= ?1",
+            (deleted.log_start_offset, deleted.partition_key),
+        )
+        check_invariant(
+            self._db.total_changes() - changes_before == 1,
+            f"log start {deleted.log_start_offset} of partition {deleted.partition_key} goes back or past the end",
+        )
+        self._remove_batches_below(deleted.partition_key, deleted.log_start_offset)
+
+    def _partition_created(self, created: rec.PartitionCreated) -> None:
+        check_invariant(
+            created.partition_key == self._meta["next_partition_key"],
+            f"partition key {created.partition_key} != {self._meta['next_partition_key']}",
+        )
+        self._meta["next_partition_key"] = created.partition_key + 1
+        self._db.execute(
+            "INSERT INTO partitions (partition_key, topic_id, topic_name, partition, log_start_offset, high_watermark) "
+            "VALUES (?,?,?,?,0,0)",
+            (created.partition_key, created.topic_id, created.topic_name, created.partition),
+        )
+
+    def _topic_deleted(self, deleted: rec.TopicDeleted) -> None:
+        keys = [
+            key
+            for (key,) in self._db.execute(
+                "SELECT partition_key FROM partitions WHERE topic_id = ?", (deleted.topic_id,)
+            )
+        ]
+        for key in keys:
+            self._remove_batches_below(key, None)
+            self._db.execute("DELETE FROM producers WHERE partition_key = ?", (key,))
+            self._db.execute("DELETE FROM partitions WHERE partition_key = ?", (key,))
+        if keys:
+            self._windows = {k: w for k, w in self._windows.items() if k[0] not in set(keys)}

@@ -1,0 +1,528 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class ErrorCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    NONE: _ClassVar[ErrorCode]
+    UNKNOWN_SERVER_ERROR: _ClassVar[ErrorCode]
+    OFFSET_OUT_OF_RANGE: _ClassVar[ErrorCode]
+    CORRUPT_MESSAGE: _ClassVar[ErrorCode]
+    UNKNOWN_TOPIC_OR_PARTITION: _ClassVar[ErrorCode]
+    REQUEST_TIMED_OUT: _ClassVar[ErrorCode]
+    COORDINATOR_LOAD_IN_PROGRESS: _ClassVar[ErrorCode]
+    COORDINATOR_NOT_AVAILABLE: _ClassVar[ErrorCode]
+    NOT_COORDINATOR: _ClassVar[ErrorCode]
+    INVALID_TOPIC_EXCEPTION: _ClassVar[ErrorCode]
+    CLUSTER_AUTHORIZATION_FAILED: _ClassVar[ErrorCode]
+    INVALID_TIMESTAMP: _ClassVar[ErrorCode]
+    UNSUPPORTED_VERSION: _ClassVar[ErrorCode]
+    TOPIC_ALREADY_EXISTS: _ClassVar[ErrorCode]
+    INVALID_PARTITIONS: _ClassVar[ErrorCode]
+    INVALID_REQUEST: _ClassVar[ErrorCode]
+    OUT_OF_ORDER_SEQUENCE_NUMBER: _ClassVar[ErrorCode]
+    DUPLICATE_SEQUENCE_NUMBER: _ClassVar[ErrorCode]
+    INVALID_PRODUCER_EPOCH: _ClassVar[ErrorCode]
+    KAFKA_STORAGE_ERROR: _ClassVar[ErrorCode]
+    FENCED_LEADER_EPOCH: _ClassVar[ErrorCode]
+    INVALID_RECORD: _ClassVar[ErrorCode]
+    THROTTLING_QUOTA_EXCEEDED: _ClassVar[ErrorCode]
+    UNKNOWN_TOPIC_ID: _ClassVar[ErrorCode]
+    INCONSISTENT_TOPIC_ID: _ClassVar[ErrorCode]
+
+class TimestampType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    CREATE_TIME: _ClassVar[TimestampType]
+    LOG_APPEND_TIME: _ClassVar[TimestampType]
+    NO_TIMESTAMP_TYPE: _ClassVar[TimestampType]
+
+class FileState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    FILE_STATE_UNKNOWN: _ClassVar[FileState]
+    FILE_STATE_LIVE: _ClassVar[FileState]
+    FILE_STATE_AWAITING_HANDOVER: _ClassVar[FileState]
+    FILE_STATE_AWAITING_DELETION: _ClassVar[FileState]
+NONE: ErrorCode
+UNKNOWN_SERVER_ERROR: ErrorCode
+OFFSET_OUT_OF_RANGE: ErrorCode
+CORRUPT_MESSAGE: ErrorCode
+UNKNOWN_TOPIC_OR_PARTITION: ErrorCode
+REQUEST_TIMED_OUT: ErrorCode
+COORDINATOR_LOAD_IN_PROGRESS: ErrorCode
+COORDINATOR_NOT_AVAILABLE: ErrorCode
+NOT_COORDINATOR: ErrorCode
+INVALID_TOPIC_EXCEPTION: ErrorCode
+CLUSTER_AUTHORIZATION_FAILED: ErrorCode
+INVALID_TIMESTAMP: ErrorCode
+UNSUPPORTED_VERSION: ErrorCode
+TOPIC_ALREADY_EXISTS: ErrorCode
+INVALID_PARTITIONS: ErrorCode
+INVALID_REQUEST: ErrorCode
+OUT_OF_ORDER_SEQUENCE_NUMBER: ErrorCode
+DUPLICATE_SEQUENCE_NUMBER: ErrorCode
+INVALID_PRODUCER_EPOCH: ErrorCode
+KAFKA_STORAGE_ERROR: ErrorCode
+FENCED_LEADER_EPOCH: ErrorCode
+INVALID_RECORD: ErrorCode
+THROTTLING_QUOTA_EXCEEDED: ErrorCode
+UNKNOWN_TOPIC_ID: ErrorCode
+INCONSISTENT_TOPIC_ID: ErrorCode
+CREATE_TIME: TimestampType
+LOG_APPEND_TIME: TimestampType
+NO_TIMESTAMP_TYPE: TimestampType
+FILE_STATE_UNKNOWN: FileState
+FILE_STATE_LIVE: FileState
+FILE_STATE_AWAITING_HANDOVER: FileState
+FILE_STATE_AWAITING_DELETION: FileState
+
+class CreatePartitionsRequest(_message.Message):
+    __slots__ = ("topics", "timeout_ms")
+    class Topic(_message.Message):
+        __slots__ = ("topic_id", "name", "num_partitions")
+        TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
+        NAME_FIELD_NUMBER: _ClassVar[int]
+        NUM_PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+        topic_id: bytes
+        name: str
+        num_partitions: int
+        def __init__(self, topic_id: _Optional[bytes] = ..., name: _Optional[str] = ..., num_partitions: _Optional[int] = ...) -> None: ...
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    topics: _containers.RepeatedCompositeFieldContainer[CreatePartitionsRequest.Topic]
+    timeout_ms: int
+    def __init__(self, topics: _Optional[_Iterable[_Union[CreatePartitionsRequest.Topic, _Mapping]]] = ..., timeout_ms: _Optional[int] = ...) -> None: ...
+
+class CreatePartitionsResponse(_message.Message):
+    __slots__ = ("throttle_time_ms", "topics")
+    class TopicResult(_message.Message):
+        __slots__ = ("topic_id", "error_code", "error_message")
+        TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
+        ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+        ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+        topic_id: bytes
+        error_code: ErrorCode
+        error_message: str
+        def __init__(self, topic_id: _Optional[bytes] = ..., error_code: _Optional[_Union[ErrorCode, str]] = ..., error_message: _Optional[str] = ...) -> None: ...
+    THROTTLE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    throttle_time_ms: int
+    topics: _containers.RepeatedCompositeFieldContainer[CreatePartitionsResponse.TopicResult]
+    def __init__(self, throttle_time_ms: _Optional[int] = ..., topics: _Optional[_Iterable[_Union[CreatePartitionsResponse.TopicResult, _Mapping]]] = ...) -> None: ...
+
+class DeleteTopicsRequest(_message.Message):
+    __slots__ = ("topic_ids", "timeout_ms")
+    TOPIC_IDS_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    topic_ids: _containers.RepeatedScalarFieldContainer[bytes]
+    timeout_ms: int
+    def __init__(self, topic_ids: _Optional[_Iterable[bytes]] = ..., timeout_ms: _Optional[int] = ...) -> None: ...
+
+class DeleteTopicsResponse(_message.Message):
+    __slots__ = ("throttle_time_ms", "topics")
+    class TopicResult(_message.Message):
+        __slots__ = ("topic_id", "error_code", "error_message")
+        TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
+        ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+        ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+        topic_id: bytes
+        error_code: ErrorCode
+        error_message: str
+        def __init__(self, topic_id: _Optional[bytes] = ..., error_code: _Optional[_Union[ErrorCode, str]] = ..., error_message: _Optional[str] = ...) -> None: ...
+    THROTTLE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    throttle_time_ms: int
+    topics: _containers.RepeatedCompositeFieldContainer[DeleteTopicsResponse.TopicResult]
+    def __init__(self, throttle_time_ms: _Optional[int] = ..., topics: _Optional[_Iterable[_Union[DeleteTopicsResponse.TopicResult, _Mapping]]] = ...) -> None: ...
+
+class CommitFileRequest(_message.Message):
+    __slots__ = ("object_key", "object_format", "file_size", "uploader_broker_id", "owner_ids", "batches", "timeout_ms")
+    class Batch(_message.Message):
+        __slots__ = ("magic", "request_id", "topic_id", "partition", "byte_offset", "size", "base_offset", "last_offset", "batch_max_timestamp", "timestamp_type", "producer_id", "producer_epoch", "base_sequence", "last_sequence")
+        MAGIC_FIELD_NUMBER: _ClassVar[int]
+        REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+        TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
+        PARTITION_FIELD_NUMBER: _ClassVar[int]
+        BYTE_OFFSET_FIELD_NUMBER: _ClassVar[int]
+        SIZE_FIELD_NUMBER: _ClassVar[int]
+        BASE_OFFSET_FIELD_NUMBER: _ClassVar[int]
+        LAST_OFFSET_FIELD_NUMBER: _ClassVar[int]
+        BATCH_MAX_TIMESTAMP_FIELD_NUMBER: _ClassVar[int]
+        TIMESTAMP_TYPE_FIELD_NUMBER: _ClassVar[int]
+        PRODUCER_ID_FIELD_NUMBER: _ClassVar[int]
+        PRODUCER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+        BASE_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+        LAST_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+        magic: int
+        request_id: int
+        topic_id: bytes
+        partition: int
+        byte_offset: int
+        size: int
+        base_offset: int
+        last_offset: int
+        batch_max_timestamp: int
+        timestamp_type: TimestampType
+        producer_id: int
+        producer_epoch: int
+        base_sequence: int
+        last_sequence: int
+        def __init__(self, magic: _Optional[int] = ..., request_id: _Optional[int] = ..., topic_id: _Optional[bytes] = ..., partition: _Optional[int] = ..., byte_offset: _Optional[int] = ..., size: _Optional[int] = ..., base_offset: _Optional[int] = ..., last_offset: _Optional[int] = ..., batch_max_timestamp: _Optional[int] = ..., timestamp_type: _Optional[_Union[TimestampType, str]] = ..., producer_id: _Optional[int] = ..., producer_epoch: _Optional[int] = ..., base_sequence: _Optional[int] = ..., last_sequence: _Optional[int] = ...) -> None: ...
+    OBJECT_KEY_FIELD_NUMBER: _ClassVar[int]
+    OBJECT_FORMAT_FIELD_NUMBER: _ClassVar[int]
+    FILE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    UPLOADER_BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    OWNER_IDS_FIELD_NUMBER: _ClassVar[int]
+    BATCHES_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    object_key: str
+    object_format: int
+    file_size: int
+    uploader_broker_id: int
+    owner_ids: _containers.RepeatedScalarFieldContainer[int]
+    batches: _containers.RepeatedCompositeFieldContainer[CommitFileRequest.Batch]
+    timeout_ms: int
+    def __init__(self, object_key: _Optional[str] = ..., object_format: _Optional[int] = ..., file_size: _Optional[int] = ..., uploader_broker_id: _Optional[int] = ..., owner_ids: _Optional[_Iterable[int]] = ..., batches: _Optional[_Iterable[_Union[CommitFileRequest.Batch, _Mapping]]] = ..., timeout_ms: _Optional[int] = ...) -> None: ...
+
+class CommitFileResponse(_message.Message):
+    __slots__ = ("throttle_time_ms", "batches")
+    class BatchResult(_message.Message):
+        __slots__ = ("error_code", "error_message", "assigned_base_offset", "log_append_time", "log_start_offset", "is_duplicate")
+        ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+        ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+        ASSIGNED_BASE_OFFSET_FIELD_NUMBER: _ClassVar[int]
+        LOG_APPEND_TIME_FIELD_NUMBER: _ClassVar[int]
+        LOG_START_OFFSET_FIELD_NUMBER: _ClassVar[int]
+        IS_DUPLICATE_FIELD_NUMBER: _ClassVar[int]
+        error_code: ErrorCode
+        error_message: str
+        assigned_base_offset: int
+        log_append_time: int
+        log_start_offset: int
+        is_duplicate: bool
+        def __init__(self, error_code: _Optional[_Union[ErrorCode, str]] = ..., error_message: _Optional[str] = ..., assigned_base_offset: _Optional[int] = ..., log_append_time: _Optional[int] = ..., log_start_offset: _Optional[int] = ..., is_duplicate: _Optional[bool] = ...) -> None: ...
+    THROTTLE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    BATCHES_FIELD_NUMBER: _ClassVar[int]
+    throttle_time_ms: int
+    batches: _containers.RepeatedCompositeFieldContainer[CommitFileResponse.BatchResult]
+    def __init__(self, throttle_time_ms: _Optional[int] = ..., batches: _Optional[_Iterable[_Union[CommitFileResponse.BatchResult, _Mapping]]] = ...) -> None: ...
+
+class DeleteRecordsRequest(_message.Message):
+    __slots__ = ("topics", "timeout_ms")
+    class Partition(_message.Message):
+        __slots__ = ("partition", "offset")
+        PARTITION_FIELD_NUMBER: _ClassVar[int]
+        OFFSET_FIELD_NUMBER: _ClassVar[int]
+        partition: int
+        offset: int
+        def __init__(self, partition: _Optional[int] = ..., offset: _Optional[int] = ...) -> None: ...
+    class Topic(_message.Message):
+        __slots__ = ("topic_id", "partitions")
+        TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
+        PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+        topic_id: bytes
+        partitions: _containers.RepeatedCompositeFieldContainer[DeleteRecordsRequest.Partition]
+        def __init__(self, topic_id: _Optional[bytes] = ..., partitions: _Optional[_Iterable[_Union[DeleteRecordsRequest.Partition, _Mapping]]] = ...) -> None: ...
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    topics: _containers.RepeatedCompositeFieldContainer[DeleteRecordsRequest.Topic]
+    timeout_ms: int
+    def __init__(self, topics: _Optional[_Iterable[_Union[DeleteRecordsRequest.Topic, _Mapping]]] = ..., timeout_ms: _Optional[int] = ...) -> None: ...
+
+class DeleteRecordsResponse(_message.Message):
+    __slots__ = ("throttle_time_ms", "topics")
+    class PartitionResult(_message.Message):
+        __slots__ = ("partition", "low_watermark", "error_code", "error_message")
+        PARTITION_FIELD_NUMBER: _ClassVar[int]
+        LOW_WATERMARK_FIELD_NUMBER: _ClassVar[int]
+        ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+        ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+        partition: int
+        low_watermark: int
+        error_code: ErrorCode
+        error_message: str
+        def __init__(self, partition: _Optional[int] = ..., low_watermark: _Optional[int] = ..., error_code: _Optional[_Union[ErrorCode, str]] = ..., error_message: _Optional[str] = ...) -> None: ...
+    class TopicResult(_message.Message):
+        __slots__ = ("topic_id", "partitions")
+        TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
+        PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+        topic_id: bytes
+        partitions: _containers.RepeatedCompositeFieldContainer[DeleteRecordsResponse.PartitionResult]
+        def __init__(self, topic_id: _Optional[bytes] = ..., partitions: _Optional[_Iterable[_Union[DeleteRecordsResponse.PartitionResult, _Mapping]]] = ...) -> None: ...
+    THROTTLE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    throttle_time_ms: int
+    topics: _containers.RepeatedCompositeFieldContainer[DeleteRecordsResponse.TopicResult]
+    def __init__(self, throttle_time_ms: _Optional[int] = ..., topics: _Optional[_Iterable[_Union[DeleteRecordsResponse.TopicResult, _Mapping]]] = ...) -> None: ...
+
+class ListOffsetsRequest(_message.Message):
+    __slots__ = ("topics", "timeout_ms")
+    class Partition(_message.Message):
+        __slots__ = ("partition", "timestamp")
+        PARTITION_FIELD_NUMBER: _ClassVar[int]
+        TIMESTAMP_FIELD_NUMBER: _ClassVar[int]
+        partition: int
+        timestamp: int
+        def __init__(self, partition: _Optional[int] = ..., timestamp: _Optional[int] = ...) -> None: ...
+    class Topic(_message.Message):
+        __slots__ = ("topic_id", "partitions")
+        TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
+        PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+        topic_id: bytes
+        partitions: _containers.RepeatedCompositeFieldContainer[ListOffsetsRequest.Partition]
+        def __init__(self, topic_id: _Optional[bytes] = ..., partitions: _Optional[_Iterable[_Union[ListOffsetsRequest.Partition, _Mapping]]] = ...) -> None: ...
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    topics: _containers.RepeatedCompositeFieldContainer[ListOffsetsRequest.Topic]
+    timeout_ms: int
+    def __init__(self, topics: _Optional[_Iterable[_Union[ListOffsetsRequest.Topic, _Mapping]]] = ..., timeout_ms: _Optional[int] = ...) -> None: ...
+
+class ListOffsetsResponse(_message.Message):
+    __slots__ = ("throttle_time_ms", "topics")
+    class PartitionResult(_message.Message):
+        __slots__ = ("partition", "error_code", "error_message", "timestamp", "offset")
+        PARTITION_FIELD_NUMBER: _ClassVar[int]
+        ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+        ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+        TIMESTAMP_FIELD_NUMBER: _ClassVar[int]
+        OFFSET_FIELD_NUMBER: _ClassVar[int]
+        partition: int
+        error_code: ErrorCode
+        error_message: str
+        timestamp: int
+        offset: int
+        def __init__(self, partition: _Optional[int] = ..., error_code: _Optional[_Union[ErrorCode, str]] = ..., error_message: _Optional[str] = ..., timestamp: _Optional[int] = ..., offset: _Optional[int] = ...) -> None: ...
+    class TopicResult(_message.Message):
+        __slots__ = ("topic_id", "partitions")
+        TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
+        PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+        topic_id: bytes
+        partitions: _containers.RepeatedCompositeFieldContainer[ListOffsetsResponse.PartitionResult]
+        def __init__(self, topic_id: _Optional[bytes] = ..., partitions: _Optional[_Iterable[_Union[ListOffsetsResponse.PartitionResult, _Mapping]]] = ...) -> None: ...
+    THROTTLE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    throttle_time_ms: int
+    topics: _containers.RepeatedCompositeFieldContainer[ListOffsetsResponse.TopicResult]
+    def __init__(self, throttle_time_ms: _Optional[int] = ..., topics: _Optional[_Iterable[_Union[ListOffsetsResponse.TopicResult, _Mapping]]] = ...) -> None: ...
+
+class FindBatchesRequest(_message.Message):
+    __slots__ = ("fetch_max_bytes", "max_batches_per_partition", "topics", "timeout_ms")
+    class Partition(_message.Message):
+        __slots__ = ("partition", "offset", "max_partition_fetch_bytes")
+        PARTITION_FIELD_NUMBER: _ClassVar[int]
+        OFFSET_FIELD_NUMBER: _ClassVar[int]
+        MAX_PARTITION_FETCH_BYTES_FIELD_NUMBER: _ClassVar[int]
+        partition: int
+        offset: int
+        max_partition_fetch_bytes: int
+        def __init__(self, partition: _Optional[int] = ..., offset: _Optional[int] = ..., max_partition_fetch_bytes: _Optional[int] = ...) -> None: ...
+    class Topic(_message.Message):
+        __slots__ = ("topic_id", "partitions")
+        TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
+        PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+        topic_id: bytes
+        partitions: _containers.RepeatedCompositeFieldContainer[FindBatchesRequest.Partition]
+        def __init__(self, topic_id: _Optional[bytes] = ..., partitions: _Optional[_Iterable[_Union[FindBatchesRequest.Partition, _Mapping]]] = ...) -> None: ...
+    FETCH_MAX_BYTES_FIELD_NUMBER: _ClassVar[int]
+    MAX_BATCHES_PER_PARTITION_FIELD_NUMBER: _ClassVar[int]
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    fetch_max_bytes: int
+    max_batches_per_partition: int
+    topics: _containers.RepeatedCompositeFieldContainer[FindBatchesRequest.Topic]
+    timeout_ms: int
+    def __init__(self, fetch_max_bytes: _Optional[int] = ..., max_batches_per_partition: _Optional[int] = ..., topics: _Optional[_Iterable[_Union[FindBatchesRequest.Topic, _Mapping]]] = ..., timeout_ms: _Optional[int] = ...) -> None: ...
+
+class BatchInfo(_message.Message):
+    __slots__ = ("batch_id", "object_key", "magic", "byte_offset", "byte_size", "base_offset", "last_offset", "log_append_timestamp", "batch_max_timestamp", "timestamp_type")
+    BATCH_ID_FIELD_NUMBER: _ClassVar[int]
+    OBJECT_KEY_FIELD_NUMBER: _ClassVar[int]
+    MAGIC_FIELD_NUMBER: _ClassVar[int]
+    BYTE_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    BYTE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    BASE_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    LAST_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    LOG_APPEND_TIMESTAMP_FIELD_NUMBER: _ClassVar[int]
+    BATCH_MAX_TIMESTAMP_FIELD_NUMBER: _ClassVar[int]
+    TIMESTAMP_TYPE_FIELD_NUMBER: _ClassVar[int]
+    batch_id: int
+    object_key: str
+    magic: int
+    byte_offset: int
+    byte_size: int
+    base_offset: int
+    last_offset: int
+    log_append_timestamp: int
+    batch_max_timestamp: int
+    timestamp_type: TimestampType
+    def __init__(self, batch_id: _Optional[int] = ..., object_key: _Optional[str] = ..., magic: _Optional[int] = ..., byte_offset: _Optional[int] = ..., byte_size: _Optional[int] = ..., base_offset: _Optional[int] = ..., last_offset: _Optional[int] = ..., log_append_timestamp: _Optional[int] = ..., batch_max_timestamp: _Optional[int] = ..., timestamp_type: _Optional[_Union[TimestampType, str]] = ...) -> None: ...
+
+class FindBatchesResponse(_message.Message):
+    __slots__ = ("throttle_time_ms", "topics")
+    class PartitionResult(_message.Message):
+        __slots__ = ("partition", "error_code", "log_start_offset", "high_watermark", "batches", "error_message")
+        PARTITION_FIELD_NUMBER: _ClassVar[int]
+        ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+        LOG_START_OFFSET_FIELD_NUMBER: _ClassVar[int]
+        HIGH_WATERMARK_FIELD_NUMBER: _ClassVar[int]
+        BATCHES_FIELD_NUMBER: _ClassVar[int]
+        ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+        partition: int
+        error_code: ErrorCode
+        log_start_offset: int
+        high_watermark: int
+        batches: _containers.RepeatedCompositeFieldContainer[BatchInfo]
+        error_message: str
+        def __init__(self, partition: _Optional[int] = ..., error_code: _Optional[_Union[ErrorCode, str]] = ..., log_start_offset: _Optional[int] = ..., high_watermark: _Optional[int] = ..., batches: _Optional[_Iterable[_Union[BatchInfo, _Mapping]]] = ..., error_message: _Optional[str] = ...) -> None: ...
+    class TopicResult(_message.Message):
+        __slots__ = ("topic_id", "partitions")
+        TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
+        PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+        topic_id: bytes
+        partitions: _containers.RepeatedCompositeFieldContainer[FindBatchesResponse.PartitionResult]
+        def __init__(self, topic_id: _Optional[bytes] = ..., partitions: _Optional[_Iterable[_Union[FindBatchesResponse.PartitionResult, _Mapping]]] = ...) -> None: ...
+    THROTTLE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    throttle_time_ms: int
+    topics: _containers.RepeatedCompositeFieldContainer[FindBatchesResponse.TopicResult]
+    def __init__(self, throttle_time_ms: _Optional[int] = ..., topics: _Optional[_Iterable[_Union[FindBatchesResponse.TopicResult, _Mapping]]] = ...) -> None: ...
+
+class DescribeFilesRequest(_message.Message):
+    __slots__ = ("object_keys", "timeout_ms")
+    OBJECT_KEYS_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    object_keys: _containers.RepeatedScalarFieldContainer[str]
+    timeout_ms: int
+    def __init__(self, object_keys: _Optional[_Iterable[str]] = ..., timeout_ms: _Optional[int] = ...) -> None: ...
+
+class DescribeFilesResponse(_message.Message):
+    __slots__ = ("throttle_time_ms", "files")
+    class FileResult(_message.Message):
+        __slots__ = ("object_key", "error_code", "error_message", "has_live_batches", "state", "coordinator_ids")
+        OBJECT_KEY_FIELD_NUMBER: _ClassVar[int]
+        ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+        ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+        HAS_LIVE_BATCHES_FIELD_NUMBER: _ClassVar[int]
+        STATE_FIELD_NUMBER: _ClassVar[int]
+        COORDINATOR_IDS_FIELD_NUMBER: _ClassVar[int]
+        object_key: str
+        error_code: ErrorCode
+        error_message: str
+        has_live_batches: bool
+        state: FileState
+        coordinator_ids: _containers.RepeatedScalarFieldContainer[int]
+        def __init__(self, object_key: _Optional[str] = ..., error_code: _Optional[_Union[ErrorCode, str]] = ..., error_message: _Optional[str] = ..., has_live_batches: _Optional[bool] = ..., state: _Optional[_Union[FileState, str]] = ..., coordinator_ids: _Optional[_Iterable[int]] = ...) -> None: ...
+    THROTTLE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    FILES_FIELD_NUMBER: _ClassVar[int]
+    throttle_time_ms: int
+    files: _containers.RepeatedCompositeFieldContainer[DescribeFilesResponse.FileResult]
+    def __init__(self, throttle_time_ms: _Optional[int] = ..., files: _Optional[_Iterable[_Union[DescribeFilesResponse.FileResult, _Mapping]]] = ...) -> None: ...
+
+class FindCoordinatorRequest(_message.Message):
+    __slots__ = ("topics",)
+    class Topic(_message.Message):
+        __slots__ = ("topic_id", "partitions")
+        TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
+        PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+        topic_id: bytes
+        partitions: _containers.RepeatedScalarFieldContainer[int]
+        def __init__(self, topic_id: _Optional[bytes] = ..., partitions: _Optional[_Iterable[int]] = ...) -> None: ...
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    topics: _containers.RepeatedCompositeFieldContainer[FindCoordinatorRequest.Topic]
+    def __init__(self, topics: _Optional[_Iterable[_Union[FindCoordinatorRequest.Topic, _Mapping]]] = ...) -> None: ...
+
+class CoordinatorEndpoint(_message.Message):
+    __slots__ = ("coordinator_id", "leader_node_id", "host", "port", "leader_epoch")
+    COORDINATOR_ID_FIELD_NUMBER: _ClassVar[int]
+    LEADER_NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    HOST_FIELD_NUMBER: _ClassVar[int]
+    PORT_FIELD_NUMBER: _ClassVar[int]
+    LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    coordinator_id: int
+    leader_node_id: int
+    host: str
+    port: int
+    leader_epoch: int
+    def __init__(self, coordinator_id: _Optional[int] = ..., leader_node_id: _Optional[int] = ..., host: _Optional[str] = ..., port: _Optional[int] = ..., leader_epoch: _Optional[int] = ...) -> None: ...
+
+class FindCoordinatorResponse(_message.Message):
+    __slots__ = ("topics", "coordinators")
+    class PartitionResult(_message.Message):
+        __slots__ = ("partition", "error_code", "coordinator_id")
+        PARTITION_FIELD_NUMBER: _ClassVar[int]
+        ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+        COORDINATOR_ID_FIELD_NUMBER: _ClassVar[int]
+        partition: int
+        error_code: ErrorCode
+        coordinator_id: int
+        def __init__(self, partition: _Optional[int] = ..., error_code: _Optional[_Union[ErrorCode, str]] = ..., coordinator_id: _Optional[int] = ...) -> None: ...
+    class TopicResult(_message.Message):
+        __slots__ = ("topic_id", "partitions")
+        TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
+        PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+        topic_id: bytes
+        partitions: _containers.RepeatedCompositeFieldContainer[FindCoordinatorResponse.PartitionResult]
+        def __init__(self, topic_id: _Optional[bytes] = ..., partitions: _Optional[_Iterable[_Union[FindCoordinatorResponse.PartitionResult, _Mapping]]] = ...) -> None: ...
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    COORDINATORS_FIELD_NUMBER: _ClassVar[int]
+    topics: _containers.RepeatedCompositeFieldContainer[FindCoordinatorResponse.TopicResult]
+    coordinators: _containers.RepeatedCompositeFieldContainer[CoordinatorEndpoint]
+    def __init__(self, topics: _Optional[_Iterable[_Union[FindCoordinatorResponse.TopicResult, _Mapping]]] = ..., coordinators: _Optional[_Iterable[_Union[CoordinatorEndpoint, _Mapping]]] = ...) -> None: ...
+
+class DescribeCoordinatorsRequest(_message.Message):
+    __slots__ = ("coordinator_ids",)
+    COORDINATOR_IDS_FIELD_NUMBER: _ClassVar[int]
+    coordinator_ids: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, coordinator_ids: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class CoordinatorDescription(_message.Message):
+    __slots__ = ("coordinator_id", "error_code", "error_message", "leader", "partition_count", "live_file_count", "live_batch_count", "oldest_live_file_timestamp", "files_awaiting_deletion", "files_awaiting_handover", "log_start_offset", "log_end_offset", "high_watermark", "applied_offset", "last_snapshot_end_offset", "log_flush_count", "log_append_count", "queued_operations", "state")
+    COORDINATOR_ID_FIELD_NUMBER: _ClassVar[int]
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    LEADER_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_COUNT_FIELD_NUMBER: _ClassVar[int]
+    LIVE_FILE_COUNT_FIELD_NUMBER: _ClassVar[int]
+    LIVE_BATCH_COUNT_FIELD_NUMBER: _ClassVar[int]
+    OLDEST_LIVE_FILE_TIMESTAMP_FIELD_NUMBER: _ClassVar[int]
+    FILES_AWAITING_DELETION_FIELD_NUMBER: _ClassVar[int]
+    FILES_AWAITING_HANDOVER_FIELD_NUMBER: _ClassVar[int]
+    LOG_START_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    LOG_END_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    HIGH_WATERMARK_FIELD_NUMBER: _ClassVar[int]
+    APPLIED_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    LAST_SNAPSHOT_END_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    LOG_FLUSH_COUNT_FIELD_NUMBER: _ClassVar[int]
+    LOG_APPEND_COUNT_FIELD_NUMBER: _ClassVar[int]
+    QUEUED_OPERATIONS_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    coordinator_id: int
+    error_code: ErrorCode
+    error_message: str
+    leader: CoordinatorEndpoint
+    partition_count: int
+    live_file_count: int
+    live_batch_count: int
+    oldest_live_file_timestamp: int
+    files_awaiting_deletion: int
+    files_awaiting_handover: int
+    log_start_offset: int
+    log_end_offset: int
+    high_watermark: int
+    applied_offset: int
+    last_snapshot_end_offset: int
+    log_flush_count: int
+    log_append_count: int
+    queued_operations: int
+    state: str
+    def __init__(self, coordinator_id: _Optional[int] = ..., error_code: _Optional[_Union[ErrorCode, str]] = ..., error_message: _Optional[str] = ..., leader: _Optional[_Union[CoordinatorEndpoint, _Mapping]] = ..., partition_count: _Optional[int] = ..., live_file_count: _Optional[int] = ..., live_batch_count: _Optional[int] = ..., oldest_live_file_timestamp: _Optional[int] = ..., files_awaiting_deletion: _Optional[int] = ..., files_awaiting_handover: _Optional[int] = ..., log_start_offset: _Optional[int] = ..., log_end_offset: _Optional[int] = ..., high_watermark: _Optional[int] = ..., applied_offset: _Optional[int] = ..., last_snapshot_end_offset: _Optional[int] = ..., log_flush_count: _Optional[int] = ..., log_append_count: _Optional[int] = ..., queued_operations: _Optional[int] = ..., state: _Optional[str] = ...) -> None: ...
+
+class DescribeCoordinatorsResponse(_message.Message):
+    __slots__ = ("coordinators",)
+    COORDINATORS_FIELD_NUMBER: _ClassVar[int]
+    coordinators: _containers.RepeatedCompositeFieldContainer[CoordinatorDescription]
+    def __init__(self, coordinators: _Optional[_Iterable[_Union[CoordinatorDescription, _Mapping]]] = ...) -> None: ...

@@ -1,0 +1,109 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class LeaderChange(_message.Message):
+    __slots__ = ("leader_epoch", "node_id")
+    LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    leader_epoch: int
+    node_id: int
+    def __init__(self, leader_epoch: _Optional[int] = ..., node_id: _Optional[int] = ...) -> None: ...
+
+class PartitionCreated(_message.Message):
+    __slots__ = ("partition_key", "topic_id", "topic_name", "partition")
+    PARTITION_KEY_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_NAME_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    partition_key: int
+    topic_id: bytes
+    topic_name: str
+    partition: int
+    def __init__(self, partition_key: _Optional[int] = ..., topic_id: _Optional[bytes] = ..., topic_name: _Optional[str] = ..., partition: _Optional[int] = ...) -> None: ...
+
+class TopicDeleted(_message.Message):
+    __slots__ = ("topic_id",)
+    TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
+    topic_id: bytes
+    def __init__(self, topic_id: _Optional[bytes] = ...) -> None: ...
+
+class CommittedBatch(_message.Message):
+    __slots__ = ("batch_id", "partition_key", "byte_offset", "size", "base_offset", "last_offset", "magic", "timestamp_type", "max_timestamp", "producer_id", "producer_epoch", "base_sequence", "last_sequence")
+    BATCH_ID_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_KEY_FIELD_NUMBER: _ClassVar[int]
+    BYTE_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    SIZE_FIELD_NUMBER: _ClassVar[int]
+    BASE_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    LAST_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    MAGIC_FIELD_NUMBER: _ClassVar[int]
+    TIMESTAMP_TYPE_FIELD_NUMBER: _ClassVar[int]
+    MAX_TIMESTAMP_FIELD_NUMBER: _ClassVar[int]
+    PRODUCER_ID_FIELD_NUMBER: _ClassVar[int]
+    PRODUCER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    BASE_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    LAST_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    batch_id: int
+    partition_key: int
+    byte_offset: int
+    size: int
+    base_offset: int
+    last_offset: int
+    magic: int
+    timestamp_type: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    last_sequence: int
+    def __init__(self, batch_id: _Optional[int] = ..., partition_key: _Optional[int] = ..., byte_offset: _Optional[int] = ..., size: _Optional[int] = ..., base_offset: _Optional[int] = ..., last_offset: _Optional[int] = ..., magic: _Optional[int] = ..., timestamp_type: _Optional[int] = ..., max_timestamp: _Optional[int] = ..., producer_id: _Optional[int] = ..., producer_epoch: _Optional[int] = ..., base_sequence: _Optional[int] = ..., last_sequence: _Optional[int] = ...) -> None: ...
+
+class FileCommitted(_message.Message):
+    __slots__ = ("file_id", "object_key", "file_size", "uploader_broker_id", "owner_ids", "append_time_ms", "batches")
+    FILE_ID_FIELD_NUMBER: _ClassVar[int]
+    OBJECT_KEY_FIELD_NUMBER: _ClassVar[int]
+    FILE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    UPLOADER_BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    OWNER_IDS_FIELD_NUMBER: _ClassVar[int]
+    APPEND_TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    BATCHES_FIELD_NUMBER: _ClassVar[int]
+    file_id: int
+    object_key: str
+    file_size: int
+    uploader_broker_id: int
+    owner_ids: _containers.RepeatedScalarFieldContainer[int]
+    append_time_ms: int
+    batches: _containers.RepeatedCompositeFieldContainer[CommittedBatch]
+    def __init__(self, file_id: _Optional[int] = ..., object_key: _Optional[str] = ..., file_size: _Optional[int] = ..., uploader_broker_id: _Optional[int] = ..., owner_ids: _Optional[_Iterable[int]] = ..., append_time_ms: _Optional[int] = ..., batches: _Optional[_Iterable[_Union[CommittedBatch, _Mapping]]] = ...) -> None: ...
+
+class RecordsDeleted(_message.Message):
+    __slots__ = ("partition_key", "log_start_offset")
+    PARTITION_KEY_FIELD_NUMBER: _ClassVar[int]
+    LOG_START_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    partition_key: int
+    log_start_offset: int
+    def __init__(self, partition_key: _Optional[int] = ..., log_start_offset: _Optional[int] = ...) -> None: ...
+
+class MetadataRecord(_message.Message):
+    __slots__ = ("leader_change", "partition_created", "topic_deleted", "file_committed", "records_deleted")
+    LEADER_CHANGE_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_CREATED_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_DELETED_FIELD_NUMBER: _ClassVar[int]
+    FILE_COMMITTED_FIELD_NUMBER: _ClassVar[int]
+    RECORDS_DELETED_FIELD_NUMBER: _ClassVar[int]
+    leader_change: LeaderChange
+    partition_created: PartitionCreated
+    topic_deleted: TopicDeleted
+    file_committed: FileCommitted
+    records_deleted: RecordsDeleted
+    def __init__(self, leader_change: _Optional[_Union[LeaderChange, _Mapping]] = ..., partition_created: _Optional[_Union[PartitionCreated, _Mapping]] = ..., topic_deleted: _Optional[_Union[TopicDeleted, _Mapping]] = ..., file_committed: _Optional[_Union[FileCommitted, _Mapping]] = ..., records_deleted: _Optional[_Union[RecordsDeleted, _Mapping]] = ...) -> None: ...
+
+class RecordBatch(_message.Message):
+    __slots__ = ("records",)
+    RECORDS_FIELD_NUMBER: _ClassVar[int]
+    records: _containers.RepeatedCompositeFieldContainer[MetadataRecord]
+    def __init__(self, records: _Optional[_Iterable[_Union[MetadataRecord, _Mapping]]] = ...) -> None: ...

@@ -1,0 +1,1 @@
+"""The orphan-file scan of object storage, on PySpark (DESIGN §7)."""

@@ -1,0 +1,214 @@
+"""A real `diskless serve` process for tests: started, probed through gRPC health, killed or stopped."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from protos import coordinator_pb2 as pb
+from protos import coordinator_pb2_grpc as pb_grpc
+
+REPO = Path(__file__).resolve().parent.parent
+STARTUP_LINE = re.compile(r"listening on (\S+):(\d+),")
+START_TIMEOUT_S = 60
+
+
+class ServerProcess:
+    """One node on a fresh port; `restart()` keeps its data directory."""
+
+    def __init__(self, data_dir: Path, coordinators: int = 4, settings: dict[str, str] | None = None) -> None:
+        self.data_dir = data_dir
+        self.coordinators = coordinators
+        self.settings = dict(settings or {})
+        self.process: subprocess.Popen[str] | None = None
+        self.port = 0
+        self.output: list[str] = []
+        self._channel: grpc.Channel | None = None
+        self.stub: pb_grpc.DisklessCoordinatorStub
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self) -> ServerProcess:
+        config = self.data_dir.parent / f"{self.data_dir.name}.properties"
+        config.write_text("".join(f"{k}={v}\n" for k, v in self.settings.items()))
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "coordinator", "serve", "--data-dir", str(self.data_dir), "--listen",
+             f"127.0.0.1:{self.port}", "--coordinators", str(self.coordinators), "--config", str(config)],
+            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        )  # fmt: skip
+        deadline = time.monotonic() + START_TIMEOUT_S
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.output.append(line)
+            match = STARTUP_LINE.search(line)
+            if match:
+                self.port = int(match.group(2))
+                break
+            if time.monotonic() > deadline:
+                break
+        else:
+            raise RuntimeError(f"server exited before listening:\n{''.join(self.output)}")
+        threading.Thread(target=self._drain, args=(self.process,), daemon=True).start()
+        self._channel = grpc.insecure_channel(self.address)
+        self.stub = pb_grpc.DisklessCoordinatorStub(self._channel)
+        self.wait_serving(deadline)
+        return self
+
+    def _drain(self, process: subprocess.Popen[str]) -> None:
+        assert process.stdout is not None
+        for line in process.stdout:
+            self.output.append(line)
+
+    def wait_serving(self, deadline: float) -> None:
+        health = health_pb2_grpc.HealthStub(self._channel)
+        while time.monotonic() < deadline:
+            try:
+                status = health.Check(health_pb2.HealthCheckRequest(), timeout=1).status
+                if status == health_pb2.HealthCheckResponse.SERVING:
+                    return
+            except grpc.RpcError:
+                pass
+            if self.process is not None and self.process.poll() is not None:
+                break
+            time.sleep(0.05)
+        raise RuntimeError(f"server not SERVING in time:\n{''.join(self.output)}")
+
+    def _close_channel(self) -> None:
+        if self._channel is not None:
+            self._channel.close()
+            self._channel = None
+
+    def kill(self) -> None:
+        """kill -9: no drain, no flush beyond what was fsynced."""
+        assert self.process is not None
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait(timeout=30)
+        self._close_channel()
+
+    def stop(self) -> int:
+        """SIGTERM; returns the exit code."""
+        assert self.process is not None
+        self.process.send_signal(signal.SIGTERM)
+        code = self.process.wait(timeout=60)
+        self._close_channel()
+        return code
+
+    def restart(self, kill: bool = False) -> ServerProcess:
+        if kill:
+            self.kill()
+        else:
+            self.stop()
+        return self.start()
+
+
+def new_topic_id() -> bytes:
+    return uuid.uuid4().bytes
+
+
+class Broker:
+    """A small client speaking the contract the way a diskless broker does."""
+
+    def __init__(self, stub: pb_grpc.DisklessCoordinatorStub, coordinators: int) -> None:
+        self.stub = stub
+        self.coordinators = coordinators
+        self._files = 0
+
+    def create_topic(self, name: str, partitions: int, topic_id: bytes | None = None) -> bytes:
+        topic_id = topic_id or new_topic_id()
+        response = self.stub.CreatePartitions(
+            pb.CreatePartitionsRequest(
+                topics=[pb.CreatePartitionsRequest.Topic(topic_id=topic_id, name=name, num_partitions=partitions)]
+            )
+        )
+        assert response.topics[0].error_code == pb.NONE, response
+        return topic_id
+
+    def owners_of(self, batches: Sequence[pb.CommitFileRequest.Batch]) -> list[int]:
+        found = self.stub.FindCoordinator(
+            pb.FindCoordinatorRequest(
+                topics=[pb.FindCoordinatorRequest.Topic(topic_id=b.topic_id, partitions=[b.partition]) for b in batches]
+            )
+        )
+        owners: list[int] = []
+        for topic in found.topics:
+            for partition in topic.partitions:
+                if partition.coordinator_id >= 0 and partition.coordinator_id not in owners:
+                    owners.append(partition.coordinator_id)
+        return owners or [0]
+
+    def commit(
+        self,
+        batches: Sequence[pb.CommitFileRequest.Batch],
+        object_key: str | None = None,
+        owner_ids: Sequence[int] | None = None,
+        file_size: int | None = None,
+        timeout: float = 30,
+    ) -> pb.CommitFileResponse:
+        self._files += 1
+        return self.stub.CommitFile(
+            pb.CommitFileRequest(
+                object_key=object_key or f"wal/{uuid.uuid4()}",
+                object_format=1,
+                file_size=file_size if file_size is not None else max(b.byte_offset + b.size for b in batches),
+                uploader_broker_id=1,
+                owner_ids=self.owners_of(batches) if owner_ids is None else owner_ids,
+                batches=batches,
+            ),
+            timeout=timeout,
+        )
+
+
+def batch(
+    topic_id: bytes,
+    partition: int,
+    records: int = 1,
+    *,
+    byte_offset: int = 0,
+    size: int = 100,
+    producer_id: int = -1,
+    epoch: int = -1,
+    sequence: int = -1,
+    magic: int = 2,
+    timestamp_type: int = pb.CREATE_TIME,
+    max_timestamp: int = 1_700_000_000_000,
+) -> pb.CommitFileRequest.Batch:
+    """A batch as a producer wrote it (base offset 0), with consistent producer fields."""
+    idempotent = producer_id >= 0
+    return pb.CommitFileRequest.Batch(
+        magic=magic,
+        topic_id=topic_id,
+        partition=partition,
+        byte_offset=byte_offset,
+        size=size,
+        base_offset=0,
+        last_offset=records - 1,
+        batch_max_timestamp=max_timestamp,
+        timestamp_type=timestamp_type,
+        producer_id=producer_id,
+        producer_epoch=epoch if idempotent else -1,
+        base_sequence=sequence if idempotent else -1,
+        last_sequence=((sequence + records - 1) % 2**31) if idempotent else -1,
+    )
+
+
+def laid_out(batches: Sequence[pb.CommitFileRequest.Batch]) -> list[pb.CommitFileRequest.Batch]:
+    """The batches placed one after another in a file."""
+    position = 0
+    for b in batches:
+        b.byte_offset = position
+        position += b.size
+    return list(batches)
