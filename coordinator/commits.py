@@ -227,21 +227,22 @@ def check_commit_part(view: CoordinatorView, part: CommitPart, now_ms: int) -> R
                 batch.producer_epoch,
                 WindowEntry(batch.base_sequence, batch.last_sequence, base_offset, now_ms, batch.timestamp_type),
             )
+        idempotent = producer_id >= 0
         committed.append(
             records.CommittedBatch(
-                batch_id=batch_id,
-                partition_key=partition.key,
-                byte_offset=batch.byte_offset,
-                size=batch.size,
-                base_offset=base_offset,
-                last_offset=last_offset,
-                magic=batch.magic,
-                timestamp_type=batch.timestamp_type,
-                max_timestamp=batch.batch_max_timestamp,
-                producer_id=producer_id,
-                producer_epoch=batch.producer_epoch if producer_id >= 0 else -1,
-                base_sequence=batch.base_sequence if producer_id >= 0 else -1,
-                last_sequence=batch.last_sequence if producer_id >= 0 else -1,
+                batch_id,
+                partition.key,
+                batch.byte_offset,
+                batch.size,
+                base_offset,
+                last_offset,
+                batch.batch_max_timestamp,
+                producer_id,
+                batch.producer_epoch if idempotent else -1,
+                batch.base_sequence if idempotent else -1,
+                batch.last_sequence if idempotent else -1,
+                batch.magic,
+                batch.timestamp_type,
             )
         )
         batch_id += 1

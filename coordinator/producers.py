@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from coordinator.errors import ErrorCode
 
@@ -17,8 +18,8 @@ SEQUENCE_MODULUS = 2**31  # sequences wrap from 2^31-1 to 0
 PRODUCER_EPOCH_MAX = 32767  # Kafka's producer epoch is an int16
 
 
-@dataclass(frozen=True, slots=True)
-class WindowEntry:
+# NamedTuples, not dataclasses: three of each are made per idempotent batch on the commit path.
+class WindowEntry(NamedTuple):
     base_sequence: int
     last_sequence: int
     base_offset: int  # assigned
@@ -26,8 +27,7 @@ class WindowEntry:
     timestamp_type: int
 
 
-@dataclass(frozen=True, slots=True)
-class ProducerWindow:
+class ProducerWindow(NamedTuple):
     epoch: int
     entries: tuple[WindowEntry, ...]  # oldest first, at most PRODUCER_WINDOW_BATCHES
 
@@ -90,11 +90,9 @@ _ENTRY = struct.Struct("<iiqqb")
 
 def encode_window(window: ProducerWindow) -> bytes:
     """Compact form for SQLite: the entries packed, oldest first (the epoch has a column)."""
-    return b"".join(
-        _ENTRY.pack(e.base_sequence, e.last_sequence, e.base_offset, e.append_time_ms, e.timestamp_type)
-        for e in window.entries
-    )
+    pack = _ENTRY.pack
+    return b"".join([pack(*entry) for entry in window.entries])
 
 
 def decode_window(epoch: int, packed: bytes) -> ProducerWindow:
-    return ProducerWindow(epoch, tuple(WindowEntry(*fields) for fields in _ENTRY.iter_unpack(packed)))
+    return ProducerWindow(epoch, tuple(map(WindowEntry._make, _ENTRY.iter_unpack(packed))))

@@ -2,12 +2,43 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import struct
+from collections.abc import Sequence
+from typing import NamedTuple
 
 from protos import records_pb2 as rec
 
 MetadataRecord = rec.MetadataRecord
-CommittedBatch = rec.CommittedBatch
+
+
+class CommittedBatch(NamedTuple):
+    """One accepted batch with its assigned offsets; packed into FileCommitted.packed_batches."""
+
+    batch_id: int
+    partition_key: int
+    byte_offset: int
+    size: int
+    base_offset: int
+    last_offset: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    last_sequence: int
+    magic: int
+    timestamp_type: int
+
+
+BATCH_LAYOUT = struct.Struct("<qqqqqqqqiiibb")
+
+
+def pack_batches(batches: Sequence[CommittedBatch]) -> bytes:
+    pack = BATCH_LAYOUT.pack
+    return b"".join([pack(*batch) for batch in batches])
+
+
+def unpack_batches(packed: bytes) -> list[CommittedBatch]:
+    return list(map(CommittedBatch._make, BATCH_LAYOUT.iter_unpack(packed)))
 
 
 def leader_change(leader_epoch: int, node_id: int) -> rec.MetadataRecord:
@@ -39,7 +70,7 @@ def file_committed(
     uploader_broker_id: int,
     owner_ids: Sequence[int],
     append_time_ms: int,
-    batches: Iterable[rec.CommittedBatch],
+    batches: Sequence[CommittedBatch],
 ) -> rec.MetadataRecord:
     return rec.MetadataRecord(
         file_committed=rec.FileCommitted(
@@ -49,7 +80,7 @@ def file_committed(
             uploader_broker_id=uploader_broker_id,
             owner_ids=owner_ids,
             append_time_ms=append_time_ms,
-            batches=batches,
+            packed_batches=pack_batches(batches),
         )
     )
 

@@ -94,7 +94,11 @@ class Settings:
 
     def validate(self) -> Settings:
         """Raises SettingsError naming the first bad setting; returns self."""
-        positive = ["coordinators", "queue_max_operations", "group_commit_max_operations", "commit_max_batches", "request_max_bytes", "request_timeout_ms", "request_timeout_max_ms", "topic_partitions_max", "find_batches_max_results", "request_max_items", "log_segment_bytes", "replay_batch_operations"]
+        positive = (
+            "coordinators", "queue_max_operations", "group_commit_max_operations", "commit_max_batches",
+            "request_max_bytes", "request_timeout_ms", "request_timeout_max_ms", "topic_partitions_max",
+            "find_batches_max_results", "request_max_items", "log_segment_bytes", "replay_batch_operations",
+        )  # fmt: skip
         for attr in positive:
             if getattr(self, attr) <= 0:
                 raise SettingsError(f"{property_name(attr)} must be > 0, got {getattr(self, attr)}")

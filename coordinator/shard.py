@@ -38,6 +38,7 @@ from coordinator.log.frame import encode_frame
 from coordinator.log.segments import MetadataLog
 from coordinator.result import Result
 from coordinator.settings import Settings, property_name
+from coordinator.state.replay import replay_log
 from coordinator.state.store import AppliedFrame, StateCorrupt, StateStore
 from coordinator.view import CoordinatorView
 
@@ -161,16 +162,7 @@ class CoordinatorShard:
                 f"coordinator {self.coordinator_id}: SQLite state is applied to {store.applied_offset}, past the log "
                 f"end {position.end_offset}: the log lost acknowledged records; restore it or a snapshot"
             )
-        replayed = 0
-        chunk: list[AppliedFrame] = []
-        for frame in metadata_log.read(store.applied_offset):
-            chunk.append((frame.end_offset, records.decode_batch(frame.payload)))
-            if len(chunk) >= self._settings.replay_batch_operations:
-                store.apply(chunk)
-                replayed += len(chunk)
-                chunk = []
-        store.apply(chunk)
-        replayed += len(chunk)
+        replayed = replay_log(store, metadata_log, self._settings.replay_batch_operations)
         view = store.load_view()
         epoch = max(view.leader_epoch, position.last_epoch) + 1
         change = [records.leader_change(epoch, self._settings.node_id)]
@@ -346,25 +338,26 @@ class CoordinatorShard:
         self._inflight_group = group
         epoch = self.view.leader_epoch
         self._inflight = asyncio.get_running_loop().run_in_executor(
-            self._executor, self._write_and_apply, b"".join(group.frames), group.applied, group.end_offset, epoch
+            self._executor, self._write, b"".join(group.frames), group.end_offset, epoch
         )
         self._inflight.add_done_callback(lambda _: self._wakeup.set())
 
-    def _write_and_apply(self, frames: bytes, applied: list[AppliedFrame], end_offset: int, epoch: int) -> None:
-        """On the coordinator's thread: append + fdatasync, then apply to SQLite."""
-        if not frames:
-            return
-        assert self._log is not None and self._store is not None
-        self._log.append(frames, end_offset, epoch)
-        self._store.apply(applied)
+    def _write(self, frames: bytes, end_offset: int, epoch: int) -> None:
+        """On the coordinator's thread, which runs no Python while the loop checks: append + fdatasync."""
+        if frames:
+            assert self._log is not None
+            self._log.append(frames, end_offset, epoch)
 
     def _finish_flush(self) -> None:
         inflight, self._inflight = self._inflight, None
         assert inflight is not None
         group, self._inflight_group = self._inflight_group, _Group()
-        inflight.result()  # raises the write or apply failure
+        inflight.result()  # raises the write failure
         if group.applied:
             self._high_watermark = group.end_offset
+            # Applied here, on the loop, rather than on the writer thread: Python on two threads
+            # fights over the GIL and costs more than the SQLite work it would overlap.
+            self.store.apply(group.applied)
             self._append_count += len(group.applied)
         applied_offset = self.store.applied_offset
         check_invariant(

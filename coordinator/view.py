@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from coordinator.invariants import check_invariant
 from coordinator.producers import ProducerWindow, WindowEntry, advance_window
+from coordinator.records import unpack_batches
 from protos import records_pb2 as rec
 
 
@@ -127,7 +128,7 @@ class CoordinatorView:
         self._pending_file_keys[committed.object_key] = end_offset
         append_time = committed.append_time_ms
         partitions = self._partitions
-        for batch in committed.batches:
+        for batch in unpack_batches(committed.packed_batches):
             check_invariant(
                 batch.batch_id == self.next_batch_id, f"batch id {batch.batch_id} != next {self.next_batch_id}"
             )

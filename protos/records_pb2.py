@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x14protos/records.proto\x12\x1f\x64iskless.coordinator.v1.records\"5\n\x0cLeaderChange\x12\x14\n\x0cleader_epoch\x18\x01 \x01(\x05\x12\x0f\n\x07node_id\x18\x02 \x01(\x05\"b\n\x10PartitionCreated\x12\x15\n\rpartition_key\x18\x01 \x01(\x03\x12\x10\n\x08topic_id\x18\x02 \x01(\x0c\x12\x12\n\ntopic_name\x18\x03 \x01(\t\x12\x11\n\tpartition\x18\x04 \x01(\x05\" \n\x0cTopicDeleted\x12\x10\n\x08topic_id\x18\x01 \x01(\x0c\"\x9f\x02\n\x0e\x43ommittedBatch\x12\x10\n\x08\x62\x61tch_id\x18\x01 \x01(\x03\x12\x15\n\rpartition_key\x18\x02 \x01(\x03\x12\x13\n\x0b\x62yte_offset\x18\x03 \x01(\x03\x12\x0c\n\x04size\x18\x04 \x01(\x03\x12\x13\n\x0b\x62\x61se_offset\x18\x05 \x01(\x03\x12\x13\n\x0blast_offset\x18\x06 \x01(\x03\x12\r\n\x05magic\x18\x07 \x01(\x05\x12\x16\n\x0etimestamp_type\x18\x08 \x01(\x05\x12\x15\n\rmax_timestamp\x18\t \x01(\x03\x12\x13\n\x0bproducer_id\x18\n \x01(\x03\x12\x16\n\x0eproducer_epoch\x18\x0b \x01(\x05\x12\x15\n\rbase_sequence\x18\x0c \x01(\x05\x12\x15\n\rlast_sequence\x18\r \x01(\x05\"\xd0\x01\n\rFileCommitted\x12\x0f\n\x07\x66ile_id\x18\x01 \x01(\x03\x12\x12\n\nobject_key\x18\x02 \x01(\t\x12\x11\n\tfile_size\x18\x03 \x01(\x03\x12\x1a\n\x12uploader_broker_id\x18\x04 \x01(\x05\x12\x11\n\towner_ids\x18\x05 \x03(\x05\x12\x16\n\x0e\x61ppend_time_ms\x18\x06 \x01(\x03\x12@\n\x07\x62\x61tches\x18\x07 \x03(\x0b\x32/.diskless.coordinator.v1.records.CommittedBatch\"A\n\x0eRecordsDeleted\x12\x15\n\rpartition_key\x18\x01 \x01(\x03\x12\x18\n\x10log_start_offset\x18\x02 \x01(\x03\"\x90\x03\n\x0eMetadataRecord\x12\x46\n\rleader_change\x18\x01 \x01(\x0b\x32-.diskless.coordinator.v1.records.LeaderChangeH\x00\x12N\n\x11partition_created\x18\x02 \x01(\x0b\x32\x31.diskless.coordinator.v1.records.PartitionCreatedH\x00\x12\x46\n\rtopic_deleted\x18\x03 \x01(\x0b\x32-.diskless.coordinator.v1.records.TopicDeletedH\x00\x12H\n\x0e\x66ile_committed\x18\x04 \x01(\x0b\x32..diskless.coordinator.v1.records.FileCommittedH\x00\x12J\n\x0frecords_deleted\x18\x05 \x01(\x0b\x32/.diskless.coordinator.v1.records.RecordsDeletedH\x00\x42\x08\n\x06record\"O\n\x0bRecordBatch\x12@\n\x07records\x18\x01 \x03(\x0b\x32/.diskless.coordinator.v1.records.MetadataRecordb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x14protos/records.proto\x12\x1f\x64iskless.coordinator.v1.records\"5\n\x0cLeaderChange\x12\x14\n\x0cleader_epoch\x18\x01 \x01(\x05\x12\x0f\n\x07node_id\x18\x02 \x01(\x05\"b\n\x10PartitionCreated\x12\x15\n\rpartition_key\x18\x01 \x01(\x03\x12\x10\n\x08topic_id\x18\x02 \x01(\x0c\x12\x12\n\ntopic_name\x18\x03 \x01(\t\x12\x11\n\tpartition\x18\x04 \x01(\x05\" \n\x0cTopicDeleted\x12\x10\n\x08topic_id\x18\x01 \x01(\x0c\"\xac\x01\n\rFileCommitted\x12\x0f\n\x07\x66ile_id\x18\x01 \x01(\x03\x12\x12\n\nobject_key\x18\x02 \x01(\t\x12\x11\n\tfile_size\x18\x03 \x01(\x03\x12\x1a\n\x12uploader_broker_id\x18\x04 \x01(\x05\x12\x11\n\towner_ids\x18\x05 \x03(\x05\x12\x16\n\x0e\x61ppend_time_ms\x18\x06 \x01(\x03\x12\x16\n\x0epacked_batches\x18\x08 \x01(\x0cJ\x04\x08\x07\x10\x08\"A\n\x0eRecordsDeleted\x12\x15\n\rpartition_key\x18\x01 \x01(\x03\x12\x18\n\x10log_start_offset\x18\x02 \x01(\x03\"\x90\x03\n\x0eMetadataRecord\x12\x46\n\rleader_change\x18\x01 \x01(\x0b\x32-.diskless.coordinator.v1.records.LeaderChangeH\x00\x12N\n\x11partition_created\x18\x02 \x01(\x0b\x32\x31.diskless.coordinator.v1.records.PartitionCreatedH\x00\x12\x46\n\rtopic_deleted\x18\x03 \x01(\x0b\x32-.diskless.coordinator.v1.records.TopicDeletedH\x00\x12H\n\x0e\x66ile_committed\x18\x04 \x01(\x0b\x32..diskless.coordinator.v1.records.FileCommittedH\x00\x12J\n\x0frecords_deleted\x18\x05 \x01(\x0b\x32/.diskless.coordinator.v1.records.RecordsDeletedH\x00\x42\x08\n\x06record\"O\n\x0bRecordBatch\x12@\n\x07records\x18\x01 \x03(\x0b\x32/.diskless.coordinator.v1.records.MetadataRecordb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -37,14 +37,12 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_PARTITIONCREATED']._serialized_end=210
   _globals['_TOPICDELETED']._serialized_start=212
   _globals['_TOPICDELETED']._serialized_end=244
-  _globals['_COMMITTEDBATCH']._serialized_start=247
-  _globals['_COMMITTEDBATCH']._serialized_end=534
-  _globals['_FILECOMMITTED']._serialized_start=537
-  _globals['_FILECOMMITTED']._serialized_end=745
-  _globals['_RECORDSDELETED']._serialized_start=747
-  _globals['_RECORDSDELETED']._serialized_end=812
-  _globals['_METADATARECORD']._serialized_start=815
-  _globals['_METADATARECORD']._serialized_end=1215
-  _globals['_RECORDBATCH']._serialized_start=1217
-  _globals['_RECORDBATCH']._serialized_end=1296
+  _globals['_FILECOMMITTED']._serialized_start=247
+  _globals['_FILECOMMITTED']._serialized_end=419
+  _globals['_RECORDSDELETED']._serialized_start=421
+  _globals['_RECORDSDELETED']._serialized_end=486
+  _globals['_METADATARECORD']._serialized_start=489
+  _globals['_METADATARECORD']._serialized_end=889
+  _globals['_RECORDBATCH']._serialized_start=891
+  _globals['_RECORDBATCH']._serialized_end=970
 # @@protoc_insertion_point(module_scope)

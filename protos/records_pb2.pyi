@@ -32,53 +32,23 @@ class TopicDeleted(_message.Message):
     topic_id: bytes
     def __init__(self, topic_id: _Optional[bytes] = ...) -> None: ...
 
-class CommittedBatch(_message.Message):
-    __slots__ = ("batch_id", "partition_key", "byte_offset", "size", "base_offset", "last_offset", "magic", "timestamp_type", "max_timestamp", "producer_id", "producer_epoch", "base_sequence", "last_sequence")
-    BATCH_ID_FIELD_NUMBER: _ClassVar[int]
-    PARTITION_KEY_FIELD_NUMBER: _ClassVar[int]
-    BYTE_OFFSET_FIELD_NUMBER: _ClassVar[int]
-    SIZE_FIELD_NUMBER: _ClassVar[int]
-    BASE_OFFSET_FIELD_NUMBER: _ClassVar[int]
-    LAST_OFFSET_FIELD_NUMBER: _ClassVar[int]
-    MAGIC_FIELD_NUMBER: _ClassVar[int]
-    TIMESTAMP_TYPE_FIELD_NUMBER: _ClassVar[int]
-    MAX_TIMESTAMP_FIELD_NUMBER: _ClassVar[int]
-    PRODUCER_ID_FIELD_NUMBER: _ClassVar[int]
-    PRODUCER_EPOCH_FIELD_NUMBER: _ClassVar[int]
-    BASE_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
-    LAST_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
-    batch_id: int
-    partition_key: int
-    byte_offset: int
-    size: int
-    base_offset: int
-    last_offset: int
-    magic: int
-    timestamp_type: int
-    max_timestamp: int
-    producer_id: int
-    producer_epoch: int
-    base_sequence: int
-    last_sequence: int
-    def __init__(self, batch_id: _Optional[int] = ..., partition_key: _Optional[int] = ..., byte_offset: _Optional[int] = ..., size: _Optional[int] = ..., base_offset: _Optional[int] = ..., last_offset: _Optional[int] = ..., magic: _Optional[int] = ..., timestamp_type: _Optional[int] = ..., max_timestamp: _Optional[int] = ..., producer_id: _Optional[int] = ..., producer_epoch: _Optional[int] = ..., base_sequence: _Optional[int] = ..., last_sequence: _Optional[int] = ...) -> None: ...
-
 class FileCommitted(_message.Message):
-    __slots__ = ("file_id", "object_key", "file_size", "uploader_broker_id", "owner_ids", "append_time_ms", "batches")
+    __slots__ = ("file_id", "object_key", "file_size", "uploader_broker_id", "owner_ids", "append_time_ms", "packed_batches")
     FILE_ID_FIELD_NUMBER: _ClassVar[int]
     OBJECT_KEY_FIELD_NUMBER: _ClassVar[int]
     FILE_SIZE_FIELD_NUMBER: _ClassVar[int]
     UPLOADER_BROKER_ID_FIELD_NUMBER: _ClassVar[int]
     OWNER_IDS_FIELD_NUMBER: _ClassVar[int]
     APPEND_TIME_MS_FIELD_NUMBER: _ClassVar[int]
-    BATCHES_FIELD_NUMBER: _ClassVar[int]
+    PACKED_BATCHES_FIELD_NUMBER: _ClassVar[int]
     file_id: int
     object_key: str
     file_size: int
     uploader_broker_id: int
     owner_ids: _containers.RepeatedScalarFieldContainer[int]
     append_time_ms: int
-    batches: _containers.RepeatedCompositeFieldContainer[CommittedBatch]
-    def __init__(self, file_id: _Optional[int] = ..., object_key: _Optional[str] = ..., file_size: _Optional[int] = ..., uploader_broker_id: _Optional[int] = ..., owner_ids: _Optional[_Iterable[int]] = ..., append_time_ms: _Optional[int] = ..., batches: _Optional[_Iterable[_Union[CommittedBatch, _Mapping]]] = ...) -> None: ...
+    packed_batches: bytes
+    def __init__(self, file_id: _Optional[int] = ..., object_key: _Optional[str] = ..., file_size: _Optional[int] = ..., uploader_broker_id: _Optional[int] = ..., owner_ids: _Optional[_Iterable[int]] = ..., append_time_ms: _Optional[int] = ..., packed_batches: _Optional[bytes] = ...) -> None: ...
 
 class RecordsDeleted(_message.Message):
     __slots__ = ("partition_key", "log_start_offset")

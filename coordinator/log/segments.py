@@ -155,6 +155,12 @@ class MetadataLog:
             for frame in self._frames_of(base_offset, from_offset):
                 if frame.end_offset <= from_offset:
                     continue
+                if frame.base_offset > expected:
+                    # Every frame verifies, but offsets are missing: a lost segment or a segment cut short.
+                    raise CorruptLogError(
+                        f"{self.directory / segment_name(base_offset)}: frame at offset {frame.base_offset} where "
+                        f"{expected} was expected: offsets {expected}..{frame.base_offset - 1} are missing"
+                    )
                 check_invariant(
                     frame.base_offset == expected,
                     f"log frame at {frame.base_offset} where {expected} was expected (from {from_offset})",

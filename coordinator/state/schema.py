@@ -31,20 +31,27 @@ STATEMENTS = (
         is_last_owner INTEGER NOT NULL
     )""",
     "CREATE INDEX IF NOT EXISTS files_live_by_time ON files (committed_at_ms) WHERE live_batches > 0",
+    # Clustered by (partition, last offset): one B-tree insert per batch, and FindBatches
+    # reads a partition's batches in offset order from one contiguous range.
+    # The columns up to timestamp_type are coordinator.records.CommittedBatch, in order.
     """CREATE TABLE IF NOT EXISTS batches (
-        batch_id INTEGER PRIMARY KEY,
+        batch_id INTEGER NOT NULL,
         partition_key INTEGER NOT NULL,
-        file_id INTEGER NOT NULL,
         byte_offset INTEGER NOT NULL,
         size INTEGER NOT NULL,
         base_offset INTEGER NOT NULL,
         last_offset INTEGER NOT NULL,
+        max_timestamp INTEGER NOT NULL,
+        producer_id INTEGER NOT NULL,
+        producer_epoch INTEGER NOT NULL,
+        base_sequence INTEGER NOT NULL,
+        last_sequence INTEGER NOT NULL,
         magic INTEGER NOT NULL,
         timestamp_type INTEGER NOT NULL,
-        max_timestamp INTEGER NOT NULL,
-        append_time_ms INTEGER NOT NULL
-    )""",
-    "CREATE UNIQUE INDEX IF NOT EXISTS batches_by_partition ON batches (partition_key, last_offset)",
+        file_id INTEGER NOT NULL,
+        append_time_ms INTEGER NOT NULL,
+        PRIMARY KEY (partition_key, last_offset)
+    ) WITHOUT ROWID""",
     """CREATE TABLE IF NOT EXISTS producers (
         partition_key INTEGER NOT NULL,
         producer_id INTEGER NOT NULL,

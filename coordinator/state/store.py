@@ -17,6 +17,7 @@ import apsw
 
 from coordinator.invariants import check_invariant
 from coordinator.producers import ProducerWindow, WindowEntry, advance_window, decode_window, encode_window
+from coordinator.records import CommittedBatch, unpack_batches
 from coordinator.state.schema import META_DEFAULTS, SCHEMA_VERSION, STATEMENTS
 from coordinator.view import CoordinatorView, PartitionView
 from protos import records_pb2 as rec
@@ -63,6 +64,16 @@ class StateStore:
                 f"expected schema {SCHEMA_VERSION} of coordinator {coordinator_id}"
             )
         self.reader = _connect(path, readonly=True)
+        # The committed producer windows, kept in memory so apply never reads them back per batch.
+        self.producer_windows = self._read_producer_windows()
+
+    def _read_producer_windows(self) -> dict[int, dict[int, ProducerWindow]]:
+        windows: dict[int, dict[int, ProducerWindow]] = {}
+        for key, producer_id, epoch, window in self._writer.execute(
+            "SELECT partition_key, producer_id, producer_epoch, window FROM producers"
+        ):
+            windows.setdefault(key, {})[producer_id] = decode_window(epoch, window)
+        return windows
 
     @property
     def applied_offset(self) -> int:
@@ -88,10 +99,9 @@ class StateStore:
             "SELECT partition_key, topic_id, topic_name, partition, log_start_offset, high_watermark FROM partitions"
         ):
             view.load_partition(PartitionView(*row))
-        for key, producer_id, epoch, window in self._writer.execute(
-            "SELECT partition_key, producer_id, producer_epoch, window FROM producers"
-        ):
-            view.load_producer(key, producer_id, decode_window(epoch, window))
+        for key, windows in self.producer_windows.items():
+            for producer_id, window in windows.items():
+                view.load_producer(key, producer_id, window)
         return view
 
     def file_known(self, object_key: str) -> bool:
@@ -119,7 +129,7 @@ class StateStore:
         meta = dict(self.meta)
         try:
             with self._writer:
-                applier = _Applier(self._writer, self.coordinator_id, meta)
+                applier = _Applier(self._writer, self.coordinator_id, meta, self.producer_windows)
                 previous_end = self.applied_offset
                 for end_offset, records in frames:
                     check_invariant(
@@ -138,16 +148,28 @@ class StateStore:
             self.meta = dict(self._writer.execute("SELECT name, value FROM meta"))
             raise
         self.meta = meta
+        for key in applier.deleted_partition_keys:
+            self.producer_windows.pop(key, None)
+        for (key, producer_id), window in applier.changed_windows.items():
+            self.producer_windows.setdefault(key, {})[producer_id] = window
 
 
 class _Applier:
     """Applies records inside one open transaction; producer windows are written at finish."""
 
-    def __init__(self, connection: apsw.Connection, coordinator_id: int, meta: dict[str, Any]) -> None:
+    def __init__(
+        self,
+        connection: apsw.Connection,
+        coordinator_id: int,
+        meta: dict[str, Any],
+        committed_windows: dict[int, dict[int, ProducerWindow]],
+    ) -> None:
         self._db = connection
         self._coordinator_id = coordinator_id
         self._meta = meta
-        self._windows: dict[tuple[int, int], ProducerWindow] = {}
+        self._committed_windows = committed_windows
+        self.changed_windows: dict[tuple[int, int], ProducerWindow] = {}
+        self.deleted_partition_keys: set[int] = set()
 
     def apply(self, record: rec.MetadataRecord) -> None:
         kind = record.WhichOneof("record")
@@ -169,41 +191,42 @@ class _Applier:
             raise AssertionError(f"unknown metadata record {kind!r}")
 
     def finish(self) -> None:
-        if self._windows:
+        for key in self.deleted_partition_keys:
+            self.changed_windows = {k: w for k, w in self.changed_windows.items() if k[0] != key}
+        if self.changed_windows:
             self._db.executemany(
                 "INSERT OR REPLACE INTO producers (partition_key, producer_id, producer_epoch, window) "
                 "VALUES (?,?,?,?)",
-                [(key, producer, w.epoch, encode_window(w)) for (key, producer), w in self._windows.items()],
+                [(key, producer, w.epoch, encode_window(w)) for (key, producer), w in self.changed_windows.items()],
             )
 
     def _file_committed(self, committed: rec.FileCommitted) -> None:
         meta = self._meta
-        check_invariant(
-            committed.file_id == meta["next_file_id"], f"file id {committed.file_id} != {meta['next_file_id']}"
-        )
-        meta["next_file_id"] = committed.file_id + 1
+        file_id = committed.file_id
+        check_invariant(file_id == meta["next_file_id"], f"file id {file_id} != {meta['next_file_id']}")
+        meta["next_file_id"] = file_id + 1
         append_time = committed.append_time_ms
         owners = list(committed.owner_ids)
+        batches = unpack_batches(committed.packed_batches)
         self._db.execute(
             "INSERT INTO files (file_id, object_key, file_size, uploader_broker_id, owner_ids, committed_at_ms, "
             "live_batches, is_last_owner) VALUES (?,?,?,?,?,?,?,?)",
             (
-                committed.file_id,
+                file_id,
                 committed.object_key,
                 committed.file_size,
                 committed.uploader_broker_id,
                 ",".join(map(str, owners)),
                 append_time,
-                len(committed.batches),
+                len(batches),
                 int(owners[-1] == self._coordinator_id),
             ),
         )
-        if not committed.batches:
+        if not batches:
             return
-        rows = []
         high_watermarks: dict[int, tuple[int, int]] = {}  # partition key -> (watermark before, after)
         next_batch_id = meta["next_batch_id"]
-        for batch in committed.batches:
+        for batch in batches:
             check_invariant(batch.batch_id == next_batch_id, f"batch id {batch.batch_id} != {next_batch_id}")
             next_batch_id += 1
             key = batch.partition_key
@@ -214,26 +237,14 @@ class _Applier:
                 f"in partition {key}",
             )
             high_watermarks[key] = (before, batch.last_offset + 1)
-            rows.append(
-                (
-                    batch.batch_id,
-                    key,
-                    committed.file_id,
-                    batch.byte_offset,
-                    batch.size,
-                    batch.base_offset,
-                    batch.last_offset,
-                    batch.magic,
-                    batch.timestamp_type,
-                    batch.max_timestamp,
-                    append_time,
-                )
-            )
             if batch.producer_id >= 0:
                 self._advance_producer(batch, append_time)
         meta["next_batch_id"] = next_batch_id
-        meta["live_batch_count"] += len(rows)
-        self._db.executemany("INSERT INTO batches VALUES (?,?,?,?,?,?,?,?,?,?,?)", rows)
+        meta["live_batch_count"] += len(batches)
+        self._db.executemany(
+            "INSERT INTO batches VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            [(*batch, file_id, append_time) for batch in batches],
+        )
         changes_before = self._db.total_changes()
         self._db.executemany(
             "UPDATE partitions SET high_watermark = ? WHERE partition_key = ? AND high_watermark = ?",
@@ -244,15 +255,12 @@ class _Applier:
             f"offsets of file {committed.object_key!r} do not continue the high watermarks {high_watermarks}",
         )
 
-    def _advance_producer(self, batch: rec.CommittedBatch, append_time: int) -> None:
+    def _advance_producer(self, batch: CommittedBatch, append_time: int) -> None:
         window_key = (batch.partition_key, batch.producer_id)
-        window = self._windows.get(window_key)
+        window = self.changed_windows.get(window_key)
         if window is None:
-            row = self._db.execute(
-                "SELECT producer_epoch, window FROM producers WHERE partition_key = ? AND producer_id = ?", window_key
-            ).fetchone()
-            window = None if row is None else decode_window(*row)
-        self._windows[window_key] = advance_window(
+            window = self._committed_windows.get(batch.partition_key, {}).get(batch.producer_id)
+        self.changed_windows[window_key] = advance_window(
             window,
             batch.producer_epoch,
             WindowEntry(batch.base_sequence, batch.last_sequence, batch.base_offset, append_time, batch.timestamp_type),
@@ -311,5 +319,4 @@ class _Applier:
             self._remove_batches_below(key, None)
             self._db.execute("DELETE FROM producers WHERE partition_key = ?", (key,))
             self._db.execute("DELETE FROM partitions WHERE partition_key = ?", (key,))
-        if keys:
-            self._windows = {k: w for k, w in self._windows.items() if k[0] not in set(keys)}
+        self.deleted_partition_keys.update(keys)

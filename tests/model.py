@@ -1,0 +1,427 @@
+"""An executable model of DESIGN §4 ("Semantics"), for tests/test_model.py.
+
+Written from the design document, not from the server code. It keeps the state a broker can
+observe (topics, partitions, offsets, live batches, producer state, object keys committed per
+coordinator) and computes the answer every RPC must give. What the model cannot predict it
+learns once and then holds the server to:
+
+- which coordinator a partition is assigned to (FindCoordinator; it must never change),
+- the append time of each (commit, coordinator) part: the coordinator's clock at check time,
+  taken from the first answer that shows it (CommitFile for LOG_APPEND_TIME batches, or
+  FindBatches' `log_append_timestamp`), after which every batch of that part must show the
+  same value,
+- each batch's `batch_id` (must stay the same).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from protos import coordinator_pb2 as pb
+
+SEQ_MOD = 2**31  # sequences wrap from 2^31-1 to 0
+WINDOW = 5  # batches of (partition, producer) remembered for duplicate detection
+TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]{1,249}")
+
+
+class Mismatch(AssertionError):
+    """The server's answer differs from the model's."""
+
+
+def well_formed_id(topic_id: bytes) -> bool:
+    return len(topic_id) == 16 and topic_id != bytes(16)
+
+
+def valid_topic_name(name: str) -> bool:
+    return TOPIC_NAME.fullmatch(name) is not None and name not in (".", "..")
+
+
+def next_seq(seq: int) -> int:
+    return (seq + 1) % SEQ_MOD
+
+
+@dataclass(eq=False)
+class AppendTime:
+    """The append time of one coordinator's part of one commit: unknown until an answer shows it."""
+
+    value: int | None = None
+    lower: int = 0  # the test's clock just before the request went out
+    upper: int = 0  # ... and just after its answer came back
+
+    def bind(self, seen: int, where: str) -> None:
+        if self.value is None:
+            # The coordinator's clock at check time; same machine as the test, so inside the call's
+            # window (1 s of slack for clock granularity).
+            if not self.lower - 1000 <= seen <= self.upper + 1000:
+                raise Mismatch(f"{where}: append time {seen} outside the call's window [{self.lower}, {self.upper}]")
+            self.value = seen
+        elif self.value != seen:
+            raise Mismatch(f"{where}: append time {seen}, but this commit part's append time is {self.value}")
+
+
+@dataclass(eq=False)
+class StoredBatch:
+    base: int  # assigned offsets
+    last: int
+    object_key: str
+    byte_offset: int
+    size: int
+    magic: int
+    max_timestamp: int
+    timestamp_type: int
+    append: AppendTime
+    batch_id: int | None = None
+
+    def effective_timestamp(self) -> int:
+        if self.timestamp_type == pb.LOG_APPEND_TIME:
+            assert self.append.value is not None, "LOG_APPEND_TIME batches learn their time from CommitFile"
+            return self.append.value
+        return self.max_timestamp
+
+
+@dataclass
+class Sent:
+    """One entry of the producer's duplicate window."""
+
+    base_seq: int
+    last_seq: int
+    base_offset: int
+    timestamp_type: int
+    append: AppendTime
+
+    def reported_append_time(self) -> int | AppendTime:
+        return self.append if self.timestamp_type == pb.LOG_APPEND_TIME else -1
+
+
+@dataclass
+class ProducerState:
+    epoch: int
+    last_seq: int
+    window: list[Sent] = field(default_factory=list)  # of the current epoch, oldest first
+
+
+@dataclass
+class Partition:
+    coordinator: int | None = None  # learned from FindCoordinator
+    high_watermark: int = 0
+    log_start: int = 0
+    batches: list[StoredBatch] = field(default_factory=list)  # live ones, in offset order
+    producers: dict[int, ProducerState] = field(default_factory=dict)
+
+
+@dataclass
+class Topic:
+    topic_id: bytes
+    name: str
+    partitions: list[Partition] = field(default_factory=list)
+
+
+@dataclass
+class CommitExpect:
+    error: int
+    base: int = -1
+    append: int | AppendTime = -1
+    log_start: int = -1
+    duplicate: bool = False
+
+
+@dataclass
+class FindExpect:
+    error: int
+    log_start: int = -1
+    high_watermark: int = -1
+    batches: list[StoredBatch] = field(default_factory=list)
+
+
+@dataclass
+class ListExpect:
+    error: int
+    timestamp: int = -1
+    offset: int = -1
+    # For -3 when every live batch has timestamp -1, the design leaves open whether a batch
+    # "holds" -1: accept (-1, -1) too.
+    alternative: tuple[int, int] | None = None
+
+
+def record_count(b: pb.CommitFileRequest.Batch) -> int:
+    return b.last_offset - b.base_offset + 1
+
+
+def structure_error(b: pb.CommitFileRequest.Batch, file_size: int, earlier: Sequence[tuple[int, int]]) -> str | None:
+    """Why the batch is INVALID_RECORD (DESIGN §4, CommitFile checks), or None."""
+    if b.size <= 0:
+        return "size <= 0"
+    if b.byte_offset < 0 or b.byte_offset + b.size > file_size:
+        return "byte range outside the file"
+    start, end = b.byte_offset, b.byte_offset + b.size
+    if any(s < end and start < e for s, e in earlier):
+        return "byte range overlaps an earlier batch"
+    if b.base_offset < 0 or b.last_offset < b.base_offset:
+        return "bad offsets"
+    if not 0 <= b.magic <= 2:
+        return "bad magic"
+    if (b.magic == 0) != (b.timestamp_type == pb.NO_TIMESTAMP_TYPE):
+        return "timestamp type -1 exactly when magic is 0"
+    if b.magic != 0 and b.timestamp_type not in (pb.CREATE_TIME, pb.LOG_APPEND_TIME):
+        return "bad timestamp type"
+    if b.batch_max_timestamp < -1:
+        return "max timestamp < -1"
+    if b.producer_id < -1:
+        return "producer id < -1"
+    if b.producer_id >= 0:
+        if b.producer_epoch < 0 or b.base_sequence < 0:
+            return "negative epoch or sequence"
+        if b.last_sequence != (b.base_sequence + b.last_offset - b.base_offset) % SEQ_MOD:
+            return "last sequence inconsistent"
+    return None
+
+
+class Model:
+    def __init__(self, coordinators: int) -> None:
+        self.coordinators = coordinators
+        self.topics: dict[bytes, Topic] = {}
+        self.deleted: set[bytes] = set()
+        self.names: dict[str, bytes] = {}  # live topics
+        # Object keys each coordinator has recorded (rule: "committed to it before").
+        self.keys: dict[int, set[str]] = {c: set() for c in range(coordinators)}
+        # Per key, coordinators that may know it without having committed it (named in owner_ids,
+        # so a hand-over can reach them; or with batches but not named). Whether a later commit of
+        # the key to them is refused is not settled by the design, so the generator avoids it.
+        self.key_unsettled: dict[str, set[int]] = {}
+
+    # ------------------------------------------------------------ look-ups
+
+    def partition(self, topic_id: bytes, partition: int) -> Partition | None:
+        topic = self.topics.get(topic_id)
+        if topic is None or not 0 <= partition < len(topic.partitions):
+            return None
+        return topic.partitions[partition]
+
+    def all_partitions(self) -> Iterable[tuple[bytes, int, Partition]]:
+        for topic in self.topics.values():
+            for index, p in enumerate(topic.partitions):
+                yield topic.topic_id, index, p
+
+    def settled_coordinators(self, key: str) -> set[int]:
+        """Coordinators whose answer to a commit of `key` the design settles."""
+        unsettled = self.key_unsettled.get(key, set())
+        return {c for c in range(self.coordinators) if key in self.keys[c] or c not in unsettled}
+
+    # ------------------------------------------------------------ CreatePartitions
+
+    def create_partitions(self, topic_id: bytes, name: str, count: int) -> tuple[int, list[Partition]]:
+        """The error code, and the partitions created (whose coordinators the caller learns)."""
+        if not well_formed_id(topic_id):
+            return pb.INVALID_REQUEST, []
+        if not valid_topic_name(name):
+            return pb.INVALID_TOPIC_EXCEPTION, []
+        topic = self.topics.get(topic_id)
+        if topic is not None and topic.name != name:
+            return pb.INCONSISTENT_TOPIC_ID, []
+        if topic is None and name in self.names:
+            return pb.TOPIC_ALREADY_EXISTS, []
+        current = len(topic.partitions) if topic is not None else 0
+        if count <= 0 or count < current:
+            return pb.INVALID_PARTITIONS, []
+        if topic is None:
+            topic = self.topics[topic_id] = Topic(topic_id, name)
+            self.names[name] = topic_id
+        created = [Partition() for _ in range(count - current)]
+        topic.partitions.extend(created)
+        return pb.NONE, created
+
+    # ------------------------------------------------------------ DeleteTopics
+
+    def delete_topic(self, topic_id: bytes) -> int:
+        if not well_formed_id(topic_id):
+            return pb.INVALID_REQUEST
+        topic = self.topics.pop(topic_id, None)
+        if topic is None:
+            return pb.UNKNOWN_TOPIC_ID
+        del self.names[topic.name]
+        self.deleted.add(topic_id)
+        return pb.NONE
+
+    # ------------------------------------------------------------ CommitFile
+
+    def commit(self, request: pb.CommitFileRequest, lower: int, upper: int) -> list[CommitExpect]:
+        batches = request.batches
+        owners = list(request.owner_ids)
+        key = request.object_key
+        if (
+            not 1 <= len(key.encode()) <= 1024
+            or request.file_size <= 0
+            or not batches
+            or not owners
+            or len(set(owners)) != len(owners)
+        ):
+            return [CommitExpect(pb.INVALID_REQUEST) for _ in batches]
+
+        parts = [self.partition(b.topic_id, b.partition) for b in batches]
+        involved = {p.coordinator for p in parts if p is not None}
+        refused = {c for c in involved if c not in owners or key in self.keys[c]}
+        append = {c: AppendTime(lower=lower, upper=upper) for c in involved}
+
+        results: list[CommitExpect] = []
+        earlier: list[tuple[int, int]] = []
+        for b, p in zip(batches, parts, strict=True):
+            results.append(self._commit_batch(b, p, request, refused, earlier, append))
+            if b.size > 0:
+                earlier.append((b.byte_offset, b.byte_offset + b.size))
+
+        for c in involved - refused:
+            self.keys[c].add(key)
+        unsettled = self.key_unsettled.setdefault(key, set())
+        unsettled.update(owners)
+        unsettled.update(c for c in involved if c not in owners)
+        return results
+
+    def _commit_batch(
+        self,
+        b: pb.CommitFileRequest.Batch,
+        p: Partition | None,
+        request: pb.CommitFileRequest,
+        refused: set[int],
+        earlier: list[tuple[int, int]],
+        append: dict[int, AppendTime],
+    ) -> CommitExpect:
+        if not well_formed_id(b.topic_id):
+            return CommitExpect(pb.INVALID_REQUEST)
+        if p is not None and p.coordinator in refused:
+            return CommitExpect(pb.INVALID_REQUEST)
+        if structure_error(b, request.file_size, earlier) is not None:
+            return CommitExpect(pb.INVALID_RECORD)
+        if p is None:
+            return CommitExpect(pb.UNKNOWN_TOPIC_OR_PARTITION)
+        assert p.coordinator is not None
+        cell = append[p.coordinator]
+        count = record_count(b)
+
+        state = p.producers.get(b.producer_id) if b.producer_id >= 0 else None
+        if b.producer_id >= 0 and state is not None:
+            # duplicate -> epoch -> sequence
+            if b.producer_epoch == state.epoch:
+                for sent in state.window:
+                    if (sent.base_seq, sent.last_seq) == (b.base_sequence, b.last_sequence):
+                        return CommitExpect(pb.NONE, sent.base_offset, sent.reported_append_time(), p.log_start, True)
+            if b.producer_epoch < state.epoch:
+                return CommitExpect(pb.INVALID_PRODUCER_EPOCH)
+            if b.producer_epoch > state.epoch:
+                if b.base_sequence != 0:
+                    return CommitExpect(pb.OUT_OF_ORDER_SEQUENCE_NUMBER)
+            elif b.base_sequence != next_seq(state.last_seq):
+                return CommitExpect(pb.OUT_OF_ORDER_SEQUENCE_NUMBER)
+
+        base = p.high_watermark
+        p.high_watermark += count
+        stored = StoredBatch(
+            base=base,
+            last=base + count - 1,
+            object_key=request.object_key,
+            byte_offset=b.byte_offset,
+            size=b.size,
+            magic=b.magic,
+            max_timestamp=b.batch_max_timestamp,
+            timestamp_type=b.timestamp_type,
+            append=cell,
+        )
+        p.batches.append(stored)
+        if b.producer_id >= 0:
+            if state is None or state.epoch != b.producer_epoch:
+                state = p.producers[b.producer_id] = ProducerState(b.producer_epoch, b.last_sequence)
+            state.last_seq = b.last_sequence
+            state.window.append(Sent(b.base_sequence, b.last_sequence, base, b.timestamp_type, cell))
+            del state.window[:-WINDOW]
+        reported: int | AppendTime = cell if b.timestamp_type == pb.LOG_APPEND_TIME else -1
+        return CommitExpect(pb.NONE, base, reported, p.log_start, False)
+
+    # ------------------------------------------------------------ DeleteRecords
+
+    def delete_records(self, topic_id: bytes, partition: int, offset: int) -> tuple[int, int]:
+        """(error, low watermark)."""
+        if not well_formed_id(topic_id):
+            return pb.INVALID_REQUEST, -1
+        p = self.partition(topic_id, partition)
+        if p is None:
+            return pb.UNKNOWN_TOPIC_OR_PARTITION, -1
+        if offset == -1:
+            offset = p.high_watermark
+        if offset < 0 or offset > p.high_watermark:
+            return pb.OFFSET_OUT_OF_RANGE, -1
+        if offset > p.log_start:
+            p.log_start = offset
+            p.batches = [b for b in p.batches if b.last >= offset]
+        return pb.NONE, p.log_start
+
+    # ------------------------------------------------------------ ListOffsets
+
+    def list_offsets(self, topic_id: bytes, partition: int, timestamp: int) -> ListExpect:
+        if not well_formed_id(topic_id):
+            return ListExpect(pb.INVALID_REQUEST)
+        p = self.partition(topic_id, partition)
+        if p is None:
+            return ListExpect(pb.UNKNOWN_TOPIC_OR_PARTITION)
+        if timestamp == -1:
+            return ListExpect(pb.NONE, -1, p.high_watermark)
+        if timestamp in (-2, -4):
+            return ListExpect(pb.NONE, -1, p.log_start)
+        if timestamp == -5:
+            return ListExpect(pb.NONE, -1, -1)
+        if timestamp == -3:
+            if not p.batches:
+                return ListExpect(pb.NONE, -1, -1)
+            best = max(b.effective_timestamp() for b in p.batches)
+            first = next(b for b in p.batches if b.effective_timestamp() == best)
+            expect = ListExpect(pb.NONE, best, max(first.base, p.log_start))
+            if best == -1:
+                expect.alternative = (-1, -1)
+            return expect
+        if timestamp < 0:
+            return ListExpect(pb.UNSUPPORTED_VERSION)
+        for b in p.batches:
+            if b.effective_timestamp() >= timestamp:
+                return ListExpect(pb.NONE, b.effective_timestamp(), max(b.base, p.log_start))
+        return ListExpect(pb.NONE, -1, -1)
+
+    # ------------------------------------------------------------ FindBatches
+
+    def find_batches(self, request: pb.FindBatchesRequest) -> list[list[FindExpect]]:
+        total = 0
+        first = True
+        out: list[list[FindExpect]] = []
+        for topic in request.topics:
+            results: list[FindExpect] = []
+            out.append(results)
+            for item in topic.partitions:
+                if not well_formed_id(topic.topic_id):
+                    results.append(FindExpect(pb.INVALID_REQUEST))
+                    continue
+                p = self.partition(topic.topic_id, item.partition)
+                if p is None:
+                    results.append(FindExpect(pb.UNKNOWN_TOPIC_OR_PARTITION))
+                    continue
+                expect = FindExpect(pb.NONE, p.log_start, p.high_watermark)
+                results.append(expect)
+                if item.offset < p.log_start or item.offset > p.high_watermark:
+                    expect.error = pb.OFFSET_OUT_OF_RANGE
+                    continue
+                partition_bytes = 0
+                for b in p.batches:
+                    if b.last < item.offset:
+                        continue
+                    if not first and not (
+                        partition_bytes < item.max_partition_fetch_bytes
+                        and total < request.fetch_max_bytes
+                        and (
+                            request.max_batches_per_partition <= 0
+                            or len(expect.batches) < request.max_batches_per_partition
+                        )
+                    ):
+                        break
+                    first = False
+                    expect.batches.append(b)
+                    partition_bytes += b.size
+                    total += b.size
+        return out

@@ -1,0 +1,43 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from coordinator.settings import Settings, SettingsError, load_settings, read_properties
+
+
+def test_properties_file_syntax(tmp_path: Path) -> None:
+    path = tmp_path / "node.properties"
+    path.write_text("# comment\n! also a comment\n\ndiskless.node.id = 3\ndiskless.listen: 127.0.0.1:9\n")
+    assert read_properties(path) == {"diskless.node.id": "3", "diskless.listen": "127.0.0.1:9"}
+
+
+def test_precedence_defaults_file_environment_flags(tmp_path: Path) -> None:
+    path = tmp_path / "node.properties"
+    path.write_text("diskless.node.id=1\ndiskless.coordinator.queue.max.operations=10\ndiskless.listen=127.0.0.1:1\n")
+    settings = load_settings(
+        path,
+        {"diskless.listen": "127.0.0.1:2", "diskless.metadata.topic.num.partitions": None},
+        {"DISKLESS_NODE_ID": "2", "DISKLESS_LISTEN": "127.0.0.1:3"},
+    )
+    assert settings.node_id == 2
+    assert settings.queue_max_operations == 10
+    assert settings.listen == "127.0.0.1:2"
+    assert settings.coordinators == Settings().coordinators
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"diskless.metadata.topic.num.partitions": "0"},
+        {"diskless.coordinator.request.timeout.ms": "999999", "diskless.coordinator.request.timeout.max.ms": "1000"},
+        {"diskless.coordinator.log.segment.bytes": "100"},
+        {"diskless.node.id": "-1"},
+        {"diskless.listen": "127.0.0.1:99999"},
+    ],
+)
+def test_nonsense_is_refused_with_the_setting_named(overrides: dict[str, str]) -> None:
+    with pytest.raises(SettingsError) as refused:
+        Settings().with_overrides(overrides).validate()
+    assert any(name in str(refused.value) for name in overrides)
