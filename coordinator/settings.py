@@ -46,6 +46,11 @@ class Settings:
     group_commit_max_operations: int = _setting(
         "diskless.coordinator.group.commit.max.operations", 256, "operations one group commit (one fsync) may carry"
     )
+    append_linger_ms: int = _setting(
+        "diskless.coordinator.append.linger.ms",
+        0,
+        "how long a group waits for more operations before its write when none is in flight (0: write at once)",
+    )
     commit_max_batches: int = _setting(
         "diskless.coordinator.commit.max.batches", 10000, "batches one CommitFile may carry; past it INVALID_ARGUMENT"
     )
@@ -106,6 +111,8 @@ class Settings:
             raise SettingsError(f"{property_name('coordinators')} must be <= 4096, got {self.coordinators}")
         if self.node_id < 0:
             raise SettingsError(f"{property_name('node_id')} must be >= 0, got {self.node_id}")
+        if not 0 <= self.append_linger_ms <= 1000:
+            raise SettingsError(f"{property_name('append_linger_ms')} must be 0..1000, got {self.append_linger_ms}")
         if self.drain_timeout_ms < 0:
             raise SettingsError(f"{property_name('drain_timeout_ms')} must be >= 0")
         if self.log_segment_bytes < 1024:

@@ -75,6 +75,7 @@ class _Group:
     frames: list[bytes] = field(default_factory=list)
     applied: list[AppliedFrame] = field(default_factory=list)
     end_offset: int = 0
+    opened_at: float = -1.0  # loop time the linger started, -1 before
 
 
 @dataclass(frozen=True, slots=True)
@@ -293,7 +294,7 @@ class CoordinatorShard:
                 if self._inflight is not None and self._inflight.done():
                     self._finish_flush()
                 self._check_queued()
-                if self._inflight is None and self._group.operations:
+                if self._inflight is None and self._group.operations and self._linger_over():
                     self._start_flush()
             except Exception as error:  # a failed write or a broken invariant
                 await self._fail_and_reload(error)
@@ -332,6 +333,20 @@ class CoordinatorShard:
                 group.frames.append(encode_frame(base_offset, epoch, count, records.encode_batch(result.records)))
                 group.applied.append((end_offset, result.records))
                 self._next_offset = group.end_offset = end_offset
+
+    def _linger_over(self) -> bool:
+        """Whether the open group may be written now: linger elapsed, group full, or closing."""
+        linger_s = self._settings.append_linger_ms / 1000
+        if linger_s <= 0 or self._closing:
+            return True
+        if len(self._group.operations) >= self._settings.group_commit_max_operations:
+            return True
+        loop = asyncio.get_running_loop()
+        if self._group.opened_at < 0:
+            self._group.opened_at = loop.time()
+            loop.call_later(linger_s, self._wakeup.set)
+            return False
+        return loop.time() - self._group.opened_at >= linger_s
 
     def _start_flush(self) -> None:
         group, self._group = self._group, _Group()

@@ -25,7 +25,7 @@ from typing import Any
 
 import grpc
 import pytest
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
 
@@ -585,6 +585,7 @@ class CoordinatorMachine(RuleBasedStateMachine):
         expect_equal("CommitFile", "result count", len(response.batches), len(expected))
         for i, (b, got, want) in enumerate(zip(request.batches, response.batches, expected, strict=True)):
             where = f"CommitFile (key {request.object_key[:12]!r}, owners {list(request.owner_ids)}) batch {i} {batch_summary(b)}"
+            event(f"CommitFile batch: {code_name(want.error)}{' duplicate' if want.duplicate else ''}")
             expect_equal(where, "error_code", got.error_code, want.error)
             expect_equal(where, "assigned_base_offset", got.assigned_base_offset, want.base)
             expect_equal(where, "is_duplicate", got.is_duplicate, want.duplicate)

@@ -41,3 +41,11 @@ def test_nonsense_is_refused_with_the_setting_named(overrides: dict[str, str]) -
     with pytest.raises(SettingsError) as refused:
         Settings().with_overrides(overrides).validate()
     assert any(name in str(refused.value) for name in overrides)
+
+
+def test_readme_lists_every_setting_with_its_default() -> None:
+    from coordinator.settings import describe_settings
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    for name, default, doc in describe_settings():
+        assert f"| `{name}` | `{default}` | {doc} |" in readme, f"README's settings table is stale for {name}"

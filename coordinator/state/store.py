@@ -105,7 +105,8 @@ class StateStore:
         return view
 
     def file_known(self, object_key: str) -> bool:
-        return self.reader.execute("SELECT 1 FROM files WHERE object_key = ?", (object_key,)).fetchone() is not None
+        """Whether a committed file has this key (on the writer's connection: checks and apply share the loop)."""
+        return self._writer.execute("SELECT 1 FROM files WHERE object_key = ?", (object_key,)).fetchone() is not None
 
     @contextlib.contextmanager
     def read_snapshot(self) -> Iterator[apsw.Connection]:
