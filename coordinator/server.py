@@ -99,7 +99,7 @@ async def serve(settings: Settings) -> int:
         ("grpc.max_send_message_length", settings.request_max_bytes),
         ("grpc.so_reuseport", 0),
     ]
-    server = grpc.aio.server(options=options)
+    server = grpc.aio.server(options=options, maximum_concurrent_rpcs=settings.max_concurrent_rpcs)
     pb_grpc.add_DisklessCoordinatorServicer_to_server(service, server)
     health_service = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_service, server)

@@ -54,6 +54,9 @@ class Settings:
     commit_max_batches: int = _setting(
         "diskless.coordinator.commit.max.batches", 10000, "batches one CommitFile may carry; past it INVALID_ARGUMENT"
     )
+    max_concurrent_rpcs: int = _setting(
+        "diskless.server.max.concurrent.rpcs", 4096, "calls the node runs at once; past it RESOURCE_EXHAUSTED"
+    )
     request_max_bytes: int = _setting(
         "diskless.coordinator.request.max.bytes", 16 * 1024 * 1024, "largest gRPC message accepted (bytes)"
     )
@@ -100,8 +103,9 @@ class Settings:
     def validate(self) -> Settings:
         """Raises SettingsError naming the first bad setting; returns self."""
         positive = (
-            "coordinators", "queue_max_operations", "group_commit_max_operations", "commit_max_batches",
-            "request_max_bytes", "request_timeout_ms", "request_timeout_max_ms", "topic_partitions_max",
+            "coordinators", "queue_max_operations", "max_concurrent_rpcs", "group_commit_max_operations",
+            "commit_max_batches", "request_max_bytes", "request_timeout_ms", "request_timeout_max_ms",
+            "topic_partitions_max",
             "find_batches_max_results", "request_max_items", "log_segment_bytes", "replay_batch_operations",
         )  # fmt: skip
         for attr in positive:

@@ -144,6 +144,7 @@ class CoordinatorShard:
             raise
         self._transition(ShardState.ACTIVE)
         self._pipeline = asyncio.create_task(self._run(), name=f"coordinator-{self.coordinator_id}-pipeline")
+        self._pipeline.add_done_callback(self._pipeline_ended)
         log.info(
             "coordinator %d loaded in %.2fs: replayed %d log batches, log end %d, leader epoch %d",
             self.coordinator_id,
@@ -152,6 +153,15 @@ class CoordinatorShard:
             self._next_offset,
             self._view.leader_epoch if self._view else -1,
         )
+
+    def _pipeline_ended(self, task: asyncio.Task[None]) -> None:
+        """A pipeline ends only on close or a failed reload; anything else is a bug, reported loudly."""
+        if task.cancelled() or task.exception() is None:
+            return
+        log.critical("coordinator %d pipeline died", self.coordinator_id, exc_info=task.exception())
+        if self._state is ShardState.ACTIVE:
+            self._transition(ShardState.FAILED)
+        self._fail_queued(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"coordinator {self.coordinator_id} failed")
 
     def _load_blocking(self) -> int:
         self.directory.mkdir(parents=True, exist_ok=True)
