@@ -136,18 +136,19 @@ class Router:
         unavailable = self._admin_unavailable()
         if unavailable:
             return unavailable
-        wanted = topic.num_partitions
-        if wanted <= 0 or wanted > self.settings.topic_partitions_max:
-            return pb.INVALID_PARTITIONS, (
-                f"num_partitions must be 1..{self.settings.topic_partitions_max} "
-                f"({property_name('topic_partitions_max')}), got {wanted}"
-            )
+        # Identity before counts, as Kafka's controller: a clash is reported whatever the count asked for.
         entry = self.catalog.topic(topic.topic_id)
         if entry is not None and entry.name != topic.name:
             return pb.INCONSISTENT_TOPIC_ID, f"topic id belongs to topic {entry.name!r}, not {topic.name!r}"
         owner_of_name = self.catalog.topic_id_of(topic.name)
         if owner_of_name is not None and owner_of_name != topic.topic_id:
             return pb.TOPIC_ALREADY_EXISTS, f"topic {topic.name!r} exists with id {owner_of_name.hex()}"
+        wanted = topic.num_partitions
+        if wanted <= 0 or wanted > self.settings.topic_partitions_max:
+            return pb.INVALID_PARTITIONS, (
+                f"num_partitions must be 1..{self.settings.topic_partitions_max} "
+                f"({property_name('topic_partitions_max')}), got {wanted}"
+            )
         existing = entry.partitions if entry is not None else {}
         current = max(existing) + 1 if existing else 0
         if wanted < current:

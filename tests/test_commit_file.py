@@ -804,3 +804,20 @@ def test_commit_part_of_one_coordinator_does_not_depend_on_anothers_rejections(b
     described = describe_file(broker.stub, key)
     assert described.state == pb.FILE_STATE_LIVE
     assert sorted(described.coordinator_ids) == sorted([placement[0], placement[1], placement[2]])
+
+
+# ---------------------------------------------------------------- free-form fields
+
+
+@pytest.mark.parametrize("timeout_ms", [-1, 0, 1000, 2**31 - 1])
+def test_request_id_and_timeout_take_any_value(broker: Broker, timeout_ms: int) -> None:
+    # DESIGN is silent: request_id is the broker's own tag, and timeout_ms <= 0 means the server's default.
+    topic_id = topic(broker)
+    owner = coordinator_of(broker.stub, topic_id, 0)
+    batches = laid_out([batch(topic_id, 0, 2), batch(topic_id, 0, 1)])
+    batches[0].request_id, batches[1].request_id = -5, 2**31 - 1
+    commit = request(batches, [owner])
+    commit.timeout_ms = timeout_ms
+    response = broker.stub.CommitFile(commit)
+    assert codes(response) == [pb.NONE, pb.NONE]
+    assert bases(response) == [0, 2]

@@ -10,6 +10,7 @@ import grpc
 import pytest
 
 from protos import coordinator_pb2 as pb
+from protos import coordinator_pb2_grpc as pb_grpc
 from tests.harness import (
     Broker,
     ServerProcess,
@@ -64,7 +65,7 @@ FetchItem = tuple[bytes, int, int, int]  # topic id, partition, offset, max part
 
 
 def fetch_many(
-    stub: object, items: Sequence[FetchItem], fetch_max_bytes: int, max_batches: int = 0
+    stub: pb_grpc.DisklessCoordinatorStub, items: Sequence[FetchItem], fetch_max_bytes: int, max_batches: int = 0
 ) -> list[pb.FindBatchesResponse.PartitionResult]:
     """One FindBatches call; consecutive items of one topic go in one Topic entry. Results in request order."""
     request = pb.FindBatchesRequest(fetch_max_bytes=fetch_max_bytes, max_batches_per_partition=max_batches)
@@ -72,7 +73,7 @@ def fetch_many(
         if not request.topics or request.topics[-1].topic_id != topic_id:
             request.topics.add(topic_id=topic_id)
         request.topics[-1].partitions.add(partition=partition, offset=offset, max_partition_fetch_bytes=max_bytes)
-    response = stub.FindBatches(request)  # type: ignore[attr-defined]
+    response = stub.FindBatches(request)
     return [p for t in response.topics for p in t.partitions]
 
 
@@ -354,15 +355,11 @@ def test_list_offsets_is_strict_about_records_pending_at_its_arrival(broker: Bro
     coordinator = coordinator_of(broker.stub, topic_id, 0)
     start = describe_coordinator(broker.stub, coordinator).log_end_offset
     futures = [broker.stub.CommitFile.future(broker_request(topic_id, coordinator)) for _ in range(300)]
-    seen_pending = 0
     while not all(f.done() for f in futures):
-        described = describe_coordinator(broker.stub, coordinator)
-        checked = described.log_end_offset - start
-        seen_pending += described.log_end_offset > described.applied_offset
+        checked = describe_coordinator(broker.stub, coordinator).log_end_offset - start
         assert high_watermark(broker.stub, topic_id, 0) >= checked
     assert all(f.result().batches[0].error_code == pb.NONE for f in futures)
     assert high_watermark(broker.stub, topic_id, 0) == 300
-    print("SEEN_PENDING", seen_pending)
 
 
 def broker_request(topic_id: bytes, owner: int) -> pb.CommitFileRequest:
@@ -560,6 +557,9 @@ def test_find_batches_budget_skips_partitions_with_nothing_to_read(broker: Broke
     # At the high watermark and out of range take nothing from the budget; then 0 < 150 and 100 < 150.
     assert [r.error_code for r in results] == [pb.NONE, pb.OFFSET_OUT_OF_RANGE, pb.NONE, pb.NONE]
     assert counts(results) == [0, 0, 1, 1]
+    # The request's first batch may come from a later partition, whatever that partition's limit.
+    results = fetch_many(broker.stub, [(first, 0, 3, BIG), (first, 1, 0, 0), (first, 2, 0, 0)], BIG)
+    assert counts(results) == [0, 1, 0]
 
 
 def test_find_batches_after_the_budget_unknown_and_out_of_range_keep_their_errors(
@@ -724,8 +724,8 @@ def test_describe_coordinators_of_a_fresh_node_and_its_log_positions_as_exclusiv
     assert (again.live_file_count, again.files_awaiting_deletion) == (1, 2)
 
 
-def _positions(stub: object, coordinator_id: int) -> tuple[int, int, int]:
-    described = describe_coordinator(stub, coordinator_id)  # type: ignore[arg-type]
+def _positions(stub: pb_grpc.DisklessCoordinatorStub, coordinator_id: int) -> tuple[int, int, int]:
+    described = describe_coordinator(stub, coordinator_id)
     return described.log_end_offset, described.high_watermark, described.applied_offset
 
 
@@ -763,3 +763,51 @@ def test_requests_too_large_for_item_limits_are_refused_as_a_whole(broker: Broke
     with pytest.raises(grpc.RpcError) as caught:
         broker.stub.DescribeFiles(pb.DescribeFilesRequest(object_keys=["k"] * 10001))
     assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
+def test_find_batches_repeated_partitions_each_get_their_answer(broker: Broker, three: tuple[bytes, bytes]) -> None:
+    first, _ = three
+    assert counts(fetch_many(broker.stub, [(first, 0, 0, BIG), (first, 0, 1, BIG)], BIG)) == [3, 2]
+    assert counts(fetch_many(broker.stub, [(first, 0, 0, BIG), (first, 0, 0, BIG)], 150)) == [2, 0]
+
+
+@pytest.mark.parametrize("timeout_ms", [-1, 0, 2**31 - 1])
+def test_read_calls_take_any_timeout(broker: Broker, timeout_ms: int) -> None:
+    # DESIGN is silent: timeout_ms <= 0 means the server's default, a huge one is capped.
+    topic_id = topic(broker)
+    fill(broker, topic_id, 0, [2])
+    listed = broker.stub.ListOffsets(
+        pb.ListOffsetsRequest(
+            topics=[
+                pb.ListOffsetsRequest.Topic(
+                    topic_id=topic_id, partitions=[pb.ListOffsetsRequest.Partition(partition=0, timestamp=-1)]
+                )
+            ],
+            timeout_ms=timeout_ms,
+        )
+    )
+    assert offsets_of(listed.topics[0].partitions[0]) == (pb.NONE, -1, 2)
+    deleted = broker.stub.DeleteRecords(
+        pb.DeleteRecordsRequest(
+            topics=[
+                pb.DeleteRecordsRequest.Topic(
+                    topic_id=topic_id, partitions=[pb.DeleteRecordsRequest.Partition(partition=0, offset=1)]
+                )
+            ],
+            timeout_ms=timeout_ms,
+        )
+    )
+    assert deleted.topics[0].partitions[0].low_watermark == 1
+    found = broker.stub.FindBatches(
+        pb.FindBatchesRequest(
+            fetch_max_bytes=BIG,
+            topics=[
+                pb.FindBatchesRequest.Topic(
+                    topic_id=topic_id,
+                    partitions=[pb.FindBatchesRequest.Partition(partition=0, offset=1, max_partition_fetch_bytes=BIG)],
+                )
+            ],
+            timeout_ms=timeout_ms,
+        )
+    )
+    assert ranges(found.topics[0].partitions[0]) == [(0, 1)]

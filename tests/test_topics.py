@@ -148,6 +148,15 @@ def test_live_name_with_another_id_is_topic_already_exists(broker: Broker) -> No
     assert known_partitions(broker, topic_id, 4) == [0]
 
 
+@pytest.mark.parametrize("count", [0, -1, 1, 100_001])
+def test_identity_clashes_are_reported_before_the_count(broker: Broker, count: int) -> None:
+    # DESIGN is silent on the order; Kafka's controller checks names and existing topics before counts.
+    name = topic_name()
+    topic_id = broker.create_topic(name, 2)
+    assert create_one(broker, new_topic_id(), name, count) == pb.TOPIC_ALREADY_EXISTS
+    assert create_one(broker, topic_id, topic_name(), count) == pb.INCONSISTENT_TOPIC_ID
+
+
 BAD_NAMES = {
     "empty": "",
     "250 characters": "a" * 250,
@@ -312,8 +321,8 @@ def test_deleted_name_is_reusable_by_a_new_id(broker: Broker) -> None:
     assert create_one(broker, old, name, 2) == pb.TOPIC_ALREADY_EXISTS
 
 
-def test_delete_drops_producer_state(broker: Broker) -> None:
-    # A deleted id is unknown, so creating it again starts from nothing: offsets and producer state.
+def test_deleted_id_created_again_starts_without_offsets_or_producer_state(broker: Broker) -> None:
+    # A deleted id is unknown, so creating it again starts from nothing (DESIGN: unknown topic -> create).
     name = topic_name()
     topic_id = broker.create_topic(name, 1)
     first = batch(topic_id, 0, 3, producer_id=77, epoch=5, sequence=10)
@@ -326,6 +335,7 @@ def test_delete_drops_producer_state(broker: Broker) -> None:
     assert (retry.error_code, retry.is_duplicate, retry.assigned_base_offset) == (pb.NONE, False, 0)
     lower = broker.commit([batch(topic_id, 0, 1, producer_id=79, epoch=0, sequence=4)]).batches[0]
     assert (lower.error_code, lower.is_duplicate, lower.assigned_base_offset) == (pb.NONE, False, 3)
+    assert [b.base_offset for b in fetch(broker.stub, topic_id, 0, 0).batches] == [0, 3]
 
 
 def test_delete_repeated_ids_in_one_request(broker: Broker) -> None:
@@ -414,3 +424,17 @@ def test_find_coordinator_for_unknown_and_malformed_items(broker: Broker) -> Non
 def test_find_coordinator_with_no_topics_names_no_coordinator(broker: Broker) -> None:
     response = broker.stub.FindCoordinator(pb.FindCoordinatorRequest())
     assert not response.topics and not response.coordinators
+
+
+@pytest.mark.parametrize("timeout_ms", [-1, 0, 2**31 - 1])
+def test_admin_calls_take_any_timeout(broker: Broker, timeout_ms: int) -> None:
+    # DESIGN is silent: timeout_ms <= 0 means the server's default, a huge one is capped.
+    topic_id, name = new_topic_id(), topic_name()
+    created = broker.stub.CreatePartitions(
+        pb.CreatePartitionsRequest(
+            topics=[Topic(topic_id=topic_id, name=name, num_partitions=2)], timeout_ms=timeout_ms
+        )
+    )
+    assert [t.error_code for t in created.topics] == [pb.NONE]
+    deleted = broker.stub.DeleteTopics(pb.DeleteTopicsRequest(topic_ids=[topic_id], timeout_ms=timeout_ms))
+    assert [t.error_code for t in deleted.topics] == [pb.NONE]
