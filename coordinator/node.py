@@ -26,7 +26,7 @@ class Node:
             CoordinatorShard(i, coordinator_directory(settings.data_dir, i), settings, clock)
             for i in range(settings.coordinators)
         ]
-        self.router = Router(self.shards, settings)
+        self.router = Router(self.shards, settings, clock)
 
     async def load(self) -> bool:
         """Loads every coordinator; True when all are ACTIVE (a failed one is logged and stays FAILED)."""

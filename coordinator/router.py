@@ -16,6 +16,7 @@ from typing import Any
 
 from coordinator import commits, fetch, offsets, partitions
 from coordinator.catalog import TopicCatalog
+from coordinator.clock import Clock
 from coordinator.errors import CoordinatorUnavailable, ErrorCode, MalformedRequest, Overloaded
 from coordinator.settings import Settings, property_name
 from coordinator.shard import CoordinatorShard, ShardState
@@ -33,8 +34,9 @@ class Endpoint:
 
 
 class Router:
-    def __init__(self, shards: Sequence[CoordinatorShard], settings: Settings) -> None:
+    def __init__(self, shards: Sequence[CoordinatorShard], settings: Settings, clock: Clock) -> None:
         self.shards = list(shards)
+        self._clock = clock
         self.settings = settings
         self.catalog = TopicCatalog()
         self.endpoint = Endpoint("127.0.0.1", 0)
@@ -259,8 +261,11 @@ class Router:
             by_coordinator[coordinator_id].append(index)
         self._require_room(list(by_coordinator))
         owners = tuple(request.owner_ids)
+        # One append time for the whole commit, whichever coordinators its batches reach (DESIGN §4).
+        append_time_ms = self._clock.now_ms()
         checks = {
-            coordinator_id: _bind(
+            coordinator_id: _bind_time(
+                append_time_ms,
                 commits.check_commit_part,
                 commits.CommitPart(
                     request.object_key,
@@ -568,6 +573,11 @@ _NO_OFFSETS = {"assigned_base_offset": -1, "log_append_time": -1, "log_start_off
 def _bind(check: Any, request: Any) -> Any:
     """A shard check of (view, now_ms) for one request."""
     return lambda view, now_ms: check(view, request, now_ms)
+
+
+def _bind_time(now_ms: int, check: Any, request: Any) -> Any:
+    """A shard check that uses a time read once for the whole call instead of the shard's clock."""
+    return lambda view, _shard_now_ms: check(view, request, now_ms)
 
 
 def _consume(future: asyncio.Future[Any]) -> None:

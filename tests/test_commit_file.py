@@ -548,6 +548,17 @@ def test_one_commit_has_one_append_time_reported_only_for_log_append_time(broker
     assert [b.log_append_timestamp for b in stored] == [times[0]] * 4
 
 
+def test_one_commit_has_one_append_time_across_coordinators(broker: Broker) -> None:
+    topic_id = topic(broker, 8)
+    owners = sorted({coordinator_of(broker.stub, topic_id, p) for p in range(8)})
+    assert len(owners) > 1
+    batches = laid_out([batch(topic_id, p, timestamp_type=pb.LOG_APPEND_TIME) for p in range(8)])
+    for _ in range(20):  # coordinators' clocks read apart would differ across a millisecond now and then
+        response = broker.commit(batches)
+        assert codes(response) == [pb.NONE] * 8
+        assert len({b.log_append_time for b in response.batches}) == 1
+
+
 def test_append_time_moves_forward_between_commits(broker: Broker) -> None:
     topic_id = topic(broker)
     first = commit_one(broker, batch(topic_id, 0, timestamp_type=pb.LOG_APPEND_TIME))
