@@ -112,6 +112,7 @@ class CoordinatorShard:
         self._inflight_group = _Group()
         self._applied_waiters: list[tuple[int, asyncio.Future[None]]] = []
         self._closing = False
+        self._linger_timer: asyncio.TimerHandle | None = None
         self._pipeline: asyncio.Task[None] | None = None
         self._store: StateStore | None = None
         self._log: MetadataLog | None = None
@@ -354,9 +355,16 @@ class CoordinatorShard:
         loop = asyncio.get_running_loop()
         if self._group.opened_at < 0:
             self._group.opened_at = loop.time()
-            loop.call_later(linger_s, self._wakeup.set)
-            return False
-        return loop.time() - self._group.opened_at >= linger_s
+        remaining_s = self._group.opened_at + linger_s - loop.time()
+        if remaining_s <= 0:
+            return True
+        if self._linger_timer is None:  # re-armed after an early fire: timers may run a hair before time
+            self._linger_timer = loop.call_later(remaining_s, self._linger_ended)
+        return False
+
+    def _linger_ended(self) -> None:
+        self._linger_timer = None
+        self._wakeup.set()
 
     def _start_flush(self) -> None:
         group, self._group = self._group, _Group()

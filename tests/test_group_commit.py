@@ -11,18 +11,42 @@ import pytest
 
 from protos import coordinator_pb2 as pb
 from protos import coordinator_pb2_grpc as pb_grpc
-from tests.harness import Broker, ServerProcess, batch, describe_coordinators, fetch_all_batches, laid_out
+from tests.harness import ServerProcess, batch, describe_coordinators, fetch_all_batches, laid_out, new_topic_id
 
 PARTITIONS = 8
 
 
+# A stalled operation shows up as REQUEST_TIMED_OUT within seconds rather than 30.
+BASE_SETTINGS = {"diskless.coordinator.request.timeout.ms": "5000"}
+
+
+def start_one_coordinator(data_dir: Path, linger_ms: int) -> ServerProcess:
+    """A fresh node with a single coordinator: every commit goes through one pipeline and one log."""
+    settings = dict(BASE_SETTINGS, **{"diskless.coordinator.append.linger.ms": str(linger_ms)})
+    return ServerProcess(data_dir, coordinators=1, settings=settings).start()
+
+
 @pytest.fixture
 def one_coordinator(tmp_path: Path) -> Iterator[ServerProcess]:
-    """A fresh node with a single coordinator: every commit goes through one pipeline and one log."""
-    process = ServerProcess(tmp_path / "data", coordinators=1).start()
+    process = start_one_coordinator(tmp_path / "data", linger_ms=0)
     yield process
     if process.process is not None and process.process.poll() is None:
         assert process.stop() == 0, "".join(process.output)
+
+
+def create_topic(server: ServerProcess, name: str) -> bytes:
+    topic_id = new_topic_id()
+    response = server.stub.CreatePartitions(
+        pb.CreatePartitionsRequest(
+            topics=[pb.CreatePartitionsRequest.Topic(topic_id=topic_id, name=name, num_partitions=PARTITIONS)]
+        ),
+        timeout=60,
+    )
+    result = response.topics[0]
+    assert result.error_code == pb.NONE, (
+        f"CreatePartitions on an idle node answered {pb.ErrorCode.Name(result.error_code)}: {result.error_message}"
+    )
+    return topic_id
 
 
 def commit_request(topic_id: bytes, key: str, first_partition: int) -> pb.CommitFileRequest:
@@ -55,24 +79,22 @@ def assert_acknowledged_offsets_are_contiguous(server: ServerProcess, topic_id: 
     assert found == 3 * commits
 
 
-def test_concurrent_commits_to_one_coordinator_share_fsyncs(one_coordinator: ServerProcess) -> None:
-    committers, commits_each = 32, 25
-    topic_id = Broker(one_coordinator.stub, 1).create_topic("group-commit", PARTITIONS)
-    flushes_before, appends_before = flushes_and_appends(one_coordinator)
+def run_concurrent_committers(server: ServerProcess, topic_id: bytes, committers: int, commits_each: int) -> None:
+    """`committers` threads, each with its own channel, each committing `commits_each` files one after another."""
     start = threading.Barrier(committers)
     failures: list[str] = []
     acknowledged = [0] * committers
 
     def committer(index: int) -> None:
-        channel = grpc.insecure_channel(one_coordinator.address)
+        channel = grpc.insecure_channel(server.address)
         try:
             stub = pb_grpc.DisklessCoordinatorStub(channel)
             start.wait()
             for n in range(commits_each):
                 response = stub.CommitFile(commit_request(topic_id, f"wal/{index}/{n}", index + n), timeout=60)
-                codes = [b.error_code for b in response.batches]
-                if codes != [pb.NONE] * 3:
-                    failures.append(f"committer {index} commit {n}: {codes}")
+                codes = [pb.ErrorCode.Name(b.error_code) for b in response.batches]
+                if codes != ["NONE"] * 3:
+                    failures.append(f"committer {index} commit {n}: {codes} {response.batches[0].error_message}")
                     return
                 acknowledged[index] += 1
         except Exception as error:  # reported below, with every other committer's outcome
@@ -85,23 +107,50 @@ def test_concurrent_commits_to_one_coordinator_share_fsyncs(one_coordinator: Ser
         thread.start()
     for thread in threads:
         thread.join(timeout=120)
-    assert not failures, failures
-    commits = committers * commits_each
-    assert sum(acknowledged) == commits, "every commit must be acknowledged"
+    assert not failures, failures[:5]
+    assert sum(acknowledged) == committers * commits_each, "every commit must be acknowledged"
 
-    flushes_after, appends_after = flushes_and_appends(one_coordinator)
-    flushes, appends = flushes_after - flushes_before, appends_after - appends_before
-    assert appends == commits, f"{appends} operations appended for {commits} commits"
-    per_commit = flushes / commits
-    print(f"\ngroup commit: {commits} concurrent commits, {flushes} fsyncs, {per_commit:.3f} fsyncs per commit")
-    assert per_commit < 0.5, f"{flushes} fsyncs for {commits} concurrent commits: group commit does not group"
-    assert_acknowledged_offsets_are_contiguous(one_coordinator, topic_id, commits)
+
+# (append linger in ms, the most fsyncs per commit allowed). Without linger a group holds only what
+# arrives while the previous write is in flight; on a disk whose fdatasync takes ~0.1 ms (this test
+# machine) that is little: 0.2 to 0.77 fsyncs per commit were seen with 32 committers, depending on
+# the machine's load. A linger of 2 ms lets a group fill: 0.1 to 0.2 were seen.
+GROUPING = [(0, 0.9), (2, 0.5)]
+
+
+@pytest.mark.parametrize(("linger_ms", "most_per_commit"), GROUPING, ids=[f"linger-{g[0]}ms" for g in GROUPING])
+def test_concurrent_commits_to_one_coordinator_share_fsyncs(
+    tmp_path: Path, linger_ms: int, most_per_commit: float
+) -> None:
+    committers, commits_each = 32, 25
+    server = start_one_coordinator(tmp_path / "data", linger_ms)
+    try:
+        topic_id = create_topic(server, "group-commit")
+        flushes_before, appends_before = flushes_and_appends(server)
+        run_concurrent_committers(server, topic_id, committers, commits_each)
+        commits = committers * commits_each
+        flushes_after, appends_after = flushes_and_appends(server)
+        flushes, appends = flushes_after - flushes_before, appends_after - appends_before
+        assert appends == commits, f"{appends} operations appended for {commits} commits"
+        per_commit = flushes / commits
+        print(
+            f"\ngroup commit, linger {linger_ms} ms: {commits} concurrent commits, {flushes} fsyncs, "
+            f"{per_commit:.3f} fsyncs per commit"
+        )
+        assert per_commit < most_per_commit, (
+            f"{flushes} fsyncs for {commits} concurrent commits ({per_commit:.3f} per commit, linger {linger_ms} ms)"
+        )
+        assert_acknowledged_offsets_are_contiguous(server, topic_id, commits)
+        assert server.stop() == 0
+    finally:
+        if server.process is not None and server.process.poll() is None:
+            server.kill()
 
 
 def test_sequential_commits_take_about_one_fsync_each(one_coordinator: ServerProcess) -> None:
     """The measure is real: with nothing to group, every commit pays its own fsync."""
     commits = 100
-    topic_id = Broker(one_coordinator.stub, 1).create_topic("one-at-a-time", PARTITIONS)
+    topic_id = create_topic(one_coordinator, "one-at-a-time")
     flushes_before, appends_before = flushes_and_appends(one_coordinator)
     for n in range(commits):
         response = one_coordinator.stub.CommitFile(commit_request(topic_id, f"wal/seq/{n}", n), timeout=30)
