@@ -51,6 +51,11 @@ class Settings:
         0,
         "how long a group waits for more operations before its write when none is in flight (0: write at once)",
     )
+    pipeline_enable: bool = _setting(
+        "diskless.coordinator.pipeline.enable",
+        True,
+        "check the next operations while a write is in flight and group them (false: one at a time, for baselines)",
+    )
     commit_max_batches: int = _setting(
         "diskless.coordinator.commit.max.batches", 10000, "batches one CommitFile may carry; past it INVALID_ARGUMENT"
     )
@@ -180,6 +185,10 @@ def load_settings(config: Path | None, flags: Mapping[str, Any], environ: Mappin
 def _convert(name: str, raw: Any, kind: type) -> Any:
     if not isinstance(raw, str):
         return kind(raw)
+    if kind is bool:
+        if raw.lower() not in ("true", "false"):
+            raise SettingsError(f"{name} must be true or false, got {raw!r}")
+        return raw.lower() == "true"
     if kind is int:
         try:
             return int(raw.replace("_", ""))

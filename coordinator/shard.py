@@ -304,7 +304,8 @@ class CoordinatorShard:
             try:
                 if self._inflight is not None and self._inflight.done():
                     self._finish_flush()
-                self._check_queued()
+                if self._inflight is None or self._settings.pipeline_enable:
+                    self._check_queued()
                 if self._inflight is None and self._group.operations and self._linger_over():
                     self._start_flush()
             except Exception as error:  # a failed write or a broken invariant
@@ -319,7 +320,8 @@ class CoordinatorShard:
     def _check_queued(self) -> None:
         view = self.view
         group = self._group
-        group_max = self._settings.group_commit_max_operations
+        # Without pipelining every operation is its own group: check, append, fsync, apply, answer.
+        group_max = self._settings.group_commit_max_operations if self._settings.pipeline_enable else 1
         epoch = view.leader_epoch
         while not self._queue.empty() and len(group.operations) < group_max:
             operation = self._queue.get_nowait()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import grpc
@@ -11,7 +12,7 @@ import pytest
 
 from protos import coordinator_pb2 as pb
 from protos import coordinator_pb2_grpc as pb_grpc
-from tests.harness import ServerProcess, batch, describe_coordinators, fetch_all_batches, laid_out, new_topic_id
+from tests.harness import Broker, ServerProcess, batch, describe_coordinators, fetch_all_batches, laid_out, new_topic_id
 
 PARTITIONS = 8
 
@@ -162,3 +163,21 @@ def test_sequential_commits_take_about_one_fsync_each(one_coordinator: ServerPro
     print(f"\nsequential: {commits} commits, {flushes} fsyncs, {per_commit:.3f} fsyncs per commit")
     assert 0.95 <= per_commit <= 1.05, f"{flushes} fsyncs for {commits} sequential commits"
     assert_acknowledged_offsets_are_contiguous(one_coordinator, topic_id, commits)
+
+
+def test_without_pipelining_every_commit_pays_its_own_fsync(tmp_path: Path) -> None:
+    """The sequential baseline: pipelining off means one operation per write, even under concurrency."""
+    server = ServerProcess(
+        tmp_path / "data", coordinators=1, settings={"diskless.coordinator.pipeline.enable": "false"}
+    ).start()
+    try:
+        broker = Broker(server.stub, 1)
+        topic = broker.create_topic("sequential", 4)
+        before = server.stub.DescribeCoordinators(pb.DescribeCoordinatorsRequest()).coordinators[0]
+        with ThreadPoolExecutor(max_workers=16) as pool:
+            responses = list(pool.map(lambda i: broker.commit(laid_out([batch(topic, i % 4)])), range(160)))
+        assert all(r.batches[0].error_code == pb.NONE for r in responses)
+        after = server.stub.DescribeCoordinators(pb.DescribeCoordinatorsRequest()).coordinators[0]
+        assert after.log_flush_count - before.log_flush_count == 160
+    finally:
+        assert server.stop() == 0

@@ -49,3 +49,9 @@ def test_readme_lists_every_setting_with_its_default() -> None:
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
     for name, default, doc in describe_settings():
         assert f"| `{name}` | `{default}` | {doc} |" in readme, f"README's settings table is stale for {name}"
+
+
+def test_booleans_are_true_or_false() -> None:
+    assert Settings().with_overrides({"diskless.coordinator.pipeline.enable": "false"}).pipeline_enable is False
+    with pytest.raises(SettingsError):
+        Settings().with_overrides({"diskless.coordinator.pipeline.enable": "maybe"})
