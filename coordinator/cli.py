@@ -8,12 +8,15 @@ import logging
 import sys
 from pathlib import Path
 
+from coordinator.acl import AclError
+from coordinator.commands import add_operator_commands
 from coordinator.settings import SettingsError, describe_settings, load_settings
 
 
 def _serve(args: argparse.Namespace) -> int:
     import uvloop
 
+    from coordinator.logs import configure_logging
     from coordinator.server import serve
 
     try:
@@ -23,13 +26,20 @@ def _serve(args: argparse.Namespace) -> int:
                 "diskless.data.dir": args.data_dir,
                 "diskless.listen": args.listen,
                 "diskless.metadata.topic.num.partitions": args.coordinators,
+                "diskless.allow.plaintext": True if args.allow_plaintext else None,
+                "diskless.log.format": args.log_format,
             },
         )
     except (SettingsError, OSError) as error:
         print(f"diskless serve: {error}", file=sys.stderr)
         return 2
-    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-        return runner.run(serve(settings))
+    configure_logging(settings.log_format)
+    try:
+        with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+            return runner.run(serve(settings))
+    except (SettingsError, AclError, OSError) as error:
+        print(f"diskless serve: {error}", file=sys.stderr)
+        return 2
 
 
 def _settings(args: argparse.Namespace) -> int:
@@ -54,10 +64,18 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--listen", help="HOST:PORT to listen on (default 127.0.0.1:50051)")
     serve.add_argument("--coordinators", type=int, help="coordinators on this node (default 8)")
     serve.add_argument("--config", type=Path, help="a properties file of settings (see `diskless settings`)")
+    serve.add_argument(
+        "--allow-plaintext", action="store_true", help="serve without TLS on a non-loopback address (not advised)"
+    )
+    serve.add_argument("--log-format", choices=("text", "json"), help="log lines as text (default) or JSON objects")
     serve.set_defaults(run=_serve)
     settings = commands.add_parser("settings", help="list every setting with its default and meaning")
     settings.add_argument("--markdown", action="store_true", help="as a Markdown table")
     settings.set_defaults(run=_settings)
+    add_operator_commands(commands)
+    from bench.cli import add_bench_commands  # light: the harness's own imports wait for `bench run`
+
+    add_bench_commands(commands.add_parser("bench", help="benchmarks: `diskless bench run [--quick] [--out DIR]`"))
     return parser
 
 

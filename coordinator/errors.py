@@ -59,6 +59,14 @@ class MalformedRequest(CallRejected):
     status = grpc.StatusCode.INVALID_ARGUMENT
 
 
+class Unauthenticated(CallRejected):
+    status = grpc.StatusCode.UNAUTHENTICATED
+
+
+class PermissionDenied(CallRejected):
+    status = grpc.StatusCode.PERMISSION_DENIED
+
+
 class CoordinatorUnavailable(Exception):
     """A coordinator cannot take the operation now; `error_code` goes to every item."""
 

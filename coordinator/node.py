@@ -7,6 +7,7 @@ import logging
 from pathlib import Path
 
 from coordinator.clock import Clock, SystemClock
+from coordinator.metrics import Metrics
 from coordinator.router import Router
 from coordinator.settings import Settings
 from coordinator.shard import CoordinatorShard
@@ -19,14 +20,15 @@ def coordinator_directory(data_dir: Path, coordinator_id: int) -> Path:
 
 
 class Node:
-    def __init__(self, settings: Settings, clock: Clock | None = None) -> None:
+    def __init__(self, settings: Settings, clock: Clock | None = None, metrics: Metrics | None = None) -> None:
         self.settings = settings
         clock = clock or SystemClock()
+        self.metrics = metrics or Metrics()
         self.shards = [
-            CoordinatorShard(i, coordinator_directory(settings.data_dir, i), settings, clock)
+            CoordinatorShard(i, coordinator_directory(settings.data_dir, i), settings, clock, self.metrics)
             for i in range(settings.coordinators)
         ]
-        self.router = Router(self.shards, settings, clock)
+        self.router = Router(self.shards, settings, clock, self.metrics)
 
     async def load(self) -> bool:
         """Loads every coordinator; True when all are ACTIVE (a failed one is logged and stays FAILED)."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -18,12 +19,16 @@ from coordinator import commits, fetch, offsets, partitions
 from coordinator.catalog import TopicCatalog
 from coordinator.clock import Clock
 from coordinator.errors import CoordinatorUnavailable, ErrorCode, MalformedRequest, Overloaded
+from coordinator.logs import EveryInterval
+from coordinator.metrics import Metrics
 from coordinator.settings import Settings, property_name
 from coordinator.shard import CoordinatorShard, ShardState
 from coordinator.state import reads
 from coordinator.topics import coordinator_for_new_partition, topic_id_problem, topic_name_problem
 from protos import coordinator_pb2 as pb
 
+log = logging.getLogger(__name__)
+OVERLOAD_LOG_INTERVAL_S = 10.0  # one overload line per coordinator per interval, with the count it stood for
 REQUEST_TIMED_OUT_MESSAGE = "the operation did not complete within the request's timeout; it may still complete"
 
 
@@ -34,9 +39,13 @@ class Endpoint:
 
 
 class Router:
-    def __init__(self, shards: Sequence[CoordinatorShard], settings: Settings, clock: Clock) -> None:
+    def __init__(
+        self, shards: Sequence[CoordinatorShard], settings: Settings, clock: Clock, metrics: Metrics | None = None
+    ) -> None:
         self.shards = list(shards)
         self._clock = clock
+        self._metrics = metrics or Metrics()
+        self._overload_log = EveryInterval(OVERLOAD_LOG_INTERVAL_S)
         self.settings = settings
         self.catalog = TopicCatalog()
         self.endpoint = Endpoint("127.0.0.1", 0)
@@ -73,6 +82,15 @@ class Router:
         for coordinator_id in coordinator_ids:
             shard = self._shard(coordinator_id)
             if shard.state is ShardState.ACTIVE and not shard.has_room():
+                self._metrics.overloaded_calls.labels(str(coordinator_id)).inc()
+                if self._overload_log.allow(coordinator_id):
+                    log.warning(
+                        "coordinator %d overloaded: queue full (%d), refusing calls with RESOURCE_EXHAUSTED "
+                        "(%d more refusals since the last line)",
+                        coordinator_id,
+                        self.settings.queue_max_operations,
+                        self._overload_log.take_suppressed(coordinator_id),
+                    )
                 raise Overloaded(
                     f"coordinator {coordinator_id}'s queue is full ({property_name('queue_max_operations')}="
                     f"{self.settings.queue_max_operations}); retry with backoff"
@@ -286,9 +304,13 @@ class Router:
             else:
                 for index, batch_outcome in zip(indexes, outcome, strict=True):
                     outcomes[index] = batch_outcome
+                self._count_commit(coordinator_id, [batches[i] for i in indexes], outcome)
         add = results.add
+        rejected = self._metrics.rejected_batches
         for outcome in outcomes:
             assert outcome is not None
+            if outcome.error_code != ErrorCode.NONE:
+                rejected.labels(outcome.error_code.name).inc()
             add(
                 error_code=outcome.error_code,
                 error_message=outcome.message,
@@ -298,6 +320,21 @@ class Router:
                 is_duplicate=outcome.is_duplicate,
             )
         return response
+
+    def _count_commit(
+        self,
+        coordinator_id: int,
+        batches: Sequence[pb.CommitFileRequest.Batch],
+        outcomes: Sequence[commits.BatchOutcome],
+    ) -> None:
+        label = str(coordinator_id)
+        accepted = [b.size for b, o in zip(batches, outcomes, strict=True) if o.error_code == 0 and not o.is_duplicate]
+        duplicates = sum(1 for o in outcomes if o.is_duplicate)
+        if accepted:
+            self._metrics.committed_batches.labels(label).inc(len(accepted))
+            self._metrics.committed_bytes.labels(label).inc(sum(accepted))
+        if duplicates:
+            self._metrics.duplicate_batches.labels(label).inc(duplicates)
 
     # ------------------------------------------------------------------ DeleteRecords
 
@@ -565,6 +602,7 @@ class Router:
         description.applied_offset = statistics.applied_offset
         description.log_flush_count = statistics.log_flush_count
         description.log_append_count = statistics.log_append_count
+        description.last_snapshot_end_offset = statistics.last_snapshot_end_offset
 
 
 _NO_OFFSETS = {"assigned_base_offset": -1, "log_append_time": -1, "log_start_offset": -1}

@@ -90,9 +90,65 @@ class Settings:
     replay_batch_operations: int = _setting(
         "diskless.coordinator.replay.batch.operations", 2000, "log batches applied per SQLite transaction on replay"
     )
+    snapshot_interval_bytes: int = _setting(
+        "diskless.coordinator.snapshot.interval.bytes",
+        64 * 1024 * 1024,
+        "log bytes appended after which a coordinator snapshots its state (0: no size trigger; "
+        "else >= the segment size, since a smaller interval frees no log)",
+    )
+    snapshot_interval_ms: int = _setting(
+        "diskless.coordinator.snapshot.interval.ms",
+        3600000,
+        "time after which a coordinator snapshots its state if anything was applied since (0: no time trigger)",
+    )
+    snapshot_retained_count: int = _setting(
+        "diskless.coordinator.snapshot.retained.count",
+        2,
+        "newest snapshots kept per coordinator; log segments wholly below the oldest kept one are deleted",
+    )
+    snapshot_copy_step_pages: int = _setting(
+        "diskless.coordinator.snapshot.copy.step.pages",
+        4096,
+        "SQLite pages a snapshot copies per backup step (the copy runs off the write path)",
+    )
+    snapshot_retry_backoff_ms: int = _setting(
+        "diskless.coordinator.snapshot.retry.backoff.ms",
+        1000,
+        "wait before retrying a failed snapshot; doubles per failure up to the max",
+    )
+    snapshot_retry_backoff_max_ms: int = _setting(
+        "diskless.coordinator.snapshot.retry.backoff.max.ms", 60000, "cap of the wait between snapshot retries"
+    )
     drain_timeout_ms: int = _setting(
         "diskless.shutdown.drain.timeout.ms", 10000, "on SIGTERM, how long in-flight calls may take to finish"
     )
+    ssl_certificate_location: str = _setting(
+        "diskless.ssl.certificate.location", "", "PEM certificate chain of this node; set with the key to serve TLS"
+    )
+    ssl_key_location: str = _setting("diskless.ssl.key.location", "", "PEM private key of this node's certificate")
+    ssl_ca_location: str = _setting(
+        "diskless.ssl.ca.location", "", "PEM CA certificates that sign callers' certificates (mutual TLS)"
+    )
+    ssl_client_auth: str = _setting(
+        "diskless.ssl.client.auth",
+        "none",
+        "none, or required (mutual TLS: callers need a certificate the CA signed; principal User:<subject CN>)",
+    )
+    acl_file: str = _setting(
+        "diskless.acl.file",
+        "",
+        "ACL file (`User:<name> PERMISSION,...`), re-read on change; none = no authorisation (plaintext loopback only)",
+    )
+    acl_reload_interval_ms: int = _setting(
+        "diskless.acl.reload.interval.ms", 1000, "how often a call may look whether the ACL file changed"
+    )
+    allow_plaintext: bool = _setting(
+        "diskless.allow.plaintext", False, "serve without TLS on a non-loopback address (flag --allow-plaintext)"
+    )
+    metrics_listen: str = _setting(
+        "diskless.metrics.listen", "", "HOST:PORT of the Prometheus /metrics listener (off when empty)"
+    )
+    log_format: str = _setting("diskless.log.format", "text", "text (human-readable) or json (one object per line)")
 
     def with_overrides(self, overrides: Mapping[str, Any]) -> Settings:
         """A copy with the given property names set (values may be strings)."""
@@ -122,6 +178,15 @@ class Settings:
             raise SettingsError(f"{property_name('node_id')} must be >= 0, got {self.node_id}")
         if not 0 <= self.append_linger_ms <= 1000:
             raise SettingsError(f"{property_name('append_linger_ms')} must be 0..1000, got {self.append_linger_ms}")
+        if self.acl_reload_interval_ms < 0:
+            raise SettingsError(f"{property_name('acl_reload_interval_ms')} must be >= 0")
+        if self.log_format not in ("text", "json"):
+            raise SettingsError(f"{property_name('log_format')} must be text or json, got {self.log_format!r}")
+        if self.metrics_listen:
+            metrics_host, _, metrics_port = self.metrics_listen.rpartition(":")
+            if not metrics_host or not metrics_port.isdigit() or int(metrics_port) > 65535:
+                raise SettingsError(f"{property_name('metrics_listen')} must be HOST:PORT, got {self.metrics_listen!r}")
+        self._validate_snapshots()
         if self.drain_timeout_ms < 0:
             raise SettingsError(f"{property_name('drain_timeout_ms')} must be >= 0")
         if self.log_segment_bytes < 1024:
@@ -135,6 +200,24 @@ class Settings:
         if not host or not port.isdigit() or int(port) > 65535:
             raise SettingsError(f"{property_name('listen')} must be HOST:PORT, got {self.listen!r}")
         return self
+
+    def _validate_snapshots(self) -> None:
+        for attr in ("snapshot_retained_count", "snapshot_copy_step_pages", "snapshot_retry_backoff_ms"):
+            if getattr(self, attr) <= 0:
+                raise SettingsError(f"{property_name(attr)} must be > 0, got {getattr(self, attr)}")
+        for attr in ("snapshot_interval_bytes", "snapshot_interval_ms"):
+            if getattr(self, attr) < 0:
+                raise SettingsError(f"{property_name(attr)} must be >= 0 (0: off), got {getattr(self, attr)}")
+        if 0 < self.snapshot_interval_bytes < self.log_segment_bytes:
+            raise SettingsError(
+                f"{property_name('snapshot_interval_bytes')} ({self.snapshot_interval_bytes}) must be 0 or >= "
+                f"{property_name('log_segment_bytes')} ({self.log_segment_bytes})"
+            )
+        if self.snapshot_retry_backoff_max_ms < self.snapshot_retry_backoff_ms:
+            raise SettingsError(
+                f"{property_name('snapshot_retry_backoff_max_ms')} ({self.snapshot_retry_backoff_max_ms}) must be "
+                f">= {property_name('snapshot_retry_backoff_ms')} ({self.snapshot_retry_backoff_ms})"
+            )
 
 
 def property_name(attr: str) -> str:

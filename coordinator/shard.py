@@ -30,17 +30,32 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import apsw
+
 from coordinator import records
 from coordinator.clock import Clock
 from coordinator.errors import CoordinatorUnavailable, ErrorCode, Overloaded
 from coordinator.invariants import InvariantViolation, check_invariant
 from coordinator.log.frame import encode_frame
-from coordinator.log.segments import MetadataLog
+from coordinator.log.segments import LogPosition, MetadataLog
+from coordinator.metrics import Metrics
 from coordinator.result import Result
 from coordinator.settings import Settings, property_name
 from coordinator.state.replay import replay_log
 from coordinator.state.store import AppliedFrame, StateCorrupt, StateStore
 from coordinator.view import CoordinatorView
+from snapshot.files import DirectoryLock
+from snapshot.prune import PruneResult, prune
+from snapshot.snapshots import (
+    SnapshotCheck,
+    SnapshotManifest,
+    check_snapshots,
+    list_snapshots,
+    remove_incomplete,
+    restore_newest,
+    snapshot_directory,
+    take_snapshot,
+)
 
 log = logging.getLogger(__name__)
 
@@ -91,6 +106,13 @@ class ShardStatistics:
     applied_offset: int
     log_flush_count: int
     log_append_count: int
+    last_snapshot_end_offset: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotTaken:
+    manifest: SnapshotManifest
+    pruned: PruneResult
 
 
 class LoadFailed(Exception):
@@ -98,8 +120,11 @@ class LoadFailed(Exception):
 
 
 class CoordinatorShard:
-    def __init__(self, coordinator_id: int, directory: Path, settings: Settings, clock: Clock) -> None:
+    def __init__(
+        self, coordinator_id: int, directory: Path, settings: Settings, clock: Clock, metrics: Metrics | None = None
+    ) -> None:
         self.coordinator_id = coordinator_id
+        self._group_operations = (metrics or Metrics()).group_operations.labels(str(coordinator_id))
         self.directory = directory
         self._settings = settings
         self._clock = clock
@@ -121,6 +146,17 @@ class CoordinatorShard:
         self._high_watermark = 0
         self._append_count = 0
         self._flush_count_before = 0
+        # Snapshots (DESIGN §6): copied on a thread of their own so that neither the event loop nor the
+        # log writer waits for them; the lock keeps a copy and a reload of the state from overlapping.
+        self._snapshots = snapshot_directory(directory)
+        self._snapshot_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"snapshot-{coordinator_id}")
+        self._snapshot_lock = asyncio.Lock()
+        self._snapshot_wakeup = asyncio.Event()
+        self._snapshot_worker: asyncio.Task[None] | None = None
+        self._last_snapshot: SnapshotManifest | None = None
+        self._last_snapshot_at_ms = 0
+        self._log_bytes_at_snapshot = 0  # the log's appended_bytes when the last snapshot was taken
+        self._directory_lock: DirectoryLock | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -146,6 +182,9 @@ class CoordinatorShard:
         self._transition(ShardState.ACTIVE)
         self._pipeline = asyncio.create_task(self._run(), name=f"coordinator-{self.coordinator_id}-pipeline")
         self._pipeline.add_done_callback(self._pipeline_ended)
+        self._snapshot_worker = asyncio.create_task(
+            self._run_snapshots(), name=f"coordinator-{self.coordinator_id}-snapshots"
+        )
         log.info(
             "coordinator %d loaded in %.2fs: replayed %d log batches, log end %d, leader epoch %d",
             self.coordinator_id,
@@ -166,16 +205,21 @@ class CoordinatorShard:
 
     def _load_blocking(self) -> int:
         self.directory.mkdir(parents=True, exist_ok=True)
-        store = self._open_store()
+        if self._directory_lock is None:
+            self._directory_lock = DirectoryLock(self.directory)
         metadata_log = MetadataLog(self.directory / "log", self._settings.log_segment_bytes)
         position = metadata_log.position()
-        if store.applied_offset > position.end_offset:
-            raise LoadFailed(
-                f"coordinator {self.coordinator_id}: SQLite state is applied to {store.applied_offset}, past the log "
-                f"end {position.end_offset}: the log lost acknowledged records; restore it or a snapshot"
-            )
-        replayed = replay_log(store, metadata_log, self._settings.replay_batch_operations)
-        view = store.load_view()
+        for leftover in remove_incomplete(self._snapshots):
+            log.warning("coordinator %d: removed %s, left by an interrupted snapshot", self.coordinator_id, leftover)
+        store = self._open_store(position)
+        try:
+            replayed = self._replay(store, metadata_log, position)
+            view = store.load_view()
+        except apsw.CorruptError as error:  # SQLite finds damage only when a read touches it
+            store.close()
+            store = self._replace_state(f"{store.path}: {error}", position)
+            replayed = self._replay(store, metadata_log, position)
+            view = store.load_view()
         epoch = max(view.leader_epoch, position.last_epoch) + 1
         change = [records.leader_change(epoch, self._settings.node_id)]
         end = metadata_log.end_offset + 1
@@ -186,27 +230,87 @@ class CoordinatorShard:
         self._store, self._log, self._view = store, metadata_log, view
         self._next_offset = self._high_watermark = end
         self._flush_count_before = metadata_log.flush_count
+        self._note_newest_snapshot(position)
         return replayed
 
-    def _open_store(self) -> StateStore:
-        path = self.directory / "state.sqlite"
-        try:
-            return StateStore(path, self.coordinator_id)
-        except StateCorrupt as error:
-            # SQLite is a cache of the log: set the bad file aside and rebuild it by replay.
-            aside = path.with_name(f"state.sqlite.corrupt-{time.time_ns()}")
-            log.error(
-                "coordinator %d: %s; moving it to %s and rebuilding from the log", self.coordinator_id, error, aside
+    def _replay(self, store: StateStore, metadata_log: MetadataLog, position: LogPosition) -> int:
+        if store.applied_offset > position.end_offset:
+            raise LoadFailed(
+                f"coordinator {self.coordinator_id}: SQLite state is applied to {store.applied_offset}, past the log "
+                f"end {position.end_offset}: the log lost acknowledged records; restore it or a snapshot"
             )
+        return replay_log(store, metadata_log, self._settings.replay_batch_operations)
+
+    def _open_store(self, position: LogPosition) -> StateStore:
+        """SQLite as it is, or rebuilt when it is missing, corrupt, or behind the log start (DESIGN §6)."""
+        path = self.directory / "state.sqlite"
+        if not path.exists():
+            if position.end_offset == 0 and not list_snapshots(self._snapshots):
+                return StateStore(path, self.coordinator_id)  # a new coordinator: nothing to restore
+            return self._replace_state(f"{path} is missing", position)
+        try:
+            store = StateStore(path, self.coordinator_id)
+        except StateCorrupt as error:
+            return self._replace_state(str(error), position)
+        if store.applied_offset < position.start_offset:
+            store.close()
+            return self._replace_state(
+                f"{path} is applied to {store.applied_offset}, below the log start {position.start_offset} "
+                "(the log was pruned past it)",
+                position,
+            )
+        return store
+
+    def _replace_state(self, reason: str, position: LogPosition) -> StateStore:
+        """Sets the bad file aside, then restores the newest snapshot that verifies, else replays the whole log."""
+        path = self.directory / "state.sqlite"
+        if path.exists():
+            aside = path.with_name(f"state.sqlite.corrupt-{time.time_ns()}")
             path.rename(aside)
-            for suffix in ("-wal", "-shm"):
-                path.with_name(path.name + suffix).unlink(missing_ok=True)
-            return StateStore(path, self.coordinator_id)
+            reason = f"{reason}; moved it to {aside.name}"
+        for suffix in ("-wal", "-shm"):  # a stale WAL beside a new file would be replayed into it
+            path.with_name(path.name + suffix).unlink(missing_ok=True)
+        restored = restore_newest(self._snapshots, path, position.start_offset, position.end_offset)
+        if restored is not None:
+            store = StateStore(path, self.coordinator_id)
+            check_invariant(
+                (store.applied_offset, store.meta["leader_epoch"])
+                == (restored.snapshot_id.end_offset, restored.snapshot_id.epoch),
+                f"coordinator {self.coordinator_id}: snapshot {restored.snapshot_id} restored as applied offset "
+                f"{store.applied_offset}, epoch {store.meta['leader_epoch']}",
+            )
+            log.warning(
+                "coordinator %d: %s; restored snapshot %s, replaying the log from %d to %d",
+                self.coordinator_id, reason, restored.snapshot_id, store.applied_offset, position.end_offset,
+            )  # fmt: skip
+            return store
+        if position.start_offset > 0:
+            raise LoadFailed(
+                f"coordinator {self.coordinator_id}: {reason}, no snapshot verifies and the log starts at "
+                f"{position.start_offset}: the state cannot be rebuilt; restore a snapshot (diskless snapshot restore)"
+            )
+        # SQLite is a cache of the log: with the whole log at hand, rebuild it by replay.
+        log.warning(
+            "coordinator %d: %s; no snapshot verifies: rebuilding from the whole log", self.coordinator_id, reason
+        )
+        return StateStore(path, self.coordinator_id)
+
+    def _note_newest_snapshot(self, position: LogPosition) -> None:
+        """Starts the snapshot triggers from the newest snapshot on disk, counting the log tail after it."""
+        newest = next(iter(list_snapshots(self._snapshots)), None)
+        self._last_snapshot = newest
+        self._last_snapshot_at_ms = newest.created_at_ms if newest else self._clock.now_ms()
+        end = newest.snapshot_id.end_offset if newest else position.start_offset
+        assert self._log is not None
+        self._log_bytes_at_snapshot = self._log.appended_bytes - self._log.bytes_after(end)
 
     async def close(self) -> None:
         """Finishes every queued and in-flight operation, then closes the log and state."""
         self._closing = True
         self._wakeup.set()
+        self._snapshot_wakeup.set()
+        if self._snapshot_worker is not None:
+            await self._snapshot_worker
         if self._pipeline is not None:
             await self._pipeline
         if self._state != ShardState.CLOSED:
@@ -214,6 +318,9 @@ class CoordinatorShard:
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(self._executor, self._close_files)
         self._executor.shutdown(wait=True)
+        self._snapshot_executor.shutdown(wait=True)
+        if self._directory_lock is not None:
+            self._directory_lock.release()
 
     def _close_files(self) -> None:
         if self._log is not None:
@@ -269,6 +376,7 @@ class CoordinatorShard:
             applied_offset=self._store.applied_offset if self._store else -1,
             log_flush_count=(self._log.flush_count - self._flush_count_before) if self._log else 0,
             log_append_count=self._append_count,
+            last_snapshot_end_offset=self._last_snapshot.snapshot_id.end_offset if self._last_snapshot else -1,
         )
 
     # ------------------------------------------------------------------ submitting
@@ -371,6 +479,7 @@ class CoordinatorShard:
     def _start_flush(self) -> None:
         group, self._group = self._group, _Group()
         self._inflight_group = group
+        self._group_operations.observe(len(group.operations))
         epoch = self.view.leader_epoch
         self._inflight = asyncio.get_running_loop().run_in_executor(
             self._executor, self._write, b"".join(group.frames), group.end_offset, epoch
@@ -390,6 +499,8 @@ class CoordinatorShard:
         inflight.result()  # raises the write failure
         if group.applied:
             self._high_watermark = group.end_offset
+            if self._snapshot_bytes_due():
+                self._snapshot_wakeup.set()
             # Applied here, on the loop, rather than on the writer thread: Python on two threads
             # fights over the GIL and costs more than the SQLite work it would overlap.
             self.store.apply(group.applied)
@@ -436,8 +547,9 @@ class CoordinatorShard:
         self._transition(ShardState.LOADING)
         loop = asyncio.get_running_loop()
         try:
-            await loop.run_in_executor(self._executor, self._close_files)
-            await loop.run_in_executor(self._executor, self._load_blocking)
+            async with self._snapshot_lock:  # a snapshot copy never reads a state being reopened or restored
+                await loop.run_in_executor(self._executor, self._close_files)
+                await loop.run_in_executor(self._executor, self._load_blocking)
         except Exception as reload_error:
             log.error("coordinator %d cannot reload: %s", self.coordinator_id, reload_error)
             self._transition(ShardState.FAILED)
@@ -450,3 +562,91 @@ class CoordinatorShard:
             operation = self._queue.get_nowait()
             if not operation.future.done():
                 operation.future.set_exception(CoordinatorUnavailable(code, message))
+
+    # ------------------------------------------------------------------ snapshots (DESIGN §6)
+
+    def _snapshot_bytes_due(self) -> bool:
+        interval = self._settings.snapshot_interval_bytes
+        return (
+            interval > 0
+            and self._log is not None
+            and self._log.appended_bytes - self._log_bytes_at_snapshot >= interval
+        )
+
+    def _snapshot_time_left_s(self) -> float | None:
+        """Seconds until the time trigger, None without one."""
+        interval = self._settings.snapshot_interval_ms
+        if interval <= 0:
+            return None
+        return max(0.0, (self._last_snapshot_at_ms + interval - self._clock.now_ms()) / 1000)
+
+    def _snapshot_due(self) -> bool:
+        if self._state is not ShardState.ACTIVE or self._store is None:
+            return False
+        if self._snapshot_bytes_due():
+            return True
+        changed = (
+            self._last_snapshot is None or self._store.applied_offset != self._last_snapshot.snapshot_id.end_offset
+        )
+        return changed and self._snapshot_time_left_s() == 0
+
+    async def _run_snapshots(self) -> None:
+        """Waits for "enough log or time since the last snapshot" or close; a failure is logged and retried."""
+        backoff_ms = self._settings.snapshot_retry_backoff_ms
+        while not self._closing:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._snapshot_wakeup.wait(), self._snapshot_time_left_s())
+            self._snapshot_wakeup.clear()
+            if self._closing or not self._snapshot_due():
+                if self._snapshot_time_left_s() == 0:  # nothing applied since: look again one interval later
+                    self._last_snapshot_at_ms = self._clock.now_ms()
+                continue
+            try:
+                await self.create_snapshot()
+                backoff_ms = self._settings.snapshot_retry_backoff_ms
+            except Exception as error:  # best effort: the log still holds everything; try again later
+                log.error(
+                    "coordinator %d: snapshot failed (%s: %s); retrying in %d ms",
+                    self.coordinator_id, type(error).__name__, error, backoff_ms,
+                )  # fmt: skip
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._snapshot_wakeup.wait(), backoff_ms / 1000)
+                backoff_ms = min(backoff_ms * 2, self._settings.snapshot_retry_backoff_max_ms)
+
+    async def create_snapshot(self) -> SnapshotTaken:
+        """Snapshots the applied state now (copy on the snapshot thread), then prunes (on the log's thread)."""
+        self.require_active()
+        loop = asyncio.get_running_loop()
+        async with self._snapshot_lock:
+            self.require_active()
+            assert self._log is not None
+            log_bytes_before = self._log.appended_bytes
+            now_ms = self._clock.now_ms()
+            started = time.monotonic()
+            manifest = await loop.run_in_executor(
+                self._snapshot_executor,
+                take_snapshot,
+                self.directory / "state.sqlite",
+                self._snapshots,
+                self._settings.snapshot_copy_step_pages,
+                now_ms,
+            )
+            copied_s = time.monotonic() - started
+            self._last_snapshot, self._last_snapshot_at_ms = manifest, now_ms
+            self._log_bytes_at_snapshot = log_bytes_before
+            pruned = await loop.run_in_executor(
+                self._executor, prune, self._snapshots, self._log, self._settings.snapshot_retained_count
+            )
+        log.info(
+            "coordinator %d: snapshot %s (%d bytes) in %.2fs; log starts at %d (%d segments, %d snapshots pruned)",
+            self.coordinator_id, manifest.snapshot_id, manifest.size_bytes, copied_s, pruned.log_start_offset,
+            len(pruned.deleted_segments), len(pruned.deleted_snapshots),
+        )  # fmt: skip
+        return SnapshotTaken(manifest, pruned)
+
+    async def list_snapshots(self, verify: bool) -> list[SnapshotCheck]:
+        """The coordinator's snapshots, newest first; with `verify`, each read and checked (off the loop)."""
+        loop = asyncio.get_running_loop()
+        if not verify:
+            return [SnapshotCheck(m, None) for m in list_snapshots(self._snapshots)]
+        return await loop.run_in_executor(self._snapshot_executor, check_snapshots, self._snapshots)

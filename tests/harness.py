@@ -27,10 +27,17 @@ START_TIMEOUT_S = 60
 class ServerProcess:
     """One node on a fresh port; `restart()` keeps its data directory."""
 
-    def __init__(self, data_dir: Path, coordinators: int = 4, settings: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        data_dir: Path,
+        coordinators: int = 4,
+        settings: dict[str, str] | None = None,
+        credentials: grpc.ChannelCredentials | None = None,
+    ) -> None:
         self.data_dir = data_dir
         self.coordinators = coordinators
         self.settings = dict(settings or {})
+        self.credentials = credentials  # TLS for the test's own channel (and health probe)
         self.process: subprocess.Popen[str] | None = None
         self.port = 0
         self.output: list[str] = []
@@ -63,7 +70,11 @@ class ServerProcess:
         else:
             raise RuntimeError(f"server exited before listening:\n{''.join(self.output)}")
         threading.Thread(target=self._drain, args=(self.process,), daemon=True).start()
-        self._channel = grpc.insecure_channel(self.address)
+        self._channel = (
+            grpc.secure_channel(self.address, self.credentials)
+            if self.credentials is not None
+            else grpc.insecure_channel(self.address)
+        )
         self.stub = pb_grpc.DisklessCoordinatorStub(self._channel)
         self.wait_serving(deadline)
         return self

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -51,6 +51,7 @@ class MetadataLog:
         self.directory = directory
         self.segment_bytes = segment_bytes
         self.flush_count = 0
+        self.appended_bytes = 0  # since open: drives the snapshot size trigger
         directory.mkdir(parents=True, exist_ok=True)
         self._segments = sorted(int(p.name[: -len(SEGMENT_SUFFIX)]) for p in directory.glob(f"*{SEGMENT_SUFFIX}"))
         if not self._segments:
@@ -69,6 +70,14 @@ class MetadataLog:
     @property
     def end_offset(self) -> int:
         return self._end_offset
+
+    def bytes_after(self, offset: int) -> int:
+        """Bytes of the segments holding records at or after `offset` (an upper bound of the log after it)."""
+        total = 0
+        for index, base_offset in enumerate(self._segments[:-1]):
+            if self._segments[index + 1] > offset:
+                total += (self.directory / segment_name(base_offset)).stat().st_size
+        return total + self._active_size
 
     def _active_path(self) -> Path:
         return self.directory / segment_name(self._segments[-1])
@@ -123,9 +132,28 @@ class MetadataLog:
             os.fsync(self._fd)
             raise
         self.flush_count += 1
+        self.appended_bytes += len(frames)
         self._active_size += len(frames)
         self._end_offset = end_offset
         self._last_epoch = last_epoch
+
+    def delete_segments_below(self, offset: int, after_each: Callable[[], None] | None = None) -> list[int]:
+        """Deletes segments wholly below `offset`, oldest first; returns their base offsets.
+
+        The active segment always stays. The directory is fsynced after each
+        deletion so that a crash leaves a contiguous suffix of the log, never
+        a hole. `after_each` is a test's fault hook.
+        """
+        deleted = []
+        while len(self._segments) > 1 and self._segments[1] <= offset:
+            base_offset = self._segments[0]
+            (self.directory / segment_name(base_offset)).unlink()
+            _fsync_directory(self.directory)
+            self._segments = self._segments[1:]
+            deleted.append(base_offset)
+            if after_each is not None:
+                after_each()
+        return deleted
 
     def _roll(self) -> None:
         os.close(self._fd)
@@ -182,3 +210,22 @@ class MetadataLog:
                 raise CorruptLogError(f"{path}: frame at byte {position} does not verify")
             frame, position = decoded
             yield frame
+
+
+def scan_position(directory: Path) -> LogPosition:
+    """The position of a log on disk without opening it for writing (no tail truncation): for inspection."""
+    bases = sorted(int(p.name[: -len(SEGMENT_SUFFIX)]) for p in directory.glob(f"*{SEGMENT_SUFFIX}"))
+    if not bases:
+        return LogPosition(0, 0, 0)
+    end_offset, last_epoch = bases[-1], 0
+    for base_offset in reversed(bases):
+        data = (directory / segment_name(base_offset)).read_bytes()
+        position, segment_end = 0, base_offset
+        while (decoded := decode_frame(data, position)) is not None and decoded[0].base_offset == segment_end:
+            frame, position = decoded
+            segment_end, last_epoch = frame.end_offset, frame.leader_epoch
+        if base_offset == bases[-1]:
+            end_offset = segment_end
+        if last_epoch:
+            break
+    return LogPosition(bases[0], end_offset, last_epoch)

@@ -38,10 +38,39 @@ def _connect(path: Path, *, readonly: bool) -> apsw.Connection:
     return connection
 
 
+def truncation_problem(path: Path) -> str | None:
+    """Whether a SQLite file is shorter than its header says (a cut copy), when no WAL holds the rest.
+
+    SQLite notices missing pages only when a query touches them; this catches
+    a truncated file at open. With a non-empty -wal the newest pages may live
+    there, so the check is skipped (the file header is then a checkpoint's).
+    """
+    wal = path.with_name(path.name + "-wal")
+    if not path.exists() or (wal.exists() and wal.stat().st_size > 0):
+        return None
+    with open(path, "rb") as file:
+        header = file.read(100)
+    size = path.stat().st_size
+    if size == 0:
+        return None  # a new, empty database
+    if len(header) < 100 or not header.startswith(b"SQLite format 3\x00"):
+        return f"{path}: not a SQLite file ({size} bytes)"
+    page_size = int.from_bytes(header[16:18], "big")
+    page_size = 65536 if page_size == 1 else page_size
+    page_count = int.from_bytes(header[28:32], "big")
+    # The header's page count is valid only when its change counter matches the version-valid-for number.
+    if header[24:28] == header[92:96] and page_count * page_size > size:
+        return f"{path}: {size} bytes, its header says {page_count} pages of {page_size} bytes (truncated)"
+    return None
+
+
 class StateStore:
     def __init__(self, path: Path, coordinator_id: int) -> None:
         self.path = path
         self.coordinator_id = coordinator_id
+        problem = truncation_problem(path)
+        if problem is not None:
+            raise StateCorrupt(problem)
         try:
             self._writer = _connect(path, readonly=False)
             self._writer.execute("PRAGMA journal_mode=WAL")

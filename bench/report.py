@@ -1,0 +1,206 @@
+"""The run's outputs: results.json, results.md (table and targets) and the PNG plots."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import platform
+from pathlib import Path
+from typing import Any
+
+import apsw
+
+TARGET_BATCHES_PER_S = 25_000
+TARGET_HALF_P99_MS = 20.0
+TARGET_FIND_CALLS_PER_S = 2_000
+TARGET_FIND_P99_MS = 10.0
+TARGET_PEER_RATIO = 2.0
+TARGET_RAW_RATIO = 0.5
+TARGET_GROWN_RATIO = 0.8
+
+
+def load_average() -> str:
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+
+
+def machine() -> dict[str, Any]:
+    model = ""
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            model = line.split(":", 1)[1].strip()
+            break
+    memory_kib = int(Path("/proc/meminfo").read_text().split()[1])
+    return {
+        "cpu": model,
+        "cores": os.cpu_count(),
+        "memory_gib": round(memory_kib / 2**20, 1),
+        "kernel": platform.release(),
+        "python": platform.python_version(),
+        "sqlite": apsw.sqlite_lib_version(),
+        "host": platform.node(),
+    }
+
+
+def _find(rows: list[dict[str, Any]], scenario: str, system: str) -> dict[str, Any] | None:
+    return next((r for r in rows if r["scenario"] == scenario and r["system"] == system), None)
+
+
+def targets(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each issue-6 target: the measured value, the target, met or not, and the ratio to the target."""
+    checks: list[dict[str, Any]] = []
+
+    def add(name: str, value: float | None, target: float, higher_is_better: bool = True) -> None:
+        if value is None:
+            checks.append({"target": name, "value": None, "goal": target, "met": None, "of_goal": None})
+            return
+        met = value >= target if higher_is_better else value <= target
+        of_goal = (value / target if higher_is_better else target / value) if value and target else 0.0
+        checks.append({"target": name, "value": round(value, 3), "goal": round(target, 3), "met": met,
+                       "of_goal": round(of_goal, 3)})  # fmt: skip
+
+    coordinator_max = _find(rows, "100x100 max", "coordinator")
+    half = _find(rows, "100x100 half", "coordinator")
+    find = _find(rows, "find-batches", "coordinator")
+    peer = _find(rows, "100x100 max", "postgres")
+    raw = _find(rows, "100x100 max", "raw-apsw")
+    add(
+        "batches/s at 100 batches per commit",
+        coordinator_max and coordinator_max["batches_per_s"],
+        TARGET_BATCHES_PER_S,
+    )
+    add("commit p99 ms at half the maximum rate", half and half["p99_ms"], TARGET_HALF_P99_MS, False)
+    add("FindBatches calls/s", find and find["find_calls_per_s"], TARGET_FIND_CALLS_PER_S)
+    add("FindBatches p99 ms", find and find["p99_ms"], TARGET_FIND_P99_MS, False)
+    add(
+        "commits/s vs the PostgreSQL peer (x)",
+        coordinator_max and peer and coordinator_max["commits_per_s"] / peer["commits_per_s"],
+        TARGET_PEER_RATIO,
+    )
+    if coordinator_max and peer:
+        add("commit p99 ms vs the peer's (at max rate; <= peer)", coordinator_max["p99_ms"], peer["p99_ms"], False)
+    add(
+        "commits/s vs the raw-apsw limit (x)",
+        coordinator_max and raw and coordinator_max["commits_per_s"] / raw["commits_per_s"],
+        TARGET_RAW_RATIO,
+    )
+    for row in rows:
+        if row["system"] == "coordinator" and row["live_batches_before"] and coordinator_max:
+            add(f"throughput at {row['live_batches_before']:,} live batches vs empty (x)",
+                row["batches_per_s"] / coordinator_max["batches_per_s"], TARGET_GROWN_RATIO)  # fmt: skip
+    return checks
+
+
+def _format(value: float, digits: int = 1) -> str:
+    return "n/a" if value < 0 else f"{value:,.{digits}f}"
+
+
+def markdown(document: dict[str, Any]) -> str:
+    head = document["machine"]
+    lines = [
+        f"Run `{document['mode']}` on {document['date']}: {head['cores']} cores ({head['cpu']}), "
+        f"{head['memory_gib']} GiB, Linux {head['kernel']}, Python {head['python']}, SQLite {head['sqlite']}"
+        + (f", {document['notes']['postgres']}" if "postgres" in document["notes"] else "")
+        + f"; load average {document['load_average_before']} before, {document['load_average_after']} after. "
+        f"Node: {document['config']['coordinators']} coordinators"
+        + "".join(f", `{name}={value}`" for name, value in document["config"]["coordinator_settings"])
+        + f"; {document['config']['brokers']} brokers; {document['config']['windows']} windows of "
+        f"{document['config']['window_s']} s after {document['config']['warmup_s']} s of warm-up.",
+        "Medians over each scenario's measurement windows; latencies are per RPC (CommitFile, or FindBatches in "
+        "`find-batches`), CPU is the server's (all PostgreSQL processes; the harness process for raw-apsw).",
+        "",
+        "| scenario | system | commits/s | batches/s | p50 ms | p99 ms | p999 ms | CPU µs/batch | fsyncs/commit "
+        "| bytes written/batch |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for row in document["rows"]:
+        rate = _format(row["commits_per_s"])
+        if row["rpc"] == "FindBatches":
+            rate = f"{row['find_calls_per_s']:,.0f} FindBatches/s ({row['commits_per_s']:,.0f} commits/s)"
+        lines.append(
+            f"| {row['scenario']} | {row['system']} | {rate} | {row['batches_per_s']:,.0f} | {row['p50_ms']:.2f} | "
+            f"{row['p99_ms']:.2f} | {row['p999_ms']:.2f} | {row['cpu_s_per_batch'] * 1e6:.1f} | "
+            f"{_format(row['fsyncs_per_commit'], 2)} | {row['bytes_written_per_batch']:,.0f} |"
+        )
+    for system, note in document["notes"].items():
+        if note.startswith("skipped"):
+            lines.append(f"\n`{system}` {note}")
+    lines += ["", "| target | measured | goal | met | of goal |", "|---|---:|---:|---|---:|"]
+    for check in document["targets"]:
+        met = {True: "yes", False: "**no**", None: "not measured"}[check["met"]]
+        value = "—" if check["value"] is None else f"{check['value']:,.2f}"
+        of_goal = "—" if check["of_goal"] is None else f"{check['of_goal']:.0%}"
+        lines.append(f"| {check['target']} | {value} | {check['goal']:,.2f} | {met} | {of_goal} |")
+    return "\n".join(lines) + "\n"
+
+
+def write_plots(out: Path, rows: list[dict[str, Any]], latencies: dict[str, dict[str, list[float]]]) -> list[str]:
+    try:
+        import matplotlib
+    except ImportError:  # the bench extra is not installed: the table and JSON are still written
+        return []
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    written = []
+    figure, axes = plt.subplots(figsize=(8, 5))
+    for system in sorted({r["system"] for r in rows}):
+        for shape in ("100x100", "small"):
+            points = sorted((r["batches_per_s"], r["p99_ms"]) for r in rows
+                            if r["system"] == system and r["shape"] == shape and r["level"] in ("max", "half")
+                            and not r["live_batches_before"])  # fmt: skip
+            if points:
+                axes.plot(*zip(*points, strict=True), marker="o", label=f"{system} ({shape})")
+    axes.set_xlabel("batches/s committed")
+    axes.set_ylabel("CommitFile p99 latency (ms)")
+    axes.set_yscale("log")
+    axes.set_title("Throughput against p99 latency (half rate and maximum rate)")
+    axes.grid(True, which="both", alpha=0.3)
+    axes.legend(fontsize=8)
+    figure.tight_layout()
+    figure.savefig(out / "throughput_p99.png", dpi=100)
+    plt.close(figure)
+    written.append("throughput_p99.png")
+    figure, axes = plt.subplots(figsize=(8, 5))
+    for system, by_scenario in sorted(latencies.items()):
+        samples = sorted(by_scenario.get("100x100 max", []))
+        if samples:
+            axes.plot(samples, [(i + 1) / len(samples) for i in range(len(samples))], label=system)
+    axes.set_xscale("log")
+    axes.set_xlabel("CommitFile latency (ms), 100 batches over 100 partitions per file, maximum rate")
+    axes.set_ylabel("fraction of commits")
+    axes.set_title("Latency distribution (CDF)")
+    axes.grid(True, which="both", alpha=0.3)
+    axes.legend(fontsize=8)
+    figure.tight_layout()
+    figure.savefig(out / "latency_cdf.png", dpi=100)
+    plt.close(figure)
+    written.append("latency_cdf.png")
+    return written
+
+
+def write_results(
+    out: Path,
+    mode: str,
+    rows: list[dict[str, Any]],
+    latencies: dict[str, dict[str, list[float]]],
+    notes: dict[str, str],
+    load_before: str,
+    config: dict[str, Any],
+) -> dict[str, Any]:
+    out.mkdir(parents=True, exist_ok=True)
+    document = {
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "mode": mode,
+        "config": config,
+        "machine": machine(),
+        "load_average_before": load_before,
+        "load_average_after": load_average(),
+        "notes": notes,
+        "rows": rows,
+        "targets": targets(rows),
+    }
+    document["plots"] = write_plots(out, rows, latencies)
+    (out / "results.json").write_text(json.dumps(document, indent=2) + "\n")
+    (out / "results.md").write_text(markdown(document))
+    return document

@@ -1,0 +1,261 @@
+"""`diskless bench run`: every scenario against every system, in one run; results.json, results.md, plots.
+
+Systems: `coordinator` (this service, group commit), `coordinator-sequential`
+(the same with `diskless.coordinator.pipeline.enable=false`: check, append,
+fsync, apply, answer, one operation at a time), `raw-apsw` (the same rows
+inserted with apsw, one durable transaction per commit, no gRPC: the physical
+limit) and `postgres` (the Inkless-style PostgreSQL control plane).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from bench.apsw_system import RawApswSystem
+from bench.coordinator_system import CoordinatorServer, CoordinatorSystem
+from bench.driver import LoadOutcome, LoadPlan, run_load
+from bench.state import PREFILL_BATCHES_PER_FILE, PREFILL_PARTITIONS, build_coordinator_state, build_raw_state
+from bench.systems import System, SystemUnavailable
+from bench.workload import DUPLICATE_SHARE_DEFAULT, SHAPES
+
+if TYPE_CHECKING:
+    from bench.postgres_system import PostgresCluster
+
+COMMIT_INTERVAL_S_DEFAULT = 0.25  # diskless brokers commit a WAL file every 250 ms
+FIND_SHAPE = "100x100"
+GROWN_SHAPE = "100x100"
+
+
+@dataclass(frozen=True, slots=True)
+class RunConfig:
+    mode: str
+    brokers: int
+    warmup_s: float
+    window_s: float
+    windows: int
+    max_shapes: tuple[str, ...]
+    half_shapes: tuple[str, ...]
+    live_states: tuple[int, ...]  # prefilled live batches for the grown-state scenario (0 = skipped)
+    consumers: int
+    coordinators: int = 8
+    duplicate_share: float = DUPLICATE_SHARE_DEFAULT
+    coordinator_settings: tuple[tuple[str, str], ...] = ()  # extra settings for both coordinator systems
+
+
+MODES = {
+    "tiny": RunConfig("tiny", 4, 0.3, 0.6, 1, ("100x100",), ("100x100",), (), 4, coordinators=2),
+    "quick": RunConfig("quick", 16, 1.0, 2.0, 3, ("100x100", "1600x16", "1600x320", "1600x1600", "small"),
+                       ("100x100", "small"), (1_000_000,), 8),
+    "full": RunConfig("full", 16, 3.0, 10.0, 5, ("100x100", "1600x16", "1600x320", "1600x1600", "small"),
+                      ("100x100", "1600x320", "small"), (1_000_000, 10_000_000), 8),
+}  # fmt: skip
+
+Progress = Callable[[str], None]
+
+
+def _progress_printer() -> Progress:
+    started = time.monotonic()
+
+    def progress(message: str) -> None:
+        elapsed = int(time.monotonic() - started)
+        print(f"[{elapsed // 60:02d}:{elapsed % 60:02d}] {message}", file=sys.stderr, flush=True)
+
+    return progress
+
+
+@dataclass(slots=True)
+class Scenario:
+    name: str
+    shape: str
+    level: str  # max, half, find
+    live_batches: int = 0
+
+
+class _SystemRun:
+    """Starts one system on a fresh (or prebuilt) state, runs its scenarios, stops it."""
+
+    def __init__(self, name: str, config: RunConfig, scratch: Path, install: bool, progress: Progress) -> None:
+        self.name = name
+        self.config = config
+        self.scratch = scratch / f"{name}-{time.monotonic_ns()}"
+        self.install = install
+        self.progress = progress
+        self._server: CoordinatorServer | None = None
+        self._cluster: PostgresCluster | None = None
+
+    def start(self, live_batches: int) -> System:
+        if self.name.startswith("coordinator"):
+            data = self.scratch / "data"
+            if live_batches:
+                # Built once per run and copied: both coordinator systems start from the same state.
+                prebuilt = self.scratch.parent / f"coordinator-state-{live_batches}"
+                if not prebuilt.exists():
+                    build_coordinator_state(prebuilt, self.config.coordinators, live_batches, self.progress)
+                shutil.copytree(prebuilt, data)
+            settings = dict(self.config.coordinator_settings)
+            settings["diskless.coordinator.pipeline.enable"] = str(self.name == "coordinator").lower()
+            self._server = CoordinatorServer(data, self.config.coordinators, settings)
+            self._server.start()
+            return CoordinatorSystem(self.name, self._server)
+        if self.name == "raw-apsw":
+            path = self.scratch / "raw.sqlite"
+            if live_batches:
+                build_raw_state(path, self.scratch / "raw-log", live_batches)
+            return RawApswSystem(path)
+        try:  # psycopg comes with the bench extra; without it only this baseline is skipped
+            from bench.postgres_system import PostgresCluster, PostgresSystem
+        except ImportError as error:
+            raise SystemUnavailable(f"{error}: install the bench extra (pip install -e '.[bench]')") from error
+        self._cluster = PostgresCluster(self.scratch / "postgres", self.install)
+        self._cluster.start()
+        if live_batches:
+            self._cluster.prefill(live_batches, PREFILL_PARTITIONS, PREFILL_BATCHES_PER_FILE)
+        return PostgresSystem(self._cluster, self.config.brokers + self.config.consumers + 1)
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.stop()
+        if self._cluster is not None:
+            self._cluster.stop()
+        shutil.rmtree(self.scratch, ignore_errors=True)
+
+
+async def _run_scenarios(system: System, config: RunConfig, scenarios: list[Scenario], progress: Progress) -> list[
+    tuple[Scenario, LoadPlan, LoadOutcome]]:  # fmt: skip
+    await system.open()
+    done: list[tuple[Scenario, LoadPlan, LoadOutcome]] = []
+    max_rates: dict[str, float] = {}
+    try:
+        for index, scenario in enumerate(scenarios):
+            shape = SHAPES[scenario.shape]
+            plan = LoadPlan(shape, config.brokers, 0.0, config.warmup_s, config.window_s, config.windows,
+                            config.duplicate_share)  # fmt: skip
+            if scenario.level == "half":
+                rate = max_rates.get(scenario.shape, 0.0) / 2
+                if rate <= 0:
+                    continue
+                plan = replace(plan, interval_s=config.brokers / rate)
+            elif scenario.level == "find":
+                # Brokers commit every 250 ms, slower if that is past half the system's maximum rate.
+                rate = config.brokers / COMMIT_INTERVAL_S_DEFAULT
+                if max_rates.get(scenario.shape, 0.0) > 0:
+                    rate = min(rate, max_rates[scenario.shape] / 2)
+                plan = replace(plan, interval_s=config.brokers / rate, consumers=config.consumers)
+            topic = await system.create_topic(f"bench-{index}-{scenario.shape}", shape.partitions)
+            outcome = await run_load(system, topic, plan, seed=index, key_prefix=f"wal/{index}")
+            figures = outcome.median()
+            if scenario.level == "max":
+                max_rates[scenario.shape] = figures["commits_per_s"]
+            done.append((scenario, plan, outcome))
+            progress(f"{system.name:<22} {scenario.name:<28} {_summary(scenario, figures)}")
+    finally:
+        await system.close()
+    return done
+
+
+def _summary(scenario: Scenario, figures: dict[str, float]) -> str:
+    if scenario.level == "find":
+        return (f"FindBatches {figures['find_calls_per_s']:.0f} calls/s p99 {figures['find_p99_ms']:.1f} ms "
+                f"(commits {figures['commits_per_s']:.0f}/s)")  # fmt: skip
+    return (f"{figures['commits_per_s']:.0f} commits/s {figures['batches_per_s']:.0f} batches/s "
+            f"p50 {figures['p50_ms']:.1f} p99 {figures['p99_ms']:.1f} ms")  # fmt: skip
+
+
+def scenarios_of(config: RunConfig) -> list[tuple[int, list[Scenario]]]:
+    """(live batches prefilled, scenarios run on that state), empty state first."""
+    empty = [Scenario(f"{s} max", s, "max") for s in config.max_shapes]
+    empty += [Scenario(f"{s} half", s, "half") for s in config.half_shapes]
+    empty.append(Scenario("find-batches", FIND_SHAPE, "find"))
+    grown = [(n, [Scenario(f"{GROWN_SHAPE} max @{n // 1_000_000}M live", GROWN_SHAPE, "max", n)])
+             for n in config.live_states]  # fmt: skip
+    return [(0, empty), *grown]
+
+
+def row_of(system: str, scenario: Scenario, plan: LoadPlan, outcome: LoadOutcome) -> dict[str, Any]:
+    figures = outcome.median()
+    find = scenario.level == "find"
+    return {
+        "scenario": scenario.name,
+        "system": system,
+        "rpc": "FindBatches" if find else "CommitFile",
+        "shape": scenario.shape,
+        "level": scenario.level,
+        "live_batches_before": scenario.live_batches,
+        "brokers": plan.brokers,
+        "target_commits_per_s": round(plan.target_commits_per_s, 1),
+        "commits_per_s": figures["commits_per_s"],
+        "batches_per_s": figures["batches_per_s"],
+        "p50_ms": figures["find_p50_ms" if find else "p50_ms"],
+        "p99_ms": figures["find_p99_ms" if find else "p99_ms"],
+        "p999_ms": figures["find_p999_ms" if find else "p999_ms"],
+        "commit_p99_ms": figures["p99_ms"],
+        "find_calls_per_s": figures["find_calls_per_s"],
+        "find_batches_per_call": figures["find_batches_per_call"],
+        "cpu_s_per_batch": figures["cpu_s_per_batch"],
+        "client_cpu_s_per_batch": figures["client_cpu_s_per_batch"],
+        "fsyncs_per_commit": figures["fsyncs_per_commit"],
+        "bytes_written_per_batch": figures["bytes_written_per_batch"],
+        "windows": len(outcome.windows),
+        "window_s": plan.window_s,
+    }
+
+
+def run_system(
+    name: str, config: RunConfig, scratch: Path, install: bool, progress: Progress
+) -> tuple[list[dict[str, Any]], dict[str, list[float]], str]:
+    """Every scenario against one system: (rows, commit latencies by scenario, version note)."""
+    rows: list[dict[str, Any]] = []
+    latencies: dict[str, list[float]] = {}
+    note = ""
+    for live_batches, scenarios in scenarios_of(config):
+        run = _SystemRun(name, config, scratch, install, progress)
+        try:
+            if live_batches:
+                progress(f"{name}: building a state of {live_batches:,} live batches")
+            system = run.start(live_batches)
+            if run._cluster is not None:
+                note = f"PostgreSQL {run._cluster.version}"
+            done = asyncio.run(_run_scenarios(system, config, scenarios, progress))
+        finally:
+            run.stop()
+        for scenario, plan, outcome in done:
+            rows.append(row_of(name, scenario, plan, outcome))
+            latencies[scenario.name] = (
+                outcome.find_latencies_ms if scenario.level == "find" else outcome.commit_latencies_ms
+            )
+    return rows, latencies, note
+
+
+def run_all(
+    config: RunConfig, systems: tuple[str, ...], install: bool, progress: Progress
+) -> tuple[list[dict[str, Any]], dict[str, dict[str, list[float]]], dict[str, str]]:
+    rows: list[dict[str, Any]] = []
+    latencies: dict[str, dict[str, list[float]]] = {}
+    notes: dict[str, str] = {}
+    with tempfile.TemporaryDirectory(prefix="diskless-bench-") as scratch:
+        os.chmod(scratch, 0o755)  # the postgres user must reach its cluster's directory inside
+        for name in systems:
+            progress(f"{name}: starting")
+            try:
+                system_rows, latencies[name], note = run_system(name, config, Path(scratch), install, progress)
+            except SystemUnavailable as error:
+                notes[name] = f"skipped: {error}"
+                progress(f"{name}: skipped: {error}")
+                continue
+            rows += system_rows
+            if note:
+                notes[name] = note
+    return rows, latencies, notes
+
+
+def progress_printer() -> Progress:
+    return _progress_printer()

@@ -1,0 +1,43 @@
+"""Who is calling and whether they may: the principal of each call, checked against the ACL."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from coordinator.acl import RPC_PERMISSIONS, AclFile, Permission
+from coordinator.errors import PermissionDenied, Unauthenticated
+from coordinator.security import ANONYMOUS, principal_of
+
+log = logging.getLogger(__name__)
+
+
+class AccessControl:
+    """Authenticates a call from its TLS peer and authorises it by the RPC's permission.
+
+    Without an ACL file every call is allowed (the server only starts that way
+    in plaintext on loopback). Every denial is logged with the principal and
+    the RPC.
+    """
+
+    def __init__(self, acl_path: Path | None, tls: bool, client_auth: str, acl_reload_interval_s: float) -> None:
+        self._acl = AclFile(acl_path, acl_reload_interval_s) if acl_path is not None else None
+        self._certificate_required = tls and client_auth == "required"
+        self.permissions: dict[str, Permission] = dict(RPC_PERMISSIONS)
+
+    def admit(self, method: str, auth_context: Mapping[str, Sequence[bytes]]) -> str:
+        """The caller's principal; raises Unauthenticated or PermissionDenied."""
+        principal = principal_of(auth_context)
+        if principal is None:
+            if self._certificate_required:
+                log.warning("denied %s: no verified client certificate", method)
+                raise Unauthenticated(f"{method} needs a client certificate signed by the cluster's CA")
+            principal = ANONYMOUS
+        if self._acl is None:
+            return principal
+        permission = self.permissions[method]
+        if not self._acl.current().allows(principal, permission):
+            log.warning("denied %s to %s: missing %s", method, principal, permission.value)
+            raise PermissionDenied(f"{principal} lacks the {permission.value} permission needed for {method}")
+        return principal

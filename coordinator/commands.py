@@ -1,0 +1,443 @@
+"""Operator commands `diskless describe` and `diskless snapshot create|list|verify|restore` (DESIGN §9).
+
+Each talks to a running node over gRPC (`--bootstrap HOST:PORT[,...]`, the
+first address that answers) or works on a stopped node's data directory
+(`--data-dir`); `restore` only on a data directory, since replacing the state
+of a live coordinator makes no sense. A command working on a data directory
+takes each coordinator directory's lock, so it refuses to run beside a live
+node. `--json` prints one JSON document; exit code 0 on success, 1 when a
+coordinator reported a problem, 2 when the command could not run, with a
+one-line reason on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import apsw
+import grpc
+
+from coordinator.log.segments import MetadataLog, scan_position
+from coordinator.settings import Settings
+from coordinator.state import reads
+from protos import admin_pb2 as admin
+from protos import admin_pb2_grpc
+from protos import coordinator_pb2 as pb
+from protos import coordinator_pb2_grpc as pb_grpc
+from snapshot.files import DirectoryInUse, DirectoryLock
+from snapshot.prune import prune
+from snapshot.snapshots import (
+    SnapshotError,
+    SnapshotId,
+    SnapshotManifest,
+    check_snapshots,
+    list_snapshots,
+    restore_snapshot,
+    snapshot_directory,
+    take_snapshot,
+    verify_snapshot,
+)
+
+DEFAULT_BOOTSTRAP = "127.0.0.1:50051"
+RPC_TIMEOUT_S = 120.0  # a snapshot of a large state takes seconds; the command waits this long at most
+_COORDINATOR_DIRECTORY = re.compile(r"^coordinator-(\d+)$")
+T = TypeVar("T")
+
+
+class CommandFailed(Exception):
+    """The command could not run; the message is the one-line reason."""
+
+
+# ---------------------------------------------------------------------- the shapes printed
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotRow:
+    coordinator_id: int
+    snapshot: str  # END-EPOCH
+    end_offset: int
+    epoch: int
+    size_bytes: int
+    crc32: str
+    created_at_ms: int
+    path: str
+    verified: bool | None = None  # None: not checked
+    problem: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class CoordinatorRow:
+    coordinator_id: int
+    state: str
+    applied_offset: int
+    log_start_offset: int
+    log_end_offset: int
+    newest_snapshot: str  # END-EPOCH, "" if none
+    partitions: int
+    live_files: int
+    live_batches: int
+    error: str = ""
+
+
+def _row_of_manifest(coordinator_id: int, manifest: SnapshotManifest, problem: str | None = None) -> SnapshotRow:
+    return SnapshotRow(
+        coordinator_id, str(manifest.snapshot_id), manifest.snapshot_id.end_offset, manifest.snapshot_id.epoch,
+        manifest.size_bytes, f"{manifest.crc32:08x}", manifest.created_at_ms, str(manifest.data_path),
+        None if problem is None else not problem, problem or "",
+    )  # fmt: skip
+
+
+def _row_of_info(coordinator_id: int, info: admin.SnapshotInfo, verified: bool | None, problem: str) -> SnapshotRow:
+    return SnapshotRow(
+        coordinator_id, f"{info.end_offset}-{info.epoch}", info.end_offset, info.epoch, info.size_bytes,
+        f"{info.crc32:08x}", info.created_at_ms, info.path, verified, problem,
+    )  # fmt: skip
+
+
+def _cell(value: object) -> str:
+    return "-" if value is None or value == "" else str(value)
+
+
+def _print_rows(rows: list[Any], as_json: bool, key: str, columns: tuple[str, ...]) -> None:
+    if as_json:
+        print(json.dumps({key: [asdict(r) for r in rows]}, indent=2))
+        return
+    table = [columns] + [tuple(_cell(getattr(r, c)) for c in columns) for r in rows]
+    widths = [max(len(line[i]) for line in table) for i in range(len(columns))]
+    for line in table:
+        print("  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip())
+
+
+# ---------------------------------------------------------------------- over gRPC
+
+
+def _channel_credentials(args: argparse.Namespace) -> grpc.ChannelCredentials | None:
+    """TLS for the call when --ca is given, with --cert/--key as the operator's own certificate (mutual TLS)."""
+    if not args.ca:
+        if args.cert or args.key:
+            raise CommandFailed("--cert and --key need --ca (the CA that signed the node's certificate)")
+        return None
+    if bool(args.cert) != bool(args.key):
+        raise CommandFailed("--cert and --key go together")
+    try:
+        return grpc.ssl_channel_credentials(
+            args.ca.read_bytes(),
+            args.key.read_bytes() if args.key else None,
+            args.cert.read_bytes() if args.cert else None,
+        )
+    except OSError as error:
+        raise CommandFailed(f"cannot read a TLS file: {error}") from error
+
+
+def _call_first(args: argparse.Namespace, call: Callable[[grpc.Channel], T]) -> T:
+    """Runs `call` against the first address of --bootstrap that answers."""
+    problems = []
+    bootstrap = args.bootstrap
+    credentials = _channel_credentials(args)
+    for address in (a.strip() for a in bootstrap.split(",") if a.strip()):
+        channel = (
+            grpc.secure_channel(address, credentials) if credentials is not None else grpc.insecure_channel(address)
+        )
+        with channel:
+            try:
+                return call(channel)
+            except grpc.RpcError as error:
+                problems.append(f"{address}: {error.code().name} {error.details()}")  # type: ignore[attr-defined]
+                if error.code() not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):  # type: ignore[attr-defined]
+                    break
+    raise CommandFailed("; ".join(problems) or f"no address in --bootstrap {bootstrap!r}")
+
+
+def _remote_snapshots(args: argparse.Namespace, verify: bool) -> tuple[list[SnapshotRow], list[str]]:
+    def call(channel: grpc.Channel) -> admin.ListSnapshotsResponse:
+        stub = admin_pb2_grpc.CoordinatorAdminStub(channel)
+        request = admin.ListSnapshotsRequest(coordinator_ids=args.coordinator or [], verify=verify)
+        return stub.ListSnapshots(request, timeout=RPC_TIMEOUT_S)
+
+    rows, errors = [], []
+    for entry in _call_first(args, call).coordinators:
+        if entry.error_code != pb.NONE:
+            errors.append(f"coordinator {entry.coordinator_id}: {entry.error_message}")
+        for s in entry.snapshots:
+            rows.append(_row_of_info(entry.coordinator_id, s.info, s.verified if verify else None, s.problem))
+    return rows, errors
+
+
+# ---------------------------------------------------------------------- on a data directory
+
+
+def _coordinator_directories(args: argparse.Namespace) -> list[tuple[int, Path]]:
+    data_dir: Path = args.data_dir
+    if not data_dir.is_dir():
+        raise CommandFailed(f"{data_dir} is not a directory")
+    found = sorted(
+        (int(m.group(1)), p) for p in data_dir.iterdir() if p.is_dir() and (m := _COORDINATOR_DIRECTORY.match(p.name))
+    )
+    if args.coordinator:
+        found = [(i, p) for i, p in found if i in args.coordinator]
+        missing = set(args.coordinator) - {i for i, _ in found}
+        if missing:
+            raise CommandFailed(f"no coordinator {sorted(missing)} in {data_dir}")
+    if not found:
+        raise CommandFailed(f"no coordinator-<n> directory in {data_dir}")
+    return found
+
+
+@contextmanager
+def _locked(directory: Path) -> Iterator[None]:
+    try:
+        lock = DirectoryLock(directory)
+    except DirectoryInUse as error:
+        raise CommandFailed(f"{error}; stop the node or use --bootstrap") from None
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+def _describe_directory(coordinator_id: int, directory: Path) -> CoordinatorRow:
+    position = scan_position(directory / "log")
+    newest = next(iter(list_snapshots(snapshot_directory(directory))), None)
+    newest_name = str(newest.snapshot_id) if newest else ""
+    state = directory / "state.sqlite"
+    if not state.exists():
+        return CoordinatorRow(
+            coordinator_id, "STOPPED", -1, position.start_offset, position.end_offset, newest_name, 0, 0, 0,
+            "no state.sqlite: the next start restores a snapshot or replays the log",
+        )  # fmt: skip
+    try:
+        # Read-write without create (the lock is held): closing it leaves no -wal/-shm behind.
+        connection = apsw.Connection(str(state), flags=apsw.SQLITE_OPEN_READWRITE)
+        try:
+            connection.execute("BEGIN")
+            (applied,) = connection.execute("SELECT value FROM meta WHERE name = 'applied_offset'").fetchone()
+            counts = reads.coordinator_counts(connection)
+            connection.execute("COMMIT")
+        finally:
+            connection.close()
+    except apsw.Error as error:
+        return CoordinatorRow(
+            coordinator_id, "STOPPED", -1, position.start_offset, position.end_offset, newest_name, 0, 0, 0,
+            f"{state}: {error}",
+        )  # fmt: skip
+    return CoordinatorRow(
+        coordinator_id, "STOPPED", applied, position.start_offset, position.end_offset, newest_name,
+        counts.partition_count, counts.live_file_count, counts.live_batch_count,
+    )  # fmt: skip
+
+
+# ---------------------------------------------------------------------- commands
+
+
+def describe(args: argparse.Namespace) -> int:
+    rows: list[CoordinatorRow] = []
+    if args.data_dir is not None:
+        for coordinator_id, directory in _coordinator_directories(args):
+            with _locked(directory):
+                rows.append(_describe_directory(coordinator_id, directory))
+    else:
+
+        def call(channel: grpc.Channel) -> tuple[pb.DescribeCoordinatorsResponse, admin.ListSnapshotsResponse]:
+            ids = args.coordinator or []
+            described = pb_grpc.DisklessCoordinatorStub(channel).DescribeCoordinators(
+                pb.DescribeCoordinatorsRequest(coordinator_ids=ids), timeout=RPC_TIMEOUT_S
+            )
+            listed = admin_pb2_grpc.CoordinatorAdminStub(channel).ListSnapshots(
+                admin.ListSnapshotsRequest(coordinator_ids=ids), timeout=RPC_TIMEOUT_S
+            )
+            return described, listed
+
+        described, listed = _call_first(args, call)
+        newest = {
+            c.coordinator_id: f"{c.snapshots[0].info.end_offset}-{c.snapshots[0].info.epoch}"
+            for c in listed.coordinators
+            if c.snapshots
+        }
+        for c in described.coordinators:
+            rows.append(
+                CoordinatorRow(
+                    c.coordinator_id,
+                    c.state,
+                    c.applied_offset,
+                    c.log_start_offset,
+                    c.log_end_offset,
+                    newest.get(c.coordinator_id, ""),
+                    c.partition_count,
+                    c.live_file_count,
+                    c.live_batch_count,
+                    c.error_message,
+                )
+            )
+    _print_rows(
+        rows, args.json, "coordinators",
+        ("coordinator_id", "state", "applied_offset", "log_start_offset", "log_end_offset", "newest_snapshot",
+         "partitions", "live_files", "live_batches", "error"),
+    )  # fmt: skip
+    return 1 if any(r.error for r in rows) else 0
+
+
+_SNAPSHOT_COLUMNS = ("coordinator_id", "snapshot", "size_bytes", "crc32", "created_at_ms", "verified", "problem")
+
+
+def snapshot_create(args: argparse.Namespace) -> int:
+    rows, errors = [], []
+    if args.data_dir is not None:
+        settings = Settings()
+        for coordinator_id, directory in _coordinator_directories(args):
+            with _locked(directory):
+                state = directory / "state.sqlite"
+                if not state.exists():
+                    errors.append(f"coordinator {coordinator_id}: {state} is missing")
+                    continue
+                manifest = take_snapshot(
+                    state, snapshot_directory(directory), settings.snapshot_copy_step_pages, _now_ms()
+                )
+                metadata_log = MetadataLog(directory / "log", settings.log_segment_bytes)
+                try:
+                    prune(snapshot_directory(directory), metadata_log, args.retained_count)
+                finally:
+                    metadata_log.close()
+                rows.append(_row_of_manifest(coordinator_id, manifest))
+    else:
+
+        def call(channel: grpc.Channel) -> admin.CreateSnapshotResponse:
+            request = admin.CreateSnapshotRequest(coordinator_ids=args.coordinator or [])
+            return admin_pb2_grpc.CoordinatorAdminStub(channel).CreateSnapshot(request, timeout=RPC_TIMEOUT_S)
+
+        for result in _call_first(args, call).results:
+            if result.error_code != pb.NONE:
+                errors.append(f"coordinator {result.coordinator_id}: {result.error_message}")
+            else:
+                rows.append(_row_of_info(result.coordinator_id, result.snapshot, None, ""))
+    _print_rows(rows, args.json, "snapshots", _SNAPSHOT_COLUMNS)
+    return _report(errors)
+
+
+def snapshot_list(args: argparse.Namespace, verify: bool = False) -> int:
+    rows: list[SnapshotRow] = []
+    errors: list[str] = []
+    if args.data_dir is not None:
+        for coordinator_id, directory in _coordinator_directories(args):
+            with _locked(directory):
+                if verify:
+                    checks = check_snapshots(snapshot_directory(directory))
+                    rows += [_row_of_manifest(coordinator_id, c.manifest, c.problem or "") for c in checks]
+                else:
+                    rows += [_row_of_manifest(coordinator_id, m) for m in list_snapshots(snapshot_directory(directory))]
+    else:
+        rows, errors = _remote_snapshots(args, verify)
+    _print_rows(rows, args.json, "snapshots", _SNAPSHOT_COLUMNS)
+    errors += [f"coordinator {r.coordinator_id}: snapshot {r.snapshot}: {r.problem}" for r in rows if r.problem]
+    return _report(errors)
+
+
+def snapshot_verify(args: argparse.Namespace) -> int:
+    return snapshot_list(args, verify=True)
+
+
+def snapshot_restore(args: argparse.Namespace) -> int:
+    if args.data_dir is None:
+        raise CommandFailed("restore works on a stopped node's --data-dir only")
+    found = _coordinator_directories(args)
+    if len(found) != 1 or not args.coordinator:
+        raise CommandFailed("restore needs one --coordinator")
+    [(coordinator_id, directory)] = found
+    with _locked(directory):
+        position = scan_position(directory / "log")
+        snapshots = list_snapshots(snapshot_directory(directory))
+        if args.snapshot:
+            wanted = SnapshotId.parse(args.snapshot)
+            snapshots = [m for m in snapshots if m.snapshot_id == wanted]
+            if not snapshots:
+                raise CommandFailed(f"coordinator {coordinator_id} has no snapshot {wanted}")
+        for manifest in snapshots:
+            end = manifest.snapshot_id.end_offset
+            problem = verify_snapshot(manifest)
+            if problem is None and not position.start_offset <= end <= position.end_offset:
+                problem = f"the log ({position.start_offset}..{position.end_offset}) does not continue it at {end}"
+            if problem is None:
+                restore_snapshot(manifest, directory / "state.sqlite")
+                _print_rows([_row_of_manifest(coordinator_id, manifest, "")], args.json, "restored", _SNAPSHOT_COLUMNS)
+                return 0
+            print(f"diskless snapshot restore: skipping {manifest.snapshot_id}: {problem}", file=sys.stderr)
+    raise CommandFailed(f"coordinator {coordinator_id}: no snapshot verifies and fits the log")
+
+
+def _report(errors: list[str]) -> int:
+    for error in errors:
+        print(f"diskless: {error}", file=sys.stderr)
+    return 1 if errors else 0
+
+
+def _now_ms() -> int:
+    from coordinator.clock import SystemClock
+
+    return SystemClock().now_ms()
+
+
+def run(command: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
+    try:
+        return command(args)
+    except (CommandFailed, SnapshotError, OSError, apsw.Error) as error:
+        print(f"diskless {args.command}: {error}", file=sys.stderr)
+        return 2
+
+
+# ---------------------------------------------------------------------- the parser
+
+
+def _add_target(parser: argparse.ArgumentParser, remote: bool = True) -> None:
+    if remote:
+        target = parser.add_mutually_exclusive_group()
+        target.add_argument(
+            "--bootstrap",
+            default=DEFAULT_BOOTSTRAP,
+            help=f"HOST:PORT[,HOST:PORT...] of a node (default {DEFAULT_BOOTSTRAP})",
+        )
+        target.add_argument("--data-dir", type=Path, help="a stopped node's data directory, instead of a node")
+        parser.add_argument("--ca", type=Path, help="PEM CA of the node's certificate: call over TLS")
+        parser.add_argument("--cert", type=Path, help="PEM certificate of the operator (mutual TLS)")
+        parser.add_argument("--key", type=Path, help="PEM private key of --cert")
+    else:
+        parser.add_argument("--data-dir", type=Path, required=True, help="the stopped node's data directory")
+    parser.add_argument("--coordinator", type=int, action="append", help="a coordinator id (repeatable; default all)")
+    parser.add_argument("--json", action="store_true", help="print one JSON document")
+
+
+def add_operator_commands(commands: Any) -> None:
+    """Adds `describe` and `snapshot ...` to the `diskless` parser's subcommands."""
+    describe_parser = commands.add_parser(
+        "describe", help="per coordinator: applied offset, log start and end, newest snapshot, partitions, files"
+    )
+    _add_target(describe_parser)
+    describe_parser.set_defaults(run=lambda args: run(describe, args))
+
+    snapshot_parser = commands.add_parser("snapshot", help="create, list, verify or restore coordinator snapshots")
+    actions = snapshot_parser.add_subparsers(dest="action", required=True)
+    create = actions.add_parser("create", help="snapshot each coordinator's state now, then prune")
+    _add_target(create)
+    create.add_argument(
+        "--retained-count", type=int, default=Settings().snapshot_retained_count,
+        help="with --data-dir: snapshots to keep (the node uses its setting)",
+    )  # fmt: skip
+    create.set_defaults(run=lambda args: run(snapshot_create, args))
+    listing = actions.add_parser("list", help="the snapshots of each coordinator, newest first")
+    _add_target(listing)
+    listing.set_defaults(run=lambda args: run(snapshot_list, args))
+    verify = actions.add_parser("verify", help="read every snapshot and check it against its manifest")
+    _add_target(verify)
+    verify.set_defaults(run=lambda args: run(snapshot_verify, args))
+    restore = actions.add_parser(
+        "restore", help="replace a stopped coordinator's SQLite state with a snapshot (the log tail replays at start)"
+    )
+    _add_target(restore, remote=False)
+    restore.add_argument("--snapshot", help="END_OFFSET-EPOCH (default: the newest that verifies and fits the log)")
+    restore.set_defaults(run=lambda args: run(snapshot_restore, args))

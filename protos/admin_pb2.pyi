@@ -1,0 +1,93 @@
+from protos import coordinator_pb2 as _coordinator_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class SnapshotInfo(_message.Message):
+    __slots__ = ("end_offset", "epoch", "size_bytes", "crc32", "applied_offset", "created_at_ms", "path")
+    END_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    CRC32_FIELD_NUMBER: _ClassVar[int]
+    APPLIED_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    end_offset: int
+    epoch: int
+    size_bytes: int
+    crc32: int
+    applied_offset: int
+    created_at_ms: int
+    path: str
+    def __init__(self, end_offset: _Optional[int] = ..., epoch: _Optional[int] = ..., size_bytes: _Optional[int] = ..., crc32: _Optional[int] = ..., applied_offset: _Optional[int] = ..., created_at_ms: _Optional[int] = ..., path: _Optional[str] = ...) -> None: ...
+
+class CreateSnapshotRequest(_message.Message):
+    __slots__ = ("coordinator_ids",)
+    COORDINATOR_IDS_FIELD_NUMBER: _ClassVar[int]
+    coordinator_ids: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, coordinator_ids: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class CreateSnapshotResponse(_message.Message):
+    __slots__ = ("results",)
+    class Result(_message.Message):
+        __slots__ = ("coordinator_id", "error_code", "error_message", "snapshot", "log_start_offset", "deleted_segments", "deleted_snapshots")
+        COORDINATOR_ID_FIELD_NUMBER: _ClassVar[int]
+        ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+        ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+        SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
+        LOG_START_OFFSET_FIELD_NUMBER: _ClassVar[int]
+        DELETED_SEGMENTS_FIELD_NUMBER: _ClassVar[int]
+        DELETED_SNAPSHOTS_FIELD_NUMBER: _ClassVar[int]
+        coordinator_id: int
+        error_code: _coordinator_pb2.ErrorCode
+        error_message: str
+        snapshot: SnapshotInfo
+        log_start_offset: int
+        deleted_segments: int
+        deleted_snapshots: int
+        def __init__(self, coordinator_id: _Optional[int] = ..., error_code: _Optional[_Union[_coordinator_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., snapshot: _Optional[_Union[SnapshotInfo, _Mapping]] = ..., log_start_offset: _Optional[int] = ..., deleted_segments: _Optional[int] = ..., deleted_snapshots: _Optional[int] = ...) -> None: ...
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[CreateSnapshotResponse.Result]
+    def __init__(self, results: _Optional[_Iterable[_Union[CreateSnapshotResponse.Result, _Mapping]]] = ...) -> None: ...
+
+class ListSnapshotsRequest(_message.Message):
+    __slots__ = ("coordinator_ids", "verify")
+    COORDINATOR_IDS_FIELD_NUMBER: _ClassVar[int]
+    VERIFY_FIELD_NUMBER: _ClassVar[int]
+    coordinator_ids: _containers.RepeatedScalarFieldContainer[int]
+    verify: bool
+    def __init__(self, coordinator_ids: _Optional[_Iterable[int]] = ..., verify: _Optional[bool] = ...) -> None: ...
+
+class ListSnapshotsResponse(_message.Message):
+    __slots__ = ("coordinators",)
+    class Snapshot(_message.Message):
+        __slots__ = ("info", "verified", "problem")
+        INFO_FIELD_NUMBER: _ClassVar[int]
+        VERIFIED_FIELD_NUMBER: _ClassVar[int]
+        PROBLEM_FIELD_NUMBER: _ClassVar[int]
+        info: SnapshotInfo
+        verified: bool
+        problem: str
+        def __init__(self, info: _Optional[_Union[SnapshotInfo, _Mapping]] = ..., verified: _Optional[bool] = ..., problem: _Optional[str] = ...) -> None: ...
+    class Coordinator(_message.Message):
+        __slots__ = ("coordinator_id", "error_code", "error_message", "snapshots", "log_start_offset", "log_end_offset")
+        COORDINATOR_ID_FIELD_NUMBER: _ClassVar[int]
+        ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+        ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+        SNAPSHOTS_FIELD_NUMBER: _ClassVar[int]
+        LOG_START_OFFSET_FIELD_NUMBER: _ClassVar[int]
+        LOG_END_OFFSET_FIELD_NUMBER: _ClassVar[int]
+        coordinator_id: int
+        error_code: _coordinator_pb2.ErrorCode
+        error_message: str
+        snapshots: _containers.RepeatedCompositeFieldContainer[ListSnapshotsResponse.Snapshot]
+        log_start_offset: int
+        log_end_offset: int
+        def __init__(self, coordinator_id: _Optional[int] = ..., error_code: _Optional[_Union[_coordinator_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., snapshots: _Optional[_Iterable[_Union[ListSnapshotsResponse.Snapshot, _Mapping]]] = ..., log_start_offset: _Optional[int] = ..., log_end_offset: _Optional[int] = ...) -> None: ...
+    COORDINATORS_FIELD_NUMBER: _ClassVar[int]
+    coordinators: _containers.RepeatedCompositeFieldContainer[ListSnapshotsResponse.Coordinator]
+    def __init__(self, coordinators: _Optional[_Iterable[_Union[ListSnapshotsResponse.Coordinator, _Mapping]]] = ...) -> None: ...

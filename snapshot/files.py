@@ -1,0 +1,126 @@
+"""Crash-safe file steps shared by snapshots and restore, and the crash hook that tests use.
+
+A durable file is written as `<name>.part`, fsynced, renamed, and its directory
+fsynced (Litestream's `WriteLTXFile`): a crash leaves either the old name, the
+new one, or a `.part` that start-up deletes, never a half-written file under a
+real name.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import zlib
+from pathlib import Path
+
+PART_SUFFIX = ".part"
+CRASH_ENVIRONMENT_VARIABLE = "DISKLESS_CRASH_AT"
+CRASH_EXIT_CODE = 137  # what a SIGKILL looks like to a parent
+CHECKSUM_CHUNK_BYTES = 8 * 1024 * 1024  # large reads: zlib.crc32 releases the GIL on big buffers
+
+
+def crash_point(step: str) -> None:
+    """Fault hook: exits the process at once (no cleanup, no flush) when DISKLESS_CRASH_AT names `step`.
+
+    Steps: snapshot.copy (after the first copy step), snapshot.before_rename
+    (parts fsynced, not renamed), snapshot.after_rename (renamed, not pruned),
+    prune.midway (one log segment deleted, the rest not). Only tests set it.
+    """
+    if os.environ.get(CRASH_ENVIRONMENT_VARIABLE) == step:
+        os._exit(CRASH_EXIT_CODE)
+
+
+def fsync_directory(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def fsync_file(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def part_path(path: Path) -> Path:
+    return path.with_name(path.name + PART_SUFFIX)
+
+
+def file_checksum(path: Path) -> tuple[int, int]:
+    """(size in bytes, CRC-32) of a file, read in large chunks."""
+    crc = 0
+    size = 0
+    buffer = bytearray(CHECKSUM_CHUNK_BYTES)
+    view = memoryview(buffer)
+    with open(path, "rb", buffering=0) as file:
+        while count := file.readinto(buffer):
+            crc = zlib.crc32(view[:count], crc)
+            size += count
+    return size, crc
+
+
+class ChecksumMismatch(Exception):
+    """A copy's bytes do not match the size and checksum they were expected to have."""
+
+
+def copy_durably(source: Path, target: Path, expected: tuple[int, int]) -> None:
+    """Copies `source` to `target` through a fsynced `.part`, renamed only if the copy's (size, CRC-32) is `expected`.
+
+    The checksum is taken of the bytes written, so a renamed target holds
+    exactly what the caller expected, whatever the source did meanwhile.
+    """
+    part = part_path(target)
+    crc = 0
+    size = 0
+    buffer = bytearray(CHECKSUM_CHUNK_BYTES)
+    view = memoryview(buffer)
+    try:
+        with open(source, "rb", buffering=0) as reader, open(part, "wb", buffering=0) as writer:
+            while count := reader.readinto(buffer):
+                crc = zlib.crc32(view[:count], crc)
+                written = 0
+                while written < count:
+                    written += writer.write(view[written:count])
+                size += count
+            if (size, crc) != expected:
+                raise ChecksumMismatch(
+                    f"{source}: {size} bytes with CRC-32 {crc:08x}, expected {expected[0]} bytes with {expected[1]:08x}"
+                )
+            os.fsync(writer.fileno())
+    except BaseException:
+        part.unlink(missing_ok=True)
+        raise
+    os.replace(part, target)
+    fsync_directory(target.parent)
+
+
+class DirectoryInUse(Exception):
+    """Another process (a running node, an operator command) holds the coordinator directory."""
+
+
+class DirectoryLock:
+    """An exclusive `flock` on `<directory>/lock` for as long as a process works on the directory.
+
+    A running coordinator holds it, so that an offline command (restore,
+    create, describe from files) never changes state under a live node. The
+    kernel drops it when the process dies, so a crash leaves nothing to clean.
+    """
+
+    def __init__(self, directory: Path) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        self.path = directory / "lock"
+        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(self._fd)
+            raise DirectoryInUse(f"{directory} is in use by another process (a running node?)") from None
+
+    def release(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)  # closing the descriptor drops the lock
+            self._fd = -1

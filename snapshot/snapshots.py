@@ -1,0 +1,311 @@
+"""Snapshots of one coordinator's SQLite state: taking, listing, verifying, restoring (DESIGN §6).
+
+A snapshot is named as in KRaft (KIP-630) by its end offset (exclusive: the
+applied offset the copy holds) and the leader epoch of its last record:
+`<coordinator dir>/snapshots/<end offset, 20 digits>-<epoch, 10 digits>.sqlite`
+with a manifest `<same>.manifest` (JSON: id, size, CRC-32, applied offset).
+
+The copy uses SQLite's online backup API from a read-only connection that
+holds a read transaction for the whole copy: without it the backup restarts
+whenever the writer commits and never ends under steady load; with it the
+copy is one consistent point (WAL mode lets the writer go on meanwhile).
+The id is read inside that transaction, so it names exactly what is copied.
+
+Files appear in this order: the data file's `.part` (written, fsynced), the
+manifest's `.part` (fsynced), the data renamed, the manifest renamed, the
+directory fsynced. A snapshot exists once its manifest does; start-up deletes
+`.part` files and data files without a manifest.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import apsw
+
+from coordinator.invariants import check_invariant
+from snapshot.files import (
+    PART_SUFFIX,
+    ChecksumMismatch,
+    copy_durably,
+    crash_point,
+    file_checksum,
+    fsync_directory,
+    fsync_file,
+    part_path,
+)
+
+log = logging.getLogger(__name__)
+
+DATA_SUFFIX = ".sqlite"
+MANIFEST_SUFFIX = ".manifest"
+MANIFEST_FORMAT = 1
+_NAME = re.compile(r"^(\d{20})-(\d{10})$")
+
+
+class SnapshotError(Exception):
+    """A snapshot cannot be taken or used; the message says which and why."""
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class SnapshotId:
+    end_offset: int  # exclusive: the first log offset the snapshot does not hold
+    epoch: int  # leader epoch of the last record it holds
+
+    @property
+    def name(self) -> str:
+        return f"{self.end_offset:020d}-{self.epoch:010d}"
+
+    @classmethod
+    def parse(cls, text: str) -> SnapshotId:
+        """From a file stem (`00000000000000001234-0000000003`) or `END-EPOCH` (`1234-3`)."""
+        end, separator, epoch = text.partition("-")
+        if not separator or not end.isdigit() or not epoch.isdigit():
+            raise SnapshotError(f"a snapshot id is END_OFFSET-EPOCH, got {text!r}")
+        return cls(int(end), int(epoch))
+
+    def __str__(self) -> str:
+        return f"{self.end_offset}-{self.epoch}"
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotManifest:
+    snapshot_id: SnapshotId
+    coordinator_id: int
+    size_bytes: int
+    crc32: int
+    applied_offset: int  # read inside the copy's read transaction; equals the end offset
+    created_at_ms: int
+    data_path: Path
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "format": MANIFEST_FORMAT,
+            "end_offset": self.snapshot_id.end_offset,
+            "epoch": self.snapshot_id.epoch,
+            "coordinator_id": self.coordinator_id,
+            "size_bytes": self.size_bytes,
+            "crc32": f"{self.crc32:08x}",
+            "applied_offset": self.applied_offset,
+            "created_at_ms": self.created_at_ms,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotCheck:
+    """A snapshot and whether it verifies (`problem` is None) or why not."""
+
+    manifest: SnapshotManifest
+    problem: str | None
+
+
+def snapshot_directory(coordinator_directory: Path) -> Path:
+    return coordinator_directory / "snapshots"
+
+
+def _manifest_path(directory: Path, snapshot_id: SnapshotId) -> Path:
+    return directory / f"{snapshot_id.name}{MANIFEST_SUFFIX}"
+
+
+def _data_path(directory: Path, snapshot_id: SnapshotId) -> Path:
+    return directory / f"{snapshot_id.name}{DATA_SUFFIX}"
+
+
+def _read_manifest(path: Path) -> SnapshotManifest:
+    stem = path.name[: -len(MANIFEST_SUFFIX)]
+    if not _NAME.match(stem):
+        raise SnapshotError(f"{path}: not a snapshot manifest name")
+    snapshot_id = SnapshotId.parse(stem)
+    try:
+        fields = json.loads(path.read_text(encoding="utf-8"))
+        manifest = SnapshotManifest(
+            SnapshotId(int(fields["end_offset"]), int(fields["epoch"])),
+            int(fields["coordinator_id"]),
+            int(fields["size_bytes"]),
+            int(fields["crc32"], 16),
+            int(fields["applied_offset"]),
+            int(fields["created_at_ms"]),
+            _data_path(path.parent, snapshot_id),
+        )
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise SnapshotError(f"{path}: unreadable manifest: {error}") from error
+    if fields.get("format") != MANIFEST_FORMAT or manifest.snapshot_id != snapshot_id:
+        raise SnapshotError(f"{path}: format {fields.get('format')} of snapshot {manifest.snapshot_id}")
+    return manifest
+
+
+def list_snapshots(directory: Path) -> list[SnapshotManifest]:
+    """The snapshots whose manifest reads, newest first (an unreadable manifest is logged and left out)."""
+    manifests = []
+    for path in directory.glob(f"*{MANIFEST_SUFFIX}") if directory.is_dir() else ():
+        try:
+            manifests.append(_read_manifest(path))
+        except SnapshotError as error:
+            log.warning("skipping snapshot: %s", error)
+    return sorted(manifests, key=lambda m: m.snapshot_id, reverse=True)
+
+
+def verify_snapshot(manifest: SnapshotManifest) -> str | None:
+    """None when the data file has the manifest's size and CRC-32, else what is wrong."""
+    try:
+        size, crc = file_checksum(manifest.data_path)
+    except OSError as error:
+        return f"{manifest.data_path}: {error.strerror or error}"
+    if size != manifest.size_bytes:
+        return f"{manifest.data_path}: {size} bytes, the manifest says {manifest.size_bytes}"
+    if crc != manifest.crc32:
+        return f"{manifest.data_path}: CRC-32 {crc:08x}, the manifest says {manifest.crc32:08x}"
+    return None
+
+
+def check_snapshots(directory: Path) -> list[SnapshotCheck]:
+    return [SnapshotCheck(manifest, verify_snapshot(manifest)) for manifest in list_snapshots(directory)]
+
+
+def remove_incomplete(directory: Path) -> list[Path]:
+    """Deletes what a crash mid-snapshot leaves: `.part` files and data files without a manifest."""
+    if not directory.is_dir():
+        return []
+    removed = []
+    for path in directory.iterdir():
+        stem = path.name[: -len(DATA_SUFFIX)] if path.name.endswith(DATA_SUFFIX) else None
+        orphan = stem is not None and not (directory / f"{stem}{MANIFEST_SUFFIX}").exists()
+        if path.name.endswith(PART_SUFFIX) or orphan or path.name.endswith(("-wal", "-shm", "-journal")):
+            path.unlink(missing_ok=True)
+            removed.append(path)
+    if removed:
+        fsync_directory(directory)
+    return removed
+
+
+def delete_snapshot(manifest: SnapshotManifest) -> None:
+    """Manifest first: the snapshot stops existing in one step; the data file is then an orphan to delete."""
+    directory = manifest.data_path.parent
+    _manifest_path(directory, manifest.snapshot_id).unlink(missing_ok=True)
+    manifest.data_path.unlink(missing_ok=True)
+    fsync_directory(directory)
+
+
+# ---------------------------------------------------------------------- taking
+
+
+def _read_position(connection: apsw.Connection) -> tuple[int, int, int]:
+    """(applied offset, leader epoch, coordinator id) from `meta`, inside the caller's transaction."""
+    meta = dict(
+        connection.execute(
+            "SELECT name, value FROM meta WHERE name IN ('applied_offset', 'leader_epoch', 'coordinator_id')"
+        )
+    )
+    return int(meta["applied_offset"]), int(meta["leader_epoch"]), int(meta["coordinator_id"])
+
+
+def take_snapshot(state_path: Path, directory: Path, copy_step_pages: int, now_ms: int) -> SnapshotManifest:
+    """Copies the committed state at `state_path` into a new snapshot (runs on a thread of its own).
+
+    Returns the existing snapshot when one with the same id is already there
+    (nothing was applied since). Commits go on during the copy.
+    """
+    directory.mkdir(parents=True, exist_ok=True)
+    source = apsw.Connection(str(state_path), flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        source.set_busy_timeout(5000)
+        source.execute("BEGIN")
+        try:
+            applied_offset, epoch, coordinator_id = _read_position(source)
+            snapshot_id = SnapshotId(applied_offset, epoch)
+            existing = _manifest_path(directory, snapshot_id)
+            if existing.exists():
+                return _read_manifest(existing)
+            data_part = part_path(_data_path(directory, snapshot_id))
+            data_part.unlink(missing_ok=True)
+            _backup(source, data_part, snapshot_id, copy_step_pages)
+        finally:
+            source.execute("COMMIT")
+    finally:
+        source.close()
+    fsync_file(data_part)
+    size, crc = file_checksum(data_part)
+    manifest = SnapshotManifest(
+        snapshot_id, coordinator_id, size, crc, applied_offset, now_ms, _data_path(directory, snapshot_id)
+    )
+    manifest_path = _manifest_path(directory, snapshot_id)
+    with open(part_path(manifest_path), "w", encoding="utf-8") as file:
+        json.dump(manifest.to_json(), file)
+        file.flush()
+        os.fsync(file.fileno())
+    crash_point("snapshot.before_rename")
+    os.replace(data_part, manifest.data_path)
+    os.replace(part_path(manifest_path), manifest_path)
+    fsync_directory(directory)
+    crash_point("snapshot.after_rename")
+    return manifest
+
+
+def _backup(source: apsw.Connection, target: Path, snapshot_id: SnapshotId, copy_step_pages: int) -> None:
+    """The backup API's copy of `source` (inside its read transaction) into a new file `target`."""
+    destination = apsw.Connection(str(target))
+    try:
+        # The target is a scratch file until renamed: no journal, no syncs (one fsync at the end).
+        destination.execute("PRAGMA journal_mode=OFF")
+        destination.execute("PRAGMA synchronous=OFF")
+        first_step = True
+        with destination.backup("main", source, "main") as backup:
+            while not backup.done:
+                backup.step(copy_step_pages)
+                if first_step and not backup.done:
+                    crash_point("snapshot.copy")
+                first_step = False
+        # A self-contained file: rollback-journal mode, so reading it never makes -wal/-shm files.
+        destination.execute("PRAGMA journal_mode=DELETE")
+        copied_offset, copied_epoch, _ = _read_position(destination)
+        check_invariant(
+            (copied_offset, copied_epoch) == (snapshot_id.end_offset, snapshot_id.epoch),
+            f"snapshot {snapshot_id} holds applied offset {copied_offset} and epoch {copied_epoch}",
+        )
+    finally:
+        destination.close()
+
+
+# ---------------------------------------------------------------------- restoring
+
+
+def restore_snapshot(manifest: SnapshotManifest, state_path: Path) -> None:
+    """Replaces the SQLite file at `state_path` with the snapshot (verified as it is copied).
+
+    The old file and its -wal/-shm go first: a stale WAL next to the restored
+    file would be replayed into it. A crash in between leaves no state file,
+    which the next start restores again.
+    """
+    part = part_path(state_path)
+    try:
+        copy_durably(manifest.data_path, part, (manifest.size_bytes, manifest.crc32))
+    except FileNotFoundError as error:
+        raise ChecksumMismatch(f"{manifest.data_path}: missing") from error
+    state_path.unlink(missing_ok=True)
+    for suffix in ("-wal", "-shm", "-journal"):
+        state_path.with_name(state_path.name + suffix).unlink(missing_ok=True)
+    os.replace(part, state_path)
+    fsync_directory(state_path.parent)
+
+
+def restore_newest(directory: Path, state_path: Path, log_start: int, log_end: int) -> SnapshotManifest | None:
+    """Restores the newest snapshot that verifies and that the log continues (log start <= end <= log end)."""
+    for manifest in list_snapshots(directory):
+        end = manifest.snapshot_id.end_offset
+        if not log_start <= end <= log_end:
+            log.warning(
+                "snapshot %s does not fit the log %d..%d; trying an older one", manifest.snapshot_id, log_start, log_end
+            )
+            continue
+        try:
+            restore_snapshot(manifest, state_path)
+        except ChecksumMismatch as error:
+            log.error("snapshot %s does not verify (%s); trying an older one", manifest.snapshot_id, error)
+            continue
+        return manifest
+    return None
