@@ -94,5 +94,17 @@ def encode_window(window: ProducerWindow) -> bytes:
     return b"".join([pack(*entry) for entry in window.entries])
 
 
+PackedWindow = tuple[int, bytes]  # (epoch, entries packed oldest first): how SQLite and its writer hold a window
+_PACKED_WINDOW_BYTES = PRODUCER_WINDOW_BATCHES * _ENTRY.size
+
+
+def advance_packed_window(window: PackedWindow | None, epoch: int, entry: WindowEntry) -> PackedWindow:
+    """advance_window on the packed form: the writer only stores windows, so it never unpacks them."""
+    packed = _ENTRY.pack(*entry)
+    if window is None or window[0] != epoch:
+        return epoch, packed
+    return epoch, (window[1] + packed)[-_PACKED_WINDOW_BYTES:]
+
+
 def decode_window(epoch: int, packed: bytes) -> ProducerWindow:
     return ProducerWindow(epoch, tuple(map(WindowEntry._make, _ENTRY.iter_unpack(packed))))

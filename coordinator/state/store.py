@@ -16,7 +16,7 @@ from typing import Any
 import apsw
 
 from coordinator.invariants import check_invariant
-from coordinator.producers import ProducerWindow, WindowEntry, advance_window, decode_window, encode_window
+from coordinator.producers import PackedWindow, WindowEntry, advance_packed_window, decode_window
 from coordinator.records import CommittedBatch, unpack_batches
 from coordinator.state.schema import META_DEFAULTS, SCHEMA_VERSION, STATEMENTS
 from coordinator.view import CoordinatorView, PartitionView
@@ -93,15 +93,15 @@ class StateStore:
                 f"expected schema {SCHEMA_VERSION} of coordinator {coordinator_id}"
             )
         self.reader = _connect(path, readonly=True)
-        # The committed producer windows, kept in memory so apply never reads them back per batch.
+        # The committed producer windows, packed as stored, kept in memory so apply never reads them back.
         self.producer_windows = self._read_producer_windows()
 
-    def _read_producer_windows(self) -> dict[int, dict[int, ProducerWindow]]:
-        windows: dict[int, dict[int, ProducerWindow]] = {}
+    def _read_producer_windows(self) -> dict[int, dict[int, PackedWindow]]:
+        windows: dict[int, dict[int, PackedWindow]] = {}
         for key, producer_id, epoch, window in self._writer.execute(
             "SELECT partition_key, producer_id, producer_epoch, window FROM producers"
         ):
-            windows.setdefault(key, {})[producer_id] = decode_window(epoch, window)
+            windows.setdefault(key, {})[producer_id] = (epoch, window)
         return windows
 
     @property
@@ -129,8 +129,8 @@ class StateStore:
         ):
             view.load_partition(PartitionView(*row))
         for key, windows in self.producer_windows.items():
-            for producer_id, window in windows.items():
-                view.load_producer(key, producer_id, window)
+            for producer_id, (epoch, packed) in windows.items():
+                view.load_producer(key, producer_id, decode_window(epoch, packed))
         return view
 
     def file_known(self, object_key: str) -> bool:
@@ -192,13 +192,13 @@ class _Applier:
         connection: apsw.Connection,
         coordinator_id: int,
         meta: dict[str, Any],
-        committed_windows: dict[int, dict[int, ProducerWindow]],
+        committed_windows: dict[int, dict[int, PackedWindow]],
     ) -> None:
         self._db = connection
         self._coordinator_id = coordinator_id
         self._meta = meta
         self._committed_windows = committed_windows
-        self.changed_windows: dict[tuple[int, int], ProducerWindow] = {}
+        self.changed_windows: dict[tuple[int, int], PackedWindow] = {}
         self.deleted_partition_keys: set[int] = set()
 
     def apply(self, record: rec.MetadataRecord) -> None:
@@ -227,7 +227,7 @@ class _Applier:
             self._db.executemany(
                 "INSERT OR REPLACE INTO producers (partition_key, producer_id, producer_epoch, window) "
                 "VALUES (?,?,?,?)",
-                [(key, producer, w.epoch, encode_window(w)) for (key, producer), w in self.changed_windows.items()],
+                [(key, producer, epoch, packed) for (key, producer), (epoch, packed) in self.changed_windows.items()],
             )
 
     def _file_committed(self, committed: rec.FileCommitted) -> None:
@@ -290,7 +290,7 @@ class _Applier:
         window = self.changed_windows.get(window_key)
         if window is None:
             window = self._committed_windows.get(batch.partition_key, {}).get(batch.producer_id)
-        self.changed_windows[window_key] = advance_window(
+        self.changed_windows[window_key] = advance_packed_window(
             window,
             batch.producer_epoch,
             WindowEntry(batch.base_sequence, batch.last_sequence, batch.base_offset, append_time, batch.timestamp_type),
