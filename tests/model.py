@@ -6,10 +6,10 @@ coordinator) and computes the answer every RPC must give. What the model cannot 
 learns once and then holds the server to:
 
 - which coordinator a partition is assigned to (FindCoordinator; it must never change),
-- the append time of each (commit, coordinator) part: the coordinator's clock at check time,
-  taken from the first answer that shows it (CommitFile for LOG_APPEND_TIME batches, or
-  FindBatches' `log_append_timestamp`), after which every batch of that part must show the
-  same value,
+- the append time of each commit (DESIGN §4: "every accepted batch of one commit gets the same
+  append time", across coordinators too), taken from the first answer that shows it (CommitFile
+  for LOG_APPEND_TIME batches, or FindBatches' `log_append_timestamp`), after which every batch
+  of that commit must show the same value,
 - each batch's `batch_id` (must stay the same).
 """
 
@@ -44,7 +44,7 @@ def next_seq(seq: int) -> int:
 
 @dataclass(eq=False)
 class AppendTime:
-    """The append time of one coordinator's part of one commit: unknown until an answer shows it."""
+    """The append time of one commit: unknown until an answer shows it."""
 
     value: int | None = None
     lower: int = 0  # the test's clock just before the request went out
@@ -58,7 +58,7 @@ class AppendTime:
                 raise Mismatch(f"{where}: append time {seen} outside the call's window [{self.lower}, {self.upper}]")
             self.value = seen
         elif self.value != seen:
-            raise Mismatch(f"{where}: append time {seen}, but this commit part's append time is {self.value}")
+            raise Mismatch(f"{where}: append time {seen}, but this commit's append time is {self.value}")
 
 
 @dataclass(eq=False)
@@ -125,6 +125,7 @@ class CommitExpect:
     append: int | AppendTime = -1
     log_start: int = -1
     duplicate: bool = False
+    depth: int = 0  # for statistics: a duplicate's place in the window (1 = newest)
 
 
 @dataclass
@@ -133,6 +134,7 @@ class FindExpect:
     log_start: int = -1
     high_watermark: int = -1
     batches: list[StoredBatch] = field(default_factory=list)
+    truncated: bool = False  # the budget stopped the scan (for test statistics)
 
 
 @dataclass
@@ -182,7 +184,7 @@ class Model:
     def __init__(self, coordinators: int) -> None:
         self.coordinators = coordinators
         self.topics: dict[bytes, Topic] = {}
-        self.deleted: set[bytes] = set()
+        self.deleted: dict[bytes, str] = {}  # id -> name of deleted topics (the ids are unknown now)
         self.names: dict[str, bytes] = {}  # live topics
         # Object keys each coordinator has recorded (rule: "committed to it before").
         self.keys: dict[int, set[str]] = {c: set() for c in range(coordinators)}
@@ -209,6 +211,16 @@ class Model:
         unsettled = self.key_unsettled.get(key, set())
         return {c for c in range(self.coordinators) if key in self.keys[c] or c not in unsettled}
 
+    def coordinator_facts(self, coordinator: int) -> tuple[int, int, int, int]:
+        """(partition_count, live_batch_count, live_file_count, oldest_live_file_timestamp) of DescribeCoordinators."""
+        partitions = [p for _, _, p in self.all_partitions() if p.coordinator == coordinator]
+        batches = [b for p in partitions for b in p.batches]
+        files: dict[str, int] = {}
+        for b in batches:
+            assert b.append.value is not None, "read back (and bound) before describing"
+            files[b.object_key] = min(files.get(b.object_key, b.append.value), b.append.value)
+        return len(partitions), len(batches), len(files), min(files.values(), default=-1)
+
     # ------------------------------------------------------------ CreatePartitions
 
     def create_partitions(self, topic_id: bytes, name: str, count: int) -> tuple[int, list[Partition]]:
@@ -225,9 +237,10 @@ class Model:
         current = len(topic.partitions) if topic is not None else 0
         if count <= 0 or count < current:
             return pb.INVALID_PARTITIONS, []
-        if topic is None:
+        if topic is None:  # unknown, or deleted ("a deleted topic's id is unknown afterwards")
             topic = self.topics[topic_id] = Topic(topic_id, name)
             self.names[name] = topic_id
+            self.deleted.pop(topic_id, None)
         created = [Partition() for _ in range(count - current)]
         topic.partitions.extend(created)
         return pb.NONE, created
@@ -241,7 +254,7 @@ class Model:
         if topic is None:
             return pb.UNKNOWN_TOPIC_ID
         del self.names[topic.name]
-        self.deleted.add(topic_id)
+        self.deleted[topic_id] = topic.name
         return pb.NONE
 
     # ------------------------------------------------------------ CommitFile
@@ -262,7 +275,7 @@ class Model:
         parts = [self.partition(b.topic_id, b.partition) for b in batches]
         involved = {p.coordinator for p in parts if p is not None}
         refused = {c for c in involved if c not in owners or key in self.keys[c]}
-        append = {c: AppendTime(lower=lower, upper=upper) for c in involved}
+        append = AppendTime(lower=lower, upper=upper)
 
         results: list[CommitExpect] = []
         earlier: list[tuple[int, int]] = []
@@ -285,7 +298,7 @@ class Model:
         request: pb.CommitFileRequest,
         refused: set[int],
         earlier: list[tuple[int, int]],
-        append: dict[int, AppendTime],
+        cell: AppendTime,
     ) -> CommitExpect:
         if not well_formed_id(b.topic_id):
             return CommitExpect(pb.INVALID_REQUEST)
@@ -295,17 +308,16 @@ class Model:
             return CommitExpect(pb.INVALID_RECORD)
         if p is None:
             return CommitExpect(pb.UNKNOWN_TOPIC_OR_PARTITION)
-        assert p.coordinator is not None
-        cell = append[p.coordinator]
         count = record_count(b)
 
         state = p.producers.get(b.producer_id) if b.producer_id >= 0 else None
         if b.producer_id >= 0 and state is not None:
             # duplicate -> epoch -> sequence
             if b.producer_epoch == state.epoch:
-                for sent in state.window:
+                for depth, sent in enumerate(reversed(state.window), 1):
                     if (sent.base_seq, sent.last_seq) == (b.base_sequence, b.last_sequence):
-                        return CommitExpect(pb.NONE, sent.base_offset, sent.reported_append_time(), p.log_start, True)
+                        reported = sent.reported_append_time()
+                        return CommitExpect(pb.NONE, sent.base_offset, reported, p.log_start, True, depth)
             if b.producer_epoch < state.epoch:
                 return CommitExpect(pb.INVALID_PRODUCER_EPOCH)
             if b.producer_epoch > state.epoch:
@@ -419,6 +431,7 @@ class Model:
                             or len(expect.batches) < request.max_batches_per_partition
                         )
                     ):
+                        expect.truncated = True
                         break
                     first = False
                     expect.batches.append(b)

@@ -3,31 +3,37 @@
 Every hypothesis example starts its own node (3 coordinators, fresh data directory, ~0.4 s) and
 drives it through gRPC exactly like a broker would; tests/model.py computes what each answer must
 be, and every field is compared. After every step an invariant re-reads the whole state
-(FindBatches from each log start, ListOffsets -1/-2/-3), so a divergence is caught at the step
+(FindBatches from each log start, ListOffsets -1/-2/-3/0), so a divergence is caught at the step
 that caused it. Restarts (SIGTERM, and kill -9) are rules: an acknowledged answer must survive both.
 
+Each step draws its own seeded `random.Random` (hypothesis' choice-level draws skew hard towards
+the first option inside long stateful runs, which starved the rarer producer cases); hypothesis
+still chooses and shrinks the sequence of steps, and a failure prints every step with its seed.
+
 Sizes: DISKLESS_MODEL_EXAMPLES (default 25) and DISKLESS_MODEL_STEPS (default 35).
-Replay: a failure prints its steps and a `@reproduce_failure` blob; the failing example is also kept
-in .hypothesis/ and replayed first on the next run; `pytest --hypothesis-seed=N` fixes the seed.
+Replay: a failure prints its steps and a `@reproduce_failure` blob; the failing example is kept in
+.hypothesis/ and replayed first on the next run; `pytest --hypothesis-seed=N` fixes the seed.
 Derandomized (a fixed seed per test) when CI is set or DISKLESS_MODEL_DERANDOMIZE=1.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import tempfile
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from random import Random
+from typing import Any, TypeVar
 
 import grpc
 import pytest
 from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from protos import coordinator_pb2 as pb
 from tests.harness import ServerProcess
@@ -55,14 +61,29 @@ BIG = 2**31 - 1
 
 MALFORMED_IDS = [bytes(16), b"", b"\x01" * 15, b"\x01" * 17]
 BAD_NAMES = ["", ".", "..", "a" * 250, "has space", "slash/name", "caf\u00e9", "colon:name"]
-CREATE_TIMESTAMPS = [1000, 2000, 2000, 3000, 5000, 0]
-PRODUCER_IDS = [1, 2, 0, 7]
+CREATE_TIMESTAMPS = [1000, 2000, 3000, 5000, 0]
 BATCH_DEFECTS = [
     "size_zero", "size_negative", "byte_offset_negative", "outside_file", "overlap", "base_negative",
     "last_below_base", "magic_3", "magic_negative", "magic0_create_time", "magic2_no_type", "type_5",
     "max_ts_below", "producer_below", "epoch_negative", "sequence_negative", "last_sequence_off",
 ]  # fmt: skip
+CREATE_KINDS = {
+    "fresh": 4, "repeat": 1, "bad_name": 1, "bad_id": 1, "taken_name": 1, "old_name": 1, "bad_count": 1,
+    "deleted_id": 1,
+}  # fmt: skip
 REQUEST_DEFECTS = ["empty_key", "long_key", "multibyte_long_key", "zero_file_size", "no_owners", "repeat_owner"]
+
+T = TypeVar("T")
+Overlay = dict[tuple[bytes, int, int], tuple[int, int]]  # (topic, partition, producer) -> (epoch, last seq)
+
+
+def pick(rnd: Random, weighted: dict[T, int]) -> T:
+    """One key of `weighted`, with probability proportional to its weight."""
+    return rnd.choices(list(weighted), weights=list(weighted.values()))[0]
+
+
+def chance(rnd: Random, probability: float) -> bool:
+    return rnd.random() < probability
 
 
 def code_name(code: int) -> str:
@@ -72,11 +93,12 @@ def code_name(code: int) -> str:
         return str(code)
 
 
-def expect_equal(where: str, what: str, got: Any, want: Any) -> None:
+def expect_equal(where: str, what: str, got: Any, want: Any, message: str = "") -> None:
     if got != want:
         if what == "error_code":
             got, want = code_name(got), code_name(want)
-        raise Mismatch(f"{where}: {what} is {got!r}, the model says {want!r}")
+        said = f" (server's message: {message!r})" if message else ""
+        raise Mismatch(f"{where}: {what} is {got!r}, the model says {want!r}{said}")
 
 
 def now_ms() -> int:
@@ -85,29 +107,57 @@ def now_ms() -> int:
 
 def batch_summary(b: pb.CommitFileRequest.Batch) -> str:
     return (
-        f"[{b.topic_id.hex()[:8]}/{b.partition} bytes {b.byte_offset}+{b.size} offs {b.base_offset}..{b.last_offset} "
-        f"magic {b.magic} ts {b.timestamp_type}/{b.batch_max_timestamp} pid {b.producer_id} e {b.producer_epoch} "
-        f"seq {b.base_sequence}..{b.last_sequence}]"
+        f"[{b.topic_id.hex()[:8] or '-'}/{b.partition} bytes {b.byte_offset}+{b.size} offsets {b.base_offset}.."
+        f"{b.last_offset} magic {b.magic} ts {b.timestamp_type}/{b.batch_max_timestamp} producer {b.producer_id} "
+        f"epoch {b.producer_epoch} seq {b.base_sequence}..{b.last_sequence}]"
     )
+
+
+def server_log_on_failure(method: Callable[..., None]) -> Callable[..., None]:
+    """A failing step shows the server's last log lines too."""
+
+    @functools.wraps(method)
+    def wrapper(self: CoordinatorMachine, *args: Any, **kwargs: Any) -> None:
+        try:
+            method(self, *args, **kwargs)
+        except Mismatch as error:
+            raise Mismatch(f"{error}\n--- server output (tail) ---\n{self.output_tail()}") from None
+
+    return wrapper
+
+
+randoms = st.randoms(use_true_random=True)
 
 
 class CoordinatorMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.dir = Path(tempfile.mkdtemp(prefix="diskless-model-"))
-        self.server = ServerProcess(self.dir / "data", coordinators=COORDINATORS).start()
+        self.server = ServerProcess(self.dir / "data", coordinators=COORDINATORS)
+        try:
+            self.server.start()
+        except BaseException:
+            self.teardown()
+            raise
         self.model = Model(COORDINATORS)
         self.topic_count = 0
         self.id_count = 0
         self.key_count = 0
         self.sent: list[pb.CommitFileRequest.Batch] = []  # batches sent before, for retries
+        # Per (topic, partition, producer): (epoch, base sequence, records) of each batch accepted
+        # with new offsets, oldest first; retrying the 5th and 6th newest probes the window's edge.
+        self.accepted: dict[tuple[bytes, int, int], list[tuple[int, int, int]]] = {}
 
     def teardown(self) -> None:
         try:
             process = self.server.process
             if process is not None and process.poll() is None:
-                code = self.server.stop()
-                assert code == 0, f"SIGTERM exit code {code}:\n{self.output_tail()}"
+                if self.server._channel is None:  # start() failed half-way: no drain to check
+                    process.kill()
+                    process.wait(timeout=30)
+                else:
+                    code = self.server.stop()
+                    assert code == 0, f"SIGTERM exit code {code}:\n{self.output_tail()}"
         finally:
             shutil.rmtree(self.dir, ignore_errors=True)
 
@@ -120,7 +170,8 @@ class CoordinatorMachine(RuleBasedStateMachine):
         try:
             return getattr(self.server.stub, method)(request, timeout=RPC_TIMEOUT_S)
         except grpc.RpcError as error:
-            raise AssertionError(f"{method} failed as a whole: {error}\nserver output:\n{self.output_tail()}") from error
+            tail = self.output_tail()
+            raise AssertionError(f"{method} failed as a whole: {error}\nserver output:\n{tail}") from error
 
     def fresh_id(self) -> bytes:
         """A topic id never used before; deterministic, so that examples replay (no uuid4)."""
@@ -140,7 +191,7 @@ class CoordinatorMachine(RuleBasedStateMachine):
 
     def learn_coordinators(self) -> None:
         """Ask FindCoordinator for every partition; learn new assignments, hold old ones fixed."""
-        items = [(tid, i, p) for tid, i, p in self.model.all_partitions()]
+        items = list(self.model.all_partitions())
         deleted = sorted(self.model.deleted)
         if not items and not deleted:
             return
@@ -166,23 +217,38 @@ class CoordinatorMachine(RuleBasedStateMachine):
             expect_equal(where, "error_code", got.partitions[0].error_code, pb.UNKNOWN_TOPIC_OR_PARTITION)
             expect_equal(where, "coordinator_id", got.partitions[0].coordinator_id, -1)
 
-    def draw_topic_id(self, data: st.DataObject, live_weight: int = 6) -> bytes:
+    def pick_topic_id(self, rnd: Random, live: int = 6) -> bytes:
         """Mostly a live topic; sometimes a deleted, unknown or malformed id."""
-        kind = data.draw(
-            st.sampled_from(["live"] * live_weight + ["deleted", "unknown", "malformed"]), label="topic kind"
-        )
+        kind = pick(rnd, {"live": live, "deleted": 1, "unknown": 1, "malformed": 1})
         if kind == "live" and self.model.topics:
-            return data.draw(st.sampled_from(self.live_topics()), label="topic")
+            return rnd.choice(self.live_topics())
         if kind == "deleted" and self.model.deleted:
-            return data.draw(st.sampled_from(sorted(self.model.deleted)), label="deleted topic")
+            return rnd.choice(sorted(self.model.deleted))
         if kind == "malformed":
-            return data.draw(st.sampled_from(MALFORMED_IDS), label="malformed id")
+            return rnd.choice(MALFORMED_IDS)
         return self.fresh_id()
 
-    def draw_partition(self, data: st.DataObject, topic_id: bytes) -> int:
+    def pick_partition(self, rnd: Random, topic_id: bytes) -> int:
         topic = self.model.topics.get(topic_id)
         count = len(topic.partitions) if topic else 1
-        return data.draw(st.integers(0, count + 1) if data.draw(st.integers(0, 5)) == 5 else st.integers(0, count - 1))
+        return rnd.randint(count, count + 1) if chance(rnd, 0.1) else rnd.randrange(count)
+
+    def pick_offset(self, rnd: Random, p: Partition | None) -> int:
+        if p is None:
+            return rnd.choice([0, -1, 5])
+        inside = sorted({p.log_start, p.high_watermark} | {b.base for b in p.batches} | {b.last for b in p.batches})
+        inside += [rnd.randint(p.log_start, p.high_watermark)]
+        choice = pick(rnd, {"inside": 8, "hwm": 1, "start": 1, "below": 1, "above": 1, "minus1": 1, "minus2": 1})
+        if choice == "inside":
+            return rnd.choice(inside)
+        return {
+            "hwm": p.high_watermark,
+            "start": p.log_start,
+            "below": p.log_start - 1,
+            "above": p.high_watermark + 1,
+            "minus1": -1,
+            "minus2": -2,
+        }[choice]
 
     # ------------------------------------------------------------ checks
 
@@ -193,7 +259,11 @@ class CoordinatorMachine(RuleBasedStateMachine):
             expect_equal(f"FindBatches topic {t}", "topic_id", got.topic_id, asked.topic_id)
             expect_equal(f"FindBatches topic {t}", "partition count", len(got.partitions), len(want))
             for item, result, exp in zip(asked.partitions, got.partitions, want, strict=True):
-                where = f"FindBatches {asked.topic_id.hex()[:8]}/{item.partition}@{item.offset} (item of topic {t})"
+                where = (
+                    f"FindBatches {asked.topic_id.hex()[:8]}/{item.partition} from {item.offset} (topic item {t}; "
+                    f"budgets: partition {item.max_partition_fetch_bytes}, fetch {request.fetch_max_bytes}, "
+                    f"batches {request.max_batches_per_partition})"
+                )
                 self.compare_find(where, item, result, exp)
 
     def compare_find(
@@ -203,8 +273,9 @@ class CoordinatorMachine(RuleBasedStateMachine):
         got: pb.FindBatchesResponse.PartitionResult,
         want: FindExpect,
     ) -> None:
+        event(f"FindBatches: {code_name(want.error)}{' cut by budget' if want.truncated else ''}")
         expect_equal(where, "partition", got.partition, item.partition)
-        expect_equal(where, "error_code", got.error_code, want.error)
+        expect_equal(where, "error_code", got.error_code, want.error, got.error_message)
         expect_equal(where, "log_start_offset", got.log_start_offset, want.log_start)
         expect_equal(where, "high_watermark", got.high_watermark, want.high_watermark)
         got_offsets = [(b.base_offset, b.last_offset) for b in got.batches]
@@ -233,8 +304,8 @@ class CoordinatorMachine(RuleBasedStateMachine):
             expect_equal("ListOffsets", "partition count", len(got.partitions), len(asked.partitions))
             for item, result in zip(asked.partitions, got.partitions, strict=True):
                 want = self.model.list_offsets(asked.topic_id, item.partition, item.timestamp)
-                self.compare_list(f"ListOffsets {asked.topic_id.hex()[:8]}/{item.partition} t={item.timestamp}", item,
-                                  result, want)  # fmt: skip
+                where = f"ListOffsets {asked.topic_id.hex()[:8]}/{item.partition} timestamp {item.timestamp}"
+                self.compare_list(where, item, result, want)
 
     def compare_list(
         self,
@@ -243,18 +314,20 @@ class CoordinatorMachine(RuleBasedStateMachine):
         got: pb.ListOffsetsResponse.PartitionResult,
         want: ListExpect,
     ) -> None:
+        event(f"ListOffsets: {code_name(want.error)}{' found' if want.offset >= 0 else ''}")
         expect_equal(where, "partition", got.partition, item.partition)
-        expect_equal(where, "error_code", got.error_code, want.error)
+        expect_equal(where, "error_code", got.error_code, want.error, got.error_message)
         pair = (got.timestamp, got.offset)
         if want.alternative is not None and pair == want.alternative:
             return
         expect_equal(where, "(timestamp, offset)", pair, (want.timestamp, want.offset))
 
     @invariant()
+    @server_log_on_failure
     def whole_state_matches(self) -> None:
-        """Every partition read back in full: batches, log start, high watermark, -1/-2/-3 offsets."""
-        items = [(tid, i) for tid, i, _ in self.model.all_partitions()]
-        items += [(tid, 0) for tid in sorted(self.model.deleted)]
+        """Every partition read back in full: batches, log start, high watermark, offsets for -1/-2/-3/0."""
+        items = [(tid, i, p.log_start) for tid, i, p in self.model.all_partitions()]
+        items += [(tid, 0, 0) for tid in sorted(self.model.deleted)]
         if not items:
             return
         find = pb.FindBatchesRequest(
@@ -263,82 +336,109 @@ class CoordinatorMachine(RuleBasedStateMachine):
                 pb.FindBatchesRequest.Topic(
                     topic_id=tid,
                     partitions=[
-                        pb.FindBatchesRequest.Partition(
-                            partition=i,
-                            offset=p.log_start if (p := self.model.partition(tid, i)) else 0,
-                            max_partition_fetch_bytes=BIG,
-                        )
+                        pb.FindBatchesRequest.Partition(partition=i, offset=start, max_partition_fetch_bytes=BIG)
                     ],
                 )
-                for tid, i in items
+                for tid, i, start in items
             ],
         )
         self.check_find(find, self.call("FindBatches", find))
         listing = pb.ListOffsetsRequest(
             topics=[
                 pb.ListOffsetsRequest.Topic(
-                    topic_id=tid, partitions=[pb.ListOffsetsRequest.Partition(partition=i, timestamp=t) for t in (-1, -2, -3)]
+                    topic_id=tid,
+                    partitions=[pb.ListOffsetsRequest.Partition(partition=i, timestamp=t) for t in (-1, -2, -3, 0)],
                 )
-                for tid, i in items
+                for tid, i, _ in items
             ]
         )
         self.check_list(listing, self.call("ListOffsets", listing))
+        self.check_coordinators()
+
+    def check_coordinators(self) -> None:
+        """DescribeCoordinators agrees with the state read back, and an idle coordinator has applied its whole log."""
+        response = self.call("DescribeCoordinators", pb.DescribeCoordinatorsRequest())
+        got = {d.coordinator_id: d for d in response.coordinators}
+        expect_equal("DescribeCoordinators", "coordinator ids", sorted(got), list(range(COORDINATORS)))
+        for c, d in sorted(got.items()):
+            where = f"DescribeCoordinators {c}"
+            expect_equal(where, "error_code", d.error_code, pb.NONE, d.error_message)
+            facts = (d.partition_count, d.live_batch_count, d.live_file_count, d.oldest_live_file_timestamp)
+            expect_equal(
+                where,
+                "(partition_count, live_batch_count, live_file_count, oldest_live_file_timestamp)",
+                facts,
+                self.model.coordinator_facts(c),
+            )
+            positions = (d.log_end_offset, d.high_watermark, d.applied_offset)
+            if len(set(positions)) != 1:
+                raise Mismatch(f"{where}: idle, yet (log_end_offset, high_watermark, applied_offset) = {positions}")
 
     # ------------------------------------------------------------ topics
 
-    def create(self, data: st.DataObject, items: list[tuple[bytes, str, int]]) -> None:
-        request = pb.CreatePartitionsRequest(
-            topics=[pb.CreatePartitionsRequest.Topic(topic_id=tid, name=name, num_partitions=n) for tid, name, n in items]
-        )
+    def create(self, items: Sequence[tuple[bytes, str, int]]) -> None:
+        topics = [pb.CreatePartitionsRequest.Topic(topic_id=tid, name=name, num_partitions=n) for tid, name, n in items]
+        request = pb.CreatePartitionsRequest(topics=topics)
         response = self.call("CreatePartitions", request)
         expect_equal("CreatePartitions", "result count", len(response.topics), len(items))
         for (tid, name, n), got in zip(items, response.topics, strict=True):
             want, _ = self.model.create_partitions(tid, name, n)
-            where = f"CreatePartitions {tid.hex()[:8]} {name!r} n={n}"
+            where = f"CreatePartitions {tid.hex()[:8] or '-'} {name[:40]!r} num_partitions={n}"
+            event(f"CreatePartitions: {code_name(want)}")
             expect_equal(where, "topic_id", got.topic_id, tid)
-            expect_equal(where, "error_code", got.error_code, want)
+            expect_equal(where, "error_code", got.error_code, want, got.error_message)
         self.learn_coordinators()
 
-    @rule(data=st.data())
-    def create_topics(self, data: st.DataObject) -> None:
+    @initialize(rnd=randoms)
+    @server_log_on_failure
+    def first_topics(self, rnd: Random) -> None:
+        self.create([(self.fresh_id(), self.new_name(), rnd.randint(1, 3)) for _ in range(rnd.randint(1, 2))])
+
+    @rule(rnd=randoms)
+    @server_log_on_failure
+    def create_topics(self, rnd: Random) -> None:
         items: list[tuple[bytes, str, int]] = []
-        for _ in range(data.draw(st.integers(1, 3), label="topics")):
-            kind = data.draw(
-                st.sampled_from(["fresh"] * 4 + ["repeat", "bad_name", "bad_id", "taken_name", "old_name", "bad_count"]),
-                label="create kind",
-            )
-            count = data.draw(st.integers(1, 4), label="partitions")
+        for _ in range(rnd.randint(1, 3)):
+            kind = pick(rnd, CREATE_KINDS)
+            count = rnd.randint(1, 4)
             if kind == "repeat" and items:
                 items.append(items[-1])
                 continue
             topic_id, name = self.fresh_id(), self.new_name()
             if kind == "bad_name":
-                name = data.draw(st.sampled_from(BAD_NAMES), label="bad name")
+                name = rnd.choice(BAD_NAMES)
             elif kind == "bad_id":
-                topic_id = data.draw(st.sampled_from(MALFORMED_IDS), label="bad id")
+                topic_id = rnd.choice(MALFORMED_IDS)
             elif kind == "taken_name" and self.model.names:
-                name = data.draw(st.sampled_from(sorted(self.model.names)), label="taken name")
+                name = rnd.choice(sorted(self.model.names))
             elif kind == "old_name":
-                old = sorted({t.name for t in self.model.topics.values()} | {"a" * 249, "._-Az09"})
-                name = data.draw(st.sampled_from(old), label="name")
-                if name in self.model.names:
-                    name = "a" * 249 if name != "a" * 249 else "._-Az09"
-                if name in self.model.names:
-                    name = self.new_name()
+                # A deleted topic's name (free again), or the longest / oddest valid names.
+                old = {name for name in self.old_names() if name not in self.model.names}
+                name = rnd.choice(sorted(old | {"a" * 249, "._-Az09"} - set(self.model.names)) or [name])
             elif kind == "bad_count":
-                count = data.draw(st.sampled_from([0, -1]), label="bad count")
+                count = rnd.choice([0, -1])
+            elif kind == "deleted_id" and self.model.deleted:
+                topic_id = rnd.choice(sorted(self.model.deleted))
+                if chance(rnd, 0.7):
+                    name = self.model.deleted[topic_id]
             items.append((topic_id, name, count))
-        self.create(data, items)
+        self.create(items)
 
-    @precondition(lambda self: self.model.topics)
-    @rule(data=st.data())
-    def grow_topic(self, data: st.DataObject) -> None:
-        topic = self.model.topics[data.draw(st.sampled_from(self.live_topics()), label="topic")]
-        kind = data.draw(st.sampled_from(["grow", "same", "shrink", "other_name", "zero"]), label="grow kind")
+    def old_names(self) -> set[str]:
+        return {f"topic-{i}" for i in range(1, self.topic_count + 1)}
+
+    @rule(rnd=randoms)
+    @server_log_on_failure
+    def grow_topic(self, rnd: Random) -> None:
+        if not self.model.topics:
+            self.create([(self.fresh_id(), self.new_name(), 1)])
+            return
+        topic = self.model.topics[rnd.choice(self.live_topics())]
+        kind = pick(rnd, {"grow": 3, "same": 1, "shrink": 1, "other_name": 1, "zero": 1})
         current = len(topic.partitions)
         name, count = topic.name, current
         if kind == "grow":
-            count = current + data.draw(st.integers(1, 2), label="more")
+            count = current + rnd.randint(1, 2)
         elif kind == "shrink":
             count = current - 1
         elif kind == "other_name":
@@ -346,71 +446,85 @@ class CoordinatorMachine(RuleBasedStateMachine):
         elif kind == "zero":
             count = 0
         items = [(topic.topic_id, name, count)]
-        if data.draw(st.booleans(), label="repeat item"):
+        if chance(rnd, 0.3):
             items.append(items[0])
-        self.create(data, items)
+        self.create(items)
 
-    @rule(data=st.data())
-    def delete_topics(self, data: st.DataObject) -> None:
-        ids = [self.draw_topic_id(data, live_weight=3) for _ in range(data.draw(st.integers(1, 2), label="ids"))]
-        if data.draw(st.booleans(), label="repeat id"):
+    @rule(rnd=randoms)
+    @server_log_on_failure
+    def delete_topics(self, rnd: Random) -> None:
+        ids = [self.pick_topic_id(rnd, live=3) for _ in range(rnd.randint(1, 2))]
+        if chance(rnd, 0.3):
             ids.append(ids[0])
         response = self.call("DeleteTopics", pb.DeleteTopicsRequest(topic_ids=ids))
         expect_equal("DeleteTopics", "result count", len(response.topics), len(ids))
         for tid, got in zip(ids, response.topics, strict=True):
-            where = f"DeleteTopics {tid.hex()[:8]}"
+            where = f"DeleteTopics {tid.hex()[:8] or '-'}"
             expect_equal(where, "topic_id", got.topic_id, tid)
-            expect_equal(where, "error_code", got.error_code, self.model.delete_topic(tid))
+            want = self.model.delete_topic(tid)
+            event(f"DeleteTopics: {code_name(want)}")
+            expect_equal(where, "error_code", got.error_code, want, got.error_message)
         self.learn_coordinators()
 
     # ------------------------------------------------------------ CommitFile
 
-    def producer_view(
-        self, overlay: dict[tuple[bytes, int, int], tuple[int, int]], tid: bytes, partition: int, pid: int
-    ) -> tuple[int, int] | None:
-        key = (tid, partition, pid)
-        if key in overlay:
-            return overlay[key]
+    def producer_view(self, overlay: Overlay, tid: bytes, partition: int, pid: int) -> tuple[int, int] | None:
+        if (tid, partition, pid) in overlay:
+            return overlay[(tid, partition, pid)]
         p = self.model.partition(tid, partition)
         state = p.producers.get(pid) if p else None
         return (state.epoch, state.last_seq) if state else None
 
-    def draw_batch(
+    def make_batch(
         self,
-        data: st.DataObject,
-        overlay: dict[tuple[bytes, int, int], tuple[int, int]],
+        rnd: Random,
+        overlay: Overlay,
         allowed: Callable[[bytes, int], bool],
+        so_far: Sequence[pb.CommitFileRequest.Batch],
     ) -> tuple[pb.CommitFileRequest.Batch, str | None]:
-        kind = data.draw(st.sampled_from(["idempotent", "idempotent", "plain", "retry"]), label="batch kind")
+        kind = pick(rnd, {"idempotent": 5, "plain": 2, "retry": 2, "window_edge": 2, "same_request": 1})
+        if kind == "same_request" and so_far:
+            # The same batch twice in one file: checked in order against each other.
+            b = pb.CommitFileRequest.Batch()
+            b.CopyFrom(rnd.choice(so_far))
+            return b, None
+        if kind == "window_edge":
+            edge = self.window_edge_retry(rnd, allowed)
+            if edge is not None:
+                return edge, None
+            kind = "retry"
         retries = [b for b in self.sent if allowed(b.topic_id, b.partition)]
         if kind == "retry" and retries:
+            # A batch sent before (in or out of the 5-batch window by now), in a new file.
             b = pb.CommitFileRequest.Batch()
-            b.CopyFrom(data.draw(st.sampled_from(retries[-12:]), label="retry of"))
-            if data.draw(st.integers(0, 3), label="retype") == 3 and b.magic > 0:
+            b.CopyFrom(rnd.choice(retries[-15:]))
+            if chance(rnd, 0.2) and b.magic > 0:
                 b.timestamp_type = pb.LOG_APPEND_TIME if b.timestamp_type == pb.CREATE_TIME else pb.CREATE_TIME
             return b, None
 
         for _ in range(10):
-            tid = self.draw_topic_id(data)
-            partition = self.draw_partition(data, tid)
+            tid = self.pick_topic_id(rnd, live=20)
+            partition = self.pick_partition(rnd, tid)
+            if self.model.topics and chance(rnd, 0.3):  # a hot partition: long producer histories
+                tid, partition = self.live_topics()[0], 0
             if allowed(tid, partition):
                 break
         else:
             tid, partition = self.fresh_id(), 0
-        records = data.draw(st.integers(1, 4), label="records")
-        base = data.draw(st.sampled_from([0, 0, 5, 1000]), label="producer base offset")
-        magic = data.draw(st.sampled_from([2, 2, 2, 1, 0]), label="magic")
+        records = rnd.randint(1, 4)
+        base = rnd.choice([0, 0, 5, 1000])  # as the producer wrote it
+        magic = pick(rnd, {2: 6, 1: 1, 0: 1})
         if magic == 0:
             ts_type, max_ts = pb.NO_TIMESTAMP_TYPE, -1
         else:
-            ts_type = data.draw(st.sampled_from([pb.CREATE_TIME] * 3 + [pb.LOG_APPEND_TIME]), label="ts type")
-            max_ts = data.draw(st.sampled_from(CREATE_TIMESTAMPS), label="max ts")
+            ts_type = pick(rnd, {pb.CREATE_TIME: 3, pb.LOG_APPEND_TIME: 1})
+            max_ts = rnd.choice(CREATE_TIMESTAMPS)
         b = pb.CommitFileRequest.Batch(
             magic=magic,
-            request_id=data.draw(st.integers(0, 3), label="request id"),
+            request_id=rnd.randint(0, 3),
             topic_id=tid,
             partition=partition,
-            size=data.draw(st.sampled_from([100, 40, 250, 1]), label="size"),
+            size=rnd.choice([100, 40, 250, 1]),
             base_offset=base,
             last_offset=base + records - 1,
             batch_max_timestamp=max_ts,
@@ -421,23 +535,21 @@ class CoordinatorMachine(RuleBasedStateMachine):
             last_sequence=-1,
         )
         if kind == "idempotent":
-            pid = data.draw(st.sampled_from(PRODUCER_IDS), label="producer")
+            pid = pick(rnd, {1: 6, 2: 2, 0: 1, 7: 1})
             view = self.producer_view(overlay, tid, partition, pid)
             if view is None:
-                epoch = data.draw(st.integers(0, 2), label="epoch")
-                seq = data.draw(st.sampled_from([0, 0, 17, SEQ_MOD - 2]), label="first sequence")
+                epoch = rnd.randint(0, 2)
+                seq = pick(rnd, {0: 3, 17: 1, SEQ_MOD - 2: 1})  # no state: any sequence (KIP-360)
             else:
                 epoch, last = view
                 seq = next_seq(last)
-                mode = data.draw(
-                    st.sampled_from(["next"] * 5 + ["gap", "bump", "bump_bad", "stale", "restart_seq"]), label="seq mode"
-                )
+                mode = pick(rnd, {"next": 10, "gap": 2, "bump": 2, "bump_bad": 1, "stale": 2, "restart_seq": 1})
                 if mode == "gap":
-                    seq = (seq + data.draw(st.sampled_from([1, 2, -2, -1]), label="gap")) % SEQ_MOD
+                    seq = (seq + rnd.choice([1, 2, -2, -1, -6])) % SEQ_MOD
                 elif mode == "bump":
                     epoch, seq = epoch + 1, 0
                 elif mode == "bump_bad":
-                    epoch, seq = epoch + 1, data.draw(st.integers(1, 3), label="bumped sequence")
+                    epoch, seq = epoch + 1, rnd.randint(1, 3)
                 elif mode == "stale" and epoch > 0:
                     epoch -= 1
                 elif mode == "restart_seq":
@@ -445,14 +557,40 @@ class CoordinatorMachine(RuleBasedStateMachine):
             b.producer_id, b.producer_epoch, b.base_sequence = pid, epoch, seq
             b.last_sequence = (seq + records - 1) % SEQ_MOD
             overlay[(tid, partition, pid)] = (epoch, b.last_sequence)
-        elif data.draw(st.integers(0, 3), label="garbage producer fields") == 3:
+        elif chance(rnd, 0.25):
             b.producer_epoch, b.base_sequence, b.last_sequence = 3, 99, -7  # ignored when producer_id = -1
 
         defect = None
-        if well_formed_id(tid) and data.draw(st.integers(0, 9), label="defect?") == 9:
-            defect = data.draw(st.sampled_from(BATCH_DEFECTS), label="defect")
+        if well_formed_id(tid) and chance(rnd, 0.12):
+            defect = rnd.choice(BATCH_DEFECTS)
             self.apply_defect(b, defect)
         return b, defect
+
+    def window_edge_retry(
+        self, rnd: Random, allowed: Callable[[bytes, int], bool]
+    ) -> pb.CommitFileRequest.Batch | None:
+        """A retry of one of the newest accepted batches of a producer, often the 5th or 6th newest."""
+        candidates = [key for key, history in self.accepted.items() if len(history) >= 2 and allowed(key[0], key[1])]
+        if not candidates:
+            return None
+        tid, partition, pid = rnd.choice(sorted(candidates))
+        history = self.accepted[(tid, partition, pid)]
+        back = pick(rnd, {5: 3, 6: 3, 1: 1, 2: 1, 4: 1, 7: 1})
+        epoch, seq, records = history[-min(back, len(history))]
+        return pb.CommitFileRequest.Batch(
+            magic=2,
+            topic_id=tid,
+            partition=partition,
+            size=rnd.choice([100, 40]),
+            base_offset=0,
+            last_offset=records - 1,
+            batch_max_timestamp=rnd.choice(CREATE_TIMESTAMPS),
+            timestamp_type=pick(rnd, {pb.CREATE_TIME: 3, pb.LOG_APPEND_TIME: 1}),
+            producer_id=pid,
+            producer_epoch=epoch,
+            base_sequence=seq,
+            last_sequence=(seq + records - 1) % SEQ_MOD,
+        )
 
     @staticmethod
     def apply_defect(b: pb.CommitFileRequest.Batch, defect: str) -> None:
@@ -491,14 +629,14 @@ class CoordinatorMachine(RuleBasedStateMachine):
             b.last_sequence = 4 + b.last_offset - b.base_offset + 1
         # byte_offset_negative, outside_file and overlap are applied when the file is laid out
 
-    def commit(self, data: st.DataObject) -> None:
+    def commit(self, rnd: Random) -> None:
         # The object key first: reusing one restricts the partitions to coordinators whose answer
         # the design settles (see Model.key_unsettled).
-        key_kind = data.draw(st.sampled_from(["fresh"] * 6 + ["reuse", "long", "multibyte"]), label="key kind")
+        key_kind = pick(rnd, {"fresh": 12, "reuse": 2, "long": 1, "multibyte": 1})
         key = self.fresh_key()
         allowed: Callable[[bytes, int], bool] = lambda tid, partition: True  # noqa: E731
         if key_kind == "reuse" and self.model.key_unsettled:
-            key = data.draw(st.sampled_from(sorted(self.model.key_unsettled)), label="reused key")
+            key = rnd.choice(sorted(self.model.key_unsettled))
             settled = self.model.settled_coordinators(key)
 
             def allowed(tid: bytes, partition: int) -> bool:
@@ -506,33 +644,32 @@ class CoordinatorMachine(RuleBasedStateMachine):
                 return p is None or p.coordinator in settled
 
         elif key_kind == "long":
-            key = self.fresh_key()
             key += "k" * (1024 - len(key))
         elif key_kind == "multibyte":
-            key = self.fresh_key()
             room = 1024 - len(key)
             key += "x" * (room % 2) + "\u00e9" * (room // 2)  # exactly 1024 bytes, fewer characters
 
-        overlay: dict[tuple[bytes, int, int], tuple[int, int]] = {}
-        drawn = [draw_batch for draw_batch in (self.draw_batch(data, overlay, allowed) for _ in
-                                               range(data.draw(st.integers(1, 6), label="batches")))]  # fmt: skip
-        batches = [b for b, _ in drawn]
+        overlay: Overlay = {}
+        made: list[tuple[pb.CommitFileRequest.Batch, str | None]] = []
+        for _ in range(rnd.randint(1, 6)):
+            made.append(self.make_batch(rnd, overlay, allowed, [b for b, _ in made]))
+        batches = [b for b, _ in made]
 
         # Lay the batches out in the file.
         position = 0
-        for i, (b, defect) in enumerate(drawn):
+        for i, (b, defect) in enumerate(made):
             previous = batches[i - 1] if i else None
             if defect == "overlap" and previous is not None and previous.size > 0:
-                b.byte_offset = previous.byte_offset + data.draw(st.integers(0, previous.size - 1), label="overlap at")
+                b.byte_offset = previous.byte_offset + rnd.randrange(previous.size)
             else:
-                b.byte_offset = position + data.draw(st.sampled_from([0, 0, 0, 13]), label="gap")
+                b.byte_offset = position + pick(rnd, {0: 3, 13: 1})
             if defect == "byte_offset_negative":
                 b.byte_offset = -1
             position = max(position, b.byte_offset + max(b.size, 0))
-        file_size = position + data.draw(st.sampled_from([0, 0, 64]), label="slack")
-        for b, defect in drawn:
+        file_size = position + pick(rnd, {0: 3, 64: 1})
+        for b, defect in made:
             if defect == "outside_file":
-                b.byte_offset = file_size - max(b.size, 1) + data.draw(st.integers(1, 5), label="past the end")
+                b.byte_offset = file_size - max(b.size, 1) + rnd.randint(1, 5)
 
         involved: list[int] = []
         for b in batches:
@@ -540,16 +677,18 @@ class CoordinatorMachine(RuleBasedStateMachine):
             if p is not None and p.coordinator not in involved:
                 assert p.coordinator is not None
                 involved.append(p.coordinator)
-        owners = data.draw(st.permutations(involved), label="owners") if involved else []
-        owner_kind = data.draw(st.sampled_from(["exact"] * 4 + ["extra", "missing"]), label="owner kind")
+        owners = rnd.sample(involved, len(involved))  # broker-permuted
+        owner_kind = pick(rnd, {"exact": 8, "extra": 2, "missing": 2})
         others = [c for c in range(COORDINATORS) if c not in owners]
-        if owner_kind == "extra" and others or not owners:
-            owners.insert(data.draw(st.integers(0, len(owners)), label="extra at"), data.draw(st.sampled_from(others)))
-        elif owner_kind == "missing" and len(owners) > 1:
-            owners.pop(data.draw(st.integers(0, len(owners) - 1), label="missing"))
+        if (owner_kind == "extra" and others) or not owners:
+            owners.insert(rnd.randint(0, len(owners)), rnd.choice(others))
+        elif owner_kind == "missing":  # a coordinator with batches that owner_ids does not name
+            owners.pop(rnd.randrange(len(owners)))
+            if not owners:
+                owners.append(rnd.choice(others))
 
-        if data.draw(st.integers(0, 19), label="request defect?") == 19:
-            defect = data.draw(st.sampled_from(REQUEST_DEFECTS), label="request defect")
+        if chance(rnd, 0.05):
+            defect = rnd.choice(REQUEST_DEFECTS)
             if defect == "empty_key":
                 key = ""
             elif defect == "long_key":
@@ -557,7 +696,7 @@ class CoordinatorMachine(RuleBasedStateMachine):
             elif defect == "multibyte_long_key":
                 key = "\u00e9" * 513  # 1026 bytes
             elif defect == "zero_file_size":
-                file_size = data.draw(st.sampled_from([0, -1]), label="file size")
+                file_size = rnd.choice([0, -1])
             elif defect == "no_owners":
                 owners = []
             elif defect == "repeat_owner":
@@ -576,6 +715,11 @@ class CoordinatorMachine(RuleBasedStateMachine):
         upper = now_ms()
         expected = self.model.commit(request, lower, upper)
         self.compare_commit(request, response, expected)
+        for b, want in zip(batches, expected, strict=True):
+            if b.producer_id >= 0 and want.error == pb.NONE and not want.duplicate:
+                history = self.accepted.setdefault((b.topic_id, b.partition, b.producer_id), [])
+                history.append((b.producer_epoch, b.base_sequence, b.last_offset - b.base_offset + 1))
+                del history[:-8]
         self.sent.extend(b for b in batches if well_formed_id(b.topic_id))
         del self.sent[:-40]
 
@@ -584,9 +728,12 @@ class CoordinatorMachine(RuleBasedStateMachine):
     ) -> None:
         expect_equal("CommitFile", "result count", len(response.batches), len(expected))
         for i, (b, got, want) in enumerate(zip(request.batches, response.batches, expected, strict=True)):
-            where = f"CommitFile (key {request.object_key[:12]!r}, owners {list(request.owner_ids)}) batch {i} {batch_summary(b)}"
-            event(f"CommitFile batch: {code_name(want.error)}{' duplicate' if want.duplicate else ''}")
-            expect_equal(where, "error_code", got.error_code, want.error)
+            where = (
+                f"CommitFile (key {request.object_key[:30]!r}, file_size {request.file_size}, "
+                f"owners {list(request.owner_ids)}) batch {i} of {len(expected)} {batch_summary(b)}"
+            )
+            event(f"CommitFile batch: {code_name(want.error)}{f' duplicate {want.depth}' if want.duplicate else ''}")
+            expect_equal(where, "error_code", got.error_code, want.error, got.error_message)
             expect_equal(where, "assigned_base_offset", got.assigned_base_offset, want.base)
             expect_equal(where, "is_duplicate", got.is_duplicate, want.duplicate)
             expect_equal(where, "log_start_offset", got.log_start_offset, want.log_start)
@@ -595,45 +742,30 @@ class CoordinatorMachine(RuleBasedStateMachine):
             else:
                 expect_equal(where, "log_append_time", got.log_append_time, want.append)
 
-    @rule(data=st.data())
-    def commit_file(self, data: st.DataObject) -> None:
-        self.commit(data)
+    @rule(rnd=randoms)
+    @server_log_on_failure
+    def commit_file(self, rnd: Random) -> None:
+        self.commit(rnd)
 
-    @rule(data=st.data())
-    def commit_another_file(self, data: st.DataObject) -> None:
-        """Commits are the heart: a second rule doubles their share of the steps."""
-        self.commit(data)
+    @rule(rnd=randoms)
+    @server_log_on_failure
+    def commit_files(self, rnd: Random) -> None:
+        """Commits are the heart: a burst of them, so producers build long histories."""
+        for _ in range(rnd.randint(2, 5)):
+            self.commit(rnd)
 
     # ------------------------------------------------------------ DeleteRecords
 
-    def draw_offset(self, data: st.DataObject, p: Partition | None, label: str) -> int:
-        if p is None:
-            return data.draw(st.sampled_from([0, -1, 5]), label=label)
-        inside = sorted({p.log_start, p.high_watermark} | {b.base for b in p.batches} | {b.last for b in p.batches})
-        choice = data.draw(
-            st.sampled_from(["inside", "inside", "inside", "hwm", "start", "below", "above", "minus1", "minus2"]),
-            label=f"{label} kind",
-        )
-        if choice == "inside":
-            return data.draw(st.sampled_from(inside), label=label)
-        return {
-            "hwm": p.high_watermark,
-            "start": p.log_start,
-            "below": p.log_start - 1,
-            "above": p.high_watermark + 1,
-            "minus1": -1,
-            "minus2": -2,
-        }[choice]
-
-    @rule(data=st.data())
-    def delete_records(self, data: st.DataObject) -> None:
+    @rule(rnd=randoms)
+    @server_log_on_failure
+    def delete_records(self, rnd: Random) -> None:
         topics: list[pb.DeleteRecordsRequest.Topic] = []
-        for _ in range(data.draw(st.integers(1, 2), label="topics")):
-            tid = self.draw_topic_id(data)
+        for _ in range(rnd.randint(1, 2)):
+            tid = self.pick_topic_id(rnd)
             partitions = []
-            for _ in range(data.draw(st.integers(1, 3), label="partitions")):
-                partition = self.draw_partition(data, tid)
-                offset = self.draw_offset(data, self.model.partition(tid, partition), "delete below")
+            for _ in range(rnd.randint(1, 3)):
+                partition = self.pick_partition(rnd, tid)
+                offset = self.pick_offset(rnd, self.model.partition(tid, partition))
                 partitions.append(pb.DeleteRecordsRequest.Partition(partition=partition, offset=offset))
             topics.append(pb.DeleteRecordsRequest.Topic(topic_id=tid, partitions=partitions))
         request = pb.DeleteRecordsRequest(topics=topics)
@@ -643,67 +775,85 @@ class CoordinatorMachine(RuleBasedStateMachine):
             expect_equal("DeleteRecords", "topic_id", got.topic_id, asked.topic_id)
             expect_equal("DeleteRecords", "partition count", len(got.partitions), len(asked.partitions))
             for item, result in zip(asked.partitions, got.partitions, strict=True):
-                where = f"DeleteRecords {asked.topic_id.hex()[:8]}/{item.partition} below {item.offset}"
+                where = f"DeleteRecords {asked.topic_id.hex()[:8] or '-'}/{item.partition} below {item.offset}"
+                p = self.model.partition(asked.topic_id, item.partition)
+                before = p.log_start if p else None
                 error, low = self.model.delete_records(asked.topic_id, item.partition, item.offset)
+                event(f"DeleteRecords: {code_name(error)}{' moved' if before is not None and low > before else ''}")
                 expect_equal(where, "partition", result.partition, item.partition)
-                expect_equal(where, "error_code", result.error_code, error)
+                expect_equal(where, "error_code", result.error_code, error, result.error_message)
                 expect_equal(where, "low_watermark", result.low_watermark, low)
 
     # ------------------------------------------------------------ reads
 
-    @rule(data=st.data())
-    def list_offsets(self, data: st.DataObject) -> None:
+    @rule(rnd=randoms)
+    @server_log_on_failure
+    def list_offsets(self, rnd: Random) -> None:
         topics: list[pb.ListOffsetsRequest.Topic] = []
-        for _ in range(data.draw(st.integers(1, 2), label="topics")):
-            tid = self.draw_topic_id(data)
+        for _ in range(rnd.randint(1, 2)):
+            tid = self.pick_topic_id(rnd)
             partitions = []
-            for _ in range(data.draw(st.integers(1, 4), label="partitions")):
-                partition = self.draw_partition(data, tid)
+            for _ in range(rnd.randint(1, 4)):
+                partition = self.pick_partition(rnd, tid)
                 p = self.model.partition(tid, partition)
                 known = sorted({b.effective_timestamp() + d for b in (p.batches if p else []) for d in (-1, 0, 1)})
-                kind = data.draw(st.sampled_from(["special", "known", "fixed"]), label="timestamp kind")
+                kind = pick(rnd, {"special": 3, "known": 3, "first": 1, "fixed": 1})
                 if kind == "known" and known:
-                    timestamp = data.draw(st.sampled_from(known), label="timestamp")
+                    timestamp = rnd.choice(known)
+                elif kind == "first" and p and p.batches:  # the first live batch, perhaps below the log start
+                    timestamp = max(0, p.batches[0].effective_timestamp()) + rnd.choice([-1, 0])
                 elif kind == "fixed":
-                    timestamp = data.draw(st.sampled_from([0, 1, 2500, 2**62]), label="timestamp")
+                    timestamp = rnd.choice([0, 1, 2500, 2**62])
                 else:
-                    timestamp = data.draw(st.sampled_from([-1, -2, -3, -4, -5, -6, -100]), label="timestamp")
+                    timestamp = rnd.choice([-1, -2, -3, -4, -5, -6, -100])
                 partitions.append(pb.ListOffsetsRequest.Partition(partition=partition, timestamp=timestamp))
             topics.append(pb.ListOffsetsRequest.Topic(topic_id=tid, partitions=partitions))
         request = pb.ListOffsetsRequest(topics=topics)
         self.check_list(request, self.call("ListOffsets", request))
 
-    @rule(data=st.data())
-    def find_batches(self, data: st.DataObject) -> None:
-        budgets = st.sampled_from([BIG, 0, -1, 1, 100, 150, 300, 1000])
+    @rule(rnd=randoms)
+    @server_log_on_failure
+    def find_batches(self, rnd: Random) -> None:
+        budgets = [BIG, 0, -1, 1, 100, 150, 300, 1000]
+        sums: list[int] = []  # running byte totals of what would be returned: budgets right at the edges
         topics: list[pb.FindBatchesRequest.Topic] = []
-        for _ in range(data.draw(st.integers(1, 3), label="topics")):
-            tid = self.draw_topic_id(data)
+        for _ in range(rnd.randint(1, 3)):
+            tid = self.pick_topic_id(rnd)
             partitions = []
-            for _ in range(data.draw(st.integers(1, 3), label="partitions")):
-                partition = self.draw_partition(data, tid)
-                offset = self.draw_offset(data, self.model.partition(tid, partition), "fetch from")
+            for _ in range(rnd.randint(1, 3)):
+                partition = self.pick_partition(rnd, tid)
+                p = self.model.partition(tid, partition)
+                offset = self.pick_offset(rnd, p)
+                edges = [0]
+                for b in p.batches if p else []:
+                    if b.last >= offset:
+                        edges.append(edges[-1] + b.size)
+                        sums.append((sums[-1] if sums else 0) + b.size)
+                budget = rnd.choice(edges[1:]) + rnd.choice([-1, 0, 1]) if len(edges) > 1 and chance(rnd, 0.5) else None
                 partitions.append(
                     pb.FindBatchesRequest.Partition(
                         partition=partition,
                         offset=offset,
-                        max_partition_fetch_bytes=data.draw(budgets, label="partition budget"),
+                        max_partition_fetch_bytes=rnd.choice(budgets) if budget is None else budget,
                     )
                 )
             topics.append(pb.FindBatchesRequest.Topic(topic_id=tid, partitions=partitions))
+        fetch_budget = rnd.choice(sums) + rnd.choice([-1, 0, 1]) if sums and chance(rnd, 0.5) else rnd.choice(budgets)
         request = pb.FindBatchesRequest(
-            fetch_max_bytes=data.draw(budgets, label="fetch budget"),
-            max_batches_per_partition=data.draw(st.sampled_from([0, -1, 1, 2, 3]), label="max batches"),
+            fetch_max_bytes=fetch_budget,
+            max_batches_per_partition=rnd.choice([0, -1, 1, 2, 3]),
             topics=topics,
         )
         self.check_find(request, self.call("FindBatches", request))
 
     # ------------------------------------------------------------ restarts
 
-    @rule(data=st.data())
-    def restart(self, data: st.DataObject) -> None:
+    @rule(kill=st.booleans())
+    @server_log_on_failure
+    def restart(self, kill: bool) -> None:
         """Stop (SIGTERM) or kill -9, start on the same data dir; everything acknowledged must be there."""
-        if data.draw(st.sampled_from(["sigterm", "kill"]), label="how") == "kill":
+        event(f"restart: {'kill -9' if kill else 'SIGTERM'}")
+        if kill:
             self.server.kill()
         else:
             code = self.server.stop()
@@ -721,7 +871,7 @@ SETTINGS = settings(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
 )
 
+pytestmark = pytest.mark.timeout(max(300, EXAMPLES * STEPS))
 
-@pytest.mark.timeout(max(300, EXAMPLES * STEPS))
-def test_model_against_server() -> None:
-    run_state_machine_as_test(CoordinatorMachine, settings=SETTINGS)
+CoordinatorMachine.TestCase.settings = SETTINGS
+TestCoordinatorModel = CoordinatorMachine.TestCase
