@@ -159,6 +159,10 @@ def coordinator_gauges(node: Node) -> Iterator[tuple[str, str, str, dict[str, st
                labels, statistics.log_flush_count)  # fmt: skip
         yield ("diskless_coordinator_log_appends", "Operations appended to the metadata log since it loaded.",
                "counter", labels, statistics.log_append_count)  # fmt: skip
+        if statistics.last_snapshot_created_at_ms >= 0:
+            age_s = max(0.0, time.time() - statistics.last_snapshot_created_at_ms / 1000)
+            yield ("diskless_coordinator_snapshot_age_seconds", "Seconds since the newest snapshot was taken.",
+                   "gauge", labels, age_s)  # fmt: skip
     for description in node.router.describe_coordinators(pb.DescribeCoordinatorsRequest()).coordinators:
         if description.error_code != pb.NONE:
             continue

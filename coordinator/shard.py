@@ -107,6 +107,7 @@ class ShardStatistics:
     log_flush_count: int
     log_append_count: int
     last_snapshot_end_offset: int = -1
+    last_snapshot_created_at_ms: int = -1  # -1 when the coordinator has no snapshot
 
 
 @dataclass(frozen=True, slots=True)
@@ -377,6 +378,7 @@ class CoordinatorShard:
             log_flush_count=(self._log.flush_count - self._flush_count_before) if self._log else 0,
             log_append_count=self._append_count,
             last_snapshot_end_offset=self._last_snapshot.snapshot_id.end_offset if self._last_snapshot else -1,
+            last_snapshot_created_at_ms=self._last_snapshot.created_at_ms if self._last_snapshot else -1,
         )
 
     # ------------------------------------------------------------------ submitting

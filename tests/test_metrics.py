@@ -9,8 +9,11 @@ import time
 import urllib.request
 from pathlib import Path
 
+import grpc
 from prometheus_client.parser import text_string_to_metric_families
 
+from protos import admin_pb2 as admin_pb
+from protos import admin_pb2_grpc as admin_grpc
 from protos import coordinator_pb2 as pb
 from tests.harness import Broker, ServerProcess, batch, laid_out
 
@@ -85,6 +88,11 @@ def test_metrics_count_what_the_load_did(tmp_path: Path) -> None:
         assert total(samples, "diskless_coordinator_live_batches") == batches_total
         assert total(samples, "diskless_coordinator_up") == 4
         assert total(samples, "diskless_coordinator_group_operations_count") >= 1
+        assert not any(name == "diskless_coordinator_snapshot_age_seconds" for name, _ in samples)  # none taken yet
+        admin = admin_grpc.CoordinatorAdminStub(grpc.insecure_channel(server.address))
+        assert all(r.error_code == 0 for r in admin.CreateSnapshot(admin_pb.CreateSnapshotRequest()).results)
+        ages = [v for (name, _), v in scrape(server).items() if name == "diskless_coordinator_snapshot_age_seconds"]
+        assert len(ages) == 4 and all(0 <= age < 60 for age in ages)
         described = server.stub.DescribeCoordinators(pb.DescribeCoordinatorsRequest()).coordinators
         assert total(samples, "diskless_coordinator_log_flushes_total") == sum(c.log_flush_count for c in described)
         for coordinator in described:
