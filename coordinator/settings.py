@@ -87,6 +87,11 @@ class Settings:
     log_segment_bytes: int = _setting(
         "diskless.coordinator.log.segment.bytes", 64 * 1024 * 1024, "size at which a metadata-log segment rolls"
     )
+    state_cache_bytes: int = _setting(
+        "diskless.coordinator.state.cache.bytes",
+        64 * 1024 * 1024,
+        "SQLite page cache of each coordinator's state writer (bytes)",
+    )
     replay_batch_operations: int = _setting(
         "diskless.coordinator.replay.batch.operations", 2000, "log batches applied per SQLite transaction on replay"
     )
@@ -168,6 +173,7 @@ class Settings:
             "commit_max_batches", "request_max_bytes", "request_timeout_ms", "request_timeout_max_ms",
             "topic_partitions_max",
             "find_batches_max_results", "request_max_items", "log_segment_bytes", "replay_batch_operations",
+            "state_cache_bytes",
         )  # fmt: skip
         for attr in positive:
             if getattr(self, attr) <= 0:

@@ -247,10 +247,11 @@ class CoordinatorShard:
         path = self.directory / "state.sqlite"
         if not path.exists():
             if position.end_offset == 0 and not list_snapshots(self._snapshots):
-                return StateStore(path, self.coordinator_id)  # a new coordinator: nothing to restore
+                # A new coordinator: nothing to restore.
+                return StateStore(path, self.coordinator_id, self._settings.state_cache_bytes)
             return self._replace_state(f"{path} is missing", position)
         try:
-            store = StateStore(path, self.coordinator_id)
+            store = StateStore(path, self.coordinator_id, self._settings.state_cache_bytes)
         except StateCorrupt as error:
             return self._replace_state(str(error), position)
         if store.applied_offset < position.start_offset:
@@ -273,7 +274,7 @@ class CoordinatorShard:
             path.with_name(path.name + suffix).unlink(missing_ok=True)
         restored = restore_newest(self._snapshots, path, position.start_offset, position.end_offset)
         if restored is not None:
-            store = StateStore(path, self.coordinator_id)
+            store = StateStore(path, self.coordinator_id, self._settings.state_cache_bytes)
             check_invariant(
                 (store.applied_offset, store.meta["leader_epoch"])
                 == (restored.snapshot_id.end_offset, restored.snapshot_id.epoch),
@@ -294,7 +295,7 @@ class CoordinatorShard:
         log.warning(
             "coordinator %d: %s; no snapshot verifies: rebuilding from the whole log", self.coordinator_id, reason
         )
-        return StateStore(path, self.coordinator_id)
+        return StateStore(path, self.coordinator_id, self._settings.state_cache_bytes)
 
     def _note_newest_snapshot(self, position: LogPosition) -> None:
         """Starts the snapshot triggers from the newest snapshot on disk, counting the log tail after it."""

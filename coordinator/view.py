@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from coordinator.invariants import check_invariant
+from coordinator.invariants import InvariantViolation, check_invariant
 from coordinator.producers import ProducerWindow, WindowEntry, advance_window
 from coordinator.records import unpack_batches
 from protos import records_pb2 as rec
@@ -129,16 +129,19 @@ class CoordinatorView:
         append_time = committed.append_time_ms
         partitions = self._partitions
         for batch in unpack_batches(committed.packed_batches):
-            check_invariant(
-                batch.batch_id == self.next_batch_id, f"batch id {batch.batch_id} != next {self.next_batch_id}"
-            )
-            self.next_batch_id += 1
             partition = partitions[batch.partition_key]
-            check_invariant(
-                batch.base_offset == partition.high_watermark and batch.last_offset >= batch.base_offset,
-                f"batch {batch.batch_id} at {batch.base_offset}..{batch.last_offset} does not continue partition "
-                f"{batch.partition_key} at {partition.high_watermark}",
-            )
+            # Checked inline, the message built only on failure: this loop runs once per batch.
+            if (
+                batch.batch_id != self.next_batch_id
+                or batch.base_offset != partition.high_watermark
+                or batch.last_offset < batch.base_offset
+            ):
+                raise InvariantViolation(
+                    f"batch {batch.batch_id} (expected id {self.next_batch_id}) at {batch.base_offset}.."
+                    f"{batch.last_offset} does not continue partition {batch.partition_key} at "
+                    f"{partition.high_watermark}"
+                )
+            self.next_batch_id += 1
             partition.high_watermark = batch.last_offset + 1
             if batch.producer_id >= 0:
                 windows = self._producers.setdefault(batch.partition_key, {})
