@@ -246,6 +246,14 @@ def take_snapshot(state_path: Path, directory: Path, copy_step_pages: int, now_m
     return manifest
 
 
+def _flush_written(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fdatasync(fd)
+    finally:
+        os.close(fd)
+
+
 def _backup(source: apsw.Connection, target: Path, snapshot_id: SnapshotId, copy_step_pages: int) -> None:
     """The backup API's copy of `source` (inside its read transaction) into a new file `target`."""
     destination = apsw.Connection(str(target))
@@ -257,6 +265,9 @@ def _backup(source: apsw.Connection, target: Path, snapshot_id: SnapshotId, copy
         with destination.backup("main", source, "main") as backup:
             while not backup.done:
                 backup.step(copy_step_pages)
+                # Flushed step by step: one large fsync at the end would queue the metadata log's
+                # small fdatasyncs (the commit path) behind tens of megabytes.
+                _flush_written(target)
                 if first_step and not backup.done:
                     crash_point("snapshot.copy")
                 first_step = False
