@@ -11,6 +11,19 @@ learns once and then holds the server to:
   for LOG_APPEND_TIME batches, or FindBatches' `log_append_timestamp`), after which every batch
   of that commit must show the same value,
 - each batch's `batch_id` (must stay the same).
+
+Where DESIGN §4 leaves a choice open, the model reads it as follows (Kafka decides ties):
+- the duplicate window holds the current epoch's batches only (Kafka's ProducerStateEntry), so a
+  retry of an old-epoch batch after a bump is INVALID_PRODUCER_EPOCH, never a duplicate;
+- producer state survives DeleteRecords; DeleteTopics drops it with the topic;
+- the byte-overlap check covers every earlier batch of the request with size > 0, rejected or not;
+- in FindBatches an item keeps its error (unknown, out of range) after the budget is spent;
+- `-3` when every live batch has timestamp -1 may answer (-1, -1) or (-1, that batch's offset);
+- a deleted topic's id is unknown, so CreatePartitions may create it again;
+- `batch_max_timestamp` in BatchInfo is the producer's value, also for LOG_APPEND_TIME batches.
+Whether a coordinator that a commit refused (not named in owner_ids) or that was named without
+batches "knows" the key afterwards is left open (a hand-over may reach it), so the test never
+reuses a key on such a coordinator (`key_unsettled`).
 """
 
 from __future__ import annotations

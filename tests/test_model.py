@@ -1,16 +1,22 @@
 """Model-based test: random operation sequences against a real `diskless serve` and the model of DESIGN §4.
 
-Every hypothesis example starts its own node (3 coordinators, fresh data directory, ~0.4 s) and
-drives it through gRPC exactly like a broker would; tests/model.py computes what each answer must
-be, and every field is compared. After every step an invariant re-reads the whole state
-(FindBatches from each log start, ListOffsets -1/-2/-3/0), so a divergence is caught at the step
-that caused it. Restarts (SIGTERM, and kill -9) are rules: an acknowledged answer must survive both.
+Every hypothesis example starts its own node (3 coordinators, fresh data directory, ~0.5 s) and
+drives it through gRPC the way a broker would; tests/model.py (written from DESIGN §4, not from
+the server) computes what each answer must be, and every field is compared: error codes, assigned
+offsets, is_duplicate, log_append_time, log_start_offset, low watermarks, ListOffsets pairs,
+FindBatches' log start / high watermark / batches (offsets, key, position, size, magic,
+timestamps, batch_id kept stable). After every step an invariant reads the whole state back
+(FindBatches from each log start, unbounded and with budgets at exact batch edges; ListOffsets
+-1/-2/-3/0; DescribeCoordinators' counts, oldest live file and log positions), so a divergence is
+caught at the step that caused it. Restarts (SIGTERM, and kill -9) are rules: an acknowledged
+answer must survive both.
 
 Each step draws its own seeded `random.Random` (hypothesis' choice-level draws skew hard towards
 the first option inside long stateful runs, which starved the rarer producer cases); hypothesis
 still chooses and shrinks the sequence of steps, and a failure prints every step with its seed.
 
-Sizes: DISKLESS_MODEL_EXAMPLES (default 25) and DISKLESS_MODEL_STEPS (default 35).
+Sizes: DISKLESS_MODEL_EXAMPLES (default 25) and DISKLESS_MODEL_STEPS (default 35); the default
+run takes about 1-2.5 minutes, mostly server starts.
 Replay: a failure prints its steps and a `@reproduce_failure` blob; the failing example is kept in
 .hypothesis/ and replayed first on the next run; `pytest --hypothesis-seed=N` fixes the seed.
 Derandomized (a fixed seed per test) when CI is set or DISKLESS_MODEL_DERANDOMIZE=1.
@@ -23,7 +29,6 @@ import os
 import shutil
 import tempfile
 import time
-import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from random import Random
@@ -73,6 +78,7 @@ CREATE_KINDS = {
 }  # fmt: skip
 REQUEST_DEFECTS = ["empty_key", "long_key", "multibyte_long_key", "zero_file_size", "no_owners", "repeat_owner"]
 
+ID_PREFIX = b"\x7e\x57"  # topic ids made by the test: the prefix, then a counter
 T = TypeVar("T")
 Overlay = dict[tuple[bytes, int, int], tuple[int, int]]  # (topic, partition, producer) -> (epoch, last seq)
 
@@ -101,13 +107,20 @@ def expect_equal(where: str, what: str, got: Any, want: Any, message: str = "") 
         raise Mismatch(f"{where}: {what} is {got!r}, the model says {want!r}{said}")
 
 
+def short_id(topic_id: bytes) -> str:
+    """The test's own ids by their number (id7), others in hex."""
+    if len(topic_id) == 16 and topic_id[:2] == ID_PREFIX:
+        return f"id{int.from_bytes(topic_id[2:], 'big')}"
+    return f"0x{topic_id.hex()}"
+
+
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
 def batch_summary(b: pb.CommitFileRequest.Batch) -> str:
     return (
-        f"[{b.topic_id.hex()[:8] or '-'}/{b.partition} bytes {b.byte_offset}+{b.size} offsets {b.base_offset}.."
+        f"[{short_id(b.topic_id)}/{b.partition} bytes {b.byte_offset}+{b.size} offsets {b.base_offset}.."
         f"{b.last_offset} magic {b.magic} ts {b.timestamp_type}/{b.batch_max_timestamp} producer {b.producer_id} "
         f"epoch {b.producer_epoch} seq {b.base_sequence}..{b.last_sequence}]"
     )
@@ -137,7 +150,10 @@ class CoordinatorMachine(RuleBasedStateMachine):
         try:
             self.server.start()
         except BaseException:
-            self.teardown()
+            if self.server.process is not None and self.server.process.poll() is None:
+                self.server.process.kill()
+                self.server.process.wait(timeout=30)
+            shutil.rmtree(self.dir, ignore_errors=True)
             raise
         self.model = Model(COORDINATORS)
         self.topic_count = 0
@@ -152,12 +168,8 @@ class CoordinatorMachine(RuleBasedStateMachine):
         try:
             process = self.server.process
             if process is not None and process.poll() is None:
-                if self.server._channel is None:  # start() failed half-way: no drain to check
-                    process.kill()
-                    process.wait(timeout=30)
-                else:
-                    code = self.server.stop()
-                    assert code == 0, f"SIGTERM exit code {code}:\n{self.output_tail()}"
+                code = self.server.stop()
+                assert code == 0, f"SIGTERM exit code {code}:\n{self.output_tail()}"
         finally:
             shutil.rmtree(self.dir, ignore_errors=True)
 
@@ -176,7 +188,7 @@ class CoordinatorMachine(RuleBasedStateMachine):
     def fresh_id(self) -> bytes:
         """A topic id never used before; deterministic, so that examples replay (no uuid4)."""
         self.id_count += 1
-        return uuid.UUID(int=(0x7E57 << 112) | self.id_count).bytes
+        return ID_PREFIX + self.id_count.to_bytes(14, "big")
 
     def fresh_key(self) -> str:
         self.key_count += 1
@@ -202,7 +214,7 @@ class CoordinatorMachine(RuleBasedStateMachine):
         response = self.call("FindCoordinator", request)
         expect_equal("FindCoordinator", "topic count", len(response.topics), len(request.topics))
         for (tid, i, p), got in zip(items, response.topics, strict=False):
-            where = f"FindCoordinator {tid.hex()[:8]}/{i}"
+            where = f"FindCoordinator {short_id(tid)}/{i}"
             expect_equal(where, "partition count", len(got.partitions), 1)
             result = got.partitions[0]
             expect_equal(where, "error_code", result.error_code, pb.NONE)
@@ -213,7 +225,7 @@ class CoordinatorMachine(RuleBasedStateMachine):
             else:
                 expect_equal(where, "coordinator_id (assignments never move)", result.coordinator_id, p.coordinator)
         for tid, got in zip(deleted, response.topics[len(items) :], strict=True):
-            where = f"FindCoordinator deleted {tid.hex()[:8]}"
+            where = f"FindCoordinator deleted {short_id(tid)}"
             expect_equal(where, "error_code", got.partitions[0].error_code, pb.UNKNOWN_TOPIC_OR_PARTITION)
             expect_equal(where, "coordinator_id", got.partitions[0].coordinator_id, -1)
 
@@ -260,7 +272,7 @@ class CoordinatorMachine(RuleBasedStateMachine):
             expect_equal(f"FindBatches topic {t}", "partition count", len(got.partitions), len(want))
             for item, result, exp in zip(asked.partitions, got.partitions, want, strict=True):
                 where = (
-                    f"FindBatches {asked.topic_id.hex()[:8]}/{item.partition} from {item.offset} (topic item {t}; "
+                    f"FindBatches {short_id(asked.topic_id)}/{item.partition} from {item.offset} (topic item {t}; "
                     f"budgets: partition {item.max_partition_fetch_bytes}, fetch {request.fetch_max_bytes}, "
                     f"batches {request.max_batches_per_partition})"
                 )
@@ -304,7 +316,7 @@ class CoordinatorMachine(RuleBasedStateMachine):
             expect_equal("ListOffsets", "partition count", len(got.partitions), len(asked.partitions))
             for item, result in zip(asked.partitions, got.partitions, strict=True):
                 want = self.model.list_offsets(asked.topic_id, item.partition, item.timestamp)
-                where = f"ListOffsets {asked.topic_id.hex()[:8]}/{item.partition} timestamp {item.timestamp}"
+                where = f"ListOffsets {short_id(asked.topic_id)}/{item.partition} timestamp {item.timestamp}"
                 self.compare_list(where, item, result, want)
 
     def compare_list(
@@ -343,6 +355,7 @@ class CoordinatorMachine(RuleBasedStateMachine):
             ],
         )
         self.check_find(find, self.call("FindBatches", find))
+        self.check_find_edges(items)
         listing = pb.ListOffsetsRequest(
             topics=[
                 pb.ListOffsetsRequest.Topic(
@@ -354,6 +367,27 @@ class CoordinatorMachine(RuleBasedStateMachine):
         )
         self.check_list(listing, self.call("ListOffsets", listing))
         self.check_coordinators()
+
+    def check_find_edges(self, items: Sequence[tuple[bytes, int, int]]) -> None:
+        """FindBatches with budgets exactly at batch edges: each partition's budget is its first
+        batch's size (so exactly one batch each), then a total budget that the first partition
+        with batches spends exactly (so the partitions after it get none)."""
+        firsts = [p.batches[0].size if (p := self.model.partition(tid, i)) and p.batches else 1 for tid, i, _ in items]
+        spent = next((sum(b.size for b in p.batches) for _, _, p in self.model.all_partitions() if p.batches), 1)
+        for per_partition, total in ((firsts, BIG), ([BIG] * len(items), spent)):
+            find = pb.FindBatchesRequest(
+                fetch_max_bytes=total,
+                topics=[
+                    pb.FindBatchesRequest.Topic(
+                        topic_id=tid,
+                        partitions=[
+                            pb.FindBatchesRequest.Partition(partition=i, offset=start, max_partition_fetch_bytes=budget)
+                        ],
+                    )
+                    for (tid, i, start), budget in zip(items, per_partition, strict=True)
+                ],
+            )
+            self.check_find(find, self.call("FindBatches", find))
 
     def check_coordinators(self) -> None:
         """DescribeCoordinators agrees with the state read back, and an idle coordinator has applied its whole log."""
@@ -383,7 +417,7 @@ class CoordinatorMachine(RuleBasedStateMachine):
         expect_equal("CreatePartitions", "result count", len(response.topics), len(items))
         for (tid, name, n), got in zip(items, response.topics, strict=True):
             want, _ = self.model.create_partitions(tid, name, n)
-            where = f"CreatePartitions {tid.hex()[:8] or '-'} {name[:40]!r} num_partitions={n}"
+            where = f"CreatePartitions {short_id(tid)} {name[:40]!r} num_partitions={n}"
             event(f"CreatePartitions: {code_name(want)}")
             expect_equal(where, "topic_id", got.topic_id, tid)
             expect_equal(where, "error_code", got.error_code, want, got.error_message)
@@ -459,9 +493,11 @@ class CoordinatorMachine(RuleBasedStateMachine):
         response = self.call("DeleteTopics", pb.DeleteTopicsRequest(topic_ids=ids))
         expect_equal("DeleteTopics", "result count", len(response.topics), len(ids))
         for tid, got in zip(ids, response.topics, strict=True):
-            where = f"DeleteTopics {tid.hex()[:8] or '-'}"
+            where = f"DeleteTopics {short_id(tid)}"
             expect_equal(where, "topic_id", got.topic_id, tid)
             want = self.model.delete_topic(tid)
+            for key in [key for key in self.accepted if key[0] == tid]:
+                del self.accepted[key]
             event(f"DeleteTopics: {code_name(want)}")
             expect_equal(where, "error_code", got.error_code, want, got.error_message)
         self.learn_coordinators()
@@ -573,24 +609,12 @@ class CoordinatorMachine(RuleBasedStateMachine):
         candidates = [key for key, history in self.accepted.items() if len(history) >= 2 and allowed(key[0], key[1])]
         if not candidates:
             return None
-        tid, partition, pid = rnd.choice(sorted(candidates))
+        candidates.sort(key=lambda key: (-len(self.accepted[key]), key))
+        tid, partition, pid = candidates[0] if chance(rnd, 0.6) else rnd.choice(candidates)
         history = self.accepted[(tid, partition, pid)]
         back = pick(rnd, {5: 3, 6: 3, 1: 1, 2: 1, 4: 1, 7: 1})
         epoch, seq, records = history[-min(back, len(history))]
-        return pb.CommitFileRequest.Batch(
-            magic=2,
-            topic_id=tid,
-            partition=partition,
-            size=rnd.choice([100, 40]),
-            base_offset=0,
-            last_offset=records - 1,
-            batch_max_timestamp=rnd.choice(CREATE_TIMESTAMPS),
-            timestamp_type=pick(rnd, {pb.CREATE_TIME: 3, pb.LOG_APPEND_TIME: 1}),
-            producer_id=pid,
-            producer_epoch=epoch,
-            base_sequence=seq,
-            last_sequence=(seq + records - 1) % SEQ_MOD,
-        )
+        return self.idempotent_batch(rnd, tid, partition, pid, epoch, seq, records)
 
     @staticmethod
     def apply_defect(b: pb.CommitFileRequest.Batch, defect: str) -> None:
@@ -629,10 +653,11 @@ class CoordinatorMachine(RuleBasedStateMachine):
             b.last_sequence = 4 + b.last_offset - b.base_offset + 1
         # byte_offset_negative, outside_file and overlap are applied when the file is laid out
 
-    def commit(self, rnd: Random) -> None:
+    def commit(self, rnd: Random, given: Sequence[pb.CommitFileRequest.Batch] = ()) -> None:
+        """One CommitFile of random batches, or of `given` ones in a well-formed file and request."""
         # The object key first: reusing one restricts the partitions to coordinators whose answer
         # the design settles (see Model.key_unsettled).
-        key_kind = pick(rnd, {"fresh": 12, "reuse": 2, "long": 1, "multibyte": 1})
+        key_kind = pick(rnd, {"fresh": 12, "reuse": 2, "long": 1, "multibyte": 1}) if not given else "fresh"
         key = self.fresh_key()
         allowed: Callable[[bytes, int], bool] = lambda tid, partition: True  # noqa: E731
         if key_kind == "reuse" and self.model.key_unsettled:
@@ -651,15 +676,16 @@ class CoordinatorMachine(RuleBasedStateMachine):
 
         overlay: Overlay = {}
         made: list[tuple[pb.CommitFileRequest.Batch, str | None]] = []
-        for _ in range(rnd.randint(1, 6)):
+        for _ in range(rnd.randint(1, 6)) if not given else ():
             made.append(self.make_batch(rnd, overlay, allowed, [b for b, _ in made]))
+        made += [(b, None) for b in given]
         batches = [b for b, _ in made]
 
         # Lay the batches out in the file.
         position = 0
         for i, (b, defect) in enumerate(made):
             previous = batches[i - 1] if i else None
-            if defect == "overlap" and previous is not None and previous.size > 0:
+            if (defect == "overlap" or chance(rnd, 0.04)) and previous is not None and previous.size > 0:
                 b.byte_offset = previous.byte_offset + rnd.randrange(previous.size)
             else:
                 b.byte_offset = position + pick(rnd, {0: 3, 13: 1})
@@ -678,7 +704,7 @@ class CoordinatorMachine(RuleBasedStateMachine):
                 assert p.coordinator is not None
                 involved.append(p.coordinator)
         owners = rnd.sample(involved, len(involved))  # broker-permuted
-        owner_kind = pick(rnd, {"exact": 8, "extra": 2, "missing": 2})
+        owner_kind = pick(rnd, {"exact": 8, "extra": 2, "missing": 2}) if not given else "exact"
         others = [c for c in range(COORDINATORS) if c not in owners]
         if (owner_kind == "extra" and others) or not owners:
             owners.insert(rnd.randint(0, len(owners)), rnd.choice(others))
@@ -687,7 +713,7 @@ class CoordinatorMachine(RuleBasedStateMachine):
             if not owners:
                 owners.append(rnd.choice(others))
 
-        if chance(rnd, 0.05):
+        if chance(rnd, 0.05) and not given:
             defect = rnd.choice(REQUEST_DEFECTS)
             if defect == "empty_key":
                 key = ""
@@ -754,6 +780,53 @@ class CoordinatorMachine(RuleBasedStateMachine):
         for _ in range(rnd.randint(2, 5)):
             self.commit(rnd)
 
+    @rule(rnd=randoms)
+    @server_log_on_failure
+    def producer_run(self, rnd: Random) -> None:
+        """One producer's in-order batches to one partition over a few files, then a retry at the
+        window's edge (the 5th newest is a duplicate, the 6th is not)."""
+        if not self.model.topics:
+            return
+        topic = self.model.topics[rnd.choice(self.live_topics())]
+        tid, partition, pid = topic.topic_id, rnd.randrange(len(topic.partitions)), rnd.choice([1, 2, 3])
+        view = self.producer_view({}, tid, partition, pid)
+        if view is None:
+            epoch, seq = rnd.randint(0, 2), pick(rnd, {0: 3, SEQ_MOD - 3: 1})
+        else:
+            epoch, seq = view[0], next_seq(view[1])
+        run = []
+        for _ in range(rnd.randint(4, 8)):
+            records = rnd.randint(1, 3)
+            run.append(self.idempotent_batch(rnd, tid, partition, pid, epoch, seq, records))
+            seq = (seq + records) % SEQ_MOD
+        while run:
+            files = rnd.randint(1, 3)
+            self.commit(rnd, run[:files])
+            run = run[files:]
+        history = self.accepted.get((tid, partition, pid), [])
+        if history:
+            epoch, seq, records = history[-min(len(history), pick(rnd, {5: 2, 6: 2, 4: 1, 7: 1}))]
+            self.commit(rnd, [self.idempotent_batch(rnd, tid, partition, pid, epoch, seq, records)])
+
+    @staticmethod
+    def idempotent_batch(
+        rnd: Random, tid: bytes, partition: int, pid: int, epoch: int, seq: int, records: int
+    ) -> pb.CommitFileRequest.Batch:
+        return pb.CommitFileRequest.Batch(
+            magic=2,
+            topic_id=tid,
+            partition=partition,
+            size=rnd.choice([100, 40]),
+            base_offset=0,
+            last_offset=records - 1,
+            batch_max_timestamp=rnd.choice(CREATE_TIMESTAMPS),
+            timestamp_type=pick(rnd, {pb.CREATE_TIME: 3, pb.LOG_APPEND_TIME: 1}),
+            producer_id=pid,
+            producer_epoch=epoch,
+            base_sequence=seq,
+            last_sequence=(seq + records - 1) % SEQ_MOD,
+        )
+
     # ------------------------------------------------------------ DeleteRecords
 
     @rule(rnd=randoms)
@@ -775,7 +848,7 @@ class CoordinatorMachine(RuleBasedStateMachine):
             expect_equal("DeleteRecords", "topic_id", got.topic_id, asked.topic_id)
             expect_equal("DeleteRecords", "partition count", len(got.partitions), len(asked.partitions))
             for item, result in zip(asked.partitions, got.partitions, strict=True):
-                where = f"DeleteRecords {asked.topic_id.hex()[:8] or '-'}/{item.partition} below {item.offset}"
+                where = f"DeleteRecords {short_id(asked.topic_id)}/{item.partition} below {item.offset}"
                 p = self.model.partition(asked.topic_id, item.partition)
                 before = p.log_start if p else None
                 error, low = self.model.delete_records(asked.topic_id, item.partition, item.offset)
