@@ -108,7 +108,7 @@ class RawApswSystem:
         with self.db:
             self.db.execute(
                 "INSERT INTO files (file_id, object_key, file_size, uploader_broker_id, owner_ids, committed_at_ms, "
-                "live_batches, is_last_owner) VALUES (?,?,?,?,?,?,?,1)",
+                "live_batches, is_last_owner, owned, delete_after_ms) VALUES (?,?,?,?,?,?,?,1,1,-1)",
                 (file_id, spec.object_key, spec.file_size, spec.broker_id, "0", APPEND_TIME_MS, len(rows)),
             )
             self.db.executemany("INSERT INTO batches VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)

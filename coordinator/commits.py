@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from coordinator import records
 from coordinator.errors import ErrorCode
+from coordinator.object_store.base import key_problem
 from coordinator.producers import PRODUCER_EPOCH_MAX, SEQUENCE_MODULUS, WindowEntry, advance_window, check_producer
 from coordinator.result import ItemError, Result
 from coordinator.topics import topic_id_problem
@@ -54,7 +55,8 @@ def object_key_problem(object_key: str) -> str | None:
     size = len(object_key.encode("utf-8"))
     if not 1 <= size <= OBJECT_KEY_MAX_BYTES:
         return f"object_key must be 1..{OBJECT_KEY_MAX_BYTES} bytes, got {size}"
-    return None
+    # The coordinator deletes the object one day: the key must name one object in either backend.
+    return key_problem(object_key)
 
 
 def commit_request_problem(request: pb.CommitFileRequest, coordinators: int) -> str | None:

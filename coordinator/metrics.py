@@ -61,6 +61,18 @@ class Metrics:
             "diskless_denied_calls", "Calls refused by authentication or authorisation.", ["method", "reason"],
             registry=r,
         )  # fmt: skip
+        self.file_transitions = Counter(
+            "diskless_file_transitions",
+            "WAL files handed over, taken, scheduled for deletion or deleted, by coordinator and step",
+            ["coordinator", "step"],
+            registry=self.registry,
+        )
+        self.file_worker_failures = Counter(
+            "diskless_file_worker_failures",
+            "failed hand-overs, ownership probes and deletions (each retried with backoff)",
+            ["coordinator", "step"],
+            registry=self.registry,
+        )
         self.group_operations = Histogram(
             "diskless_coordinator_group_operations", "Operations per group commit (one log write and fsync).",
             ["coordinator"], registry=r, buckets=GROUP_BUCKETS,

@@ -7,7 +7,10 @@ import logging
 from pathlib import Path
 
 from coordinator.clock import Clock, SystemClock
+from coordinator.file_workers import FileWorker
 from coordinator.metrics import Metrics
+from coordinator.object_store import ObjectStore, StoreConfig, open_object_store
+from coordinator.peers import PeerAddress, PeerClient
 from coordinator.router import Router
 from coordinator.settings import Settings
 from coordinator.shard import CoordinatorShard
@@ -29,6 +32,14 @@ class Node:
             for i in range(settings.coordinators)
         ]
         self.router = Router(self.shards, settings, clock, self.metrics)
+        self._clock = clock
+        self.object_store: ObjectStore | None = None
+        self.peers = PeerClient(settings, self._peer_address)
+        self.file_workers: list[FileWorker] = []
+
+    def _peer_address(self, coordinator_id: int) -> PeerAddress:
+        """Every coordinator is hosted here (one node): peers are reached at this node's own address."""
+        return PeerAddress(self.router.endpoint.host, self.router.endpoint.port)
 
     async def load(self) -> bool:
         """Loads every coordinator; True when all are ACTIVE (a failed one is logged and stays FAILED)."""
@@ -40,5 +51,19 @@ class Node:
         self.router.rebuild_catalog()
         return not any(isinstance(o, BaseException) for o in outcomes)
 
+    def start_file_workers(self) -> None:
+        """Starts each coordinator's hand-over and deletion worker (once the node answers calls)."""
+        self.object_store = open_object_store(StoreConfig.from_settings(self.settings))
+        self.file_workers = [
+            FileWorker(shard, self.settings, self._clock, self.object_store, self.peers, self.metrics)
+            for shard in self.shards
+        ]
+        for worker in self.file_workers:
+            worker.start()
+
     async def close(self) -> None:
+        await asyncio.gather(*(worker.stop() for worker in self.file_workers))
+        await self.peers.close()
         await asyncio.gather(*(shard.close() for shard in self.shards))
+        if self.object_store is not None:
+            self.object_store.close()

@@ -85,6 +85,44 @@ def file_committed(
     )
 
 
+def file_ownership_taken(
+    file_id: int,
+    new_file: bool,
+    object_key: str,
+    file_size: int,
+    uploader_broker_id: int,
+    owner_ids: Sequence[int],
+    committed_at_ms: int,
+    from_coordinator_id: int,
+) -> rec.MetadataRecord:
+    return rec.MetadataRecord(
+        file_ownership_taken=rec.FileOwnershipTaken(
+            file_id=file_id,
+            new_file=new_file,
+            object_key=object_key,
+            file_size=file_size,
+            uploader_broker_id=uploader_broker_id,
+            owner_ids=owner_ids,
+            committed_at_ms=committed_at_ms,
+            from_coordinator_id=from_coordinator_id,
+        )
+    )
+
+
+def file_handed_over(file_id: int, to_coordinator_id: int) -> rec.MetadataRecord:
+    return rec.MetadataRecord(file_handed_over=rec.FileHandedOver(file_id=file_id, to_coordinator_id=to_coordinator_id))
+
+
+def file_deletion_scheduled(file_id: int, delete_after_ms: int) -> rec.MetadataRecord:
+    return rec.MetadataRecord(
+        file_deletion_scheduled=rec.FileDeletionScheduled(file_id=file_id, delete_after_ms=delete_after_ms)
+    )
+
+
+def file_deleted(file_id: int) -> rec.MetadataRecord:
+    return rec.MetadataRecord(file_deleted=rec.FileDeleted(file_id=file_id))
+
+
 def encode_batch(records: Sequence[rec.MetadataRecord]) -> bytes:
     """The payload of one log frame: all records of one operation."""
     return rec.RecordBatch(records=records).SerializeToString()

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from coordinator import commits, fetch, offsets, partitions
+from coordinator import commits, fetch, offsets, partitions, wal_files
 from coordinator.catalog import TopicCatalog
 from coordinator.clock import Clock
 from coordinator.errors import CoordinatorUnavailable, ErrorCode, MalformedRequest, Overloaded
@@ -26,6 +26,7 @@ from coordinator.shard import CoordinatorShard, ShardState
 from coordinator.state import reads
 from coordinator.topics import coordinator_for_new_partition, topic_id_problem, topic_name_problem
 from protos import coordinator_pb2 as pb
+from protos import internal_pb2 as internal
 
 log = logging.getLogger(__name__)
 OVERLOAD_LOG_INTERVAL_S = 10.0  # one overload line per coordinator per interval, with the count it stood for
@@ -512,22 +513,59 @@ class Router:
                 result.error_code, result.error_message = error.error_code, error.message
                 del result.coordinator_ids[:]
                 return
-            found = reads.file_liveness(shard.store.reader, object_key)
-            if found is None:
+            facts = reads.file_facts(shard.store.reader, object_key)
+            if facts is None:
                 continue
-            live_batches, last_owner = found
             result.coordinator_ids.append(shard.coordinator_id)
-            states.append(
-                pb.FILE_STATE_LIVE
-                if live_batches > 0
-                else (pb.FILE_STATE_AWAITING_DELETION if last_owner else pb.FILE_STATE_AWAITING_HANDOVER)
-            )
+            states.append(reads.file_state(facts))
         result.has_live_batches = pb.FILE_STATE_LIVE in states
         for state in (pb.FILE_STATE_LIVE, pb.FILE_STATE_AWAITING_HANDOVER, pb.FILE_STATE_AWAITING_DELETION):
             if state in states:
                 result.state = state
                 return
         result.state = pb.FILE_STATE_UNKNOWN
+
+    # ------------------------------------------------------------------ between coordinators (protos/internal.proto)
+
+    async def hand_over_files(self, request: internal.HandOverFilesRequest) -> internal.HandOverFilesResponse:
+        """Records the target coordinator as the owner of files its previous owner hands over."""
+        self._limit_items(len(request.files), "files")
+        target = request.to_coordinator_id
+        if not 0 <= target < len(self.shards):
+            return internal.HandOverFilesResponse(
+                error_code=pb.NOT_COORDINATOR, error_message=f"coordinator {target} is not hosted on this node"
+            )
+        problem = wal_files.hand_over_problem(request, len(self.shards))
+        if problem:
+            return internal.HandOverFilesResponse(error_code=pb.INVALID_REQUEST, error_message=problem)
+        self._require_room([target])
+        outcome = (await self._run_parts({target: _bind(wal_files.check_receive_files, request)}, request.timeout_ms))[
+            target
+        ]
+        return internal.HandOverFilesResponse(error_code=outcome.error_code, error_message=outcome.message)
+
+    def known_files(self, request: internal.KnownFilesRequest) -> internal.KnownFilesResponse:
+        """Which of the given coordinators know each key, counting commits not yet applied."""
+        self._limit_items(len(request.object_keys), "object keys")
+        self._limit_items(len(request.coordinator_ids), "coordinator ids")
+        shards = []
+        for coordinator_id in request.coordinator_ids:
+            if not 0 <= coordinator_id < len(self.shards):
+                return internal.KnownFilesResponse(
+                    error_code=pb.NOT_COORDINATOR,
+                    error_message=f"coordinator {coordinator_id} is not hosted on this node",
+                )
+            shard = self._shard(coordinator_id)
+            try:
+                shard.require_active()
+            except CoordinatorUnavailable as error:
+                return internal.KnownFilesResponse(error_code=error.error_code, error_message=error.message)
+            shards.append(shard)
+        response = internal.KnownFilesResponse()
+        for object_key in request.object_keys:
+            known = [shard.coordinator_id for shard in shards if shard.view.file_known(object_key)]
+            response.files.add(object_key=object_key, coordinator_ids=known)
+        return response
 
     # ------------------------------------------------------------------ FindCoordinator, DescribeCoordinators
 

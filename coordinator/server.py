@@ -20,6 +20,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from coordinator.access import AccessControl
+from coordinator.acl import Permission
 from coordinator.admin import ADMIN_PERMISSIONS, ADMIN_SERVICE_NAME, CoordinatorAdminService
 from coordinator.errors import CallRejected, PermissionDenied, ShuttingDown, Unauthenticated, grpc_status_of
 from coordinator.metrics import GaugeCollector, Metrics, serve_metrics
@@ -27,9 +28,10 @@ from coordinator.node import Node
 from coordinator.router import Endpoint, Router
 from coordinator.security import is_loopback, server_credentials, tls_files
 from coordinator.settings import Settings, SettingsError, property_name
-from protos import admin_pb2_grpc
+from protos import admin_pb2_grpc, internal_pb2
 from protos import coordinator_pb2 as pb
 from protos import coordinator_pb2_grpc as pb_grpc
+from protos import internal_pb2_grpc as internal_grpc
 
 log = logging.getLogger(__name__)
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["DisklessCoordinator"].full_name
@@ -123,6 +125,24 @@ class DisklessCoordinatorService(pb_grpc.DisklessCoordinatorServicer):
         return await self._call("DescribeCoordinators", context, lambda: self._router.describe_coordinators(request))
 
 
+INTERNAL_SERVICE_NAME = internal_pb2.DESCRIPTOR.services_by_name["CoordinatorInternal"].full_name
+INTERNAL_PERMISSIONS = {"HandOverFiles": Permission.INTERNAL, "KnownFiles": Permission.INTERNAL}
+
+
+class CoordinatorInternalService(internal_grpc.CoordinatorInternalServicer):
+    """Calls between coordinators (protos/internal.proto), through the same gate as every call."""
+
+    def __init__(self, router: Router, gate: CallGate) -> None:
+        self._router = router
+        self._gate = gate
+
+    async def HandOverFiles(self, request: Any, context: Any) -> internal_pb2.HandOverFilesResponse:
+        return await self._gate.call("HandOverFiles", context, lambda: self._router.hand_over_files(request))
+
+    async def KnownFiles(self, request: Any, context: Any) -> internal_pb2.KnownFilesResponse:
+        return await self._gate.call("KnownFiles", context, lambda: self._router.known_files(request))
+
+
 def check_exposure(settings: Settings, tls: bool) -> None:
     """Safe by default: plaintext only on loopback, and no ACL only in plaintext on loopback."""
     host = settings.listen.rpartition(":")[0]
@@ -199,10 +219,12 @@ async def serve(settings: Settings) -> int:
     pb_grpc.add_DisklessCoordinatorServicer_to_server(service, server)
     access.permissions.update(ADMIN_PERMISSIONS)
     admin_pb2_grpc.add_CoordinatorAdminServicer_to_server(CoordinatorAdminService(node.router, gate), server)
+    access.permissions.update(INTERNAL_PERMISSIONS)
+    internal_grpc.add_CoordinatorInternalServicer_to_server(CoordinatorInternalService(node.router, gate), server)
     health_service = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_service, server)
     reflection.enable_server_reflection(
-        (SERVICE_NAME, ADMIN_SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), server
+        (SERVICE_NAME, ADMIN_SERVICE_NAME, INTERNAL_SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), server
     )
     host = settings.listen.rpartition(":")[0]
     if tls is None:
@@ -234,6 +256,7 @@ async def serve(settings: Settings) -> int:
         loop.add_signal_handler(signum, stop.set)
     loaded = await node.load()
     gate.ready = True
+    node.start_file_workers()
     if loaded:
         for name in ("", SERVICE_NAME):
             await health_service.set(name, health_pb2.HealthCheckResponse.SERVING)

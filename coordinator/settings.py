@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -124,6 +125,72 @@ class Settings:
     snapshot_retry_backoff_max_ms: int = _setting(
         "diskless.coordinator.snapshot.retry.backoff.max.ms", 60000, "cap of the wait between snapshot retries"
     )
+    storage_backend: str = _setting(
+        "diskless.storage.backend", "local", "object storage of WAL files: local (a directory) or s3"
+    )
+    storage_local_root: str = _setting(
+        "diskless.storage.local.root", "", "directory of the local object store (empty: <data dir>/objects)"
+    )
+    storage_s3_bucket: str = _setting("diskless.storage.s3.bucket", "", "S3 bucket of WAL files (backend s3)")
+    storage_s3_prefix: str = _setting(
+        "diskless.storage.s3.prefix", "", "key prefix where brokers write WAL files and where the orphan scan looks"
+    )
+    storage_s3_endpoint_url: str = _setting(
+        "diskless.storage.s3.endpoint.url", "", "S3 endpoint (empty: AWS's own for the region)"
+    )
+    storage_s3_region: str = _setting("diskless.storage.s3.region", "us-east-1", "S3 region")
+    storage_request_timeout_ms: int = _setting(
+        "diskless.storage.request.timeout.ms", 30000, "connect and read timeout of one object-store request"
+    )
+    file_deletion_grace_period_ms: int = _setting(
+        "diskless.coordinator.file.deletion.grace.period.ms",
+        60000,
+        "how long the last owner of a WAL file with no live batch waits before deleting the object",
+    )
+    file_handover_probe_delay_ms: int = _setting(
+        "diskless.coordinator.file.handover.probe.delay.ms",
+        60000,
+        "how long after a file's commit a coordinator that waits for its ownership asks the owners before it "
+        "whether any knows the file (a commit that reached only some owners)",
+    )
+    file_worker_interval_ms: int = _setting(
+        "diskless.coordinator.file.worker.interval.ms",
+        1000,
+        "how often a coordinator looks for WAL files to hand over or delete",
+    )
+    file_worker_max_files: int = _setting(
+        "diskless.coordinator.file.worker.max.files",
+        1000,
+        "WAL files one hand-over call or one deletion cycle carries at most",
+    )
+    file_retry_backoff_ms: int = _setting(
+        "diskless.coordinator.file.retry.backoff.ms",
+        500,
+        "wait before retrying a failed hand-over or deletion; doubles per failure up to the max",
+    )
+    file_retry_backoff_max_ms: int = _setting(
+        "diskless.coordinator.file.retry.backoff.max.ms", 30000, "cap of the wait between hand-over or deletion retries"
+    )
+    orphan_scan_interval_ms: int = _setting(
+        "diskless.coordinator.orphan.scan.interval.ms",
+        86400000,
+        "time between two orphan scans in `diskless orphan-scan --periodic` (KIP-1164 name)",
+    )
+    orphan_scan_grace_period_ms: int = _setting(
+        "diskless.coordinator.orphan.scan.grace.period.ms",
+        86400000,
+        "an object is an orphan candidate only if older than the oldest live file minus this (KIP-1164 name)",
+    )
+    orphan_scan_key_pattern: str = _setting(
+        "diskless.coordinator.orphan.scan.key.pattern",
+        r"wal/[0-9a-f]{2}/[0-9a-f]{32}\.wal",
+        "regular expression a key (after the storage prefix) must match in full to be an orphan candidate",
+    )
+    orphan_scan_max_orphan_percent: int = _setting(
+        "diskless.coordinator.orphan.scan.max.orphan.percent",
+        50,
+        "the scan aborts without deleting when orphans exceed this share of the listed WAL files (percent)",
+    )
     drain_timeout_ms: int = _setting(
         "diskless.shutdown.drain.timeout.ms", 10000, "on SIGTERM, how long in-flight calls may take to finish"
     )
@@ -193,6 +260,8 @@ class Settings:
             if not metrics_host or not metrics_port.isdigit() or int(metrics_port) > 65535:
                 raise SettingsError(f"{property_name('metrics_listen')} must be HOST:PORT, got {self.metrics_listen!r}")
         self._validate_snapshots()
+        self._validate_storage()
+        self._validate_files()
         if self.drain_timeout_ms < 0:
             raise SettingsError(f"{property_name('drain_timeout_ms')} must be >= 0")
         if self.log_segment_bytes < 1024:
@@ -206,6 +275,41 @@ class Settings:
         if not host or not port.isdigit() or int(port) > 65535:
             raise SettingsError(f"{property_name('listen')} must be HOST:PORT, got {self.listen!r}")
         return self
+
+    def _validate_storage(self) -> None:
+        if self.storage_backend not in ("local", "s3"):
+            raise SettingsError(f"{property_name('storage_backend')} must be local or s3, got {self.storage_backend!r}")
+        if self.storage_backend == "s3" and not self.storage_s3_bucket:
+            raise SettingsError(f"{property_name('storage_s3_bucket')} must be set when the backend is s3")
+        if self.storage_request_timeout_ms <= 0:
+            raise SettingsError(f"{property_name('storage_request_timeout_ms')} must be > 0")
+
+    def _validate_files(self) -> None:
+        for attr in ("file_worker_interval_ms", "file_worker_max_files", "file_retry_backoff_ms"):
+            if getattr(self, attr) <= 0:
+                raise SettingsError(f"{property_name(attr)} must be > 0, got {getattr(self, attr)}")
+        for attr in ("file_deletion_grace_period_ms", "file_handover_probe_delay_ms", "orphan_scan_grace_period_ms"):
+            if getattr(self, attr) < 0:
+                raise SettingsError(f"{property_name(attr)} must be >= 0, got {getattr(self, attr)}")
+        if self.file_retry_backoff_max_ms < self.file_retry_backoff_ms:
+            raise SettingsError(
+                f"{property_name('file_retry_backoff_max_ms')} must be >= {property_name('file_retry_backoff_ms')}"
+            )
+        if self.orphan_scan_interval_ms <= 0:
+            raise SettingsError(f"{property_name('orphan_scan_interval_ms')} must be > 0")
+        if not 0 <= self.orphan_scan_max_orphan_percent <= 100:
+            raise SettingsError(f"{property_name('orphan_scan_max_orphan_percent')} must be 0..100")
+        try:
+            re.compile(self.orphan_scan_key_pattern)
+        except re.error as error:
+            raise SettingsError(
+                f"{property_name('orphan_scan_key_pattern')} is not a regular expression: {error}"
+            ) from None
+
+    @property
+    def storage_local_directory(self) -> Path:
+        """The local object store's root: the setting, or <data dir>/objects."""
+        return Path(self.storage_local_root) if self.storage_local_root else self.data_dir / "objects"
 
     def _validate_snapshots(self) -> None:
         for attr in ("snapshot_retained_count", "snapshot_copy_step_pages", "snapshot_retry_backoff_ms"):

@@ -29,11 +29,27 @@ class PartitionView:
     high_watermark: int
 
 
+@dataclass(frozen=True, slots=True)
+class FileFacts:
+    """A WAL file as one coordinator's committed state holds it."""
+
+    file_id: int
+    object_key: str
+    file_size: int
+    uploader_broker_id: int
+    owner_ids: tuple[int, ...]
+    committed_at_ms: int
+    live_batches: int
+    is_last_owner: bool
+    owned: bool  # this coordinator is the file's current owner
+    delete_after_ms: int  # -1 until the last owner schedules the deletion
+
+
 class CoordinatorView:
     def __init__(
         self,
         coordinator_id: int,
-        committed_file_known: Callable[[str], bool],
+        committed_file: Callable[[str], FileFacts | None],
         *,
         next_partition_key: int = 0,
         next_batch_id: int = 0,
@@ -41,7 +57,7 @@ class CoordinatorView:
         leader_epoch: int = 0,
     ) -> None:
         self.coordinator_id = coordinator_id
-        self._committed_file_known = committed_file_known
+        self._committed_file = committed_file
         self.next_partition_key = next_partition_key
         self.next_batch_id = next_batch_id
         self.next_file_id = next_file_id
@@ -69,7 +85,14 @@ class CoordinatorView:
         return None if windows is None else windows.get(producer_id)
 
     def file_known(self, object_key: str) -> bool:
-        return object_key in self._pending_file_keys or self._committed_file_known(object_key)
+        return object_key in self._pending_file_keys or self._committed_file(object_key) is not None
+
+    def file_pending(self, object_key: str) -> bool:
+        """Whether a record not yet applied adds a file with this key."""
+        return object_key in self._pending_file_keys
+
+    def committed_file(self, object_key: str) -> FileFacts | None:
+        return self._committed_file(object_key)
 
     # ------------------------------------------------------------------ loading
 
@@ -111,6 +134,16 @@ class CoordinatorView:
                 del self._partitions[partition.key]
                 del self._partition_keys[(partition.topic_id, partition.partition)]
                 self._producers.pop(partition.key, None)
+        elif kind == "file_ownership_taken":
+            taken = record.file_ownership_taken
+            if taken.new_file:
+                check_invariant(
+                    taken.file_id == self.next_file_id, f"file id {taken.file_id} != next {self.next_file_id}"
+                )
+                self.next_file_id += 1
+                self._pending_file_keys[taken.object_key] = end_offset
+        elif kind in ("file_handed_over", "file_deletion_scheduled", "file_deleted"):
+            pass  # only the committed state holds a file's ownership and deletion time
         elif kind == "leader_change":
             check_invariant(
                 record.leader_change.leader_epoch > self.leader_epoch,

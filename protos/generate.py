@@ -13,7 +13,7 @@ from pathlib import Path
 
 PROTO_DIR = Path(__file__).resolve().parent
 REPO_ROOT = PROTO_DIR.parent
-SOURCES = ("coordinator.proto", "records.proto", "admin.proto")
+SOURCES = ("coordinator.proto", "records.proto", "admin.proto", "internal.proto")
 
 
 def generate(out_dir: Path) -> None:

@@ -58,19 +58,69 @@ class RecordsDeleted(_message.Message):
     log_start_offset: int
     def __init__(self, partition_key: _Optional[int] = ..., log_start_offset: _Optional[int] = ...) -> None: ...
 
+class FileOwnershipTaken(_message.Message):
+    __slots__ = ("file_id", "new_file", "object_key", "file_size", "uploader_broker_id", "owner_ids", "committed_at_ms", "from_coordinator_id")
+    FILE_ID_FIELD_NUMBER: _ClassVar[int]
+    NEW_FILE_FIELD_NUMBER: _ClassVar[int]
+    OBJECT_KEY_FIELD_NUMBER: _ClassVar[int]
+    FILE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    UPLOADER_BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    OWNER_IDS_FIELD_NUMBER: _ClassVar[int]
+    COMMITTED_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    FROM_COORDINATOR_ID_FIELD_NUMBER: _ClassVar[int]
+    file_id: int
+    new_file: bool
+    object_key: str
+    file_size: int
+    uploader_broker_id: int
+    owner_ids: _containers.RepeatedScalarFieldContainer[int]
+    committed_at_ms: int
+    from_coordinator_id: int
+    def __init__(self, file_id: _Optional[int] = ..., new_file: _Optional[bool] = ..., object_key: _Optional[str] = ..., file_size: _Optional[int] = ..., uploader_broker_id: _Optional[int] = ..., owner_ids: _Optional[_Iterable[int]] = ..., committed_at_ms: _Optional[int] = ..., from_coordinator_id: _Optional[int] = ...) -> None: ...
+
+class FileHandedOver(_message.Message):
+    __slots__ = ("file_id", "to_coordinator_id")
+    FILE_ID_FIELD_NUMBER: _ClassVar[int]
+    TO_COORDINATOR_ID_FIELD_NUMBER: _ClassVar[int]
+    file_id: int
+    to_coordinator_id: int
+    def __init__(self, file_id: _Optional[int] = ..., to_coordinator_id: _Optional[int] = ...) -> None: ...
+
+class FileDeletionScheduled(_message.Message):
+    __slots__ = ("file_id", "delete_after_ms")
+    FILE_ID_FIELD_NUMBER: _ClassVar[int]
+    DELETE_AFTER_MS_FIELD_NUMBER: _ClassVar[int]
+    file_id: int
+    delete_after_ms: int
+    def __init__(self, file_id: _Optional[int] = ..., delete_after_ms: _Optional[int] = ...) -> None: ...
+
+class FileDeleted(_message.Message):
+    __slots__ = ("file_id",)
+    FILE_ID_FIELD_NUMBER: _ClassVar[int]
+    file_id: int
+    def __init__(self, file_id: _Optional[int] = ...) -> None: ...
+
 class MetadataRecord(_message.Message):
-    __slots__ = ("leader_change", "partition_created", "topic_deleted", "file_committed", "records_deleted")
+    __slots__ = ("leader_change", "partition_created", "topic_deleted", "file_committed", "records_deleted", "file_ownership_taken", "file_handed_over", "file_deletion_scheduled", "file_deleted")
     LEADER_CHANGE_FIELD_NUMBER: _ClassVar[int]
     PARTITION_CREATED_FIELD_NUMBER: _ClassVar[int]
     TOPIC_DELETED_FIELD_NUMBER: _ClassVar[int]
     FILE_COMMITTED_FIELD_NUMBER: _ClassVar[int]
     RECORDS_DELETED_FIELD_NUMBER: _ClassVar[int]
+    FILE_OWNERSHIP_TAKEN_FIELD_NUMBER: _ClassVar[int]
+    FILE_HANDED_OVER_FIELD_NUMBER: _ClassVar[int]
+    FILE_DELETION_SCHEDULED_FIELD_NUMBER: _ClassVar[int]
+    FILE_DELETED_FIELD_NUMBER: _ClassVar[int]
     leader_change: LeaderChange
     partition_created: PartitionCreated
     topic_deleted: TopicDeleted
     file_committed: FileCommitted
     records_deleted: RecordsDeleted
-    def __init__(self, leader_change: _Optional[_Union[LeaderChange, _Mapping]] = ..., partition_created: _Optional[_Union[PartitionCreated, _Mapping]] = ..., topic_deleted: _Optional[_Union[TopicDeleted, _Mapping]] = ..., file_committed: _Optional[_Union[FileCommitted, _Mapping]] = ..., records_deleted: _Optional[_Union[RecordsDeleted, _Mapping]] = ...) -> None: ...
+    file_ownership_taken: FileOwnershipTaken
+    file_handed_over: FileHandedOver
+    file_deletion_scheduled: FileDeletionScheduled
+    file_deleted: FileDeleted
+    def __init__(self, leader_change: _Optional[_Union[LeaderChange, _Mapping]] = ..., partition_created: _Optional[_Union[PartitionCreated, _Mapping]] = ..., topic_deleted: _Optional[_Union[TopicDeleted, _Mapping]] = ..., file_committed: _Optional[_Union[FileCommitted, _Mapping]] = ..., records_deleted: _Optional[_Union[RecordsDeleted, _Mapping]] = ..., file_ownership_taken: _Optional[_Union[FileOwnershipTaken, _Mapping]] = ..., file_handed_over: _Optional[_Union[FileHandedOver, _Mapping]] = ..., file_deletion_scheduled: _Optional[_Union[FileDeletionScheduled, _Mapping]] = ..., file_deleted: _Optional[_Union[FileDeleted, _Mapping]] = ...) -> None: ...
 
 class RecordBatch(_message.Message):
     __slots__ = ("records",)

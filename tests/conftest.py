@@ -7,6 +7,8 @@ import pytest
 
 from tests.harness import Broker, ServerProcess
 
+pytest_plugins = ["tests.object_stores"]
+
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:

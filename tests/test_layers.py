@@ -21,9 +21,11 @@ RANKS: dict[str, float] = {
     "coordinator.catalog": 2,
     "coordinator.fetch": 2,
     "coordinator.offsets": 2,
+    "coordinator.file_workers": 2.5,
     "coordinator.shard": 2,
+    "coordinator.peers": 1,
     "coordinator.state.replay": 1.5,
-    "coordinator.state.store": 1,
+    "coordinator.state.store": 1.1,
     "coordinator.state.reads": 1,
     "coordinator.log.segments": 1,
     "snapshot.prune": 1.3,
@@ -38,6 +40,7 @@ PURE_CORE = {
     "coordinator.view",
     "coordinator.topics",
     "coordinator.result",
+    "coordinator.wal_files",
 }
 SHELL_MODULES = {"grpc", "apsw", "os", "socket", "asyncio", "sqlite3", "time", "subprocess", "pathlib"}
 

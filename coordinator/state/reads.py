@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import apsw
 
+from coordinator.view import FileFacts
 from protos import coordinator_pb2 as pb
 
 # Kafka's effective timestamp: the append time for LOG_APPEND_TIME batches, else the batch's max.
@@ -68,10 +70,46 @@ def max_timestamp_batch(db: apsw.Connection, partition_key: int) -> tuple[int, i
     return None if row is None else (row[0], row[1])
 
 
-def file_liveness(db: apsw.Connection, object_key: str) -> tuple[int, bool] | None:
-    """(live batches, whether this coordinator is the file's last owner), or None if unknown."""
-    row = db.execute("SELECT live_batches, is_last_owner FROM files WHERE object_key = ?", (object_key,)).fetchone()
-    return None if row is None else (row[0], bool(row[1]))
+_FILE_COLUMNS = (
+    "file_id, object_key, file_size, uploader_broker_id, owner_ids, committed_at_ms, live_batches, is_last_owner, "
+    "owned, delete_after_ms"
+)
+# A file awaits deletion here when this coordinator is its last owner, owns it and has no live batch in it;
+# a file with no live batch here awaits hand-over otherwise (to the next owner, or from the one before).
+_AWAITING_DELETION = "live_batches = 0 AND is_last_owner = 1 AND owned = 1"
+
+
+def _file_facts(row: tuple[Any, ...]) -> FileFacts:
+    file_id, key, size, uploader, owners, committed_at, live, last, owned, delete_after = row
+    return FileFacts(
+        file_id, key, size, uploader, tuple(map(int, owners.split(","))), committed_at, live, bool(last),
+        bool(owned), delete_after,
+    )  # fmt: skip
+
+
+def file_facts(db: apsw.Connection, object_key: str) -> FileFacts | None:
+    row = db.execute(f"SELECT {_FILE_COLUMNS} FROM files WHERE object_key = ?", (object_key,)).fetchone()
+    return None if row is None else _file_facts(row)
+
+
+def idle_files(db: apsw.Connection, condition: str, bindings: tuple[Any, ...], limit: int) -> list[FileFacts]:
+    """Files with no live batch here that also meet `condition` (a fixed SQL condition of the file workers)."""
+    return [
+        _file_facts(row)
+        for row in db.execute(
+            f"SELECT {_FILE_COLUMNS} FROM files WHERE live_batches = 0 AND ({condition}) ORDER BY file_id LIMIT ?",
+            (*bindings, limit),
+        )
+    ]
+
+
+def file_state(facts: FileFacts) -> int:
+    """The DescribeFiles state of a file as this coordinator sees it."""
+    if facts.live_batches > 0:
+        return pb.FILE_STATE_LIVE
+    if facts.is_last_owner and facts.owned:
+        return pb.FILE_STATE_AWAITING_DELETION
+    return pb.FILE_STATE_AWAITING_HANDOVER
 
 
 def coordinator_counts(db: apsw.Connection) -> CoordinatorCounts:
@@ -81,7 +119,8 @@ def coordinator_counts(db: apsw.Connection) -> CoordinatorCounts:
         "SELECT count(*), min(committed_at_ms) FROM files WHERE live_batches > 0"
     ).fetchone()
     handover, deletion = db.execute(
-        "SELECT coalesce(sum(is_last_owner = 0), 0), coalesce(sum(is_last_owner), 0) FROM files WHERE live_batches = 0"
+        f"SELECT coalesce(sum(NOT ({_AWAITING_DELETION})), 0), coalesce(sum({_AWAITING_DELETION}), 0) "
+        "FROM files WHERE live_batches = 0"
     ).fetchone()
     return CoordinatorCounts(
         partitions, live_files, live_batch_count, -1 if oldest is None else oldest, handover, deletion

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 # meta holds counters and the applied log offset, updated in the same
 # transaction as the state they describe.
@@ -28,9 +28,13 @@ STATEMENTS = (
         owner_ids TEXT NOT NULL,
         committed_at_ms INTEGER NOT NULL,
         live_batches INTEGER NOT NULL,
-        is_last_owner INTEGER NOT NULL
+        is_last_owner INTEGER NOT NULL,
+        owned INTEGER NOT NULL,
+        delete_after_ms INTEGER NOT NULL
     )""",
     "CREATE INDEX IF NOT EXISTS files_live_by_time ON files (committed_at_ms) WHERE live_batches > 0",
+    # The file workers' work list: files with no live batch left here (few, compared with live ones).
+    "CREATE INDEX IF NOT EXISTS files_idle ON files (file_id) WHERE live_batches = 0",
     # Clustered by (partition, last offset): one B-tree insert per batch, and FindBatches
     # reads a partition's batches in offset order from one contiguous range.
     # The columns up to timestamp_type are coordinator.records.CommittedBatch, in order.
@@ -60,6 +64,18 @@ STATEMENTS = (
         PRIMARY KEY (partition_key, producer_id)
     ) WITHOUT ROWID""",
 )
+
+# Schema 1 -> 2: WAL-file ownership. A file was owned where it was first committed (its first owner).
+MIGRATIONS = {
+    1: (
+        "ALTER TABLE files ADD COLUMN owned INTEGER NOT NULL DEFAULT 0",
+        "ALTER TABLE files ADD COLUMN delete_after_ms INTEGER NOT NULL DEFAULT -1",
+        "UPDATE files SET owned = "
+        "(CAST(owner_ids AS INTEGER) = (SELECT value FROM meta WHERE name = 'coordinator_id'))",
+        "CREATE INDEX IF NOT EXISTS files_idle ON files (file_id) WHERE live_batches = 0",
+        "UPDATE meta SET value = 2 WHERE name = 'schema_version'",
+    ),
+}
 
 META_DEFAULTS = {
     "schema_version": SCHEMA_VERSION,

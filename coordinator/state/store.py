@@ -18,8 +18,9 @@ import apsw
 from coordinator.invariants import InvariantViolation, check_invariant
 from coordinator.producers import PackedWindow, WindowEntry, advance_packed_window, decode_window
 from coordinator.records import CommittedBatch, unpack_batches
-from coordinator.state.schema import META_DEFAULTS, SCHEMA_VERSION, STATEMENTS
-from coordinator.view import CoordinatorView, PartitionView
+from coordinator.state import reads
+from coordinator.state.schema import META_DEFAULTS, MIGRATIONS, SCHEMA_VERSION, STATEMENTS
+from coordinator.view import CoordinatorView, FileFacts, PartitionView
 from protos import records_pb2 as rec
 
 WRITER_CACHE_BYTES_DEFAULT = 64 * 1024 * 1024  # diskless.coordinator.state.cache.bytes
@@ -88,6 +89,7 @@ class StateStore:
                 self._writer.executemany(
                     "INSERT OR IGNORE INTO meta (name, value) VALUES (?, ?)", list(defaults.items())
                 )
+                self._migrate()
             self.meta = dict(self._writer.execute("SELECT name, value FROM meta"))
         except apsw.Error as error:
             raise StateCorrupt(f"{path}: {error}") from error
@@ -99,6 +101,14 @@ class StateStore:
         self.reader = _connect(path, readonly=True)
         # The committed producer windows, packed as stored, kept in memory so apply never reads them back.
         self.producer_windows = self._read_producer_windows()
+
+    def _migrate(self) -> None:
+        """Brings a state file of an older schema to this one, in the open transaction."""
+        (version,) = self._writer.execute("SELECT value FROM meta WHERE name = 'schema_version'").fetchone()
+        while version in MIGRATIONS:
+            for statement in MIGRATIONS[version]:
+                self._writer.execute(statement)
+            (version,) = self._writer.execute("SELECT value FROM meta WHERE name = 'schema_version'").fetchone()
 
     def _read_producer_windows(self) -> dict[int, dict[int, PackedWindow]]:
         windows: dict[int, dict[int, PackedWindow]] = {}
@@ -122,7 +132,7 @@ class StateStore:
         """The view of the committed state (nothing pending)."""
         view = CoordinatorView(
             self.coordinator_id,
-            self.file_known,
+            self.committed_file,
             next_partition_key=self.meta["next_partition_key"],
             next_batch_id=self.meta["next_batch_id"],
             next_file_id=self.meta["next_file_id"],
@@ -137,9 +147,9 @@ class StateStore:
                 view.load_producer(key, producer_id, decode_window(epoch, packed))
         return view
 
-    def file_known(self, object_key: str) -> bool:
-        """Whether a committed file has this key (on the writer's connection: checks and apply share the loop)."""
-        return self._writer.execute("SELECT 1 FROM files WHERE object_key = ?", (object_key,)).fetchone() is not None
+    def committed_file(self, object_key: str) -> FileFacts | None:
+        """The committed file with this key (on the writer's connection: checks and apply share the loop)."""
+        return reads.file_facts(self._writer, object_key)
 
     @contextlib.contextmanager
     def read_snapshot(self) -> Iterator[apsw.Connection]:
@@ -218,6 +228,20 @@ class _Applier:
             self._partition_created(record.partition_created)
         elif kind == "topic_deleted":
             self._topic_deleted(record.topic_deleted)
+        elif kind == "file_ownership_taken":
+            self._file_ownership_taken(record.file_ownership_taken)
+        elif kind == "file_handed_over":
+            self._file_leaves(record.file_handed_over.file_id, "handed over")
+        elif kind == "file_deletion_scheduled":
+            scheduled = record.file_deletion_scheduled
+            self._update_one_file(
+                "UPDATE files SET delete_after_ms = ? WHERE file_id = ? AND live_batches = 0 AND owned = 1 "
+                "AND is_last_owner = 1",
+                (scheduled.delete_after_ms, scheduled.file_id),
+                f"deletion of file {scheduled.file_id} scheduled, but it is not an idle file owned last here",
+            )
+        elif kind == "file_deleted":
+            self._file_leaves(record.file_deleted.file_id, "deleted")
         elif kind == "leader_change":
             check_invariant(
                 record.leader_change.leader_epoch > self._meta["leader_epoch"],
@@ -262,7 +286,7 @@ class _Applier:
         batches = unpack_batches(committed.packed_batches)
         self._db.execute(
             "INSERT INTO files (file_id, object_key, file_size, uploader_broker_id, owner_ids, committed_at_ms, "
-            "live_batches, is_last_owner) VALUES (?,?,?,?,?,?,?,?)",
+            "live_batches, is_last_owner, owned, delete_after_ms) VALUES (?,?,?,?,?,?,?,?,?,-1)",
             (
                 file_id,
                 committed.object_key,
@@ -272,6 +296,7 @@ class _Applier:
                 append_time,
                 len(batches),
                 int(owners[-1] == self._coordinator_id),
+                int(owners[0] == self._coordinator_id),  # the first owner owns a file from its commit
             ),
         )
         if not batches:
@@ -297,6 +322,45 @@ class _Applier:
             "INSERT INTO batches VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             [(*batch, file_id, append_time) for batch in batches],
         )
+
+    def _file_ownership_taken(self, taken: rec.FileOwnershipTaken) -> None:
+        if not taken.new_file:
+            self._update_one_file(
+                "UPDATE files SET owned = 1 WHERE file_id = ? AND object_key = ?",
+                (taken.file_id, taken.object_key),
+                f"ownership of file {taken.file_id} ({taken.object_key!r}) taken, but it is not here",
+            )
+            return
+        meta = self._meta
+        check_invariant(taken.file_id == meta["next_file_id"], f"file id {taken.file_id} != {meta['next_file_id']}")
+        meta["next_file_id"] = taken.file_id + 1
+        owners = list(taken.owner_ids)
+        self._db.execute(
+            "INSERT INTO files (file_id, object_key, file_size, uploader_broker_id, owner_ids, committed_at_ms, "
+            "live_batches, is_last_owner, owned, delete_after_ms) VALUES (?,?,?,?,?,?,0,?,1,-1)",
+            (
+                taken.file_id,
+                taken.object_key,
+                taken.file_size,
+                taken.uploader_broker_id,
+                ",".join(map(str, owners)),
+                taken.committed_at_ms,
+                int(owners[-1] == self._coordinator_id),
+            ),
+        )
+
+    def _file_leaves(self, file_id: int, how: str) -> None:
+        """A file this coordinator owns with no live batch leaves the state (handed over or deleted)."""
+        self._update_one_file(
+            "DELETE FROM files WHERE file_id = ? AND live_batches = 0 AND owned = 1",
+            (file_id,),
+            f"file {file_id} {how}, but it is not an idle file owned here",
+        )
+
+    def _update_one_file(self, statement: str, bindings: tuple[Any, ...], problem: str) -> None:
+        changes_before = self._db.total_changes()
+        self._db.execute(statement, bindings)
+        check_invariant(self._db.total_changes() - changes_before == 1, problem)
 
     def _advance_producer(self, batch: CommittedBatch, append_time: int) -> None:
         window_key = (batch.partition_key, batch.producer_id)

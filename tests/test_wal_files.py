@@ -1,0 +1,306 @@
+"""The life of a WAL file end to end (DESIGN §5): hand-over between coordinators, deletion after grace, faults.
+
+Every test runs a real node on a real object store, both backends: a local
+directory and S3 (moto's server, behind a proxy the test can cut).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+
+from coordinator.object_store import ObjectStore, new_wal_key
+from protos import coordinator_pb2 as pb
+from protos import internal_pb2 as internal
+from protos import internal_pb2_grpc as internal_grpc
+from snapshot.files import CRASH_ENVIRONMENT_VARIABLE, CRASH_EXIT_CODE
+from tests.harness import (
+    Broker,
+    ServerProcess,
+    assert_state_equals_log_rebuild,
+    batch,
+    delete_records,
+    describe_coordinator,
+    describe_file,
+    fetch,
+    topic_name,
+)
+from tests.object_stores import ObjectStoreUnderTest
+
+GRACE_MS = 600
+PROBE_DELAY_MS = 800
+FAST_FILE_WORKERS = {
+    "diskless.coordinator.file.worker.interval.ms": "100",
+    "diskless.coordinator.file.deletion.grace.period.ms": str(GRACE_MS),
+    "diskless.coordinator.file.handover.probe.delay.ms": str(PROBE_DELAY_MS),
+    "diskless.coordinator.file.retry.backoff.ms": "100",
+    "diskless.coordinator.file.retry.backoff.max.ms": "400",
+}
+WAIT_S = 20
+
+
+def wait_until(condition: Callable[[], bool], what: str, timeout_s: float = WAIT_S) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting until {what}"
+        time.sleep(0.05)
+
+
+class Cluster:
+    """A node with 4 coordinators on the store under test, and a broker that uploads before it commits."""
+
+    def __init__(self, node: ServerProcess, store_under_test: ObjectStoreUnderTest) -> None:
+        self.node = node
+        self.store_under_test = store_under_test
+        self.store: ObjectStore = store_under_test.open()
+        self.broker = Broker(node.stub, node.coordinators)
+
+    @property
+    def stub(self) -> object:
+        return self.node.stub
+
+    def upload(self, size: int = 300) -> str:
+        key = new_wal_key(self.store_under_test.config.prefix)
+        self.store.put(key, b"w" * size)
+        return key
+
+    def exists(self, key: str) -> bool:
+        return self.store.head(key) is not None
+
+    def partitions_on(self, *coordinators: int) -> tuple[bytes, dict[int, int]]:
+        """A topic with a partition on each of `coordinators`: (topic id, coordinator -> partition)."""
+        topic_id = self.broker.create_topic(topic_name(), self.node.coordinators)
+        found = self.node.stub.FindCoordinator(
+            pb.FindCoordinatorRequest(
+                topics=[pb.FindCoordinatorRequest.Topic(topic_id=topic_id, partitions=range(self.node.coordinators))]
+            )
+        )
+        by_coordinator = {p.coordinator_id: p.partition for p in found.topics[0].partitions}
+        return topic_id, {c: by_coordinator[c] for c in coordinators}
+
+    def commit(self, key: str, topic_id: bytes, partitions: list[int], owner_ids: list[int]) -> None:
+        batches = [batch(topic_id, p, byte_offset=i * 100) for i, p in enumerate(partitions)]
+        response = self.broker.commit(batches, object_key=key, owner_ids=owner_ids, file_size=300)
+        assert all(b.error_code == pb.NONE for b in response.batches), response
+
+    def empty(self, topic_id: bytes, partition: int) -> None:
+        """DeleteRecords up to the high watermark: no live batch of the partition is left."""
+        end = fetch(self.node.stub, topic_id, partition, 0).high_watermark
+        assert delete_records(self.node.stub, topic_id, partition, end).error_code == pb.NONE
+
+    def state(self, key: str) -> tuple[int, list[int]]:
+        described = describe_file(self.node.stub, key)
+        assert described.error_code == pb.NONE, described
+        return described.state, list(described.coordinator_ids)
+
+    def wait_deleted(self, key: str) -> None:
+        wait_until(lambda: self.state(key) == (pb.FILE_STATE_UNKNOWN, []), f"{key} leaves every coordinator")
+        assert not self.exists(key)
+
+    def internal(self) -> internal_grpc.CoordinatorInternalStub:
+        return internal_grpc.CoordinatorInternalStub(grpc.insecure_channel(self.node.address))
+
+
+@pytest.fixture
+def cluster(tmp_path: Path, object_store_under_test: ObjectStoreUnderTest) -> Iterator[Cluster]:
+    node = ServerProcess(
+        tmp_path / "data", coordinators=4, settings={**object_store_under_test.settings, **FAST_FILE_WORKERS}
+    )
+    node.start()
+    yield Cluster(node, object_store_under_test)
+    if node.process is not None and node.process.poll() is None:
+        assert node.stop() == 0, "".join(node.output)
+
+
+def test_the_last_owner_deletes_the_object_after_the_grace_period(cluster: Cluster) -> None:
+    topic_id, partitions = cluster.partitions_on(2)
+    key = cluster.upload()
+    cluster.commit(key, topic_id, [partitions[2]], [2])
+    assert cluster.state(key) == (pb.FILE_STATE_LIVE, [2])
+    time.sleep(3 * GRACE_MS / 1000)
+    assert cluster.exists(key), "a live file is never deleted"
+
+    cluster.empty(topic_id, partitions[2])
+    emptied = time.monotonic()
+    assert cluster.state(key) == (pb.FILE_STATE_AWAITING_DELETION, [2])
+    assert describe_coordinator(cluster.node.stub, 2).files_awaiting_deletion == 1
+    cluster.wait_deleted(key)
+    assert time.monotonic() - emptied >= GRACE_MS / 1000, "deleted before the grace period ended"
+    assert describe_coordinator(cluster.node.stub, 2).files_awaiting_deletion == 0
+
+
+def test_the_owner_hands_the_file_to_the_next_owner_which_deletes_it_last(cluster: Cluster) -> None:
+    topic_id, partitions = cluster.partitions_on(1, 3)
+    key = cluster.upload()
+    cluster.commit(key, topic_id, [partitions[1], partitions[3]], [1, 3])
+    assert cluster.state(key) == (pb.FILE_STATE_LIVE, [1, 3])
+
+    # The later owner empties first: it waits for the ownership, the object stays.
+    cluster.empty(topic_id, partitions[3])
+    time.sleep(3 * GRACE_MS / 1000)
+    assert cluster.state(key) == (pb.FILE_STATE_LIVE, [1, 3])
+    assert describe_coordinator(cluster.node.stub, 3).files_awaiting_handover == 1
+    assert cluster.exists(key)
+
+    cluster.empty(topic_id, partitions[1])
+    cluster.wait_deleted(key)
+    for coordinator_id in range(4):
+        described = describe_coordinator(cluster.node.stub, coordinator_id)
+        assert (described.files_awaiting_handover, described.files_awaiting_deletion) == (0, 0)
+
+
+def test_a_handed_over_file_stays_live_where_batches_remain(cluster: Cluster) -> None:
+    topic_id, partitions = cluster.partitions_on(0, 2)
+    key = cluster.upload()
+    cluster.commit(key, topic_id, [partitions[0], partitions[2]], [0, 2])
+    cluster.empty(topic_id, partitions[0])
+    wait_until(lambda: cluster.state(key) == (pb.FILE_STATE_LIVE, [2]), "coordinator 0 hands the file to 2")
+    time.sleep(3 * GRACE_MS / 1000)
+    assert cluster.exists(key)
+    assert [b.object_key for b in fetch(cluster.node.stub, topic_id, partitions[2], 0).batches] == [key]
+    cluster.empty(topic_id, partitions[2])
+    cluster.wait_deleted(key)
+
+
+def test_a_commit_that_missed_a_later_owner_is_accepted_there_at_hand_over(cluster: Cluster) -> None:
+    topic_id, partitions = cluster.partitions_on(1)
+    key = cluster.upload()
+    cluster.commit(key, topic_id, [partitions[1]], [1, 2])  # coordinator 2 never heard of the file
+    assert cluster.state(key) == (pb.FILE_STATE_LIVE, [1])
+    cluster.empty(topic_id, partitions[1])
+    cluster.wait_deleted(key)
+
+
+def test_a_commit_that_missed_the_first_owner_is_taken_after_the_probe_delay(cluster: Cluster) -> None:
+    topic_id, partitions = cluster.partitions_on(3)
+    key = cluster.upload()
+    cluster.commit(key, topic_id, [partitions[3]], [0, 3])  # the first owner, 0, never heard of it
+    cluster.empty(topic_id, partitions[3])
+    emptied = time.monotonic()
+    assert cluster.state(key) == (pb.FILE_STATE_AWAITING_HANDOVER, [3])
+    cluster.wait_deleted(key)
+    assert time.monotonic() - emptied >= GRACE_MS / 1000
+
+
+def test_a_store_outage_delays_deletions_and_commits_go_on(cluster: Cluster) -> None:
+    topic_id, partitions = cluster.partitions_on(1)
+    key = cluster.upload()
+    cluster.commit(key, topic_id, [partitions[1]], [1])
+    with cluster.store_under_test.outage():
+        cluster.empty(topic_id, partitions[1])
+        time.sleep(4 * GRACE_MS / 1000)  # the deletion is due and fails, with backoff
+        # Commits do not wait for the store (a broker uploaded this one before the outage, say).
+        committed = cluster.broker.commit([batch(topic_id, partitions[1])], owner_ids=[1])
+        assert committed.batches[0].error_code == pb.NONE
+        assert cluster.state(key) == (pb.FILE_STATE_AWAITING_DELETION, [1])
+    assert cluster.exists(key), "nothing was deleted while the store was away"
+    cluster.wait_deleted(key)
+    assert any("deleting objects failed" in line for line in cluster.node.output), "the failure is logged"
+
+
+def test_a_topic_deleted_while_its_file_holds_another_topics_batches(cluster: Cluster) -> None:
+    doomed, doomed_partitions = cluster.partitions_on(2)
+    kept, kept_partitions = cluster.partitions_on(2)
+    key = cluster.upload()
+    batches = [batch(doomed, doomed_partitions[2]), batch(kept, kept_partitions[2], byte_offset=100)]
+    assert all(b.error_code == pb.NONE for b in cluster.broker.commit(batches, object_key=key, owner_ids=[2]).batches)
+    deleted = cluster.node.stub.DeleteTopics(pb.DeleteTopicsRequest(topic_ids=[doomed]))
+    assert deleted.topics[0].error_code == pb.NONE
+    time.sleep(3 * GRACE_MS / 1000)
+    assert cluster.state(key) == (pb.FILE_STATE_LIVE, [2])
+    assert cluster.exists(key)
+    assert [b.object_key for b in fetch(cluster.node.stub, kept, kept_partitions[2], 0).batches] == [key]
+    assert cluster.node.stub.DeleteTopics(pb.DeleteTopicsRequest(topic_ids=[kept])).topics[0].error_code == pb.NONE
+    cluster.wait_deleted(key)
+
+
+def test_a_restart_between_the_receivers_record_and_the_senders(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    topic_id, partitions = cluster.partitions_on(0, 1)
+    key = cluster.upload()
+    cluster.commit(key, topic_id, [partitions[0], partitions[1]], [0, 1])
+    node = cluster.node
+    node.stop()
+    monkeypatch.setenv(CRASH_ENVIRONMENT_VARIABLE, "handover.after_peer")
+    node.start()
+    monkeypatch.delenv(CRASH_ENVIRONMENT_VARIABLE)
+    cluster.broker = Broker(node.stub, node.coordinators)
+    cluster.empty(topic_id, partitions[0])
+    assert node.process is not None
+    assert node.process.wait(timeout=WAIT_S) == CRASH_EXIT_CODE  # coordinator 1 recorded it, 0 did not
+    node.start()
+    cluster.broker = Broker(node.stub, node.coordinators)
+    wait_until(lambda: cluster.state(key) == (pb.FILE_STATE_LIVE, [1]), "the hand-over is repeated and ends")
+    cluster.empty(topic_id, partitions[1])
+    cluster.wait_deleted(key)
+    assert node.stop() == 0
+    assert_state_equals_log_rebuild(node.data_dir, node.coordinators, tmp_path / "rebuild")
+
+
+def test_a_hand_over_refused_for_a_while_is_retried(
+    tmp_path: Path, local_store_under_test: ObjectStoreUnderTest
+) -> None:
+    acl = tmp_path / "acl"
+    acl.write_text("User:ANONYMOUS CLUSTER_ACTION\n")  # no INTERNAL: coordinators cannot hand files over
+    node = ServerProcess(
+        tmp_path / "data",
+        settings={
+            **local_store_under_test.settings,
+            **FAST_FILE_WORKERS,
+            "diskless.acl.file": str(acl),
+            "diskless.acl.reload.interval.ms": "100",
+        },
+    ).start()
+    try:
+        cluster = Cluster(node, local_store_under_test)
+        topic_id, partitions = cluster.partitions_on(0)
+        key = cluster.upload()
+        cluster.commit(key, topic_id, [partitions[0]], [0, 1])
+        cluster.empty(topic_id, partitions[0])
+        time.sleep(4 * GRACE_MS / 1000)
+        assert cluster.state(key) == (pb.FILE_STATE_AWAITING_HANDOVER, [0])
+        assert any("hand-over to coordinator 1 failed" in line for line in node.output)
+        acl.write_text("User:ANONYMOUS CLUSTER_ACTION,INTERNAL\n")
+        cluster.wait_deleted(key)
+    finally:
+        assert node.stop() == 0
+
+
+def test_hand_over_calls_with_nonsense_are_refused_and_a_repeat_changes_nothing(cluster: Cluster) -> None:
+    internal_stub = cluster.internal()
+    key = new_wal_key()
+    handed = internal.HandedOverFile(object_key=key, file_size=10, uploader_broker_id=1, owner_ids=[0, 1])
+
+    def hand_over(**fields: object) -> internal.HandOverFilesResponse:
+        request = internal.HandOverFilesRequest(from_coordinator_id=0, to_coordinator_id=1, files=[handed])
+        for name, value in fields.items():
+            if name == "files":
+                del request.files[:]
+                request.files.extend(value)  # type: ignore[arg-type]
+            else:
+                setattr(request, name, value)
+        return internal_stub.HandOverFiles(request)
+
+    assert hand_over(to_coordinator_id=9).error_code == pb.NOT_COORDINATOR
+    assert hand_over(from_coordinator_id=2).error_code == pb.INVALID_REQUEST  # not the owner before 1
+    assert hand_over(files=[handed, handed]).error_code == pb.INVALID_REQUEST
+    bad_key = internal.HandedOverFile(object_key="../escape", owner_ids=[0, 1])
+    assert hand_over(files=[bad_key]).error_code == pb.INVALID_REQUEST
+    assert hand_over(files=[internal.HandedOverFile(object_key=key, owner_ids=[0, 7])]).error_code == pb.INVALID_REQUEST
+    assert cluster.state(key) == (pb.FILE_STATE_UNKNOWN, [])  # nothing recorded by a refused call
+
+    log_end = describe_coordinator(cluster.node.stub, 1).log_end_offset
+    assert hand_over(timeout_ms=5000).error_code == pb.NONE
+    assert cluster.state(key)[1] == [1]
+    assert hand_over().error_code == pb.NONE  # a retried hand-over: already the owner
+    # The first call wrote one record, the repeat none (the worker may add the deletion's, at most one more).
+    assert describe_coordinator(cluster.node.stub, 1).log_end_offset - log_end in (1, 2)
+    cluster.wait_deleted(key)  # an unknown file handed over is deleted like any other (missing counts as deleted)
+
+    known = internal_stub.KnownFiles(internal.KnownFilesRequest(coordinator_ids=[0, 9], object_keys=[key]))
+    assert known.error_code == pb.NOT_COORDINATOR
