@@ -22,6 +22,9 @@ from protos import coordinator_pb2_grpc as pb_grpc
 REPO = Path(__file__).resolve().parent.parent
 STARTUP_LINE = re.compile(r"listening on (\S+):(\d+),")
 START_TIMEOUT_S = 60
+# Most tests assert exact log positions and counts: the WAL-file workers (which append hand-overs and
+# deletions in the background) stay idle unless a test sets its own interval (tests/test_wal_files*.py do).
+QUIET_FILE_WORKERS = {"diskless.coordinator.file.worker.interval.ms": "3600000"}
 
 
 class ServerProcess:
@@ -36,7 +39,7 @@ class ServerProcess:
     ) -> None:
         self.data_dir = data_dir
         self.coordinators = coordinators
-        self.settings = dict(settings or {})
+        self.settings = {**QUIET_FILE_WORKERS, **(settings or {})}
         self.credentials = credentials  # TLS for the test's own channel (and health probe)
         self.process: subprocess.Popen[str] | None = None
         self.port = 0

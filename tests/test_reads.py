@@ -680,8 +680,6 @@ def test_describe_files_with_no_keys(broker: Broker) -> None:
 def test_describe_coordinators_of_a_fresh_node_and_its_log_positions_as_exclusive_ends(
     fresh_server: ServerProcess,
 ) -> None:
-    # Exact log positions: no file-worker records (deletion scheduling) in between.
-    fresh_server.settings["diskless.coordinator.file.worker.interval.ms"] = "3600000"
     stub = fresh_server.start().stub
     broker = Broker(stub, fresh_server.coordinators)
     described = stub.DescribeCoordinators(pb.DescribeCoordinatorsRequest()).coordinators
