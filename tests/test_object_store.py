@@ -296,17 +296,10 @@ def test_local_root_is_created_at_open(tmp_path: Path) -> None:
     assert (root / "a" / "b").read_bytes() == b"x"
 
 
-@pytest.mark.parametrize("how", ["removed", "replaced by an empty directory"])
-def test_local_root_gone_makes_delete_raise_instead_of_reporting_deleted(local_store: ObjectStore, how: str) -> None:
+def test_local_root_gone_makes_every_call_raise_instead_of_reporting_deleted(local_store: ObjectStore) -> None:
     root = local_root(local_store)
     local_store.put("wal/00/x.wal", b"x")
-    if how == "removed":
-        shutil.rmtree(root)
-    else:
-        # What an unmounted volume leaves: its empty mount point, another directory at the same path
-        # (the old one is kept, so that the new one cannot reuse its inode number).
-        root.rename(root.with_name("unmounted"))
-        root.mkdir()
+    shutil.rmtree(root)
 
     with pytest.raises(ObjectStoreError, match=re.escape(str(root))):
         local_store.delete(["wal/00/x.wal"])
@@ -316,7 +309,22 @@ def test_local_root_gone_makes_delete_raise_instead_of_reporting_deleted(local_s
         local_store.list("")
     with pytest.raises(ObjectStoreError):
         local_store.put("wal/00/y.wal", b"y")
-    assert not (root / "wal").exists()  # the put did not recreate anything under the missing root
+    assert not root.exists()  # the put did not recreate the missing root
+
+
+def test_local_root_back_or_replaced_between_calls_is_used_as_found(local_store: ObjectStore) -> None:
+    # A node restarted while its volume was away made an empty root; the volume then came back over it.
+    root = local_root(local_store)
+    local_store.put("wal/00/x.wal", b"x")
+    away = root.with_name("away")
+    root.rename(away)
+    root.mkdir()
+    root.rmdir()
+    away.rename(root)
+
+    assert local_store.head("wal/00/x.wal") is not None
+    assert local_store.delete(["wal/00/x.wal"]).deleted == ["wal/00/x.wal"]
+    assert not (root / "wal" / "00" / "x.wal").exists()
 
 
 def test_local_delete_of_a_directory_fails_that_key_only(local_store: ObjectStore) -> None:

@@ -28,9 +28,11 @@ PUT_ATTEMPTS_MAX = 5
 class LocalObjectStore:
     """Objects are files under `config.local_root`; a put is atomic and durable once it returns.
 
-    The root is created at open. Afterwards it must stay the same directory: if it
-    disappears or is replaced (an unmounted volume leaves an empty mount point), every
-    call raises ObjectStoreError, so that missing objects are never mistaken for deleted.
+    The root is created at open. Afterwards a root that is missing makes every call
+    raise ObjectStoreError (a volume away), so that missing objects are never mistaken
+    for deleted; a call also fails if the root is replaced while it runs. A root that is
+    back, or replaced between calls (a volume mounted again over a directory made while
+    it was away), is taken as it is found by the next call.
     Empty directories are left in place: WAL keys use a bounded set of fan-out
     directories, and removing them would only make puts race with deletes.
     """
@@ -55,7 +57,7 @@ class LocalObjectStore:
 
     def put(self, key: str, data: bytes) -> None:
         segments = self._segments(key)
-        self._check_root()
+        self._pin_root()
         parent = os.path.join(self._root, *segments[:-1])
         for _ in range(PUT_ATTEMPTS_MAX):
             try:
@@ -78,7 +80,7 @@ class LocalObjectStore:
 
     def head(self, key: str) -> ObjectInfo | None:
         path = os.path.join(self._root, *self._segments(key))
-        self._check_root()
+        self._pin_root()
         try:
             file_stat = os.stat(path)
         except (FileNotFoundError, NotADirectoryError):
@@ -92,7 +94,7 @@ class LocalObjectStore:
 
     def list(self, prefix: str, start_after: str = "") -> Iterator[ObjectInfo]:
         """Objects whose key starts with `prefix`, by key order; only directories that can match are read."""
-        self._check_root()
+        self._pin_root()
         directory, separator, name_prefix = prefix.rpartition("/")
         if separator and key_problem(directory) is not None:
             return iter(())  # no valid key lives under such a directory
@@ -102,7 +104,7 @@ class LocalObjectStore:
         if len(keys) > DELETE_BATCH_MAX:
             raise ValueError(f"cannot delete {len(keys)} objects in one call (at most {DELETE_BATCH_MAX})")
         paths = [os.path.join(self._root, *self._segments(key)) for key in keys]
-        self._check_root()
+        self._pin_root()
         outcome = DeleteOutcome()
         unlinked_by_parent: dict[str, list[str]] = {}
         for key, path in zip(keys, paths, strict=True):
@@ -138,6 +140,16 @@ class LocalObjectStore:
             raise ValueError(problem)
         return key.split("/")
 
+    def _pin_root(self) -> None:
+        """At the start of a call: the root must exist; the call then holds on to this directory."""
+        try:
+            root_stat = os.stat(self._root)
+        except OSError as error:
+            raise ObjectStoreError(f"local object store root {self._root} is unavailable: {error}") from error
+        if not stat.S_ISDIR(root_stat.st_mode):
+            raise ObjectStoreError(f"local object store root {self._root} is not a directory")
+        self._root_identity = (root_stat.st_dev, root_stat.st_ino)
+
     def _check_root(self) -> None:
         try:
             root_stat = os.stat(self._root)
@@ -145,7 +157,7 @@ class LocalObjectStore:
             raise ObjectStoreError(f"local object store root {self._root} is unavailable: {error}") from error
         if (root_stat.st_dev, root_stat.st_ino) != self._root_identity:
             raise ObjectStoreError(
-                f"local object store root {self._root} is no longer the directory opened (unmounted or replaced?)"
+                f"local object store root {self._root} was replaced during the call (unmounted or mounted?)"
             )
 
     def _error(self, operation: str, key: str, error: OSError) -> ObjectStoreError:
