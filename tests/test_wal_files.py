@@ -18,6 +18,7 @@ from protos import coordinator_pb2 as pb
 from protos import internal_pb2 as internal
 from protos import internal_pb2_grpc as internal_grpc
 from snapshot.files import CRASH_ENVIRONMENT_VARIABLE, CRASH_EXIT_CODE
+from tests.certificates import channel_credentials, issue
 from tests.harness import (
     Broker,
     ServerProcess,
@@ -304,3 +305,36 @@ def test_hand_over_calls_with_nonsense_are_refused_and_a_repeat_changes_nothing(
 
     known = internal_stub.KnownFiles(internal.KnownFilesRequest(coordinator_ids=[0, 9], object_keys=[key]))
     assert known.error_code == pb.NOT_COORDINATOR
+
+
+def test_hand_over_under_mutual_tls_uses_the_nodes_own_certificate(
+    tmp_path: Path, local_store_under_test: ObjectStoreUnderTest
+) -> None:
+    ca = issue("diskless-test-ca", ca=True)
+    certificate, key = issue("localhost", ca, server=True).write(tmp_path, "node")
+    (tmp_path / "ca.crt").write_bytes(ca.certificate_pem)
+    acl = tmp_path / "acl"
+    acl.write_text("User:broker CLUSTER_ACTION\nUser:localhost INTERNAL  # the node itself\n")
+    node = ServerProcess(
+        tmp_path / "data",
+        settings={
+            **local_store_under_test.settings,
+            **FAST_FILE_WORKERS,
+            "diskless.ssl.certificate.location": str(certificate),
+            "diskless.ssl.key.location": str(key),
+            "diskless.ssl.ca.location": str(tmp_path / "ca.crt"),
+            "diskless.ssl.client.auth": "required",
+            "diskless.acl.file": str(acl),
+        },
+        credentials=channel_credentials(ca, issue("broker", ca)),
+    ).start()
+    try:
+        cluster = Cluster(node, local_store_under_test)
+        topic_id, partitions = cluster.partitions_on(0, 3)
+        key_name = cluster.upload()
+        cluster.commit(key_name, topic_id, [partitions[0], partitions[3]], [0, 3])
+        cluster.empty(topic_id, partitions[0])
+        wait_until(lambda: cluster.state(key_name) == (pb.FILE_STATE_LIVE, [3]), "coordinator 0 hands the file to 3")
+        assert not any("failed" in line for line in node.output), "".join(node.output)
+    finally:
+        assert node.stop() == 0
