@@ -161,7 +161,7 @@ class Settings:
     file_worker_max_files: int = _setting(
         "diskless.coordinator.file.worker.max.files",
         1000,
-        "WAL files one hand-over call or one deletion cycle carries at most",
+        "WAL files one hand-over call or one deletion cycle carries at most (<= 1000)",
     )
     file_retry_backoff_ms: int = _setting(
         "diskless.coordinator.file.retry.backoff.ms",
@@ -291,6 +291,8 @@ class Settings:
         for attr in ("file_deletion_grace_period_ms", "file_handover_probe_delay_ms", "orphan_scan_grace_period_ms"):
             if getattr(self, attr) < 0:
                 raise SettingsError(f"{property_name(attr)} must be >= 0, got {getattr(self, attr)}")
+        if self.file_worker_max_files > 1000:  # one S3 DeleteObjects call takes at most 1,000 keys
+            raise SettingsError(f"{property_name('file_worker_max_files')} must be <= 1000")
         if self.file_retry_backoff_max_ms < self.file_retry_backoff_ms:
             raise SettingsError(
                 f"{property_name('file_retry_backoff_max_ms')} must be >= {property_name('file_retry_backoff_ms')}"
