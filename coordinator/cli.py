@@ -11,6 +11,7 @@ from pathlib import Path
 from coordinator.acl import AclError
 from coordinator.commands import add_operator_commands
 from coordinator.settings import SettingsError, describe_settings, load_settings
+from spark.command import add_orphan_scan_command
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -73,6 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
     settings.add_argument("--markdown", action="store_true", help="as a Markdown table")
     settings.set_defaults(run=_settings)
     add_operator_commands(commands)
+    add_orphan_scan_command(commands)
     from bench.cli import add_bench_commands  # light: the harness's own imports wait for `bench run`
 
     add_bench_commands(commands.add_parser("bench", help="benchmarks: `diskless bench run [--quick] [--out DIR]`"))

@@ -1,0 +1,115 @@
+"""`diskless orphan-scan` and the spark-submit entry point: options, one scan or periodic scans, the report.
+
+This module is imported by `diskless`'s parser, so it imports no Spark: the
+job (spark/orphan_scan.py) is imported when a scan runs, and the Spark
+application starts only once every coordinator has answered (a scan that
+aborts there costs no JVM). The report goes to stdout, as a table or with
+`--json` as JSON (one line per scan with `--periodic`); progress goes to
+stderr. Exit codes: see spark/report.py; 2 when the options or settings are
+refused. With `--periodic` a failed scan does not end the loop (the next one
+may succeed); the exit code is the worst of the scans run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import signal
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from spark.options import OptionsError, ScanOptions, add_scan_arguments, options_from_arguments
+from spark.progress import Say, say_on_stderr
+
+
+def add_orphan_scan_command(commands: Any) -> None:
+    """Adds `orphan-scan` to the `diskless` parser's subcommands."""
+    parser = commands.add_parser(
+        "orphan-scan", help="find WAL files no coordinator knows (PySpark); --delete removes them"
+    )
+    add_scan_arguments(parser)
+    parser.set_defaults(run=run_command)
+
+
+def main(argv: list[str] | None = None, spark: Any = None) -> int:
+    """The spark-submit entry point (`spark-submit spark/orphan_scan.py --help`)."""
+    parser = argparse.ArgumentParser(prog="orphan_scan.py", description="The diskless orphan-file scan on PySpark.")
+    add_scan_arguments(parser)
+    return run_command(parser.parse_args(argv), spark)
+
+
+def run_command(args: argparse.Namespace, spark: Any = None, say: Say = say_on_stderr) -> int:
+    """Runs the scan(s) of parsed arguments; `spark`: a session to use instead of starting one."""
+    try:
+        options = options_from_arguments(args)
+        if args.scans < 0:
+            raise OptionsError(f"--scans must be >= 0, got {args.scans}")
+    except OptionsError as error:
+        print(f"diskless orphan-scan: {error}", file=sys.stderr)
+        return 2
+    from spark import orphan_scan  # Spark's import takes a second: not for `diskless --help`
+
+    sessions: list[Any] = []
+
+    def session() -> Any:
+        if spark is not None:
+            return spark
+        if not sessions:
+            sessions.append(orphan_scan.open_session(args.master))
+        return sessions[0]
+
+    stop = threading.Event()
+    try:
+        with _stopped_by_signals(stop) if args.periodic else contextlib.nullcontext():
+            return run_scans(
+                options, session, json=args.json, periodic=args.periodic, scans=args.scans, stop=stop, say=say
+            )
+    finally:
+        for created in sessions:
+            created.stop()
+
+
+def run_scans(
+    options: ScanOptions,
+    session: Callable[[], Any],
+    *,
+    json: bool = False,
+    periodic: bool = False,
+    scans: int = 0,
+    stop: threading.Event | None = None,
+    say: Say = say_on_stderr,
+) -> int:
+    """One scan, or with `periodic` one every interval until `stop` is set or `scans` ran; the worst exit code."""
+    from spark.orphan_scan import run_scan
+
+    stop = stop or threading.Event()
+    worst, count = 0, 0
+    while True:
+        report = run_scan(session, options, say=say)
+        count += 1
+        print(report.to_json(indent=None if periodic else 2) if json else report.to_table(), flush=True)
+        worst = max(worst, report.exit_code)
+        if not periodic or (scans and count >= scans):
+            return worst
+        say(f"next scan in {options.interval_ms / 1000:g} s (diskless.coordinator.orphan.scan.interval.ms)")
+        if stop.wait(options.interval_ms / 1000):
+            say("stopped")
+            return worst
+
+
+@contextlib.contextmanager
+def _stopped_by_signals(stop: threading.Event) -> Iterator[None]:
+    """SIGTERM and SIGINT end a periodic run between scans (a scan under way finishes first)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {number: signal.getsignal(number) for number in (signal.SIGTERM, signal.SIGINT)}
+    for number in previous:
+        signal.signal(number, lambda *_: stop.set())
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)

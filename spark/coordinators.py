@@ -1,0 +1,367 @@
+"""The coordinators as the orphan scan sees them: discovery on the driver, DescribeFiles on executors.
+
+Discovery (before anything is listed): DescribeCoordinators on the first
+`--bootstrap` address that answers names every coordinator and its leader's
+endpoint; then every distinct leader node is asked for its own coordinators,
+so that each coordinator has answered from where it is led. Any coordinator
+with an error, without a leader, or on a node that does not answer aborts the
+scan (`CoordinatorsUnavailable`). Coordinator ids must be 0..S-1 (they are
+metadata-log partitions): a gap means one was not reported, and the scan
+cannot know what that one holds.
+
+Classification (executors): each partition opens one channel per node and
+sends DescribeFiles in batches of `DESCRIBE_BATCH_KEYS`, every batch to every
+node. A key is an orphan only if every node answered it without error and no
+coordinator knows it; a node that knows it decides (the most alive state
+wins, as in DescribeFiles itself); anything else (an error, a failed call
+after its retries, an answer that does not match the request) leaves it
+unresolved, and unresolved files are kept.
+
+TLS material travels to the executors as bytes inside `CoordinatorAccess`,
+as Spark ships any task argument; on a shared cluster turn on Spark's RPC
+encryption (`spark.network.crypto.enabled`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import TypeVar
+
+import grpc
+
+from protos import coordinator_pb2 as pb
+from protos import coordinator_pb2_grpc as pb_grpc
+
+DEFAULT_BOOTSTRAP = "127.0.0.1:50051"
+RPC_TIMEOUT_S = 30.0
+# Keys per DescribeFiles call: far below diskless.coordinator.request.max.items (10000 by default).
+DESCRIBE_BATCH_KEYS = 1000
+# Attempts per DescribeFiles call on one node, the first included; the wait doubles from the backoff.
+DESCRIBE_ATTEMPTS = 3
+DESCRIBE_BACKOFF_S = 0.5
+RETRIED_STATUS = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_EXHAUSTED})
+# A node listening on every interface reports this host: the caller reaches it as it reached the bootstrap node.
+UNSPECIFIED_HOSTS = frozenset({"", "0.0.0.0", "::"})
+MESSAGE_MAX_BYTES = 64 * 1024 * 1024
+
+# Verdicts on a candidate, the known ones from the most alive (the order DescribeFiles' state uses).
+LIVE = "live"
+AWAITING_HANDOVER = "awaiting_handover"
+AWAITING_DELETION = "awaiting_deletion"
+UNRESOLVED = "unresolved"
+ORPHAN = "orphan"
+KNOWN_VERDICTS = (LIVE, AWAITING_HANDOVER, AWAITING_DELETION)
+VERDICTS = (*KNOWN_VERDICTS, UNRESOLVED, ORPHAN)
+_VERDICT_OF_STATE = {
+    pb.FILE_STATE_LIVE: LIVE,
+    pb.FILE_STATE_AWAITING_HANDOVER: AWAITING_HANDOVER,
+    pb.FILE_STATE_AWAITING_DELETION: AWAITING_DELETION,
+}
+
+T = TypeVar("T")
+
+
+class CoordinatorsUnavailable(Exception):
+    """A coordinator cannot answer for what it holds; the message says which and why."""
+
+
+@dataclass(frozen=True, slots=True)
+class CoordinatorAccess:
+    """How to reach the coordinators: picklable, so executors open their own channels."""
+
+    bootstrap: tuple[str, ...]
+    ca_pem: bytes | None = None
+    cert_pem: bytes | None = None
+    key_pem: bytes | None = None
+    rpc_timeout_s: float = RPC_TIMEOUT_S
+
+    def channel(self, address: str) -> grpc.Channel:
+        options = [("grpc.max_receive_message_length", MESSAGE_MAX_BYTES)]
+        if self.ca_pem is None:
+            return grpc.insecure_channel(address, options=options)
+        credentials = grpc.ssl_channel_credentials(self.ca_pem, self.key_pem, self.cert_pem)
+        return grpc.secure_channel(address, credentials, options=options)
+
+
+@dataclass(frozen=True, slots=True)
+class CoordinatorFacts:
+    coordinator_id: int
+    node: str  # HOST:PORT of its leader
+    leader_epoch: int
+    oldest_live_file_ms: int  # -1: no live file
+    live_file_count: int
+    files_awaiting_handover: int
+    files_awaiting_deletion: int
+
+
+@dataclass(frozen=True, slots=True)
+class Discovery:
+    coordinators: tuple[CoordinatorFacts, ...]
+
+    @property
+    def nodes(self) -> tuple[str, ...]:
+        return tuple(sorted({c.node for c in self.coordinators}))
+
+    @property
+    def membership(self) -> frozenset[tuple[int, str]]:
+        """(coordinator id, node): what must not change between the classification and a deletion."""
+        return frozenset((c.coordinator_id, c.node) for c in self.coordinators)
+
+
+def _call_with(access: CoordinatorAccess, address: str, call: Callable[[pb_grpc.DisklessCoordinatorStub], T]) -> T:
+    with access.channel(address) as channel:
+        return call(pb_grpc.DisklessCoordinatorStub(channel))
+
+
+def _describe_coordinators(
+    access: CoordinatorAccess, address: str, coordinator_ids: Sequence[int] = ()
+) -> pb.DescribeCoordinatorsResponse:
+    request = pb.DescribeCoordinatorsRequest(coordinator_ids=coordinator_ids)
+    return _call_with(access, address, lambda stub: stub.DescribeCoordinators(request, timeout=access.rpc_timeout_s))
+
+
+def _rpc_problem(address: str, error: grpc.RpcError) -> str:
+    return f"{address}: {error.code().name} {error.details()}"  # type: ignore[attr-defined]
+
+
+def _first_answer(access: CoordinatorAccess) -> tuple[str, pb.DescribeCoordinatorsResponse]:
+    problems = []
+    for address in access.bootstrap:
+        try:
+            return address, _describe_coordinators(access, address)
+        except grpc.RpcError as error:
+            problems.append(_rpc_problem(address, error))
+    raise CoordinatorsUnavailable("no --bootstrap address answered DescribeCoordinators: " + "; ".join(problems))
+
+
+def _leader_address(description: pb.CoordinatorDescription, bootstrap_address: str) -> str:
+    host = description.leader.host
+    if host in UNSPECIFIED_HOSTS:
+        host = bootstrap_address.rpartition(":")[0].strip("[]")
+    return f"[{host}]:{description.leader.port}" if ":" in host else f"{host}:{description.leader.port}"
+
+
+def _error_name(code: int) -> str:
+    """The Kafka error's name, or its number if this version does not know it (a newer coordinator's)."""
+    return pb.ErrorCode.Name(code) if code in pb.ErrorCode.values() else f"error {code}"
+
+
+def _description_problem(description: pb.CoordinatorDescription) -> str | None:
+    if description.error_code != pb.NONE:
+        name = _error_name(description.error_code)
+        return f"coordinator {description.coordinator_id}: {name} {description.error_message}"
+    if not description.HasField("leader") or description.leader.leader_node_id < 0 or description.leader.port <= 0:
+        return f"coordinator {description.coordinator_id} has no leader"
+    return None
+
+
+def discover(access: CoordinatorAccess) -> Discovery:
+    """Every coordinator, asked where it is led; raises CoordinatorsUnavailable if any cannot answer."""
+    bootstrap_address, first = _first_answer(access)
+    nodes: dict[str, list[int]] = {}
+    for description in first.coordinators:
+        problem = _description_problem(description)
+        if problem:
+            raise CoordinatorsUnavailable(f"{bootstrap_address}: {problem}")
+        nodes.setdefault(_leader_address(description, bootstrap_address), []).append(description.coordinator_id)
+    facts = []
+    for node, coordinator_ids in sorted(nodes.items()):
+        try:
+            answer = _describe_coordinators(access, node, coordinator_ids)
+        except grpc.RpcError as error:
+            raise CoordinatorsUnavailable(
+                f"node {node} (leader of coordinators {coordinator_ids}) did not answer: {_rpc_problem(node, error)}"
+            ) from None
+        answered = {d.coordinator_id: d for d in answer.coordinators}
+        for coordinator_id in coordinator_ids:
+            description = answered.get(coordinator_id)
+            if description is None:
+                raise CoordinatorsUnavailable(f"node {node}: coordinator {coordinator_id} was not described")
+            problem = _description_problem(description)
+            if problem is None and _leader_address(description, node) != node:
+                problem = f"coordinator {coordinator_id}: its leader moved from {node} while the scan asked"
+            if problem:
+                raise CoordinatorsUnavailable(f"node {node}: {problem}")
+            facts.append(_facts(description, node))
+    return Discovery(_complete(facts))
+
+
+def _facts(description: pb.CoordinatorDescription, node: str) -> CoordinatorFacts:
+    return CoordinatorFacts(
+        coordinator_id=description.coordinator_id,
+        node=node,
+        leader_epoch=description.leader.leader_epoch,
+        oldest_live_file_ms=description.oldest_live_file_timestamp,
+        live_file_count=description.live_file_count,
+        files_awaiting_handover=description.files_awaiting_handover,
+        files_awaiting_deletion=description.files_awaiting_deletion,
+    )
+
+
+def _complete(facts: list[CoordinatorFacts]) -> tuple[CoordinatorFacts, ...]:
+    ids = sorted(f.coordinator_id for f in facts)
+    if not ids:
+        raise CoordinatorsUnavailable("no coordinator was reported: nothing can vouch for any file")
+    if ids != list(range(len(ids))):
+        missing = sorted(set(range(ids[-1] + 1)) - set(ids))
+        raise CoordinatorsUnavailable(f"coordinator ids must be 0..{ids[-1]}; not reported: {missing}")
+    return tuple(sorted(facts, key=lambda f: f.coordinator_id))
+
+
+# ---------------------------------------------------------------------- classification (executors)
+
+Answer = pb.DescribeFilesResponse.FileResult | str  # a node's result for one key, or why it gave none
+
+
+def verdict_of(answers: Sequence[Answer]) -> tuple[str, str]:
+    """(verdict, reason) of one key from every node's answer; the reason is set only when unresolved."""
+    known: list[str] = []
+    reason = ""
+    for answer in answers:
+        if isinstance(answer, str):
+            reason = reason or answer
+            continue
+        if answer.error_code != pb.NONE:
+            reason = reason or f"{_error_name(answer.error_code)} {answer.error_message}".strip()
+            continue
+        state = _VERDICT_OF_STATE.get(answer.state)
+        if answer.has_live_batches:
+            state = LIVE
+        if state is not None:
+            known.append(state)
+        elif answer.coordinator_ids:
+            reason = reason or f"coordinators {list(answer.coordinator_ids)} know it, in no known state"
+    if known:
+        return min(known, key=KNOWN_VERDICTS.index), ""
+    if reason:
+        return UNRESOLVED, reason
+    return ORPHAN, ""
+
+
+class FileDescriber:
+    """Channels to every node for one executor partition; `describe` asks each node about a batch of keys."""
+
+    def __init__(
+        self, access: CoordinatorAccess, nodes: Sequence[str], sleep: Callable[[float], None] = time.sleep
+    ) -> None:
+        if not nodes:
+            raise ValueError("no node to ask")
+        self._access = access
+        self._sleep = sleep
+        self._channels = [(node, access.channel(node)) for node in nodes]
+        self._stubs = [(node, pb_grpc.DisklessCoordinatorStub(channel)) for node, channel in self._channels]
+
+    def __enter__(self) -> FileDescriber:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        for _, channel in self._channels:
+            channel.close()
+
+    def describe(self, keys: Sequence[str]) -> list[tuple[str, str]]:
+        """(verdict, reason) per key, in order; at most DESCRIBE_BATCH_KEYS keys."""
+        if len(keys) > DESCRIBE_BATCH_KEYS:
+            raise ValueError(f"{len(keys)} keys in one DescribeFiles batch (at most {DESCRIBE_BATCH_KEYS})")
+        if not keys:
+            return []
+        per_node = [self._ask(node, stub, keys) for node, stub in self._stubs]
+        return [verdict_of([answers[i] for answers in per_node]) for i in range(len(keys))]
+
+    def _ask(self, node: str, stub: pb_grpc.DisklessCoordinatorStub, keys: Sequence[str]) -> list[Answer]:
+        timeout_s = self._access.rpc_timeout_s
+        request = pb.DescribeFilesRequest(object_keys=keys, timeout_ms=int(timeout_s * 1000))
+        backoff_s = DESCRIBE_BACKOFF_S
+        for attempt in range(1, DESCRIBE_ATTEMPTS + 1):
+            try:
+                response = stub.DescribeFiles(request, timeout=timeout_s)
+            except grpc.RpcError as error:
+                if error.code() not in RETRIED_STATUS or attempt == DESCRIBE_ATTEMPTS:  # type: ignore[attr-defined]
+                    return [f"DescribeFiles on {_rpc_problem(node, error)}"] * len(keys)
+                self._sleep(backoff_s)
+                backoff_s *= 2
+                continue
+            files = list(response.files)
+            if len(files) != len(keys) or any(f.object_key != k for f, k in zip(files, keys, strict=False)):
+                return [f"DescribeFiles on {node} answered other keys than asked"] * len(keys)
+            return list(files)
+        raise AssertionError("unreachable: the last attempt returns")
+
+
+def batched(items: Iterable[T], size: int) -> Iterator[list[T]]:
+    """Lists of `size` items (the last may be shorter); itertools.batched needs Python 3.12."""
+    batch: list[T] = []
+    for item in items:
+        batch.append(item)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+@dataclass(frozen=True, slots=True)
+class ClassifyPlan:
+    """What a classification task needs; picklable."""
+
+    access: CoordinatorAccess
+    nodes: tuple[str, ...]
+
+
+# A classified candidate: (key, size in bytes, last modified in ms, verdict, reason when unresolved).
+ClassifiedRow = tuple[str, int, int, str, str]
+
+
+def classify_task(rows: Iterable[tuple[str, int, int]], plan: ClassifyPlan) -> Iterator[ClassifiedRow]:
+    """One classification task (a Spark partition): its candidates, each with the coordinators' verdict."""
+    with FileDescriber(plan.access, plan.nodes) as describer:
+        for batch in batched(rows, DESCRIBE_BATCH_KEYS):
+            verdicts = describer.describe([key for key, _, _ in batch])
+            for (key, size, last_modified_ms), (verdict, reason) in zip(batch, verdicts, strict=True):
+                yield (key, size, last_modified_ms, verdict, reason)
+
+
+def is_orphan(row: ClassifiedRow) -> bool:
+    return row[3] == ORPHAN
+
+
+def orphan_fields(row: ClassifiedRow) -> tuple[str, int, int]:
+    return row[0], row[1], row[2]
+
+
+@dataclass(slots=True)
+class ClassificationSummary:
+    """Counts and bytes per verdict of one task (or, merged, of all), with a few orphans and unresolved reasons."""
+
+    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(VERDICTS, 0))
+    bytes: dict[str, int] = field(default_factory=lambda: dict.fromkeys(VERDICTS, 0))
+    orphan_sample: list[tuple[str, int, int]] = field(default_factory=list)
+    reasons: list[str] = field(default_factory=list)
+
+    def merge(self, other: ClassificationSummary, sample_max: int) -> ClassificationSummary:
+        return ClassificationSummary(
+            {verdict: self.counts[verdict] + other.counts[verdict] for verdict in VERDICTS},
+            {verdict: self.bytes[verdict] + other.bytes[verdict] for verdict in VERDICTS},
+            (self.orphan_sample + other.orphan_sample)[:sample_max],
+            (self.reasons + other.reasons)[:sample_max],
+        )
+
+
+def summarize_classification(rows: Iterable[ClassifiedRow], sample_max: int) -> Iterator[ClassificationSummary]:
+    """One summary per partition: all the driver gets back from the classification."""
+    summary = ClassificationSummary()
+    for key, size, last_modified_ms, verdict, reason in rows:
+        summary.counts[verdict] += 1
+        summary.bytes[verdict] += size
+        if verdict == ORPHAN and len(summary.orphan_sample) < sample_max:
+            summary.orphan_sample.append((key, size, last_modified_ms))
+        elif verdict == UNRESOLVED and len(summary.reasons) < sample_max:
+            summary.reasons.append(f"{key}: {reason}")
+    yield summary

@@ -1,0 +1,319 @@
+"""The orphan-file scan on PySpark (DESIGN §7): find WAL objects no coordinator knows, and delete them.
+
+Run it as `diskless orphan-scan ...` or `spark-submit spark/orphan_scan.py ...`
+(same flags), or call `run_scan(spark, options)` with a session of your own.
+
+Phases, each timed and reported while it runs:
+
+1. coordinators (driver): every coordinator is asked before anything is
+   listed (and before a Spark application is started); the scan aborts if
+   any cannot answer. The threshold is the oldest live file's commit time
+   minus the grace period, or now minus it (spark/rules.py).
+2. listing (executors): 257 key-prefix slices spread over the listing tasks
+   (spark/listing.py); rows stay on the executors, cached; the driver gets one
+   small summary per task.
+3. classifying (executors): DescribeFiles in batches to every node from each
+   partition (spark/coordinators.py); cached; one summary per task back.
+4. manifest: the orphans (key, size, last_modified) written as Parquet under
+   `<manifest dir>/<scan id>`, by Spark, in a dry run too, so that an operator
+   can review what a deleting run would remove. Then the orphan share limit:
+   past it the scan aborts, a dry run too (it says what a deleting run would
+   do), with the manifest left for review.
+5. deleting (executors, `--delete` only): the coordinators are asked again and
+   must be the same ones on the same nodes; the manifest is read back (what is
+   deleted is what was written), capped at `--max-deletes`, spread over one
+   task per core, each re-checking and pacing its share of `--delete-rate`
+   (spark/deletion.py).
+
+Under spark-submit, Spark merges the Python driver's stderr into its stdout:
+the progress lines (`orphan-scan: ...`) then appear among the report's.
+
+Like Iceberg's remove_orphan_files and Delta's VACUUM: a dry run by default,
+an age threshold with a floor, and the list of files written before any is
+deleted. Unlike them, "referenced" is asked of the live coordinators rather
+than read from table metadata, so any doubt (an error, a timeout, a changed
+set of coordinators) keeps the file.
+"""
+
+from __future__ import annotations
+
+import functools
+import operator
+import os
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from pyspark import StorageLevel
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F  # noqa: N812 - Spark's own convention
+from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+from spark import coordinators
+from spark.coordinators import ClassificationSummary, ClassifyPlan, CoordinatorsUnavailable, Discovery, discover
+from spark.deletion import DeletePlan, DeleteTally, delete_task
+from spark.listing import (
+    CANDIDATE,
+    FOREIGN,
+    YOUNG,
+    ListingRules,
+    ListingSummary,
+    candidate_fields,
+    is_candidate,
+    list_task,
+    listing_slices,
+    spread,
+    summarize_listing,
+)
+from spark.options import LISTING_TASKS_MAX, ScanOptions
+from spark.progress import PhaseClock, Say, say_on_stderr
+from spark.report import SAMPLE_MAX, ScanReport
+from spark.rules import orphan_share_percent, orphan_share_problem, scan_threshold
+
+APP_NAME = "diskless-orphan-scan"
+LISTING_TASKS_PER_CORE = 4  # enough to even out slow prefixes, few enough that task overhead stays small
+MANIFEST_ROWS_PER_FILE = 250_000  # a few files of a large manifest are written in parallel
+MANIFEST_INPUT = StructType(
+    [
+        StructField("key", StringType(), nullable=False),
+        StructField("size", LongType(), nullable=False),
+        StructField("last_modified_ms", LongType(), nullable=False),
+    ]
+)
+FAILURE_LINE_MAX = 500
+
+
+class ScanAborted(Exception):
+    """A safety rule stopped the scan; nothing more is deleted."""
+
+
+def open_session(master: str | None = None) -> SparkSession:
+    """A session for the scan: --master, else spark-submit's, else local[*]."""
+    builder = SparkSession.builder.appName(APP_NAME).config("spark.ui.showConsoleProgress", "false")
+    under_submit = "PYSPARK_GATEWAY_PORT" in os.environ  # spark-submit started the JVM with its own --master
+    if master or not under_submit:
+        master = master or "local[*]"
+        builder = builder.master(master)
+        if master.startswith("local"):
+            # Local executors are this machine's Python: the one running us has the coordinator's packages.
+            os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    return builder.getOrCreate()
+
+
+def new_scan_id(now_ms: int) -> str:
+    return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now_ms / 1000)) + f"-{uuid.uuid4().hex[:8]}"
+
+
+def _wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _store_description(options: ScanOptions) -> str:
+    store = options.store
+    if store.backend == "s3":
+        endpoint = f" at {store.s3_endpoint_url}" if store.s3_endpoint_url else ""
+        return f"s3://{store.s3_bucket}/{store.s3_prefix}{endpoint}"
+    return f"local {os.path.abspath(store.local_root)}"
+
+
+def new_report(options: ScanOptions, now_ms: int, scan_id: str | None = None) -> ScanReport:
+    return ScanReport(
+        scan_id=scan_id or new_scan_id(now_ms),
+        mode="delete" if options.delete else "dry-run",
+        started_at_ms=now_ms,
+        store=_store_description(options),
+        key_pattern=options.key_pattern,
+        grace_period_ms=options.grace_period_ms,
+        max_orphan_percent=options.max_orphan_percent,
+        max_deletes=options.max_deletes,
+        delete_rate=options.delete_rate,
+    )
+
+
+def _spark_failure(phase: str, error: BaseException) -> str:
+    """One line from a failed Spark job: its last meaningful line (a task's exception), shortened."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip() and not line.strip().startswith("at ")]
+    detail = lines[-1] if lines else type(error).__name__
+    return f"{phase} failed: {detail[:FAILURE_LINE_MAX]}"
+
+
+def run_scan(
+    spark: SparkSession | Callable[[], SparkSession],
+    options: ScanOptions,
+    *,
+    now_ms: Callable[[], int] = _wall_clock_ms,
+    say: Say = say_on_stderr,
+    scan_id: str | None = None,
+) -> ScanReport:
+    """One scan; `spark` is a session, or makes one once the coordinators have answered (none if they did not)."""
+    started_ms = now_ms()
+    report = new_report(options, started_ms, scan_id)
+    clock = PhaseClock(report.durations_s, say)
+    cached: list[Any] = []
+    try:
+        _scan(spark, options, report, clock, started_ms, cached)
+    except ScanAborted as aborted:
+        report.abort(str(aborted))
+        say(f"aborted: {aborted}")
+    finally:
+        for rdd in cached:
+            rdd.unpersist()
+    report.finish()
+    return report
+
+
+def _scan(
+    spark: SparkSession | Callable[[], SparkSession],
+    options: ScanOptions,
+    report: ScanReport,
+    clock: PhaseClock,
+    now_ms: int,
+    cached: list[Any],
+) -> None:
+    with clock.phase("coordinators"):
+        try:
+            discovery = discover(options.access)
+        except CoordinatorsUnavailable as error:
+            raise ScanAborted(f"a coordinator cannot answer, nothing listed: {error}") from None
+        _note_threshold(report, options, discovery, now_ms)
+    if not isinstance(spark, SparkSession):
+        spark = spark()  # only now: a scan that aborts above never waits for a Spark application
+    clock.attach(spark.sparkContext)
+    with clock.phase("listing"):
+        listed = _list(spark, options, report, cached)
+    with clock.phase("classifying"):
+        classified = _classify(options, discovery, report, listed, cached)
+        listed.unpersist()
+    with clock.phase("manifest"):
+        _write_manifest(spark, options, report, classified)
+    # A dry run aborts too: it must say what the deleting run would do.
+    problem = orphan_share_problem(report.orphans, report.wal_files, options.max_orphan_percent)
+    if problem:
+        raise ScanAborted(problem)
+    if not options.delete or report.orphans == 0:
+        return
+    with clock.phase("deleting"):
+        _delete(spark, options, discovery, report)
+
+
+def _note_threshold(report: ScanReport, options: ScanOptions, discovery: Discovery, now_ms: int) -> None:
+    threshold = scan_threshold(
+        [(c.coordinator_id, c.oldest_live_file_ms) for c in discovery.coordinators], options.grace_period_ms, now_ms
+    )
+    report.coordinators = len(discovery.coordinators)
+    report.nodes = list(discovery.nodes)
+    report.threshold_ms = threshold.threshold_ms
+    report.threshold_rule = threshold.rule
+    report.oldest_live_file_ms = threshold.oldest_live_file_ms
+
+
+def _list(spark: SparkSession, options: ScanOptions, report: ScanReport, cached: list[Any]) -> Any:
+    context = spark.sparkContext
+    tasks = options.listing_tasks or min(LISTING_TASKS_MAX, LISTING_TASKS_PER_CORE * context.defaultParallelism)
+    groups = spread(listing_slices(options.store.prefix), tasks)
+    rules = ListingRules(options.store, options.key_pattern, report.threshold_ms)
+    listed = context.parallelize(groups, len(groups)).flatMap(functools.partial(list_task, rules=rules))
+    listed.persist(StorageLevel.MEMORY_AND_DISK)
+    cached.append(listed)
+    try:
+        parts = listed.mapPartitions(functools.partial(summarize_listing, sample_max=SAMPLE_MAX)).collect()
+    except Exception as error:  # any task failure (store down, bad credentials) aborts the scan
+        raise ScanAborted(_spark_failure("listing", error)) from None
+    summary = functools.reduce(lambda a, b: a.merge(b, SAMPLE_MAX), parts, ListingSummary())
+    report.listed = sum(summary.counts.values())
+    report.listed_bytes = sum(summary.bytes.values())
+    report.foreign = summary.counts[FOREIGN]
+    report.young = summary.counts[YOUNG]
+    report.candidates = summary.counts[CANDIDATE]
+    report.wal_files = report.young + report.candidates
+    report.foreign_sample = summary.foreign_sample
+    return listed
+
+
+def _classify(options: ScanOptions, discovery: Discovery, report: ScanReport, listed: Any, cached: list[Any]) -> Any:
+    plan = ClassifyPlan(options.access, discovery.nodes)
+    classified = listed.filter(is_candidate).map(candidate_fields)
+    classified = classified.mapPartitions(functools.partial(coordinators.classify_task, plan=plan))
+    classified.persist(StorageLevel.MEMORY_AND_DISK)
+    cached.append(classified)
+    summarize = functools.partial(coordinators.summarize_classification, sample_max=SAMPLE_MAX)
+    try:
+        parts = classified.mapPartitions(summarize).collect()
+    except Exception as error:  # a task failure aborts the scan; nothing was deleted
+        raise ScanAborted(_spark_failure("classifying", error)) from None
+    summary = functools.reduce(lambda a, b: a.merge(b, SAMPLE_MAX), parts, ClassificationSummary())
+    report.live = summary.counts[coordinators.LIVE]
+    report.awaiting_handover = summary.counts[coordinators.AWAITING_HANDOVER]
+    report.awaiting_deletion = summary.counts[coordinators.AWAITING_DELETION]
+    report.known = report.live + report.awaiting_handover + report.awaiting_deletion
+    report.unresolved = summary.counts[coordinators.UNRESOLVED]
+    report.orphans = summary.counts[coordinators.ORPHAN]
+    report.orphan_bytes = summary.bytes[coordinators.ORPHAN]
+    report.orphan_percent = round(orphan_share_percent(report.orphans, report.wal_files), 3)
+    report.sample = [{"key": k, "size": s, "last_modified_ms": m} for k, s, m in summary.orphan_sample]
+    report.note_failures(summary.reasons)
+    return classified
+
+
+def manifest_path(options: ScanOptions, scan_id: str) -> str:
+    directory = options.manifest_dir
+    if "://" not in directory:
+        directory = os.path.abspath(directory)
+    return f"{directory.rstrip('/')}/{scan_id}"
+
+
+def _write_manifest(spark: SparkSession, options: ScanOptions, report: ScanReport, classified: Any) -> None:
+    path = manifest_path(options, report.scan_id)
+    orphans = classified.filter(coordinators.is_orphan).map(coordinators.orphan_fields)
+    frame = spark.createDataFrame(orphans, MANIFEST_INPUT).select(
+        "key", "size", F.timestamp_millis("last_modified_ms").alias("last_modified")
+    )
+    files = max(1, min(orphans.getNumPartitions(), -(-report.orphans // MANIFEST_ROWS_PER_FILE)))
+    try:
+        frame.coalesce(files).write.mode("errorifexists").parquet(path)
+    except Exception as error:  # without a manifest nothing may be deleted
+        raise ScanAborted(_spark_failure("manifest", error)) from None
+    report.manifest = path
+
+
+def _delete(spark: SparkSession, options: ScanOptions, discovery: Discovery, report: ScanReport) -> None:
+    try:
+        current = discover(options.access)
+    except CoordinatorsUnavailable as error:
+        raise ScanAborted(f"before deleting, a coordinator cannot answer: {error}") from None
+    if current.membership != discovery.membership:
+        raise ScanAborted(
+            f"the coordinators changed during the scan ({sorted(discovery.membership)} -> "
+            f"{sorted(current.membership)}); nothing deleted"
+        )
+    context = spark.sparkContext
+    tasks = context.defaultParallelism
+    manifest = spark.read.parquet(report.manifest).select("key")
+    if report.orphans > options.max_deletes:
+        manifest = manifest.limit(options.max_deletes)
+        report.saturated = True
+    plan = DeletePlan(options.store, options.access, current.nodes, options.delete_rate / tasks)
+    keys = manifest.repartition(tasks).rdd.map(operator.itemgetter(0))
+    try:
+        tallies = keys.mapPartitions(functools.partial(delete_task, plan=plan)).collect()
+    except Exception as error:  # the tallies are lost with the job: say so, a rerun tells what is left
+        reason = _spark_failure("deleting", error)
+        raise ScanAborted(
+            f"{reason}; some orphans may have been deleted before it (rerun to see what is left)"
+        ) from None
+    tally = functools.reduce(DeleteTally.merge, tallies, DeleteTally())
+    report.deleted = tally.deleted
+    report.delete_failed = tally.failed
+    report.kept_by_recheck = tally.kept_by_recheck
+    report.note_failures(tally.failures)
+
+
+if __name__ == "__main__":
+    # Run as a script (spark-submit spark/orphan_scan.py): the script's directory must not shadow top-level modules.
+    if sys.path and os.path.abspath(sys.path[0] or ".") == os.path.dirname(os.path.abspath(__file__)):
+        sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    from spark.command import main
+
+    sys.exit(main())
