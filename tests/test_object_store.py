@@ -287,13 +287,22 @@ def test_local_root_gone_in_the_middle_of_a_listing_fails_it(local_store_under_t
     assert first.key == sorted(NESTED_KEYS)[0]
 
 
-def test_local_root_is_created_at_open(tmp_path: Path) -> None:
+def test_local_root_is_created_at_open_only_when_asked(tmp_path: Path) -> None:
     root = tmp_path / "not" / "yet"
+    own_root = open_object_store(StoreConfig(backend="local", local_root=str(root)))
+    with pytest.raises(ObjectStoreError, match="unavailable"):
+        own_root.delete(["a/b"])  # never "deleted": the root may be a volume that is away
+    assert not root.exists()
 
-    store = open_object_store(StoreConfig(backend="local", local_root=str(root)))
+    store = open_object_store(StoreConfig(backend="local", local_root=str(root), create_root=True))
     store.put("a/b", b"x")
 
     assert (root / "a" / "b").read_bytes() == b"x"
+
+
+def test_only_the_embedded_default_root_is_created() -> None:
+    assert StoreConfig.from_settings(Settings()).create_root
+    assert not StoreConfig.from_settings(Settings(storage_local_root="/srv/objects")).create_root
 
 
 def test_local_root_gone_makes_every_call_raise_instead_of_reporting_deleted(local_store: ObjectStore) -> None:

@@ -42,6 +42,7 @@ class StoreConfig:
     s3_endpoint_url: str = ""
     s3_region: str = "us-east-1"
     request_timeout_ms: int = 30000
+    create_root: bool = False  # local: create the root if missing (only the embedded default, under the data dir)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> StoreConfig:
@@ -53,6 +54,7 @@ class StoreConfig:
             s3_endpoint_url=settings.storage_s3_endpoint_url,
             s3_region=settings.storage_s3_region,
             request_timeout_ms=settings.storage_request_timeout_ms,
+            create_root=settings.storage_backend == "local" and not settings.storage_local_root,
         )
 
     @property

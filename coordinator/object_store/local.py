@@ -28,7 +28,10 @@ PUT_ATTEMPTS_MAX = 5
 class LocalObjectStore:
     """Objects are files under `config.local_root`; a put is atomic and durable once it returns.
 
-    The root is created at open. Afterwards a root that is missing makes every call
+    The root is created at open only with `config.create_root` (the embedded default under the
+    data dir); a root of its own is like a bucket, it must exist, since creating a root
+    that is missing because its volume is away would turn every object into "already
+    deleted". A root that is missing makes every call
     raise ObjectStoreError (a volume away), so that missing objects are never mistaken
     for deleted; a call also fails if the root is replaced while it runs. A root that is
     back, or replaced between calls (a volume mounted again over a directory made while
@@ -42,14 +45,12 @@ class LocalObjectStore:
             raise ValueError("the local object store needs a root directory")
         self.config = config
         self._root = os.path.abspath(config.local_root)
-        try:
-            os.makedirs(self._root, exist_ok=True)
-            root_stat = os.stat(self._root)
-        except OSError as error:
-            raise ObjectStoreError(f"cannot open local object store root {self._root}: {error}") from error
-        if not stat.S_ISDIR(root_stat.st_mode):
-            raise ObjectStoreError(f"local object store root {self._root} is not a directory")
-        self._root_identity = (root_stat.st_dev, root_stat.st_ino)
+        self._root_identity = (-1, -1)
+        if config.create_root:
+            try:
+                os.makedirs(self._root, exist_ok=True)
+            except OSError as error:
+                raise ObjectStoreError(f"cannot create local object store root {self._root}: {error}") from error
 
     @property
     def root(self) -> str:
