@@ -108,7 +108,6 @@ class FileWorker:
         self._probe_cursor = -1
         self._next_probe_pass_ms = 0
         self._task: asyncio.Task[None] | None = None
-        self._wakeup = asyncio.Event()
 
     @property
     def coordinator_id(self) -> int:
@@ -125,17 +124,11 @@ class FileWorker:
                 await self._task
             self._task = None
 
-    def nudge(self) -> None:
-        """Runs the next cycle now (after a change that may have left files idle)."""
-        self._wakeup.set()
-
     async def _run(self) -> None:
         interval_s = self._settings.file_worker_interval_ms / 1000
         while True:
             # The first cycle waits one interval too: a node that just started answers its callers first.
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wakeup.wait(), interval_s)
-            self._wakeup.clear()
+            await asyncio.sleep(interval_s)
             try:
                 await self.run_cycle()
             except asyncio.CancelledError:
