@@ -298,7 +298,11 @@ def snapshot_create(args: argparse.Namespace) -> int:
                     errors.append(f"coordinator {coordinator_id}: {state} is missing")
                     continue
                 manifest = take_snapshot(
-                    state, snapshot_directory(directory), settings.snapshot_copy_step_pages, _now_ms()
+                    state,
+                    snapshot_directory(directory),
+                    settings.snapshot_copy_step_pages,
+                    _now_ms(),
+                    settings.snapshot_copy_max_bytes_per_second,
                 )
                 metadata_log = MetadataLog(directory / "log", settings.log_segment_bytes)
                 try:

@@ -114,8 +114,14 @@ class Settings:
     )
     snapshot_copy_step_pages: int = _setting(
         "diskless.coordinator.snapshot.copy.step.pages",
-        4096,
-        "SQLite pages a snapshot copies per backup step (the copy runs off the write path)",
+        1024,
+        "SQLite pages a snapshot copies per backup step, each flushed before the next, so that the metadata "
+        "log's fsyncs never wait behind more than one step",
+    )
+    snapshot_copy_max_bytes_per_second: int = _setting(
+        "diskless.coordinator.snapshot.copy.max.bytes.per.second",
+        320 * 1024 * 1024,
+        "rate bound of a snapshot copy, which leaves the disk gaps between steps (0: no bound)",
     )
     snapshot_retry_backoff_ms: int = _setting(
         "diskless.coordinator.snapshot.retry.backoff.ms",
@@ -317,7 +323,7 @@ class Settings:
         for attr in ("snapshot_retained_count", "snapshot_copy_step_pages", "snapshot_retry_backoff_ms"):
             if getattr(self, attr) <= 0:
                 raise SettingsError(f"{property_name(attr)} must be > 0, got {getattr(self, attr)}")
-        for attr in ("snapshot_interval_bytes", "snapshot_interval_ms"):
+        for attr in ("snapshot_interval_bytes", "snapshot_interval_ms", "snapshot_copy_max_bytes_per_second"):
             if getattr(self, attr) < 0:
                 raise SettingsError(f"{property_name(attr)} must be >= 0 (0: off), got {getattr(self, attr)}")
         if 0 < self.snapshot_interval_bytes < self.log_segment_bytes:

@@ -45,7 +45,7 @@ from coordinator.state.replay import replay_log
 from coordinator.state.store import AppliedFrame, StateCorrupt, StateStore
 from coordinator.view import CoordinatorView
 from snapshot.files import DirectoryLock
-from snapshot.prune import PruneResult, prune
+from snapshot.prune import PruneResult, delete_snapshots, prune_log
 from snapshot.snapshots import (
     SnapshotCheck,
     SnapshotManifest,
@@ -633,12 +633,17 @@ class CoordinatorShard:
                 self._snapshots,
                 self._settings.snapshot_copy_step_pages,
                 now_ms,
+                self._settings.snapshot_copy_max_bytes_per_second,
             )
             copied_s = time.monotonic() - started
             self._last_snapshot, self._last_snapshot_at_ms = manifest, now_ms
             self._log_bytes_at_snapshot = log_bytes_before
             pruned = await loop.run_in_executor(
-                self._executor, prune, self._snapshots, self._log, self._settings.snapshot_retained_count
+                self._executor, prune_log, self._snapshots, self._log, self._settings.snapshot_retained_count
+            )
+            # Freeing a state-sized file takes tens of milliseconds: on the snapshot thread, not the log's.
+            await loop.run_in_executor(
+                self._snapshot_executor, delete_snapshots, self._snapshots, pruned.deleted_snapshots
             )
         log.info(
             "coordinator %d: snapshot %s (%d bytes) in %.2fs; log starts at %d (%d segments, %d snapshots pruned)",

@@ -17,6 +17,11 @@ PART_SUFFIX = ".part"
 CRASH_ENVIRONMENT_VARIABLE = "DISKLESS_CRASH_AT"
 CRASH_EXIT_CODE = 137  # what a SIGKILL looks like to a parent
 CHECKSUM_CHUNK_BYTES = 8 * 1024 * 1024  # large reads: zlib.crc32 releases the GIL on big buffers
+# Freed a few MiB per truncate: on ext4 mounted with `discard` one unlink of tens of megabytes stalls the
+# journal commit that the metadata log's next fdatasync waits for (measured on the bench machine: a small
+# append's fdatasync p99 went from 2-5 ms to 13-25 ms while 60 MB files were unlinked, and stayed at 2-3 ms
+# while they were truncated 1-4 MiB at a time).
+DELETE_CHUNK_BYTES = 4 * 1024 * 1024
 
 
 def crash_point(step: str) -> None:
@@ -61,6 +66,22 @@ def file_checksum(path: Path) -> tuple[int, int]:
             crc = zlib.crc32(view[:count], crc)
             size += count
     return size, crc
+
+
+def delete_in_chunks(path: Path) -> None:
+    """Unlinks a possibly large file after shrinking it DELETE_CHUNK_BYTES at a time, from the end."""
+    try:
+        fd = os.open(path, os.O_WRONLY)
+    except FileNotFoundError:
+        return
+    try:
+        size = os.fstat(fd).st_size
+        while size > 0:
+            size = max(0, size - DELETE_CHUNK_BYTES)
+            os.ftruncate(fd, size)
+    finally:
+        os.close(fd)
+    path.unlink(missing_ok=True)
 
 
 class ChecksumMismatch(Exception):

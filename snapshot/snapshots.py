@@ -11,6 +11,14 @@ whenever the writer commits and never ends under steady load; with it the
 copy is one consistent point (WAL mode lets the writer go on meanwhile).
 The id is read inside that transaction, so it names exactly what is copied.
 
+The copy shares a small node with the commit path, so it is kept gentle
+(measured on 2 cores with snapshots back to back, bench/recovery.py): it is
+flushed one step at a time, so the metadata log's fdatasync never queues
+behind more than a step of dirty data; it is paced to a rate bound, so that
+on an idle machine it does not burst at the disk's full speed; old
+snapshots are freed a few MiB at a time (snapshot/files.py), off the log's
+writer thread (snapshot/prune.py).
+
 Files appear in this order: the data file's `.part` (written, fsynced), the
 manifest's `.part` (fsynced), the data renamed, the manifest renamed, the
 directory fsynced. A snapshot exists once its manifest does; start-up deletes
@@ -23,6 +31,7 @@ import json
 import logging
 import os
 import re
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,6 +43,7 @@ from snapshot.files import (
     ChecksumMismatch,
     copy_durably,
     crash_point,
+    delete_in_chunks,
     file_checksum,
     fsync_directory,
     fsync_file,
@@ -46,6 +56,12 @@ DATA_SUFFIX = ".sqlite"
 MANIFEST_SUFFIX = ".manifest"
 MANIFEST_FORMAT = 1
 _NAME = re.compile(r"^(\d{20})-(\d{10})$")
+# Rate bound of a snapshot copy, bytes/s (0: none): the default of
+# diskless.coordinator.snapshot.copy.max.bytes.per.second, which the node passes. Unbounded on an
+# idle machine with a fast disk, the copy writes as fast as the disk takes it and the metadata log's
+# fdatasyncs queue behind it; bounded, it leaves gaps between steps. Above what the copy reaches on
+# the 2-core bench machine (about 250 MB/s with its checksum), so the target of >= 200 MB/s holds.
+COPY_BYTES_PER_SECOND_MAX = 320 * 1024 * 1024
 
 
 class SnapshotError(Exception):
@@ -184,10 +200,15 @@ def remove_incomplete(directory: Path) -> list[Path]:
 
 
 def delete_snapshot(manifest: SnapshotManifest) -> None:
-    """Manifest first: the snapshot stops existing in one step; the data file is then an orphan to delete."""
+    """Manifest first: the snapshot stops existing in one step; the data file is then an orphan to delete.
+
+    A crash in between may leave the manifest of a shrunk data file: that
+    snapshot no longer verifies and is skipped, as one older than the kept
+    ones it is never needed, and the next prune deletes it again.
+    """
     directory = manifest.data_path.parent
     _manifest_path(directory, manifest.snapshot_id).unlink(missing_ok=True)
-    manifest.data_path.unlink(missing_ok=True)
+    delete_in_chunks(manifest.data_path)
     fsync_directory(directory)
 
 
@@ -204,7 +225,13 @@ def _read_position(connection: apsw.Connection) -> tuple[int, int, int]:
     return int(meta["applied_offset"]), int(meta["leader_epoch"]), int(meta["coordinator_id"])
 
 
-def take_snapshot(state_path: Path, directory: Path, copy_step_pages: int, now_ms: int) -> SnapshotManifest:
+def take_snapshot(
+    state_path: Path,
+    directory: Path,
+    copy_step_pages: int,
+    now_ms: int,
+    copy_bytes_per_second_max: int = COPY_BYTES_PER_SECOND_MAX,
+) -> SnapshotManifest:
     """Copies the committed state at `state_path` into a new snapshot (runs on a thread of its own).
 
     Returns the existing snapshot when one with the same id is already there
@@ -223,12 +250,15 @@ def take_snapshot(state_path: Path, directory: Path, copy_step_pages: int, now_m
                 return _read_manifest(existing)
             data_part = part_path(_data_path(directory, snapshot_id))
             data_part.unlink(missing_ok=True)
-            _backup(source, data_part, snapshot_id, copy_step_pages)
+            _backup(source, data_part, snapshot_id, copy_step_pages, copy_bytes_per_second_max)
         finally:
             source.execute("COMMIT")
     finally:
         source.close()
     fsync_file(data_part)
+    # Of the whole file once written, not step by step: the backup API keeps the target's write transaction
+    # open to the end and writes pages as its cache spills them, then the header page last, so bytes read
+    # during the copy could still change.
     size, crc = file_checksum(data_part)
     manifest = SnapshotManifest(
         snapshot_id, coordinator_id, size, crc, applied_offset, now_ms, _data_path(directory, snapshot_id)
@@ -246,6 +276,14 @@ def take_snapshot(state_path: Path, directory: Path, copy_step_pages: int, now_m
     return manifest
 
 
+def _pace(started: float, copied_bytes: int, bytes_per_second_max: int) -> None:
+    """Sleeps while the copy is ahead of its rate bound: the commit path gets the disk and the CPU meanwhile."""
+    if bytes_per_second_max > 0:
+        ahead_s = started + copied_bytes / bytes_per_second_max - time.monotonic()
+        if ahead_s > 0:
+            time.sleep(ahead_s)
+
+
 def _flush_written(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
@@ -254,23 +292,30 @@ def _flush_written(path: Path) -> None:
         os.close(fd)
 
 
-def _backup(source: apsw.Connection, target: Path, snapshot_id: SnapshotId, copy_step_pages: int) -> None:
+def _backup(
+    source: apsw.Connection, target: Path, snapshot_id: SnapshotId, copy_step_pages: int, bytes_per_second_max: int
+) -> None:
     """The backup API's copy of `source` (inside its read transaction) into a new file `target`."""
+    (page_size,) = source.execute("PRAGMA page_size").fetchone()
     destination = apsw.Connection(str(target))
     try:
         # The target is a scratch file until renamed: no journal, no syncs (one fsync at the end).
         destination.execute("PRAGMA journal_mode=OFF")
         destination.execute("PRAGMA synchronous=OFF")
+        started = time.monotonic()
         first_step = True
         with destination.backup("main", source, "main") as backup:
             while not backup.done:
                 backup.step(copy_step_pages)
-                # Flushed step by step: one large fsync at the end would queue the metadata log's
-                # small fdatasyncs (the commit path) behind tens of megabytes.
+                # Flushed step by step: one large fsync at the end would queue the metadata log's small
+                # fdatasyncs (the commit path) behind tens of megabytes. The backup keeps the target's write
+                # transaction open until the end, so a step's pages reach the file as SQLite's page cache
+                # spills them: what is flushed is at most a step plus that cache.
                 _flush_written(target)
                 if first_step and not backup.done:
                     crash_point("snapshot.copy")
                 first_step = False
+                _pace(started, (backup.page_count - backup.remaining) * page_size, bytes_per_second_max)
         # A self-contained file: rollback-journal mode, so reading it never makes -wal/-shm files.
         destination.execute("PRAGMA journal_mode=DELETE")
         copied_offset, copied_epoch, _ = _read_position(destination)

@@ -10,9 +10,11 @@ the result equals a replay of the whole log (I1).
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from pathlib import Path
 
+import apsw
 import pytest
 
 from coordinator.clock import SystemClock
@@ -23,6 +25,10 @@ from coordinator.settings import Settings
 from coordinator.shard import CoordinatorShard, LoadFailed
 from coordinator.state.replay import logical_dump, rebuild_from_log
 from protos import admin_pb2 as admin
+from snapshot import snapshots
+from snapshot.files import file_checksum
+from snapshot.prune import delete_snapshots, prune_log
+from snapshot.snapshots import list_snapshots, take_snapshot, verify_snapshot
 from tests.harness import Broker, ServerProcess, describe_coordinators
 from tests.snapshot_helpers import (
     COORDINATORS,
@@ -280,3 +286,79 @@ def test_deleting_segments_leaves_a_contiguous_log_that_reopens_at_its_new_start
     reopened = MetadataLog(tmp_path / "log", 1024)
     assert reopened.position().start_offset == bases[-1] and reopened.position().end_offset == 199
     reopened.close()
+
+
+def _state_file(path: Path, applied_offset: int, blob_count: int) -> apsw.Connection:
+    """A WAL-mode SQLite file with what a snapshot reads (`meta`) and enough pages to copy in many steps."""
+    connection = apsw.Connection(str(path))
+    connection.execute("PRAGMA journal_mode=WAL")
+    with connection:
+        connection.execute("CREATE TABLE meta (name TEXT PRIMARY KEY, value INTEGER)")
+        meta = [("applied_offset", applied_offset), ("leader_epoch", 3), ("coordinator_id", 0)]
+        connection.executemany("INSERT INTO meta VALUES (?, ?)", meta)
+        connection.execute("CREATE TABLE blobs (id INTEGER PRIMARY KEY, body BLOB)")
+        connection.executemany("INSERT INTO blobs VALUES (?, randomblob(3000))", [(i,) for i in range(blob_count)])
+    return connection
+
+
+def test_a_paced_copy_in_small_steps_verifies_while_the_state_changes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The copy holds its starting point although the writer commits meanwhile; it verifies; the rate bound holds."""
+    writer = _state_file(tmp_path / "state.sqlite", 42, 600)
+    before = writer.execute("SELECT sum(length(body)), count(*) FROM blobs").fetchall()
+    changed = False
+    pace = snapshots._pace
+
+    def commit_then_pace(started: float, copied_bytes: int, bytes_per_second_max: int) -> None:
+        nonlocal changed
+        if not changed:  # a writer commit between two copy steps
+            changed = True
+            with writer:
+                writer.execute("UPDATE meta SET value = 43 WHERE name = 'applied_offset'")
+                writer.execute("DELETE FROM blobs WHERE id < 300")
+        pace(started, copied_bytes, bytes_per_second_max)
+
+    monkeypatch.setattr(snapshots, "_pace", commit_then_pace)
+    rate = 4 * 1024 * 1024
+    started = time.monotonic()
+    manifest = take_snapshot(tmp_path / "state.sqlite", tmp_path / "snapshots", 7, 1, rate)
+    elapsed_s = time.monotonic() - started
+    assert changed, "the writer committed while the copy ran"
+    assert manifest.snapshot_id.end_offset == manifest.applied_offset == 42
+    assert verify_snapshot(manifest) is None
+    assert file_checksum(manifest.data_path) == (manifest.size_bytes, manifest.crc32)
+    assert elapsed_s >= 0.8 * manifest.size_bytes / rate, "paced to the rate bound"
+    copied = apsw.Connection(str(manifest.data_path), flags=apsw.SQLITE_OPEN_READONLY)
+    assert copied.execute("SELECT sum(length(body)), count(*) FROM blobs").fetchall() == before
+    assert copied.execute("PRAGMA journal_mode").fetchall() == [("delete",)]
+    copied.close()
+    writer.close()
+
+
+def test_pruning_in_two_halves_keeps_the_newest_k_and_their_log(tmp_path: Path) -> None:
+    """The log half on the log's thread, the snapshot half after it (a node runs it on the snapshot thread)."""
+    coordinator_directory = tmp_path / "coordinator-0"
+    metadata_log = MetadataLog(coordinator_directory / "log", 1024)
+    writer = _state_file(tmp_path / "state.sqlite", 0, 50)
+    kept_in = coordinator_directory / "snapshots"
+    for epoch in range(1, 200):
+        end = metadata_log.end_offset
+        metadata_log.append(encode_frame(end, epoch, 1, encode_batch([leader_change(epoch, 0)])), end + 1, epoch)
+        if epoch % 60 == 0:
+            with writer:
+                writer.execute("UPDATE meta SET value = ? WHERE name = 'applied_offset'", (end + 1,))
+            take_snapshot(tmp_path / "state.sqlite", kept_in, 4, epoch, 0)
+    assert [m.snapshot_id.end_offset for m in list_snapshots(kept_in)] == [180, 120, 60]
+    pruned = prune_log(kept_in, metadata_log, 2)
+    assert [s.end_offset for s in pruned.kept] == [180, 120]
+    assert [s.end_offset for s in pruned.deleted_snapshots] == [60]
+    assert 0 < pruned.log_start_offset <= 120 and pruned.deleted_segments
+    assert len(list_snapshots(kept_in)) == 3, "the log half deletes no snapshot"
+    delete_snapshots(kept_in, pruned.deleted_snapshots)
+    assert [m.snapshot_id.end_offset for m in list_snapshots(kept_in)] == [180, 120]
+    assert sorted(os.listdir(kept_in)) == sorted(
+        f"{m.snapshot_id.name}{suffix}" for m in list_snapshots(kept_in) for suffix in (".sqlite", ".manifest")
+    )
+    metadata_log.close()
+    writer.close()
