@@ -26,6 +26,15 @@ def _run(args: argparse.Namespace) -> int:
         return 2
     config = replace(config, coordinators=args.coordinators or config.coordinators,
                      coordinator_settings=overrides)  # type: ignore[arg-type]  # fmt: skip
+    if args.live is not None:
+        try:
+            live = tuple(int(n) for n in args.live.split(",") if n.strip())
+        except ValueError:
+            live = (-1,)
+        if any(n <= 0 for n in live):
+            print("diskless bench run: --live takes positive batch counts, e.g. 1000000,10000000", file=sys.stderr)
+            return 2
+        config = replace(config, live_states=live)
     systems = tuple(args.systems.split(",")) if args.systems else SYSTEMS
     unknown = set(systems) - set(SYSTEMS)
     if unknown:
@@ -66,6 +75,11 @@ def add_bench_commands(parser: argparse.ArgumentParser) -> None:
     run.add_argument("--coordinators", type=int, help="coordinators of the benchmarked node (default 8; tiny 2)")
     run.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                      help="a coordinator setting for both coordinator systems (repeatable)")  # fmt: skip
+    run.add_argument(
+        "--live",
+        metavar="N[,N]",
+        help="live-batch states for the grown-state scenario (default: quick 1000000; full adds 10000000)",
+    )
     run.add_argument("--profile", action="store_true", help="also profile the coordinator (profile.txt)")
     run.add_argument("--no-install", action="store_true", help="skip postgres instead of apt-get installing it")
     run.set_defaults(run=_run)

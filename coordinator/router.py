@@ -51,6 +51,7 @@ class Router:
         self.catalog = TopicCatalog()
         self.endpoint = Endpoint("127.0.0.1", 0)
         self._admin_lock = asyncio.Lock()  # topic creation and deletion are serialised node-wide
+        self._commits_in_flight = 0  # CommitFile calls between arrival and answer
 
     def rebuild_catalog(self) -> None:
         """Reads every loaded coordinator's partitions into the catalog."""
@@ -97,13 +98,13 @@ class Router:
                     f"{self.settings.queue_max_operations}); retry with backoff"
                 )
 
-    async def _run_parts(self, checks: dict[int, Any], timeout_ms: int) -> dict[int, Any]:
+    async def _run_parts(self, checks: dict[int, Any], timeout_ms: int, may_linger: bool = False) -> dict[int, Any]:
         """Submits one check per coordinator; returns per coordinator the response or the error."""
         futures: dict[int, asyncio.Future[Any]] = {}
         outcomes: dict[int, Any] = {}
         for coordinator_id, check in checks.items():
             try:
-                futures[coordinator_id] = self._shard(coordinator_id).submit(check)
+                futures[coordinator_id] = self._shard(coordinator_id).submit(check, may_linger)
             except CoordinatorUnavailable as error:
                 outcomes[coordinator_id] = error
         if futures:
@@ -243,6 +244,13 @@ class Router:
     # ------------------------------------------------------------------ CommitFile
 
     async def commit_file(self, request: pb.CommitFileRequest) -> pb.CommitFileResponse:
+        self._commits_in_flight += 1
+        try:
+            return await self._commit_file(request)
+        finally:
+            self._commits_in_flight -= 1
+
+    async def _commit_file(self, request: pb.CommitFileRequest) -> pb.CommitFileResponse:
         batches = request.batches
         if not batches:
             raise MalformedRequest("CommitFile needs at least one batch")
@@ -258,16 +266,21 @@ class Router:
             for _ in batches:
                 results.add(error_code=pb.INVALID_REQUEST, error_message=problem, **_NO_OFFSETS)
             return response
+        batches = commits.request_batches(batches)
         problems = commits.batch_structure_problems(batches, request.file_size)
         outcomes: list[commits.BatchOutcome | None] = [None] * len(batches)
         by_coordinator: dict[int, list[int]] = defaultdict(list)
-        coordinator_of = self.catalog.coordinator_of
+        assignments: dict[bytes, dict[int, int]] = {}  # topic id -> partition -> coordinator, per topic once
         for index, batch in enumerate(batches):
             item_problem = problems[index]
             if item_problem is not None and item_problem.error_code == ErrorCode.INVALID_REQUEST:
                 outcomes[index] = commits.BatchOutcome(item_problem.error_code, item_problem.message)
                 continue
-            coordinator_id = coordinator_of(batch.topic_id, batch.partition)
+            assignment = assignments.get(batch.topic_id)
+            if assignment is None:
+                entry = self.catalog.topic(batch.topic_id)
+                assignment = assignments[batch.topic_id] = {} if entry is None else entry.partitions
+            coordinator_id = assignment.get(batch.partition)
             if coordinator_id is None:
                 outcomes[index] = (
                     commits.BatchOutcome(item_problem.error_code, item_problem.message)
@@ -291,13 +304,15 @@ class Router:
                     request.file_size,
                     request.uploader_broker_id,
                     owners,
-                    tuple(batches[i] for i in indexes),
-                    tuple(problems[i] for i in indexes),
+                    tuple([batches[i] for i in indexes]),
+                    tuple([problems[i] for i in indexes]),
                 ),
             )
             for coordinator_id, indexes in by_coordinator.items()
         }
-        for coordinator_id, outcome in (await self._run_parts(checks, request.timeout_ms)).items():
+        # Other brokers' commits under way: their parts will follow, so the coordinators may group them.
+        may_linger = self._commits_in_flight > 1
+        for coordinator_id, outcome in (await self._run_parts(checks, request.timeout_ms, may_linger)).items():
             indexes = by_coordinator[coordinator_id]
             if isinstance(outcome, CoordinatorUnavailable):
                 for index in indexes:
@@ -310,22 +325,26 @@ class Router:
         rejected = self._metrics.rejected_batches
         for outcome in outcomes:
             assert outcome is not None
-            if outcome.error_code != ErrorCode.NONE:
-                rejected.labels(outcome.error_code.name).inc()
+            code, message, base_offset, append_time, log_start_offset, duplicate = outcome
+            if code == ErrorCode.NONE and not duplicate:  # the common case, with the fewest fields to set
+                add(assigned_base_offset=base_offset, log_append_time=append_time, log_start_offset=log_start_offset)
+                continue
+            if code != ErrorCode.NONE:
+                rejected.labels(code.name).inc()
             add(
-                error_code=outcome.error_code,
-                error_message=outcome.message,
-                assigned_base_offset=outcome.assigned_base_offset,
-                log_append_time=outcome.log_append_time,
-                log_start_offset=outcome.log_start_offset,
-                is_duplicate=outcome.is_duplicate,
+                error_code=code,
+                error_message=message,
+                assigned_base_offset=base_offset,
+                log_append_time=append_time,
+                log_start_offset=log_start_offset,
+                is_duplicate=duplicate,
             )
         return response
 
     def _count_commit(
         self,
         coordinator_id: int,
-        batches: Sequence[pb.CommitFileRequest.Batch],
+        batches: Sequence[commits.RequestBatch],
         outcomes: Sequence[commits.BatchOutcome],
     ) -> None:
         label = str(coordinator_id)

@@ -49,8 +49,9 @@ class Settings:
     )
     append_linger_ms: int = _setting(
         "diskless.coordinator.append.linger.ms",
-        0,
-        "how long a group waits for more operations before its write when none is in flight (0: write at once)",
+        10,
+        "how long a group waits for more operations before its write, when other callers' commits are under way "
+        "(a lone caller's is written at once; 0: never wait)",
     )
     pipeline_enable: bool = _setting(
         "diskless.coordinator.pipeline.enable",

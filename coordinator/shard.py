@@ -81,6 +81,7 @@ _TRANSITIONS = {
 class _Operation:
     check: Check
     future: asyncio.Future[Any]
+    may_linger: bool
     result: Result[Any] | None = None
 
 
@@ -91,6 +92,7 @@ class _Group:
     applied: list[AppliedFrame] = field(default_factory=list)
     end_offset: int = 0
     opened_at: float = -1.0  # loop time the linger started, -1 before
+    may_linger: bool = False  # an operation in it came while other callers' operations were under way
 
 
 @dataclass(frozen=True, slots=True)
@@ -384,15 +386,19 @@ class CoordinatorShard:
 
     # ------------------------------------------------------------------ submitting
 
-    def submit(self, check: Check) -> asyncio.Future[Any]:
-        """Queues an operation; its future resolves with the check's response once applied."""
+    def submit(self, check: Check, may_linger: bool = False) -> asyncio.Future[Any]:
+        """Queues an operation; its future resolves with the check's response once applied.
+
+        `may_linger`: the caller saw other operations under way, so the group may wait for more
+        (`append.linger.ms`); a lone caller's operation is written at once.
+        """
         self.require_active()
         if self._queue.full():
             raise Overloaded(
                 f"coordinator {self.coordinator_id} has {self._queue.qsize()} operations queued "
                 f"({property_name('queue_max_operations')}); retry with backoff"
             )
-        operation = _Operation(check, asyncio.get_running_loop().create_future())
+        operation = _Operation(check, asyncio.get_running_loop().create_future(), may_linger)
         self._queue.put_nowait(operation)
         self._wakeup.set()
         return operation.future
@@ -448,6 +454,7 @@ class CoordinatorShard:
                 continue
             operation.result = result
             group.operations.append(operation)
+            group.may_linger = group.may_linger or operation.may_linger
             if result.records:
                 count = len(result.records)
                 base_offset = self._next_offset
@@ -459,16 +466,22 @@ class CoordinatorShard:
                 self._next_offset = group.end_offset = end_offset
 
     def _linger_over(self) -> bool:
-        """Whether the open group may be written now: linger elapsed, group full, or closing."""
+        """Whether the open group may be written now: linger elapsed, group full, nothing to wait for, or closing.
+
+        A group waits only when its operations came while other callers' were under way: more are then
+        on their way, and one SQLite transaction and one fsync will serve them all. A lone caller's
+        operation is written at once, so the linger costs nothing when there is nothing to group.
+        """
         linger_s = self._settings.append_linger_ms / 1000
-        if linger_s <= 0 or self._closing:
+        if linger_s <= 0 or self._closing or not self._group.may_linger or not self._settings.pipeline_enable:
             return True
         if len(self._group.operations) >= self._settings.group_commit_max_operations:
             return True
         loop = asyncio.get_running_loop()
+        now = loop.time()
         if self._group.opened_at < 0:
-            self._group.opened_at = loop.time()
-        remaining_s = self._group.opened_at + linger_s - loop.time()
+            self._group.opened_at = now
+        remaining_s = self._group.opened_at + linger_s - now
         if remaining_s <= 0:
             return True
         if self._linger_timer is None:  # re-armed after an early fire: timers may run a hair before time

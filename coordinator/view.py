@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from coordinator.invariants import InvariantViolation, check_invariant
 from coordinator.producers import ProducerWindow, WindowEntry, advance_window
-from coordinator.records import unpack_batches
+from coordinator.records import BATCH_LAYOUT
 from protos import records_pb2 as rec
 
 
@@ -63,7 +63,8 @@ class CoordinatorView:
         self.next_file_id = next_file_id
         self.leader_epoch = leader_epoch
         self._partitions: dict[int, PartitionView] = {}
-        self._partition_keys: dict[tuple[bytes, int], int] = {}
+        # (topic id, partition) -> partition: the commit path's lookup, one dict access per batch.
+        self.partition_index: dict[tuple[bytes, int], PartitionView] = {}
         self._producers: dict[int, dict[int, ProducerWindow]] = {}
         # object key -> log end offset of the batch that recorded it; dropped once applied.
         self._pending_file_keys: dict[str, int] = {}
@@ -71,8 +72,7 @@ class CoordinatorView:
     # ------------------------------------------------------------------ reads
 
     def partition(self, topic_id: bytes, partition: int) -> PartitionView | None:
-        key = self._partition_keys.get((topic_id, partition))
-        return None if key is None else self._partitions[key]
+        return self.partition_index.get((topic_id, partition))
 
     def partitions(self) -> Iterator[PartitionView]:
         return iter(self._partitions.values())
@@ -98,7 +98,7 @@ class CoordinatorView:
 
     def load_partition(self, partition: PartitionView) -> None:
         self._partitions[partition.key] = partition
-        self._partition_keys[(partition.topic_id, partition.partition)] = partition.key
+        self.partition_index[(partition.topic_id, partition.partition)] = partition
 
     def load_producer(self, partition_key: int, producer_id: int, window: ProducerWindow) -> None:
         self._producers.setdefault(partition_key, {})[producer_id] = window
@@ -132,7 +132,7 @@ class CoordinatorView:
         elif kind == "topic_deleted":
             for partition in self.partitions_of_topic(record.topic_deleted.topic_id):
                 del self._partitions[partition.key]
-                del self._partition_keys[(partition.topic_id, partition.partition)]
+                del self.partition_index[(partition.topic_id, partition.partition)]
                 self._producers.pop(partition.key, None)
         elif kind == "file_ownership_taken":
             taken = record.file_ownership_taken
@@ -161,30 +161,29 @@ class CoordinatorView:
         self._pending_file_keys[committed.object_key] = end_offset
         append_time = committed.append_time_ms
         partitions = self._partitions
-        for batch in unpack_batches(committed.packed_batches):
-            partition = partitions[batch.partition_key]
-            # Checked inline, the message built only on failure: this loop runs once per batch.
-            if (
-                batch.batch_id != self.next_batch_id
-                or batch.base_offset != partition.high_watermark
-                or batch.last_offset < batch.base_offset
-            ):
+        producers = self._producers
+        next_batch_id = self.next_batch_id
+        # Fields unpacked into locals, the invariant checked inline: this loop runs once per batch.
+        for (batch_id, key, _, _, base_offset, last_offset, _, producer_id, producer_epoch, base_sequence,
+             last_sequence, _, timestamp_type) in BATCH_LAYOUT.iter_unpack(committed.packed_batches):  # fmt: skip
+            partition = partitions[key]
+            if batch_id != next_batch_id or base_offset != partition.high_watermark or last_offset < base_offset:
                 raise InvariantViolation(
-                    f"batch {batch.batch_id} (expected id {self.next_batch_id}) at {batch.base_offset}.."
-                    f"{batch.last_offset} does not continue partition {batch.partition_key} at "
-                    f"{partition.high_watermark}"
+                    f"batch {batch_id} (expected id {next_batch_id}) at {base_offset}..{last_offset} does not "
+                    f"continue partition {key} at {partition.high_watermark}"
                 )
-            self.next_batch_id += 1
-            partition.high_watermark = batch.last_offset + 1
-            if batch.producer_id >= 0:
-                windows = self._producers.setdefault(batch.partition_key, {})
-                windows[batch.producer_id] = advance_window(
-                    windows.get(batch.producer_id),
-                    batch.producer_epoch,
-                    WindowEntry(
-                        batch.base_sequence, batch.last_sequence, batch.base_offset, append_time, batch.timestamp_type
-                    ),
+            next_batch_id += 1
+            partition.high_watermark = last_offset + 1
+            if producer_id >= 0:
+                windows = producers.get(key)
+                if windows is None:
+                    windows = producers[key] = {}
+                windows[producer_id] = advance_window(
+                    windows.get(producer_id),
+                    producer_epoch,
+                    WindowEntry(base_sequence, last_sequence, base_offset, append_time, timestamp_type),
                 )
+        self.next_batch_id = next_batch_id
 
     def forget_applied_files(self, applied_offset: int) -> None:
         """Drops pending object keys whose records SQLite now holds."""

@@ -38,9 +38,8 @@ def view_facts(view: CoordinatorView) -> dict[str, Any]:
 
 def commit_part(batches: list[pb.CommitFileRequest.Batch], key: str) -> commits.CommitPart:
     size = sum(b.size for b in batches)
-    return commits.CommitPart(
-        key, size, 1, (0,), tuple(batches), tuple(commits.batch_structure_problems(batches, size))
-    )
+    read = commits.request_batches(batches)
+    return commits.CommitPart(key, size, 1, (0,), tuple(read), tuple(commits.batch_structure_problems(read, size)))
 
 
 operation = st.one_of(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -181,3 +182,28 @@ def test_without_pipelining_every_commit_pays_its_own_fsync(tmp_path: Path) -> N
         assert after.log_flush_count - before.log_flush_count == 160
     finally:
         assert server.stop() == 0
+
+
+def test_a_lone_committer_is_not_held_by_the_linger(tmp_path: Path) -> None:
+    """With nobody else committing there is nothing to group: each commit is written at once.
+
+    The linger here is the longest allowed (1 s); a lone committer's commits would each take a
+    second if they waited for it. Concurrent committers do wait for it (the test above).
+    """
+    server = start_one_coordinator(tmp_path / "data", linger_ms=1000)
+    try:
+        topic_id = create_topic(server, "lone-committer")
+        flushes_before, _ = flushes_and_appends(server)
+        commits = 5
+        started = time.monotonic()
+        for number in range(commits):
+            response = server.stub.CommitFile(commit_request(topic_id, f"wal/lone/{number}", number), timeout=30)
+            assert all(b.error_code == pb.NONE for b in response.batches), response
+        elapsed_s = time.monotonic() - started
+        flushes_after, _ = flushes_and_appends(server)
+        assert flushes_after - flushes_before == commits, "each lone commit is its own group"
+        assert elapsed_s < commits * 1.0 / 2, f"{commits} lone commits took {elapsed_s:.2f} s with a 1 s linger"
+        assert server.stop() == 0
+    finally:
+        if server.process is not None and server.process.poll() is None:
+            server.kill()

@@ -17,7 +17,7 @@ import apsw
 
 from coordinator.invariants import InvariantViolation, check_invariant
 from coordinator.producers import PackedWindow, WindowEntry, advance_packed_window, decode_window
-from coordinator.records import CommittedBatch, unpack_batches
+from coordinator.records import BATCH_LAYOUT
 from coordinator.state import reads
 from coordinator.state.schema import META_DEFAULTS, MIGRATIONS, SCHEMA_VERSION, STATEMENTS
 from coordinator.view import CoordinatorView, FileFacts, PartitionView
@@ -283,7 +283,7 @@ class _Applier:
         meta["next_file_id"] = file_id + 1
         append_time = committed.append_time_ms
         owners = list(committed.owner_ids)
-        batches = unpack_batches(committed.packed_batches)
+        batches = list(BATCH_LAYOUT.iter_unpack(committed.packed_batches))
         self._db.execute(
             "INSERT INTO files (file_id, object_key, file_size, uploader_broker_id, owner_ids, committed_at_ms, "
             "live_batches, is_last_owner, owned, delete_after_ms) VALUES (?,?,?,?,?,?,?,?,?,-1)",
@@ -302,26 +302,34 @@ class _Applier:
         if not batches:
             return
         high_watermarks = self._high_watermarks
+        changed_windows = self.changed_windows
+        committed_windows = self._committed_windows
         next_batch_id = meta["next_batch_id"]
-        for batch in batches:
-            # Checked inline, the message built only on failure: this loop runs once per batch.
-            key, base_offset, last_offset = batch.partition_key, batch.base_offset, batch.last_offset
+        # Fields unpacked into locals, the invariant checked inline: this loop runs once per batch.
+        for (batch_id, key, _, _, base_offset, last_offset, _, producer_id, producer_epoch, base_sequence,
+             last_sequence, _, timestamp_type) in batches:  # fmt: skip
             before, after = high_watermarks.get(key, (base_offset, base_offset))
-            if batch.batch_id != next_batch_id or base_offset != after or last_offset < base_offset:
+            if batch_id != next_batch_id or base_offset != after or last_offset < base_offset:
                 raise InvariantViolation(
-                    f"batch {batch.batch_id} (expected id {next_batch_id}) at {base_offset}..{last_offset} does not "
+                    f"batch {batch_id} (expected id {next_batch_id}) at {base_offset}..{last_offset} does not "
                     f"follow {after} in partition {key}"
                 )
             next_batch_id += 1
             high_watermarks[key] = (before, last_offset + 1)
-            if batch.producer_id >= 0:
-                self._advance_producer(batch, append_time)
+            if producer_id >= 0:
+                window_key = (key, producer_id)
+                window = changed_windows.get(window_key)
+                if window is None:
+                    window = committed_windows.get(key, {}).get(producer_id)
+                changed_windows[window_key] = advance_packed_window(
+                    window,
+                    producer_epoch,
+                    WindowEntry(base_sequence, last_sequence, base_offset, append_time, timestamp_type),
+                )
         meta["next_batch_id"] = next_batch_id
         meta["live_batch_count"] += len(batches)
-        self._db.executemany(
-            "INSERT INTO batches VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-            [(*batch, file_id, append_time) for batch in batches],
-        )
+        tail = (file_id, append_time)
+        self._db.executemany("INSERT INTO batches VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", [b + tail for b in batches])
 
     def _file_ownership_taken(self, taken: rec.FileOwnershipTaken) -> None:
         if not taken.new_file:
@@ -361,17 +369,6 @@ class _Applier:
         changes_before = self._db.total_changes()
         self._db.execute(statement, bindings)
         check_invariant(self._db.total_changes() - changes_before == 1, problem)
-
-    def _advance_producer(self, batch: CommittedBatch, append_time: int) -> None:
-        window_key = (batch.partition_key, batch.producer_id)
-        window = self.changed_windows.get(window_key)
-        if window is None:
-            window = self._committed_windows.get(batch.partition_key, {}).get(batch.producer_id)
-        self.changed_windows[window_key] = advance_packed_window(
-            window,
-            batch.producer_epoch,
-            WindowEntry(batch.base_sequence, batch.last_sequence, batch.base_offset, append_time, batch.timestamp_type),
-        )
 
     def _remove_batches_below(self, partition_key: int, offset: int | None) -> None:
         """Removes whole batches of a partition with last offset below `offset` (all when None)."""
