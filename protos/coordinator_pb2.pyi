@@ -14,22 +14,27 @@ class ErrorCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     OFFSET_OUT_OF_RANGE: _ClassVar[ErrorCode]
     CORRUPT_MESSAGE: _ClassVar[ErrorCode]
     UNKNOWN_TOPIC_OR_PARTITION: _ClassVar[ErrorCode]
+    NOT_LEADER_OR_FOLLOWER: _ClassVar[ErrorCode]
     REQUEST_TIMED_OUT: _ClassVar[ErrorCode]
     COORDINATOR_LOAD_IN_PROGRESS: _ClassVar[ErrorCode]
     COORDINATOR_NOT_AVAILABLE: _ClassVar[ErrorCode]
     NOT_COORDINATOR: _ClassVar[ErrorCode]
     INVALID_TOPIC_EXCEPTION: _ClassVar[ErrorCode]
+    NOT_ENOUGH_REPLICAS: _ClassVar[ErrorCode]
+    NOT_ENOUGH_REPLICAS_AFTER_APPEND: _ClassVar[ErrorCode]
     CLUSTER_AUTHORIZATION_FAILED: _ClassVar[ErrorCode]
     INVALID_TIMESTAMP: _ClassVar[ErrorCode]
     UNSUPPORTED_VERSION: _ClassVar[ErrorCode]
     TOPIC_ALREADY_EXISTS: _ClassVar[ErrorCode]
     INVALID_PARTITIONS: _ClassVar[ErrorCode]
+    INVALID_CONFIG: _ClassVar[ErrorCode]
     INVALID_REQUEST: _ClassVar[ErrorCode]
     OUT_OF_ORDER_SEQUENCE_NUMBER: _ClassVar[ErrorCode]
     DUPLICATE_SEQUENCE_NUMBER: _ClassVar[ErrorCode]
     INVALID_PRODUCER_EPOCH: _ClassVar[ErrorCode]
     KAFKA_STORAGE_ERROR: _ClassVar[ErrorCode]
     FENCED_LEADER_EPOCH: _ClassVar[ErrorCode]
+    UNKNOWN_LEADER_EPOCH: _ClassVar[ErrorCode]
     INVALID_RECORD: _ClassVar[ErrorCode]
     THROTTLING_QUOTA_EXCEEDED: _ClassVar[ErrorCode]
     UNKNOWN_TOPIC_ID: _ClassVar[ErrorCode]
@@ -52,22 +57,27 @@ UNKNOWN_SERVER_ERROR: ErrorCode
 OFFSET_OUT_OF_RANGE: ErrorCode
 CORRUPT_MESSAGE: ErrorCode
 UNKNOWN_TOPIC_OR_PARTITION: ErrorCode
+NOT_LEADER_OR_FOLLOWER: ErrorCode
 REQUEST_TIMED_OUT: ErrorCode
 COORDINATOR_LOAD_IN_PROGRESS: ErrorCode
 COORDINATOR_NOT_AVAILABLE: ErrorCode
 NOT_COORDINATOR: ErrorCode
 INVALID_TOPIC_EXCEPTION: ErrorCode
+NOT_ENOUGH_REPLICAS: ErrorCode
+NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode
 CLUSTER_AUTHORIZATION_FAILED: ErrorCode
 INVALID_TIMESTAMP: ErrorCode
 UNSUPPORTED_VERSION: ErrorCode
 TOPIC_ALREADY_EXISTS: ErrorCode
 INVALID_PARTITIONS: ErrorCode
+INVALID_CONFIG: ErrorCode
 INVALID_REQUEST: ErrorCode
 OUT_OF_ORDER_SEQUENCE_NUMBER: ErrorCode
 DUPLICATE_SEQUENCE_NUMBER: ErrorCode
 INVALID_PRODUCER_EPOCH: ErrorCode
 KAFKA_STORAGE_ERROR: ErrorCode
 FENCED_LEADER_EPOCH: ErrorCode
+UNKNOWN_LEADER_EPOCH: ErrorCode
 INVALID_RECORD: ErrorCode
 THROTTLING_QUOTA_EXCEEDED: ErrorCode
 UNKNOWN_TOPIC_ID: ErrorCode
@@ -436,18 +446,32 @@ class FindCoordinatorRequest(_message.Message):
     def __init__(self, topics: _Optional[_Iterable[_Union[FindCoordinatorRequest.Topic, _Mapping]]] = ...) -> None: ...
 
 class CoordinatorEndpoint(_message.Message):
-    __slots__ = ("coordinator_id", "leader_node_id", "host", "port", "leader_epoch")
+    __slots__ = ("coordinator_id", "leader_node_id", "host", "port", "leader_epoch", "replicas")
     COORDINATOR_ID_FIELD_NUMBER: _ClassVar[int]
     LEADER_NODE_ID_FIELD_NUMBER: _ClassVar[int]
     HOST_FIELD_NUMBER: _ClassVar[int]
     PORT_FIELD_NUMBER: _ClassVar[int]
     LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    REPLICAS_FIELD_NUMBER: _ClassVar[int]
     coordinator_id: int
     leader_node_id: int
     host: str
     port: int
     leader_epoch: int
-    def __init__(self, coordinator_id: _Optional[int] = ..., leader_node_id: _Optional[int] = ..., host: _Optional[str] = ..., port: _Optional[int] = ..., leader_epoch: _Optional[int] = ...) -> None: ...
+    replicas: _containers.RepeatedCompositeFieldContainer[ReplicaEndpoint]
+    def __init__(self, coordinator_id: _Optional[int] = ..., leader_node_id: _Optional[int] = ..., host: _Optional[str] = ..., port: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., replicas: _Optional[_Iterable[_Union[ReplicaEndpoint, _Mapping]]] = ...) -> None: ...
+
+class ReplicaEndpoint(_message.Message):
+    __slots__ = ("node_id", "host", "port", "in_sync")
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    HOST_FIELD_NUMBER: _ClassVar[int]
+    PORT_FIELD_NUMBER: _ClassVar[int]
+    IN_SYNC_FIELD_NUMBER: _ClassVar[int]
+    node_id: int
+    host: str
+    port: int
+    in_sync: bool
+    def __init__(self, node_id: _Optional[int] = ..., host: _Optional[str] = ..., port: _Optional[int] = ..., in_sync: _Optional[bool] = ...) -> None: ...
 
 class FindCoordinatorResponse(_message.Message):
     __slots__ = ("topics", "coordinators")
@@ -480,7 +504,7 @@ class DescribeCoordinatorsRequest(_message.Message):
     def __init__(self, coordinator_ids: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class CoordinatorDescription(_message.Message):
-    __slots__ = ("coordinator_id", "error_code", "error_message", "leader", "partition_count", "live_file_count", "live_batch_count", "oldest_live_file_timestamp", "files_awaiting_deletion", "files_awaiting_handover", "log_start_offset", "log_end_offset", "high_watermark", "applied_offset", "last_snapshot_end_offset", "log_flush_count", "log_append_count", "queued_operations", "state")
+    __slots__ = ("coordinator_id", "error_code", "error_message", "leader", "partition_count", "live_file_count", "live_batch_count", "oldest_live_file_timestamp", "files_awaiting_deletion", "files_awaiting_handover", "log_start_offset", "log_end_offset", "high_watermark", "applied_offset", "last_snapshot_end_offset", "log_flush_count", "log_append_count", "queued_operations", "state", "node_id", "role", "isr", "replica_node_ids")
     COORDINATOR_ID_FIELD_NUMBER: _ClassVar[int]
     ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
     ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
@@ -500,6 +524,10 @@ class CoordinatorDescription(_message.Message):
     LOG_APPEND_COUNT_FIELD_NUMBER: _ClassVar[int]
     QUEUED_OPERATIONS_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    ISR_FIELD_NUMBER: _ClassVar[int]
+    REPLICA_NODE_IDS_FIELD_NUMBER: _ClassVar[int]
     coordinator_id: int
     error_code: ErrorCode
     error_message: str
@@ -519,7 +547,11 @@ class CoordinatorDescription(_message.Message):
     log_append_count: int
     queued_operations: int
     state: str
-    def __init__(self, coordinator_id: _Optional[int] = ..., error_code: _Optional[_Union[ErrorCode, str]] = ..., error_message: _Optional[str] = ..., leader: _Optional[_Union[CoordinatorEndpoint, _Mapping]] = ..., partition_count: _Optional[int] = ..., live_file_count: _Optional[int] = ..., live_batch_count: _Optional[int] = ..., oldest_live_file_timestamp: _Optional[int] = ..., files_awaiting_deletion: _Optional[int] = ..., files_awaiting_handover: _Optional[int] = ..., log_start_offset: _Optional[int] = ..., log_end_offset: _Optional[int] = ..., high_watermark: _Optional[int] = ..., applied_offset: _Optional[int] = ..., last_snapshot_end_offset: _Optional[int] = ..., log_flush_count: _Optional[int] = ..., log_append_count: _Optional[int] = ..., queued_operations: _Optional[int] = ..., state: _Optional[str] = ...) -> None: ...
+    node_id: int
+    role: str
+    isr: _containers.RepeatedScalarFieldContainer[int]
+    replica_node_ids: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, coordinator_id: _Optional[int] = ..., error_code: _Optional[_Union[ErrorCode, str]] = ..., error_message: _Optional[str] = ..., leader: _Optional[_Union[CoordinatorEndpoint, _Mapping]] = ..., partition_count: _Optional[int] = ..., live_file_count: _Optional[int] = ..., live_batch_count: _Optional[int] = ..., oldest_live_file_timestamp: _Optional[int] = ..., files_awaiting_deletion: _Optional[int] = ..., files_awaiting_handover: _Optional[int] = ..., log_start_offset: _Optional[int] = ..., log_end_offset: _Optional[int] = ..., high_watermark: _Optional[int] = ..., applied_offset: _Optional[int] = ..., last_snapshot_end_offset: _Optional[int] = ..., log_flush_count: _Optional[int] = ..., log_append_count: _Optional[int] = ..., queued_operations: _Optional[int] = ..., state: _Optional[str] = ..., node_id: _Optional[int] = ..., role: _Optional[str] = ..., isr: _Optional[_Iterable[int]] = ..., replica_node_ids: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class DescribeCoordinatorsResponse(_message.Message):
     __slots__ = ("coordinators",)
