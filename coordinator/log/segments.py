@@ -1,28 +1,35 @@
 """The metadata log on disk: `<dir>/<base offset, 20 digits>.log` segment files.
 
 Appends go to the newest segment with one write and one fdatasync per group
-commit. At open, the newest segment is read to its end and a torn or corrupt
-tail is truncated (a crash mid-write leaves one); older segments are checked
-frame by frame when read.
+commit. At open, the newest segment is read to its end; older segments are
+checked frame by frame when read.
+
+A frame that does not verify (or verifies but does not continue the offsets)
+is one of two things, told apart by what comes after it:
+- a torn tail: nothing after it verifies. A crash during an unacknowledged
+  group write leaves one; it is the only thing a start cuts.
+- damage inside the log: frames after it still verify, so acknowledged
+  records follow it. Nothing is cut or written: the log refuses to open
+  (CorruptLogError, with where, what, and the operator command that recovers
+  it: `diskless log recover`, coordinator/log/recovery.py).
 """
 
 from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable, Iterator
+import re
+import shlex
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from coordinator.invariants import check_invariant
-from coordinator.log.frame import Frame, decode_frame
+from coordinator.log.frame import Frame, FrameSearchIncomplete, decode_frame, frame_problem, verifying_frames_after
 
 log = logging.getLogger(__name__)
 SEGMENT_SUFFIX = ".log"
-
-
-class CorruptLogError(Exception):
-    """A frame inside the log (not at its tail) does not verify: the log cannot be trusted."""
+_COORDINATOR_DIRECTORY = re.compile(r"^coordinator-(\d+)$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,8 +39,88 @@ class LogPosition:
     last_epoch: int  # epoch of the last frame, 0 if none
 
 
+@dataclass(frozen=True, slots=True)
+class LogDamage:
+    """Where the log is damaged inside, and what still verifies after the damage."""
+
+    segment_path: Path
+    segment_size_bytes: int
+    byte_position: int  # of the frame that does not verify or does not continue
+    expected_offset: int  # the log offset that frame should start at: the verified log ends here
+    problem: str  # what is wrong at byte_position
+    following_frame_count: int  # frames after it that verify, with offsets >= expected (here and in later segments)
+    following_record_count: int
+    following_first_offset: int  # -1 when no frame follows
+    following_end_offset: int  # exclusive, -1 when no frame follows
+    search_complete: bool = True  # False: the search stopped at its budget, frames may follow unseen
+
+    @property
+    def is_torn_tail(self) -> bool:
+        """Nothing verifies after it: in the newest segment, what a crash mid-write leaves."""
+        return self.search_complete and self.following_frame_count == 0
+
+    def describe(self) -> str:
+        """The complete statement for an operator: where, what, what follows, and what to run."""
+        where = f"{self.segment_path}, byte {self.byte_position} of {self.segment_size_bytes}"
+        if not self.search_complete:
+            after = "the search for valid frames after it stopped at its budget, so acknowledged records may follow it"
+        elif self.following_frame_count:
+            after = (
+                f"{_count(self.following_frame_count, 'frame')} after it still verify "
+                f"({_count(self.following_record_count, 'record')}, "
+                f"log offsets {self.following_first_offset}..{self.following_end_offset - 1}): acknowledged records "
+                "follow the damage"
+            )
+        else:
+            after = "no frame after it verifies, but it is not the end of the log"
+        return (
+            f"metadata log damaged inside, not a torn tail: {where}, where log offset {self.expected_offset} was "
+            f"expected: {self.problem}; {after}. Nothing was truncated or changed. A coordinator does not load a log "
+            f"damaged inside: stop the node, run `{recover_command(self.segment_path.parent)}` to see what recovery "
+            "keeps and loses, then run it again with --yes"
+        )
+
+
+class CorruptLogError(Exception):
+    """The log is damaged inside (not at its tail): it cannot be trusted, and only an operator can settle it.
+
+    The message is the complete statement for the operator; `damage` says the same for code.
+    """
+
+    def __init__(self, message: str, damage: LogDamage | None = None) -> None:
+        super().__init__(message)
+        self.damage = damage
+
+
+@dataclass(frozen=True, slots=True)
+class LogScan:
+    """A log read without opening it for writing: what a start would find."""
+
+    position: LogPosition  # of the verified log: up to the damage when there is one
+    damage: LogDamage | None
+    torn_tail_bytes: int  # bytes at the end of the newest segment that a start would cut
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}" if number == 1 else f"{number} {noun}s"
+
+
 def segment_name(base_offset: int) -> str:
     return f"{base_offset:020d}{SEGMENT_SUFFIX}"
+
+
+def segment_bases(directory: Path) -> list[int]:
+    return sorted(int(p.name[: -len(SEGMENT_SUFFIX)]) for p in directory.glob(f"*{SEGMENT_SUFFIX}"))
+
+
+def recover_command(log_directory: Path) -> str:
+    """The command line an operator runs to recover the log in `log_directory` (`<data>/coordinator-<n>/log`)."""
+    coordinator_directory = log_directory.absolute().parent
+    match = _COORDINATOR_DIRECTORY.match(coordinator_directory.name)
+    if match is None:
+        return f"diskless log recover --data-dir <the data directory holding {coordinator_directory}>"
+    data_dir = shlex.quote(str(coordinator_directory.parent))
+    return f"diskless log recover --data-dir {data_dir} --coordinator {int(match.group(1))}"
 
 
 def _fsync_directory(directory: Path) -> None:
@@ -42,6 +129,50 @@ def _fsync_directory(directory: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def _walk(data: bytes, base_offset: int) -> tuple[int, int, int]:
+    """Frames from the start of a segment while they verify and continue: (end offset, last epoch or 0, byte end)."""
+    end_offset, last_epoch, position = base_offset, 0, 0
+    while (decoded := decode_frame(data, position)) is not None and decoded[0].base_offset == end_offset:
+        frame, position = decoded
+        end_offset, last_epoch = frame.end_offset, frame.leader_epoch
+    return end_offset, last_epoch, position
+
+
+def find_damage(
+    path: Path, data: bytes, position: int, expected_offset: int, later_segments: Sequence[Path] = ()
+) -> LogDamage:
+    """What is wrong at `position` of a segment, and which frames still verify after it (here and later)."""
+    problem = frame_problem(data, position, expected_offset)
+    segment_base = int(path.name[: -len(SEGMENT_SUFFIX)])
+    if position == 0 and segment_base > expected_offset:
+        problem = (
+            f"the segment starts at log offset {segment_base}: offsets {expected_offset}..{segment_base - 1} are "
+            f"missing (a segment file is missing or was cut short); {problem}"
+        )
+    elif position == 0 and segment_base < expected_offset:
+        problem = f"the segment starts at log offset {segment_base}, inside the segment before it; {problem}"
+    count = records = 0
+    first = end = -1
+    complete = True
+    try:
+        for buffer in _buffers(data, later_segments):
+            for _, frame in verifying_frames_after(buffer, position if buffer is data else 0, expected_offset):
+                count, records = count + 1, records + frame.record_count
+                first = frame.base_offset if first < 0 else min(first, frame.base_offset)
+                end = max(end, frame.end_offset)
+    except FrameSearchIncomplete:
+        complete = False
+    return LogDamage(
+        path.absolute(), len(data), position, expected_offset, problem, count, records, first, end, complete
+    )
+
+
+def _buffers(data: bytes, later_segments: Sequence[Path]) -> Iterator[bytes]:
+    yield data
+    for path in later_segments:
+        yield path.read_bytes()
 
 
 class MetadataLog:
@@ -53,7 +184,7 @@ class MetadataLog:
         self.flush_count = 0
         self.appended_bytes = 0  # since open: drives the snapshot size trigger
         directory.mkdir(parents=True, exist_ok=True)
-        self._segments = sorted(int(p.name[: -len(SEGMENT_SUFFIX)]) for p in directory.glob(f"*{SEGMENT_SUFFIX}"))
+        self._segments = segment_bases(directory)
         if not self._segments:
             self._segments = [0]
             (directory / segment_name(0)).touch()
@@ -85,30 +216,32 @@ class MetadataLog:
     # ------------------------------------------------------------------ open
 
     def _recover_tail(self) -> tuple[int, int, int]:
-        """Reads the newest segment, truncating a torn or corrupt tail: (end offset, last epoch, size)."""
+        """Reads the newest segment, cutting a torn tail: (end offset, last epoch, size).
+
+        Raises CorruptLogError, changing nothing, when a frame after the bad one verifies.
+        """
         path = self._active_path()
         data = path.read_bytes()
-        end_offset, last_epoch, position = self._segments[-1], 0, 0
-        while position < len(data):
-            decoded = decode_frame(data, position)
-            if decoded is None or decoded[0].base_offset != end_offset:
-                log.warning(
-                    "metadata log %s: torn or corrupt tail at byte %d of %d, truncating", path, position, len(data)
-                )
-                with open(path, "r+b") as file:
-                    file.truncate(position)
-                    file.flush()
-                    os.fsync(file.fileno())
-                break
-            frame, position = decoded
-            end_offset, last_epoch = frame.end_offset, frame.leader_epoch
+        end_offset, last_epoch, position = _walk(data, self._segments[-1])
+        if position < len(data):
+            damage = find_damage(path, data, position, end_offset)
+            if not damage.is_torn_tail:
+                raise CorruptLogError(damage.describe(), damage)
+            log.warning(
+                "metadata log %s: torn tail at byte %d of %d (%s; no frame after it verifies): truncating %d bytes",
+                path, position, len(data), damage.problem, len(data) - position,
+            )  # fmt: skip
+            with open(path, "r+b") as file:
+                file.truncate(position)
+                file.flush()
+                os.fsync(file.fileno())
         if last_epoch == 0 and len(self._segments) > 1:
-            last_epoch = self._last_epoch_of(self._segments[-2])
+            last_epoch = self._last_epoch_of(self._segments[-2], self._segments[-1:])
         return end_offset, last_epoch, position
 
-    def _last_epoch_of(self, base_offset: int) -> int:
+    def _last_epoch_of(self, base_offset: int, later: list[int]) -> int:
         epoch = 0
-        for frame in self._frames_of(base_offset, base_offset):
+        for _, frame in self._frames_of(base_offset, later):
             epoch = frame.leader_epoch
         return epoch
 
@@ -124,8 +257,11 @@ class MetadataLog:
         if self._active_size >= self.segment_bytes:
             self._roll()
         try:
-            written = os.write(self._fd, frames)
-            check_invariant(written == len(frames), f"short write to the metadata log: {written} of {len(frames)}")
+            # A short write (a disk filling up) is followed by the rest, whose write then raises the real
+            # error (ENOSPC, EIO), so the coordinator reports what happened, not a broken invariant.
+            view = memoryview(frames)
+            while view:
+                view = view[os.write(self._fd, view) :]
             os.fdatasync(self._fd)
         except BaseException:
             os.ftruncate(self._fd, self._active_size)
@@ -170,62 +306,104 @@ class MetadataLog:
     # ------------------------------------------------------------------ read
 
     def read(self, from_offset: int) -> Iterator[Frame]:
-        """Frames from `from_offset` (a frame boundary) to the end, verified as they are read."""
+        """Frames from `from_offset` (a frame boundary) to the end, verified as they are read.
+
+        Raises CorruptLogError where the log is damaged: a frame that does not verify in an older
+        segment, or frames that verify but do not continue the offsets (a missing segment, a
+        segment cut short, a frame out of place).
+        """
         check_invariant(
             self._segments[0] <= from_offset <= self._end_offset,
             f"read from {from_offset} outside the log {self._segments[0]}..{self._end_offset}",
         )
+        segments = self._segments  # a prune replaces the list; this read goes on over the one it started with
         expected = from_offset
-        for index, base_offset in enumerate(self._segments):
-            following = self._segments[index + 1] if index + 1 < len(self._segments) else None
+        for index, base_offset in enumerate(segments):
+            following = segments[index + 1] if index + 1 < len(segments) else None
             if following is not None and following <= from_offset:
                 continue
-            for frame in self._frames_of(base_offset, from_offset):
+            for position, frame in self._frames_of(base_offset, segments[index + 1 :]):
                 if frame.end_offset <= from_offset:
                     continue
-                if frame.base_offset > expected:
-                    # Every frame verifies, but offsets are missing: a lost segment or a segment cut short.
-                    raise CorruptLogError(
-                        f"{self.directory / segment_name(base_offset)}: frame at offset {frame.base_offset} where "
-                        f"{expected} was expected: offsets {expected}..{frame.base_offset - 1} are missing"
+                if frame.base_offset != expected:
+                    check_invariant(
+                        expected != from_offset or frame.base_offset > from_offset,
+                        f"read from {from_offset}, inside the log frame {frame.base_offset}..{frame.end_offset - 1}",
                     )
-                check_invariant(
-                    frame.base_offset == expected,
-                    f"log frame at {frame.base_offset} where {expected} was expected (from {from_offset})",
-                )
+                    path = self.directory / segment_name(base_offset)
+                    later = [self.directory / segment_name(b) for b in segments[index + 1 :]]
+                    damage = find_damage(path, path.read_bytes(), position, expected, later)
+                    raise CorruptLogError(damage.describe(), damage)
                 expected = frame.end_offset
                 if expected > self._end_offset:
                     return
                 yield frame
 
-    def _frames_of(self, base_offset: int, from_offset: int) -> Iterator[Frame]:
+    def _frames_of(self, base_offset: int, later: list[int]) -> Iterator[tuple[int, Frame]]:
+        """The frames of one segment with their byte positions; `later`: the bases of the segments after it."""
         path = self.directory / segment_name(base_offset)
         data = path.read_bytes()
-        position = 0
+        position, expected = 0, base_offset
         while position < len(data):
             decoded = decode_frame(data, position)
             if decoded is None:
-                if base_offset == self._segments[-1]:
-                    return  # bytes written after open by a failed append are not log
-                raise CorruptLogError(f"{path}: frame at byte {position} does not verify")
-            frame, position = decoded
-            yield frame
+                if not later:
+                    return  # the newest segment: bytes written after open by a failed append are not log
+                damage = find_damage(path, data, position, expected, [self.directory / segment_name(b) for b in later])
+                raise CorruptLogError(damage.describe(), damage)
+            frame, following = decoded
+            yield position, frame
+            position, expected = following, frame.end_offset
+
+
+# ---------------------------------------------------------------------- inspection without opening
+
+
+def scan_log(directory: Path, from_offset: int | None = None) -> LogScan:
+    """What a start would find in the log, changing nothing.
+
+    Reads the newest segment (as an open does), or with `from_offset` every segment from the one
+    holding it (as a replay from there does), checking that each continues the one before. A torn
+    tail of the newest segment is reported (torn_tail_bytes), not cut; damage is reported, with the
+    position ending where the verified log ends.
+    """
+    bases = segment_bases(directory)
+    if not bases:
+        return LogScan(LogPosition(0, 0, 0), None, 0)
+    first_index = len(bases) - 1
+    if from_offset is not None:
+        first_index = max(0, sum(1 for b in bases if b <= from_offset) - 1)
+    expected, last_epoch = bases[first_index], 0
+    for index in range(first_index, len(bases)):
+        path = directory / segment_name(bases[index])
+        data = path.read_bytes()
+        later = [directory / segment_name(b) for b in bases[index + 1 :]]
+        if bases[index] != expected:  # the segment before it ends elsewhere: offsets missing or overlapping
+            return LogScan(LogPosition(bases[0], expected, last_epoch), find_damage(path, data, 0, expected, later), 0)
+        end_offset, epoch, position = _walk(data, bases[index])
+        last_epoch = epoch or last_epoch
+        if position < len(data):
+            damage = find_damage(path, data, position, end_offset, later)
+            if later or not damage.is_torn_tail:
+                return LogScan(LogPosition(bases[0], end_offset, last_epoch), damage, 0)
+            torn_bytes = len(data) - position
+            return LogScan(_with_epoch(directory, bases, end_offset, last_epoch), None, torn_bytes)
+        expected = end_offset
+    return LogScan(_with_epoch(directory, bases, expected, last_epoch), None, 0)
+
+
+def _with_epoch(directory: Path, bases: list[int], end_offset: int, last_epoch: int) -> LogPosition:
+    """The position, with the epoch of the newest frame found walking back from the newest segment if needed."""
+    for base_offset in reversed(bases[:-1]):
+        if last_epoch:
+            break
+        last_epoch = _walk((directory / segment_name(base_offset)).read_bytes(), base_offset)[1]
+    return LogPosition(bases[0], end_offset, last_epoch)
 
 
 def scan_position(directory: Path) -> LogPosition:
-    """The position of a log on disk without opening it for writing (no tail truncation): for inspection."""
-    bases = sorted(int(p.name[: -len(SEGMENT_SUFFIX)]) for p in directory.glob(f"*{SEGMENT_SUFFIX}"))
-    if not bases:
-        return LogPosition(0, 0, 0)
-    end_offset, last_epoch = bases[-1], 0
-    for base_offset in reversed(bases):
-        data = (directory / segment_name(base_offset)).read_bytes()
-        position, segment_end = 0, base_offset
-        while (decoded := decode_frame(data, position)) is not None and decoded[0].base_offset == segment_end:
-            frame, position = decoded
-            segment_end, last_epoch = frame.end_offset, frame.leader_epoch
-        if base_offset == bases[-1]:
-            end_offset = segment_end
-        if last_epoch:
-            break
-    return LogPosition(bases[0], end_offset, last_epoch)
+    """The position a start would find (a torn tail not counted), for inspection; raises CorruptLogError on damage."""
+    scan = scan_log(directory)
+    if scan.damage is not None:
+        raise CorruptLogError(scan.damage.describe(), scan.damage)
+    return scan.position
