@@ -22,7 +22,12 @@ from snapshot.snapshots import SnapshotManifest
 
 ADMIN_SERVICE_NAME = admin.DESCRIPTOR.services_by_name["CoordinatorAdmin"].full_name
 # Taking a snapshot changes the node (files, log start): ALTER; listing is read-only.
-ADMIN_PERMISSIONS = {"CreateSnapshot": Permission.ALTER, "ListSnapshots": Permission.DESCRIBE}
+# CheckState may take a coordinator out of service to rebuild it: an ALTER, like taking a snapshot.
+ADMIN_PERMISSIONS = {
+    "CreateSnapshot": Permission.ALTER,
+    "ListSnapshots": Permission.DESCRIBE,
+    "CheckState": Permission.ALTER,
+}
 Response = TypeVar("Response")
 
 
@@ -63,6 +68,27 @@ class CoordinatorAdminService(admin_grpc.CoordinatorAdminServicer):
 
     async def ListSnapshots(self, request: Any, context: Any) -> admin.ListSnapshotsResponse:
         return await self._gate.call("ListSnapshots", context, lambda: self._list(request))
+
+    async def CheckState(self, request: Any, context: Any) -> admin.CheckStateResponse:
+        return await self._gate.call("CheckState", context, lambda: self._check_state(request))
+
+    async def _check_state(self, request: admin.CheckStateRequest) -> admin.CheckStateResponse:
+        response = admin.CheckStateResponse()
+        for coordinator_id, shard in self._shards(request.coordinator_ids):
+            result = response.results.add(coordinator_id=coordinator_id)
+            if shard is None:
+                result.error_code, result.error_message = ErrorCode.NOT_COORDINATOR, _not_hosted(coordinator_id)
+                continue
+            try:
+                report = await shard.check_state()
+            except CoordinatorUnavailable as error:
+                result.error_code, result.error_message = error.error_code, error.message
+                continue
+            result.sound = report.problem is None
+            result.problem = report.problem or ""
+            result.seconds = report.seconds
+            result.state_bytes = report.size_bytes
+        return response
 
     async def _create(self, request: admin.CreateSnapshotRequest) -> admin.CreateSnapshotResponse:
         response = admin.CreateSnapshotResponse()

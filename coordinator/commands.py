@@ -1,13 +1,14 @@
-"""Operator commands `diskless describe` and `diskless snapshot create|list|verify|restore` (DESIGN §9).
+"""Operator commands `diskless describe`, `diskless snapshot create|list|verify|restore` and
+`diskless log recover` (DESIGN §6, §9).
 
 Each talks to a running node over gRPC (`--bootstrap HOST:PORT[,...]`, the
 first address that answers) or works on a stopped node's data directory
-(`--data-dir`); `restore` only on a data directory, since replacing the state
-of a live coordinator makes no sense. A command working on a data directory
-takes each coordinator directory's lock, so it refuses to run beside a live
-node. `--json` prints one JSON document; exit code 0 on success, 1 when a
-coordinator reported a problem, 2 when the command could not run, with a
-one-line reason on stderr.
+(`--data-dir`); `restore` and `log recover` only on a data directory, since
+replacing the state or the log of a live coordinator makes no sense. A
+command working on a data directory takes each coordinator directory's lock,
+so it refuses to run beside a live node. `--json` prints one JSON document;
+exit code 0 on success, 1 when a coordinator reported a problem, 2 when the
+command could not run, with a one-line reason on stderr.
 """
 
 from __future__ import annotations
@@ -18,21 +19,23 @@ import re
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
 import apsw
 import grpc
 
-from coordinator.log.segments import MetadataLog, scan_position
+from coordinator.log.recovery import RecoveryRefused, apply_recovery, plan_json_text, plan_recovery, report_lines
+from coordinator.log.segments import CorruptLogError, LogPosition, MetadataLog, scan_log, scan_position
 from coordinator.settings import Settings
 from coordinator.state import reads
+from coordinator.state.integrity import check_integrity
 from protos import admin_pb2 as admin
 from protos import admin_pb2_grpc
 from protos import coordinator_pb2 as pb
 from protos import coordinator_pb2_grpc as pb_grpc
-from snapshot.files import DirectoryInUse, DirectoryLock
+from snapshot.files import ChecksumMismatch, DirectoryInUse, DirectoryLock
 from snapshot.prune import prune
 from snapshot.snapshots import (
     SnapshotError,
@@ -85,6 +88,18 @@ class CoordinatorRow:
     live_files: int
     live_batches: int
     error: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class StateCheckRow:
+    coordinator_id: int
+    sound: bool
+    seconds: float
+    state_bytes: int
+    problem: str = ""
+
+
+_STATE_CHECK_COLUMNS = ("coordinator_id", "sound", "seconds", "state_bytes", "problem")
 
 
 def _row_of_manifest(coordinator_id: int, manifest: SnapshotManifest, problem: str | None = None) -> SnapshotRow:
@@ -204,7 +219,16 @@ def _locked(directory: Path) -> Iterator[None]:
 
 
 def _describe_directory(coordinator_id: int, directory: Path) -> CoordinatorRow:
-    position = scan_position(directory / "log")
+    # The log as a start would find it: damage inside it is shown, never a log end shortened at the damage.
+    scan = scan_log(directory / "log")
+    row = _describe_state(coordinator_id, directory, scan.position)
+    if scan.damage is None:
+        return row
+    error = scan.damage.describe() + (f"; {row.error}" if row.error else "")
+    return replace(row, log_end_offset=-1, error=error)
+
+
+def _describe_state(coordinator_id: int, directory: Path, position: LogPosition) -> CoordinatorRow:
     newest = next(iter(list_snapshots(snapshot_directory(directory))), None)
     newest_name = str(newest.snapshot_id) if newest else ""
     state = directory / "state.sqlite"
@@ -375,6 +399,60 @@ def snapshot_restore(args: argparse.Namespace) -> int:
     raise CommandFailed(f"coordinator {coordinator_id}: no snapshot verifies and fits the log")
 
 
+def log_recover(args: argparse.Namespace) -> int:
+    """Recovers a stopped coordinator whose log is damaged inside; a dry run unless --yes (see log/recovery.py)."""
+    found = _coordinator_directories(args)
+    if len(found) != 1 or not args.coordinator:
+        raise CommandFailed("log recover needs one --coordinator")
+    [(coordinator_id, directory)] = found
+    with _locked(directory):
+        plan = plan_recovery(directory, coordinator_id)
+        outcome = apply_recovery(plan, _now_ms()) if args.yes and plan.damage is not None else None
+    recovery_directory = outcome.recovery_directory if outcome is not None else None
+    if args.json:
+        print(plan_json_text(plan, recovery_directory, done=outcome is not None))
+    else:
+        print("\n".join(report_lines(plan, recovery_directory, done=outcome is not None)))
+    return 0
+
+
+def state_check(args: argparse.Namespace) -> int:
+    """PRAGMA integrity_check of each coordinator's state, on a running node (rebuilt if damaged) or offline."""
+    rows: list[StateCheckRow] = []
+    errors: list[str] = []
+    if args.data_dir is not None:
+        for coordinator_id, directory in _coordinator_directories(args):
+            with _locked(directory):
+                state = directory / "state.sqlite"
+                if not state.exists():
+                    errors.append(f"coordinator {coordinator_id}: {state} is missing (the next start rebuilds it)")
+                    continue
+                report = check_integrity(state)
+                rows.append(
+                    StateCheckRow(coordinator_id, report.problem is None, round(report.seconds, 3), report.size_bytes,
+                                  report.problem or "")
+                )  # fmt: skip
+    else:
+
+        def call(channel: grpc.Channel) -> admin.CheckStateResponse:
+            stub = admin_pb2_grpc.CoordinatorAdminStub(channel)
+            return stub.CheckState(
+                admin.CheckStateRequest(coordinator_ids=args.coordinator or []), timeout=RPC_TIMEOUT_S
+            )
+
+        for result in _call_first(args, call).results:
+            if result.error_code != pb.NONE:
+                errors.append(f"coordinator {result.coordinator_id}: {result.error_message}")
+                continue
+            rows.append(
+                StateCheckRow(result.coordinator_id, result.sound, round(result.seconds, 3), result.state_bytes,
+                              result.problem)
+            )  # fmt: skip
+    _print_rows(rows, args.json, "coordinators", _STATE_CHECK_COLUMNS)
+    errors += [f"coordinator {r.coordinator_id}: state damaged: {r.problem}" for r in rows if not r.sound]
+    return _report(errors)
+
+
 def _report(errors: list[str]) -> int:
     for error in errors:
         print(f"diskless: {error}", file=sys.stderr)
@@ -387,10 +465,16 @@ def _now_ms() -> int:
     return SystemClock().now_ms()
 
 
+# Failures reported as a one-line reason (exit 2): the command could not do what it was asked.
+_COMMAND_FAILURES = (
+    CommandFailed, SnapshotError, CorruptLogError, RecoveryRefused, ChecksumMismatch, OSError, apsw.Error,
+)  # fmt: skip
+
+
 def run(command: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
     try:
         return command(args)
-    except (CommandFailed, SnapshotError, OSError, apsw.Error) as error:
+    except _COMMAND_FAILURES as error:
         print(f"diskless {args.command}: {error}", file=sys.stderr)
         return 2
 
@@ -445,3 +529,28 @@ def add_operator_commands(commands: Any) -> None:
     _add_target(restore, remote=False)
     restore.add_argument("--snapshot", help="END_OFFSET-EPOCH (default: the newest that verifies and fits the log)")
     restore.set_defaults(run=lambda args: run(snapshot_restore, args))
+
+    state_parser = commands.add_parser("state", help="check coordinators' SQLite state")
+    state_actions = state_parser.add_subparsers(dest="action", required=True)
+    check = state_actions.add_parser(
+        "check",
+        help="PRAGMA integrity_check of each coordinator's state; a running node rebuilds a damaged one at once "
+        "(from its newest sound snapshot and the log), a stopped node's (--data-dir) at its next start",
+    )
+    _add_target(check)
+    check.set_defaults(run=lambda args: run(state_check, args))
+
+    log_parser = commands.add_parser("log", help="a stopped coordinator's metadata log")
+    log_actions = log_parser.add_subparsers(dest="action", required=True)
+    recover = log_actions.add_parser(
+        "recover",
+        help="give up the records from a damage inside a stopped coordinator's log: cut the log before the damage "
+        "(everything moved aside, nothing deleted) and restore the newest snapshot before it; a dry run without --yes",
+    )
+    _add_target(recover, remote=False)
+    mode = recover.add_mutually_exclusive_group()
+    mode.add_argument(
+        "--dry-run", action="store_true", help="say what recovery keeps and loses, change nothing (default)"
+    )
+    mode.add_argument("--yes", action="store_true", help="recover: what the dry run says is lost is given up")
+    recover.set_defaults(run=lambda args: run(log_recover, args))

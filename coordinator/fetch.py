@@ -56,12 +56,26 @@ def fetch_partition(
     if budget.max_batches_per_partition > 0:
         limit = min(limit, budget.max_batches_per_partition)
     partition_bytes = 0
+    # I3, checked on what is read: the first batch holds `offset`, each next one starts where the previous
+    # ended, all below the high watermark. Damaged pages can hide rows without any error from SQLite.
+    expected = offset
+    rows = 0
     for row in reads.batches_from(db, offsets.partition_key, offset, limit):
+        rows += 1
         size = row[4]
         if budget.total_batches > 0 and (
             partition_bytes >= max_partition_bytes or budget.total_bytes >= budget.fetch_max_bytes
         ):
             break
+        base_offset, last_offset = row[5], row[6]
+        if not (base_offset <= expected <= last_offset if expected == offset else base_offset == expected) or (
+            last_offset >= offsets.high_watermark
+        ):
+            raise reads.StateDamaged(
+                f"partition key {offsets.partition_key}: batch {base_offset}..{last_offset} read where offset "
+                f"{expected} was expected (high watermark {offsets.high_watermark})"
+            )
+        expected = last_offset + 1
         result.batches.add(
             batch_id=row[0],
             object_key=row[1],
@@ -77,3 +91,8 @@ def fetch_partition(
         partition_bytes += size
         budget.total_bytes += size
         budget.total_batches += 1
+    if rows == 0:
+        raise reads.StateDamaged(
+            f"partition key {offsets.partition_key}: no batch holds offset {offset}, below the high watermark "
+            f"{offsets.high_watermark}"
+        )

@@ -13,7 +13,7 @@ from coordinator.object_store import ObjectStore, StoreConfig, open_object_store
 from coordinator.peers import PeerAddress, PeerClient
 from coordinator.router import Router
 from coordinator.settings import Settings
-from coordinator.shard import CoordinatorShard
+from coordinator.shard import CoordinatorShard, ShardState
 
 log = logging.getLogger(__name__)
 
@@ -28,9 +28,13 @@ class Node:
         clock = clock or SystemClock()
         self.metrics = metrics or Metrics()
         self.shards = [
-            CoordinatorShard(i, coordinator_directory(settings.data_dir, i), settings, clock, self.metrics)
+            CoordinatorShard(
+                i, coordinator_directory(settings.data_dir, i), settings, clock, self.metrics, self._shard_state_changed
+            )
             for i in range(settings.coordinators)
         ]
+        self._loaded = False
+        self._health_changed = asyncio.Event()
         self.router = Router(self.shards, settings, clock, self.metrics)
         self._clock = clock
         self.object_store: ObjectStore | None = None
@@ -42,14 +46,30 @@ class Node:
         return PeerAddress(self.router.endpoint.host, self.router.endpoint.port)
 
     async def load(self) -> bool:
-        """Loads every coordinator; True when all are ACTIVE (a failed one is logged and stays FAILED)."""
+        """Loads every coordinator; True when all are ACTIVE.
+
+        A coordinator that failed to load is out of service (its reason logged) and goes on
+        trying by itself, unless only an operator can settle its failure.
+        """
         self.settings.data_dir.mkdir(parents=True, exist_ok=True)
         outcomes = await asyncio.gather(*(shard.load() for shard in self.shards), return_exceptions=True)
-        for shard, outcome in zip(self.shards, outcomes, strict=True):
-            if isinstance(outcome, BaseException):
-                log.error("coordinator %d failed to load: %s", shard.coordinator_id, outcome)
         self.router.rebuild_catalog()
+        self._loaded = True
         return not any(isinstance(o, BaseException) for o in outcomes)
+
+    def serving(self) -> bool:
+        """Whether every coordinator serves (the node's health)."""
+        return all(shard.state is ShardState.ACTIVE for shard in self.shards)
+
+    async def wait_health_change(self) -> None:
+        """Returns after some coordinator went in or out of service."""
+        await self._health_changed.wait()
+        self._health_changed.clear()
+
+    def _shard_state_changed(self, shard: CoordinatorShard) -> None:
+        if shard.state is ShardState.ACTIVE and self._loaded:
+            self.router.rebuild_catalog()  # back in service: its partitions are known again
+        self._health_changed.set()
 
     def start_file_workers(self) -> None:
         """Starts each coordinator's hand-over and deletion worker (once the node answers calls)."""

@@ -79,6 +79,30 @@ class Router:
     def _shard(self, coordinator_id: int) -> CoordinatorShard:
         return self.shards[coordinator_id]
 
+    def _unknown_partition(self, partition: int) -> tuple[ErrorCode, str]:
+        """A partition the catalog lacks is unknown only if every coordinator could say so.
+
+        While a coordinator is out of service its partitions are missing from the catalog; a broker told
+        UNKNOWN_TOPIC_OR_PARTITION would tell its clients the topic does not exist, so it gets that
+        coordinator's retriable error instead.
+        """
+        for shard in self.shards:
+            if shard.state is not ShardState.ACTIVE:
+                try:
+                    shard.require_active()
+                except CoordinatorUnavailable as error:
+                    return error.error_code, f"partition {partition} may be on a coordinator not in service: {error}"
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"partition {partition} of the topic is unknown"
+
+    def _damaged(self, shard: CoordinatorShard, error: Exception) -> CoordinatorUnavailable:
+        """A read met damage in a coordinator's state: out of service it goes, to rebuild (DESIGN §6)."""
+        shard.report_damage(error)
+        return CoordinatorUnavailable(
+            ErrorCode.COORDINATOR_NOT_AVAILABLE,
+            f"coordinator {shard.coordinator_id} found its state damaged ({type(error).__name__}: {error}) and is "
+            "rebuilding it; retry",
+        )
+
     def _require_room(self, coordinator_ids: Sequence[int]) -> None:
         """Refuses the call before anything is queued when any coordinator's queue is full."""
         for coordinator_id in coordinator_ids:
@@ -285,9 +309,7 @@ class Router:
                 outcomes[index] = (
                     commits.BatchOutcome(item_problem.error_code, item_problem.message)
                     if item_problem is not None
-                    else commits.BatchOutcome(
-                        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"partition {batch.partition} of the topic is unknown"
-                    )
+                    else commits.BatchOutcome(*self._unknown_partition(batch.partition))
                 )
                 continue
             by_coordinator[coordinator_id].append(index)
@@ -372,8 +394,7 @@ class Router:
                 if problem:
                     result.error_code, result.error_message = pb.INVALID_REQUEST, problem
                 elif coordinator_id is None:
-                    result.error_code = pb.UNKNOWN_TOPIC_OR_PARTITION
-                    result.error_message = f"partition {item.partition} of the topic is unknown"
+                    result.error_code, result.error_message = self._unknown_partition(item.partition)
                 else:
                     items[coordinator_id].append((topic.topic_id, item.partition, item.offset))
                     slots[coordinator_id].append(result)
@@ -406,8 +427,7 @@ class Router:
                 if problem:
                     result.error_code, result.error_message = pb.INVALID_REQUEST, problem
                 elif coordinator_id is None:
-                    result.error_code = pb.UNKNOWN_TOPIC_OR_PARTITION
-                    result.error_message = f"partition {item.partition} of the topic is unknown"
+                    result.error_code, result.error_message = self._unknown_partition(item.partition)
                 elif (timestamp_problem := offsets.timestamp_problem(item.timestamp)) is not None:
                     result.error_code, result.error_message = pb.UNSUPPORTED_VERSION, timestamp_problem
                 else:
@@ -419,15 +439,22 @@ class Router:
                 for _, _, result in its:
                     result.error_code, result.error_message = failure.error_code, failure.message
                 continue
-            with self._shard(coordinator_id).store.read_snapshot() as db:
-                for topic_id, timestamp, result in its:
-                    found = reads.partition_offsets(db, topic_id, result.partition)
-                    if found is None:
-                        result.error_code = pb.UNKNOWN_TOPIC_OR_PARTITION
-                        result.error_message = f"partition {result.partition} of the topic is unknown"
-                        continue
-                    code, result.timestamp, result.offset = offsets.list_offset(db, found, timestamp)
-                    result.error_code = code
+            shard = self._shard(coordinator_id)
+            try:
+                with shard.store.read_snapshot() as db:
+                    for topic_id, timestamp, result in its:
+                        found = reads.partition_offsets(db, topic_id, result.partition)
+                        if found is None:
+                            result.error_code = pb.UNKNOWN_TOPIC_OR_PARTITION
+                            result.error_message = f"partition {result.partition} of the topic is unknown"
+                            continue
+                        code, result.timestamp, result.offset = offsets.list_offset(db, found, timestamp)
+                        result.error_code = code
+            except reads.DAMAGE_ERRORS as error:
+                damaged = self._damaged(shard, error)
+                for _, _, result in its:
+                    result.error_code, result.error_message = damaged.error_code, damaged.message
+                    result.timestamp = result.offset = -1
 
         return response
 
@@ -488,24 +515,27 @@ class Router:
                         result.error_code, result.error_message = pb.INVALID_REQUEST, problem
                         continue
                     if coordinator_id is None:
-                        result.error_code = pb.UNKNOWN_TOPIC_OR_PARTITION
-                        result.error_message = f"partition {item.partition} of the topic is unknown"
+                        result.error_code, result.error_message = self._unknown_partition(item.partition)
                         continue
                     shard = self._shard(coordinator_id)
                     try:
                         shard.require_active()
+                        db = opened.get(coordinator_id)
+                        if db is None:
+                            db = opened[coordinator_id] = snapshots.enter_context(shard.store.read_snapshot())
+                        found = reads.partition_offsets(db, topic.topic_id, item.partition)
+                        if found is None:
+                            result.error_code = pb.UNKNOWN_TOPIC_OR_PARTITION
+                            result.error_message = f"partition {item.partition} of the topic is unknown"
+                            continue
+                        fetch.fetch_partition(db, found, item.offset, item.max_partition_fetch_bytes, budget, result)
                     except CoordinatorUnavailable as error:
                         result.error_code, result.error_message = error.error_code, error.message
-                        continue
-                    db = opened.get(coordinator_id)
-                    if db is None:
-                        db = opened[coordinator_id] = snapshots.enter_context(shard.store.read_snapshot())
-                    found = reads.partition_offsets(db, topic.topic_id, item.partition)
-                    if found is None:
-                        result.error_code = pb.UNKNOWN_TOPIC_OR_PARTITION
-                        result.error_message = f"partition {item.partition} of the topic is unknown"
-                        continue
-                    fetch.fetch_partition(db, found, item.offset, item.max_partition_fetch_bytes, budget, result)
+                    except reads.DAMAGE_ERRORS as error:
+                        damaged = self._damaged(shard, error)
+                        del result.batches[:]
+                        result.error_code, result.error_message = damaged.error_code, damaged.message
+                        result.log_start_offset = result.high_watermark = -1
         return response
 
     # ------------------------------------------------------------------ DescribeFiles
@@ -532,7 +562,13 @@ class Router:
                 result.error_code, result.error_message = error.error_code, error.message
                 del result.coordinator_ids[:]
                 return
-            facts = reads.file_facts(shard.store.reader, object_key)
+            try:
+                facts = reads.file_facts(shard.store.reader, object_key)
+            except reads.DAMAGE_ERRORS as error:
+                damaged = self._damaged(shard, error)
+                result.error_code, result.error_message = damaged.error_code, damaged.message
+                del result.coordinator_ids[:]
+                return
             if facts is None:
                 continue
             result.coordinator_ids.append(shard.coordinator_id)
@@ -611,9 +647,8 @@ class Router:
                 if problem:
                     topic_result.partitions.add(partition=partition, error_code=pb.INVALID_REQUEST, coordinator_id=-1)
                 elif coordinator_id is None:
-                    topic_result.partitions.add(
-                        partition=partition, error_code=pb.UNKNOWN_TOPIC_OR_PARTITION, coordinator_id=-1
-                    )
+                    code, _ = self._unknown_partition(partition)
+                    topic_result.partitions.add(partition=partition, error_code=code, coordinator_id=-1)
                 else:
                     topic_result.partitions.add(partition=partition, error_code=pb.NONE, coordinator_id=coordinator_id)
                     if coordinator_id not in named:
@@ -645,8 +680,14 @@ class Router:
             description.oldest_live_file_timestamp = -1
             return
         description.leader.CopyFrom(self._endpoint(shard.coordinator_id))
-        with shard.store.read_snapshot() as db:
-            counts = reads.coordinator_counts(db)
+        try:
+            with shard.store.read_snapshot() as db:
+                counts = reads.coordinator_counts(db)
+        except reads.DAMAGE_ERRORS as error:
+            damaged = self._damaged(shard, error)
+            description.error_code, description.error_message = damaged.error_code, damaged.message
+            description.oldest_live_file_timestamp = -1
+            return
         description.partition_count = counts.partition_count
         description.live_file_count = counts.live_file_count
         description.live_batch_count = counts.live_batch_count

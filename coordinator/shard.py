@@ -13,8 +13,13 @@ DESIGN §3, in one ordered pipeline on the event loop:
 
 An operation with no records (a rejection, a duplicate) still waits for the
 group it was checked in: its answer may depend on pending records (I2).
-A failed write or apply fails every operation checked after the last durable
-point and reloads the coordinator from SQLite plus the log.
+A failed write or apply answers every operation not yet answered at once
+(COORDINATOR_NOT_AVAILABLE, retriable), takes the coordinator out of service
+and loads it again from SQLite plus the log; a load that fails for a reason
+that may pass (a full disk, an I/O error) is tried again with bounded backoff,
+so the coordinator serves again by itself once the cause is gone. Damage that
+only an operator can settle (a log damaged inside, a state ahead of its log)
+keeps it out of service, saying where and what.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import enum
+import errno
 import logging
 import time
 from collections.abc import Callable
@@ -37,10 +43,17 @@ from coordinator.clock import Clock
 from coordinator.errors import CoordinatorUnavailable, ErrorCode, Overloaded
 from coordinator.invariants import InvariantViolation, check_invariant
 from coordinator.log.frame import encode_frame
-from coordinator.log.segments import LogPosition, MetadataLog
+from coordinator.log.segments import CorruptLogError, LogPosition, MetadataLog
 from coordinator.metrics import Metrics
 from coordinator.result import Result
 from coordinator.settings import Settings, property_name
+from coordinator.state.integrity import (
+    IntegrityReport,
+    check_integrity,
+    leave_clean_close_mark,
+    take_clean_close_mark,
+)
+from coordinator.state.reads import StateDamaged
 from coordinator.state.replay import replay_log
 from coordinator.state.store import AppliedFrame, StateCorrupt, StateStore
 from coordinator.view import CoordinatorView
@@ -110,6 +123,7 @@ class ShardStatistics:
     log_append_count: int
     last_snapshot_end_offset: int = -1
     last_snapshot_created_at_ms: int = -1  # -1 when the coordinator has no snapshot
+    problem: str = ""  # why it is not serving (empty while ACTIVE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,12 +136,47 @@ class LoadFailed(Exception):
     """The coordinator's log and state disagree in a way only an operator can settle."""
 
 
+# Failures that loading again cannot cure: the coordinator stays out of service until an operator acts.
+NEEDS_OPERATOR = (LoadFailed, CorruptLogError)
+
+
+_DISK_FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
+
+
+def failure_kind(error: BaseException) -> str:
+    """A short name for why a coordinator went out of service (a metric label)."""
+    if isinstance(error, CorruptLogError):
+        return "log_damaged"
+    if isinstance(error, LoadFailed):
+        return "needs_operator"
+    if isinstance(error, apsw.FullError) or (
+        isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT)
+    ):
+        return "disk_full"
+    if isinstance(error, apsw.CorruptError | apsw.NotADBError | StateCorrupt | StateDamaged):
+        return "state_damaged"
+    if isinstance(error, OSError | apsw.IOError | apsw.CantOpenError | apsw.ReadOnlyError):
+        return "io_error"
+    if isinstance(error, InvariantViolation):
+        return "invariant"
+    return "error"
+
+
 class CoordinatorShard:
     def __init__(
-        self, coordinator_id: int, directory: Path, settings: Settings, clock: Clock, metrics: Metrics | None = None
+        self,
+        coordinator_id: int,
+        directory: Path,
+        settings: Settings,
+        clock: Clock,
+        metrics: Metrics | None = None,
+        on_state_change: Callable[[CoordinatorShard], None] | None = None,
     ) -> None:
         self.coordinator_id = coordinator_id
-        self._group_operations = (metrics or Metrics()).group_operations.labels(str(coordinator_id))
+        metrics = metrics or Metrics()
+        self._group_operations = metrics.group_operations.labels(str(coordinator_id))
+        self._failures = metrics.coordinator_failures
+        self._on_state_change = on_state_change
         self.directory = directory
         self._settings = settings
         self._clock = clock
@@ -141,7 +190,12 @@ class CoordinatorShard:
         self._applied_waiters: list[tuple[int, asyncio.Future[None]]] = []
         self._closing = False
         self._linger_timer: asyncio.TimerHandle | None = None
-        self._pipeline: asyncio.Task[None] | None = None
+        self._lifecycle: asyncio.Task[None] | None = None
+        self._stopping = asyncio.Event()  # set by close: ends a wait between load attempts
+        self._problem = ""  # why the coordinator is not serving, for callers, DescribeCoordinators and the log
+        self._reported_damage: Exception | None = None  # a reader met a damaged state: fail and rebuild
+        self._rebuild_state_reason = ""  # the next load sets the state aside and rebuilds it, for this reason
+        self._verify_state = settings.state_verify_on_load == "always"  # the next load checks the state first
         self._store: StateStore | None = None
         self._log: MetadataLog | None = None
         self._view: CoordinatorView | None = None
@@ -172,64 +226,133 @@ class CoordinatorShard:
             target in _TRANSITIONS[self._state], f"coordinator {self.coordinator_id}: {self._state} -> {target}"
         )
         self._state = target
+        if self._on_state_change is not None:
+            self._on_state_change(self)
 
     async def load(self) -> None:
-        """Opens state and log, replays the log tail, starts a new leader epoch, then serves."""
-        started = time.monotonic()
-        loop = asyncio.get_running_loop()
-        try:
-            replayed = await loop.run_in_executor(self._executor, self._load_blocking)
-        except Exception:
-            self._transition(ShardState.FAILED)
-            raise
-        self._transition(ShardState.ACTIVE)
-        self._pipeline = asyncio.create_task(self._run(), name=f"coordinator-{self.coordinator_id}-pipeline")
-        self._pipeline.add_done_callback(self._pipeline_ended)
+        """Loads the coordinator and keeps it serving; raises the first attempt's failure.
+
+        After a failure the coordinator goes on by itself: it loads again with bounded backoff
+        (unless only an operator can settle it), and after a failure while serving, it answers
+        what was waiting and loads again.
+        """
+        first_attempt: asyncio.Future[BaseException | None] = asyncio.get_running_loop().create_future()
+        self._lifecycle = asyncio.create_task(self._live(first_attempt), name=f"coordinator-{self.coordinator_id}")
+        self._lifecycle.add_done_callback(self._lifecycle_ended)
         self._snapshot_worker = asyncio.create_task(
             self._run_snapshots(), name=f"coordinator-{self.coordinator_id}-snapshots"
         )
+        failure = await first_attempt
+        if failure is not None:
+            raise failure
+
+    async def _live(self, first_attempt: asyncio.Future[BaseException | None]) -> None:
+        """Load, serve, and after a failure load again, until closed or an operator is needed."""
+        backoff_ms = self._settings.reload_backoff_ms
+        while not self._closing:
+            failure = await self._attempt_load()
+            if not first_attempt.done():
+                first_attempt.set_result(failure)
+            if failure is None:
+                backoff_ms = self._settings.reload_backoff_ms
+                failure = await self._run()
+                if failure is None:
+                    return  # closing
+                await self._take_out_of_service(failure)
+                continue  # the first load after a failure while serving is at once
+            if isinstance(failure, NEEDS_OPERATOR):
+                return
+            self._problem = f"{self._problem}; loading again in {backoff_ms} ms"
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), backoff_ms / 1000)
+            backoff_ms = min(backoff_ms * 2, self._settings.reload_backoff_max_ms)
+        if not first_attempt.done():
+            first_attempt.set_result(CoordinatorUnavailable(ErrorCode.NOT_COORDINATOR, "closed while loading"))
+
+    async def _attempt_load(self) -> BaseException | None:
+        """One load: ACTIVE and None, or FAILED (nothing left open) and the reason."""
+        if self._state is not ShardState.LOADING:
+            self._transition(ShardState.LOADING)
+        started = time.monotonic()
+        loop = asyncio.get_running_loop()
+        try:
+            async with self._snapshot_lock:  # a snapshot copy never reads a state being reopened or restored
+                replayed = await loop.run_in_executor(self._executor, self._load_blocking)
+        except Exception as error:
+            self._out_of_service(error, "cannot load")
+            return error
+        self._problem = ""
+        self._transition(ShardState.ACTIVE)
+        self._wakeup.set()
         log.info(
             "coordinator %d loaded in %.2fs: replayed %d log batches, log end %d, leader epoch %d",
-            self.coordinator_id,
-            time.monotonic() - started,
-            replayed,
-            self._next_offset,
-            self._view.leader_epoch if self._view else -1,
-        )
+            self.coordinator_id, time.monotonic() - started, replayed, self._next_offset, self.view.leader_epoch,
+        )  # fmt: skip
+        return None
 
-    def _pipeline_ended(self, task: asyncio.Task[None]) -> None:
-        """A pipeline ends only on close or a failed reload; anything else is a bug, reported loudly."""
+    def _out_of_service(self, error: BaseException, what: str) -> None:
+        """FAILED, with the reason said once: to callers, in DescribeCoordinators, a metric and the log."""
+        kind = failure_kind(error)
+        self._problem = f"{what}: {error}" if isinstance(error, NEEDS_OPERATOR) else f"{what}: {kind}: {error}"
+        self._failures.labels(str(self.coordinator_id), kind).inc()
+        log.error("coordinator %d out of service (%s): %s", self.coordinator_id, kind, self._problem)
+        if isinstance(error, apsw.CorruptError | apsw.NotADBError | StateDamaged):
+            self._rebuild_state_reason = f"{type(error).__name__}: {error}"
+        if self._settings.state_verify_on_load != "never":
+            self._verify_state = True  # whatever failed may have left the state damaged
+        self._transition(ShardState.FAILED)
+
+    def _lifecycle_ended(self, task: asyncio.Task[None]) -> None:
+        """The lifecycle ends on close or when an operator is needed; anything else is a bug, reported loudly."""
         if task.cancelled() or task.exception() is None:
             return
-        log.critical("coordinator %d pipeline died", self.coordinator_id, exc_info=task.exception())
-        if self._state is ShardState.ACTIVE:
+        log.critical("coordinator %d lifecycle died", self.coordinator_id, exc_info=task.exception())
+        if self._state is not ShardState.FAILED and self._state is not ShardState.CLOSED:
+            self._problem = f"internal error: {task.exception()}"
             self._transition(ShardState.FAILED)
         self._fail_queued(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"coordinator {self.coordinator_id} failed")
 
     def _load_blocking(self) -> int:
+        """Opens log and state, replays, starts a leader epoch; on failure leaves nothing open."""
         self.directory.mkdir(parents=True, exist_ok=True)
         if self._directory_lock is None:
             self._directory_lock = DirectoryLock(self.directory)
+        if not take_clean_close_mark(self.directory) and self._settings.state_verify_on_load != "never":
+            self._verify_state = True  # a crash, or a state this node did not close: it may be damaged
         metadata_log = MetadataLog(self.directory / "log", self._settings.log_segment_bytes)
-        position = metadata_log.position()
-        for leftover in remove_incomplete(self._snapshots):
-            log.warning("coordinator %d: removed %s, left by an interrupted snapshot", self.coordinator_id, leftover)
-        store = self._open_store(position)
+        store: StateStore | None = None
         try:
-            replayed = self._replay(store, metadata_log, position)
-            view = store.load_view()
-        except apsw.CorruptError as error:  # SQLite finds damage only when a read touches it
-            store.close()
-            store = self._replace_state(f"{store.path}: {error}", position)
-            replayed = self._replay(store, metadata_log, position)
-            view = store.load_view()
-        epoch = max(view.leader_epoch, position.last_epoch) + 1
-        change = [records.leader_change(epoch, self._settings.node_id)]
-        end = metadata_log.end_offset + 1
-        metadata_log.append(encode_frame(metadata_log.end_offset, epoch, 1, records.encode_batch(change)), end, epoch)
-        store.apply([(end, change)])
-        view.replay(change[0], end)
-        check_invariant(store.applied_offset == metadata_log.end_offset, "loaded state must equal the log end")
+            position = metadata_log.position()
+            for leftover in remove_incomplete(self._snapshots):
+                log.warning(
+                    "coordinator %d: removed %s, left by an interrupted snapshot", self.coordinator_id, leftover
+                )
+            store = self._open_store(position)
+            try:
+                replayed = self._replay(store, metadata_log, position)
+                view = store.load_view()
+            except apsw.CorruptError as error:  # SQLite finds damage only when a read touches it
+                store.close()
+                store = None
+                store = self._replace_state(f"{self.directory / 'state.sqlite'}: {error}", position)
+                replayed = self._replay(store, metadata_log, position)
+                view = store.load_view()
+            epoch = max(view.leader_epoch, position.last_epoch) + 1
+            change = [records.leader_change(epoch, self._settings.node_id)]
+            end = metadata_log.end_offset + 1
+            frame = encode_frame(metadata_log.end_offset, epoch, 1, records.encode_batch(change))
+            metadata_log.append(frame, end, epoch)
+            store.apply([(end, change)])
+            view.replay(change[0], end)
+            check_invariant(store.applied_offset == metadata_log.end_offset, "loaded state must equal the log end")
+        except BaseException:
+            metadata_log.close()
+            if store is not None:
+                with contextlib.suppress(Exception):
+                    store.close()
+            raise
+        self._verify_state = self._settings.state_verify_on_load == "always"
+        self._rebuild_state_reason = ""
         self._store, self._log, self._view = store, metadata_log, view
         self._next_offset = self._high_watermark = end
         self._flush_count_before = metadata_log.flush_count
@@ -252,6 +375,16 @@ class CoordinatorShard:
                 # A new coordinator: nothing to restore.
                 return StateStore(path, self.coordinator_id, self._settings.state_cache_bytes)
             return self._replace_state(f"{path} is missing", position)
+        if self._rebuild_state_reason:
+            return self._replace_state(f"a read of {path} met damage ({self._rebuild_state_reason})", position)
+        if self._verify_state:
+            report = check_integrity(path)
+            log.info(
+                "coordinator %d: checked %s (%d MB) in %.2fs: %s",
+                self.coordinator_id, path.name, report.size_bytes // 1_000_000, report.seconds, report.problem or "ok",
+            )  # fmt: skip
+            if report.problem is not None:
+                return self._replace_state(report.problem, position)
         try:
             store = StateStore(path, self.coordinator_id, self._settings.state_cache_bytes)
         except StateCorrupt as error:
@@ -268,13 +401,25 @@ class CoordinatorShard:
     def _replace_state(self, reason: str, position: LogPosition) -> StateStore:
         """Sets the bad file aside, then restores the newest snapshot that verifies, else replays the whole log."""
         path = self.directory / "state.sqlite"
+        ahead = [
+            m.snapshot_id for m in list_snapshots(self._snapshots) if m.snapshot_id.end_offset > position.end_offset
+        ]
+        if ahead:
+            # A snapshot ends past the log: the log lost records that were applied, so acknowledged. An older
+            # snapshot plus this log would serve a shortened history and hand those offsets out again.
+            raise LoadFailed(
+                f"coordinator {self.coordinator_id}: {reason}, and snapshot {ahead[0]} ends past the log end "
+                f"{position.end_offset}: the log lost acknowledged records; see what is lost and recover with "
+                f"`diskless log recover --data-dir DIR --coordinator {self.coordinator_id}` on the stopped node"
+            )
         if path.exists():
             aside = path.with_name(f"state.sqlite.corrupt-{time.time_ns()}")
             path.rename(aside)
             reason = f"{reason}; moved it to {aside.name}"
         for suffix in ("-wal", "-shm"):  # a stale WAL beside a new file would be replayed into it
             path.with_name(path.name + suffix).unlink(missing_ok=True)
-        restored = restore_newest(self._snapshots, path, position.start_offset, position.end_offset)
+        accept = None if self._settings.state_verify_on_load == "never" else self._restored_state_problem
+        restored = restore_newest(self._snapshots, path, position.start_offset, position.end_offset, accept)
         if restored is not None:
             store = StateStore(path, self.coordinator_id, self._settings.state_cache_bytes)
             check_invariant(
@@ -299,6 +444,10 @@ class CoordinatorShard:
         )
         return StateStore(path, self.coordinator_id, self._settings.state_cache_bytes)
 
+    def _restored_state_problem(self, path: Path) -> str | None:
+        report = check_integrity(path)
+        return report.problem
+
     def _note_newest_snapshot(self, position: LogPosition) -> None:
         """Starts the snapshot triggers from the newest snapshot on disk, counting the log tail after it."""
         newest = next(iter(list_snapshots(self._snapshots)), None)
@@ -311,26 +460,40 @@ class CoordinatorShard:
     async def close(self) -> None:
         """Finishes every queued and in-flight operation, then closes the log and state."""
         self._closing = True
+        self._stopping.set()
         self._wakeup.set()
         self._snapshot_wakeup.set()
         if self._snapshot_worker is not None:
             await self._snapshot_worker
-        if self._pipeline is not None:
-            await self._pipeline
+        if self._lifecycle is not None:
+            await asyncio.wait([self._lifecycle])  # its failure, if any, was reported by _lifecycle_ended
+        serving = self._state is ShardState.ACTIVE
         if self._state != ShardState.CLOSED:
             self._transition(ShardState.CLOSED)
         loop = asyncio.get_running_loop()
-        await loop.run_in_executor(self._executor, self._close_files)
+        closed_cleanly = await loop.run_in_executor(self._executor, self._close_files)
+        if serving and closed_cleanly:
+            await loop.run_in_executor(self._executor, leave_clean_close_mark, self.directory)
         self._executor.shutdown(wait=True)
         self._snapshot_executor.shutdown(wait=True)
         if self._directory_lock is not None:
             self._directory_lock.release()
 
-    def _close_files(self) -> None:
-        if self._log is not None:
-            self._log.close()
-        if self._store is not None:
-            self._store.close()
+    def _close_files(self) -> bool:
+        """Closes log and state (on the coordinator's thread); False if either failed to close."""
+        cleanly = True
+        for closeable in (self._log, self._store):
+            if closeable is None:
+                continue
+            try:
+                closeable.close()
+            except Exception as error:  # closing after a failure may fail the same way: nothing more to do
+                cleanly = False
+                log.warning(
+                    "coordinator %d: closing %s failed: %s", self.coordinator_id, type(closeable).__name__, error
+                )
+        self._log = self._store = None
+        return cleanly
 
     # ------------------------------------------------------------------ facts
 
@@ -338,15 +501,28 @@ class CoordinatorShard:
         """Raises CoordinatorUnavailable with the code a caller should see in this state."""
         if self._state is ShardState.ACTIVE and not self._closing:
             return
-        if self._state is ShardState.LOADING:
-            raise CoordinatorUnavailable(
-                ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, f"coordinator {self.coordinator_id} is loading"
-            )
         if self._closing or self._state is ShardState.CLOSED:
             raise CoordinatorUnavailable(ErrorCode.NOT_COORDINATOR, f"coordinator {self.coordinator_id} is closing")
+        if self._state is ShardState.LOADING:
+            after = f" after a failure ({self._problem})" if self._problem else ""
+            raise CoordinatorUnavailable(
+                ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, f"coordinator {self.coordinator_id} is loading{after}"
+            )
         raise CoordinatorUnavailable(
-            ErrorCode.COORDINATOR_NOT_AVAILABLE, f"coordinator {self.coordinator_id} failed and is reloading"
+            ErrorCode.COORDINATOR_NOT_AVAILABLE, f"coordinator {self.coordinator_id} is out of service: {self._problem}"
         )
+
+    @property
+    def problem(self) -> str:
+        """Why the coordinator is not serving; empty while it serves."""
+        return self._problem
+
+    def report_damage(self, error: Exception) -> None:
+        """A read met a damaged state: the coordinator goes out of service, sets the state aside and rebuilds it."""
+        if self._state is ShardState.ACTIVE and self._reported_damage is None:
+            log.error("coordinator %d: a read met damage in its state: %s", self.coordinator_id, error)
+            self._reported_damage = error
+            self._wakeup.set()
 
     @property
     def store(self) -> StateStore:
@@ -382,6 +558,7 @@ class CoordinatorShard:
             log_append_count=self._append_count,
             last_snapshot_end_offset=self._last_snapshot.snapshot_id.end_offset if self._last_snapshot else -1,
             last_snapshot_created_at_ms=self._last_snapshot.created_at_ms if self._last_snapshot else -1,
+            problem=self._problem,
         )
 
     # ------------------------------------------------------------------ submitting
@@ -414,25 +591,25 @@ class CoordinatorShard:
 
     # ------------------------------------------------------------------ the pipeline
 
-    async def _run(self) -> None:
+    async def _run(self) -> BaseException | None:
+        """The pipeline while ACTIVE: None once closed and drained, else the failure that stopped it."""
         while True:
             await self._wakeup.wait()
             self._wakeup.clear()
             try:
+                if self._reported_damage is not None:
+                    damage, self._reported_damage = self._reported_damage, None
+                    raise damage
                 if self._inflight is not None and self._inflight.done():
                     self._finish_flush()
                 if self._inflight is None or self._settings.pipeline_enable:
                     self._check_queued()
                 if self._inflight is None and self._group.operations and self._linger_over():
                     self._start_flush()
-            except Exception as error:  # a failed write or a broken invariant
-                await self._fail_and_reload(error)
-                if self._state is not ShardState.ACTIVE:
-                    self._fail_queued(ErrorCode.NOT_COORDINATOR, f"coordinator {self.coordinator_id} failed to reload")
-                    return
-                continue
+            except Exception as error:  # a failed write or apply, a broken invariant, a damaged state
+                return error
             if self._closing and self._inflight is None and not self._group.operations and self._queue.empty():
-                return
+                return None
 
     def _check_queued(self) -> None:
         view = self.view
@@ -509,9 +686,10 @@ class CoordinatorShard:
             self._log.append(frames, end_offset, epoch)
 
     def _finish_flush(self) -> None:
-        inflight, self._inflight = self._inflight, None
+        # The group stays in flight until it is applied: if the write or the apply fails, the failure
+        # path answers its callers (a group dropped here would leave them to their request timeout).
+        inflight, group = self._inflight, self._inflight_group
         assert inflight is not None
-        group, self._inflight_group = self._inflight_group, _Group()
         inflight.result()  # raises the write failure
         if group.applied:
             self._high_watermark = group.end_offset
@@ -521,6 +699,7 @@ class CoordinatorShard:
             # fights over the GIL and costs more than the SQLite work it would overlap.
             self.store.apply(group.applied)
             self._append_count += len(group.applied)
+        self._inflight, self._inflight_group = None, _Group()
         applied_offset = self.store.applied_offset
         check_invariant(
             self._next_offset >= self._high_watermark >= applied_offset,
@@ -544,12 +723,13 @@ class CoordinatorShard:
 
     # ------------------------------------------------------------------ failure
 
-    async def _fail_and_reload(self, error: Exception) -> None:
-        log.error("coordinator %d failed: %s: %s; reloading", self.coordinator_id, type(error).__name__, error)
-        self._transition(ShardState.FAILED)
-        if self._inflight is not None:
-            with contextlib.suppress(Exception):  # the failure being handled, or the same write's
-                await self._inflight
+    async def _take_out_of_service(self, error: BaseException) -> None:
+        """Answers everything waiting at once (retriable), then closes log and state for the next load.
+
+        An answer given here may be for records that did reach the disk (the write was in flight): a
+        broker's retry of such a batch is then answered DUPLICATE with its original offsets (I5).
+        """
+        self._out_of_service(error, "failed")
         unavailable = CoordinatorUnavailable(
             ErrorCode.COORDINATOR_NOT_AVAILABLE, f"coordinator {self.coordinator_id} failed ({error}); retry"
         )
@@ -559,19 +739,17 @@ class CoordinatorShard:
         for _, waiter in self._applied_waiters:
             if not waiter.done():
                 waiter.set_exception(unavailable)
+        self._fail_queued(unavailable.error_code, unavailable.message)
+        if self._inflight is not None:
+            with contextlib.suppress(Exception):  # the failure being handled, or the same write's
+                await self._inflight
+        if self._linger_timer is not None:
+            self._linger_timer.cancel()
+            self._linger_timer = None
         self._inflight, self._inflight_group, self._group, self._applied_waiters = None, _Group(), _Group(), []
-        self._transition(ShardState.LOADING)
         loop = asyncio.get_running_loop()
-        try:
-            async with self._snapshot_lock:  # a snapshot copy never reads a state being reopened or restored
-                await loop.run_in_executor(self._executor, self._close_files)
-                await loop.run_in_executor(self._executor, self._load_blocking)
-        except Exception as reload_error:
-            log.error("coordinator %d cannot reload: %s", self.coordinator_id, reload_error)
-            self._transition(ShardState.FAILED)
-            return
-        self._transition(ShardState.ACTIVE)
-        self._wakeup.set()
+        async with self._snapshot_lock:
+            await loop.run_in_executor(self._executor, self._close_files)
 
     def _fail_queued(self, code: ErrorCode, message: str) -> None:
         while not self._queue.empty():
@@ -664,6 +842,23 @@ class CoordinatorShard:
             len(pruned.deleted_segments), len(pruned.deleted_snapshots),
         )  # fmt: skip
         return SnapshotTaken(manifest, pruned)
+
+    async def check_state(self) -> IntegrityReport:
+        """Checks the state file now (on the snapshot thread); a damaged one takes the coordinator out to rebuild it."""
+        self.require_active()
+        loop = asyncio.get_running_loop()
+        async with self._snapshot_lock:  # never while the state is being reopened or restored
+            self.require_active()
+            report = await loop.run_in_executor(
+                self._snapshot_executor, check_integrity, self.directory / "state.sqlite"
+            )
+        log.info(
+            "coordinator %d: checked state.sqlite (%d MB) on demand in %.2fs: %s",
+            self.coordinator_id, report.size_bytes // 1_000_000, report.seconds, report.problem or "ok",
+        )  # fmt: skip
+        if report.problem is not None:
+            self.report_damage(StateDamaged(report.problem))
+        return report
 
     async def list_snapshots(self, verify: bool) -> list[SnapshotCheck]:
         """The coordinator's snapshots, newest first; with `verify`, each read and checked (off the loop)."""

@@ -7,6 +7,35 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class CheckStateRequest(_message.Message):
+    __slots__ = ("coordinator_ids",)
+    COORDINATOR_IDS_FIELD_NUMBER: _ClassVar[int]
+    coordinator_ids: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, coordinator_ids: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class CheckStateResponse(_message.Message):
+    __slots__ = ("results",)
+    class Result(_message.Message):
+        __slots__ = ("coordinator_id", "error_code", "error_message", "sound", "problem", "seconds", "state_bytes")
+        COORDINATOR_ID_FIELD_NUMBER: _ClassVar[int]
+        ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+        ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+        SOUND_FIELD_NUMBER: _ClassVar[int]
+        PROBLEM_FIELD_NUMBER: _ClassVar[int]
+        SECONDS_FIELD_NUMBER: _ClassVar[int]
+        STATE_BYTES_FIELD_NUMBER: _ClassVar[int]
+        coordinator_id: int
+        error_code: _coordinator_pb2.ErrorCode
+        error_message: str
+        sound: bool
+        problem: str
+        seconds: float
+        state_bytes: int
+        def __init__(self, coordinator_id: _Optional[int] = ..., error_code: _Optional[_Union[_coordinator_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., sound: _Optional[bool] = ..., problem: _Optional[str] = ..., seconds: _Optional[float] = ..., state_bytes: _Optional[int] = ...) -> None: ...
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[CheckStateResponse.Result]
+    def __init__(self, results: _Optional[_Iterable[_Union[CheckStateResponse.Result, _Mapping]]] = ...) -> None: ...
+
 class SnapshotInfo(_message.Message):
     __slots__ = ("end_offset", "epoch", "size_bytes", "crc32", "applied_offset", "created_at_ms", "path")
     END_OFFSET_FIELD_NUMBER: _ClassVar[int]

@@ -44,6 +44,11 @@ class CoordinatorAdminStub:
                 request_serializer=protos_dot_admin__pb2.ListSnapshotsRequest.SerializeToString,
                 response_deserializer=protos_dot_admin__pb2.ListSnapshotsResponse.FromString,
                 _registered_method=True)
+        self.CheckState = channel.unary_unary(
+                '/diskless.coordinator.v1.CoordinatorAdmin/CheckState',
+                request_serializer=protos_dot_admin__pb2.CheckStateRequest.SerializeToString,
+                response_deserializer=protos_dot_admin__pb2.CheckStateResponse.FromString,
+                _registered_method=True)
 
 
 class CoordinatorAdminServicer:
@@ -65,6 +70,16 @@ class CoordinatorAdminServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CheckState(self, request, context):
+        """Checks each coordinator's SQLite state now (PRAGMA integrity_check, on a
+        connection of its own; commits go on). A coordinator whose state fails
+        goes out of service, sets the file aside and rebuilds it from its newest
+        sound snapshot and the log, as at load.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_CoordinatorAdminServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -77,6 +92,11 @@ def add_CoordinatorAdminServicer_to_server(servicer, server):
                     servicer.ListSnapshots,
                     request_deserializer=protos_dot_admin__pb2.ListSnapshotsRequest.FromString,
                     response_serializer=protos_dot_admin__pb2.ListSnapshotsResponse.SerializeToString,
+            ),
+            'CheckState': grpc.unary_unary_rpc_method_handler(
+                    servicer.CheckState,
+                    request_deserializer=protos_dot_admin__pb2.CheckStateRequest.FromString,
+                    response_serializer=protos_dot_admin__pb2.CheckStateResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -133,6 +153,33 @@ class CoordinatorAdmin:
             '/diskless.coordinator.v1.CoordinatorAdmin/ListSnapshots',
             protos_dot_admin__pb2.ListSnapshotsRequest.SerializeToString,
             protos_dot_admin__pb2.ListSnapshotsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CheckState(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/diskless.coordinator.v1.CoordinatorAdmin/CheckState',
+            protos_dot_admin__pb2.CheckStateRequest.SerializeToString,
+            protos_dot_admin__pb2.CheckStateResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -32,6 +32,7 @@ import logging
 import os
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -349,8 +350,19 @@ def restore_snapshot(manifest: SnapshotManifest, state_path: Path) -> None:
     fsync_directory(state_path.parent)
 
 
-def restore_newest(directory: Path, state_path: Path, log_start: int, log_end: int) -> SnapshotManifest | None:
-    """Restores the newest snapshot that verifies and that the log continues (log start <= end <= log end)."""
+def restore_newest(
+    directory: Path,
+    state_path: Path,
+    log_start: int,
+    log_end: int,
+    accept: Callable[[Path], str | None] | None = None,
+) -> SnapshotManifest | None:
+    """Restores the newest snapshot that verifies and that the log continues (log start <= end <= log end).
+
+    `accept` checks the restored file further (the structural check of the state: the backup API copies
+    pages as they are, so a snapshot of a damaged state verifies its checksum and is still damaged); a
+    snapshot it refuses is skipped for an older one.
+    """
     for manifest in list_snapshots(directory):
         end = manifest.snapshot_id.end_offset
         if not log_start <= end <= log_end:
@@ -362,6 +374,11 @@ def restore_newest(directory: Path, state_path: Path, log_start: int, log_end: i
             restore_snapshot(manifest, state_path)
         except ChecksumMismatch as error:
             log.error("snapshot %s does not verify (%s); trying an older one", manifest.snapshot_id, error)
+            continue
+        problem = accept(state_path) if accept is not None else None
+        if problem is not None:
+            log.error("snapshot %s is damaged (%s); trying an older one", manifest.snapshot_id, problem)
+            state_path.unlink()
             continue
         return manifest
     return None

@@ -51,7 +51,8 @@ class ServerProcess:
     def address(self) -> str:
         return f"127.0.0.1:{self.port}"
 
-    def start(self) -> ServerProcess:
+    def start(self, wait_serving: bool = True) -> ServerProcess:
+        """Starts the node; waits for health SERVING unless told not to (a node with a coordinator out)."""
         config = self.data_dir.parent / f"{self.data_dir.name}.properties"
         config.write_text("".join(f"{k}={v}\n" for k, v in self.settings.items()))
         env = dict(os.environ, PYTHONUNBUFFERED="1")
@@ -79,8 +80,14 @@ class ServerProcess:
             else grpc.insecure_channel(self.address)
         )
         self.stub = pb_grpc.DisklessCoordinatorStub(self._channel)
-        self.wait_serving(deadline)
+        if wait_serving:
+            self.wait_serving(deadline)
         return self
+
+    def health(self) -> int:
+        """The node's health status now (health_pb2.HealthCheckResponse.SERVING, NOT_SERVING, ...)."""
+        assert self._channel is not None
+        return health_pb2_grpc.HealthStub(self._channel).Check(health_pb2.HealthCheckRequest(), timeout=5).status
 
     def _drain(self, process: subprocess.Popen[str]) -> None:
         assert process.stdout is not None

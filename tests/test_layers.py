@@ -28,6 +28,8 @@ RANKS: dict[str, float] = {
     "coordinator.state.store": 1.1,
     "coordinator.state.reads": 1,
     "coordinator.log.segments": 1,
+    "coordinator.log.recovery": 1.4,  # an operator's repair of a stopped coordinator's log and state
+    "coordinator.state.integrity": 1,
     "snapshot.prune": 1.3,
     "snapshot.snapshots": 1.2,
 }

@@ -10,6 +10,18 @@ import apsw
 from coordinator.view import FileFacts
 from protos import coordinator_pb2 as pb
 
+
+class StateDamaged(Exception):
+    """A read found committed state that breaks an invariant (offsets not contiguous): the file is damaged.
+
+    SQLite reports a damaged page only when its structure is broken; a page overwritten with other
+    plausible bytes can make rows vanish without an error, which only the invariants can show.
+    """
+
+
+# What a read raises when the state file is damaged or unreadable: the coordinator then rebuilds it.
+DAMAGE_ERRORS = (apsw.CorruptError, apsw.NotADBError, apsw.IOError, StateDamaged)
+
 # Kafka's effective timestamp: the append time for LOG_APPEND_TIME batches, else the batch's max.
 _EFFECTIVE_TIMESTAMP = f"CASE timestamp_type WHEN {pb.LOG_APPEND_TIME} THEN append_time_ms ELSE max_timestamp END"
 

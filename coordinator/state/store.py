@@ -158,7 +158,14 @@ class StateStore:
         try:
             yield self.reader
         finally:
-            self.reader.execute("COMMIT")
+            try:
+                self.reader.execute("COMMIT")
+            except apsw.Error:
+                # A read that met damage leaves its statement failed, and COMMIT reports that failure again;
+                # the reader already said so. A read transaction has nothing to lose: end it either way.
+                if self.reader.in_transaction:
+                    with contextlib.suppress(apsw.Error):
+                        self.reader.execute("ROLLBACK")
 
     # ------------------------------------------------------------------ the only writer
 
