@@ -59,6 +59,14 @@ class MalformedRequest(CallRejected):
     status = grpc.StatusCode.INVALID_ARGUMENT
 
 
+class UndecodableRequest(MalformedRequest):
+    """The request's bytes are not a valid protobuf message of the method's request type."""
+
+
+class Shed(Overloaded):
+    """Refused at the edge before the request was parsed: the node already works on as much as its bounds allow."""
+
+
 class Unauthenticated(CallRejected):
     status = grpc.StatusCode.UNAUTHENTICATED
 

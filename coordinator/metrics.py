@@ -57,6 +57,15 @@ class Metrics:
             "diskless_overloaded_calls", "Calls refused with RESOURCE_EXHAUSTED: a coordinator's queue was full.",
             ["coordinator"], registry=r,
         )  # fmt: skip
+        self.shed_calls = Counter(
+            "diskless_shed_calls", "Calls refused with RESOURCE_EXHAUSTED at the edge, before parsing, by RPC and "
+            "reason: calls or request_bytes (a bound of calls in progress), deadline (too little of it left).",
+            ["method", "reason"], registry=r,
+        )  # fmt: skip
+        self.undecodable_requests = Counter(
+            "diskless_undecodable_requests", "Calls refused with INVALID_ARGUMENT: the request was not a valid "
+            "protobuf message of the RPC's request type.", ["method"], registry=r,
+        )  # fmt: skip
         self.denied_calls = Counter(
             "diskless_denied_calls", "Calls refused by authentication or authorisation.", ["method", "reason"],
             registry=r,
@@ -73,6 +82,12 @@ class Metrics:
             ["coordinator", "step"],
             registry=self.registry,
         )
+        self.coordinator_failures = Counter(
+            "diskless_coordinator_failures",
+            "Times a coordinator went out of service, by kind (disk_full, io_error, log_damaged, state_damaged, "
+            "needs_operator, invariant, error); diskless_coordinator_up says whether it serves now.",
+            ["coordinator", "kind"], registry=r,
+        )  # fmt: skip
         self.group_operations = Histogram(
             "diskless_coordinator_group_operations", "Operations per group commit (one log write and fsync).",
             ["coordinator"], registry=r, buckets=GROUP_BUCKETS,

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+STATE_VERIFY_MODES = ("unclean", "always", "never")
+
 
 class SettingsError(ValueError):
     """A setting has a nonsense value; the message names it."""
@@ -62,7 +64,42 @@ class Settings:
         "diskless.coordinator.commit.max.batches", 10000, "batches one CommitFile may carry; past it INVALID_ARGUMENT"
     )
     max_concurrent_rpcs: int = _setting(
-        "diskless.server.max.concurrent.rpcs", 4096, "calls the node runs at once; past it RESOURCE_EXHAUSTED"
+        "diskless.server.max.concurrent.rpcs",
+        4096,
+        "calls the node works on at once; past it a call is refused at once with RESOURCE_EXHAUSTED",
+    )
+    # Admission at the gRPC edge: what is past these bounds is refused before its request is parsed, never queued.
+    max_inflight_request_bytes: int = _setting(
+        "diskless.server.max.inflight.request.bytes",
+        8 * 1024 * 1024,
+        "request bytes (as received) of the calls the node works on at once; past it a call is refused at once with "
+        "RESOURCE_EXHAUSTED, but a call alone is always taken (0: no bound). Parsed, a request takes a few times "
+        "its size in memory; the bound also caps the work queued ahead of an admitted call",
+    )
+    min_remaining_deadline_ms: int = _setting(
+        "diskless.server.min.remaining.deadline.ms",
+        50,
+        "a call whose deadline leaves less than this when the node takes it up (it waited in gRPC's queues) is "
+        "refused with RESOURCE_EXHAUSTED, not run (0: off; calls without a deadline are always run)",
+    )
+    max_pending_calls: int = _setting(
+        "diskless.server.max.pending.calls",
+        512,
+        "calls of one RPC gRPC holds for the node while it is too busy to take them up; past it gRPC cancels "
+        "further calls at once (CANCELLED: never run)",
+    )
+    max_pending_ms: int = _setting(
+        "diskless.server.max.pending.ms",
+        1000,
+        "longest a call waits in gRPC for the busy node to take it up; past it gRPC cancels it (CANCELLED: never "
+        "run). In whole seconds, rounded up (gRPC's own default is 30 s)",
+    )
+    stream_window_bytes: int = _setting(
+        "diskless.server.stream.window.bytes",
+        256 * 1024,
+        "bytes of a call's request gRPC reads before the node asks for them (the HTTP/2 stream window), so calls "
+        "waiting in gRPC hold at most max.pending.calls x this (0: gRPC's default, whose windows grow to whole "
+        "requests; else >= 65535)",
     )
     request_max_bytes: int = _setting(
         "diskless.coordinator.request.max.bytes", 16 * 1024 * 1024, "largest gRPC message accepted (bytes)"
@@ -96,6 +133,21 @@ class Settings:
     )
     replay_batch_operations: int = _setting(
         "diskless.coordinator.replay.batch.operations", 2000, "log batches applied per SQLite transaction on replay"
+    )
+    # Out of service and back (a full disk, an I/O error, damage found on disk).
+    reload_backoff_ms: int = _setting(
+        "diskless.coordinator.reload.backoff.ms",
+        200,
+        "first wait before a coordinator that failed (a full disk, an I/O error) tries to load again; doubles per try",
+    )
+    reload_backoff_max_ms: int = _setting(
+        "diskless.coordinator.reload.backoff.max.ms", 5000, "longest wait between two load attempts of a coordinator"
+    )
+    state_verify_on_load: str = _setting(
+        "diskless.coordinator.state.verify.on.load",
+        "unclean",
+        "check the SQLite state (PRAGMA integrity_check) when a coordinator loads: unclean (after a crash or a "
+        "failure, whenever the node did not close it), always, or never; a damaged state is set aside and rebuilt",
     )
     snapshot_interval_bytes: int = _setting(
         "diskless.coordinator.snapshot.interval.bytes",
@@ -258,6 +310,17 @@ class Settings:
             raise SettingsError(f"{property_name('node_id')} must be >= 0, got {self.node_id}")
         if not 0 <= self.append_linger_ms <= 1000:
             raise SettingsError(f"{property_name('append_linger_ms')} must be 0..1000, got {self.append_linger_ms}")
+        for attr in ("max_pending_calls", "max_pending_ms"):
+            if getattr(self, attr) <= 0:
+                raise SettingsError(f"{property_name(attr)} must be > 0, got {getattr(self, attr)}")
+        for attr in ("max_inflight_request_bytes", "min_remaining_deadline_ms"):
+            if getattr(self, attr) < 0:
+                raise SettingsError(f"{property_name(attr)} must be >= 0 (0: off), got {getattr(self, attr)}")
+        if self.stream_window_bytes != 0 and not 65535 <= self.stream_window_bytes < 2**31:
+            raise SettingsError(
+                f"{property_name('stream_window_bytes')} must be 0 (gRPC's default) or 65535..2^31-1, "
+                f"got {self.stream_window_bytes}"
+            )
         if self.acl_reload_interval_ms < 0:
             raise SettingsError(f"{property_name('acl_reload_interval_ms')} must be >= 0")
         if self.log_format not in ("text", "json"):
@@ -266,6 +329,16 @@ class Settings:
             metrics_host, _, metrics_port = self.metrics_listen.rpartition(":")
             if not metrics_host or not metrics_port.isdigit() or int(metrics_port) > 65535:
                 raise SettingsError(f"{property_name('metrics_listen')} must be HOST:PORT, got {self.metrics_listen!r}")
+        if not 0 < self.reload_backoff_ms <= self.reload_backoff_max_ms:
+            raise SettingsError(
+                f"{property_name('reload_backoff_ms')} must be > 0 and <= {property_name('reload_backoff_max_ms')}, "
+                f"got {self.reload_backoff_ms} and {self.reload_backoff_max_ms}"
+            )
+        if self.state_verify_on_load not in STATE_VERIFY_MODES:
+            raise SettingsError(
+                f"{property_name('state_verify_on_load')} must be one of {', '.join(STATE_VERIFY_MODES)}, "
+                f"got {self.state_verify_on_load!r}"
+            )
         self._validate_snapshots()
         self._validate_storage()
         self._validate_files()
