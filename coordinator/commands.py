@@ -30,7 +30,7 @@ from coordinator.log.recovery import RecoveryRefused, apply_recovery, plan_json_
 from coordinator.log.segments import CorruptLogError, LogPosition, MetadataLog, scan_log, scan_position
 from coordinator.settings import Settings
 from coordinator.state import reads
-from coordinator.state.integrity import check_integrity
+from coordinator.state.integrity import check_integrity, take_clean_close_mark
 from protos import admin_pb2 as admin
 from protos import admin_pb2_grpc
 from protos import coordinator_pb2 as pb
@@ -392,6 +392,7 @@ def snapshot_restore(args: argparse.Namespace) -> int:
             if problem is None and not position.start_offset <= end <= position.end_offset:
                 problem = f"the log ({position.start_offset}..{position.end_offset}) does not continue it at {end}"
             if problem is None:
+                take_clean_close_mark(directory)  # a state the node did not close: checked at its next load
                 restore_snapshot(manifest, directory / "state.sqlite")
                 _print_rows([_row_of_manifest(coordinator_id, manifest, "")], args.json, "restored", _SNAPSHOT_COLUMNS)
                 return 0
@@ -407,7 +408,10 @@ def log_recover(args: argparse.Namespace) -> int:
     [(coordinator_id, directory)] = found
     with _locked(directory):
         plan = plan_recovery(directory, coordinator_id)
-        outcome = apply_recovery(plan, _now_ms()) if args.yes and plan.damage is not None else None
+        outcome = None
+        if args.yes and plan.damage is not None:
+            take_clean_close_mark(directory)  # a state the node did not close: checked at its next load
+            outcome = apply_recovery(plan, _now_ms())
     recovery_directory = outcome.recovery_directory if outcome is not None else None
     if args.json:
         print(plan_json_text(plan, recovery_directory, done=outcome is not None))

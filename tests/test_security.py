@@ -110,6 +110,17 @@ def test_principal_without_the_permission_is_denied_naming_it_and_logged(cluster
     raise AssertionError("the denial was not logged with the principal and the RPC")
 
 
+def test_repeated_denials_are_logged_at_a_bounded_rate(cluster: Cluster) -> None:
+    stub = cluster.stub(cluster.operator)
+    request = pb.CommitFileRequest(object_key="wal/y", object_format=1, file_size=1, owner_ids=[0])
+    for _ in range(200):
+        with pytest.raises(grpc.RpcError) as denied:
+            stub.CommitFile(request)
+        assert denied.value.code() == grpc.StatusCode.PERMISSION_DENIED
+    lines = [line for line in cluster.server.output if "denied CommitFile to User:operator" in line]
+    assert 1 <= len(lines) <= 2, lines  # one per 10 s interval (the test before may have logged the first)
+
+
 def test_acl_change_takes_effect_without_restart(cluster: Cluster) -> None:
     operator = cluster.stub(cluster.operator)
     broker = cluster.stub(cluster.broker)
