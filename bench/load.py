@@ -54,6 +54,26 @@ async def _wait_serving(stub: pb_grpc.DisklessCoordinatorStub) -> None:
     raise RuntimeError("server not serving")
 
 
+async def create_load_topic(
+    stub: pb_grpc.DisklessCoordinatorStub, prefix: str, partitions: int
+) -> tuple[bytes, list[int]]:
+    """A new topic of `partitions` partitions: (its id, the coordinators that hold them)."""
+    topic_id = uuid.uuid4().bytes
+    created = await stub.CreatePartitions(
+        pb.CreatePartitionsRequest(
+            topics=[pb.CreatePartitionsRequest.Topic(topic_id=topic_id, name=f"{prefix}-{topic_id.hex()[:8]}",
+                                                     num_partitions=partitions)]
+        )
+    )  # fmt: skip
+    assert created.topics[0].error_code == pb.NONE, created
+    found = await stub.FindCoordinator(
+        pb.FindCoordinatorRequest(
+            topics=[pb.FindCoordinatorRequest.Topic(topic_id=topic_id, partitions=range(partitions))]
+        )
+    )
+    return topic_id, sorted({p.coordinator_id for p in found.topics[0].partitions})
+
+
 async def _broker(
     stub: pb_grpc.DisklessCoordinatorStub,
     broker_id: int,
@@ -108,20 +128,7 @@ async def _run_once(address: str, args: argparse.Namespace) -> dict[str, float]:
     async with grpc.aio.insecure_channel(address) as channel:
         stub = pb_grpc.DisklessCoordinatorStub(channel)
         await _wait_serving(stub)
-        topic_id = uuid.uuid4().bytes
-        created = await stub.CreatePartitions(
-            pb.CreatePartitionsRequest(
-                topics=[pb.CreatePartitionsRequest.Topic(topic_id=topic_id, name=f"load-{topic_id.hex()[:8]}",
-                                                         num_partitions=args.partitions)]
-            )
-        )  # fmt: skip
-        assert created.topics[0].error_code == pb.NONE, created
-        found = await stub.FindCoordinator(
-            pb.FindCoordinatorRequest(
-                topics=[pb.FindCoordinatorRequest.Topic(topic_id=topic_id, partitions=range(args.partitions))]
-            )
-        )
-        owners = sorted({p.coordinator_id for p in found.topics[0].partitions})
+        topic_id, owners = await create_load_topic(stub, "load", args.partitions)
         latencies: list[float] = []
         cpu_before = os.times()
         started = time.monotonic()

@@ -43,6 +43,7 @@ from pathlib import Path
 
 import grpc
 
+from bench.load import create_load_topic
 from protos import coordinator_pb2 as pb
 from protos import coordinator_pb2_grpc as pb_grpc
 
@@ -216,18 +217,7 @@ class Overload:
         async with grpc.aio.insecure_channel(self.address) as channel:
             stub = pb_grpc.DisklessCoordinatorStub(channel)
             await _wait_serving(stub)
-            topic_id = uuid.uuid4().bytes
-            created = await stub.CreatePartitions(
-                pb.CreatePartitionsRequest(topics=[pb.CreatePartitionsRequest.Topic(
-                    topic_id=topic_id, name=f"overload-{topic_id.hex()[:8]}", num_partitions=args.partitions)])
-            )  # fmt: skip
-            assert created.topics[0].error_code == pb.NONE, created
-            found = await stub.FindCoordinator(
-                pb.FindCoordinatorRequest(
-                    topics=[pb.FindCoordinatorRequest.Topic(topic_id=topic_id, partitions=range(args.partitions))]
-                )
-            )
-            owners = sorted({p.coordinator_id for p in found.topics[0].partitions})
+            topic_id, owners = await create_load_topic(stub, "overload", args.partitions)
         bodies = [_batches_field(topic_id, args.partitions, args.batches, c) for c in range(args.clients)]
         stop = asyncio.Event()
         started = time.monotonic()

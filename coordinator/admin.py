@@ -32,7 +32,7 @@ Response = TypeVar("Response")
 
 
 class Gate(Protocol):
-    """server.CallGate, as this service sees it."""
+    """edge.CallGate, as this service sees it."""
 
     def call(
         self, method: str, context: grpc.aio.ServicerContext, handler: Callable[[], Awaitable[Any] | Any]

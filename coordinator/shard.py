@@ -53,6 +53,7 @@ from coordinator.state.integrity import (
     leave_clean_close_mark,
     take_clean_close_mark,
 )
+from coordinator.state.opening import LoadFailed, StatePlace, open_state, replace_state
 from coordinator.state.reads import StateDamaged
 from coordinator.state.replay import replay_log
 from coordinator.state.store import AppliedFrame, StateCorrupt, StateStore
@@ -65,7 +66,6 @@ from snapshot.snapshots import (
     check_snapshots,
     list_snapshots,
     remove_incomplete,
-    restore_newest,
     snapshot_directory,
     take_snapshot,
 )
@@ -130,10 +130,6 @@ class ShardStatistics:
 class SnapshotTaken:
     manifest: SnapshotManifest
     pruned: PruneResult
-
-
-class LoadFailed(Exception):
-    """The coordinator's log and state disagree in a way only an operator can settle."""
 
 
 # Failures that loading again cannot cure: the coordinator stays out of service until an operator acts.
@@ -327,14 +323,14 @@ class CoordinatorShard:
                 log.warning(
                     "coordinator %d: removed %s, left by an interrupted snapshot", self.coordinator_id, leftover
                 )
-            store = self._open_store(position)
+            store = open_state(self._state_place(), position, self._verify_state, self._rebuild_state_reason)
             try:
                 replayed = self._replay(store, metadata_log, position)
                 view = store.load_view()
             except apsw.CorruptError as error:  # SQLite finds damage only when a read touches it
                 store.close()
                 store = None
-                store = self._replace_state(f"{self.directory / 'state.sqlite'}: {error}", position)
+                store = replace_state(self._state_place(), f"{self.directory / 'state.sqlite'}: {error}", position)
                 replayed = self._replay(store, metadata_log, position)
                 view = store.load_view()
             epoch = max(view.leader_epoch, position.last_epoch) + 1
@@ -367,86 +363,9 @@ class CoordinatorShard:
             )
         return replay_log(store, metadata_log, self._settings.replay_batch_operations)
 
-    def _open_store(self, position: LogPosition) -> StateStore:
-        """SQLite as it is, or rebuilt when it is missing, corrupt, or behind the log start (DESIGN §6)."""
-        path = self.directory / "state.sqlite"
-        if not path.exists():
-            if position.end_offset == 0 and not list_snapshots(self._snapshots):
-                # A new coordinator: nothing to restore.
-                return StateStore(path, self.coordinator_id, self._settings.state_cache_bytes)
-            return self._replace_state(f"{path} is missing", position)
-        if self._rebuild_state_reason:
-            return self._replace_state(f"a read of {path} met damage ({self._rebuild_state_reason})", position)
-        if self._verify_state:
-            report = check_integrity(path)
-            log.info(
-                "coordinator %d: checked %s (%d MB) in %.2fs: %s",
-                self.coordinator_id, path.name, report.size_bytes // 1_000_000, report.seconds, report.problem or "ok",
-            )  # fmt: skip
-            if report.problem is not None:
-                return self._replace_state(report.problem, position)
-        try:
-            store = StateStore(path, self.coordinator_id, self._settings.state_cache_bytes)
-        except StateCorrupt as error:
-            return self._replace_state(str(error), position)
-        if store.applied_offset < position.start_offset:
-            store.close()
-            return self._replace_state(
-                f"{path} is applied to {store.applied_offset}, below the log start {position.start_offset} "
-                "(the log was pruned past it)",
-                position,
-            )
-        return store
-
-    def _replace_state(self, reason: str, position: LogPosition) -> StateStore:
-        """Sets the bad file aside, then restores the newest snapshot that verifies, else replays the whole log."""
-        path = self.directory / "state.sqlite"
-        ahead = [
-            m.snapshot_id for m in list_snapshots(self._snapshots) if m.snapshot_id.end_offset > position.end_offset
-        ]
-        if ahead:
-            # A snapshot ends past the log: the log lost records that were applied, so acknowledged. An older
-            # snapshot plus this log would serve a shortened history and hand those offsets out again.
-            raise LoadFailed(
-                f"coordinator {self.coordinator_id}: {reason}, and snapshot {ahead[0]} ends past the log end "
-                f"{position.end_offset}: the log lost acknowledged records; see what is lost and recover with "
-                f"`diskless log recover --data-dir DIR --coordinator {self.coordinator_id}` on the stopped node"
-            )
-        if path.exists():
-            aside = path.with_name(f"state.sqlite.corrupt-{time.time_ns()}")
-            path.rename(aside)
-            reason = f"{reason}; moved it to {aside.name}"
-        for suffix in ("-wal", "-shm"):  # a stale WAL beside a new file would be replayed into it
-            path.with_name(path.name + suffix).unlink(missing_ok=True)
-        accept = None if self._settings.state_verify_on_load == "never" else self._restored_state_problem
-        restored = restore_newest(self._snapshots, path, position.start_offset, position.end_offset, accept)
-        if restored is not None:
-            store = StateStore(path, self.coordinator_id, self._settings.state_cache_bytes)
-            check_invariant(
-                (store.applied_offset, store.meta["leader_epoch"])
-                == (restored.snapshot_id.end_offset, restored.snapshot_id.epoch),
-                f"coordinator {self.coordinator_id}: snapshot {restored.snapshot_id} restored as applied offset "
-                f"{store.applied_offset}, epoch {store.meta['leader_epoch']}",
-            )
-            log.warning(
-                "coordinator %d: %s; restored snapshot %s, replaying the log from %d to %d",
-                self.coordinator_id, reason, restored.snapshot_id, store.applied_offset, position.end_offset,
-            )  # fmt: skip
-            return store
-        if position.start_offset > 0:
-            raise LoadFailed(
-                f"coordinator {self.coordinator_id}: {reason}, no snapshot verifies and the log starts at "
-                f"{position.start_offset}: the state cannot be rebuilt; restore a snapshot (diskless snapshot restore)"
-            )
-        # SQLite is a cache of the log: with the whole log at hand, rebuild it by replay.
-        log.warning(
-            "coordinator %d: %s; no snapshot verifies: rebuilding from the whole log", self.coordinator_id, reason
-        )
-        return StateStore(path, self.coordinator_id, self._settings.state_cache_bytes)
-
-    def _restored_state_problem(self, path: Path) -> str | None:
-        report = check_integrity(path)
-        return report.problem
+    def _state_place(self) -> StatePlace:
+        check_restored = self._settings.state_verify_on_load != "never"
+        return StatePlace(self.coordinator_id, self.directory, self._settings.state_cache_bytes, check_restored)
 
     def _note_newest_snapshot(self, position: LogPosition) -> None:
         """Starts the snapshot triggers from the newest snapshot on disk, counting the log tail after it."""

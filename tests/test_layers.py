@@ -30,6 +30,8 @@ RANKS: dict[str, float] = {
     "coordinator.log.segments": 1,
     "coordinator.log.recovery": 1.4,  # an operator's repair of a stopped coordinator's log and state
     "coordinator.state.integrity": 1,
+    "coordinator.state.opening": 1.6,
+    "coordinator.edge": 4.8,
     "snapshot.prune": 1.3,
     "snapshot.snapshots": 1.2,
 }

@@ -21,7 +21,7 @@ from typing import Any
 
 import grpc
 import pytest
-from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_health.v1 import health_pb2
 
 import coordinator.log.frame as frame_module
 from coordinator import records
@@ -383,10 +383,6 @@ class UncheckedServer(ServerProcess):
                 break
             time.sleep(0.05)
         raise RuntimeError(f"coordinators not loaded in time:\n{''.join(self.output)}")
-
-    def health(self) -> int:
-        assert self._channel is not None
-        return health_pb2_grpc.HealthStub(self._channel).Check(health_pb2.HealthCheckRequest(), timeout=5).status
 
 
 @dataclass

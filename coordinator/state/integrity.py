@@ -13,12 +13,13 @@ measured by `python -m bench.state_check`.
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import apsw
+
+from snapshot.files import fsync_directory
 
 CLEAN_CLOSE_MARK = "state.closed-cleanly"  # beside state.sqlite; present only between a clean close and a load
 PROBLEMS_REPORTED_MAX = 5  # integrity_check's list of problems is cut to this many lines
@@ -53,19 +54,11 @@ def take_clean_close_mark(directory: Path) -> bool:
     if not mark.exists():
         return False
     mark.unlink()
-    _fsync_directory(directory)
+    fsync_directory(directory)
     return True
 
 
 def leave_clean_close_mark(directory: Path) -> None:
     """Called once the state's connections are closed without error."""
     (directory / CLEAN_CLOSE_MARK).touch()
-    _fsync_directory(directory)
-
-
-def _fsync_directory(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    fsync_directory(directory)
