@@ -38,7 +38,7 @@ from typing import Any
 
 import apsw
 
-from coordinator import records
+from coordinator import interpreter, records
 from coordinator.clock import Clock
 from coordinator.errors import CoordinatorUnavailable, ErrorCode, Overloaded
 from coordinator.invariants import InvariantViolation, check_invariant
@@ -339,7 +339,7 @@ class CoordinatorShard:
             frame = encode_frame(metadata_log.end_offset, epoch, 1, records.encode_batch(change))
             metadata_log.append(frame, end, epoch)
             store.apply([(end, change)])
-            view.replay(change[0], end)
+            interpreter.replay(view, change[0], end)
             check_invariant(store.applied_offset == metadata_log.end_offset, "loaded state must equal the log end")
         except BaseException:
             metadata_log.close()
@@ -556,7 +556,7 @@ class CoordinatorShard:
                 base_offset = self._next_offset
                 end_offset = base_offset + count
                 for record in result.records:
-                    view.replay(record, end_offset)
+                    interpreter.replay(view, record, end_offset)
                 group.frames.append(encode_frame(base_offset, epoch, count, records.encode_batch(result.records)))
                 group.applied.append((end_offset, result.records))
                 self._next_offset = group.end_offset = end_offset

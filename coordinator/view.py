@@ -2,8 +2,9 @@
 
 It is the committed state plus every record appended but not yet applied to
 SQLite: partitions' high watermarks and log starts, producer windows, id
-counters, and the object keys of pending files. `replay(record)` is its only
-mutation; checks read it and never write. Committed object keys stay in
+counters, and the object keys of pending files. `coordinator.interpreter.replay`
+is the only thing that changes it, one record at a time; checks read it and
+never write. Committed object keys stay in
 SQLite (looked up once per commit, not per batch) so memory does not grow
 with the number of files.
 """
@@ -13,10 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from coordinator.invariants import InvariantViolation, check_invariant
-from coordinator.producers import ProducerWindow, WindowEntry, advance_window
-from coordinator.records import BATCH_LAYOUT
-from protos import records_pb2 as rec
+from coordinator.producers import ProducerWindow
 
 
 @dataclass(slots=True)
@@ -62,10 +60,11 @@ class CoordinatorView:
         self.next_batch_id = next_batch_id
         self.next_file_id = next_file_id
         self.leader_epoch = leader_epoch
-        self._partitions: dict[int, PartitionView] = {}
+        # The interpreter's loops read and change these dicts directly: they run once per batch.
+        self.partitions_by_key: dict[int, PartitionView] = {}
         # (topic id, partition) -> partition: the commit path's lookup, one dict access per batch.
         self.partition_index: dict[tuple[bytes, int], PartitionView] = {}
-        self._producers: dict[int, dict[int, ProducerWindow]] = {}
+        self.producer_windows: dict[int, dict[int, ProducerWindow]] = {}  # partition key -> producer id -> window
         # object key -> log end offset of the batch that recorded it; dropped once applied.
         self._pending_file_keys: dict[str, int] = {}
 
@@ -75,13 +74,13 @@ class CoordinatorView:
         return self.partition_index.get((topic_id, partition))
 
     def partitions(self) -> Iterator[PartitionView]:
-        return iter(self._partitions.values())
+        return iter(self.partitions_by_key.values())
 
     def partitions_of_topic(self, topic_id: bytes) -> list[PartitionView]:
-        return [p for p in self._partitions.values() if p.topic_id == topic_id]
+        return [p for p in self.partitions_by_key.values() if p.topic_id == topic_id]
 
     def producer_window(self, partition_key: int, producer_id: int) -> ProducerWindow | None:
-        windows = self._producers.get(partition_key)
+        windows = self.producer_windows.get(partition_key)
         return None if windows is None else windows.get(producer_id)
 
     def file_known(self, object_key: str) -> bool:
@@ -97,93 +96,22 @@ class CoordinatorView:
     # ------------------------------------------------------------------ loading
 
     def load_partition(self, partition: PartitionView) -> None:
-        self._partitions[partition.key] = partition
+        self.partitions_by_key[partition.key] = partition
         self.partition_index[(partition.topic_id, partition.partition)] = partition
 
     def load_producer(self, partition_key: int, producer_id: int, window: ProducerWindow) -> None:
-        self._producers.setdefault(partition_key, {})[producer_id] = window
+        self.producer_windows.setdefault(partition_key, {})[producer_id] = window
 
-    # ------------------------------------------------------------------ the only mutation
+    # ------------------------------------------------------------------ changes, made only by coordinator.interpreter
 
-    def replay(self, record: rec.MetadataRecord, end_offset: int) -> None:
-        """Applies one record appended at a log batch ending at `end_offset` (exclusive)."""
-        kind = record.WhichOneof("record")
-        if kind == "file_committed":
-            self._replay_file_committed(record.file_committed, end_offset)
-        elif kind == "records_deleted":
-            deleted = record.records_deleted
-            partition = self._partitions[deleted.partition_key]
-            check_invariant(
-                partition.log_start_offset < deleted.log_start_offset <= partition.high_watermark,
-                f"log start of partition {deleted.partition_key} moves from {partition.log_start_offset} to "
-                f"{deleted.log_start_offset} (high watermark {partition.high_watermark})",
-            )
-            partition.log_start_offset = deleted.log_start_offset
-        elif kind == "partition_created":
-            created = record.partition_created
-            check_invariant(
-                created.partition_key == self.next_partition_key,
-                f"partition key {created.partition_key} != next {self.next_partition_key}",
-            )
-            self.next_partition_key += 1
-            self.load_partition(
-                PartitionView(created.partition_key, created.topic_id, created.topic_name, created.partition, 0, 0)
-            )
-        elif kind == "topic_deleted":
-            for partition in self.partitions_of_topic(record.topic_deleted.topic_id):
-                del self._partitions[partition.key]
-                del self.partition_index[(partition.topic_id, partition.partition)]
-                self._producers.pop(partition.key, None)
-        elif kind == "file_ownership_taken":
-            taken = record.file_ownership_taken
-            if taken.new_file:
-                check_invariant(
-                    taken.file_id == self.next_file_id, f"file id {taken.file_id} != next {self.next_file_id}"
-                )
-                self.next_file_id += 1
-                self._pending_file_keys[taken.object_key] = end_offset
-        elif kind in ("file_handed_over", "file_deletion_scheduled", "file_deleted"):
-            pass  # only the committed state holds a file's ownership and deletion time
-        elif kind == "leader_change":
-            check_invariant(
-                record.leader_change.leader_epoch > self.leader_epoch,
-                f"leader epoch goes from {self.leader_epoch} to {record.leader_change.leader_epoch}",
-            )
-            self.leader_epoch = record.leader_change.leader_epoch
-        else:
-            raise AssertionError(f"unknown metadata record {kind!r}")
+    def remove_partition(self, partition: PartitionView) -> None:
+        del self.partitions_by_key[partition.key]
+        del self.partition_index[(partition.topic_id, partition.partition)]
+        self.producer_windows.pop(partition.key, None)
 
-    def _replay_file_committed(self, committed: rec.FileCommitted, end_offset: int) -> None:
-        check_invariant(
-            committed.file_id == self.next_file_id, f"file id {committed.file_id} != next {self.next_file_id}"
-        )
-        self.next_file_id += 1
-        self._pending_file_keys[committed.object_key] = end_offset
-        append_time = committed.append_time_ms
-        partitions = self._partitions
-        producers = self._producers
-        next_batch_id = self.next_batch_id
-        # Fields unpacked into locals, the invariant checked inline: this loop runs once per batch.
-        for (batch_id, key, _, _, base_offset, last_offset, _, producer_id, producer_epoch, base_sequence,
-             last_sequence, _, timestamp_type) in BATCH_LAYOUT.iter_unpack(committed.packed_batches):  # fmt: skip
-            partition = partitions[key]
-            if batch_id != next_batch_id or base_offset != partition.high_watermark or last_offset < base_offset:
-                raise InvariantViolation(
-                    f"batch {batch_id} (expected id {next_batch_id}) at {base_offset}..{last_offset} does not "
-                    f"continue partition {key} at {partition.high_watermark}"
-                )
-            next_batch_id += 1
-            partition.high_watermark = last_offset + 1
-            if producer_id >= 0:
-                windows = producers.get(key)
-                if windows is None:
-                    windows = producers[key] = {}
-                windows[producer_id] = advance_window(
-                    windows.get(producer_id),
-                    producer_epoch,
-                    WindowEntry(base_sequence, last_sequence, base_offset, append_time, timestamp_type),
-                )
-        self.next_batch_id = next_batch_id
+    def add_pending_file(self, object_key: str, end_offset: int) -> None:
+        """A file recorded by a log batch ending at `end_offset`, known here until SQLite holds it."""
+        self._pending_file_keys[object_key] = end_offset
 
     def forget_applied_files(self, applied_offset: int) -> None:
         """Drops pending object keys whose records SQLite now holds."""

@@ -9,7 +9,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from coordinator import commits, partitions
+from coordinator import commits, interpreter, partitions
 from coordinator.errors import ErrorCode
 from coordinator.state.store import StateStore
 from coordinator.view import CoordinatorView
@@ -78,7 +78,7 @@ def test_replay_into_the_view_equals_apply_into_sqlite(operations: list[tuple[An
             if result.records:
                 end_offset += len(result.records)
                 for record in result.records:
-                    view.replay(record, end_offset)
+                    interpreter.replay(view, record, end_offset)
                 store.apply([(end_offset, result.records)])
             assert view_facts(store.load_view()) == view_facts(view), f"after {op}"
         store.close()
@@ -110,7 +110,7 @@ def test_commit_check_assigns_contiguous_offsets_and_one_append_time() -> None:
         view = store.load_view()
         created = partitions.check_create_partitions(view, partitions.CreatePartitions(TOPIC, "a", (0, 1)), 0)
         for record in created.records:
-            view.replay(record, 2)
+            interpreter.replay(view, record, 2)
         batches = laid_out(
             [batch(TOPIC, 0, 3), batch(TOPIC, 1, 2), batch(TOPIC, 0, 4, timestamp_type=pb.LOG_APPEND_TIME)]
         )

@@ -26,6 +26,12 @@ RANKS: dict[str, float] = {
     "coordinator.peers": 1,
     "coordinator.state.replay": 1.5,
     "coordinator.state.store": 1.1,
+    "coordinator.state.transaction": 1,
+    "coordinator.interpreter": 1.05,
+    "coordinator.interpreter.kind": 1.02,
+    "coordinator.interpreter.files": 1.03,
+    "coordinator.interpreter.partitions": 1.03,
+    "coordinator.interpreter.leadership": 1.03,
     "coordinator.state.reads": 1,
     "coordinator.log.segments": 1,
     "coordinator.log.recovery": 1.4,  # an operator's repair of a stopped coordinator's log and state

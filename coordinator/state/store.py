@@ -1,8 +1,8 @@
 """One coordinator's SQLite file: opening it, loading the view, and `apply`, its only writer.
 
-`apply` runs every record of a group in one transaction that also stores the
-applied log offset (DESIGN §3 step 5), so the state always equals
-apply(log[0 .. applied offset]) (invariant I1). Reads for FindBatches and
+`apply` runs every record of a group (each interpreted by coordinator.interpreter)
+in one transaction that also stores the applied log offset (DESIGN §3 step 5),
+so the state always equals apply(log[0 .. applied offset]) (invariant I1). Reads for FindBatches and
 friends go through a separate connection (WAL mode) and see committed state.
 """
 
@@ -11,15 +11,15 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
 
 import apsw
 
-from coordinator.invariants import InvariantViolation, check_invariant
-from coordinator.producers import PackedWindow, WindowEntry, advance_packed_window, decode_window
-from coordinator.records import BATCH_LAYOUT
+from coordinator import interpreter
+from coordinator.invariants import check_invariant
+from coordinator.producers import PackedWindow, decode_window
 from coordinator.state import reads
 from coordinator.state.schema import META_DEFAULTS, MIGRATIONS, SCHEMA_VERSION, STATEMENTS
+from coordinator.state.transaction import StateTransaction
 from coordinator.view import CoordinatorView, FileFacts, PartitionView
 from protos import records_pb2 as rec
 
@@ -180,7 +180,7 @@ class StateStore:
         meta = dict(self.meta)
         try:
             with self._writer:
-                applier = _Applier(self._writer, self.coordinator_id, meta, self.producer_windows)
+                transaction = StateTransaction(self._writer, self.coordinator_id, meta, self.producer_windows)
                 previous_end = self.applied_offset
                 for end_offset, records in frames:
                     check_invariant(
@@ -188,8 +188,8 @@ class StateStore:
                     )
                     previous_end = end_offset
                     for record in records:
-                        applier.apply(record)
-                applier.finish()
+                        interpreter.apply(transaction, record)
+                transaction.finish()
                 meta["applied_offset"] = previous_end
                 self._writer.executemany(
                     "UPDATE meta SET value = ? WHERE name = ?",
@@ -199,237 +199,7 @@ class StateStore:
             self.meta = dict(self._writer.execute("SELECT name, value FROM meta"))
             raise
         self.meta = meta
-        for key in applier.deleted_partition_keys:
+        for key in transaction.deleted_partition_keys:
             self.producer_windows.pop(key, None)
-        for (key, producer_id), window in applier.changed_windows.items():
+        for (key, producer_id), window in transaction.changed_windows.items():
             self.producer_windows.setdefault(key, {})[producer_id] = window
-
-
-class _Applier:
-    """Applies records inside one open transaction; producer windows are written at finish."""
-
-    def __init__(
-        self,
-        connection: apsw.Connection,
-        coordinator_id: int,
-        meta: dict[str, Any],
-        committed_windows: dict[int, dict[int, PackedWindow]],
-    ) -> None:
-        self._db = connection
-        self._coordinator_id = coordinator_id
-        self._meta = meta
-        self._committed_windows = committed_windows
-        self.changed_windows: dict[tuple[int, int], PackedWindow] = {}
-        # partition key -> (high watermark in SQLite, after this transaction's batches so far): written once
-        # per partition per transaction, not once per record, and checked against SQLite when written.
-        self._high_watermarks: dict[int, tuple[int, int]] = {}
-        self.deleted_partition_keys: set[int] = set()
-
-    def apply(self, record: rec.MetadataRecord) -> None:
-        kind = record.WhichOneof("record")
-        if kind == "file_committed":
-            self._file_committed(record.file_committed)
-        elif kind == "records_deleted":
-            self._records_deleted(record.records_deleted)
-        elif kind == "partition_created":
-            self._partition_created(record.partition_created)
-        elif kind == "topic_deleted":
-            self._topic_deleted(record.topic_deleted)
-        elif kind == "file_ownership_taken":
-            self._file_ownership_taken(record.file_ownership_taken)
-        elif kind == "file_handed_over":
-            self._file_leaves(record.file_handed_over.file_id, "handed over")
-        elif kind == "file_deletion_scheduled":
-            scheduled = record.file_deletion_scheduled
-            self._update_one_file(
-                "UPDATE files SET delete_after_ms = ? WHERE file_id = ? AND live_batches = 0 AND owned = 1 "
-                "AND is_last_owner = 1",
-                (scheduled.delete_after_ms, scheduled.file_id),
-                f"deletion of file {scheduled.file_id} scheduled, but it is not an idle file owned last here",
-            )
-        elif kind == "file_deleted":
-            self._file_leaves(record.file_deleted.file_id, "deleted")
-        elif kind == "leader_change":
-            check_invariant(
-                record.leader_change.leader_epoch > self._meta["leader_epoch"],
-                f"leader epoch goes from {self._meta['leader_epoch']} to {record.leader_change.leader_epoch}",
-            )
-            self._meta["leader_epoch"] = record.leader_change.leader_epoch
-        else:
-            raise AssertionError(f"unknown metadata record {kind!r}")
-
-    def _write_high_watermarks(self) -> None:
-        if not self._high_watermarks:
-            return
-        changes_before = self._db.total_changes()
-        self._db.executemany(
-            "UPDATE partitions SET high_watermark = ? WHERE partition_key = ? AND high_watermark = ?",
-            [(after, key, before) for key, (before, after) in self._high_watermarks.items()],
-        )
-        check_invariant(
-            self._db.total_changes() - changes_before == len(self._high_watermarks),
-            f"committed offsets do not continue the partitions' high watermarks {self._high_watermarks}",
-        )
-        self._high_watermarks = {}
-
-    def finish(self) -> None:
-        self._write_high_watermarks()
-        for key in self.deleted_partition_keys:
-            self.changed_windows = {k: w for k, w in self.changed_windows.items() if k[0] != key}
-        if self.changed_windows:
-            self._db.executemany(
-                "INSERT OR REPLACE INTO producers (partition_key, producer_id, producer_epoch, window) "
-                "VALUES (?,?,?,?)",
-                [(key, producer, epoch, packed) for (key, producer), (epoch, packed) in self.changed_windows.items()],
-            )
-
-    def _file_committed(self, committed: rec.FileCommitted) -> None:
-        meta = self._meta
-        file_id = committed.file_id
-        check_invariant(file_id == meta["next_file_id"], f"file id {file_id} != {meta['next_file_id']}")
-        meta["next_file_id"] = file_id + 1
-        append_time = committed.append_time_ms
-        owners = list(committed.owner_ids)
-        batches = list(BATCH_LAYOUT.iter_unpack(committed.packed_batches))
-        self._db.execute(
-            "INSERT INTO files (file_id, object_key, file_size, uploader_broker_id, owner_ids, committed_at_ms, "
-            "live_batches, is_last_owner, owned, delete_after_ms) VALUES (?,?,?,?,?,?,?,?,?,-1)",
-            (
-                file_id,
-                committed.object_key,
-                committed.file_size,
-                committed.uploader_broker_id,
-                ",".join(map(str, owners)),
-                append_time,
-                len(batches),
-                int(owners[-1] == self._coordinator_id),
-                int(owners[0] == self._coordinator_id),  # the first owner owns a file from its commit
-            ),
-        )
-        if not batches:
-            return
-        high_watermarks = self._high_watermarks
-        changed_windows = self.changed_windows
-        committed_windows = self._committed_windows
-        next_batch_id = meta["next_batch_id"]
-        # Fields unpacked into locals, the invariant checked inline: this loop runs once per batch.
-        for (batch_id, key, _, _, base_offset, last_offset, _, producer_id, producer_epoch, base_sequence,
-             last_sequence, _, timestamp_type) in batches:  # fmt: skip
-            before, after = high_watermarks.get(key, (base_offset, base_offset))
-            if batch_id != next_batch_id or base_offset != after or last_offset < base_offset:
-                raise InvariantViolation(
-                    f"batch {batch_id} (expected id {next_batch_id}) at {base_offset}..{last_offset} does not "
-                    f"follow {after} in partition {key}"
-                )
-            next_batch_id += 1
-            high_watermarks[key] = (before, last_offset + 1)
-            if producer_id >= 0:
-                window_key = (key, producer_id)
-                window = changed_windows.get(window_key)
-                if window is None:
-                    window = committed_windows.get(key, {}).get(producer_id)
-                changed_windows[window_key] = advance_packed_window(
-                    window,
-                    producer_epoch,
-                    WindowEntry(base_sequence, last_sequence, base_offset, append_time, timestamp_type),
-                )
-        meta["next_batch_id"] = next_batch_id
-        meta["live_batch_count"] += len(batches)
-        tail = (file_id, append_time)
-        self._db.executemany("INSERT INTO batches VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", [b + tail for b in batches])
-
-    def _file_ownership_taken(self, taken: rec.FileOwnershipTaken) -> None:
-        if not taken.new_file:
-            self._update_one_file(
-                "UPDATE files SET owned = 1 WHERE file_id = ? AND object_key = ?",
-                (taken.file_id, taken.object_key),
-                f"ownership of file {taken.file_id} ({taken.object_key!r}) taken, but it is not here",
-            )
-            return
-        meta = self._meta
-        check_invariant(taken.file_id == meta["next_file_id"], f"file id {taken.file_id} != {meta['next_file_id']}")
-        meta["next_file_id"] = taken.file_id + 1
-        owners = list(taken.owner_ids)
-        self._db.execute(
-            "INSERT INTO files (file_id, object_key, file_size, uploader_broker_id, owner_ids, committed_at_ms, "
-            "live_batches, is_last_owner, owned, delete_after_ms) VALUES (?,?,?,?,?,?,0,?,1,-1)",
-            (
-                taken.file_id,
-                taken.object_key,
-                taken.file_size,
-                taken.uploader_broker_id,
-                ",".join(map(str, owners)),
-                taken.committed_at_ms,
-                int(owners[-1] == self._coordinator_id),
-            ),
-        )
-
-    def _file_leaves(self, file_id: int, how: str) -> None:
-        """A file this coordinator owns with no live batch leaves the state (handed over or deleted)."""
-        self._update_one_file(
-            "DELETE FROM files WHERE file_id = ? AND live_batches = 0 AND owned = 1",
-            (file_id,),
-            f"file {file_id} {how}, but it is not an idle file owned here",
-        )
-
-    def _update_one_file(self, statement: str, bindings: tuple[Any, ...], problem: str) -> None:
-        changes_before = self._db.total_changes()
-        self._db.execute(statement, bindings)
-        check_invariant(self._db.total_changes() - changes_before == 1, problem)
-
-    def _remove_batches_below(self, partition_key: int, offset: int | None) -> None:
-        """Removes whole batches of a partition with last offset below `offset` (all when None)."""
-        bound = 2**63 - 1 if offset is None else offset
-        per_file = list(
-            self._db.execute(
-                "SELECT file_id, count(*) FROM batches WHERE partition_key = ? AND last_offset < ? GROUP BY file_id",
-                (partition_key, bound),
-            )
-        )
-        if not per_file:
-            return
-        self._db.executemany(
-            "UPDATE files SET live_batches = live_batches - ? WHERE file_id = ?", [(n, f) for f, n in per_file]
-        )
-        self._db.execute("DELETE FROM batches WHERE partition_key = ? AND last_offset < ?", (partition_key, bound))
-        self._meta["live_batch_count"] -= sum(n for _, n in per_file)
-
-    def _records_deleted(self, deleted: rec.RecordsDeleted) -> None:
-        self._write_high_watermarks()  # the log start is checked against the high watermark
-        changes_before = self._db.total_changes()
-        self._db.execute(
-            "UPDATE partitions SET log_start_offset = ?1 WHERE partition_key = ?2 AND log_start_offset < ?1 "
-            "AND high_watermark >= ?1",
-            (deleted.log_start_offset, deleted.partition_key),
-        )
-        check_invariant(
-            self._db.total_changes() - changes_before == 1,
-            f"log start {deleted.log_start_offset} of partition {deleted.partition_key} goes back or past the end",
-        )
-        self._remove_batches_below(deleted.partition_key, deleted.log_start_offset)
-
-    def _partition_created(self, created: rec.PartitionCreated) -> None:
-        check_invariant(
-            created.partition_key == self._meta["next_partition_key"],
-            f"partition key {created.partition_key} != {self._meta['next_partition_key']}",
-        )
-        self._meta["next_partition_key"] = created.partition_key + 1
-        self._db.execute(
-            "INSERT INTO partitions (partition_key, topic_id, topic_name, partition, log_start_offset, high_watermark) "
-            "VALUES (?,?,?,?,0,0)",
-            (created.partition_key, created.topic_id, created.topic_name, created.partition),
-        )
-
-    def _topic_deleted(self, deleted: rec.TopicDeleted) -> None:
-        self._write_high_watermarks()  # before the partitions' rows go
-        keys = [
-            key
-            for (key,) in self._db.execute(
-                "SELECT partition_key FROM partitions WHERE topic_id = ?", (deleted.topic_id,)
-            )
-        ]
-        for key in keys:
-            self._remove_batches_below(key, None)
-            self._db.execute("DELETE FROM producers WHERE partition_key = ?", (key,))
-            self._db.execute("DELETE FROM partitions WHERE partition_key = ?", (key,))
-        self.deleted_partition_keys.update(keys)
