@@ -27,6 +27,7 @@ RANKS: dict[str, float] = {
     "coordinator.state.replay": 1.5,
     "coordinator.state.store": 1.1,
     "coordinator.state.transaction": 1,
+    "coordinator.cluster.etcd_store": 1,  # the cluster metadata in etcd (DESIGN §6a)
     "coordinator.interpreter": 1.05,
     "coordinator.interpreter.kind": 1.02,
     "coordinator.interpreter.files": 1.03,
@@ -51,6 +52,7 @@ PURE_CORE = {
     "coordinator.topics",
     "coordinator.result",
     "coordinator.wal_files",
+    "coordinator.cluster.assignment",
 }
 SHELL_MODULES = {"grpc", "apsw", "os", "socket", "asyncio", "sqlite3", "time", "subprocess", "pathlib"}
 

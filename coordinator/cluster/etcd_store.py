@@ -1,0 +1,180 @@
+"""The cluster's metadata in etcd: node sessions (leases), the cluster's fixed configuration, and one key per
+coordinator holding its assignment, changed only by transactions that compare the key's revision.
+
+Keys, under a prefix (default `/diskless`):
+
+- `nodes/<id>`: a live node's endpoint, attached to its session lease: it vanishes when the lease expires;
+- `config`: the cluster's coordinator count and replication factor, written once by the first node;
+- `coordinators/<id>`: a `CoordinatorAssignment` as JSON.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import aetcd
+
+from coordinator.cluster.assignment import CoordinatorAssignment
+
+log = logging.getLogger(__name__)
+DEFAULT_PREFIX = "/diskless"
+
+
+@dataclass(frozen=True, slots=True)
+class NodeEndpoint:
+    node_id: int
+    host: str
+    port: int
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterConfig:
+    coordinators: int
+    replication_factor: int
+
+
+@dataclass(frozen=True, slots=True)
+class VersionedAssignment:
+    """An assignment with the etcd revision it was read at: the compare of the next change."""
+
+    assignment: CoordinatorAssignment
+    revision: int
+
+
+def parse_etcd_endpoints(text: str) -> list[tuple[str, int]]:
+    """`HOST:PORT[,HOST:PORT…]` → [(host, port)], with a clear error for anything else."""
+    endpoints = []
+    for item in text.split(","):
+        host, _, port = item.strip().rpartition(":")
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"--etcd wants HOST:PORT[,HOST:PORT...], got {item.strip()!r}")
+        endpoints.append((host, int(port)))
+    return endpoints
+
+
+def etcd_client(endpoints: list[tuple[str, int]], timeout_s: float) -> aetcd.Client:
+    """One client reaching every member: aetcd takes one host, gRPC's ipv4 multi-address target several."""
+    if len(endpoints) == 1:
+        host, port = endpoints[0]
+        return aetcd.Client(host=host, port=port, timeout=timeout_s)
+    target = "ipv4:" + ",".join(f"{host}:{port}" for host, port in endpoints)
+    # aetcd joins host and port into its target; an empty port would be kept, so the target goes whole in host.
+    client = aetcd.Client(host=target, port=0, timeout=timeout_s)
+    client._url = target
+    return client
+
+
+class NodeSession:
+    """A node's membership: its key under a lease that is kept alive, and how long it is surely still valid.
+
+    `valid_for_s()` is what the node's leadership hangs on: once it reaches zero the node must
+    act as if its lease had expired (it may have), so it stops leading before any other node
+    can be elected in its place.
+    """
+
+    def __init__(self, lease: Any, ttl_s: float) -> None:
+        self._lease = lease
+        self._ttl_s = ttl_s
+        self._renewed_at = time.monotonic()
+
+    @property
+    def lease_id(self) -> int:
+        return int(self._lease.id)
+
+    def valid_for_s(self) -> float:
+        return max(0.0, self._renewed_at + self._ttl_s - time.monotonic())
+
+    async def renew(self) -> None:
+        """Refreshes the lease; the validity counts from before the request (the lease may have been renewed later)."""
+        sent_at = time.monotonic()
+        await self._lease.refresh()
+        self._renewed_at = sent_at
+
+
+class ClusterStore:
+    def __init__(self, client: aetcd.Client, prefix: str = DEFAULT_PREFIX) -> None:
+        self._client = client
+        self._prefix = prefix.rstrip("/")
+
+    def _key(self, *parts: object) -> bytes:
+        return "/".join([self._prefix, *map(str, parts)]).encode()
+
+    async def close(self) -> None:
+        await self._client.close()
+
+    # ------------------------------------------------------------------ nodes
+
+    async def register_node(self, endpoint: NodeEndpoint, ttl_s: int) -> NodeSession:
+        """Grants a lease and puts the node's key under it; fails if another live node holds the id."""
+        lease = await self._client.lease(ttl_s)
+        key = self._key("nodes", endpoint.node_id)
+        value = json.dumps({"host": endpoint.host, "port": endpoint.port}).encode()
+        transactions = self._client.transactions
+        created, _ = await self._client.transaction(
+            compare=[transactions.create(key) == 0], success=[transactions.put(key, value, lease=lease)], failure=[]
+        )
+        if not created:
+            await self._client.revoke_lease(lease.id)
+            raise RuntimeError(f"node id {endpoint.node_id} is registered by a live node already")
+        return NodeSession(lease, ttl_s)
+
+    async def live_nodes(self) -> dict[int, NodeEndpoint]:
+        nodes = {}
+        for kv in await self._client.get_prefix(self._key("nodes") + b"/"):
+            node_id = int(kv.key.rsplit(b"/", 1)[1])
+            value = json.loads(kv.value)
+            nodes[node_id] = NodeEndpoint(node_id, value["host"], int(value["port"]))
+        return nodes
+
+    # ------------------------------------------------------------------ the cluster's configuration
+
+    async def form(self, wanted: ClusterConfig) -> ClusterConfig:
+        """Stores the configuration if none is stored yet; returns the stored one (the first node's)."""
+        key = self._key("config")
+        value = json.dumps({"coordinators": wanted.coordinators, "replication_factor": wanted.replication_factor})
+        transactions = self._client.transactions
+        await self._client.transaction(
+            compare=[transactions.create(key) == 0], success=[transactions.put(key, value.encode())], failure=[]
+        )
+        stored = await self._client.get(key)
+        data = json.loads(stored.value)
+        return ClusterConfig(int(data["coordinators"]), int(data["replication_factor"]))
+
+    # ------------------------------------------------------------------ coordinators
+
+    async def assignment(self, coordinator_id: int) -> VersionedAssignment | None:
+        kv = await self._client.get(self._key("coordinators", coordinator_id))
+        if kv is None:
+            return None
+        return VersionedAssignment(CoordinatorAssignment.from_json(kv.value), int(kv.mod_revision))
+
+    async def compare_and_set(
+        self, coordinator_id: int, expected_revision: int, assignment: CoordinatorAssignment
+    ) -> bool:
+        """Writes the assignment only if the key is still at `expected_revision` (0: only if absent)."""
+        key = self._key("coordinators", coordinator_id)
+        transactions = self._client.transactions
+        compare = (
+            transactions.create(key) == 0 if expected_revision == 0 else transactions.mod(key) == expected_revision
+        )
+        succeeded, _ = await self._client.transaction(
+            compare=[compare], success=[transactions.put(key, assignment.to_json())], failure=[]
+        )
+        return bool(succeeded)
+
+
+async def keep_session_alive(session: NodeSession, interval_s: float, on_expiring: Any) -> None:
+    """Renews the lease every `interval_s`; calls `on_expiring()` once a renewal did not arrive in time."""
+    while True:
+        try:
+            await asyncio.wait_for(session.renew(), timeout=max(0.05, session.valid_for_s()))
+        except (TimeoutError, aetcd.exceptions.ClientError) as error:
+            log.warning("node session lease not renewed (%s); %.2f s of validity left", error, session.valid_for_s())
+            if session.valid_for_s() <= interval_s:
+                on_expiring()
+        await asyncio.sleep(interval_s)

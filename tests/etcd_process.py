@@ -1,0 +1,96 @@
+"""A real etcd for tests: Debian's etcd-server, started on free loopback ports with its own data directory."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ETCD_START_TIMEOUT_S = 20.0
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@dataclass
+class EtcdMember:
+    name: str
+    client_port: int
+    peer_port: int
+    data_dir: Path
+    process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def endpoint(self) -> str:
+        return f"127.0.0.1:{self.client_port}"
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(timeout=10)
+
+
+class EtcdCluster:
+    """`size` etcd members on loopback; `endpoints` is what `diskless serve --etcd` takes."""
+
+    def __init__(self, directory: Path, size: int = 1) -> None:
+        binary = shutil.which("etcd")
+        if binary is None:
+            raise RuntimeError(
+                "etcd is not installed: the README's test command installs it (apt-get install etcd-server)"
+            )
+        self._binary = binary
+        self.members = [EtcdMember(f"etcd{i}", _free_port(), _free_port(), directory / f"etcd{i}") for i in range(size)]
+
+    @property
+    def endpoints(self) -> str:
+        return ",".join(member.endpoint for member in self.members)
+
+    def start(self) -> None:
+        initial = ",".join(f"{m.name}=http://127.0.0.1:{m.peer_port}" for m in self.members)
+        for member in self.members:
+            member.data_dir.mkdir(parents=True, exist_ok=True)
+            log = open(member.data_dir.parent / f"{member.name}.log", "ab")  # noqa: SIM115 - the process keeps it
+            member.process = subprocess.Popen(
+                [
+                    self._binary,
+                    "--name", member.name,
+                    "--data-dir", str(member.data_dir),
+                    "--listen-client-urls", f"http://127.0.0.1:{member.client_port}",
+                    "--advertise-client-urls", f"http://127.0.0.1:{member.client_port}",
+                    "--listen-peer-urls", f"http://127.0.0.1:{member.peer_port}",
+                    "--initial-advertise-peer-urls", f"http://127.0.0.1:{member.peer_port}",
+                    "--initial-cluster", initial,
+                    "--initial-cluster-state", "new",
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )  # fmt: skip
+        self._wait_healthy()
+
+    def _wait_healthy(self) -> None:
+        deadline = time.monotonic() + ETCD_START_TIMEOUT_S
+        for member in self.members:
+            while True:
+                assert member.process is not None
+                if member.process.poll() is not None:
+                    raise RuntimeError(f"etcd member {member.name} exited with {member.process.returncode}")
+                try:
+                    with socket.create_connection(("127.0.0.1", member.client_port), timeout=0.5):
+                        break
+                except OSError as error:
+                    if time.monotonic() > deadline:
+                        raise RuntimeError(
+                            f"etcd member {member.name} did not listen within {ETCD_START_TIMEOUT_S} s"
+                        ) from error
+                    time.sleep(0.05)
+
+    def stop(self) -> None:
+        for member in self.members:
+            member.stop()
