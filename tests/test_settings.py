@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -43,12 +45,23 @@ def test_nonsense_is_refused_with_the_setting_named(overrides: dict[str, str]) -
     assert any(name in str(refused.value) for name in overrides)
 
 
-def test_readme_lists_every_setting_with_its_default() -> None:
+def test_docs_settings_is_the_generated_table() -> None:
+    repository = Path(__file__).resolve().parent.parent
+    generated = subprocess.run(
+        [sys.executable, "-m", "coordinator", "settings", "--markdown"],
+        cwd=repository, capture_output=True, text=True, check=True, timeout=60,
+    ).stdout  # fmt: skip
+    assert (repository / "docs" / "settings.md").read_text() == generated, (
+        "docs/settings.md is stale: regenerate it with `diskless settings --markdown > docs/settings.md`"
+    )
+
+
+def test_the_table_lists_every_setting_with_its_default() -> None:
     from coordinator.settings import describe_settings
 
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    table = (Path(__file__).resolve().parent.parent / "docs" / "settings.md").read_text()
     for name, default, doc in describe_settings():
-        assert f"| `{name}` | `{default}` | {doc} |" in readme, f"README's settings table is stale for {name}"
+        assert f"| `{name}` | `{default}` | {doc} |" in table, f"docs/settings.md is stale for {name}"
 
 
 def test_booleans_are_true_or_false() -> None:
