@@ -39,6 +39,7 @@ T = TypeVar("T")
 CALL_TIMEOUT_S = 60
 WAIT_S = 30
 OUTPUT_FORMAT = "%(levelname)s %(name)s: %(message)s"
+LOGGERS = ("coordinator", "snapshot")  # what `diskless serve` would print
 
 
 @final
@@ -153,9 +154,9 @@ class InProcessNode:
             },
             environ={},
         )
-        coordinator_logger = logging.getLogger("coordinator")
-        coordinator_logger.setLevel(logging.INFO)
-        coordinator_logger.addHandler(self._handler)
+        for name in LOGGERS:
+            logging.getLogger(name).setLevel(logging.INFO)
+            logging.getLogger(name).addHandler(self._handler)
         running = self.loop.run(start_server(settings, clock=self.clock))
         self.running = running
         self.port = running.port
@@ -190,7 +191,8 @@ class InProcessNode:
             if running is not None:
                 self.loop.run(running.stop())
         finally:
-            logging.getLogger("coordinator").removeHandler(self._handler)
+            for name in LOGGERS:
+                logging.getLogger(name).removeHandler(self._handler)
         return 0
 
     def restart(self, kill: bool = False) -> InProcessNode:
