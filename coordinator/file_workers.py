@@ -125,10 +125,10 @@ class FileWorker:
             self._task = None
 
     async def _run(self) -> None:
-        interval_s = self._settings.file_worker_interval_ms / 1000
         while True:
             # The first cycle waits one interval too: a node that just started answers its callers first.
-            await asyncio.sleep(interval_s)
+            # The wait is on the node's clock, so a test's clock decides when a cycle runs.
+            await self._clock.sleep_ms(self._settings.file_worker_interval_ms)
             try:
                 await self.run_cycle()
             except asyncio.CancelledError:

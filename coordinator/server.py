@@ -11,6 +11,7 @@ The node's services take their requests as bytes through the edge
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import logging
 import math
@@ -18,7 +19,7 @@ import signal
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, final
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -27,6 +28,7 @@ from grpc_reflection.v1alpha import reflection
 from coordinator.access import AccessControl
 from coordinator.acl import Permission
 from coordinator.admin import ADMIN_PERMISSIONS, ADMIN_SERVICE_NAME, CoordinatorAdminService
+from coordinator.clock import Clock
 from coordinator.edge import (
     GRPC_REFUSING_CALLS_MAX,
     Admission,
@@ -178,12 +180,94 @@ async def track_health(node: Node, health_service: health.aio.HealthServicer) ->
         await node.wait_health_change()
 
 
-async def serve(settings: Settings) -> int:
-    """Runs one node until SIGTERM or SIGINT; drains in-flight calls and returns 0."""
+class CannotListen(OSError):
+    """The node's address could not be bound."""
+
+
+@final
+class RunningServer:
+    """A node behind its gRPC server, in this process: listening once made, serving after `load()`.
+
+    `serve` runs one until a signal; tests start several side by side on one event loop (with a
+    clock they move) and stop them as `serve` would on SIGTERM.
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        node: Node,
+        server: grpc.aio.Server,
+        gate: CallGate,
+        health_service: health.aio.HealthServicer,
+        metrics_server: asyncio.Server | None,
+        host: str,
+        port: int,
+        tls: bool,
+    ) -> None:
+        self.settings = settings
+        self.node = node
+        self.server = server
+        self.host = host
+        self.port = port
+        self.tls = tls
+        self._gate = gate
+        self._health_service = health_service
+        self._metrics_server = metrics_server
+        self._health_tracker: asyncio.Task[None] | None = None
+
+    async def load(self) -> bool:
+        """Loads every coordinator, then takes calls and starts the file workers; True when all are ACTIVE."""
+        loaded = await self.node.load()
+        self._gate.ready = True
+        self.node.start_file_workers()
+        if not loaded:
+            log.error("some coordinators failed to load: NOT_SERVING until every coordinator serves (see above)")
+        self._health_tracker = asyncio.create_task(track_health(self.node, self._health_service), name="health")
+        return loaded
+
+    async def stop(self) -> None:
+        """Drains in-flight calls for up to the drain timeout, then closes the node."""
+        if self._health_tracker is not None:
+            self._health_tracker.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._health_tracker
+        log.info("stopping: draining in-flight calls for up to %d ms", self.settings.drain_timeout_ms)
+        self._gate.stopping = True
+        await self._health_service.enter_graceful_shutdown()
+        await self.server.stop(self.settings.drain_timeout_ms / 1000)
+        if self._metrics_server is not None:
+            self._metrics_server.close()
+            await self._metrics_server.wait_closed()
+        await self.node.close()
+        log.info("stopped")
+
+
+def _grpc_server(settings: Settings) -> grpc.aio.Server:
+    options = [
+        ("grpc.max_receive_message_length", settings.request_max_bytes),
+        ("grpc.max_send_message_length", settings.request_max_bytes),
+        ("grpc.so_reuseport", 0),
+        # Calls gRPC holds until the node takes them up: the node sees none of them (no admission, no metrics).
+        ("grpc.server.max_pending_requests", settings.max_pending_calls),
+        ("grpc.server.max_pending_requests_hard_limit", settings.max_pending_calls),
+        ("grpc.server_max_unrequested_time_in_server", math.ceil(settings.max_pending_ms / 1000)),
+    ]
+    if settings.stream_window_bytes:  # a fixed window: gRPC's estimator would grow it to hold whole requests
+        options += [("grpc.http2.bdp_probe", 0), ("grpc.http2.lookahead_bytes", settings.stream_window_bytes)]
+    return grpc.aio.server(
+        options=options, maximum_concurrent_rpcs=settings.max_concurrent_rpcs + GRPC_REFUSING_CALLS_MAX
+    )
+
+
+async def start_server(settings: Settings, clock: Clock | None = None) -> RunningServer:
+    """Builds the node and its services and starts listening (health NOT_SERVING until `load()`).
+
+    Raises SettingsError for an unsafe exposure and CannotListen when the address cannot be bound.
+    """
     tls = tls_files(settings)
     check_exposure(settings, tls is not None)
     metrics = Metrics()
-    node = Node(settings, metrics=metrics)
+    node = Node(settings, clock=clock, metrics=metrics)
     metrics.watch(GaugeCollector(lambda: list(coordinator_gauges(node))))
     access = AccessControl(
         Path(settings.acl_file) if settings.acl_file else None,
@@ -196,22 +280,13 @@ async def serve(settings: Settings) -> int:
     )
     metrics.watch(GaugeCollector(lambda: [*admission_gauges(admission), *grpc_call_counts()]))
     gate = CallGate(access, metrics, admission)
-    service = DisklessCoordinatorService(node.router, gate)
-    options = [
-        ("grpc.max_receive_message_length", settings.request_max_bytes),
-        ("grpc.max_send_message_length", settings.request_max_bytes),
-        ("grpc.so_reuseport", 0),
-        # Calls gRPC holds until the node takes them up: the node sees none of them (no admission, no metrics).
-        ("grpc.server.max_pending_requests", settings.max_pending_calls),
-        ("grpc.server.max_pending_requests_hard_limit", settings.max_pending_calls),
-        ("grpc.server_max_unrequested_time_in_server", math.ceil(settings.max_pending_ms / 1000)),
-    ]
-    if settings.stream_window_bytes:  # a fixed window: gRPC's estimator would grow it to hold whole requests
-        options += [("grpc.http2.bdp_probe", 0), ("grpc.http2.lookahead_bytes", settings.stream_window_bytes)]
-    server = grpc.aio.server(
-        options=options, maximum_concurrent_rpcs=settings.max_concurrent_rpcs + GRPC_REFUSING_CALLS_MAX
+    server = _grpc_server(settings)
+    add_service(
+        server,
+        pb.DESCRIPTOR.services_by_name["DisklessCoordinator"],
+        DisklessCoordinatorService(node.router, gate),
+        gate,
     )
-    add_service(server, pb.DESCRIPTOR.services_by_name["DisklessCoordinator"], service, gate)
     access.permissions.update(ADMIN_PERMISSIONS)
     admin_service = admin_pb2.DESCRIPTOR.services_by_name["CoordinatorAdmin"]
     add_service(server, admin_service, CoordinatorAdminService(node.router, gate), gate)
@@ -229,8 +304,7 @@ async def serve(settings: Settings) -> int:
     else:
         port = server.add_secure_port(settings.listen, server_credentials(tls, settings.ssl_client_auth))
     if port == 0:
-        log.error("cannot listen on %s", settings.listen)
-        return 1
+        raise CannotListen(f"cannot listen on {settings.listen}")
     for name in ("", SERVICE_NAME):
         await health_service.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
     await server.start()
@@ -241,35 +315,32 @@ async def serve(settings: Settings) -> int:
         metrics_server = await serve_metrics(metrics_host.strip("[]"), int(metrics_port), metrics.render)
         bound = metrics_server.sockets[0].getsockname()
         log.info("metrics at http://%s:%d/metrics", bound[0], bound[1])
-    security = f"TLS (client auth {settings.ssl_client_auth})" if tls else "plaintext"
+    running = RunningServer(settings, node, server, gate, health_service, metrics_server, host, port, tls is not None)
+    return running
+
+
+async def serve(settings: Settings) -> int:
+    """Runs one node until SIGTERM or SIGINT; drains in-flight calls and returns 0."""
+    try:
+        running = await start_server(settings)
+    except CannotListen as error:
+        log.error("%s", error)
+        return 1
+    security = f"TLS (client auth {settings.ssl_client_auth})" if running.tls else "plaintext"
     print(
-        f"diskless: node {settings.node_id} listening on {host}:{port}, data in {settings.data_dir.resolve()}, "
-        f"{settings.coordinators} coordinators, {security}",
+        f"diskless: node {settings.node_id} listening on {running.host}:{running.port}, data in "
+        f"{settings.data_dir.resolve()}, {settings.coordinators} coordinators, {security}",
         flush=True,
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
-    loaded = await node.load()
+    await running.load()
     # The loaded state is long-lived: kept out of the collector's scans, and young collections made rarer,
     # because the commit path allocates many short-lived tuples (a few percent of its time went to the GC).
     gc.freeze()
     gc.set_threshold(GC_YOUNG_THRESHOLD, *gc.get_threshold()[1:])
-    gate.ready = True
-    node.start_file_workers()
-    if not loaded:
-        log.error("some coordinators failed to load: NOT_SERVING until every coordinator serves (see above)")
-    health_tracker = asyncio.create_task(track_health(node, health_service), name="health")
     await stop.wait()
-    health_tracker.cancel()
-    log.info("stopping: draining in-flight calls for up to %d ms", settings.drain_timeout_ms)
-    gate.stopping = True
-    await health_service.enter_graceful_shutdown()
-    await server.stop(settings.drain_timeout_ms / 1000)
-    if metrics_server is not None:
-        metrics_server.close()
-        await metrics_server.wait_closed()
-    await node.close()
-    log.info("stopped")
+    await running.stop()
     return 0

@@ -14,6 +14,7 @@ from protos import admin_pb2_grpc
 from protos import coordinator_pb2 as pb
 from protos import coordinator_pb2_grpc as pb_grpc
 from tests.harness import Broker, ServerProcess, batch, fetch_all_batches, laid_out
+from tests.in_process import InProcessNode
 
 COORDINATORS = 2
 # Small segments so that snapshots prune several; automatic snapshots off unless a test turns them on.
@@ -26,12 +27,12 @@ MANUAL_SNAPSHOTS = {
 Served = dict[tuple[bytes, int], tuple[list[pb.BatchInfo], int, int]]
 
 
-def admin_stub(server: ServerProcess) -> admin_pb2_grpc.CoordinatorAdminStub:
+def admin_stub(server: ServerProcess | InProcessNode) -> admin_pb2_grpc.CoordinatorAdminStub:
     assert server._channel is not None
     return admin_pb2_grpc.CoordinatorAdminStub(server._channel)
 
 
-def create_snapshots(server: ServerProcess) -> admin.CreateSnapshotResponse:
+def create_snapshots(server: ServerProcess | InProcessNode) -> admin.CreateSnapshotResponse:
     response = admin_stub(server).CreateSnapshot(admin.CreateSnapshotRequest(), timeout=60)
     for result in response.results:
         assert result.error_code == pb.NONE, result
@@ -49,7 +50,7 @@ def fill(broker: Broker, topics: dict[bytes, int], files: int, seed: int = 0) ->
         assert all(b.error_code == pb.NONE for b in response.batches), response
 
 
-def served(server: ServerProcess, topics: dict[bytes, int]) -> Served:
+def served(server: ServerProcess | InProcessNode, topics: dict[bytes, int]) -> Served:
     return {(t, p): fetch_all_batches(server.stub, t, p) for t, n in topics.items() for p in range(n)}
 
 
@@ -110,7 +111,9 @@ class Committer(threading.Thread):
             channel.close()
 
 
-def assert_acknowledged_are_served(server: ServerProcess, acknowledged: list[tuple[str, bytes, int, int]]) -> None:
+def assert_acknowledged_are_served(
+    server: ServerProcess | InProcessNode, acknowledged: list[tuple[str, bytes, int, int]]
+) -> None:
     by_partition: dict[tuple[bytes, int], dict[int, str]] = {}
     for key, topic, partition, base in acknowledged:
         by_partition.setdefault((topic, partition), {})[base] = key

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -12,7 +13,6 @@ import pytest
 from protos import coordinator_pb2 as pb
 from tests.harness import (
     Broker,
-    ServerProcess,
     batch,
     coordinator_of,
     delete_records,
@@ -24,6 +24,7 @@ from tests.harness import (
     new_topic_id,
     topic_name,
 )
+from tests.in_process import InProcessNode
 
 Batch = pb.CommitFileRequest.Batch
 SEQ_MAX = 2**31 - 1
@@ -160,10 +161,10 @@ def test_zero_batches_is_refused_as_a_whole(broker: Broker) -> None:
     assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
 
 
-def test_batch_limit_is_a_setting_past_which_the_call_is_refused(fresh_server: ServerProcess) -> None:
-    fresh_server.settings = {"diskless.coordinator.commit.max.batches": "3"}
-    stub = fresh_server.start().stub
-    broker = Broker(stub, fresh_server.coordinators)
+def test_batch_limit_is_a_setting_past_which_the_call_is_refused(fresh_node: InProcessNode) -> None:
+    fresh_node.settings = {"diskless.coordinator.commit.max.batches": "3"}
+    stub = fresh_node.start().stub
+    broker = Broker(stub, fresh_node.coordinators)
     topic_id = broker.create_topic(topic_name(), 1)
     owner = coordinator_of(stub, topic_id, 0)
 
@@ -185,9 +186,9 @@ def test_default_batch_limit_refuses_10001_batches_and_answers_10000(broker: Bro
     assert codes(response) == [pb.UNKNOWN_TOPIC_OR_PARTITION] * 10000
 
 
-def test_message_size_limit_is_a_setting_past_which_the_call_is_refused(fresh_server: ServerProcess) -> None:
-    fresh_server.settings = {"diskless.coordinator.request.max.bytes": "65536"}
-    stub = fresh_server.start().stub
+def test_message_size_limit_is_a_setting_past_which_the_call_is_refused(fresh_node: InProcessNode) -> None:
+    fresh_node.settings = {"diskless.coordinator.request.max.bytes": "65536"}
+    stub = fresh_node.start().stub
     topic_id = Broker(stub, 4).create_topic(topic_name(), 1)
     owner = coordinator_of(stub, topic_id, 0)
     big = request(laid_out([batch(topic_id, 0, size=1) for _ in range(2000)]), [owner])
@@ -524,9 +525,12 @@ def test_rejected_batches_take_no_offsets(broker: Broker) -> None:
     assert bases(response) == [0, -1, 2]
 
 
-def test_one_commit_has_one_append_time_reported_only_for_log_append_time(broker: Broker) -> None:
+def test_one_commit_has_one_append_time_reported_only_for_log_append_time(
+    broker: Broker, server: InProcessNode
+) -> None:
     topic_id, p, q = same_coordinator_pair(broker)
-    before = time.time_ns() // 1_000_000
+    server.advance(1234)
+    now_ms = server.clock.now_ms()
     response = broker.commit(
         laid_out(
             [
@@ -537,34 +541,48 @@ def test_one_commit_has_one_append_time_reported_only_for_log_append_time(broker
             ]
         )
     )
-    after = time.time_ns() // 1_000_000
     assert codes(response) == [pb.NONE] * 4
     times = [b.log_append_time for b in response.batches]
     assert times[1] == times[2] == -1
     assert times[0] == times[3]
-    assert before - 5 <= times[0] <= after + 5
+    assert times[0] == now_ms, "the node's clock at the commit"
     # Every stored batch carries the commit's append time, whatever its timestamp type.
     stored = [*fetch(broker.stub, topic_id, p, 0).batches, *fetch(broker.stub, topic_id, q, 0).batches]
     assert [b.log_append_timestamp for b in stored] == [times[0]] * 4
 
 
-def test_one_commit_has_one_append_time_across_coordinators(broker: Broker) -> None:
+def test_one_commit_has_one_append_time_across_coordinators(broker: Broker, server: InProcessNode) -> None:
     topic_id = topic(broker, 8)
     owners = sorted({coordinator_of(broker.stub, topic_id, p) for p in range(8)})
     assert len(owners) > 1
     batches = laid_out([batch(topic_id, p, timestamp_type=pb.LOG_APPEND_TIME) for p in range(8)])
-    for _ in range(20):  # coordinators' clocks read apart would differ across a millisecond now and then
-        response = broker.commit(batches)
-        assert codes(response) == [pb.NONE] * 8
-        assert len({b.log_append_time for b in response.batches}) == 1
+    # The node's clock ticks a millisecond at a time meanwhile: coordinators' clocks read apart would differ.
+    ticking = threading.Event()
+    ticker = threading.Thread(target=tick, args=(server, ticking), daemon=True)
+    ticker.start()
+    try:
+        for _ in range(20):
+            response = broker.commit(batches)
+            assert codes(response) == [pb.NONE] * 8
+            assert len({b.log_append_time for b in response.batches}) == 1
+    finally:
+        ticking.set()
+        ticker.join()
 
 
-def test_append_time_moves_forward_between_commits(broker: Broker) -> None:
+def tick(server: InProcessNode, stop: threading.Event) -> None:
+    """Moves the clock by 1 ms at a time (the file workers sleep an hour: none wakes)."""
+    while not stop.is_set():
+        server.clock.advance(1)
+        time.sleep(0.0005)
+
+
+def test_append_time_moves_forward_between_commits(broker: Broker, server: InProcessNode) -> None:
     topic_id = topic(broker)
     first = commit_one(broker, batch(topic_id, 0, timestamp_type=pb.LOG_APPEND_TIME))
-    time.sleep(0.01)
+    server.advance(10)
     second = commit_one(broker, batch(topic_id, 0, timestamp_type=pb.LOG_APPEND_TIME))
-    assert second.log_append_time > first.log_append_time > 0
+    assert second.log_append_time == first.log_append_time + 10 > 10
 
 
 def test_log_start_offset_is_the_partitions_current_log_start(broker: Broker) -> None:
@@ -606,14 +624,16 @@ def test_retry_within_the_last_five_batches_is_a_duplicate_with_the_original_off
     assert (nxt.error_code, nxt.is_duplicate, nxt.assigned_base_offset) == (pb.NONE, False, end)
 
 
-def test_duplicate_reports_the_original_append_time_and_current_log_start(broker: Broker) -> None:
+def test_duplicate_reports_the_original_append_time_and_current_log_start(
+    broker: Broker, server: InProcessNode
+) -> None:
     topic_id = topic(broker)
     original = idem(topic_id, 0, 0, 3)
     original.timestamp_type = pb.LOG_APPEND_TIME
     first = commit_one(broker, original)
     assert first.log_append_time > 0
     assert delete_records(broker.stub, topic_id, 0, 2).error_code == pb.NONE
-    time.sleep(0.01)
+    server.advance(10)
     retry = commit_one(broker, original)
     assert (retry.is_duplicate, retry.assigned_base_offset) == (True, 0)
     assert retry.log_append_time == first.log_append_time

@@ -1,22 +1,26 @@
-"""Model-based test: random operation sequences against a real `diskless serve` and the model of DESIGN §4.
+"""Model-based test: random operation sequences against a real node and the model of DESIGN §4.
 
-Every hypothesis example starts its own node (3 coordinators, fresh data directory, ~0.5 s) and
-drives it through gRPC the way a broker would; tests/model.py (written from DESIGN §4, not from
+Every hypothesis example starts its own node (3 coordinators, fresh data directory) and drives it
+through gRPC the way a broker would; tests/model.py (written from DESIGN §4, not from
 the server) computes what each answer must be, and every field is compared: error codes, assigned
 offsets, is_duplicate, log_append_time, log_start_offset, low watermarks, ListOffsets pairs,
 FindBatches' log start / high watermark / batches (offsets, key, position, size, magic,
 timestamps, batch_id kept stable). After every step an invariant reads the whole state back
 (FindBatches from each log start, unbounded and with budgets at exact batch edges; ListOffsets
 -1/-2/-3/0; DescribeCoordinators' counts, oldest live file and log positions), so a divergence is
-caught at the step that caused it. Restarts (SIGTERM, and kill -9) are rules: an acknowledged
-answer must survive both.
+caught at the step that caused it. Restarts are rules: an acknowledged answer must survive them.
+
+Two machines share the rules. `TestCoordinatorModel` runs the node in the test's process
+(tests/in_process.py) on a clock the machine moves between commits, so append times are exact
+and sometimes equal; its restarts drain and close the node. `TestCoordinatorModelWithKills`
+runs a `diskless serve` process, restarted by SIGTERM or kill -9, for fewer examples.
 
 Each step draws its own seeded `random.Random` (hypothesis' choice-level draws skew hard towards
 the first option inside long stateful runs, which starved the rarer producer cases); hypothesis
 still chooses and shrinks the sequence of steps, and a failure prints every step with its seed.
 
-Sizes: DISKLESS_MODEL_EXAMPLES (default 25) and DISKLESS_MODEL_STEPS (default 35); the default
-run takes about 1-2.5 minutes, mostly server starts.
+Sizes: DISKLESS_MODEL_EXAMPLES (in process, default 25), DISKLESS_MODEL_PROCESS_EXAMPLES (with
+kills, default 3) and DISKLESS_MODEL_STEPS (default 35).
 Replay: a failure prints its steps and a `@reproduce_failure` blob; the failing example is kept in
 .hypothesis/ and replayed first on the next run; `pytest --hypothesis-seed=N` fixes the seed.
 Derandomized (a fixed seed per test) when CI is set or DISKLESS_MODEL_DERANDOMIZE=1.
@@ -32,7 +36,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from random import Random
-from typing import Any, TypeVar
+from typing import Any, TypeVar, final
 
 import grpc
 import pytest
@@ -42,6 +46,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 
 from protos import coordinator_pb2 as pb
 from tests.harness import ServerProcess
+from tests.in_process import InProcessNode
 from tests.model import (
     SEQ_MOD,
     AppendTime,
@@ -59,6 +64,8 @@ from tests.model import (
 COORDINATORS = 3
 EXAMPLES = int(os.environ.get("DISKLESS_MODEL_EXAMPLES", "25"))
 STEPS = int(os.environ.get("DISKLESS_MODEL_STEPS", "35"))
+# Examples against a `diskless serve` process, whose restarts include kill -9 (about 3 s each).
+PROCESS_EXAMPLES = int(os.environ.get("DISKLESS_MODEL_PROCESS_EXAMPLES", "3"))
 CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 DERANDOMIZE = os.environ.get("DISKLESS_MODEL_DERANDOMIZE", "1" if CI else "0") == "1"
 RPC_TIMEOUT_S = 30
@@ -114,10 +121,6 @@ def short_id(topic_id: bytes) -> str:
     return f"0x{topic_id.hex()}"
 
 
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
 def batch_summary(b: pb.CommitFileRequest.Batch) -> str:
     return (
         f"[{short_id(b.topic_id)}/{b.partition} bytes {b.byte_offset}+{b.size} offsets {b.base_offset}.."
@@ -143,16 +146,16 @@ randoms = st.randoms(use_true_random=True)
 
 
 class CoordinatorMachine(RuleBasedStateMachine):
+    """The rules and checks; a subclass says where the node runs and how it restarts."""
+
     def __init__(self) -> None:
         super().__init__()
         self.dir = Path(tempfile.mkdtemp(prefix="diskless-model-"))
-        self.server = ServerProcess(self.dir / "data", coordinators=COORDINATORS)
+        self.server = self.new_node(self.dir / "data")
         try:
             self.server.start()
         except BaseException:
-            if self.server.process is not None and self.server.process.poll() is None:
-                self.server.process.kill()
-                self.server.process.wait(timeout=30)
+            self.abandon()
             shutil.rmtree(self.dir, ignore_errors=True)
             raise
         self.model = Model(COORDINATORS)
@@ -164,14 +167,30 @@ class CoordinatorMachine(RuleBasedStateMachine):
         # with new offsets, oldest first; retrying the 5th and 6th newest probes the window's edge.
         self.accepted: dict[tuple[bytes, int, int], list[tuple[int, int, int]]] = {}
 
+    def new_node(self, data_dir: Path) -> InProcessNode | ServerProcess:
+        raise NotImplementedError
+
+    def abandon(self) -> None:
+        """Ends a node that failed to start."""
+        raise NotImplementedError
+
+    def now_ms(self) -> int:
+        """The node's clock (the append times it assigns are read from it)."""
+        raise NotImplementedError
+
+    def pass_time(self, rnd: Random) -> None:
+        """Lets some time pass between commits: append times apart, and equal now and then."""
+
     def teardown(self) -> None:
         try:
-            process = self.server.process
-            if process is not None and process.poll() is None:
+            if self.running():
                 code = self.server.stop()
                 assert code == 0, f"SIGTERM exit code {code}:\n{self.output_tail()}"
         finally:
             shutil.rmtree(self.dir, ignore_errors=True)
+
+    def running(self) -> bool:
+        raise NotImplementedError
 
     # ------------------------------------------------------------ plumbing
 
@@ -736,9 +755,10 @@ class CoordinatorMachine(RuleBasedStateMachine):
             owner_ids=owners,
             batches=batches,
         )
-        lower = now_ms()
+        self.pass_time(rnd)
+        lower = self.now_ms()
         response = self.call("CommitFile", request)
-        upper = now_ms()
+        upper = self.now_ms()
         expected = self.model.commit(request, lower, upper)
         self.compare_commit(request, response, expected)
         for b, want in zip(batches, expected, strict=True):
@@ -919,7 +939,58 @@ class CoordinatorMachine(RuleBasedStateMachine):
         )
         self.check_find(request, self.call("FindBatches", request))
 
-    # ------------------------------------------------------------ restarts
+
+@final
+class InProcessMachine(CoordinatorMachine):
+    """The node in the test's process on a clock the machine moves; restarts drain and close it (SIGTERM's path)."""
+
+    server: InProcessNode
+
+    def new_node(self, data_dir: Path) -> InProcessNode:
+        return InProcessNode(data_dir, coordinators=COORDINATORS)
+
+    def abandon(self) -> None:
+        if self.server.is_running():
+            self.server.stop()
+
+    def running(self) -> bool:
+        return self.server.is_running()
+
+    def now_ms(self) -> int:
+        return self.server.clock.now_ms()
+
+    def pass_time(self, rnd: Random) -> None:
+        self.server.advance(pick(rnd, {0: 2, 1: 3, 7: 2, 1000: 1}))
+
+    @rule()
+    @server_log_on_failure
+    def restart(self) -> None:
+        """Stop and start on the same data dir; everything acknowledged must be there."""
+        event("restart: in process")
+        self.server.restart()
+        self.learn_coordinators()
+
+
+@final
+class ProcessMachine(CoordinatorMachine):
+    """A `diskless serve` process, restarted by SIGTERM or kill -9: acknowledged answers survive both."""
+
+    server: ServerProcess
+
+    def new_node(self, data_dir: Path) -> ServerProcess:
+        return ServerProcess(data_dir, coordinators=COORDINATORS)
+
+    def abandon(self) -> None:
+        if self.running():
+            assert self.server.process is not None
+            self.server.process.kill()
+            self.server.process.wait(timeout=30)
+
+    def running(self) -> bool:
+        return self.server.process is not None and self.server.process.poll() is None
+
+    def now_ms(self) -> int:
+        return time.time_ns() // 1_000_000
 
     @rule(kill=st.booleans())
     @server_log_on_failure
@@ -935,16 +1006,20 @@ class CoordinatorMachine(RuleBasedStateMachine):
         self.learn_coordinators()
 
 
-SETTINGS = settings(
-    max_examples=EXAMPLES,
-    stateful_step_count=STEPS,
-    deadline=None,
-    derandomize=DERANDOMIZE,
-    print_blob=True,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
-)
+def machine_settings(examples: int) -> settings:
+    return settings(
+        max_examples=examples,
+        stateful_step_count=STEPS,
+        deadline=None,
+        derandomize=DERANDOMIZE,
+        print_blob=True,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
+    )
 
-pytestmark = pytest.mark.timeout(max(300, EXAMPLES * STEPS))
 
-CoordinatorMachine.TestCase.settings = SETTINGS
-TestCoordinatorModel = CoordinatorMachine.TestCase
+pytestmark = pytest.mark.timeout(max(300, (EXAMPLES + PROCESS_EXAMPLES) * STEPS))
+
+InProcessMachine.TestCase.settings = machine_settings(EXAMPLES)
+TestCoordinatorModel = InProcessMachine.TestCase
+ProcessMachine.TestCase.settings = machine_settings(PROCESS_EXAMPLES)
+TestCoordinatorModelWithKills = ProcessMachine.TestCase

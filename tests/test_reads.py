@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Sequence
 
@@ -13,7 +12,6 @@ from protos import coordinator_pb2 as pb
 from protos import coordinator_pb2_grpc as pb_grpc
 from tests.harness import (
     Broker,
-    ServerProcess,
     batch,
     coordinator_of,
     delete_records,
@@ -27,6 +25,7 @@ from tests.harness import (
     new_topic_id,
     topic_name,
 )
+from tests.in_process import InProcessNode
 
 Batch = pb.CommitFileRequest.Batch
 BAD_IDS = {"empty": b"", "15 bytes": b"\x05" * 15, "17 bytes": b"\x05" * 17, "all zeros": b"\x00" * 16}
@@ -678,16 +677,16 @@ def test_describe_files_with_no_keys(broker: Broker) -> None:
 
 
 def test_describe_coordinators_of_a_fresh_node_and_its_log_positions_as_exclusive_ends(
-    fresh_server: ServerProcess,
+    fresh_node: InProcessNode,
 ) -> None:
-    stub = fresh_server.start().stub
-    broker = Broker(stub, fresh_server.coordinators)
+    stub = fresh_node.start().stub
+    broker = Broker(stub, fresh_node.coordinators)
     described = stub.DescribeCoordinators(pb.DescribeCoordinatorsRequest()).coordinators
     assert [c.coordinator_id for c in described] == [0, 1, 2, 3]
     for c in described:
         assert (c.error_code, c.state) == (pb.NONE, "ACTIVE")
         assert (c.leader.coordinator_id, c.leader.leader_node_id, c.leader.leader_epoch) == (c.coordinator_id, 0, 1)
-        assert (c.leader.host, c.leader.port) == ("127.0.0.1", fresh_server.port)
+        assert (c.leader.host, c.leader.port) == ("127.0.0.1", fresh_node.port)
         assert (c.partition_count, c.live_file_count, c.live_batch_count) == (0, 0, 0)
         assert (c.oldest_live_file_timestamp, c.files_awaiting_deletion, c.files_awaiting_handover) == (-1, 0, 0)
         assert c.last_snapshot_end_offset == -1
@@ -702,7 +701,7 @@ def test_describe_coordinators_of_a_fresh_node_and_its_log_positions_as_exclusiv
     assert (after.log_end_offset, after.high_watermark, after.applied_offset) == (3, 3, 3)
     assert (after.partition_count, after.live_file_count, after.live_batch_count) == (1, 1, 1)
     assert after.oldest_live_file_timestamp == appended
-    time.sleep(0.005)
+    fresh_node.advance(5)
     broker.commit([batch(topic_id, 0, 1)])
     after = describe_coordinator(stub, owner)
     assert (after.live_file_count, after.live_batch_count, after.oldest_live_file_timestamp) == (2, 2, appended)
@@ -718,8 +717,8 @@ def test_describe_coordinators_of_a_fresh_node_and_its_log_positions_as_exclusiv
     for other in set(range(4)) - {owner}:
         assert _positions(stub, other) == (1, 1, 1)
     # A restart starts a new leader epoch with one more record.
-    fresh_server.restart()
-    again = describe_coordinator(fresh_server.stub, owner)
+    fresh_node.restart()
+    again = describe_coordinator(fresh_node.stub, owner)
     assert (again.leader.leader_epoch, again.log_end_offset, again.applied_offset) == (2, 7, 7)
     assert (again.live_file_count, again.files_awaiting_deletion) == (1, 2)
 

@@ -23,7 +23,6 @@ from coordinator.state.replay import logical_dump
 from protos import coordinator_pb2 as pb
 from tests.harness import (
     Broker,
-    ServerProcess,
     assert_state_equals_log_rebuild,
     batch,
     coordinator_state_files,
@@ -32,6 +31,7 @@ from tests.harness import (
     fetch_all_batches,
     laid_out,
 )
+from tests.in_process import InProcessNode
 
 COORDINATORS = 4
 SETTINGS = {"diskless.coordinator.log.segment.bytes": "2048"}  # several segments per coordinator
@@ -44,22 +44,22 @@ PRODUCER_ID = 77
 class Filled:
     """A node filled with data, and the topics it knows (topic id -> partition count)."""
 
-    server: ServerProcess
+    server: InProcessNode
     topics: dict[bytes, int]
     commits: int = 0
 
 
 @pytest.fixture
 def filled(tmp_path: Path) -> Iterator[Filled]:
-    server = ServerProcess(tmp_path / "data", coordinators=COORDINATORS, settings=SETTINGS).start()
+    server = InProcessNode(tmp_path / "data", coordinators=COORDINATORS, settings=SETTINGS).start()
     try:
         yield fill(server)
     finally:
-        if server.process is not None and server.process.poll() is None:
-            server.kill()
+        if server.is_running():
+            server.stop()
 
 
-def fill(server: ServerProcess) -> Filled:
+def fill(server: InProcessNode) -> Filled:
     """Two topics over every coordinator, files spanning partitions, idempotent and LOG_APPEND_TIME batches,
     and DeleteRecords (one straddling a batch, one to the high watermark). Every file keeps live batches on
     every coordinator it has batches on, so no file is handed over or deleted while the tests compare."""
@@ -109,7 +109,7 @@ def commit_all(filled: Filled, batches: list[pb.CommitFileRequest.Batch]) -> Non
     filled.commits += 1
 
 
-def delete_records(server: ServerProcess, topic_id: bytes, partition: int, offset: int) -> None:
+def delete_records(server: InProcessNode, topic_id: bytes, partition: int, offset: int) -> None:
     response = server.stub.DeleteRecords(
         pb.DeleteRecordsRequest(
             topics=[

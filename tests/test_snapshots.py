@@ -1,4 +1,7 @@
-"""Snapshots, pruning and recovery (DESIGN §6) on a real `diskless serve` process and real files.
+"""Snapshots, pruning and recovery (DESIGN §6) on a real node and real files.
+
+The node runs in the test's process (tests/in_process.py); the tests that kill it -9 or wait on
+the snapshot timer's real time run `diskless serve`.
 
 Taking: by log bytes, by time (only when something was applied), on demand, and as one consistent
 point under steady commits. Pruning: the newest K snapshots stay and the log from the oldest of them.
@@ -30,6 +33,7 @@ from snapshot.files import file_checksum
 from snapshot.prune import delete_snapshots, prune_log
 from snapshot.snapshots import list_snapshots, take_snapshot, verify_snapshot
 from tests.harness import Broker, ServerProcess, describe_coordinators
+from tests.in_process import InProcessNode
 from tests.snapshot_helpers import (
     COORDINATORS,
     MANUAL_SNAPSHOTS,
@@ -45,17 +49,32 @@ from tests.snapshot_helpers import (
 )
 
 
-def start(tmp_path: Path, **settings: str) -> ServerProcess:
+def start(tmp_path: Path, **settings: str) -> InProcessNode:
+    return InProcessNode(
+        tmp_path / "data", coordinators=COORDINATORS, settings={**MANUAL_SNAPSHOTS, **settings}
+    ).start()
+
+
+def start_process(tmp_path: Path, **settings: str) -> ServerProcess:
     return ServerProcess(
         tmp_path / "data", coordinators=COORDINATORS, settings={**MANUAL_SNAPSHOTS, **settings}
     ).start()
 
 
-def directory(server: ServerProcess, coordinator_id: int) -> Path:
+def stop_if_running(server: InProcessNode | ServerProcess) -> None:
+    """Stops a node a failed test left running."""
+    if isinstance(server, InProcessNode):
+        if server.is_running():
+            server.stop()
+    elif server.process and server.process.poll() is None:
+        server.kill()
+
+
+def directory(server: InProcessNode | ServerProcess, coordinator_id: int) -> Path:
     return server.data_dir / f"coordinator-{coordinator_id}"
 
 
-def topics_of(server: ServerProcess, partitions: int = 6) -> dict[bytes, int]:
+def topics_of(server: InProcessNode | ServerProcess, partitions: int = 6) -> dict[bytes, int]:
     return {Broker(server.stub, COORDINATORS).create_topic(f"snap-{i}", partitions): partitions for i in range(2)}
 
 
@@ -91,12 +110,11 @@ def test_snapshots_every_interval_bytes_keep_the_newest_k_and_prune_the_log_belo
             assert (description.log_start_offset, description.last_snapshot_end_offset) == on_disk[coordinator_id]
         assert served(server, topics) == before
     finally:
-        if server.process and server.process.poll() is None:
-            server.kill()
+        stop_if_running(server)
 
 
 def test_snapshot_every_interval_ms_only_when_something_was_applied(tmp_path: Path) -> None:
-    server = start(tmp_path, **{"diskless.coordinator.snapshot.interval.ms": "300"})
+    server = start_process(tmp_path, **{"diskless.coordinator.snapshot.interval.ms": "300"})
     try:
         fill(Broker(server.stub, COORDINATORS), topics_of(server, 2), 10)
         wait_until(
@@ -109,8 +127,7 @@ def test_snapshot_every_interval_ms_only_when_something_was_applied(tmp_path: Pa
         assert {i: snapshot_names(directory(server, i)) for i in range(COORDINATORS)} == names
         assert server.stop() == 0
     finally:
-        if server.process and server.process.poll() is None:
-            server.kill()
+        stop_if_running(server)
 
 
 def test_on_demand_snapshots_under_steady_commits_are_consistent_points(tmp_path: Path) -> None:
@@ -145,13 +162,12 @@ def test_on_demand_snapshots_under_steady_commits_are_consistent_points(tmp_path
             rebuild_from_log(full / f"coordinator-{coordinator_id}", coordinator_id, rebuilt, info.end_offset)
             assert logical_dump(Path(info.path)) == logical_dump(rebuilt), f"snapshot {info.end_offset}-{info.epoch}"
     finally:
-        if server.process and server.process.poll() is None:
-            server.kill()
+        stop_if_running(server)
 
 
 def test_state_rebuilt_from_a_snapshot_and_the_log_tail_equals_a_full_replay(tmp_path: Path) -> None:
     """I1: delete SQLite after a snapshot pruned the log; the restart restores it; it equals the whole log's."""
-    server = start(tmp_path)
+    server = start_process(tmp_path)
     full = tmp_path / "full"
     try:
         topics = topics_of(server)
@@ -177,8 +193,7 @@ def test_state_rebuilt_from_a_snapshot_and_the_log_tail_equals_a_full_replay(tmp
             rebuild_from_log(full / f"coordinator-{i}", i, rebuilt)
             assert logical_dump(directory(server, i) / "state.sqlite") == logical_dump(rebuilt)
     finally:
-        if server.process and server.process.poll() is None:
-            server.kill()
+        stop_if_running(server)
 
 
 def test_a_corrupt_newest_snapshot_falls_back_to_the_one_before(tmp_path: Path) -> None:
@@ -208,8 +223,7 @@ def test_a_corrupt_newest_snapshot_falls_back_to_the_one_before(tmp_path: Path) 
             assert "CRC-32" in entry.snapshots[0].problem
         assert server.stop() == 0
     finally:
-        if server.process and server.process.poll() is None:
-            server.kill()
+        stop_if_running(server)
 
 
 def test_a_truncated_state_is_replaced_by_the_newest_snapshot(tmp_path: Path) -> None:
@@ -228,8 +242,7 @@ def test_a_truncated_state_is_replaced_by_the_newest_snapshot(tmp_path: Path) ->
         assert served(server, topics) == before
         assert server.stop() == 0
     finally:
-        if server.process and server.process.poll() is None:
-            server.kill()
+        stop_if_running(server)
 
 
 def test_a_state_behind_the_log_start_is_replaced_by_a_snapshot(tmp_path: Path) -> None:
@@ -252,8 +265,7 @@ def test_a_state_behind_the_log_start_is_replaced_by_a_snapshot(tmp_path: Path) 
         assert served(server, topics) == before
         assert server.stop() == 0
     finally:
-        if server.process and server.process.poll() is None:
-            server.kill()
+        stop_if_running(server)
 
 
 def test_a_pruned_log_without_a_snapshot_that_verifies_refuses_to_load(tmp_path: Path) -> None:

@@ -9,7 +9,6 @@ import pytest
 from protos import coordinator_pb2 as pb
 from tests.harness import (
     Broker,
-    ServerProcess,
     batch,
     coordinator_of,
     delete_records,
@@ -21,6 +20,7 @@ from tests.harness import (
     new_topic_id,
     topic_name,
 )
+from tests.in_process import InProcessNode
 
 Topic = pb.CreatePartitionsRequest.Topic
 BAD_IDS = {"empty": b"", "15 bytes": b"\x07" * 15, "17 bytes": b"\x07" * 17, "all zeros": b"\x00" * 16}
@@ -116,9 +116,9 @@ def test_new_topic_with_a_bad_count_is_invalid_partitions_and_not_created(broker
     assert create_one(broker, topic_id, name, 1) == pb.NONE
 
 
-def test_growing_past_the_partition_maximum_is_invalid_partitions(fresh_server: ServerProcess) -> None:
-    fresh_server.settings = {"diskless.coordinator.topic.partitions.max": "5"}
-    broker = Broker(fresh_server.start().stub, fresh_server.coordinators)
+def test_growing_past_the_partition_maximum_is_invalid_partitions(fresh_node: InProcessNode) -> None:
+    fresh_node.settings = {"diskless.coordinator.topic.partitions.max": "5"}
+    broker = Broker(fresh_node.start().stub, fresh_node.coordinators)
     name, topic_id = topic_name(), new_topic_id()
     assert create_one(broker, topic_id, name, 6) == pb.INVALID_PARTITIONS
     assert create_one(broker, topic_id, name, 3) == pb.NONE
@@ -371,7 +371,7 @@ def test_create_then_delete_then_create_in_one_stream_of_requests(broker: Broker
 
 
 def test_find_coordinator_names_each_partitions_coordinator_and_its_endpoint(
-    broker: Broker, server: ServerProcess
+    broker: Broker, server: InProcessNode
 ) -> None:
     topic_id = broker.create_topic(topic_name(), 6)
     found = find(broker, topic_id, [5, 0, 3, 0])

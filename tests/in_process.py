@@ -1,0 +1,246 @@
+"""Nodes in the test's own process: real files, the real gRPC server on a loopback port, a clock the test moves.
+
+Every in-process node runs on one event loop, in one background thread (grpc.aio binds to a
+single loop per process); the test talks to it with ordinary synchronous gRPC stubs, so every
+call still goes through the real server, edge and router. Each node has a `ManualClock`: its
+WAL-file workers run a cycle only when the test advances the clock past their next wake-up, and
+`advance()` returns once every cycle it started has ended, so a test proves that something did
+*not* happen by moving time, not by sleeping.
+
+`InProcessNode` answers to what tests use of `tests.harness.ServerProcess` (start, stop, restart,
+stub, port, address, health, settings, output). What needs a process of its own stays there: the
+CLI, `serve` and its signals, kill -9 and crash points (which exit the process).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections.abc import Callable, Coroutine, Sequence
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any, TypeVar, final
+
+import grpc
+import uvloop
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from coordinator.clock import ManualClock
+from coordinator.file_workers import FileWorker
+from coordinator.node import Node
+from coordinator.server import RunningServer, start_server
+from coordinator.settings import load_settings
+from protos import coordinator_pb2_grpc as pb_grpc
+from tests.harness import QUIET_FILE_WORKERS
+
+T = TypeVar("T")
+CALL_TIMEOUT_S = 60
+WAIT_S = 30
+OUTPUT_FORMAT = "%(levelname)s %(name)s: %(message)s"
+LOGGERS = ("coordinator", "snapshot")  # what `diskless serve` would print
+
+
+@final
+class LoopThread:
+    """The process's one event loop for in-process nodes, in a daemon thread (uvloop, as `diskless serve`)."""
+
+    def __init__(self) -> None:
+        self.loop = uvloop.new_event_loop()
+        self._thread = threading.Thread(target=self._run, name="in-process-nodes", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.run_forever()
+
+    def run(self, coroutine: Coroutine[Any, Any, T], timeout_s: float = CALL_TIMEOUT_S) -> T:
+        """Runs `coroutine` on the loop and waits for its result here."""
+        future: Future[T] = asyncio.run_coroutine_threadsafe(coroutine, self.loop)
+        return future.result(timeout_s)
+
+    def call(self, function: Callable[[], T], timeout_s: float = CALL_TIMEOUT_S) -> T:
+        """Calls `function` on the loop's thread (to read state the loop owns) and returns its result."""
+
+        async def on_loop() -> T:
+            return function()
+
+        return self.run(on_loop(), timeout_s)
+
+
+_loop_thread: LoopThread | None = None
+_loop_lock = threading.Lock()
+
+
+def loop_thread() -> LoopThread:
+    global _loop_thread
+    with _loop_lock:
+        if _loop_thread is None:
+            _loop_thread = LoopThread()
+        return _loop_thread
+
+
+def wait_until(condition: Callable[[], bool], what: str, timeout_s: float = WAIT_S) -> None:
+    """Polls `condition` until true; fails naming `what` after `timeout_s` (a bound, never a proof)."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out after {timeout_s} s waiting until {what}"
+        time.sleep(0.005)
+
+
+@final
+class _OutputHandler(logging.Handler):
+    def __init__(self, lines: list[str]) -> None:
+        super().__init__(logging.INFO)
+        self.setFormatter(logging.Formatter(OUTPUT_FORMAT))
+        self._lines = lines
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self._lines.append(self.format(record) + "\n")
+
+
+@final
+class InProcessNode:
+    """One node in this process; `restart()` keeps its data directory and its clock."""
+
+    def __init__(
+        self,
+        data_dir: Path,
+        coordinators: int = 4,
+        settings: dict[str, str] | None = None,
+        credentials: grpc.ChannelCredentials | None = None,
+        clock: ManualClock | None = None,
+    ) -> None:
+        self.data_dir = data_dir
+        self.coordinators = coordinators
+        self.settings = {**QUIET_FILE_WORKERS, **(settings or {})}
+        self.credentials = credentials
+        self.clock = clock or ManualClock()
+        self.port = 0
+        # The process's log lines (every in-process node's) while this node runs, as `ServerProcess.output`.
+        self.output: list[str] = []
+        self.running: RunningServer | None = None
+        self._channel: grpc.Channel | None = None
+        self._handler = _OutputHandler(self.output)
+        self.stub: pb_grpc.DisklessCoordinatorStub
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def loop(self) -> LoopThread:
+        return loop_thread()
+
+    @property
+    def node(self) -> Node:
+        assert self.running is not None, "the node is not running"
+        return self.running.node
+
+    @property
+    def file_workers(self) -> list[FileWorker]:
+        return self.node.file_workers
+
+    def start(self, wait_serving: bool = True) -> InProcessNode:
+        """Starts the node (settings read as `diskless serve` reads them); waits until SERVING unless told not to."""
+        settings = load_settings(
+            None,
+            {
+                **self.settings,
+                "diskless.data.dir": self.data_dir,
+                "diskless.listen": f"127.0.0.1:{self.port}",
+                "diskless.metadata.topic.num.partitions": self.coordinators,
+            },
+            environ={},
+        )
+        for name in LOGGERS:
+            logging.getLogger(name).setLevel(logging.INFO)
+            logging.getLogger(name).addHandler(self._handler)
+        running = self.loop.run(start_server(settings, clock=self.clock))
+        self.running = running
+        self.port = running.port
+        self.output.append(f"diskless: node listening on 127.0.0.1:{self.port} (in process)\n")
+        loaded = self.loop.run(running.load())
+        self._channel = (
+            grpc.secure_channel(self.address, self.credentials)
+            if self.credentials is not None
+            else grpc.insecure_channel(self.address)
+        )
+        self.stub = pb_grpc.DisklessCoordinatorStub(self._channel)
+        if wait_serving:
+            assert loaded, f"not every coordinator loaded:\n{''.join(self.output)}"
+            wait_until(lambda: self.health() == health_pb2.HealthCheckResponse.SERVING, "the node is SERVING")
+        self.wait_file_workers_asleep()
+        return self
+
+    def channel(self) -> grpc.Channel:
+        assert self._channel is not None, "the node is not running"
+        return self._channel
+
+    def health(self) -> int:
+        return health_pb2_grpc.HealthStub(self.channel()).Check(health_pb2.HealthCheckRequest(), timeout=5).status
+
+    def stop(self) -> int:
+        """What SIGTERM does to `diskless serve`: drain, close; 0 as its exit code."""
+        running, self.running = self.running, None
+        if self._channel is not None:
+            self._channel.close()
+            self._channel = None
+        try:
+            if running is not None:
+                self.loop.run(running.stop())
+        finally:
+            for name in LOGGERS:
+                logging.getLogger(name).removeHandler(self._handler)
+        return 0
+
+    def restart(self, kill: bool = False) -> InProcessNode:
+        if kill:
+            raise NotImplementedError("kill -9 needs a process of its own: use tests.harness.ServerProcess")
+        self.stop()
+        return self.start()
+
+    def is_running(self) -> bool:
+        return self.running is not None
+
+    # ------------------------------------------------------------------ time
+
+    def wait_file_workers_asleep(self) -> None:
+        """Waits until every file worker waits on the clock (none is in a cycle)."""
+        advance_together([self], 0)
+
+    def advance(self, duration_ms: int) -> None:
+        """Moves the node's clock forward; returns once every file-worker cycle due meanwhile has run."""
+        advance_together([self], duration_ms)
+
+    def run_file_worker_cycles(self, cycles: int = 1) -> None:
+        """Moves time on by `cycles` file-worker intervals: each worker runs that many cycles, in step."""
+        interval_ms = int(self.settings["diskless.coordinator.file.worker.interval.ms"])
+        for _ in range(cycles):
+            self.advance(interval_ms)
+
+
+def advance_together(nodes: Sequence[InProcessNode], duration_ms: int) -> None:
+    """Advances the clock the `nodes` share, one wake-up at a time, letting each cycle end before the next.
+
+    The file workers of `nodes` must be the only loops that sleep on the clock: each is asleep
+    again exactly when its cycle has ended, which is what is waited for.
+    """
+    clocks = {id(node.clock): node.clock for node in nodes}
+    assert len(clocks) == 1, "the nodes advanced together share one clock"
+    clock = nodes[0].clock
+    workers = sum(len(node.file_workers) for node in nodes if node.is_running())
+    target_ms = clock.now_ms() + duration_ms
+
+    def all_asleep() -> None:
+        wait_until(lambda: clock.sleepers() >= workers, f"{workers} file workers wait on the clock")
+
+    all_asleep()
+    while True:
+        wake_up_ms = clock.next_wake_up_ms()
+        if wake_up_ms is None or wake_up_ms > target_ms:
+            clock.advance(target_ms - clock.now_ms())
+            return
+        clock.advance(max(0, wake_up_ms - clock.now_ms()))
+        all_asleep()
