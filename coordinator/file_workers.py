@@ -66,7 +66,7 @@ class Backoff:
 
     def failed(self, now_ms: int) -> int:
         self.failures += 1
-        wait = min(self.max_ms, self.initial_ms * 2 ** min(self.failures - 1, 30))
+        wait = min(self.max_ms, self.initial_ms << min(self.failures - 1, 30))  # initial * 2^(failures - 1)
         self.retry_at_ms = now_ms + wait
         return wait
 
@@ -121,7 +121,10 @@ class FileWorker:
         self._metrics = metrics
         self._limit = settings.file_worker_max_files
         self._timeout_s = settings.request_timeout_ms / 1000
-        new_backoff = lambda: Backoff(settings.file_retry_backoff_ms, settings.file_retry_backoff_max_ms)  # noqa: E731
+
+        def new_backoff() -> Backoff:
+            return Backoff(settings.file_retry_backoff_ms, settings.file_retry_backoff_max_ms)
+
         self._target_backoff: dict[int, Backoff] = defaultdict(new_backoff)  # per next owner
         self._probe_backoff = new_backoff()
         self._store_backoff = new_backoff()

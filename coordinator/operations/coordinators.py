@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import final
 
 from coordinator.errors import CoordinatorUnavailable
-from coordinator.operations.routing import NodeCoordinators
+from coordinator.operations.routing import NodeCoordinators, set_error, wire_code
 from coordinator.result import ItemError
 from coordinator.shard import CoordinatorShard, ShardState
 from coordinator.state import reads
@@ -46,7 +46,9 @@ def find_coordinator(
             topic.partitions, coordinators.route(topic.topic_id, topic.partitions), strict=True
         ):
             if isinstance(route, ItemError):
-                topic_result.partitions.add(partition=partition, error_code=route.error_code, coordinator_id=-1)
+                topic_result.partitions.add(
+                    partition=partition, error_code=wire_code(route.error_code), coordinator_id=-1
+                )
             else:
                 topic_result.partitions.add(partition=partition, error_code=pb.NONE, coordinator_id=route)
                 named.add(route)
@@ -82,7 +84,7 @@ def _describe(
     try:
         shard.require_active()
     except CoordinatorUnavailable as error:
-        description.error_code, description.error_message = error.error_code, error.message
+        set_error(description, error)
         description.oldest_live_file_timestamp = -1
         return
     description.leader.CopyFrom(endpoint_of(coordinators, endpoint, shard.coordinator_id))
@@ -91,7 +93,7 @@ def _describe(
             counts = reads.coordinator_counts(db)
     except reads.DAMAGE_ERRORS as error:
         damaged = coordinators.damaged(shard, error)
-        description.error_code, description.error_message = damaged.error_code, damaged.message
+        set_error(description, damaged)
         description.oldest_live_file_timestamp = -1
         return
     description.partition_count = counts.partition_count

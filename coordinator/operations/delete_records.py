@@ -6,7 +6,7 @@ from collections import defaultdict
 
 from coordinator import partitions
 from coordinator.errors import CoordinatorUnavailable
-from coordinator.operations.routing import NodeCoordinators
+from coordinator.operations.routing import NodeCoordinators, set_error
 from coordinator.result import ItemError
 from coordinator.shard import Operation
 from protos import coordinator_pb2 as pb
@@ -23,7 +23,7 @@ async def delete_records(coordinators: NodeCoordinators, request: pb.DeleteRecor
         for item, route in zip(topic.partitions, routes, strict=True):
             result = topic_result.partitions.add(partition=item.partition, low_watermark=-1)
             if isinstance(route, ItemError):
-                result.error_code, result.error_message = route.error_code, route.message
+                set_error(result, route)
                 continue
             items[route].append((topic.topic_id, item.partition, item.offset))
             slots[route].append(result)
@@ -34,9 +34,9 @@ async def delete_records(coordinators: NodeCoordinators, request: pb.DeleteRecor
     for coordinator_id, outcome in (await coordinators.run_parts(operations, request.timeout_ms)).items():
         for index, result in enumerate(slots[coordinator_id]):
             if isinstance(outcome, CoordinatorUnavailable):
-                result.error_code, result.error_message = outcome.error_code, outcome.message
+                set_error(result, outcome)
             else:
                 answer = outcome[index]
-                result.error_code, result.error_message = answer.error_code, answer.message
+                set_error(result, answer)
                 result.low_watermark = answer.low_watermark
     return response

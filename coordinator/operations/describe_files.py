@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from coordinator import commits
 from coordinator.errors import CoordinatorUnavailable
-from coordinator.operations.routing import NodeCoordinators
+from coordinator.operations.routing import NodeCoordinators, set_error
 from coordinator.state import reads
 from protos import coordinator_pb2 as pb
 
@@ -34,14 +34,14 @@ def _describe_file(
             shard.require_active()
         except CoordinatorUnavailable as error:
             # Without every coordinator's answer nobody may conclude the file is unknown.
-            result.error_code, result.error_message = error.error_code, error.message
+            set_error(result, error)
             del result.coordinator_ids[:]
             return
         try:
             facts = shard.file_facts(object_key)
         except reads.DAMAGE_ERRORS as error:
             damaged = coordinators.damaged(shard, error)
-            result.error_code, result.error_message = damaged.error_code, damaged.message
+            set_error(result, damaged)
             del result.coordinator_ids[:]
             return
         if facts is None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from coordinator import wal_files
 from coordinator.errors import CoordinatorUnavailable
-from coordinator.operations.routing import NodeCoordinators
+from coordinator.operations.routing import NodeCoordinators, wire_code
 from coordinator.shard import CoordinatorShard, Operation
 from protos import coordinator_pb2 as pb
 from protos import internal_pb2 as internal
@@ -26,7 +26,7 @@ async def hand_over_files(
     coordinators.require_room([target])
     operation = Operation(wal_files.check_receive_files, request)
     outcome = (await coordinators.run_parts({target: operation}, request.timeout_ms))[target]
-    return internal.HandOverFilesResponse(error_code=outcome.error_code, error_message=outcome.message)
+    return internal.HandOverFilesResponse(error_code=wire_code(outcome.error_code), error_message=outcome.message)
 
 
 def known_files(coordinators: NodeCoordinators, request: internal.KnownFilesRequest) -> internal.KnownFilesResponse:
@@ -44,7 +44,7 @@ def known_files(coordinators: NodeCoordinators, request: internal.KnownFilesRequ
         try:
             shard.require_active()
         except CoordinatorUnavailable as error:
-            return internal.KnownFilesResponse(error_code=error.error_code, error_message=error.message)
+            return internal.KnownFilesResponse(error_code=wire_code(error.error_code), error_message=error.message)
         shards.append(shard)
     response = internal.KnownFilesResponse()
     for object_key in request.object_keys:

@@ -8,7 +8,7 @@ import apsw
 
 from coordinator import fetch
 from coordinator.errors import CoordinatorUnavailable
-from coordinator.operations.routing import NodeCoordinators
+from coordinator.operations.routing import NodeCoordinators, set_error
 from coordinator.result import ItemError
 from coordinator.state import reads
 from protos import coordinator_pb2 as pb
@@ -28,7 +28,7 @@ def find_batches(coordinators: NodeCoordinators, request: pb.FindBatchesRequest)
             for item, route in zip(topic.partitions, routes, strict=True):
                 result = topic_result.partitions.add(partition=item.partition, log_start_offset=-1, high_watermark=-1)
                 if isinstance(route, ItemError):
-                    result.error_code, result.error_message = route.error_code, route.message
+                    set_error(result, route)
                     continue
                 shard = coordinators.shard(route)
                 try:
@@ -43,10 +43,10 @@ def find_batches(coordinators: NodeCoordinators, request: pb.FindBatchesRequest)
                         continue
                     fetch.fetch_partition(db, found, item.offset, item.max_partition_fetch_bytes, budget, result)
                 except CoordinatorUnavailable as error:
-                    result.error_code, result.error_message = error.error_code, error.message
+                    set_error(result, error)
                 except reads.DAMAGE_ERRORS as error:
                     damaged = coordinators.damaged(shard, error)
                     del result.batches[:]
-                    result.error_code, result.error_message = damaged.error_code, damaged.message
+                    set_error(result, damaged)
                     result.log_start_offset = result.high_watermark = -1
     return response

@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from coordinator import offsets
-from coordinator.errors import ErrorCode
-from coordinator.operations.routing import NodeCoordinators
+from coordinator.operations.routing import NodeCoordinators, set_error, wire_code
 from coordinator.result import ItemError
 from coordinator.state import reads
 from protos import coordinator_pb2 as pb
@@ -24,7 +23,7 @@ async def list_offsets(coordinators: NodeCoordinators, request: pb.ListOffsetsRe
         for item, route in zip(topic.partitions, routes, strict=True):
             result = topic_result.partitions.add(partition=item.partition, timestamp=-1, offset=-1)
             if isinstance(route, ItemError):
-                result.error_code, result.error_message = route.error_code, route.message
+                set_error(result, route)
             elif (timestamp_problem := offsets.timestamp_problem(item.timestamp)) is not None:
                 result.error_code, result.error_message = pb.UNSUPPORTED_VERSION, timestamp_problem
             else:
@@ -34,7 +33,7 @@ async def list_offsets(coordinators: NodeCoordinators, request: pb.ListOffsetsRe
         failure = barriers.get(coordinator_id)
         if failure is not None:
             for _, _, result in its:
-                result.error_code, result.error_message = failure.error_code, failure.message
+                set_error(result, failure)
             continue
         _read_offsets(coordinators, coordinator_id, its)
     return response
@@ -48,13 +47,13 @@ def _read_offsets(coordinators: NodeCoordinators, coordinator_id: int, its: list
             for topic_id, timestamp, result in its:
                 found = reads.partition_offsets(db, topic_id, result.partition)
                 if found is None:
-                    result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                    result.error_code = pb.UNKNOWN_TOPIC_OR_PARTITION
                     result.error_message = f"partition {result.partition} of the topic is unknown"
                     continue
                 code, result.timestamp, result.offset = offsets.list_offset(db, found, timestamp)
-                result.error_code = code
+                result.error_code = wire_code(code)
     except reads.DAMAGE_ERRORS as error:
         damaged = coordinators.damaged(shard, error)
         for _, _, result in its:
-            result.error_code, result.error_message = damaged.error_code, damaged.message
+            set_error(result, damaged)
             result.timestamp = result.offset = -1

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TypeVar, final
+from typing import Protocol, TypeVar, cast, final
 
 from coordinator.catalog import TopicCatalog
 from coordinator.errors import CoordinatorUnavailable, ErrorCode, MalformedRequest, Overloaded
@@ -20,6 +20,7 @@ from coordinator.result import ItemError
 from coordinator.settings import Settings, property_name
 from coordinator.shard import CoordinatorShard, Operation, ShardState
 from coordinator.topics import topic_id_problem
+from protos import coordinator_pb2 as pb
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +32,34 @@ ResponseT = TypeVar("ResponseT")
 T = TypeVar("T")
 
 Route = int | ItemError  # the coordinator holding an item's partition, or the item's error
+
+
+class ItemResult(Protocol):
+    """A per-item result of a response: every one carries an error code and message."""
+
+    error_code: pb.ErrorCode
+    error_message: str
+
+
+def wire_code(code: ErrorCode) -> pb.ErrorCode:
+    """The contract's enum for an error code (the same number: ErrorCode mirrors the contract)."""
+    return cast(pb.ErrorCode, code)
+
+
+class ItemOutcome(Protocol):
+    """An error code with its message: ItemError, CoordinatorUnavailable, a check's per-item outcome."""
+
+    @property
+    def error_code(self) -> ErrorCode: ...
+
+    @property
+    def message(self) -> str: ...
+
+
+def set_error(result: ItemResult, error: ItemOutcome) -> None:
+    """Answers an item with a code (NONE too) and its message."""
+    result.error_code = wire_code(error.error_code)
+    result.error_message = error.message
 
 
 @final
@@ -159,7 +188,8 @@ class NodeCoordinators:
         if futures:
             await asyncio.wait(futures.values(), timeout=self.timeout_s(timeout_ms))
         for coordinator_id, future in futures.items():
-            outcomes[coordinator_id] = _outcome(future)
+            outcome = _outcome(future)
+            outcomes[coordinator_id] = outcome
         return outcomes
 
     async def wait_all_applied(

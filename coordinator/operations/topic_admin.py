@@ -13,7 +13,7 @@ from typing import TypeVar, final
 
 from coordinator import partitions
 from coordinator.errors import CoordinatorUnavailable, ErrorCode, Overloaded
-from coordinator.operations.routing import NodeCoordinators
+from coordinator.operations.routing import NodeCoordinators, wire_code
 from coordinator.result import ItemError
 from coordinator.settings import property_name
 from coordinator.shard import Operation
@@ -43,7 +43,7 @@ class TopicAdmin:
                 plan = plan_create_partitions(self._coordinators.catalog, topic, self._limits, unavailable)
                 outcome = plan if isinstance(plan, ItemError) else await self._create(plan, request.timeout_ms)
                 response.topics.add(
-                    topic_id=topic.topic_id, error_code=outcome.error_code, error_message=outcome.message
+                    topic_id=topic.topic_id, error_code=wire_code(outcome.error_code), error_message=outcome.message
                 )
         return response
 
@@ -55,7 +55,9 @@ class TopicAdmin:
                 unavailable = self._coordinators.unavailable_for_topic_changes()
                 plan = plan_delete_topic(self._coordinators.catalog, topic_id, unavailable)
                 outcome = plan if isinstance(plan, ItemError) else await self._delete(plan, request.timeout_ms)
-                response.topics.add(topic_id=topic_id, error_code=outcome.error_code, error_message=outcome.message)
+                response.topics.add(
+                    topic_id=topic_id, error_code=wire_code(outcome.error_code), error_message=outcome.message
+                )
         return response
 
     async def _create(self, plan: CreatePlan, timeout_ms: int) -> ItemError:
