@@ -27,7 +27,7 @@ from coordinator.shard.loading import Loaded
 from coordinator.shard.operation import Operation, RequestT, ResponseT
 from coordinator.shard.pipeline import Pipeline
 from coordinator.shard.ports import TopicRecordsApplied
-from coordinator.shard.snapshots import SnapshotScheduler, SnapshotTaken
+from coordinator.shard.snapshots import SnapshotTaken
 from coordinator.state import reads
 from coordinator.state.integrity import IntegrityReport
 from coordinator.view import FileFacts
@@ -76,7 +76,6 @@ class CoordinatorShard:
         self._settings = settings
         self._on_state_change = on_state_change
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"coordinator-{coordinator_id}")
-        self._snapshots = SnapshotScheduler(coordinator_id, directory, settings, clock, self._executor, self)
         self._lifecycle = Lifecycle(
             coordinator_id,
             directory,
@@ -84,10 +83,10 @@ class CoordinatorShard:
             clock,
             metrics or Metrics(),
             self._executor,
-            self._snapshots,
             self._state_changed,
             on_topic_records,
         )
+        self._snapshots = self._lifecycle.snapshots
 
     def _state_changed(self) -> None:
         if self._on_state_change is not None:
@@ -133,11 +132,6 @@ class CoordinatorShard:
     def report_damage(self, error: Exception) -> None:
         """A read met a damaged state: the coordinator goes out of service, sets the state aside and rebuilds it."""
         self._lifecycle.report_damage(error)
-
-    @property
-    def loaded(self) -> Loaded | None:
-        """The open log and state, for this package's parts (snapshots); None while not loaded."""
-        return self._lifecycle.loaded
 
     # ------------------------------------------------------------------ writes
 

@@ -71,7 +71,6 @@ class Lifecycle:
         clock: Clock,
         metrics: Metrics,
         executor: Executor,
-        snapshots: SnapshotScheduler,
         on_state_change: Callable[[], None],
         on_topic_records: TopicRecordsApplied | None,
     ) -> None:
@@ -81,7 +80,8 @@ class Lifecycle:
         self._clock = clock
         self._metrics = metrics
         self._executor = executor  # the coordinator's own thread: loads, log writes, closes
-        self._snapshots = snapshots
+        # Snapshots read the files a load opened and take turns with loads (`files_lock`).
+        self.snapshots = SnapshotScheduler(coordinator_id, directory, settings, clock, executor, self)
         self._on_state_change = on_state_change
         self._on_topic_records = on_topic_records
         self._state = ShardState.LOADING
@@ -189,7 +189,7 @@ class Lifecycle:
         started = time.monotonic()
         loop = asyncio.get_running_loop()
         try:
-            async with self._snapshots.files_lock:  # a snapshot copy never reads a state being reopened
+            async with self.snapshots.files_lock:  # a snapshot copy never reads a state being reopened
                 loaded = await loop.run_in_executor(self._executor, self._load_blocking)
         except Exception as error:
             self._out_of_service(error, "cannot load")
@@ -207,7 +207,7 @@ class Lifecycle:
             loaded.view,
             loaded.end_offset,
             self._executor,
-            self._snapshots.log_grew,
+            self.snapshots.log_grew,
             self._on_topic_records,
         )
         if self._closing:  # closed while loading: the pipeline only drains
@@ -234,7 +234,7 @@ class Lifecycle:
         loaded = open_coordinator(plan)
         self._verify_state = self._settings.state_verify_on_load == "always"
         self._rebuild_state_reason = ""
-        self._snapshots.note_newest_snapshot(loaded)
+        self.snapshots.note_newest_snapshot(loaded)
         return loaded
 
     def _out_of_service(self, error: BaseException, what: str) -> None:
@@ -257,7 +257,7 @@ class Lifecycle:
         )
         assert self._pipeline is not None
         await self._pipeline.fail_everything(unavailable)
-        async with self._snapshots.files_lock:
+        async with self.snapshots.files_lock:
             await asyncio.get_running_loop().run_in_executor(self._executor, self._close_files)
 
     def _ended(self, task: asyncio.Task[None]) -> None:
