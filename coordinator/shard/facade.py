@@ -198,18 +198,20 @@ class CoordinatorShard:
     # ------------------------------------------------------------------ statistics and snapshots
 
     def statistics(self) -> ShardStatistics:
+        # After a failure the last pipeline's figures stay (log end, high watermark); the files are closed.
         loaded = self._lifecycle.loaded
-        pipeline = self._lifecycle.pipeline.statistics() if self._lifecycle.pipeline is not None else None
+        pipeline = self._lifecycle.pipeline
+        flow = pipeline.statistics() if pipeline is not None else None
         last_snapshot = self._snapshots.last_snapshot
         return ShardStatistics(
             coordinator_id=self.coordinator_id,
             state=self.state.value,
-            leader_epoch=self._lifecycle.pipeline.view.leader_epoch if self._lifecycle.pipeline else -1,
-            queued_operations=pipeline.queued_operations if pipeline else 0,
+            leader_epoch=pipeline.view.leader_epoch if pipeline is not None else -1,
+            queued_operations=flow.queued_operations if flow else 0,
             queue_max_operations=self._settings.queue_max_operations,
             log_start_offset=loaded.metadata_log.position().start_offset if loaded else -1,
-            log_end_offset=pipeline.log_end_offset if pipeline else 0,
-            high_watermark=pipeline.high_watermark if pipeline else 0,
+            log_end_offset=flow.log_end_offset if flow else 0,
+            high_watermark=flow.high_watermark if flow else 0,
             applied_offset=loaded.store.applied_offset if loaded else -1,
             log_flush_count=loaded.metadata_log.flush_count - loaded.flush_count_at_load if loaded else 0,
             log_append_count=self._lifecycle.append_count,
