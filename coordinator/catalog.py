@@ -1,14 +1,19 @@
 """The node's topic catalog: topic ids, names, and which coordinator holds each partition.
 
-Built at load from the coordinators' own state (each stores its partitions),
-then kept current by the router as CreatePartitions and DeleteTopics succeed.
-It routes every request and enforces the topic-wide naming rules.
+It is derived from the coordinators' records, never patched by callers:
+rebuilt from every loaded coordinator's partitions when one (re)loads, and
+kept current from the `partition_created` and `topic_deleted` records each
+coordinator reports once SQLite applied them (before their callers are
+answered). It routes every request and enforces the topic-wide naming rules.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol, final
+
+from protos import records_pb2 as rec
 
 
 @dataclass(slots=True)
@@ -17,6 +22,26 @@ class TopicEntry:
     partitions: dict[int, int] = field(default_factory=dict)  # partition -> coordinator id
 
 
+class TopicLookup(Protocol):
+    """The catalog as the topic-wide rules read it."""
+
+    def topic(self, topic_id: bytes) -> TopicEntry | None: ...
+
+    def topic_id_of(self, name: str) -> bytes | None: ...
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class PlacedPartition:
+    """A partition and the coordinator that holds it."""
+
+    coordinator_id: int
+    topic_id: bytes
+    topic_name: str
+    partition: int
+
+
+@final
 class TopicCatalog:
     def __init__(self) -> None:
         self._topics: dict[bytes, TopicEntry] = {}
@@ -32,20 +57,38 @@ class TopicCatalog:
         entry = self._topics.get(topic_id)
         return None if entry is None else entry.partitions.get(partition)
 
-    def add_partitions(self, topic_id: bytes, name: str, assignment: Mapping[int, int]) -> None:
+    # ------------------------------------------------------------------ derived from the coordinators
+
+    def rebuild(self, partitions: Iterable[PlacedPartition]) -> None:
+        """Replaces everything with these partitions (every loaded coordinator's)."""
+        self._topics.clear()
+        self._ids_by_name.clear()
+        for placed in partitions:
+            self._add_partitions(placed.topic_id, placed.topic_name, {placed.partition: placed.coordinator_id})
+
+    def apply_records(self, coordinator_id: int, records: Sequence[rec.MetadataRecord]) -> None:
+        """Follows a coordinator's applied records, in log order; kinds other than the topic ones are ignored."""
+        for record in records:
+            kind = record.WhichOneof("record")
+            if kind == "partition_created":
+                created = record.partition_created
+                self._add_partitions(created.topic_id, created.topic_name, {created.partition: coordinator_id})
+            elif kind == "topic_deleted":
+                self._remove_partitions(record.topic_deleted.topic_id, coordinator_id)
+
+    def _add_partitions(self, topic_id: bytes, name: str, assignment: Mapping[int, int]) -> None:
         entry = self._topics.get(topic_id)
         if entry is None:
             entry = self._topics[topic_id] = TopicEntry(name)
             self._ids_by_name[name] = topic_id
         entry.partitions.update(assignment)
 
-    def remove_partitions(self, topic_id: bytes, coordinator_ids: Iterable[int]) -> None:
-        """Forgets the topic's partitions held by these coordinators; the topic goes with its last one."""
+    def _remove_partitions(self, topic_id: bytes, coordinator_id: int) -> None:
+        """Forgets the topic's partitions held by this coordinator; the topic goes with its last one."""
         entry = self._topics.get(topic_id)
         if entry is None:
             return
-        gone = set(coordinator_ids)
-        entry.partitions = {p: c for p, c in entry.partitions.items() if c not in gone}
+        entry.partitions = {p: c for p, c in entry.partitions.items() if c != coordinator_id}
         if not entry.partitions:
             del self._topics[topic_id]
             if self._ids_by_name.get(entry.name) == topic_id:

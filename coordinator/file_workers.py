@@ -24,8 +24,8 @@ import asyncio
 import contextlib
 import logging
 from collections import defaultdict
-from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypeVar, final
 
 from coordinator import wal_files
 from coordinator.clock import Clock
@@ -33,14 +33,17 @@ from coordinator.errors import CallRejected, CoordinatorUnavailable
 from coordinator.metrics import Metrics
 from coordinator.object_store import ObjectStore, ObjectStoreError
 from coordinator.peers import PeerClient, PeerError
+from coordinator.result import Result
 from coordinator.settings import Settings
-from coordinator.shard import CoordinatorShard, ShardState
+from coordinator.shard import CoordinatorShard, Operation, ShardState
 from coordinator.state import reads
-from coordinator.view import FileFacts
+from coordinator.view import CoordinatorView, FileFacts
 from coordinator.wal_files import FileRef
 from snapshot.files import crash_point
 
 log = logging.getLogger(__name__)
+
+RequestT = TypeVar("RequestT")
 
 # The file-worker conditions on a coordinator's files (all with no live batch here).
 _TO_HAND_OVER = "owned = 1 AND is_last_owner = 0 AND file_id > ?"
@@ -63,13 +66,32 @@ class Backoff:
 
     def failed(self, now_ms: int) -> int:
         self.failures += 1
-        wait = min(self.max_ms, self.initial_ms * 2 ** min(self.failures - 1, 30))
+        wait = min(self.max_ms, self.initial_ms << min(self.failures - 1, 30))  # initial * 2^(failures - 1)
         self.retry_at_ms = now_ms + wait
         return wait
 
     def succeeded(self) -> None:
         self.failures = 0
         self.retry_at_ms = 0
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class DeletionSchedule:
+    """Files whose deletion the last owner schedules, each after the grace period."""
+
+    files: tuple[FileRef, ...]
+    grace_period_ms: int
+
+
+def _check_schedule_deletions(view: CoordinatorView, schedule: DeletionSchedule, now_ms: int) -> Result[int]:
+    return wal_files.check_schedule_deletions(view, schedule.files, now_ms, schedule.grace_period_ms)
+
+
+def _consume(future: asyncio.Future[int]) -> None:
+    """Retrieves a late future's outcome so a timed-out cycle leaves no unobserved exception."""
+    if not future.cancelled():
+        future.exception()
 
 
 @dataclass(slots=True)
@@ -99,7 +121,10 @@ class FileWorker:
         self._metrics = metrics
         self._limit = settings.file_worker_max_files
         self._timeout_s = settings.request_timeout_ms / 1000
-        new_backoff = lambda: Backoff(settings.file_retry_backoff_ms, settings.file_retry_backoff_max_ms)  # noqa: E731
+
+        def new_backoff() -> Backoff:
+            return Backoff(settings.file_retry_backoff_ms, settings.file_retry_backoff_max_ms)
+
         self._target_backoff: dict[int, Backoff] = defaultdict(new_backoff)  # per next owner
         self._probe_backoff = new_backoff()
         self._store_backoff = new_backoff()
@@ -160,15 +185,15 @@ class FileWorker:
         return counts
 
     def _idle(self, condition: str, bindings: tuple[int, ...]) -> list[FileFacts]:
-        with self._shard.store.read_snapshot() as db:
+        with self._shard.read_snapshot() as db:
             return reads.idle_files(db, condition, bindings, self._limit)
 
-    async def _submit(self, check: Callable[..., object]) -> int:
-        """Appends the check's records through the pipeline; returns its answer once applied."""
-        future: asyncio.Future[int] = self._shard.submit(check)  # type: ignore[arg-type]
+    async def _submit(self, operation: Operation[RequestT, int]) -> int:
+        """Appends the operation's records through the pipeline; returns its answer once applied."""
+        future = self._shard.submit(operation)
         done, _ = await asyncio.wait({future}, timeout=self._timeout_s)
         if not done:
-            future.add_done_callback(lambda f: f.cancelled() or f.exception())
+            future.add_done_callback(_consume)
             raise TimeoutError(f"coordinator {self.coordinator_id} did not apply the operation in time")
         return future.result()
 
@@ -200,9 +225,7 @@ class FileWorker:
                 await self._peers.hand_over(self.coordinator_id, target, handed, self._timeout_s)
                 crash_point("handover.after_peer")  # the next owner has the files, this one not yet forgotten them
                 refs = [FileRef(f.file_id, f.object_key) for f in handed]
-                counts.handed_over += await self._submit(
-                    lambda view, now, refs=refs: wal_files.check_handed_over(view, refs, now)
-                )
+                counts.handed_over += await self._submit(Operation(wal_files.check_handed_over, tuple(refs)))
                 backoff.succeeded()
             except (PeerError, TimeoutError) as error:
                 self._failed(counts, "hand_over", f"hand-over to coordinator {target}", backoff, error)
@@ -234,9 +257,7 @@ class FileWorker:
                 known = await self._peers.known_files(owners_before, [f.object_key for f in waiting], self._timeout_s)
                 unclaimed = [FileRef(f.file_id, f.object_key) for f in waiting if not known[f.object_key]]
                 if unclaimed:
-                    counts.taken += await self._submit(
-                        lambda view, now, refs=unclaimed: wal_files.check_take_files(view, refs, now)
-                    )
+                    counts.taken += await self._submit(Operation(wal_files.check_take_files, tuple(unclaimed)))
                     log.info(
                         "coordinator %d: took %d files no owner before it knows (commits that missed them)",
                         self.coordinator_id, len(unclaimed),
@@ -252,10 +273,8 @@ class FileWorker:
         files = self._idle(_TO_SCHEDULE, ())
         if files:
             refs = [FileRef(f.file_id, f.object_key) for f in files]
-            grace = self._settings.file_deletion_grace_period_ms
-            counts.scheduled += await self._submit(
-                lambda view, now: wal_files.check_schedule_deletions(view, refs, now, grace)
-            )
+            schedule = DeletionSchedule(tuple(refs), self._settings.file_deletion_grace_period_ms)
+            counts.scheduled += await self._submit(Operation(_check_schedule_deletions, schedule))
 
     async def _delete_due(self, counts: CycleCounts) -> None:
         now_ms = self._clock.now_ms()
@@ -272,7 +291,7 @@ class FileWorker:
             return
         if outcome.deleted:
             refs = [FileRef(by_key[key].file_id, key) for key in outcome.deleted]
-            counts.deleted += await self._submit(lambda view, now: wal_files.check_files_deleted(view, refs, now))
+            counts.deleted += await self._submit(Operation(wal_files.check_files_deleted, tuple(refs)))
         if outcome.failed:
             key, why = next(iter(outcome.failed.items()))
             self._failed(

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Sequence
 from pathlib import Path
 
+from coordinator.catalog import PlacedPartition, TopicCatalog
 from coordinator.clock import Clock, SystemClock
 from coordinator.file_workers import FileWorker
 from coordinator.metrics import Metrics
@@ -14,6 +16,7 @@ from coordinator.peers import PeerAddress, PeerClient
 from coordinator.router import Router
 from coordinator.settings import Settings
 from coordinator.shard import CoordinatorShard, ShardState
+from protos import records_pb2 as rec
 
 log = logging.getLogger(__name__)
 
@@ -29,13 +32,21 @@ class Node:
         self.metrics = metrics or Metrics()
         self.shards = [
             CoordinatorShard(
-                i, coordinator_directory(settings.data_dir, i), settings, clock, self.metrics, self._shard_state_changed
+                i,
+                coordinator_directory(settings.data_dir, i),
+                settings,
+                clock,
+                self.metrics,
+                self._shard_state_changed,
+                self._topic_records_applied,
             )
             for i in range(settings.coordinators)
         ]
         self._loaded = False
         self._health_changed = asyncio.Event()
-        self.router = Router(self.shards, settings, clock, self.metrics)
+        # Derived from the coordinators' records only: rebuilt when one (re)loads, followed as they apply.
+        self.catalog = TopicCatalog()
+        self.router = Router(self.shards, settings, clock, self.metrics, self.catalog)
         self._clock = clock
         self.object_store: ObjectStore | None = None
         self.peers = PeerClient(settings, self._peer_address)
@@ -53,7 +64,7 @@ class Node:
         """
         self.settings.data_dir.mkdir(parents=True, exist_ok=True)
         outcomes = await asyncio.gather(*(shard.load() for shard in self.shards), return_exceptions=True)
-        self.router.rebuild_catalog()
+        self._rebuild_catalog()
         self._loaded = True
         return not any(isinstance(o, BaseException) for o in outcomes)
 
@@ -68,8 +79,21 @@ class Node:
 
     def _shard_state_changed(self, shard: CoordinatorShard) -> None:
         if shard.state is ShardState.ACTIVE and self._loaded:
-            self.router.rebuild_catalog()  # back in service: its partitions are known again
+            self._rebuild_catalog()  # back in service: its partitions are known again
         self._health_changed.set()
+
+    def _rebuild_catalog(self) -> None:
+        """Reads every loaded coordinator's partitions into the catalog."""
+        self.catalog.rebuild(
+            PlacedPartition(shard.coordinator_id, p.topic_id, p.topic_name, p.partition)
+            for shard in self.shards
+            if shard.state is ShardState.ACTIVE
+            for p in shard.partitions()
+        )
+
+    def _topic_records_applied(self, coordinator_id: int, records: Sequence[rec.MetadataRecord]) -> None:
+        """A coordinator applied partition creations or topic deletions: the catalog follows."""
+        self.catalog.apply_records(coordinator_id, records)
 
     def start_file_workers(self) -> None:
         """Starts each coordinator's hand-over and deletion worker (once the node answers calls)."""

@@ -18,11 +18,26 @@ RANKS: dict[str, float] = {
     "coordinator.admin": 4.5,
     "coordinator.node": 4,
     "coordinator.router": 3,
-    "coordinator.catalog": 2,
+    # One module per RPC; they share only `routing` (the catalog lookup, admission, running parts).
+    "coordinator.operations.topic_admin": 2.8,
+    "coordinator.operations.commit_file": 2.8,
+    "coordinator.operations.delete_records": 2.8,
+    "coordinator.operations.list_offsets": 2.8,
+    "coordinator.operations.find_batches": 2.8,
+    "coordinator.operations.describe_files": 2.8,
+    "coordinator.operations.file_handover": 2.8,
+    "coordinator.operations.coordinators": 2.8,
+    "coordinator.operations.routing": 2.7,
     "coordinator.fetch": 2,
     "coordinator.offsets": 2,
     "coordinator.file_workers": 2.5,
+    # The shard package: a facade over its parts; the pipeline knows the log and state only by Protocols.
     "coordinator.shard": 2,
+    "coordinator.shard.facade": 1.95,
+    "coordinator.shard.lifecycle": 1.9,
+    "coordinator.shard.snapshots": 1.85,
+    "coordinator.shard.pipeline": 1.8,
+    "coordinator.shard.loading": 1.8,
     "coordinator.peers": 1,
     "coordinator.state.replay": 1.5,
     "coordinator.state.store": 1.1,
@@ -44,15 +59,19 @@ RANKS: dict[str, float] = {
 }
 # The functional core: checks and records. They must not touch sockets, disk or SQLite.
 PURE_CORE = {
+    "coordinator.catalog",
     "coordinator.commits",
     "coordinator.partitions",
     "coordinator.producers",
     "coordinator.records",
     "coordinator.view",
     "coordinator.topics",
+    "coordinator.topic_rules",
     "coordinator.result",
     "coordinator.wal_files",
     "coordinator.cluster.assignment",
+    "coordinator.shard.operation",
+    "coordinator.shard.ports",
 }
 SHELL_MODULES = {"grpc", "apsw", "os", "socket", "asyncio", "sqlite3", "time", "subprocess", "pathlib"}
 

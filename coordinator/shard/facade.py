@@ -1,0 +1,233 @@
+"""One coordinator (a shard, leader of one metadata-log partition) as the rest of the node sees it.
+
+Writes go in as typed operations (`submit`); reads go through the read API
+below (`read_snapshot`, `file_facts`, `file_known`, `partitions`,
+`leader_epoch`); nothing outside this package touches the coordinator's
+log, state or view. The work is done by its parts: `lifecycle` (load, serve,
+reload), `loading`, `pipeline` and `snapshots`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NamedTuple, final
+
+import apsw
+
+from coordinator.clock import Clock
+from coordinator.metrics import Metrics
+from coordinator.settings import Settings
+from coordinator.shard.lifecycle import Lifecycle, ShardState
+from coordinator.shard.loading import Loaded
+from coordinator.shard.operation import Operation, RequestT, ResponseT
+from coordinator.shard.pipeline import Pipeline
+from coordinator.shard.ports import TopicRecordsApplied
+from coordinator.shard.snapshots import SnapshotTaken
+from coordinator.state import reads
+from coordinator.state.integrity import IntegrityReport
+from coordinator.view import FileFacts
+from snapshot.snapshots import SnapshotCheck
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class ShardStatistics:
+    coordinator_id: int
+    state: str
+    leader_epoch: int
+    queued_operations: int
+    queue_max_operations: int
+    log_start_offset: int
+    log_end_offset: int
+    high_watermark: int
+    applied_offset: int
+    log_flush_count: int
+    log_append_count: int
+    last_snapshot_end_offset: int = -1
+    last_snapshot_created_at_ms: int = -1  # -1 when the coordinator has no snapshot
+    problem: str = ""  # why it is not serving (empty while ACTIVE)
+
+
+class PartitionName(NamedTuple):
+    topic_id: bytes
+    topic_name: str
+    partition: int
+
+
+@final
+class CoordinatorShard:
+    def __init__(
+        self,
+        coordinator_id: int,
+        directory: Path,
+        settings: Settings,
+        clock: Clock,
+        metrics: Metrics | None = None,
+        on_state_change: Callable[[CoordinatorShard], None] | None = None,
+        on_topic_records: TopicRecordsApplied | None = None,
+    ) -> None:
+        self.coordinator_id = coordinator_id
+        self.directory = directory
+        self._settings = settings
+        self._on_state_change = on_state_change
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"coordinator-{coordinator_id}")
+        self._lifecycle = Lifecycle(
+            coordinator_id,
+            directory,
+            settings,
+            clock,
+            metrics or Metrics(),
+            self._executor,
+            self._state_changed,
+            on_topic_records,
+        )
+        self._snapshots = self._lifecycle.snapshots
+
+    def _state_changed(self) -> None:
+        if self._on_state_change is not None:
+            self._on_state_change(self)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    @property
+    def state(self) -> ShardState:
+        return self._lifecycle.state
+
+    @property
+    def problem(self) -> str:
+        """Why the coordinator is not serving; empty while it serves."""
+        return self._lifecycle.problem
+
+    async def load(self) -> None:
+        """Loads the coordinator and keeps it serving; raises the first attempt's failure.
+
+        After a failure the coordinator goes on by itself: it loads again with bounded backoff
+        (unless only an operator can settle it), and after a failure while serving, it answers
+        what was waiting and loads again.
+        """
+        first_attempt = self._lifecycle.start()
+        self._snapshots.start()
+        failure = await first_attempt
+        if failure is not None:
+            raise failure
+
+    async def close(self) -> None:
+        """Finishes every queued and in-flight operation, then closes the log and state."""
+        self._lifecycle.stop()
+        await self._snapshots.stop()
+        await self._lifecycle.wait_closed()
+        self._executor.shutdown(wait=True)
+        self._snapshots.shutdown()
+        self._lifecycle.release_directory()
+
+    def require_active(self) -> None:
+        """Raises CoordinatorUnavailable with the code a caller should see in this state."""
+        self._lifecycle.require_active()
+
+    def report_damage(self, error: Exception) -> None:
+        """A read met a damaged state: the coordinator goes out of service, sets the state aside and rebuilds it."""
+        self._lifecycle.report_damage(error)
+
+    # ------------------------------------------------------------------ writes
+
+    def has_room(self) -> bool:
+        pipeline = self._lifecycle.pipeline
+        return pipeline is None or pipeline.has_room()
+
+    def submit(self, operation: Operation[RequestT, ResponseT], may_linger: bool = False) -> asyncio.Future[ResponseT]:
+        """Queues an operation; its future resolves with the check's response once applied.
+
+        `may_linger`: the caller saw other operations under way, so the group may wait for more
+        (`append.linger.ms`); a lone caller's operation is written at once.
+        """
+        self.require_active()
+        return self._serving_pipeline().submit(operation, may_linger)
+
+    async def wait_applied(self, offset: int) -> None:
+        """Returns once SQLite holds every record below `offset` (a strict read's barrier)."""
+        self.require_active()
+        await self._serving_pipeline().wait_applied(offset)
+
+    @property
+    def speculative_end_offset(self) -> int:
+        """The log end counting records checked but not yet written: what a strict read waits for."""
+        pipeline = self._lifecycle.pipeline
+        return 0 if pipeline is None else pipeline.speculative_end_offset
+
+    def _serving_pipeline(self) -> Pipeline:
+        pipeline = self._lifecycle.pipeline
+        assert pipeline is not None  # ACTIVE: loaded, with its pipeline
+        return pipeline
+
+    # ------------------------------------------------------------------ reads (callers check require_active first)
+
+    def read_snapshot(self) -> AbstractContextManager[apsw.Connection]:
+        """A read transaction on the committed state: every query inside sees the same state."""
+        return self._serving_loaded().store.read_snapshot()
+
+    def file_facts(self, object_key: str) -> FileFacts | None:
+        """The committed file with this key, read at once (no transaction)."""
+        return reads.file_facts(self._serving_loaded().store.reader, object_key)
+
+    def file_known(self, object_key: str) -> bool:
+        """Whether this coordinator knows the key, counting commits not yet applied."""
+        return self._serving_pipeline().view.file_known(object_key)
+
+    def partitions(self) -> list[PartitionName]:
+        """Every partition of this coordinator, creations not yet applied included."""
+        view = self._serving_pipeline().view
+        return [PartitionName(p.topic_id, p.topic_name, p.partition) for p in view.partitions()]
+
+    @property
+    def leader_epoch(self) -> int:
+        """The leader epoch this coordinator serves in; -1 while it is not serving."""
+        pipeline = self._lifecycle.pipeline
+        return pipeline.view.leader_epoch if self.state is ShardState.ACTIVE and pipeline is not None else -1
+
+    def _serving_loaded(self) -> Loaded:
+        self.require_active()
+        loaded = self._lifecycle.loaded
+        assert loaded is not None  # ACTIVE: loaded
+        return loaded
+
+    # ------------------------------------------------------------------ statistics and snapshots
+
+    def statistics(self) -> ShardStatistics:
+        # After a failure the last pipeline's figures stay (log end, high watermark); the files are closed.
+        loaded = self._lifecycle.loaded
+        pipeline = self._lifecycle.pipeline
+        flow = pipeline.statistics() if pipeline is not None else None
+        last_snapshot = self._snapshots.last_snapshot
+        return ShardStatistics(
+            coordinator_id=self.coordinator_id,
+            state=self.state.value,
+            leader_epoch=pipeline.view.leader_epoch if pipeline is not None else -1,
+            queued_operations=flow.queued_operations if flow else 0,
+            queue_max_operations=self._settings.queue_max_operations,
+            log_start_offset=loaded.metadata_log.position().start_offset if loaded else -1,
+            log_end_offset=flow.log_end_offset if flow else 0,
+            high_watermark=flow.high_watermark if flow else 0,
+            applied_offset=loaded.store.applied_offset if loaded else -1,
+            log_flush_count=loaded.metadata_log.flush_count - loaded.flush_count_at_load if loaded else 0,
+            log_append_count=self._lifecycle.append_count,
+            last_snapshot_end_offset=last_snapshot.snapshot_id.end_offset if last_snapshot else -1,
+            last_snapshot_created_at_ms=last_snapshot.created_at_ms if last_snapshot else -1,
+            problem=self.problem,
+        )
+
+    async def create_snapshot(self) -> SnapshotTaken:
+        """Snapshots the applied state now, then prunes the log below the snapshots kept."""
+        return await self._snapshots.create_snapshot()
+
+    async def check_state(self) -> IntegrityReport:
+        """Checks the state file now; a damaged one takes the coordinator out of service to rebuild it."""
+        return await self._snapshots.check_state()
+
+    async def list_snapshots(self, verify: bool) -> list[SnapshotCheck]:
+        """The coordinator's snapshots, newest first; with `verify`, each read and checked."""
+        return await self._snapshots.list_snapshots(verify)

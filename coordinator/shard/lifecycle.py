@@ -1,0 +1,302 @@
+"""A coordinator's lifecycle: load, serve, and after a failure load again (DESIGN §3, §6).
+
+A failed write or apply answers every operation not yet answered at once
+(COORDINATOR_NOT_AVAILABLE, retriable), takes the coordinator out of service
+and loads it again from SQLite plus the log; a load that fails for a reason
+that may pass (a full disk, an I/O error) is tried again with bounded backoff,
+so the coordinator serves again by itself once the cause is gone. Damage that
+only an operator can settle (a log damaged inside, a state ahead of its log)
+keeps it out of service, saying where and what.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import logging
+import time
+from collections.abc import Callable
+from concurrent.futures import Executor
+from pathlib import Path
+from typing import final
+
+from coordinator.clock import Clock
+from coordinator.errors import CoordinatorUnavailable, ErrorCode
+from coordinator.invariants import check_invariant
+from coordinator.metrics import Metrics
+from coordinator.settings import Settings
+from coordinator.shard.loading import (
+    NEEDS_OPERATOR,
+    STATE_DAMAGE,
+    Loaded,
+    LoadPlan,
+    close_loaded,
+    failure_kind,
+    open_coordinator,
+)
+from coordinator.shard.pipeline import Pipeline
+from coordinator.shard.ports import TopicRecordsApplied
+from coordinator.shard.snapshots import SnapshotScheduler
+from coordinator.state.integrity import leave_clean_close_mark, take_clean_close_mark
+from snapshot.files import DirectoryLock
+
+log = logging.getLogger(__name__)
+
+
+class ShardState(enum.Enum):
+    LOADING = "LOADING"
+    ACTIVE = "ACTIVE"
+    FAILED = "FAILED"
+    CLOSED = "CLOSED"
+
+
+_TRANSITIONS = {
+    ShardState.LOADING: {ShardState.ACTIVE, ShardState.FAILED, ShardState.CLOSED},
+    ShardState.ACTIVE: {ShardState.FAILED, ShardState.CLOSED},
+    ShardState.FAILED: {ShardState.LOADING, ShardState.CLOSED},
+    ShardState.CLOSED: set(),
+}
+
+
+@final
+class Lifecycle:
+    """The state callers see, the load-serve-reload loop, and the files a load opened."""
+
+    def __init__(
+        self,
+        coordinator_id: int,
+        directory: Path,
+        settings: Settings,
+        clock: Clock,
+        metrics: Metrics,
+        executor: Executor,
+        on_state_change: Callable[[], None],
+        on_topic_records: TopicRecordsApplied | None,
+    ) -> None:
+        self.coordinator_id = coordinator_id
+        self._directory = directory
+        self._settings = settings
+        self._clock = clock
+        self._metrics = metrics
+        self._executor = executor  # the coordinator's own thread: loads, log writes, closes
+        # Snapshots read the files a load opened and take turns with loads (`files_lock`).
+        self.snapshots = SnapshotScheduler(coordinator_id, directory, settings, clock, executor, self)
+        self._on_state_change = on_state_change
+        self._on_topic_records = on_topic_records
+        self._state = ShardState.LOADING
+        self._closing = False
+        self._stopping = asyncio.Event()  # set by close: ends a wait between load attempts
+        self._task: asyncio.Task[None] | None = None
+        self._problem = ""  # why the coordinator is not serving, for callers, DescribeCoordinators and the log
+        self._rebuild_state_reason = ""  # the next load sets the state aside and rebuilds it, for this reason
+        self._verify_state = settings.state_verify_on_load == "always"  # the next load checks the state first
+        self._directory_lock: DirectoryLock | None = None
+        self._loaded: Loaded | None = None
+        # The last pipeline stays after a failure: its statistics (log end, high watermark) are still reported.
+        self._pipeline: Pipeline | None = None
+        self._earlier_append_count = 0  # operations appended by the pipelines of earlier loads
+
+    # ------------------------------------------------------------------ facts
+
+    @property
+    def state(self) -> ShardState:
+        return self._state
+
+    @property
+    def problem(self) -> str:
+        return self._problem
+
+    @property
+    def loaded(self) -> Loaded | None:
+        """The open log and state; None while not loaded."""
+        return self._loaded
+
+    @property
+    def pipeline(self) -> Pipeline | None:
+        """The current pipeline, or the last one after a failure; None before the first load."""
+        return self._pipeline
+
+    @property
+    def append_count(self) -> int:
+        current = self._pipeline.statistics().log_append_count if self._pipeline is not None else 0
+        return self._earlier_append_count + current
+
+    def require_active(self) -> None:
+        """Raises CoordinatorUnavailable with the code a caller should see in this state."""
+        if self._state is ShardState.ACTIVE and not self._closing:
+            return
+        if self._closing or self._state is ShardState.CLOSED:
+            raise CoordinatorUnavailable(ErrorCode.NOT_COORDINATOR, f"coordinator {self.coordinator_id} is closing")
+        if self._state is ShardState.LOADING:
+            after = f" after a failure ({self._problem})" if self._problem else ""
+            raise CoordinatorUnavailable(
+                ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, f"coordinator {self.coordinator_id} is loading{after}"
+            )
+        raise CoordinatorUnavailable(
+            ErrorCode.COORDINATOR_NOT_AVAILABLE, f"coordinator {self.coordinator_id} is out of service: {self._problem}"
+        )
+
+    def report_damage(self, error: Exception) -> None:
+        """A read met a damaged state: the coordinator goes out of service, sets the state aside and rebuilds it."""
+        if self._state is ShardState.ACTIVE and self._pipeline is not None and self._pipeline.report_damage(error):
+            log.error("coordinator %d: a read met damage in its state: %s", self.coordinator_id, error)
+
+    def _transition(self, target: ShardState) -> None:
+        check_invariant(
+            target in _TRANSITIONS[self._state], f"coordinator {self.coordinator_id}: {self._state} -> {target}"
+        )
+        self._state = target
+        self._on_state_change()
+
+    # ------------------------------------------------------------------ load, serve, load again
+
+    def start(self) -> asyncio.Future[BaseException | None]:
+        """Starts the loop; the future resolves once the first load attempt is over, with its failure if any."""
+        first_attempt: asyncio.Future[BaseException | None] = asyncio.get_running_loop().create_future()
+        self._task = asyncio.create_task(self._live(first_attempt), name=f"coordinator-{self.coordinator_id}")
+        self._task.add_done_callback(self._ended)
+        return first_attempt
+
+    async def _live(self, first_attempt: asyncio.Future[BaseException | None]) -> None:
+        """Load, serve, and after a failure load again, until closed or an operator is needed."""
+        backoff_ms = self._settings.reload_backoff_ms
+        while not self._closing:
+            failure = await self._attempt_load()
+            if not first_attempt.done():
+                first_attempt.set_result(failure)
+            if failure is None:
+                backoff_ms = self._settings.reload_backoff_ms
+                assert self._pipeline is not None
+                failure = await self._pipeline.run()
+                if failure is None:
+                    return  # closing
+                await self._take_out_of_service(failure)
+                continue  # the first load after a failure while serving is at once
+            if isinstance(failure, NEEDS_OPERATOR):
+                return
+            self._problem = f"{self._problem}; loading again in {backoff_ms} ms"
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), backoff_ms / 1000)
+            backoff_ms = min(backoff_ms * 2, self._settings.reload_backoff_max_ms)
+        if not first_attempt.done():
+            first_attempt.set_result(CoordinatorUnavailable(ErrorCode.NOT_COORDINATOR, "closed while loading"))
+
+    async def _attempt_load(self) -> BaseException | None:
+        """One load: ACTIVE and None, or FAILED (nothing left open) and the reason."""
+        if self._state is not ShardState.LOADING:
+            self._transition(ShardState.LOADING)
+        started = time.monotonic()
+        loop = asyncio.get_running_loop()
+        try:
+            async with self.snapshots.files_lock:  # a snapshot copy never reads a state being reopened
+                loaded = await loop.run_in_executor(self._executor, self._load_blocking)
+        except Exception as error:
+            self._out_of_service(error, "cannot load")
+            return error
+        if self._pipeline is not None:
+            self._earlier_append_count += self._pipeline.statistics().log_append_count
+        self._loaded = loaded
+        self._pipeline = Pipeline(
+            self.coordinator_id,
+            self._settings,
+            self._clock,
+            self._metrics,
+            loaded.metadata_log,
+            loaded.store,
+            loaded.view,
+            loaded.end_offset,
+            self._executor,
+            self.snapshots.log_grew,
+            self._on_topic_records,
+        )
+        if self._closing:  # closed while loading: the pipeline only drains
+            self._pipeline.close()
+        self._problem = ""
+        self._transition(ShardState.ACTIVE)
+        log.info(
+            "coordinator %d loaded in %.2fs: replayed %d log batches, log end %d, leader epoch %d",
+            self.coordinator_id, time.monotonic() - started, loaded.replayed, loaded.end_offset,
+            loaded.view.leader_epoch,
+        )  # fmt: skip
+        return None
+
+    def _load_blocking(self) -> Loaded:
+        """On the coordinator's thread: takes the directory, opens log and state; on failure leaves nothing open."""
+        self._directory.mkdir(parents=True, exist_ok=True)
+        if self._directory_lock is None:
+            self._directory_lock = DirectoryLock(self._directory)
+        if not take_clean_close_mark(self._directory) and self._settings.state_verify_on_load != "never":
+            self._verify_state = True  # a crash, or a state this node did not close: it may be damaged
+        plan = LoadPlan(
+            self.coordinator_id, self._directory, self._settings, self._verify_state, self._rebuild_state_reason
+        )
+        loaded = open_coordinator(plan)
+        self._verify_state = self._settings.state_verify_on_load == "always"
+        self._rebuild_state_reason = ""
+        self.snapshots.note_newest_snapshot(loaded)
+        return loaded
+
+    def _out_of_service(self, error: BaseException, what: str) -> None:
+        """FAILED, with the reason said once: to callers, in DescribeCoordinators, a metric and the log."""
+        kind = failure_kind(error)
+        self._problem = f"{what}: {error}" if isinstance(error, NEEDS_OPERATOR) else f"{what}: {kind}: {error}"
+        self._metrics.coordinator_failures.labels(str(self.coordinator_id), kind).inc()
+        log.error("coordinator %d out of service (%s): %s", self.coordinator_id, kind, self._problem)
+        if isinstance(error, STATE_DAMAGE):
+            self._rebuild_state_reason = f"{type(error).__name__}: {error}"
+        if self._settings.state_verify_on_load != "never":
+            self._verify_state = True  # whatever failed may have left the state damaged
+        self._transition(ShardState.FAILED)
+
+    async def _take_out_of_service(self, error: BaseException) -> None:
+        """Answers everything waiting at once (retriable), then closes log and state for the next load."""
+        self._out_of_service(error, "failed")
+        unavailable = CoordinatorUnavailable(
+            ErrorCode.COORDINATOR_NOT_AVAILABLE, f"coordinator {self.coordinator_id} failed ({error}); retry"
+        )
+        assert self._pipeline is not None
+        await self._pipeline.fail_everything(unavailable)
+        async with self.snapshots.files_lock:
+            await asyncio.get_running_loop().run_in_executor(self._executor, self._close_files)
+
+    def _ended(self, task: asyncio.Task[None]) -> None:
+        """The loop ends on close or when an operator is needed; anything else is a bug, reported loudly."""
+        if task.cancelled() or task.exception() is None:
+            return
+        log.critical("coordinator %d lifecycle died", self.coordinator_id, exc_info=task.exception())
+        if self._state is not ShardState.FAILED and self._state is not ShardState.CLOSED:
+            self._problem = f"internal error: {task.exception()}"
+            self._transition(ShardState.FAILED)
+        if self._pipeline is not None:
+            self._pipeline.fail_queued(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"coordinator {self.coordinator_id} failed")
+
+    # ------------------------------------------------------------------ close
+
+    def stop(self) -> None:
+        """Refuses new work, lets the pipeline drain and ends the loop (close's first half)."""
+        self._closing = True
+        self._stopping.set()
+        if self._pipeline is not None:
+            self._pipeline.close()
+
+    async def wait_closed(self) -> None:
+        """Waits for the loop to end, then closes log and state, marking a clean close (close's second half)."""
+        if self._task is not None:
+            await asyncio.wait([self._task])  # its failure, if any, was reported by _ended
+        serving = self._state is ShardState.ACTIVE
+        if self._state != ShardState.CLOSED:
+            self._transition(ShardState.CLOSED)
+        loop = asyncio.get_running_loop()
+        closed_cleanly = await loop.run_in_executor(self._executor, self._close_files)
+        if serving and closed_cleanly:
+            await loop.run_in_executor(self._executor, leave_clean_close_mark, self._directory)
+
+    def release_directory(self) -> None:
+        if self._directory_lock is not None:
+            self._directory_lock.release()
+
+    def _close_files(self) -> bool:
+        """Closes log and state (on the coordinator's thread); False if either failed to close."""
+        loaded, self._loaded = self._loaded, None
+        return True if loaded is None else close_loaded(loaded, self.coordinator_id)

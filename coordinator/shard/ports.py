@@ -1,0 +1,43 @@
+"""What the pipeline needs of the metadata log and the state: narrow Protocols, implemented elsewhere.
+
+The pipeline never names `MetadataLog` or `StateStore`: a replicated log (its
+append answering at the high watermark) or a follower's state can stand in.
+The concrete classes are chosen in one place, `coordinator.shard.loading`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+from protos import records_pb2 as rec
+
+AppliedFrame = tuple[int, Sequence[rec.MetadataRecord]]  # (end offset of the frame, its records)
+
+# Record kinds that change the node's topic catalog; the pipeline reports them once applied.
+TOPIC_RECORD_KINDS = frozenset({"partition_created", "topic_deleted"})
+
+# Told (coordinator id, records of TOPIC_RECORD_KINDS in log order) after SQLite applied them and before
+# any caller of their group is answered, so an answer never runs ahead of the catalog.
+TopicRecordsApplied = Callable[[int, Sequence[rec.MetadataRecord]], None]
+
+
+class LogAppender(Protocol):
+    """The metadata log as the pipeline writes it (DESIGN §3 steps 3 and 4)."""
+
+    def append(self, frames: bytes, end_offset: int, last_epoch: int) -> None:
+        """Returns once the frames ending at `end_offset` are at or below the high watermark.
+
+        With one replica that is durable on disk; a replicated log returns once the in-sync replicas
+        have them. Raises when they may not be: the pipeline then fails every operation not answered.
+        """
+        ...
+
+
+class AppliedState(Protocol):
+    """The committed state as the pipeline applies to it (DESIGN §3 step 5)."""
+
+    @property
+    def applied_offset(self) -> int: ...
+
+    def apply(self, frames: Sequence[AppliedFrame]) -> None: ...
