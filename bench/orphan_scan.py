@@ -79,7 +79,7 @@ def _server(work_dir: Path) -> CoordinatorServer:
         while time.monotonic() < deadline:
             try:
                 if (
-                    health.Check(health_pb2.HealthCheckRequest(), timeout=5).status
+                    health.Check(health_pb2.HealthCheckRequest(), timeout=5).status  # type: ignore[attr-defined]  # the stubs' HealthStub lists no methods
                     == health_pb2.HealthCheckResponse.SERVING
                 ):
                     return server

@@ -111,7 +111,7 @@ def _start_server(
     raise RuntimeError(f"the node did not start:\n{log_path.read_text(errors='replace')[-3000:]}")
 
 
-async def _wait_serving(stub: pb_grpc.DisklessCoordinatorStub) -> None:
+async def _wait_serving(stub: pb_grpc.DisklessCoordinatorAsyncStub) -> None:
     deadline = time.monotonic() + START_TIMEOUT_S
     while time.monotonic() < deadline:
         try:
@@ -126,11 +126,22 @@ async def _wait_serving(stub: pb_grpc.DisklessCoordinatorStub) -> None:
 
 def _batches_field(topic_id: bytes, partitions: int, batches: int, client: int) -> bytes:
     """The serialised `batches` field of a commit: prepared once per client (the load's CPU stays on the node)."""
-    fixed = {"magic": 2, "topic_id": topic_id, "size": BATCH_BYTES, "base_offset": 0, "last_offset": 9,
-             "batch_max_timestamp": 1_700_000_000_000, "timestamp_type": 0, "producer_id": -1, "producer_epoch": -1,
-             "base_sequence": -1, "last_sequence": -1}  # fmt: skip
     items = [
-        pb.CommitFileRequest.Batch(partition=(client * batches + i) % partitions, byte_offset=i * BATCH_BYTES, **fixed)
+        pb.CommitFileRequest.Batch(
+            partition=(client * batches + i) % partitions,
+            byte_offset=i * BATCH_BYTES,
+            magic=2,
+            topic_id=topic_id,
+            size=BATCH_BYTES,
+            base_offset=0,
+            last_offset=9,
+            batch_max_timestamp=1_700_000_000_000,
+            timestamp_type=pb.CREATE_TIME,
+            producer_id=-1,
+            producer_epoch=-1,
+            base_sequence=-1,
+            last_sequence=-1,
+        )
         for i in range(batches)
     ]
     return pb.CommitFileRequest(batches=items).SerializeToString()
@@ -146,7 +157,9 @@ class Overload:
         self.rss_samples: list[tuple[float, int]] = []
         self.in_flight = 0
 
-    async def slot(self, call: grpc.aio.UnaryUnaryMultiCallable, head: bytes, body: bytes, stop_at: float) -> None:
+    async def slot(
+        self, call: grpc.aio.UnaryUnaryMultiCallable[bytes, bytes], head: bytes, body: bytes, stop_at: float
+    ) -> None:
         args, tally = self.args, self.tally
         file_size = args.batches * BATCH_BYTES
         backoff_ms = args.backoff_ms
@@ -185,7 +198,9 @@ class Overload:
         # Each broker on a connection of its own (channels with equal arguments would share one).
         options = [("grpc.use_local_subchannel_pool", 1), ("grpc.max_send_message_length", 64 << 20)]
         async with grpc.aio.insecure_channel(self.address, options=options) as channel:
-            call = channel.unary_unary(COMMIT_METHOD, request_serializer=None, response_deserializer=None)
+            call: grpc.aio.UnaryUnaryMultiCallable[bytes, bytes] = channel.unary_unary(
+                COMMIT_METHOD, request_serializer=None, response_deserializer=None
+            )
             head = pb.CommitFileRequest(object_format=1, uploader_broker_id=client, owner_ids=owners)
             await asyncio.gather(
                 *(self.slot(call, head.SerializeToString(), body, stop_at) for _ in range(self.args.in_flight))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from coordinator.acl import RPC_PERMISSIONS, AclFile, Permission
@@ -35,7 +35,7 @@ class AccessControl:
         if self._denial_log.allow(key):
             log.warning("%s (%d more such denials since the last line)", line, self._denial_log.take_suppressed(key))
 
-    def admit(self, method: str, auth_context: Mapping[str, Sequence[bytes]]) -> str:
+    def admit(self, method: str, auth_context: Mapping[str, Iterable[bytes]]) -> str:
         """The caller's principal; raises Unauthenticated or PermissionDenied."""
         principal = principal_of(auth_context)
         if principal is None:

@@ -35,8 +35,11 @@ class Gate(Protocol):
     """edge.CallGate, as this service sees it."""
 
     def call(
-        self, method: str, context: grpc.aio.ServicerContext, handler: Callable[[], Awaitable[Any] | Any]
-    ) -> Awaitable[Any]: ...
+        self,
+        method: str,
+        context: grpc.aio.ServicerContext[Any, Any],
+        handler: Callable[[], Awaitable[Response] | Response],
+    ) -> Awaitable[Response]: ...
 
 
 def snapshot_info(manifest: SnapshotManifest) -> admin.SnapshotInfo:

@@ -165,8 +165,8 @@ def _call_first(args: argparse.Namespace, call: Callable[[grpc.Channel], T]) -> 
             try:
                 return call(channel)
             except grpc.RpcError as error:
-                problems.append(f"{address}: {error.code().name} {error.details()}")  # type: ignore[attr-defined]
-                if error.code() not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):  # type: ignore[attr-defined]
+                problems.append(f"{address}: {error.code().name} {error.details()}")
+                if error.code() not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
                     break
     raise CommandFailed("; ".join(problems) or f"no address in --bootstrap {bootstrap!r}")
 
@@ -242,7 +242,9 @@ def _describe_state(coordinator_id: int, directory: Path, position: LogPosition)
         connection = apsw.Connection(str(state), flags=apsw.SQLITE_OPEN_READWRITE)
         try:
             connection.execute("BEGIN")
-            (applied,) = connection.execute("SELECT value FROM meta WHERE name = 'applied_offset'").fetchone()
+            (applied,) = reads.one_row(
+                connection.execute("SELECT value FROM meta WHERE name = 'applied_offset'"), "meta applied_offset"
+            )
             counts = reads.coordinator_counts(connection)
             connection.execute("COMMIT")
         finally:

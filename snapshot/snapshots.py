@@ -39,6 +39,7 @@ from pathlib import Path
 import apsw
 
 from coordinator.invariants import check_invariant
+from coordinator.state.reads import one_row
 from snapshot.files import (
     PART_SUFFIX,
     ChecksumMismatch,
@@ -297,7 +298,7 @@ def _backup(
     source: apsw.Connection, target: Path, snapshot_id: SnapshotId, copy_step_pages: int, bytes_per_second_max: int
 ) -> None:
     """The backup API's copy of `source` (inside its read transaction) into a new file `target`."""
-    (page_size,) = source.execute("PRAGMA page_size").fetchone()
+    (page_size,) = one_row(source.execute("PRAGMA page_size"), "PRAGMA page_size")
     destination = apsw.Connection(str(target))
     try:
         # The target is a scratch file until renamed: no journal, no syncs (one fsync at the end).

@@ -124,7 +124,7 @@ def _describe_coordinators(
 
 
 def _rpc_problem(address: str, error: grpc.RpcError) -> str:
-    return f"{address}: {error.code().name} {error.details()}"  # type: ignore[attr-defined]
+    return f"{address}: {error.code().name} {error.details()}"
 
 
 def _first_answer(access: CoordinatorAccess) -> tuple[str, pb.DescribeCoordinatorsResponse]:
@@ -177,15 +177,15 @@ def discover(access: CoordinatorAccess) -> Discovery:
             ) from None
         answered = {d.coordinator_id: d for d in answer.coordinators}
         for coordinator_id in coordinator_ids:
-            description = answered.get(coordinator_id)
-            if description is None:
+            described = answered.get(coordinator_id)
+            if described is None:
                 raise CoordinatorsUnavailable(f"node {node}: coordinator {coordinator_id} was not described")
-            problem = _description_problem(description)
-            if problem is None and _leader_address(description, node) != node:
+            problem = _description_problem(described)
+            if problem is None and _leader_address(described, node) != node:
                 problem = f"coordinator {coordinator_id}: its leader moved from {node} while the scan asked"
             if problem:
                 raise CoordinatorsUnavailable(f"node {node}: {problem}")
-            facts.append(_facts(description, node))
+            facts.append(_facts(described, node))
     return Discovery(_complete(facts))
 
 
@@ -283,7 +283,7 @@ class FileDescriber:
             try:
                 response = stub.DescribeFiles(request, timeout=timeout_s)
             except grpc.RpcError as error:
-                if error.code() not in RETRIED_STATUS or attempt == DESCRIBE_ATTEMPTS:  # type: ignore[attr-defined]
+                if error.code() not in RETRIED_STATUS or attempt == DESCRIBE_ATTEMPTS:
                     return [f"DescribeFiles on {_rpc_problem(node, error)}"] * len(keys)
                 self._sleep(backoff_s)
                 backoff_s *= 2
