@@ -44,6 +44,7 @@ from pathlib import Path
 import grpc
 
 from bench.load import create_load_topic
+from coordinator.backoff import Backoff
 from protos import coordinator_pb2 as pb
 from protos import coordinator_pb2_grpc as pb_grpc
 
@@ -162,7 +163,7 @@ class Overload:
     ) -> None:
         args, tally = self.args, self.tally
         file_size = args.batches * BATCH_BYTES
-        backoff_ms = args.backoff_ms
+        backoff = Backoff(args.backoff_ms, args.backoff_max_ms)
         while time.monotonic() < stop_at:
             request = pb.CommitFileRequest(object_key=f"wal/{uuid.uuid4().hex}", file_size=file_size)
             sent = time.perf_counter()
@@ -176,12 +177,11 @@ class Overload:
                 tally.error_latencies_s.setdefault(code, []).append(latency)
                 tally.details[(code, re.sub(r"\d+", "N", error.details() or "")[:160])] += 1
                 # As a Kafka client: retry.backoff.ms doubling up to retry.backoff.max.ms, jittered.
-                await asyncio.sleep(backoff_ms / 1000 * random.uniform(0.8, 1.2))
-                backoff_ms = min(backoff_ms * 2, args.backoff_max_ms)
+                await asyncio.sleep(backoff.failed() / 1000 * random.uniform(0.8, 1.2))
                 continue
             finally:
                 self.in_flight -= 1
-            backoff_ms = args.backoff_ms
+            backoff.succeeded()
             tally.ok_latencies_s.append(time.perf_counter() - sent)
             response = pb.CommitFileResponse.FromString(raw)
             failed = sum(1 for b in response.batches if b.error_code != pb.NONE)
@@ -286,8 +286,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--coordinators", type=int, default=8)
     parser.add_argument("--seconds", type=float, default=30, help="how long new calls are sent")
     parser.add_argument("--timeout", type=float, default=30, help="each call's deadline (seconds)")
-    parser.add_argument("--backoff-ms", type=float, default=100, help="first wait after a refusal (doubles per retry)")
-    parser.add_argument("--backoff-max-ms", type=float, default=1000, help="longest wait between retries")
+    parser.add_argument("--backoff-ms", type=int, default=100, help="first wait after a refusal (doubles per retry)")
+    parser.add_argument("--backoff-max-ms", type=int, default=1000, help="longest wait between retries")
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="a node setting")
     parser.add_argument("--node-log", type=Path, help="keep a copy of the node's log there")
     args = parser.parse_args(argv)

@@ -12,6 +12,7 @@ import fcntl
 import os
 import zlib
 from pathlib import Path
+from typing import IO, Any
 
 PART_SUFFIX = ".part"
 CRASH_ENVIRONMENT_VARIABLE = "DISKLESS_CRASH_AT"
@@ -35,24 +36,49 @@ def crash_point(step: str) -> None:
         os._exit(CRASH_EXIT_CODE)
 
 
-def fsync_directory(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
+def fsync_directory(directory: str | os.PathLike[str]) -> None:
+    """Makes the directory's entries durable: a file created, renamed or unlinked in it survives a crash."""
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         os.fsync(fd)
     finally:
         os.close(fd)
 
 
-def fsync_file(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
+def fsync_file(path: str | os.PathLike[str], data_only: bool = False) -> None:
+    """Makes a written (closed) file's bytes durable; `data_only`: fdatasync, the metadata a read needs only."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:
-        os.fsync(fd)
+        if data_only:
+            os.fdatasync(fd)
+        else:
+            os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def flush_and_fsync(file: IO[Any]) -> None:
+    """Makes what was written to an open file durable: Python's buffer to the kernel, the kernel's to the disk."""
+    file.flush()
+    os.fsync(file.fileno())
 
 
 def part_path(path: Path) -> Path:
     return path.with_name(path.name + PART_SUFFIX)
+
+
+def write_durably(path: Path, content: bytes) -> None:
+    """Replaces `path` with `content` in one step: written to `<path>.part`, fsynced, renamed, directory fsynced."""
+    part = part_path(path)
+    try:
+        with open(part, "wb") as file:
+            file.write(content)
+            flush_and_fsync(file)
+    except BaseException:
+        part.unlink(missing_ok=True)
+        raise
+    os.replace(part, path)
+    fsync_directory(path.parent)
 
 
 def file_checksum(path: Path) -> tuple[int, int]:
@@ -111,7 +137,7 @@ def copy_durably(source: Path, target: Path, expected: tuple[int, int]) -> None:
                 raise ChecksumMismatch(
                     f"{source}: {size} bytes with CRC-32 {crc:08x}, expected {expected[0]} bytes with {expected[1]:08x}"
                 )
-            os.fsync(writer.fileno())
+            flush_and_fsync(writer)
     except BaseException:
         part.unlink(missing_ok=True)
         raise

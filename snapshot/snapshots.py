@@ -47,6 +47,7 @@ from snapshot.files import (
     crash_point,
     delete_in_chunks,
     file_checksum,
+    flush_and_fsync,
     fsync_directory,
     fsync_file,
     part_path,
@@ -268,8 +269,7 @@ def take_snapshot(
     manifest_path = _manifest_path(directory, snapshot_id)
     with open(part_path(manifest_path), "w", encoding="utf-8") as file:
         json.dump(manifest.to_json(), file)
-        file.flush()
-        os.fsync(file.fileno())
+        flush_and_fsync(file)
     crash_point("snapshot.before_rename")
     os.replace(data_part, manifest.data_path)
     os.replace(part_path(manifest_path), manifest_path)
@@ -284,14 +284,6 @@ def _pace(started: float, copied_bytes: int, bytes_per_second_max: int) -> None:
         ahead_s = started + copied_bytes / bytes_per_second_max - time.monotonic()
         if ahead_s > 0:
             time.sleep(ahead_s)
-
-
-def _flush_written(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fdatasync(fd)
-    finally:
-        os.close(fd)
 
 
 def _backup(
@@ -313,7 +305,7 @@ def _backup(
                 # fdatasyncs (the commit path) behind tens of megabytes. The backup keeps the target's write
                 # transaction open until the end, so a step's pages reach the file as SQLite's page cache
                 # spills them: what is flushed is at most a step plus that cache.
-                _flush_written(target)
+                fsync_file(target, data_only=True)
                 if first_step and not backup.done:
                     crash_point("snapshot.copy")
                 first_step = False
