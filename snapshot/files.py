@@ -1,4 +1,4 @@
-"""Crash-safe file steps shared by snapshots and restore, and the crash hook that tests use.
+"""Crash-safe file steps shared by the log, snapshots, restore and the local object store.
 
 A durable file is written as `<name>.part`, fsynced, renamed, and its directory
 fsynced (Litestream's `WriteLTXFile`): a crash leaves either the old name, the
@@ -14,9 +14,9 @@ import zlib
 from pathlib import Path
 from typing import IO, Any
 
+from coordinator import fault_points
+
 PART_SUFFIX = ".part"
-CRASH_ENVIRONMENT_VARIABLE = "DISKLESS_CRASH_AT"
-CRASH_EXIT_CODE = 137  # what a SIGKILL looks like to a parent
 CHECKSUM_CHUNK_BYTES = 8 * 1024 * 1024  # large reads: zlib.crc32 releases the GIL on big buffers
 # Freed a few MiB per truncate: on ext4 mounted with `discard` one unlink of tens of megabytes stalls the
 # journal commit that the metadata log's next fdatasync waits for (measured on the bench machine: a small
@@ -25,15 +25,8 @@ CHECKSUM_CHUNK_BYTES = 8 * 1024 * 1024  # large reads: zlib.crc32 releases the G
 DELETE_CHUNK_BYTES = 4 * 1024 * 1024
 
 
-def crash_point(step: str) -> None:
-    """Fault hook: exits the process at once (no cleanup, no flush) when DISKLESS_CRASH_AT names `step`.
-
-    Steps: snapshot.copy (after the first copy step), snapshot.before_rename
-    (parts fsynced, not renamed), snapshot.after_rename (renamed, not pruned),
-    prune.midway (one log segment deleted, the rest not). Only tests set it.
-    """
-    if os.environ.get(CRASH_ENVIRONMENT_VARIABLE) == step:
-        os._exit(CRASH_EXIT_CODE)
+# For coordinator/file_workers.py until it calls coordinator.fault_points.reach itself.
+crash_point = fault_points.reach
 
 
 def fsync_directory(directory: str | os.PathLike[str]) -> None:

@@ -38,13 +38,13 @@ from pathlib import Path
 
 import apsw
 
+from coordinator import fault_points
 from coordinator.invariants import check_invariant
 from coordinator.state.reads import one_row
 from snapshot.files import (
     PART_SUFFIX,
     ChecksumMismatch,
     copy_durably,
-    crash_point,
     delete_in_chunks,
     file_checksum,
     flush_and_fsync,
@@ -270,11 +270,11 @@ def take_snapshot(
     with open(part_path(manifest_path), "w", encoding="utf-8") as file:
         json.dump(manifest.to_json(), file)
         flush_and_fsync(file)
-    crash_point("snapshot.before_rename")
+    fault_points.reach("snapshot.before_rename")
     os.replace(data_part, manifest.data_path)
     os.replace(part_path(manifest_path), manifest_path)
     fsync_directory(directory)
-    crash_point("snapshot.after_rename")
+    fault_points.reach("snapshot.after_rename")
     return manifest
 
 
@@ -307,7 +307,7 @@ def _backup(
                 # spills them: what is flushed is at most a step plus that cache.
                 fsync_file(target, data_only=True)
                 if first_step and not backup.done:
-                    crash_point("snapshot.copy")
+                    fault_points.reach("snapshot.copy")
                 first_step = False
                 _pace(started, (backup.page_count - backup.remaining) * page_size, bytes_per_second_max)
         # A self-contained file: rollback-journal mode, so reading it never makes -wal/-shm files.

@@ -17,8 +17,8 @@ from coordinator.object_store import ObjectStore, new_wal_key
 from protos import coordinator_pb2 as pb
 from protos import internal_pb2 as internal
 from protos import internal_pb2_grpc as internal_grpc
-from snapshot.files import CRASH_ENVIRONMENT_VARIABLE, CRASH_EXIT_CODE
 from tests.certificates import channel_credentials, issue
+from tests.crashing_serve import CRASH_EXIT_CODE, crashing_at
 from tests.harness import (
     Broker,
     ServerProcess,
@@ -219,17 +219,14 @@ def test_a_topic_deleted_while_its_file_holds_another_topics_batches(cluster: Cl
     cluster.wait_deleted(key)
 
 
-def test_a_restart_between_the_receivers_record_and_the_senders(
-    cluster: Cluster, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
+def test_a_restart_between_the_receivers_record_and_the_senders(cluster: Cluster, tmp_path: Path) -> None:
     topic_id, partitions = cluster.partitions_on(0, 1)
     key = cluster.upload()
     cluster.commit(key, topic_id, [partitions[0], partitions[1]], [0, 1])
     node = cluster.node
     node.stop()
-    monkeypatch.setenv(CRASH_ENVIRONMENT_VARIABLE, "handover.after_peer")
-    node.start()
-    monkeypatch.delenv(CRASH_ENVIRONMENT_VARIABLE)
+    with crashing_at("handover.after_peer"):
+        node.start()
     cluster.broker = Broker(node.stub, node.coordinators)
     cluster.empty(topic_id, partitions[0])
     assert node.process is not None
