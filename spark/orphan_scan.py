@@ -1,6 +1,6 @@
 """The orphan-file scan on PySpark (DESIGN §7): find WAL objects no coordinator knows, and delete them.
 
-Run it as `diskless orphan-scan ...` or `spark-submit spark/orphan_scan.py ...`
+Run it as `diskless orphan-scan ...` or `spark-submit spark/command.py ...`
 (same flags), or call `run_scan(spark, options)` with a session of your own.
 
 Phases, each timed and reported while it runs:
@@ -308,12 +308,3 @@ def _delete(spark: SparkSession, options: ScanOptions, discovery: Discovery, rep
     report.delete_failed = tally.failed
     report.kept_by_recheck = tally.kept_by_recheck
     report.note_failures(tally.failures)
-
-
-if __name__ == "__main__":
-    # Run as a script (spark-submit spark/orphan_scan.py): the script's directory must not shadow top-level modules.
-    if sys.path and os.path.abspath(sys.path[0] or ".") == os.path.dirname(os.path.abspath(__file__)):
-        sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    from spark.command import main
-
-    sys.exit(main())

@@ -497,7 +497,7 @@ def test_spark_submit_runs_periodic_scans(local_store_under_test: ObjectStoreUnd
         )
         submit = Path(sys.executable).parent / "spark-submit"
         done = subprocess.run(
-            [str(submit), "--master", "local[1]", str(REPO / "spark" / "orphan_scan.py"), "--bootstrap",
+            [str(submit), "--master", "local[1]", str(REPO / "spark" / "command.py"), "--bootstrap",
              server.address, "--config", str(properties), "--force", "--json", "--periodic", "--scans", "2",
              "--manifest-dir", str(tmp_path / "manifests")],
             cwd=tmp_path, capture_output=True, text=True, timeout=SUBMIT_TIMEOUT_S,
