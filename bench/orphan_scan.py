@@ -177,7 +177,7 @@ def build(work_dir: Path, objects: int, known: int) -> None:
 
 
 def spark_scan(spark: Any, address: str, root: Path, manifests: Path) -> dict[str, Any]:
-    from spark.coordinators import CoordinatorAccess
+    from spark.coordinator_client import CoordinatorAccess
     from spark.options import ScanOptions
     from spark.orphan_scan import run_scan
 

@@ -45,11 +45,11 @@ from coordinator.log.segments import MetadataLog
 from coordinator.records import CommittedBatch
 from coordinator.settings import Settings
 from coordinator.state.replay import rebuild_from_log
+from coordinator.state.snapshots import delete_snapshot, snapshot_directory, take_snapshot
 from protos import admin_pb2 as admin
 from protos import admin_pb2_grpc
 from protos import coordinator_pb2 as pb
 from protos import coordinator_pb2_grpc as pb_grpc
-from snapshot.snapshots import delete_snapshot, snapshot_directory, take_snapshot
 
 SEGMENT_BYTES = 64 * 1024 * 1024
 APPEND_TIME_MS = 1_700_000_000_000

@@ -14,15 +14,15 @@ import logging
 import sys
 from pathlib import Path
 
-from coordinator.acl import AclError
-from coordinator.commands import add_operator_commands
+from coordinator.acl_file import AclError
+from coordinator.operator_commands import add_operator_commands
 from coordinator.settings import SettingsError, describe_settings, load_settings
 
 
 def _serve(args: argparse.Namespace) -> int:
     import uvloop
 
-    from coordinator.logs import configure_logging
+    from coordinator.logging_output import configure_logging
     from coordinator.server import serve
 
     try:

@@ -24,7 +24,7 @@ from google.protobuf.descriptor import ServiceDescriptor
 from google.protobuf.message import DecodeError, Message
 from grpc._cython import cygrpc  # type: ignore[attr-defined]  # private: grpc's stubs leave it out
 
-from coordinator.access import AccessControl
+from coordinator.access_control import AccessControl
 from coordinator.errors import (
     CallRejected,
     PermissionDenied,
@@ -35,7 +35,7 @@ from coordinator.errors import (
     grpc_status_of,
 )
 from coordinator.invariants import check_invariant
-from coordinator.logs import EveryInterval
+from coordinator.logging_output import EveryInterval
 from coordinator.metrics import Metrics
 from coordinator.settings import property_name
 

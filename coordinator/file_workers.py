@@ -27,6 +27,8 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from snapshot.files import crash_point
+
 from coordinator import wal_files
 from coordinator.clock import Clock
 from coordinator.errors import CallRejected, CoordinatorUnavailable
@@ -38,7 +40,6 @@ from coordinator.shard import CoordinatorShard, ShardState
 from coordinator.state import reads
 from coordinator.view import FileFacts
 from coordinator.wal_files import FileRef
-from snapshot.files import crash_point
 
 log = logging.getLogger(__name__)
 

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 
 import grpc
 
-from coordinator.security import tls_files
 from coordinator.settings import Settings
+from coordinator.tls import tls_files
 from coordinator.view import FileFacts
 from protos import coordinator_pb2 as pb
 from protos import internal_pb2 as internal

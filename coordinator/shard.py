@@ -37,6 +37,17 @@ from pathlib import Path
 from typing import Any
 
 import apsw
+from snapshot.files import DirectoryLock
+from snapshot.prune import PruneResult, delete_snapshots, prune_log
+from snapshot.snapshots import (
+    SnapshotCheck,
+    SnapshotManifest,
+    check_snapshots,
+    list_snapshots,
+    remove_incomplete,
+    snapshot_directory,
+    take_snapshot,
+)
 
 from coordinator import records
 from coordinator.clock import Clock
@@ -58,17 +69,6 @@ from coordinator.state.reads import StateDamaged
 from coordinator.state.replay import replay_log
 from coordinator.state.store import AppliedFrame, StateCorrupt, StateStore
 from coordinator.view import CoordinatorView
-from snapshot.files import DirectoryLock
-from snapshot.prune import PruneResult, delete_snapshots, prune_log
-from snapshot.snapshots import (
-    SnapshotCheck,
-    SnapshotManifest,
-    check_snapshots,
-    list_snapshots,
-    remove_incomplete,
-    snapshot_directory,
-    take_snapshot,
-)
 
 log = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@
 - `command`: `diskless orphan-scan` and the spark-submit script (`spark-submit spark/command.py`), the periodic loop;
 - `options`: the scan's options, from the coordinators' settings file and the flags;
 - `rules`: the safety rules (threshold, grace floor, orphan share), pure functions;
-- `coordinators`: discovery (DescribeCoordinators) and classification (DescribeFiles);
+- `coordinator_client`: discovery (DescribeCoordinators) and classification (DescribeFiles);
 - `listing`: the store listed on executors, by key prefix;
 - `deletion`: deletes on executors, re-checked, in batches, paced;
 - `report`: the report, as a table or JSON; `progress`: progress lines while it runs.

@@ -19,22 +19,19 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 PACKAGE = REPO / "coordinator"
-# The snapshot package sits at the state/log level: the shard may import it, it never imports the runtime.
-RANKED_PACKAGES = (PACKAGE, REPO / "snapshot")
+RANKED_PACKAGES = (PACKAGE,)
 # Every package with hand-written modules (protos/*_pb2*.py are generated, and import only each other).
 ALL_PACKAGES = (REPO / "protos", *RANKED_PACKAGES, REPO / "spark", REPO / "bench")
 # Top-level packages, lowest first: a module-level import goes to its own package or one before it.
 PACKAGE_ORDER = ("protos", "coordinator", "spark", "bench")
-# Packages that count as another's for PACKAGE_ORDER: snapshot/ is coordinator's state layer (see above).
-PACKAGE_OF = {"snapshot": "coordinator"}
 
 # A module may import only modules of a lower rank (or its own rank's leaves listed as allowed).
 RANKS: dict[str, float] = {
     "coordinator.__main__": 7,
     "coordinator.cli": 6,
     "coordinator.server": 5,
-    "coordinator.commands": 5.5,
-    "coordinator.admin": 4.5,
+    "coordinator.operator_commands": 5.5,
+    "coordinator.admin_service": 4.5,
     "coordinator.node": 4,
     "coordinator.router": 3,
     "coordinator.catalog": 2,
@@ -51,8 +48,8 @@ RANKS: dict[str, float] = {
     "coordinator.state.integrity": 1,
     "coordinator.state.opening": 1.6,
     "coordinator.edge": 4.8,
-    "snapshot.prune": 1.3,
-    "snapshot.snapshots": 1.2,
+    "coordinator.state.pruning": 1.3,
+    "coordinator.state.snapshots": 1.2,
 }
 # The functional core: checks and records. They must not touch sockets, disk or SQLite.
 PURE_CORE = {
@@ -114,8 +111,7 @@ def _modules(packages: tuple[Path, ...] = ALL_PACKAGES) -> dict[str, Imports]:
 
 
 def _package(module: str) -> str:
-    top = module.split(".")[0]
-    return PACKAGE_OF.get(top, top)
+    return module.split(".")[0]
 
 
 def test_no_module_imports_a_higher_layer() -> None:

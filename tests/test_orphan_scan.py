@@ -37,7 +37,7 @@ from coordinator.settings import load_settings
 from protos import coordinator_pb2 as pb
 from protos import coordinator_pb2_grpc as pb_grpc
 from spark.command import main
-from spark.coordinators import ORPHAN, UNRESOLVED, CoordinatorAccess, verdict_of
+from spark.coordinator_client import ORPHAN, UNRESOLVED, CoordinatorAccess, verdict_of
 from spark.deletion import Pacer
 from spark.listing import block_of, list_outside_blocks, listing_slices, spread
 from spark.options import ScanOptions

@@ -42,6 +42,7 @@ from typing import Any
 import apsw
 
 from coordinator import records
+from coordinator.durable_files import flush_and_fsync, fsync_directory, fsync_file, part_path, write_durably
 from coordinator.log.frame import Frame, FrameSearchIncomplete, decode_frame, encode_frame, verifying_frames_after
 from coordinator.log.record_descriptions import LostRecord, Names, describe_record
 from coordinator.log.segments import (
@@ -52,8 +53,7 @@ from coordinator.log.segments import (
     segment_bases,
     segment_name,
 )
-from snapshot.files import flush_and_fsync, fsync_directory, fsync_file, part_path, write_durably
-from snapshot.snapshots import (
+from coordinator.state.snapshots import (
     DATA_SUFFIX,
     MANIFEST_SUFFIX,
     SnapshotManifest,

@@ -24,9 +24,9 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from coordinator.durable_files import flush_and_fsync, fsync_directory
 from coordinator.invariants import check_invariant
 from coordinator.log.frame import Frame, FrameSearchIncomplete, decode_frame, frame_problem, verifying_frames_after
-from snapshot.files import flush_and_fsync, fsync_directory
 
 log = logging.getLogger(__name__)
 SEGMENT_SUFFIX = ".log"

@@ -9,6 +9,7 @@ import uuid
 from collections.abc import Iterator, Sequence
 from typing import final
 
+from coordinator.durable_files import flush_and_fsync, fsync_directory
 from coordinator.object_store.base import (
     DELETE_BATCH_MAX,
     DeleteOutcome,
@@ -17,7 +18,6 @@ from coordinator.object_store.base import (
     StoreConfig,
     key_problem,
 )
-from snapshot.files import flush_and_fsync, fsync_directory
 
 # Temporary files of `put` start with this: no WAL key can, and `list` skips them.
 TEMP_PREFIX = ".tmp-"

@@ -19,8 +19,8 @@ from pathlib import Path
 from coordinator.invariants import check_invariant
 from coordinator.log.segments import LogPosition
 from coordinator.state.integrity import check_integrity
+from coordinator.state.snapshots import list_snapshots, restore_newest, snapshot_directory
 from coordinator.state.store import StateCorrupt, StateStore
-from snapshot.snapshots import list_snapshots, restore_newest, snapshot_directory
 
 log = logging.getLogger(__name__)
 

@@ -26,18 +26,15 @@ from typing import Any, TypeVar
 import apsw
 import grpc
 
+from coordinator.directory_lock import DirectoryInUse, DirectoryLock
+from coordinator.durable_files import ChecksumMismatch
 from coordinator.log.recovery import RecoveryRefused, apply_recovery, plan_json_text, plan_recovery, report_lines
 from coordinator.log.segments import CorruptLogError, LogPosition, MetadataLog, scan_log, scan_position
 from coordinator.settings import Settings
 from coordinator.state import reads
 from coordinator.state.integrity import check_integrity, take_clean_close_mark
-from protos import admin_pb2 as admin
-from protos import admin_pb2_grpc
-from protos import coordinator_pb2 as pb
-from protos import coordinator_pb2_grpc as pb_grpc
-from snapshot.files import ChecksumMismatch, DirectoryInUse, DirectoryLock
-from snapshot.prune import prune
-from snapshot.snapshots import (
+from coordinator.state.pruning import prune
+from coordinator.state.snapshots import (
     SnapshotError,
     SnapshotId,
     SnapshotManifest,
@@ -48,6 +45,10 @@ from snapshot.snapshots import (
     take_snapshot,
     verify_snapshot,
 )
+from protos import admin_pb2 as admin
+from protos import admin_pb2_grpc
+from protos import coordinator_pb2 as pb
+from protos import coordinator_pb2_grpc as pb_grpc
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:50051"
 RPC_TIMEOUT_S = 120.0  # a snapshot of a large state takes seconds; the command waits this long at most

@@ -16,8 +16,8 @@ The copy shares a small node with the commit path, so it is kept gentle
 flushed one step at a time, so the metadata log's fdatasync never queues
 behind more than a step of dirty data; it is paced to a rate bound, so that
 on an idle machine it does not burst at the disk's full speed; old
-snapshots are freed a few MiB at a time (snapshot/files.py), off the log's
-writer thread (snapshot/prune.py).
+snapshots are freed a few MiB at a time (coordinator/durable_files.py), off the log's
+writer thread (coordinator/state/pruning.py).
 
 Files appear in this order: the data file's `.part` (written, fsynced), the
 manifest's `.part` (fsynced), the data renamed, the manifest renamed, the
@@ -39,9 +39,7 @@ from pathlib import Path
 import apsw
 
 from coordinator import fault_points
-from coordinator.invariants import check_invariant
-from coordinator.state.reads import one_row
-from snapshot.files import (
+from coordinator.durable_files import (
     PART_SUFFIX,
     ChecksumMismatch,
     copy_durably,
@@ -52,6 +50,8 @@ from snapshot.files import (
     fsync_file,
     part_path,
 )
+from coordinator.invariants import check_invariant
+from coordinator.state.reads import one_row
 
 log = logging.getLogger(__name__)
 

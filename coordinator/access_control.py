@@ -6,10 +6,10 @@ import logging
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from coordinator.acl import RPC_PERMISSIONS, AclFile, Permission
+from coordinator.acl_file import RPC_PERMISSIONS, AclFile, Permission
 from coordinator.errors import PermissionDenied, Unauthenticated
-from coordinator.logs import EveryInterval
-from coordinator.security import ANONYMOUS, principal_of
+from coordinator.logging_output import EveryInterval
+from coordinator.tls import ANONYMOUS, principal_of
 
 log = logging.getLogger(__name__)
 DENIAL_LOG_INTERVAL_S = 10.0  # one line per (RPC, principal, reason) per interval: a misconfigured client retries fast

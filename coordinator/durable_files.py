@@ -8,13 +8,10 @@ real name.
 
 from __future__ import annotations
 
-import fcntl
 import os
 import zlib
 from pathlib import Path
 from typing import IO, Any
-
-from coordinator import fault_points
 
 PART_SUFFIX = ".part"
 CHECKSUM_CHUNK_BYTES = 8 * 1024 * 1024  # large reads: zlib.crc32 releases the GIL on big buffers
@@ -23,10 +20,6 @@ CHECKSUM_CHUNK_BYTES = 8 * 1024 * 1024  # large reads: zlib.crc32 releases the G
 # append's fdatasync p99 went from 2-5 ms to 13-25 ms while 60 MB files were unlinked, and stayed at 2-3 ms
 # while they were truncated 1-4 MiB at a time).
 DELETE_CHUNK_BYTES = 4 * 1024 * 1024
-
-
-# For coordinator/file_workers.py until it calls coordinator.fault_points.reach itself.
-crash_point = fault_points.reach
 
 
 def fsync_directory(directory: str | os.PathLike[str]) -> None:
@@ -136,31 +129,3 @@ def copy_durably(source: Path, target: Path, expected: tuple[int, int]) -> None:
         raise
     os.replace(part, target)
     fsync_directory(target.parent)
-
-
-class DirectoryInUse(Exception):
-    """Another process (a running node, an operator command) holds the coordinator directory."""
-
-
-class DirectoryLock:
-    """An exclusive `flock` on `<directory>/lock` for as long as a process works on the directory.
-
-    A running coordinator holds it, so that an offline command (restore,
-    create, describe from files) never changes state under a live node. The
-    kernel drops it when the process dies, so a crash leaves nothing to clean.
-    """
-
-    def __init__(self, directory: Path) -> None:
-        directory.mkdir(parents=True, exist_ok=True)
-        self.path = directory / "lock"
-        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(self._fd)
-            raise DirectoryInUse(f"{directory} is in use by another process (a running node?)") from None
-
-    def release(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)  # closing the descriptor drops the lock
-            self._fd = -1

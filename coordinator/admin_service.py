@@ -12,13 +12,13 @@ from typing import Any, Protocol, TypeVar
 
 import grpc
 
-from coordinator.acl import Permission
+from coordinator.acl_file import Permission
 from coordinator.errors import CoordinatorUnavailable, ErrorCode, MalformedRequest
 from coordinator.router import Router
 from coordinator.shard import CoordinatorShard
+from coordinator.state.snapshots import SnapshotManifest
 from protos import admin_pb2 as admin
 from protos import admin_pb2_grpc as admin_grpc
-from snapshot.snapshots import SnapshotManifest
 
 ADMIN_SERVICE_NAME = admin.DESCRIPTOR.services_by_name["CoordinatorAdmin"].full_name
 # Taking a snapshot changes the node (files, log start): ALTER; listing is read-only.

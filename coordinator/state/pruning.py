@@ -20,7 +20,7 @@ from pathlib import Path
 
 from coordinator import fault_points
 from coordinator.log.segments import MetadataLog
-from snapshot.snapshots import SnapshotId, delete_snapshot, list_snapshots
+from coordinator.state.snapshots import SnapshotId, delete_snapshot, list_snapshots
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,1 +1,0 @@
-"""Snapshots of a coordinator's SQLite state (SQLite backup API), log pruning and restore (DESIGN §6)."""
