@@ -16,7 +16,6 @@ from pathlib import Path
 
 import apsw
 import pytest
-from snapshot import snapshots
 
 from coordinator.clock import SystemClock
 from coordinator.durable_files import file_checksum
@@ -25,6 +24,7 @@ from coordinator.log.segments import MetadataLog
 from coordinator.records import encode_batch, leader_change
 from coordinator.settings import Settings
 from coordinator.shard import CoordinatorShard, LoadFailed
+from coordinator.state import snapshots
 from coordinator.state.pruning import delete_snapshots, prune_log
 from coordinator.state.replay import logical_dump, rebuild_from_log
 from coordinator.state.snapshots import list_snapshots, take_snapshot, verify_snapshot
