@@ -18,6 +18,7 @@ import apsw
 from bench.systems import Counters, FindOutcome, FindPosition, process_cpu_s, process_write_bytes
 from bench.workload import CommitSpec
 from coordinator.producers import ProducerWindow, WindowEntry, advance_window, decode_window, encode_window
+from coordinator.state.reads import one_row
 from coordinator.state.schema import STATEMENTS
 
 APPEND_TIME_MS = 1_700_000_000_000
@@ -61,7 +62,7 @@ class RawApswSystem:
             ("file_id", "files", "file_id"),
         ):
             query = f"SELECT coalesce(max({column}) + 1, 0) FROM {table}"
-            self._next[name] = self.db.execute(query).fetchone()[0]
+            (self._next[name],) = one_row(self.db.execute(query), f"the next {name}")
         self._reader = apsw.Connection(str(self.path), flags=apsw.SQLITE_OPEN_READONLY)
 
     async def create_topic(self, name: str, partitions: int) -> int:

@@ -25,7 +25,7 @@ def _run(args: argparse.Namespace) -> int:
         print("diskless bench run: --set takes NAME=VALUE", file=sys.stderr)
         return 2
     config = replace(config, coordinators=args.coordinators or config.coordinators,
-                     coordinator_settings=overrides)  # type: ignore[arg-type]  # fmt: skip
+                     coordinator_settings=overrides)  # fmt: skip
     if args.live is not None:
         try:
             live = tuple(int(n) for n in args.live.split(",") if n.strip())

@@ -121,8 +121,8 @@ class CoordinatorSystem:
         self.name = name
         self.server = server
         self._channel: grpc.aio.Channel | None = None
-        self._stub: pb_grpc.DisklessCoordinatorStub | None = None
-        self._commit: grpc.aio.UnaryUnaryMultiCallable | None = None
+        self._stub: pb_grpc.DisklessCoordinatorAsyncStub | None = None
+        self._commit: grpc.aio.UnaryUnaryMultiCallable[bytes, pb.CommitFileResponse] | None = None
         self._topics: list[tuple[bytes, list[int]]] = []
 
     async def open(self) -> None:
@@ -139,14 +139,14 @@ class CoordinatorSystem:
         deadline = time.monotonic() + START_TIMEOUT_S
         while time.monotonic() < deadline:
             with contextlib.suppress(grpc.aio.AioRpcError):
-                answer = await health.Check(health_pb2.HealthCheckRequest(), timeout=1)
+                answer = await health.Check(health_pb2.HealthCheckRequest(), timeout=1)  # type: ignore[attr-defined]  # the stubs' HealthStub lists no methods
                 if answer.status == health_pb2.HealthCheckResponse.SERVING:
                     return
             await asyncio.sleep(0.05)
         raise RuntimeError(f"{self.name} not SERVING after {START_TIMEOUT_S} s")
 
     @property
-    def stub(self) -> pb_grpc.DisklessCoordinatorStub:
+    def stub(self) -> pb_grpc.DisklessCoordinatorAsyncStub:
         assert self._stub is not None
         return self._stub
 

@@ -44,7 +44,7 @@ def _start_server(data_dir: Path, coordinators: int) -> tuple[subprocess.Popen[s
     raise RuntimeError("server did not start")
 
 
-async def _wait_serving(stub: pb_grpc.DisklessCoordinatorStub) -> None:
+async def _wait_serving(stub: pb_grpc.DisklessCoordinatorAsyncStub) -> None:
     for _ in range(600):
         try:
             await stub.DescribeCoordinators(pb.DescribeCoordinatorsRequest(), timeout=1)
@@ -55,7 +55,7 @@ async def _wait_serving(stub: pb_grpc.DisklessCoordinatorStub) -> None:
 
 
 async def create_load_topic(
-    stub: pb_grpc.DisklessCoordinatorStub, prefix: str, partitions: int
+    stub: pb_grpc.DisklessCoordinatorAsyncStub, prefix: str, partitions: int
 ) -> tuple[bytes, list[int]]:
     """A new topic of `partitions` partitions: (its id, the coordinators that hold them)."""
     topic_id = uuid.uuid4().bytes
@@ -75,7 +75,7 @@ async def create_load_topic(
 
 
 async def _broker(
-    stub: pb_grpc.DisklessCoordinatorStub,
+    stub: pb_grpc.DisklessCoordinatorAsyncStub,
     broker_id: int,
     topic_id: bytes,
     partitions: int,
@@ -103,7 +103,7 @@ async def _broker(
                     base_offset=0,
                     last_offset=9,
                     batch_max_timestamp=1_700_000_000_000,
-                    timestamp_type=0,
+                    timestamp_type=pb.CREATE_TIME,
                     producer_id=producer_base + partition,
                     producer_epoch=0,
                     base_sequence=seq,

@@ -79,7 +79,7 @@ def _server(work_dir: Path) -> CoordinatorServer:
         while time.monotonic() < deadline:
             try:
                 if (
-                    health.Check(health_pb2.HealthCheckRequest(), timeout=5).status
+                    health.Check(health_pb2.HealthCheckRequest(), timeout=5).status  # type: ignore[attr-defined]  # the stubs' HealthStub lists no methods
                     == health_pb2.HealthCheckResponse.SERVING
                 ):
                     return server
@@ -177,7 +177,7 @@ def build(work_dir: Path, objects: int, known: int) -> None:
 
 
 def spark_scan(spark: Any, address: str, root: Path, manifests: Path) -> dict[str, Any]:
-    from spark.coordinators import CoordinatorAccess
+    from spark.coordinator_client import CoordinatorAccess
     from spark.options import ScanOptions
     from spark.orphan_scan import run_scan
 

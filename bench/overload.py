@@ -44,6 +44,7 @@ from pathlib import Path
 import grpc
 
 from bench.load import create_load_topic
+from coordinator.backoff import Backoff
 from protos import coordinator_pb2 as pb
 from protos import coordinator_pb2_grpc as pb_grpc
 
@@ -111,7 +112,7 @@ def _start_server(
     raise RuntimeError(f"the node did not start:\n{log_path.read_text(errors='replace')[-3000:]}")
 
 
-async def _wait_serving(stub: pb_grpc.DisklessCoordinatorStub) -> None:
+async def _wait_serving(stub: pb_grpc.DisklessCoordinatorAsyncStub) -> None:
     deadline = time.monotonic() + START_TIMEOUT_S
     while time.monotonic() < deadline:
         try:
@@ -126,11 +127,22 @@ async def _wait_serving(stub: pb_grpc.DisklessCoordinatorStub) -> None:
 
 def _batches_field(topic_id: bytes, partitions: int, batches: int, client: int) -> bytes:
     """The serialised `batches` field of a commit: prepared once per client (the load's CPU stays on the node)."""
-    fixed = {"magic": 2, "topic_id": topic_id, "size": BATCH_BYTES, "base_offset": 0, "last_offset": 9,
-             "batch_max_timestamp": 1_700_000_000_000, "timestamp_type": 0, "producer_id": -1, "producer_epoch": -1,
-             "base_sequence": -1, "last_sequence": -1}  # fmt: skip
     items = [
-        pb.CommitFileRequest.Batch(partition=(client * batches + i) % partitions, byte_offset=i * BATCH_BYTES, **fixed)
+        pb.CommitFileRequest.Batch(
+            partition=(client * batches + i) % partitions,
+            byte_offset=i * BATCH_BYTES,
+            magic=2,
+            topic_id=topic_id,
+            size=BATCH_BYTES,
+            base_offset=0,
+            last_offset=9,
+            batch_max_timestamp=1_700_000_000_000,
+            timestamp_type=pb.CREATE_TIME,
+            producer_id=-1,
+            producer_epoch=-1,
+            base_sequence=-1,
+            last_sequence=-1,
+        )
         for i in range(batches)
     ]
     return pb.CommitFileRequest(batches=items).SerializeToString()
@@ -146,10 +158,12 @@ class Overload:
         self.rss_samples: list[tuple[float, int]] = []
         self.in_flight = 0
 
-    async def slot(self, call: grpc.aio.UnaryUnaryMultiCallable, head: bytes, body: bytes, stop_at: float) -> None:
+    async def slot(
+        self, call: grpc.aio.UnaryUnaryMultiCallable[bytes, bytes], head: bytes, body: bytes, stop_at: float
+    ) -> None:
         args, tally = self.args, self.tally
         file_size = args.batches * BATCH_BYTES
-        backoff_ms = args.backoff_ms
+        backoff = Backoff(args.backoff_ms, args.backoff_max_ms)
         while time.monotonic() < stop_at:
             request = pb.CommitFileRequest(object_key=f"wal/{uuid.uuid4().hex}", file_size=file_size)
             sent = time.perf_counter()
@@ -163,12 +177,11 @@ class Overload:
                 tally.error_latencies_s.setdefault(code, []).append(latency)
                 tally.details[(code, re.sub(r"\d+", "N", error.details() or "")[:160])] += 1
                 # As a Kafka client: retry.backoff.ms doubling up to retry.backoff.max.ms, jittered.
-                await asyncio.sleep(backoff_ms / 1000 * random.uniform(0.8, 1.2))
-                backoff_ms = min(backoff_ms * 2, args.backoff_max_ms)
+                await asyncio.sleep(backoff.failed() / 1000 * random.uniform(0.8, 1.2))
                 continue
             finally:
                 self.in_flight -= 1
-            backoff_ms = args.backoff_ms
+            backoff.succeeded()
             tally.ok_latencies_s.append(time.perf_counter() - sent)
             response = pb.CommitFileResponse.FromString(raw)
             failed = sum(1 for b in response.batches if b.error_code != pb.NONE)
@@ -185,7 +198,9 @@ class Overload:
         # Each broker on a connection of its own (channels with equal arguments would share one).
         options = [("grpc.use_local_subchannel_pool", 1), ("grpc.max_send_message_length", 64 << 20)]
         async with grpc.aio.insecure_channel(self.address, options=options) as channel:
-            call = channel.unary_unary(COMMIT_METHOD, request_serializer=None, response_deserializer=None)
+            call: grpc.aio.UnaryUnaryMultiCallable[bytes, bytes] = channel.unary_unary(
+                COMMIT_METHOD, request_serializer=None, response_deserializer=None
+            )
             head = pb.CommitFileRequest(object_format=1, uploader_broker_id=client, owner_ids=owners)
             await asyncio.gather(
                 *(self.slot(call, head.SerializeToString(), body, stop_at) for _ in range(self.args.in_flight))
@@ -271,8 +286,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--coordinators", type=int, default=8)
     parser.add_argument("--seconds", type=float, default=30, help="how long new calls are sent")
     parser.add_argument("--timeout", type=float, default=30, help="each call's deadline (seconds)")
-    parser.add_argument("--backoff-ms", type=float, default=100, help="first wait after a refusal (doubles per retry)")
-    parser.add_argument("--backoff-max-ms", type=float, default=1000, help="longest wait between retries")
+    parser.add_argument("--backoff-ms", type=int, default=100, help="first wait after a refusal (doubles per retry)")
+    parser.add_argument("--backoff-max-ms", type=int, default=1000, help="longest wait between retries")
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="a node setting")
     parser.add_argument("--node-log", type=Path, help="keep a copy of the node's log there")
     args = parser.parse_args(argv)

@@ -136,7 +136,7 @@ class PostgresCluster:
         with psycopg.connect(self.dsn, autocommit=True) as connection:
             for statement in PREFILL.split(";\n"):
                 if statement.strip():
-                    connection.execute(statement, params)  # type: ignore[arg-type]
+                    connection.execute(statement, params)
             connection.execute("VACUUM ANALYZE")
             connection.execute("CHECKPOINT")
 

@@ -169,7 +169,7 @@ def start_node(data_dir: Path, coordinators: int = 1) -> tuple[subprocess.Popen[
     while True:
         try:
             if (
-                health.Check(health_pb2.HealthCheckRequest(), timeout=1).status
+                health.Check(health_pb2.HealthCheckRequest(), timeout=1).status  # type: ignore[attr-defined]  # the stubs' HealthStub lists no methods
                 == health_pb2.HealthCheckResponse.SERVING
             ):
                 return process, address, time.perf_counter() - started

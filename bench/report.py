@@ -46,6 +46,14 @@ def _find(rows: list[dict[str, Any]], scenario: str, system: str) -> dict[str, A
     return next((r for r in rows if r["scenario"] == scenario and r["system"] == system), None)
 
 
+def _field(row: dict[str, Any] | None, key: str) -> float | None:
+    return None if row is None else float(row[key])
+
+
+def _ratio(row: dict[str, Any] | None, other: dict[str, Any] | None, key: str) -> float | None:
+    return None if row is None or other is None else float(row[key]) / float(other[key])
+
+
 def targets(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Each issue-6 target: the measured value, the target, met or not, and the ratio to the target."""
     checks: list[dict[str, Any]] = []
@@ -66,22 +74,22 @@ def targets(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     raw = _find(rows, "100x100 max", "raw-apsw")
     add(
         "batches/s at 100 batches per commit",
-        coordinator_max and coordinator_max["batches_per_s"],
+        _field(coordinator_max, "batches_per_s"),
         TARGET_BATCHES_PER_S,
     )
-    add("commit p99 ms at half the maximum rate", half and half["p99_ms"], TARGET_HALF_P99_MS, False)
-    add("FindBatches calls/s", find and find["find_calls_per_s"], TARGET_FIND_CALLS_PER_S)
-    add("FindBatches p99 ms", find and find["p99_ms"], TARGET_FIND_P99_MS, False)
+    add("commit p99 ms at half the maximum rate", _field(half, "p99_ms"), TARGET_HALF_P99_MS, False)
+    add("FindBatches calls/s", _field(find, "find_calls_per_s"), TARGET_FIND_CALLS_PER_S)
+    add("FindBatches p99 ms", _field(find, "p99_ms"), TARGET_FIND_P99_MS, False)
     add(
         "commits/s vs the PostgreSQL peer (x)",
-        coordinator_max and peer and coordinator_max["commits_per_s"] / peer["commits_per_s"],
+        _ratio(coordinator_max, peer, "commits_per_s"),
         TARGET_PEER_RATIO,
     )
     if coordinator_max and peer:
         add("commit p99 ms vs the peer's (at max rate; <= peer)", coordinator_max["p99_ms"], peer["p99_ms"], False)
     add(
         "commits/s vs the raw-apsw limit (x)",
-        coordinator_max and raw and coordinator_max["commits_per_s"] / raw["commits_per_s"],
+        _ratio(coordinator_max, raw, "commits_per_s"),
         TARGET_RAW_RATIO,
     )
     for row in rows:

@@ -20,6 +20,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from bench.state import build_coordinator_state
 
@@ -72,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
                     walls.append(wall)
                     per_file.extend(files)
                     print(f"  {pragma} round {round_number + 1}: {wall:.2f}s for the node", file=sys.stderr)
-                row = {
+                row: dict[str, Any] = {
                     "live_batches": live,
                     "state_bytes": size,
                     "check": pragma,

@@ -1,4 +1,10 @@
-"""`diskless`: the operator's command (DESIGN §9)."""
+"""`diskless`: the operator's command (DESIGN §9).
+
+`orphan-scan` and `bench` are other packages' commands with parsers of their own: this parser hands
+them the rest of the command line, and imports them only when one runs (spark/ and bench/ build on
+coordinator/, never the other way at import time; and `diskless --help` needs neither Spark nor the
+bench extra).
+"""
 
 from __future__ import annotations
 
@@ -8,16 +14,15 @@ import logging
 import sys
 from pathlib import Path
 
-from coordinator.acl import AclError
-from coordinator.commands import add_operator_commands
+from coordinator.acl_file import AclError
+from coordinator.operator_commands import add_operator_commands
 from coordinator.settings import SettingsError, describe_settings, load_settings
-from spark.command import add_orphan_scan_command
 
 
 def _serve(args: argparse.Namespace) -> int:
     import uvloop
 
-    from coordinator.logs import configure_logging
+    from coordinator.logging_output import configure_logging
     from coordinator.server import serve
 
     try:
@@ -74,14 +79,35 @@ def build_parser() -> argparse.ArgumentParser:
     settings.add_argument("--markdown", action="store_true", help="as a Markdown table")
     settings.set_defaults(run=_settings)
     add_operator_commands(commands)
-    add_orphan_scan_command(commands)
-    from bench.cli import add_bench_commands  # light: the harness's own imports wait for `bench run`
-
-    add_bench_commands(commands.add_parser("bench", help="benchmarks: `diskless bench run [--quick] [--out DIR]`"))
+    handed_over = (
+        ("orphan-scan", "find WAL files no coordinator knows (PySpark); --delete removes them", _orphan_scan),
+        ("bench", "benchmarks: `diskless bench run [--quick] [--out DIR]`", _bench),
+    )
+    for name, help_text, run in handed_over:
+        # No options of its own (not even -h): everything after the name goes to the command's parser.
+        command = commands.add_parser(name, help=help_text, add_help=False)
+        command.set_defaults(run=run, hands_over=True)
     return parser
+
+
+def _orphan_scan(args: argparse.Namespace, rest: list[str]) -> int:
+    from spark.command import main as orphan_scan
+
+    return orphan_scan(rest, prog="diskless orphan-scan")
+
+
+def _bench(args: argparse.Namespace, rest: list[str]) -> int:
+    from bench.cli import main as bench
+
+    return bench(rest)
 
 
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, rest = parser.parse_known_args(argv)
+    if getattr(args, "hands_over", False):
+        return int(args.run(args, rest))
+    if rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
     return int(args.run(args))

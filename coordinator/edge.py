@@ -16,15 +16,15 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, NoReturn, TypeVar, final
+from typing import Any, NoReturn, TypeAlias, TypeVar, final
 
 import grpc
 from google.protobuf import message_factory
 from google.protobuf.descriptor import ServiceDescriptor
 from google.protobuf.message import DecodeError, Message
-from grpc._cython import cygrpc
+from grpc._cython import cygrpc  # type: ignore[attr-defined]  # private: grpc's stubs leave it out
 
-from coordinator.access import AccessControl
+from coordinator.access_control import AccessControl
 from coordinator.errors import (
     CallRejected,
     PermissionDenied,
@@ -35,12 +35,14 @@ from coordinator.errors import (
     grpc_status_of,
 )
 from coordinator.invariants import check_invariant
-from coordinator.logs import EveryInterval
+from coordinator.logging_output import EveryInterval
 from coordinator.metrics import Metrics
 from coordinator.settings import property_name
 
 log = logging.getLogger(__name__)
 Response = TypeVar("Response")
+# The context of a call as the edge sees it: the request arrives as bytes, the response leaves as a message.
+Context: TypeAlias = "grpc.aio.ServicerContext[Any, Any]"
 REFUSAL_LOG_INTERVAL_S = 10.0  # one line per kind of refusal per interval, with the count it stood for
 # gRPC's own bound of calls (maximum_concurrent_rpcs) sits this far above the gate's, so that the calls refused
 # are refused by the gate (counted, logged, explained); gRPC's bound only caps the calls being refused at once.
@@ -131,7 +133,7 @@ class CallGate:
     async def call(
         self,
         method: str,
-        context: grpc.aio.ServicerContext,
+        context: Context,
         handler: Callable[[], Awaitable[Response] | Response],
     ) -> Response:
         started = time.perf_counter()
@@ -173,8 +175,8 @@ class CallGate:
         method: str,
         raw: bytes,
         request_type: type[Message],
-        run: Callable[[Any, grpc.aio.ServicerContext], Awaitable[Response]],
-        context: grpc.aio.ServicerContext,
+        run: Callable[[Any, Context], Awaitable[Response]],
+        context: Context,
     ) -> Response:
         """A call as it arrives: admitted within the node's bounds, parsed, then run (`run` goes through `call`).
 
@@ -206,9 +208,7 @@ class CallGate:
         finally:
             self.admission.release(size)
 
-    async def _refuse(
-        self, method: str, error: CallRejected, context: grpc.aio.ServicerContext, log_key: object, what: str
-    ) -> NoReturn:
+    async def _refuse(self, method: str, error: CallRejected, context: Context, log_key: object, what: str) -> NoReturn:
         """Answers a call refused at the edge (raises AbortError), counts it, and logs it at a bounded rate."""
         code, message = grpc_status_of(error)
         self.metrics.rpc_requests.labels(method, code.name).inc()
@@ -219,13 +219,15 @@ class CallGate:
         raise AssertionError("unreachable: abort raises")
 
 
-def edge_handlers(service: ServiceDescriptor, servicer: object, gate: CallGate) -> dict[str, grpc.RpcMethodHandler]:
+def edge_handlers(
+    service: ServiceDescriptor, servicer: object, gate: CallGate
+) -> dict[str, grpc.RpcMethodHandler[Any, Any]]:
     """A service's methods as gRPC handlers taking the request's bytes, which the gate admits and then parses.
 
     gRPC's generated handlers parse inside gRPC, which answers bytes that do not parse with UNKNOWN and logs a
     traceback per call; these answer INVALID_ARGUMENT with the reason and log at a bounded rate.
     """
-    handlers = {}
+    handlers: dict[str, grpc.RpcMethodHandler[Any, Any]] = {}
     for method in service.methods:
         check_invariant(not method.client_streaming and not method.server_streaming, f"{method.full_name} is not unary")
         run = getattr(servicer, method.name)
@@ -244,8 +246,8 @@ def edge_handlers(service: ServiceDescriptor, servicer: object, gate: CallGate) 
 
 def _take_call(
     gate: CallGate, method: str, request_type: type[Message], run: Callable[[Any, Any], Awaitable[Any]]
-) -> Callable[[bytes, grpc.aio.ServicerContext], Awaitable[Any]]:
-    async def take(raw: bytes, context: grpc.aio.ServicerContext) -> Any:
+) -> Callable[[bytes, Context], Awaitable[Any]]:
+    async def take(raw: bytes, context: Context) -> Any:
         return await gate.take(method, raw, request_type, run, context)
 
     return take

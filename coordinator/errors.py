@@ -7,34 +7,41 @@ broken); exceptions here are for calls that cannot run at all.
 from __future__ import annotations
 
 from enum import IntEnum
+from typing import TYPE_CHECKING
 
 import grpc
 
 from protos import coordinator_pb2 as pb
 
+# To the type checker the mirror is the generated enum class, which protobuf's stubs type every ErrorCode field
+# with; each member equals the contract's value of that name (tests/test_error_codes.py checks), so a member may be set
+# in a message as it is. Use `pb.ErrorCode.Name(code)` for a code's name: the checker sees no `.name`.
+if TYPE_CHECKING:
+    ErrorCode = pb.ErrorCode
+else:
 
-class ErrorCode(IntEnum):
-    """Mirror of the contract's ErrorCode enum, usable without protobuf lookups."""
+    class ErrorCode(IntEnum):
+        """Mirror of the contract's ErrorCode enum, usable without protobuf lookups (and named in logs)."""
 
-    NONE = pb.NONE
-    UNKNOWN_SERVER_ERROR = pb.UNKNOWN_SERVER_ERROR
-    OFFSET_OUT_OF_RANGE = pb.OFFSET_OUT_OF_RANGE
-    UNKNOWN_TOPIC_OR_PARTITION = pb.UNKNOWN_TOPIC_OR_PARTITION
-    REQUEST_TIMED_OUT = pb.REQUEST_TIMED_OUT
-    COORDINATOR_LOAD_IN_PROGRESS = pb.COORDINATOR_LOAD_IN_PROGRESS
-    COORDINATOR_NOT_AVAILABLE = pb.COORDINATOR_NOT_AVAILABLE
-    NOT_COORDINATOR = pb.NOT_COORDINATOR
-    INVALID_TOPIC_EXCEPTION = pb.INVALID_TOPIC_EXCEPTION
-    UNSUPPORTED_VERSION = pb.UNSUPPORTED_VERSION
-    TOPIC_ALREADY_EXISTS = pb.TOPIC_ALREADY_EXISTS
-    INVALID_PARTITIONS = pb.INVALID_PARTITIONS
-    INVALID_REQUEST = pb.INVALID_REQUEST
-    OUT_OF_ORDER_SEQUENCE_NUMBER = pb.OUT_OF_ORDER_SEQUENCE_NUMBER
-    INVALID_PRODUCER_EPOCH = pb.INVALID_PRODUCER_EPOCH
-    KAFKA_STORAGE_ERROR = pb.KAFKA_STORAGE_ERROR
-    INVALID_RECORD = pb.INVALID_RECORD
-    UNKNOWN_TOPIC_ID = pb.UNKNOWN_TOPIC_ID
-    INCONSISTENT_TOPIC_ID = pb.INCONSISTENT_TOPIC_ID
+        NONE = pb.NONE
+        UNKNOWN_SERVER_ERROR = pb.UNKNOWN_SERVER_ERROR
+        OFFSET_OUT_OF_RANGE = pb.OFFSET_OUT_OF_RANGE
+        UNKNOWN_TOPIC_OR_PARTITION = pb.UNKNOWN_TOPIC_OR_PARTITION
+        REQUEST_TIMED_OUT = pb.REQUEST_TIMED_OUT
+        COORDINATOR_LOAD_IN_PROGRESS = pb.COORDINATOR_LOAD_IN_PROGRESS
+        COORDINATOR_NOT_AVAILABLE = pb.COORDINATOR_NOT_AVAILABLE
+        NOT_COORDINATOR = pb.NOT_COORDINATOR
+        INVALID_TOPIC_EXCEPTION = pb.INVALID_TOPIC_EXCEPTION
+        UNSUPPORTED_VERSION = pb.UNSUPPORTED_VERSION
+        TOPIC_ALREADY_EXISTS = pb.TOPIC_ALREADY_EXISTS
+        INVALID_PARTITIONS = pb.INVALID_PARTITIONS
+        INVALID_REQUEST = pb.INVALID_REQUEST
+        OUT_OF_ORDER_SEQUENCE_NUMBER = pb.OUT_OF_ORDER_SEQUENCE_NUMBER
+        INVALID_PRODUCER_EPOCH = pb.INVALID_PRODUCER_EPOCH
+        KAFKA_STORAGE_ERROR = pb.KAFKA_STORAGE_ERROR
+        INVALID_RECORD = pb.INVALID_RECORD
+        UNKNOWN_TOPIC_ID = pb.UNKNOWN_TOPIC_ID
+        INCONSISTENT_TOPIC_ID = pb.INCONSISTENT_TOPIC_ID
 
 
 class CallRejected(Exception):

@@ -39,7 +39,7 @@ from coordinator.shard import CoordinatorShard, Operation, ShardState
 from coordinator.state import reads
 from coordinator.view import CoordinatorView, FileFacts
 from coordinator.wal_files import FileRef
-from snapshot.files import crash_point
+from snapshot.fault_points import reach
 
 log = logging.getLogger(__name__)
 
@@ -223,7 +223,7 @@ class FileWorker:
                 continue
             try:
                 await self._peers.hand_over(self.coordinator_id, target, handed, self._timeout_s)
-                crash_point("handover.after_peer")  # the next owner has the files, this one not yet forgotten them
+                reach("handover.after_peer")  # the next owner has the files, this one not yet forgotten them
                 refs = [FileRef(f.file_id, f.object_key) for f in handed]
                 counts.handed_over += await self._submit(Operation(wal_files.check_handed_over, tuple(refs)))
                 backoff.succeeded()

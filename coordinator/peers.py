@@ -18,8 +18,8 @@ from dataclasses import dataclass
 
 import grpc
 
-from coordinator.security import tls_files
 from coordinator.settings import Settings
+from coordinator.tls import tls_files
 from coordinator.view import FileFacts
 from protos import coordinator_pb2 as pb
 from protos import internal_pb2 as internal
@@ -47,7 +47,7 @@ class PeerClient:
         self._address_of = address_of
         self._channels: dict[str, grpc.aio.Channel] = {}
 
-    def _stub(self, coordinator_id: int) -> internal_grpc.CoordinatorInternalStub:
+    def _stub(self, coordinator_id: int) -> internal_grpc.CoordinatorInternalAsyncStub:
         address = self._address_of(coordinator_id)
         if address.host in ("0.0.0.0", "::", ""):  # a wildcard listen address is reached on loopback
             address = PeerAddress("127.0.0.1", address.port)

@@ -25,9 +25,9 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from coordinator.access import AccessControl
-from coordinator.acl import Permission
-from coordinator.admin import ADMIN_PERMISSIONS, ADMIN_SERVICE_NAME, CoordinatorAdminService
+from coordinator.access_control import AccessControl
+from coordinator.acl_file import Permission
+from coordinator.admin_service import ADMIN_PERMISSIONS, ADMIN_SERVICE_NAME, CoordinatorAdminService
 from coordinator.clock import Clock
 from coordinator.edge import (
     GRPC_REFUSING_CALLS_MAX,
@@ -40,9 +40,9 @@ from coordinator.edge import (
 from coordinator.metrics import GaugeCollector, Metrics, serve_metrics
 from coordinator.node import Node
 from coordinator.router import Endpoint, Router
-from coordinator.security import is_loopback, server_credentials, tls_files
 from coordinator.settings import Settings, SettingsError, property_name
 from coordinator.shard import ShardState
+from coordinator.tls import is_loopback, server_credentials, tls_files
 from protos import admin_pb2, internal_pb2
 from protos import coordinator_pb2 as pb
 from protos import coordinator_pb2_grpc as pb_grpc
@@ -59,34 +59,38 @@ class DisklessCoordinatorService(pb_grpc.DisklessCoordinatorServicer):
         self._router = router
         self._gate = gate
 
-    def _call(self, method: str, context: Any, handler: Callable[[], Any]) -> Awaitable[Any]:
+    def _call(
+        self, method: str, context: Any, handler: Callable[[], Awaitable[Response] | Response]
+    ) -> Awaitable[Response]:
         return self._gate.call(method, context, handler)
 
-    async def CreatePartitions(self, request: Any, context: Any) -> pb.CreatePartitionsResponse:
+    async def CreatePartitions(self, request: pb.CreatePartitionsRequest, context: Any) -> pb.CreatePartitionsResponse:
         return await self._call("CreatePartitions", context, lambda: self._router.create_partitions(request))
 
-    async def DeleteTopics(self, request: Any, context: Any) -> pb.DeleteTopicsResponse:
+    async def DeleteTopics(self, request: pb.DeleteTopicsRequest, context: Any) -> pb.DeleteTopicsResponse:
         return await self._call("DeleteTopics", context, lambda: self._router.delete_topics(request))
 
-    async def CommitFile(self, request: Any, context: Any) -> pb.CommitFileResponse:
+    async def CommitFile(self, request: pb.CommitFileRequest, context: Any) -> pb.CommitFileResponse:
         return await self._call("CommitFile", context, lambda: self._router.commit_file(request))
 
-    async def DeleteRecords(self, request: Any, context: Any) -> pb.DeleteRecordsResponse:
+    async def DeleteRecords(self, request: pb.DeleteRecordsRequest, context: Any) -> pb.DeleteRecordsResponse:
         return await self._call("DeleteRecords", context, lambda: self._router.delete_records(request))
 
-    async def ListOffsets(self, request: Any, context: Any) -> pb.ListOffsetsResponse:
+    async def ListOffsets(self, request: pb.ListOffsetsRequest, context: Any) -> pb.ListOffsetsResponse:
         return await self._call("ListOffsets", context, lambda: self._router.list_offsets(request))
 
-    async def FindBatches(self, request: Any, context: Any) -> pb.FindBatchesResponse:
+    async def FindBatches(self, request: pb.FindBatchesRequest, context: Any) -> pb.FindBatchesResponse:
         return await self._call("FindBatches", context, lambda: self._router.find_batches(request))
 
-    async def DescribeFiles(self, request: Any, context: Any) -> pb.DescribeFilesResponse:
+    async def DescribeFiles(self, request: pb.DescribeFilesRequest, context: Any) -> pb.DescribeFilesResponse:
         return await self._call("DescribeFiles", context, lambda: self._router.describe_files(request))
 
-    async def FindCoordinator(self, request: Any, context: Any) -> pb.FindCoordinatorResponse:
+    async def FindCoordinator(self, request: pb.FindCoordinatorRequest, context: Any) -> pb.FindCoordinatorResponse:
         return await self._call("FindCoordinator", context, lambda: self._router.find_coordinator(request))
 
-    async def DescribeCoordinators(self, request: Any, context: Any) -> pb.DescribeCoordinatorsResponse:
+    async def DescribeCoordinators(
+        self, request: pb.DescribeCoordinatorsRequest, context: Any
+    ) -> pb.DescribeCoordinatorsResponse:
         return await self._call("DescribeCoordinators", context, lambda: self._router.describe_coordinators(request))
 
 
@@ -166,9 +170,9 @@ async def track_health(node: Node, health_service: health.aio.HealthServicer) ->
     while True:
         now_serving = node.serving()
         if now_serving != serving:
-            status = health_pb2.HealthCheckResponse.NOT_SERVING
-            if now_serving:
-                status = health_pb2.HealthCheckResponse.SERVING
+            status = (
+                health_pb2.HealthCheckResponse.SERVING if now_serving else health_pb2.HealthCheckResponse.NOT_SERVING
+            )
             for name in ("", SERVICE_NAME):
                 await health_service.set(name, status)
             if now_serving:

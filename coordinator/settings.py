@@ -414,7 +414,7 @@ class Settings:
 
 def property_name(attr: str) -> str:
     """The Kafka-style name of a Settings attribute."""
-    return next(f.metadata["name"] for f in dataclasses.fields(Settings) if f.name == attr)
+    return next(str(f.metadata["name"]) for f in dataclasses.fields(Settings) if f.name == attr)
 
 
 def describe_settings() -> list[tuple[str, str, str]]:

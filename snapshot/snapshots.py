@@ -16,8 +16,8 @@ The copy shares a small node with the commit path, so it is kept gentle
 flushed one step at a time, so the metadata log's fdatasync never queues
 behind more than a step of dirty data; it is paced to a rate bound, so that
 on an idle machine it does not burst at the disk's full speed; old
-snapshots are freed a few MiB at a time (snapshot/files.py), off the log's
-writer thread (snapshot/prune.py).
+snapshots are freed a few MiB at a time (coordinator/durable_files.py), off the log's
+writer thread (coordinator/state/pruning.py).
 
 Files appear in this order: the data file's `.part` (written, fsynced), the
 manifest's `.part` (fsynced), the data renamed, the manifest renamed, the
@@ -38,14 +38,14 @@ from pathlib import Path
 
 import apsw
 
-from coordinator.invariants import check_invariant
-from snapshot.files import (
+from snapshot import fault_points
+from snapshot.durable_files import (
     PART_SUFFIX,
     ChecksumMismatch,
     copy_durably,
-    crash_point,
     delete_in_chunks,
     file_checksum,
+    flush_and_fsync,
     fsync_directory,
     fsync_file,
     part_path,
@@ -63,6 +63,10 @@ _NAME = re.compile(r"^(\d{20})-(\d{10})$")
 # fdatasyncs queue behind it; bounded, it leaves gaps between steps. Above what the copy reaches on
 # the 2-core bench machine (about 250 MB/s with its checksum), so the target of >= 200 MB/s holds.
 COPY_BYTES_PER_SECOND_MAX = 320 * 1024 * 1024
+
+
+class SnapshotMismatch(AssertionError):
+    """A copy that does not hold the position it was taken at: a broken invariant, never a snapshot to keep."""
 
 
 class SnapshotError(Exception):
@@ -267,13 +271,12 @@ def take_snapshot(
     manifest_path = _manifest_path(directory, snapshot_id)
     with open(part_path(manifest_path), "w", encoding="utf-8") as file:
         json.dump(manifest.to_json(), file)
-        file.flush()
-        os.fsync(file.fileno())
-    crash_point("snapshot.before_rename")
+        flush_and_fsync(file)
+    fault_points.reach("snapshot.before_rename")
     os.replace(data_part, manifest.data_path)
     os.replace(part_path(manifest_path), manifest_path)
     fsync_directory(directory)
-    crash_point("snapshot.after_rename")
+    fault_points.reach("snapshot.after_rename")
     return manifest
 
 
@@ -285,19 +288,14 @@ def _pace(started: float, copied_bytes: int, bytes_per_second_max: int) -> None:
             time.sleep(ahead_s)
 
 
-def _flush_written(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fdatasync(fd)
-    finally:
-        os.close(fd)
-
-
 def _backup(
     source: apsw.Connection, target: Path, snapshot_id: SnapshotId, copy_step_pages: int, bytes_per_second_max: int
 ) -> None:
     """The backup API's copy of `source` (inside its read transaction) into a new file `target`."""
-    (page_size,) = source.execute("PRAGMA page_size").fetchone()
+    row = source.execute("PRAGMA page_size").fetchone()
+    if row is None:
+        raise apsw.CorruptError(f"{source.filename}: PRAGMA page_size gave no row")
+    (page_size,) = row
     destination = apsw.Connection(str(target))
     try:
         # The target is a scratch file until renamed: no journal, no syncs (one fsync at the end).
@@ -312,18 +310,18 @@ def _backup(
                 # fdatasyncs (the commit path) behind tens of megabytes. The backup keeps the target's write
                 # transaction open until the end, so a step's pages reach the file as SQLite's page cache
                 # spills them: what is flushed is at most a step plus that cache.
-                _flush_written(target)
+                fsync_file(target, data_only=True)
                 if first_step and not backup.done:
-                    crash_point("snapshot.copy")
+                    fault_points.reach("snapshot.copy")
                 first_step = False
                 _pace(started, (backup.page_count - backup.remaining) * page_size, bytes_per_second_max)
         # A self-contained file: rollback-journal mode, so reading it never makes -wal/-shm files.
         destination.execute("PRAGMA journal_mode=DELETE")
         copied_offset, copied_epoch, _ = _read_position(destination)
-        check_invariant(
-            (copied_offset, copied_epoch) == (snapshot_id.end_offset, snapshot_id.epoch),
-            f"snapshot {snapshot_id} holds applied offset {copied_offset} and epoch {copied_epoch}",
-        )
+        if (copied_offset, copied_epoch) != (snapshot_id.end_offset, snapshot_id.epoch):
+            raise SnapshotMismatch(
+                f"snapshot {snapshot_id} holds applied offset {copied_offset} and epoch {copied_epoch}"
+            )
     finally:
         destination.close()
 

@@ -1,7 +1,7 @@
 """`diskless orphan-scan` and the spark-submit entry point: options, one scan or periodic scans, the report.
 
-This module is imported by `diskless`'s parser, so it imports no Spark: the
-job (spark/orphan_scan.py) is imported when a scan runs, and the Spark
+Run it as `diskless orphan-scan ...` or `spark-submit spark/command.py ...` (same flags). It imports
+no Spark until a scan runs, for a quick `--help`: the job (spark/orphan_scan.py) is imported then, and the Spark
 application starts only once every coordinator has answered (a scan that
 aborts there costs no JVM). The report goes to stdout, as a table or with
 `--json` as JSON (one line per scan with `--periodic`); progress goes to
@@ -24,18 +24,9 @@ from spark.options import OptionsError, ScanOptions, add_scan_arguments, options
 from spark.progress import Say, say_on_stderr
 
 
-def add_orphan_scan_command(commands: Any) -> None:
-    """Adds `orphan-scan` to the `diskless` parser's subcommands."""
-    parser = commands.add_parser(
-        "orphan-scan", help="find WAL files no coordinator knows (PySpark); --delete removes them"
-    )
-    add_scan_arguments(parser)
-    parser.set_defaults(run=run_command)
-
-
-def main(argv: list[str] | None = None, spark: Any = None) -> int:
-    """The spark-submit entry point (`spark-submit spark/orphan_scan.py --help`)."""
-    parser = argparse.ArgumentParser(prog="orphan_scan.py", description="The diskless orphan-file scan on PySpark.")
+def main(argv: list[str] | None = None, spark: Any = None, prog: str = "command.py") -> int:
+    """`diskless orphan-scan ...` and the spark-submit entry point (`spark-submit spark/command.py --help`)."""
+    parser = argparse.ArgumentParser(prog=prog, description="The diskless orphan-file scan on PySpark.")
     add_scan_arguments(parser)
     return run_command(parser.parse_args(argv), spark)
 
@@ -113,3 +104,15 @@ def _stopped_by_signals(stop: threading.Event) -> Iterator[None]:
     finally:
         for number, handler in previous.items():
             signal.signal(number, handler)
+
+
+if __name__ == "__main__":
+    # Run as a script (spark-submit spark/command.py): the script's directory must not shadow top-level modules.
+    import os
+
+    script_directory = os.path.dirname(os.path.abspath(__file__))
+    if sys.path and os.path.abspath(sys.path[0] or ".") == script_directory:
+        sys.path[0] = os.path.dirname(script_directory)
+    from spark.command import main as submitted  # this module again, under its package's name
+
+    sys.exit(submitted())

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from coordinator.object_store import ObjectStoreError, StoreConfig
 from coordinator.object_store.base import DELETE_BATCH_MAX
-from spark.coordinators import DESCRIBE_BATCH_KEYS, ORPHAN, CoordinatorAccess, FileDescriber, batched
+from spark.coordinator_client import DESCRIBE_BATCH_KEYS, ORPHAN, CoordinatorAccess, FileDescriber, batched
 from spark.listing import open_existing_store
 
 DELETE_BATCH_KEYS = min(DELETE_BATCH_MAX, DESCRIBE_BATCH_KEYS)

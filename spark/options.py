@@ -16,7 +16,7 @@ from pathlib import Path
 
 from coordinator.object_store import StoreConfig
 from coordinator.settings import Settings, SettingsError, load_settings
-from spark.coordinators import DEFAULT_BOOTSTRAP, CoordinatorAccess
+from spark.coordinator_client import DEFAULT_BOOTSTRAP, CoordinatorAccess
 from spark.rules import GRACE_FLOOR_MS, grace_problem
 
 DEFAULT_MAX_DELETES = 100_000  # per run; a rerun continues where a saturated run stopped
@@ -87,7 +87,7 @@ def _read(path: Path | None, what: str) -> bytes | None:
 
 
 def access_from_arguments(args: argparse.Namespace) -> CoordinatorAccess:
-    """--bootstrap and the TLS files, as commands.py takes them (--ca turns TLS on)."""
+    """--bootstrap and the TLS files, as coordinator/operator_commands.py takes them (--ca turns TLS on)."""
     if not args.ca and (args.cert or args.key):
         raise OptionsError("--cert and --key need --ca (the CA that signed the node's certificate)")
     if bool(args.cert) != bool(args.key):

@@ -1,6 +1,6 @@
 """The orphan-file scan on PySpark (DESIGN §7): find WAL objects no coordinator knows, and delete them.
 
-Run it as `diskless orphan-scan ...` or `spark-submit spark/orphan_scan.py ...`
+Run it as `diskless orphan-scan ...` or `spark-submit spark/command.py ...`
 (same flags), or call `run_scan(spark, options)` with a session of your own.
 
 Phases, each timed and reported while it runs:
@@ -13,7 +13,7 @@ Phases, each timed and reported while it runs:
    (spark/listing.py); rows stay on the executors, cached; the driver gets one
    small summary per task.
 3. classifying (executors): DescribeFiles in batches to every node from each
-   partition (spark/coordinators.py); cached; one summary per task back.
+   partition (spark/coordinator_client.py); cached; one summary per task back.
 4. manifest: the orphans (key, size, last_modified) written as Parquet under
    `<manifest dir>/<scan id>`, by Spark, in a dry run too, so that an operator
    can review what a deleting run would remove. Then the orphan share limit:
@@ -51,8 +51,8 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F  # noqa: N812 - Spark's own convention
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-from spark import coordinators
-from spark.coordinators import ClassificationSummary, ClassifyPlan, CoordinatorsUnavailable, Discovery, discover
+from spark import coordinator_client
+from spark.coordinator_client import ClassificationSummary, ClassifyPlan, CoordinatorsUnavailable, Discovery, discover
 from spark.deletion import DeletePlan, DeleteTally, delete_task
 from spark.listing import (
     CANDIDATE,
@@ -235,22 +235,22 @@ def _list(spark: SparkSession, options: ScanOptions, report: ScanReport, cached:
 def _classify(options: ScanOptions, discovery: Discovery, report: ScanReport, listed: Any, cached: list[Any]) -> Any:
     plan = ClassifyPlan(options.access, discovery.nodes)
     classified = listed.filter(is_candidate).map(candidate_fields)
-    classified = classified.mapPartitions(functools.partial(coordinators.classify_task, plan=plan))
+    classified = classified.mapPartitions(functools.partial(coordinator_client.classify_task, plan=plan))
     classified.persist(StorageLevel.MEMORY_AND_DISK)
     cached.append(classified)
-    summarize = functools.partial(coordinators.summarize_classification, sample_max=SAMPLE_MAX)
+    summarize = functools.partial(coordinator_client.summarize_classification, sample_max=SAMPLE_MAX)
     try:
         parts = classified.mapPartitions(summarize).collect()
     except Exception as error:  # a task failure aborts the scan; nothing was deleted
         raise ScanAborted(_spark_failure("classifying", error)) from None
     summary = functools.reduce(lambda a, b: a.merge(b, SAMPLE_MAX), parts, ClassificationSummary())
-    report.live = summary.counts[coordinators.LIVE]
-    report.awaiting_handover = summary.counts[coordinators.AWAITING_HANDOVER]
-    report.awaiting_deletion = summary.counts[coordinators.AWAITING_DELETION]
+    report.live = summary.counts[coordinator_client.LIVE]
+    report.awaiting_handover = summary.counts[coordinator_client.AWAITING_HANDOVER]
+    report.awaiting_deletion = summary.counts[coordinator_client.AWAITING_DELETION]
     report.known = report.live + report.awaiting_handover + report.awaiting_deletion
-    report.unresolved = summary.counts[coordinators.UNRESOLVED]
-    report.orphans = summary.counts[coordinators.ORPHAN]
-    report.orphan_bytes = summary.bytes[coordinators.ORPHAN]
+    report.unresolved = summary.counts[coordinator_client.UNRESOLVED]
+    report.orphans = summary.counts[coordinator_client.ORPHAN]
+    report.orphan_bytes = summary.bytes[coordinator_client.ORPHAN]
     report.orphan_percent = round(orphan_share_percent(report.orphans, report.wal_files), 3)
     report.sample = [{"key": k, "size": s, "last_modified_ms": m} for k, s, m in summary.orphan_sample]
     report.note_failures(summary.reasons)
@@ -266,7 +266,7 @@ def manifest_path(options: ScanOptions, scan_id: str) -> str:
 
 def _write_manifest(spark: SparkSession, options: ScanOptions, report: ScanReport, classified: Any) -> None:
     path = manifest_path(options, report.scan_id)
-    orphans = classified.filter(coordinators.is_orphan).map(coordinators.orphan_fields)
+    orphans = classified.filter(coordinator_client.is_orphan).map(coordinator_client.orphan_fields)
     frame = spark.createDataFrame(orphans, MANIFEST_INPUT).select(
         "key", "size", F.timestamp_millis("last_modified_ms").alias("last_modified")
     )
@@ -308,12 +308,3 @@ def _delete(spark: SparkSession, options: ScanOptions, discovery: Discovery, rep
     report.delete_failed = tally.failed
     report.kept_by_recheck = tally.kept_by_recheck
     report.note_failures(tally.failures)
-
-
-if __name__ == "__main__":
-    # Run as a script (spark-submit spark/orphan_scan.py): the script's directory must not shadow top-level modules.
-    if sys.path and os.path.abspath(sys.path[0] or ".") == os.path.dirname(os.path.abspath(__file__)):
-        sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    from spark.command import main
-
-    sys.exit(main())

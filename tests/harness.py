@@ -39,6 +39,8 @@ class ServerProcess:
     ) -> None:
         self.data_dir = data_dir
         self.coordinators = coordinators
+        # What follows the interpreter: the `diskless` command, or a launcher that crashes it at a fault point.
+        self.launcher: tuple[str, ...] = ("-m", "coordinator")
         self.settings = {**QUIET_FILE_WORKERS, **(settings or {})}
         self.credentials = credentials  # TLS for the test's own channel (and health probe)
         self.process: subprocess.Popen[str] | None = None
@@ -57,7 +59,7 @@ class ServerProcess:
         config.write_text("".join(f"{k}={v}\n" for k, v in self.settings.items()))
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "coordinator", "serve", "--data-dir", str(self.data_dir), "--listen",
+            [sys.executable, *self.launcher, "serve", "--data-dir", str(self.data_dir), "--listen",
              f"127.0.0.1:{self.port}", "--coordinators", str(self.coordinators), "--config", str(config)],
             cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         )  # fmt: skip

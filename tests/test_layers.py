@@ -1,21 +1,37 @@
-"""Imports go one way: server -> router -> shard -> state/log; the pure core imports no shell."""
+"""Imports go one way: server -> router -> shard -> state/log; the pure core imports no shell.
+
+Between top-level packages: protos <- snapshot <- coordinator <- spark <- bench (PACKAGE_ORDER), and no module
+takes part in an import cycle.
+
+Two kinds of import are told apart. A module-level import (at the top, or under `if` or `try` at
+module level, `if TYPE_CHECKING:` included) runs when the module is imported: those must respect
+PACKAGE_ORDER and form no cycle. An import inside a function runs when the function does (a lazy
+import, e.g. `diskless orphan-scan` importing spark/ only when it runs): it may point anywhere
+across packages and may close a cycle, since no module is half-initialised when it runs. Within
+coordinator/ and snapshot/, RANKS still applies to both kinds.
+"""
 
 from __future__ import annotations
 
 import ast
+from dataclasses import dataclass, field
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parent.parent / "coordinator"
-# The snapshot package sits at the state/log level: the shard may import it, it never imports the runtime.
-PACKAGES = (PACKAGE, PACKAGE.parent / "snapshot")
+REPO = Path(__file__).resolve().parent.parent
+PACKAGE = REPO / "coordinator"
+RANKED_PACKAGES = (REPO / "snapshot", PACKAGE)
+# Every package with hand-written modules (protos/*_pb2*.py are generated, and import only each other).
+ALL_PACKAGES = (REPO / "protos", *RANKED_PACKAGES, REPO / "spark", REPO / "bench")
+# Top-level packages, lowest first: a module-level import goes to its own package or one before it.
+PACKAGE_ORDER = ("protos", "snapshot", "coordinator", "spark", "bench")
 
 # A module may import only modules of a lower rank (or its own rank's leaves listed as allowed).
 RANKS: dict[str, float] = {
     "coordinator.__main__": 7,
     "coordinator.cli": 6,
     "coordinator.server": 5,
-    "coordinator.commands": 5.5,
-    "coordinator.admin": 4.5,
+    "coordinator.operator_commands": 5.5,
+    "coordinator.admin_service": 4.5,
     "coordinator.node": 4,
     "coordinator.router": 3,
     # One module per RPC; they share only `routing` (the catalog lookup, admission, running parts).
@@ -54,7 +70,7 @@ RANKS: dict[str, float] = {
     "coordinator.state.integrity": 1,
     "coordinator.state.opening": 1.6,
     "coordinator.edge": 4.8,
-    "snapshot.prune": 1.3,
+    "coordinator.state.pruning": 1.3,
     "snapshot.snapshots": 1.2,
 }
 # The functional core: checks and records. They must not touch sockets, disk or SQLite.
@@ -76,28 +92,57 @@ PURE_CORE = {
 SHELL_MODULES = {"grpc", "apsw", "os", "socket", "asyncio", "sqlite3", "time", "subprocess", "pathlib"}
 
 
+@dataclass
+class Imports:
+    module_level: set[str] = field(default_factory=set)
+    lazy: set[str] = field(default_factory=set)  # inside a function
+
+    @property
+    def every(self) -> set[str]:
+        return self.module_level | self.lazy
+
+
 def _module_name(path: Path) -> str:
-    relative = path.relative_to(PACKAGE.parent).with_suffix("")
+    relative = path.relative_to(REPO).with_suffix("")
     return ".".join(p for p in relative.parts if p != "__init__")
 
 
-def _imports(path: Path) -> set[str]:
-    found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            found.add(node.module)
-            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+def _names(node: ast.Import | ast.ImportFrom) -> set[str]:
+    if isinstance(node, ast.Import):
+        return {alias.name for alias in node.names}
+    if not node.module:
+        return set()
+    return {node.module, *(f"{node.module}.{alias.name}" for alias in node.names)}
+
+
+def _imports(path: Path) -> Imports:
+    found = Imports()
+
+    def visit(node: ast.AST, in_function: bool) -> None:
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            (found.lazy if in_function else found.module_level).update(_names(node))
+        inner = in_function or isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda)
+        for child in ast.iter_child_nodes(node):
+            visit(child, inner)
+
+    visit(ast.parse(path.read_text()), False)
     return found
 
 
-def _modules() -> dict[str, set[str]]:
-    return {_module_name(p): _imports(p) for package in PACKAGES for p in package.rglob("*.py")}
+def _hand_written(path: Path) -> bool:
+    return not path.name.endswith(("_pb2.py", "_pb2_grpc.py"))
+
+
+def _modules(packages: tuple[Path, ...] = ALL_PACKAGES) -> dict[str, Imports]:
+    return {_module_name(p): _imports(p) for package in packages for p in package.rglob("*.py") if _hand_written(p)}
+
+
+def _package(module: str) -> str:
+    return module.split(".")[0]
 
 
 def test_no_module_imports_a_higher_layer() -> None:
-    modules = _modules()
+    modules = {name: imports.every for name, imports in _modules(RANKED_PACKAGES).items()}
     violations = []
     for name, imports in modules.items():
         rank = RANKS.get(name, 0)
@@ -110,18 +155,30 @@ def test_no_module_imports_a_higher_layer() -> None:
 
 
 def test_pure_core_does_no_io() -> None:
-    modules = _modules()
+    modules = _modules(RANKED_PACKAGES)
     for name in PURE_CORE:
-        shell = {i.split(".")[0] for i in modules[name]} & SHELL_MODULES
+        imports = modules[name].every
+        shell = {i.split(".")[0] for i in imports} & SHELL_MODULES
         assert not shell, f"{name} imports {shell}: checks and records must stay pure"
-        assert not any(
-            i.startswith(("coordinator.state", "coordinator.log", "coordinator.shard")) for i in modules[name]
-        )
+        assert not any(i.startswith(("coordinator.state", "coordinator.log", "coordinator.shard")) for i in imports)
 
 
-def test_imports_are_acyclic() -> None:
+def test_packages_import_only_the_packages_below_them_at_module_level() -> None:
     modules = _modules()
-    graph = {name: {i for i in imports if i in modules and i != name} for name, imports in modules.items()}
+    assert {_package(name) for name in modules} == set(PACKAGE_ORDER), "a new top-level package: place it"
+    violations = []
+    for name, imports in modules.items():
+        level = PACKAGE_ORDER.index(_package(name))
+        for imported in sorted(imports.module_level):
+            package = _package(imported)
+            if package in PACKAGE_ORDER and PACKAGE_ORDER.index(package) > level:
+                violations.append(f"{name} ({_package(name)}) imports {imported} ({package}) at module level")
+    assert not violations, "import it inside the function that needs it, or move it:\n" + "\n".join(violations)
+
+
+def test_module_level_imports_are_acyclic() -> None:
+    modules = _modules()
+    graph = {name: {i for i in imports.module_level if i in modules and i != name} for name, imports in modules.items()}
     visiting: set[str] = set()
     done: set[str] = set()
 
@@ -130,10 +187,16 @@ def test_imports_are_acyclic() -> None:
             return
         assert name not in visiting, "import cycle: " + " -> ".join([*path, name])
         visiting.add(name)
-        for child in graph[name]:
+        for child in sorted(graph[name]):
             visit(child, [*path, name])
         visiting.discard(name)
         done.add(name)
 
-    for name in graph:
+    for name in sorted(graph):
         visit(name, [])
+
+
+def test_the_import_walk_tells_lazy_imports_apart() -> None:
+    imports = _imports(PACKAGE / "cli.py")
+    assert "spark.command" in imports.lazy and "spark.command" not in imports.module_level
+    assert "coordinator.settings" in imports.module_level

@@ -37,7 +37,7 @@ from coordinator.settings import load_settings
 from protos import coordinator_pb2 as pb
 from protos import coordinator_pb2_grpc as pb_grpc
 from spark.command import main
-from spark.coordinators import ORPHAN, UNRESOLVED, CoordinatorAccess, verdict_of
+from spark.coordinator_client import ORPHAN, UNRESOLVED, CoordinatorAccess, verdict_of
 from spark.deletion import Pacer
 from spark.listing import block_of, list_outside_blocks, listing_slices, spread
 from spark.options import ScanOptions
@@ -497,7 +497,7 @@ def test_spark_submit_runs_periodic_scans(local_store_under_test: ObjectStoreUnd
         )
         submit = Path(sys.executable).parent / "spark-submit"
         done = subprocess.run(
-            [str(submit), "--master", "local[1]", str(REPO / "spark" / "orphan_scan.py"), "--bootstrap",
+            [str(submit), "--master", "local[1]", str(REPO / "spark" / "command.py"), "--bootstrap",
              server.address, "--config", str(properties), "--force", "--json", "--periodic", "--scans", "2",
              "--manifest-dir", str(tmp_path / "manifests")],
             cwd=tmp_path, capture_output=True, text=True, timeout=SUBMIT_TIMEOUT_S,

@@ -29,7 +29,8 @@ Entry = tuple[object, ...]
 def test_generated_modules_match_the_proto_sources(tmp_path: Path) -> None:
     generate.generate(tmp_path)
     produced = sorted(p.name for p in (tmp_path / "protos").iterdir())
-    committed = sorted(p.name for p in PROTOS.iterdir() if p.name.endswith(("_pb2.py", "_pb2.pyi", "_pb2_grpc.py")))
+    generated = ("_pb2.py", "_pb2.pyi", "_pb2_grpc.py", "_pb2_grpc.pyi")
+    committed = sorted(p.name for p in PROTOS.iterdir() if p.name.endswith(generated))
     assert produced == committed
     stale = [name for name in produced if not filecmp.cmp(tmp_path / "protos" / name, PROTOS / name, shallow=False)]
     assert not stale, f"regenerate with `python -m protos.generate`: {stale} differ"

@@ -1,9 +1,10 @@
 """A crash at each step of a snapshot or a prune leaves a data dir that starts and serves every acknowledged commit.
 
-The crash is forced by the fault hook `DISKLESS_CRASH_AT=<step>` (snapshot/files.py: `os._exit(137)` at
-that step) while a committer keeps committing. After the crash the node restarts on the same data dir;
-every acknowledged batch must be served; then SQLite is deleted and the node restarts again, so the
-state must also be rebuildable from what the crash left of snapshots and log alone.
+The crash is forced at the fault point `<step>` (coordinator/fault_points.py) by the node's launcher
+tests/crashing_serve.py (`os._exit(137)` there) while a committer keeps committing. After the crash the
+node restarts on the same data dir; every acknowledged batch must be served; then SQLite is deleted and
+the node restarts again, so the state must also be rebuildable from what the crash left of snapshots and
+log alone.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import grpc
 import pytest
 
 from protos import admin_pb2 as admin
-from snapshot.files import CRASH_ENVIRONMENT_VARIABLE, CRASH_EXIT_CODE
+from tests.crashing_serve import CRASH_EXIT_CODE, crashing_at
 from tests.harness import Broker, ServerProcess, describe_coordinators
 from tests.snapshot_helpers import (
     COORDINATORS,
@@ -53,11 +54,9 @@ def _left_behind(step: str, coordinator_directory: Path, segments_before: list[i
 
 
 @pytest.mark.parametrize("step", ["snapshot.copy", "snapshot.before_rename", "snapshot.after_rename", "prune.midway"])
-def test_a_crash_at_each_snapshot_step_loses_nothing_acknowledged(
-    step: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv(CRASH_ENVIRONMENT_VARIABLE, step)
-    server = ServerProcess(tmp_path / "data", coordinators=COORDINATORS, settings=SETTINGS).start()
+def test_a_crash_at_each_snapshot_step_loses_nothing_acknowledged(step: str, tmp_path: Path) -> None:
+    with crashing_at(ServerProcess(tmp_path / "data", coordinators=COORDINATORS, settings=SETTINGS), step) as server:
+        server.start()
     try:
         broker = Broker(server.stub, COORDINATORS)
         topics = {broker.create_topic(f"crash-{i}", 4): 4 for i in range(2)}
@@ -79,7 +78,6 @@ def test_a_crash_at_each_snapshot_step_loses_nothing_acknowledged(
         assert not committer.errors and len(committer.acknowledged) >= 20
         _left_behind(step, coordinator_directory, segments_before)
 
-        monkeypatch.delenv(CRASH_ENVIRONMENT_VARIABLE)
         server.start()
         assert not [n for n in snapshot_names(coordinator_directory) if n.endswith(".part")]
         for description in describe_coordinators(server.stub).values():

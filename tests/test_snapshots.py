@@ -26,11 +26,11 @@ from coordinator.log.segments import MetadataLog
 from coordinator.records import encode_batch, leader_change
 from coordinator.settings import Settings
 from coordinator.shard import CoordinatorShard, LoadFailed
+from coordinator.state.pruning import delete_snapshots, prune_log
 from coordinator.state.replay import logical_dump, rebuild_from_log
 from protos import admin_pb2 as admin
 from snapshot import snapshots
-from snapshot.files import file_checksum
-from snapshot.prune import delete_snapshots, prune_log
+from snapshot.durable_files import file_checksum
 from snapshot.snapshots import list_snapshots, take_snapshot, verify_snapshot
 from tests.harness import Broker, ServerProcess, describe_coordinators
 from tests.in_process import InProcessNode

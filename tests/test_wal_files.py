@@ -23,8 +23,8 @@ from protos import coordinator_pb2 as pb
 from protos import coordinator_pb2_grpc as pb_grpc
 from protos import internal_pb2 as internal
 from protos import internal_pb2_grpc as internal_grpc
-from snapshot.files import CRASH_ENVIRONMENT_VARIABLE, CRASH_EXIT_CODE
 from tests.certificates import channel_credentials, issue
+from tests.crashing_serve import CRASH_EXIT_CODE, crashing_at
 from tests.harness import (
     Broker,
     ServerProcess,
@@ -273,7 +273,7 @@ def test_a_topic_deleted_while_its_file_holds_another_topics_batches(cluster: Cl
 
 
 def test_a_restart_between_the_receivers_record_and_the_senders(
-    object_store_under_test: ObjectStoreUnderTest, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    object_store_under_test: ObjectStoreUnderTest, tmp_path: Path
 ) -> None:
     """A crash point exits the process: a `diskless serve` process, on real time."""
     node = ServerProcess(
@@ -285,9 +285,8 @@ def test_a_restart_between_the_receivers_record_and_the_senders(
         key = cluster.upload()
         cluster.commit(key, topic_id, [partitions[0], partitions[1]], [0, 1])
         node.stop()
-        monkeypatch.setenv(CRASH_ENVIRONMENT_VARIABLE, "handover.after_peer")
-        node.start()
-        monkeypatch.delenv(CRASH_ENVIRONMENT_VARIABLE)
+        with crashing_at(node, "handover.after_peer"):
+            node.start()
         cluster.broker = Broker(node.stub, node.coordinators)
         cluster.empty(topic_id, partitions[0])
         assert node.process is not None

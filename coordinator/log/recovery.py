@@ -52,7 +52,7 @@ from coordinator.log.segments import (
     segment_bases,
     segment_name,
 )
-from snapshot.files import fsync_directory, fsync_file, part_path
+from snapshot.durable_files import flush_and_fsync, fsync_directory, fsync_file, part_path, write_durably
 from snapshot.snapshots import (
     DATA_SUFFIX,
     MANIFEST_SUFFIX,
@@ -466,16 +466,6 @@ def _refuse_if_damaged_below(log_directory: Path, bases: list[int], snapshots: _
 # ---------------------------------------------------------------------- applying
 
 
-def _write_durably(path: Path, content: bytes) -> None:
-    part = part_path(path)
-    with open(part, "wb") as file:
-        file.write(content)
-        file.flush()
-        os.fsync(file.fileno())
-    os.replace(part, path)
-    fsync_directory(path.parent)
-
-
 def _keep(source: Path, target: Path) -> None:
     """A second name for the damaged segment's bytes before its own name gets the prefix: nothing is deleted."""
     try:
@@ -527,14 +517,9 @@ def _append_leader_change(plan: RecoveryPlan) -> None:
     newest = log_directory / segment_name(segment_bases(log_directory)[-1])
     change = [records.leader_change(plan.leader_epoch_after, plan.leader_node_id)]
     frame = encode_frame(plan.kept_end_offset, plan.leader_epoch_after, 1, records.encode_batch(change))
-    fd = os.open(newest, os.O_WRONLY | os.O_APPEND)
-    try:
-        written = os.write(fd, frame)
-        if written != len(frame):
-            raise OSError(f"short write to {newest}: {written} of {len(frame)} bytes")
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    with open(newest, "ab") as file:
+        file.write(frame)  # buffered: the whole frame or an error
+        flush_and_fsync(file)
 
 
 def apply_recovery(plan: RecoveryPlan, now_ms: int) -> RecoveryOutcome:
@@ -546,7 +531,7 @@ def apply_recovery(plan: RecoveryPlan, now_ms: int) -> RecoveryOutcome:
     target = directory / f"{RECOVERY_DIRECTORY_PREFIX}{now_ms}"
     (target / "log").mkdir(parents=True)
     fsync_directory(directory)
-    _write_durably(target / "report.json", plan_json_text(plan, target, done=False).encode())
+    write_durably(target / "report.json", plan_json_text(plan, target, done=False).encode())
     _move_snapshots(plan, target / "snapshots")
     moved = list(plan.moved_segments)
     damaged = log_directory / plan.damaged_segment
@@ -556,8 +541,7 @@ def apply_recovery(plan: RecoveryPlan, now_ms: int) -> RecoveryOutcome:
         prefix = part_path(damaged)
         with open(damaged, "rb") as source, open(prefix, "wb") as file:
             file.write(source.read(plan.prefix_bytes))
-            file.flush()
-            os.fsync(file.fileno())
+            flush_and_fsync(file)
         _keep(damaged, target / "log" / plan.damaged_segment)
         os.replace(prefix, damaged)
         fsync_directory(log_directory)
@@ -577,7 +561,7 @@ def apply_recovery(plan: RecoveryPlan, now_ms: int) -> RecoveryOutcome:
     fsync_directory(target)
     if plan.snapshot is not None:
         restore_snapshot(plan.snapshot, directory / "state.sqlite")
-    _write_durably(target / "report.json", plan_json_text(plan, target, done=True).encode())
+    write_durably(target / "report.json", plan_json_text(plan, target, done=True).encode())
     return RecoveryOutcome(plan, target)
 
 

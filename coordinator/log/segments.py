@@ -26,6 +26,7 @@ from pathlib import Path
 
 from coordinator.invariants import check_invariant
 from coordinator.log.frame import Frame, FrameSearchIncomplete, decode_frame, frame_problem, verifying_frames_after
+from snapshot.durable_files import flush_and_fsync, fsync_directory
 
 log = logging.getLogger(__name__)
 SEGMENT_SUFFIX = ".log"
@@ -123,14 +124,6 @@ def recover_command(log_directory: Path) -> str:
     return f"diskless log recover --data-dir {data_dir} --coordinator {int(match.group(1))}"
 
 
-def _fsync_directory(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _walk(data: bytes, base_offset: int) -> tuple[int, int, int]:
     """Frames from the start of a segment while they verify and continue: (end offset, last epoch or 0, byte end)."""
     end_offset, last_epoch, position = base_offset, 0, 0
@@ -188,7 +181,7 @@ class MetadataLog:
         if not self._segments:
             self._segments = [0]
             (directory / segment_name(0)).touch()
-            _fsync_directory(directory)
+            fsync_directory(directory)
         self._end_offset, self._last_epoch, size = self._recover_tail()
         self._fd = os.open(self._active_path(), os.O_WRONLY | os.O_APPEND)
         self._active_size = size
@@ -233,8 +226,7 @@ class MetadataLog:
             )  # fmt: skip
             with open(path, "r+b") as file:
                 file.truncate(position)
-                file.flush()
-                os.fsync(file.fileno())
+                flush_and_fsync(file)
         if last_epoch == 0 and len(self._segments) > 1:
             last_epoch = self._last_epoch_of(self._segments[-2], self._segments[-1:])
         return end_offset, last_epoch, position
@@ -284,7 +276,7 @@ class MetadataLog:
         while len(self._segments) > 1 and self._segments[1] <= offset:
             base_offset = self._segments[0]
             (self.directory / segment_name(base_offset)).unlink()
-            _fsync_directory(self.directory)
+            fsync_directory(self.directory)
             self._segments = self._segments[1:]
             deleted.append(base_offset)
             if after_each is not None:
@@ -295,7 +287,7 @@ class MetadataLog:
         os.close(self._fd)
         self._segments.append(self._end_offset)
         self._fd = os.open(self._active_path(), os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL, 0o644)
-        _fsync_directory(self.directory)
+        fsync_directory(self.directory)
         self._active_size = 0
 
     def close(self) -> None:

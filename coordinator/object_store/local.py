@@ -17,6 +17,7 @@ from coordinator.object_store.base import (
     StoreConfig,
     key_problem,
 )
+from snapshot.durable_files import flush_and_fsync, fsync_directory
 
 # Temporary files of `put` start with this: no WAL key can, and `list` skips them.
 TEMP_PREFIX = ".tmp-"
@@ -72,7 +73,7 @@ class LocalObjectStore:
                 raise self._error("put", key, error) from error
             try:
                 os.replace(temp_path, os.path.join(parent, segments[-1]))
-                _fsync_directory(parent)
+                fsync_directory(parent)
             except OSError as error:
                 _unlink_quietly(temp_path)
                 raise self._error("put", key, error) from error
@@ -120,7 +121,7 @@ class LocalObjectStore:
                 unlinked_by_parent.setdefault(os.path.dirname(path), []).append(key)
         for parent, parent_keys in unlinked_by_parent.items():
             try:
-                _fsync_directory(parent)
+                fsync_directory(parent)
             except OSError as error:
                 # The unlink may not survive a crash: report failure so the caller retries (then finds it missing).
                 for key in parent_keys:
@@ -174,7 +175,7 @@ class LocalObjectStore:
                 os.mkdir(directory)
             except FileExistsError:
                 continue
-            _fsync_directory(parent)  # the new entry must survive a crash with the object under it
+            fsync_directory(parent)  # the new entry must survive a crash with the object under it
 
     def _list(self, directory: str, name_prefix: str, start_after: str) -> Iterator[ObjectInfo]:
         yield from self._walk(directory, name_prefix, start_after)
@@ -234,20 +235,11 @@ def _write_temp_file(directory: str, data: bytes) -> str:
     try:
         with open(fd, "wb", closefd=True) as file:
             file.write(data)
-            file.flush()
-            os.fsync(file.fileno())
+            flush_and_fsync(file)
     except BaseException:
         _unlink_quietly(path)
         raise
     return path
-
-
-def _fsync_directory(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _unlink_quietly(path: str) -> None:

@@ -127,7 +127,7 @@ class CommitFiles:
                 add(assigned_base_offset=base_offset, log_append_time=append_time, log_start_offset=log_start_offset)
                 continue
             if code != ErrorCode.NONE:
-                rejected.labels(code.name).inc()
+                rejected.labels(pb.ErrorCode.Name(code)).inc()
             add(
                 error_code=code,
                 error_message=message,

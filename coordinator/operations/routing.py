@@ -10,11 +10,11 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Protocol, TypeVar, cast, final
+from typing import Protocol, TypeVar, final
 
 from coordinator.catalog import TopicCatalog
 from coordinator.errors import CoordinatorUnavailable, ErrorCode, MalformedRequest, Overloaded
-from coordinator.logs import EveryInterval
+from coordinator.logging_output import EveryInterval
 from coordinator.metrics import Metrics
 from coordinator.result import ItemError
 from coordinator.settings import Settings, property_name
@@ -43,7 +43,7 @@ class ItemResult(Protocol):
 
 def wire_code(code: ErrorCode) -> pb.ErrorCode:
     """The contract's enum for an error code (the same number: ErrorCode mirrors the contract)."""
-    return cast(pb.ErrorCode, code)
+    return code
 
 
 class ItemOutcome(Protocol):

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import final
 
 from coordinator.clock import Clock
+from coordinator.directory_lock import DirectoryLock
 from coordinator.errors import CoordinatorUnavailable, ErrorCode
 from coordinator.invariants import check_invariant
 from coordinator.metrics import Metrics
@@ -39,7 +40,6 @@ from coordinator.shard.pipeline import Pipeline
 from coordinator.shard.ports import TopicRecordsApplied
 from coordinator.shard.snapshots import SnapshotScheduler
 from coordinator.state.integrity import leave_clean_close_mark, take_clean_close_mark
-from snapshot.files import DirectoryLock
 
 log = logging.getLogger(__name__)
 

@@ -21,8 +21,8 @@ from coordinator.errors import CoordinatorUnavailable
 from coordinator.settings import Settings
 from coordinator.shard.loading import Loaded
 from coordinator.state.integrity import IntegrityReport, check_integrity
+from coordinator.state.pruning import PruneResult, delete_snapshots, prune_log
 from coordinator.state.reads import StateDamaged
-from snapshot.prune import PruneResult, delete_snapshots, prune_log
 from snapshot.snapshots import (
     SnapshotCheck,
     SnapshotManifest,

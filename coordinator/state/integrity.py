@@ -19,7 +19,7 @@ from pathlib import Path
 
 import apsw
 
-from snapshot.files import fsync_directory
+from snapshot.durable_files import fsync_directory
 
 CLEAN_CLOSE_MARK = "state.closed-cleanly"  # beside state.sqlite; present only between a clean close and a load
 PROBLEMS_REPORTED_MAX = 5  # integrity_check's list of problems is cut to this many lines

@@ -43,6 +43,14 @@ class CoordinatorCounts:
     files_awaiting_deletion: int
 
 
+def one_row(cursor: apsw.Cursor, what: str) -> Any:
+    """The row of a query that always yields one (an aggregate, a PRAGMA, a meta counter); none means damage."""
+    row = cursor.fetchone()
+    if row is None:
+        raise StateDamaged(f"no row for {what}: the state's meta table or schema is damaged")
+    return row
+
+
 def partition_offsets(db: apsw.Connection, topic_id: bytes, partition: int) -> PartitionOffsets | None:
     row = db.execute(
         "SELECT partition_key, log_start_offset, high_watermark FROM partitions WHERE topic_id = ? AND partition = ?",
@@ -125,15 +133,20 @@ def file_state(facts: FileFacts) -> int:
 
 
 def coordinator_counts(db: apsw.Connection) -> CoordinatorCounts:
-    (live_batch_count,) = db.execute("SELECT value FROM meta WHERE name = 'live_batch_count'").fetchone()
-    (partitions,) = db.execute("SELECT count(*) FROM partitions").fetchone()
-    live_files, oldest = db.execute(
-        "SELECT count(*), min(committed_at_ms) FROM files WHERE live_batches > 0"
-    ).fetchone()
-    handover, deletion = db.execute(
-        f"SELECT coalesce(sum(NOT ({_AWAITING_DELETION})), 0), coalesce(sum({_AWAITING_DELETION}), 0) "
-        "FROM files WHERE live_batches = 0"
-    ).fetchone()
+    (live_batch_count,) = one_row(
+        db.execute("SELECT value FROM meta WHERE name = 'live_batch_count'"), "meta live_batch_count"
+    )
+    (partitions,) = one_row(db.execute("SELECT count(*) FROM partitions"), "the partition count")
+    live_files, oldest = one_row(
+        db.execute("SELECT count(*), min(committed_at_ms) FROM files WHERE live_batches > 0"), "the live files"
+    )
+    handover, deletion = one_row(
+        db.execute(
+            f"SELECT coalesce(sum(NOT ({_AWAITING_DELETION})), 0), coalesce(sum({_AWAITING_DELETION}), 0) "
+            "FROM files WHERE live_batches = 0"
+        ),
+        "the idle files",
+    )
     return CoordinatorCounts(
         partitions, live_files, live_batch_count, -1 if oldest is None else oldest, handover, deletion
     )

@@ -104,11 +104,15 @@ class StateStore:
 
     def _migrate(self) -> None:
         """Brings a state file of an older schema to this one, in the open transaction."""
-        (version,) = self._writer.execute("SELECT value FROM meta WHERE name = 'schema_version'").fetchone()
+        (version,) = reads.one_row(
+            self._writer.execute("SELECT value FROM meta WHERE name = 'schema_version'"), "the schema version"
+        )
         while version in MIGRATIONS:
             for statement in MIGRATIONS[version]:
                 self._writer.execute(statement)
-            (version,) = self._writer.execute("SELECT value FROM meta WHERE name = 'schema_version'").fetchone()
+            (version,) = reads.one_row(
+                self._writer.execute("SELECT value FROM meta WHERE name = 'schema_version'"), "the schema version"
+            )
 
     def _read_producer_windows(self) -> dict[int, dict[int, PackedWindow]]:
         windows: dict[int, dict[int, PackedWindow]] = {}

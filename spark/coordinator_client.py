@@ -32,6 +32,7 @@ from typing import TypeVar
 
 import grpc
 
+from coordinator.backoff import Backoff
 from protos import coordinator_pb2 as pb
 from protos import coordinator_pb2_grpc as pb_grpc
 
@@ -39,9 +40,10 @@ DEFAULT_BOOTSTRAP = "127.0.0.1:50051"
 RPC_TIMEOUT_S = 30.0
 # Keys per DescribeFiles call: far below diskless.coordinator.request.max.items (10000 by default).
 DESCRIBE_BATCH_KEYS = 1000
-# Attempts per DescribeFiles call on one node, the first included; the wait doubles from the backoff.
+# Attempts per DescribeFiles call on one node, the first included; the waits double from DESCRIBE_BACKOFF_MS.
 DESCRIBE_ATTEMPTS = 3
-DESCRIBE_BACKOFF_S = 0.5
+DESCRIBE_BACKOFF_MS = 500
+DESCRIBE_BACKOFF_MAX_MS = 2000
 RETRIED_STATUS = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_EXHAUSTED})
 # A node listening on every interface reports this host: the caller reaches it as it reached the bootstrap node.
 UNSPECIFIED_HOSTS = frozenset({"", "0.0.0.0", "::"})
@@ -124,7 +126,7 @@ def _describe_coordinators(
 
 
 def _rpc_problem(address: str, error: grpc.RpcError) -> str:
-    return f"{address}: {error.code().name} {error.details()}"  # type: ignore[attr-defined]
+    return f"{address}: {error.code().name} {error.details()}"
 
 
 def _first_answer(access: CoordinatorAccess) -> tuple[str, pb.DescribeCoordinatorsResponse]:
@@ -177,15 +179,15 @@ def discover(access: CoordinatorAccess) -> Discovery:
             ) from None
         answered = {d.coordinator_id: d for d in answer.coordinators}
         for coordinator_id in coordinator_ids:
-            description = answered.get(coordinator_id)
-            if description is None:
+            described = answered.get(coordinator_id)
+            if described is None:
                 raise CoordinatorsUnavailable(f"node {node}: coordinator {coordinator_id} was not described")
-            problem = _description_problem(description)
-            if problem is None and _leader_address(description, node) != node:
+            problem = _description_problem(described)
+            if problem is None and _leader_address(described, node) != node:
                 problem = f"coordinator {coordinator_id}: its leader moved from {node} while the scan asked"
             if problem:
                 raise CoordinatorsUnavailable(f"node {node}: {problem}")
-            facts.append(_facts(description, node))
+            facts.append(_facts(described, node))
     return Discovery(_complete(facts))
 
 
@@ -278,15 +280,14 @@ class FileDescriber:
     def _ask(self, node: str, stub: pb_grpc.DisklessCoordinatorStub, keys: Sequence[str]) -> list[Answer]:
         timeout_s = self._access.rpc_timeout_s
         request = pb.DescribeFilesRequest(object_keys=keys, timeout_ms=int(timeout_s * 1000))
-        backoff_s = DESCRIBE_BACKOFF_S
+        backoff = Backoff(DESCRIBE_BACKOFF_MS, DESCRIBE_BACKOFF_MAX_MS)
         for attempt in range(1, DESCRIBE_ATTEMPTS + 1):
             try:
                 response = stub.DescribeFiles(request, timeout=timeout_s)
             except grpc.RpcError as error:
-                if error.code() not in RETRIED_STATUS or attempt == DESCRIBE_ATTEMPTS:  # type: ignore[attr-defined]
+                if error.code() not in RETRIED_STATUS or attempt == DESCRIBE_ATTEMPTS:
                     return [f"DescribeFiles on {_rpc_problem(node, error)}"] * len(keys)
-                self._sleep(backoff_s)
-                backoff_s *= 2
+                self._sleep(backoff.failed() / 1000)
                 continue
             files = list(response.files)
             if len(files) != len(keys) or any(f.object_key != k for f, k in zip(files, keys, strict=False)):

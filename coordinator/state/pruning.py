@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from coordinator.log.segments import MetadataLog
-from snapshot.files import crash_point
+from snapshot import fault_points
 from snapshot.snapshots import SnapshotId, delete_snapshot, list_snapshots
 
 
@@ -38,7 +38,7 @@ def prune_log(directory: Path, metadata_log: MetadataLog, retained_count: int) -
     if not kept:
         return PruneResult([], [], [], metadata_log.position().start_offset)
     oldest_kept_end = kept[-1].snapshot_id.end_offset
-    deleted_segments = metadata_log.delete_segments_below(oldest_kept_end, lambda: crash_point("prune.midway"))
+    deleted_segments = metadata_log.delete_segments_below(oldest_kept_end, lambda: fault_points.reach("prune.midway"))
     return PruneResult(
         [m.snapshot_id for m in kept],
         [m.snapshot_id for m in older],

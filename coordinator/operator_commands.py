@@ -26,17 +26,18 @@ from typing import Any, TypeVar
 import apsw
 import grpc
 
+from coordinator.directory_lock import DirectoryInUse, DirectoryLock
 from coordinator.log.recovery import RecoveryRefused, apply_recovery, plan_json_text, plan_recovery, report_lines
 from coordinator.log.segments import CorruptLogError, LogPosition, MetadataLog, scan_log, scan_position
 from coordinator.settings import Settings
 from coordinator.state import reads
 from coordinator.state.integrity import check_integrity, take_clean_close_mark
+from coordinator.state.pruning import prune
 from protos import admin_pb2 as admin
 from protos import admin_pb2_grpc
 from protos import coordinator_pb2 as pb
 from protos import coordinator_pb2_grpc as pb_grpc
-from snapshot.files import ChecksumMismatch, DirectoryInUse, DirectoryLock
-from snapshot.prune import prune
+from snapshot.durable_files import ChecksumMismatch
 from snapshot.snapshots import (
     SnapshotError,
     SnapshotId,
@@ -165,8 +166,8 @@ def _call_first(args: argparse.Namespace, call: Callable[[grpc.Channel], T]) -> 
             try:
                 return call(channel)
             except grpc.RpcError as error:
-                problems.append(f"{address}: {error.code().name} {error.details()}")  # type: ignore[attr-defined]
-                if error.code() not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):  # type: ignore[attr-defined]
+                problems.append(f"{address}: {error.code().name} {error.details()}")
+                if error.code() not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
                     break
     raise CommandFailed("; ".join(problems) or f"no address in --bootstrap {bootstrap!r}")
 
@@ -242,7 +243,9 @@ def _describe_state(coordinator_id: int, directory: Path, position: LogPosition)
         connection = apsw.Connection(str(state), flags=apsw.SQLITE_OPEN_READWRITE)
         try:
             connection.execute("BEGIN")
-            (applied,) = connection.execute("SELECT value FROM meta WHERE name = 'applied_offset'").fetchone()
+            (applied,) = reads.one_row(
+                connection.execute("SELECT value FROM meta WHERE name = 'applied_offset'"), "meta applied_offset"
+            )
             counts = reads.coordinator_counts(connection)
             connection.execute("COMMIT")
         finally:

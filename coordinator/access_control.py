@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from coordinator.acl import RPC_PERMISSIONS, AclFile, Permission
+from coordinator.acl_file import RPC_PERMISSIONS, AclFile, Permission
 from coordinator.errors import PermissionDenied, Unauthenticated
-from coordinator.logs import EveryInterval
-from coordinator.security import ANONYMOUS, principal_of
+from coordinator.logging_output import EveryInterval
+from coordinator.tls import ANONYMOUS, principal_of
 
 log = logging.getLogger(__name__)
 DENIAL_LOG_INTERVAL_S = 10.0  # one line per (RPC, principal, reason) per interval: a misconfigured client retries fast
@@ -35,7 +35,7 @@ class AccessControl:
         if self._denial_log.allow(key):
             log.warning("%s (%d more such denials since the last line)", line, self._denial_log.take_suppressed(key))
 
-    def admit(self, method: str, auth_context: Mapping[str, Sequence[bytes]]) -> str:
+    def admit(self, method: str, auth_context: Mapping[str, Iterable[bytes]]) -> str:
         """The caller's principal; raises Unauthenticated or PermissionDenied."""
         principal = principal_of(auth_context)
         if principal is None:

@@ -1,4 +1,4 @@
-"""Crash-safe file steps shared by snapshots and restore, and the crash hook that tests use.
+"""Crash-safe file steps shared by the log, snapshots, restore and the local object store.
 
 A durable file is written as `<name>.part`, fsynced, renamed, and its directory
 fsynced (Litestream's `WriteLTXFile`): a crash leaves either the old name, the
@@ -8,14 +8,12 @@ real name.
 
 from __future__ import annotations
 
-import fcntl
 import os
 import zlib
 from pathlib import Path
+from typing import IO, Any
 
 PART_SUFFIX = ".part"
-CRASH_ENVIRONMENT_VARIABLE = "DISKLESS_CRASH_AT"
-CRASH_EXIT_CODE = 137  # what a SIGKILL looks like to a parent
 CHECKSUM_CHUNK_BYTES = 8 * 1024 * 1024  # large reads: zlib.crc32 releases the GIL on big buffers
 # Freed a few MiB per truncate: on ext4 mounted with `discard` one unlink of tens of megabytes stalls the
 # journal commit that the metadata log's next fdatasync waits for (measured on the bench machine: a small
@@ -24,35 +22,49 @@ CHECKSUM_CHUNK_BYTES = 8 * 1024 * 1024  # large reads: zlib.crc32 releases the G
 DELETE_CHUNK_BYTES = 4 * 1024 * 1024
 
 
-def crash_point(step: str) -> None:
-    """Fault hook: exits the process at once (no cleanup, no flush) when DISKLESS_CRASH_AT names `step`.
-
-    Steps: snapshot.copy (after the first copy step), snapshot.before_rename
-    (parts fsynced, not renamed), snapshot.after_rename (renamed, not pruned),
-    prune.midway (one log segment deleted, the rest not). Only tests set it.
-    """
-    if os.environ.get(CRASH_ENVIRONMENT_VARIABLE) == step:
-        os._exit(CRASH_EXIT_CODE)
-
-
-def fsync_directory(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
+def fsync_directory(directory: str | os.PathLike[str]) -> None:
+    """Makes the directory's entries durable: a file created, renamed or unlinked in it survives a crash."""
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         os.fsync(fd)
     finally:
         os.close(fd)
 
 
-def fsync_file(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
+def fsync_file(path: str | os.PathLike[str], data_only: bool = False) -> None:
+    """Makes a written (closed) file's bytes durable; `data_only`: fdatasync, the metadata a read needs only."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:
-        os.fsync(fd)
+        if data_only:
+            os.fdatasync(fd)
+        else:
+            os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def flush_and_fsync(file: IO[Any]) -> None:
+    """Makes what was written to an open file durable: Python's buffer to the kernel, the kernel's to the disk."""
+    file.flush()
+    os.fsync(file.fileno())
 
 
 def part_path(path: Path) -> Path:
     return path.with_name(path.name + PART_SUFFIX)
+
+
+def write_durably(path: Path, content: bytes) -> None:
+    """Replaces `path` with `content` in one step: written to `<path>.part`, fsynced, renamed, directory fsynced."""
+    part = part_path(path)
+    try:
+        with open(part, "wb") as file:
+            file.write(content)
+            flush_and_fsync(file)
+    except BaseException:
+        part.unlink(missing_ok=True)
+        raise
+    os.replace(part, path)
+    fsync_directory(path.parent)
 
 
 def file_checksum(path: Path) -> tuple[int, int]:
@@ -111,37 +123,9 @@ def copy_durably(source: Path, target: Path, expected: tuple[int, int]) -> None:
                 raise ChecksumMismatch(
                     f"{source}: {size} bytes with CRC-32 {crc:08x}, expected {expected[0]} bytes with {expected[1]:08x}"
                 )
-            os.fsync(writer.fileno())
+            flush_and_fsync(writer)
     except BaseException:
         part.unlink(missing_ok=True)
         raise
     os.replace(part, target)
     fsync_directory(target.parent)
-
-
-class DirectoryInUse(Exception):
-    """Another process (a running node, an operator command) holds the coordinator directory."""
-
-
-class DirectoryLock:
-    """An exclusive `flock` on `<directory>/lock` for as long as a process works on the directory.
-
-    A running coordinator holds it, so that an offline command (restore,
-    create, describe from files) never changes state under a live node. The
-    kernel drops it when the process dies, so a crash leaves nothing to clean.
-    """
-
-    def __init__(self, directory: Path) -> None:
-        directory.mkdir(parents=True, exist_ok=True)
-        self.path = directory / "lock"
-        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(self._fd)
-            raise DirectoryInUse(f"{directory} is in use by another process (a running node?)") from None
-
-    def release(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)  # closing the descriptor drops the lock
-            self._fd = -1

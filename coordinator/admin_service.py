@@ -12,7 +12,7 @@ from typing import Any, Protocol, TypeVar
 
 import grpc
 
-from coordinator.acl import Permission
+from coordinator.acl_file import Permission
 from coordinator.errors import CoordinatorUnavailable, ErrorCode, MalformedRequest
 from coordinator.router import Router
 from coordinator.shard import CoordinatorShard
@@ -35,8 +35,11 @@ class Gate(Protocol):
     """edge.CallGate, as this service sees it."""
 
     def call(
-        self, method: str, context: grpc.aio.ServicerContext, handler: Callable[[], Awaitable[Any] | Any]
-    ) -> Awaitable[Any]: ...
+        self,
+        method: str,
+        context: grpc.aio.ServicerContext[Any, Any],
+        handler: Callable[[], Awaitable[Response] | Response],
+    ) -> Awaitable[Response]: ...
 
 
 def snapshot_info(manifest: SnapshotManifest) -> admin.SnapshotInfo:

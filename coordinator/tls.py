@@ -12,7 +12,7 @@ from __future__ import annotations
 import ipaddress
 import logging
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -109,13 +109,15 @@ def server_credentials(files: TlsFiles, client_auth: str) -> grpc.ServerCredenti
         return fresh
 
     return grpc.dynamic_ssl_server_credentials(
-        configuration(), reload_if_changed, require_client_authentication=client_auth == "required"
+        configuration(),
+        reload_if_changed,  # type: ignore[arg-type]  # gRPC reads None as "unchanged"; its stubs forbid None
+        require_client_authentication=client_auth == "required",
     )
 
 
-def principal_of(auth_context: Mapping[str, Sequence[bytes]]) -> str | None:
+def principal_of(auth_context: Mapping[str, Iterable[bytes]]) -> str | None:
     """`User:<subject CN>` of a verified client certificate, or None when the caller presented none."""
-    names = auth_context.get("x509_common_name")
-    if not names:
+    name = next(iter(auth_context.get("x509_common_name", ())), None)
+    if not name:
         return None
-    return "User:" + names[0].decode("utf-8", "replace")
+    return "User:" + name.decode("utf-8", "replace")
