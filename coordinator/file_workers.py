@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import TypeVar, final
 
 from coordinator import wal_files
+from coordinator.backoff import Backoff
 from coordinator.clock import Clock
 from coordinator.errors import CallRejected, CoordinatorUnavailable
 from coordinator.metrics import Metrics
@@ -50,29 +51,6 @@ _TO_HAND_OVER = "owned = 1 AND is_last_owner = 0 AND file_id > ?"
 _AWAITING_OWNERSHIP = "owned = 0 AND committed_at_ms <= ? AND file_id > ?"
 _TO_SCHEDULE = "owned = 1 AND is_last_owner = 1 AND delete_after_ms < 0"
 _DUE_FOR_DELETION = "owned = 1 AND is_last_owner = 1 AND delete_after_ms >= 0 AND delete_after_ms <= ?"
-
-
-@dataclass(slots=True)
-class Backoff:
-    """Exponential backoff of one step: doubles per failure up to the cap, resets on success."""
-
-    initial_ms: int
-    max_ms: int
-    failures: int = 0
-    retry_at_ms: int = 0
-
-    def ready(self, now_ms: int) -> bool:
-        return now_ms >= self.retry_at_ms
-
-    def failed(self, now_ms: int) -> int:
-        self.failures += 1
-        wait = min(self.max_ms, self.initial_ms << min(self.failures - 1, 30))  # initial * 2^(failures - 1)
-        self.retry_at_ms = now_ms + wait
-        return wait
-
-    def succeeded(self) -> None:
-        self.failures = 0
-        self.retry_at_ms = 0
 
 
 @final

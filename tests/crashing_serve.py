@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
@@ -53,3 +54,7 @@ def crashing_at(node: ServerProcess, step: str) -> Iterator[ServerProcess]:
         yield node
     finally:
         node.launcher = ("-m", "coordinator")
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -21,6 +21,7 @@ from concurrent.futures import Executor
 from pathlib import Path
 from typing import final
 
+from coordinator.backoff import Backoff
 from coordinator.clock import Clock
 from coordinator.directory_lock import DirectoryLock
 from coordinator.errors import CoordinatorUnavailable, ErrorCode
@@ -160,13 +161,13 @@ class Lifecycle:
 
     async def _live(self, first_attempt: asyncio.Future[BaseException | None]) -> None:
         """Load, serve, and after a failure load again, until closed or an operator is needed."""
-        backoff_ms = self._settings.reload_backoff_ms
+        backoff = Backoff(self._settings.reload_backoff_ms, self._settings.reload_backoff_max_ms)
         while not self._closing:
             failure = await self._attempt_load()
             if not first_attempt.done():
                 first_attempt.set_result(failure)
             if failure is None:
-                backoff_ms = self._settings.reload_backoff_ms
+                backoff.succeeded()
                 assert self._pipeline is not None
                 failure = await self._pipeline.run()
                 if failure is None:
@@ -175,10 +176,10 @@ class Lifecycle:
                 continue  # the first load after a failure while serving is at once
             if isinstance(failure, NEEDS_OPERATOR):
                 return
-            self._problem = f"{self._problem}; loading again in {backoff_ms} ms"
+            wait_ms = backoff.failed()
+            self._problem = f"{self._problem}; loading again in {wait_ms} ms"
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stopping.wait(), backoff_ms / 1000)
-            backoff_ms = min(backoff_ms * 2, self._settings.reload_backoff_max_ms)
+                await asyncio.wait_for(self._stopping.wait(), wait_ms / 1000)
         if not first_attempt.done():
             first_attempt.set_result(CoordinatorUnavailable(ErrorCode.NOT_COORDINATOR, "closed while loading"))
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, final
 
+from coordinator.backoff import Backoff
 from coordinator.clock import Clock
 from coordinator.errors import CoordinatorUnavailable
 from coordinator.settings import Settings
@@ -147,7 +148,7 @@ class SnapshotScheduler:
 
     async def _run(self) -> None:
         """Waits for "enough log or time since the last snapshot" or close; a failure is logged and retried."""
-        backoff_ms = self._settings.snapshot_retry_backoff_ms
+        backoff = Backoff(self._settings.snapshot_retry_backoff_ms, self._settings.snapshot_retry_backoff_max_ms)
         while not self._closing:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wakeup.wait(), self._time_left_s())
@@ -158,15 +159,15 @@ class SnapshotScheduler:
                 continue
             try:
                 await self.create_snapshot()
-                backoff_ms = self._settings.snapshot_retry_backoff_ms
+                backoff.succeeded()
             except Exception as error:  # best effort: the log still holds everything; try again later
+                wait_ms = backoff.failed()
                 log.error(
                     "coordinator %d: snapshot failed (%s: %s); retrying in %d ms",
-                    self.coordinator_id, type(error).__name__, error, backoff_ms,
+                    self.coordinator_id, type(error).__name__, error, wait_ms,
                 )  # fmt: skip
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wakeup.wait(), backoff_ms / 1000)
-                backoff_ms = min(backoff_ms * 2, self._settings.snapshot_retry_backoff_max_ms)
+                    await asyncio.wait_for(self._wakeup.wait(), wait_ms / 1000)
 
     # ------------------------------------------------------------------ on demand
 
