@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from coordinator.acl_file import AclError
-from coordinator.operator_commands import add_operator_commands
+from coordinator.operator_parsers import add_operator_commands
 from coordinator.settings import SettingsError, describe_settings, load_settings
 
 

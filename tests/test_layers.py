@@ -31,6 +31,7 @@ RANKS: dict[str, float] = {
     "coordinator.cli": 6,
     "coordinator.server": 5,
     "coordinator.operator_commands": 5.5,
+    "coordinator.operator_parsers": 5.6,
     "coordinator.admin_service": 4.5,
     "coordinator.node": 4,
     "coordinator.router": 3,
@@ -67,6 +68,8 @@ RANKS: dict[str, float] = {
     "coordinator.state.reads": 1,
     "coordinator.log.segments": 1,
     "coordinator.log.recovery": 1.4,  # an operator's repair of a stopped coordinator's log and state
+    "coordinator.log.recovery_plan": 1.3,
+    "coordinator.log.recovery_report": 1.35,
     "coordinator.state.integrity": 1,
     "coordinator.state.opening": 1.6,
     "coordinator.edge": 4.8,
