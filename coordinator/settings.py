@@ -90,9 +90,10 @@ class Settings:
     )
     max_pending_ms: int = _setting(
         "diskless.server.max.pending.ms",
-        1000,
+        10000,
         "longest a call waits in gRPC for the busy node to take it up; past it gRPC cancels it (CANCELLED: never "
-        "run). In whole seconds, rounded up (gRPC's own default is 30 s)",
+        "run). In whole seconds, rounded up (gRPC's own default is 30 s). The loop takes calls up between applies, "
+        "which for commits of thousands of batches can take a second or more: a tighter bound cancels ordinary load",
     )
     stream_window_bytes: int = _setting(
         "diskless.server.stream.window.bytes",
