@@ -14,14 +14,13 @@ command could not run, with a one-line reason on stderr.
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import apsw
 import grpc
@@ -31,6 +30,15 @@ from coordinator.log.recovery import apply_recovery
 from coordinator.log.recovery_plan import RecoveryRefused, plan_recovery
 from coordinator.log.recovery_report import plan_json_text, report_lines
 from coordinator.log.segments import CorruptLogError, LogPosition, MetadataLog, scan_log, scan_position
+from coordinator.operator_output import (
+    STATE_CHECK_COLUMNS,
+    CoordinatorRow,
+    SnapshotRow,
+    StateCheckRow,
+    print_rows,
+    row_of_info,
+    row_of_manifest,
+)
 from coordinator.settings import Settings
 from coordinator.state import reads
 from coordinator.state.integrity import check_integrity, take_clean_close_mark
@@ -43,7 +51,6 @@ from snapshot.durable_files import ChecksumMismatch
 from snapshot.snapshots import (
     SnapshotError,
     SnapshotId,
-    SnapshotManifest,
     check_snapshots,
     list_snapshots,
     restore_snapshot,
@@ -60,78 +67,6 @@ T = TypeVar("T")
 
 class CommandFailed(Exception):
     """The command could not run; the message is the one-line reason."""
-
-
-# ---------------------------------------------------------------------- the shapes printed
-
-
-@dataclass(frozen=True, slots=True)
-class SnapshotRow:
-    coordinator_id: int
-    snapshot: str  # END-EPOCH
-    end_offset: int
-    epoch: int
-    size_bytes: int
-    crc32: str
-    created_at_ms: int
-    path: str
-    verified: bool | None = None  # None: not checked
-    problem: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class CoordinatorRow:
-    coordinator_id: int
-    state: str
-    applied_offset: int
-    log_start_offset: int
-    log_end_offset: int
-    newest_snapshot: str  # END-EPOCH, "" if none
-    partitions: int
-    live_files: int
-    live_batches: int
-    error: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class StateCheckRow:
-    coordinator_id: int
-    sound: bool
-    seconds: float
-    state_bytes: int
-    problem: str = ""
-
-
-_STATE_CHECK_COLUMNS = ("coordinator_id", "sound", "seconds", "state_bytes", "problem")
-
-
-def _row_of_manifest(coordinator_id: int, manifest: SnapshotManifest, problem: str | None = None) -> SnapshotRow:
-    return SnapshotRow(
-        coordinator_id, str(manifest.snapshot_id), manifest.snapshot_id.end_offset, manifest.snapshot_id.epoch,
-        manifest.size_bytes, f"{manifest.crc32:08x}", manifest.created_at_ms, str(manifest.data_path),
-        None if problem is None else not problem, problem or "",
-    )  # fmt: skip
-
-
-def _row_of_info(coordinator_id: int, info: admin.SnapshotInfo, verified: bool | None, problem: str) -> SnapshotRow:
-    return SnapshotRow(
-        coordinator_id, f"{info.end_offset}-{info.epoch}", info.end_offset, info.epoch, info.size_bytes,
-        f"{info.crc32:08x}", info.created_at_ms, info.path, verified, problem,
-    )  # fmt: skip
-
-
-def _cell(value: object) -> str:
-    return "-" if value is None or value == "" else str(value)
-
-
-def _print_rows(rows: list[Any], as_json: bool, key: str, columns: tuple[str, ...]) -> None:
-    if as_json:
-        print(json.dumps({key: [asdict(r) for r in rows]}, indent=2))
-        return
-    table = [columns] + [tuple(_cell(getattr(r, c)) for c in columns) for r in rows]
-    widths = [max(len(line[i]) for line in table) for i in range(len(columns))]
-    for line in table:
-        print("  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip())
 
 
 # ---------------------------------------------------------------------- over gRPC
@@ -185,7 +120,7 @@ def _remote_snapshots(args: argparse.Namespace, verify: bool) -> tuple[list[Snap
         if entry.error_code != pb.NONE:
             errors.append(f"coordinator {entry.coordinator_id}: {entry.error_message}")
         for s in entry.snapshots:
-            rows.append(_row_of_info(entry.coordinator_id, s.info, s.verified if verify else None, s.problem))
+            rows.append(row_of_info(entry.coordinator_id, s.info, s.verified if verify else None, s.problem))
     return rows, errors
 
 
@@ -305,7 +240,7 @@ def describe(args: argparse.Namespace) -> int:
                     c.error_message,
                 )
             )
-    _print_rows(
+    print_rows(
         rows, args.json, "coordinators",
         ("coordinator_id", "state", "applied_offset", "log_start_offset", "log_end_offset", "newest_snapshot",
          "partitions", "live_files", "live_batches", "error"),
@@ -338,7 +273,7 @@ def snapshot_create(args: argparse.Namespace) -> int:
                     prune(snapshot_directory(directory), metadata_log, args.retained_count)
                 finally:
                     metadata_log.close()
-                rows.append(_row_of_manifest(coordinator_id, manifest))
+                rows.append(row_of_manifest(coordinator_id, manifest))
     else:
 
         def call(channel: grpc.Channel) -> admin.CreateSnapshotResponse:
@@ -349,8 +284,8 @@ def snapshot_create(args: argparse.Namespace) -> int:
             if result.error_code != pb.NONE:
                 errors.append(f"coordinator {result.coordinator_id}: {result.error_message}")
             else:
-                rows.append(_row_of_info(result.coordinator_id, result.snapshot, None, ""))
-    _print_rows(rows, args.json, "snapshots", _SNAPSHOT_COLUMNS)
+                rows.append(row_of_info(result.coordinator_id, result.snapshot, None, ""))
+    print_rows(rows, args.json, "snapshots", _SNAPSHOT_COLUMNS)
     return _report(errors)
 
 
@@ -362,12 +297,12 @@ def snapshot_list(args: argparse.Namespace, verify: bool = False) -> int:
             with _locked(directory):
                 if verify:
                     checks = check_snapshots(snapshot_directory(directory))
-                    rows += [_row_of_manifest(coordinator_id, c.manifest, c.problem or "") for c in checks]
+                    rows += [row_of_manifest(coordinator_id, c.manifest, c.problem or "") for c in checks]
                 else:
-                    rows += [_row_of_manifest(coordinator_id, m) for m in list_snapshots(snapshot_directory(directory))]
+                    rows += [row_of_manifest(coordinator_id, m) for m in list_snapshots(snapshot_directory(directory))]
     else:
         rows, errors = _remote_snapshots(args, verify)
-    _print_rows(rows, args.json, "snapshots", _SNAPSHOT_COLUMNS)
+    print_rows(rows, args.json, "snapshots", _SNAPSHOT_COLUMNS)
     errors += [f"coordinator {r.coordinator_id}: snapshot {r.snapshot}: {r.problem}" for r in rows if r.problem]
     return _report(errors)
 
@@ -399,7 +334,7 @@ def snapshot_restore(args: argparse.Namespace) -> int:
             if problem is None:
                 take_clean_close_mark(directory)  # a state the node did not close: checked at its next load
                 restore_snapshot(manifest, directory / "state.sqlite")
-                _print_rows([_row_of_manifest(coordinator_id, manifest, "")], args.json, "restored", _SNAPSHOT_COLUMNS)
+                print_rows([row_of_manifest(coordinator_id, manifest, "")], args.json, "restored", _SNAPSHOT_COLUMNS)
                 return 0
             print(f"diskless snapshot restore: skipping {manifest.snapshot_id}: {problem}", file=sys.stderr)
     raise CommandFailed(f"coordinator {coordinator_id}: no snapshot verifies and fits the log")
@@ -457,7 +392,7 @@ def state_check(args: argparse.Namespace) -> int:
                 StateCheckRow(result.coordinator_id, result.sound, round(result.seconds, 3), result.state_bytes,
                               result.problem)
             )  # fmt: skip
-    _print_rows(rows, args.json, "coordinators", _STATE_CHECK_COLUMNS)
+    print_rows(rows, args.json, "coordinators", STATE_CHECK_COLUMNS)
     errors += [f"coordinator {r.coordinator_id}: state damaged: {r.problem}" for r in rows if not r.sound]
     return _report(errors)
 

@@ -31,6 +31,7 @@ RANKS: dict[str, float] = {
     "coordinator.cli": 6,
     "coordinator.server": 5,
     "coordinator.operator_commands": 5.5,
+    "coordinator.operator_output": 5.4,
     "coordinator.operator_parsers": 5.6,
     "coordinator.admin_service": 4.5,
     "coordinator.node": 4,
