@@ -43,7 +43,7 @@ import os
 import sys
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from pyspark import StorageLevel
@@ -89,9 +89,11 @@ class ScanAborted(Exception):
     """A safety rule stopped the scan; nothing more is deleted."""
 
 
-def open_session(master: str | None = None) -> SparkSession:
-    """A session for the scan: --master, else spark-submit's, else local[*]."""
+def open_session(master: str | None = None, conf: Mapping[str, str] | None = None) -> SparkSession:
+    """A session for the scan: --master, else spark-submit's, else local[*]; `conf`: more Spark settings."""
     builder = SparkSession.builder.appName(APP_NAME).config("spark.ui.showConsoleProgress", "false")
+    for name, value in (conf or {}).items():
+        builder = builder.config(name, value)
     under_submit = "PYSPARK_GATEWAY_PORT" in os.environ  # spark-submit started the JVM with its own --master
     if master or not under_submit:
         master = master or "local[*]"

@@ -7,7 +7,7 @@ made old by the clock, not by forging times: everything that should be a
 candidate is written before the first live file is committed, the young files
 after it, and the scan runs with grace 0 (`--force`), so that the threshold is
 the oldest live file's commit time on both backends (S3 keeps whole seconds of
-LastModified, hence the pauses of `S3_TIME_RESOLUTION_S`).
+LastModified, hence the pauses of `S3_TIME_RESOLUTION_S`; the local store keeps milliseconds).
 
 Faults that real parts cannot produce on demand (one key's DescribeFiles
 error, a coordinator reporting an error, a second node that does not answer)
@@ -49,18 +49,22 @@ from tests.harness import REPO, Broker, ServerProcess, batch, coordinator_of, de
 from tests.object_stores import ObjectStoreUnderTest, free_port, storage_settings
 
 S3_TIME_RESOLUTION_S = 1.1  # moto lists LastModified in whole seconds
+LOCAL_TIME_RESOLUTION_S = 0.05  # a file's mtime, in milliseconds from the kernel's coarse clock
 # The coordinator must not hand over or delete the test's files itself while the scans run.
 COORDINATOR_SETTINGS = {
     "diskless.coordinator.file.deletion.grace.period.ms": "3600000",
     "diskless.coordinator.file.handover.probe.delay.ms": "3600000",
 }
 SUBMIT_TIMEOUT_S = 240
+# The tests' Spark jobs are tiny: a driver JVM without the optimizing compiler and with the serial collector
+# starts and warms up in about half the time on two cores (real scans keep the JVM's defaults).
+QUICK_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
 @pytest.fixture(scope="module")
 def spark(moto_server: object) -> Iterator[SparkSession]:
     """One session for the module, started after moto's fake AWS environment (executors inherit it)."""
-    session = open_session("local[2]")
+    session = open_session("local[2]", {"spark.driver.extraJavaOptions": QUICK_JVM_OPTIONS})
     yield session
     session.stop()
 
@@ -104,6 +108,7 @@ def build_scene(tmp_path: Path, under_test: ObjectStoreUnderTest) -> Scene:
     server = ServerProcess(tmp_path / "data", 4, {**under_test.settings, **COORDINATOR_SETTINGS}).start()
     store = under_test.open()
     prefix = config.prefix
+    pause_s = S3_TIME_RESOLUTION_S if config.backend == "s3" else LOCAL_TIME_RESOLUTION_S
     scene = Scene(server, store, config, write_properties(tmp_path / "scan.properties", config))
     scene.orphans = put(store, [new_wal_key(prefix) for _ in range(3)], size=1000)
     scene.live = put(store, [new_wal_key(prefix) for _ in range(2)])
@@ -113,7 +118,7 @@ def build_scene(tmp_path: Path, under_test: ObjectStoreUnderTest) -> Scene:
                                 f"{prefix}wal/zz/{odd}.wal", f"{prefix}wal/{odd[:2]}.bak"])  # fmt: skip
     if prefix:
         scene.outside = put(store, [new_wal_key("other-cluster/")])
-    time.sleep(S3_TIME_RESOLUTION_S)  # every object above is older than the first commit below, in whole seconds too
+    time.sleep(pause_s)  # every object above is older than the first commit below, in the store's resolution too
     broker = Broker(server.stub, 4)
     live_topic, gone_topic = broker.create_topic(f"live-{odd}", 1), broker.create_topic(f"gone-{odd}", 1)
     for key in scene.live:
@@ -131,7 +136,7 @@ def build_scene(tmp_path: Path, under_test: ObjectStoreUnderTest) -> Scene:
         pb.FILE_STATE_AWAITING_DELETION,
     )
     assert describe_file(server.stub, deletion).state == pb.FILE_STATE_AWAITING_DELETION
-    time.sleep(S3_TIME_RESOLUTION_S)
+    time.sleep(pause_s)
     scene.young = put(store, [new_wal_key(prefix) for _ in range(2)])
     return scene
 
@@ -497,7 +502,8 @@ def test_spark_submit_runs_periodic_scans(local_store_under_test: ObjectStoreUnd
         )
         submit = Path(sys.executable).parent / "spark-submit"
         done = subprocess.run(
-            [str(submit), "--master", "local[1]", str(REPO / "spark" / "command.py"), "--bootstrap",
+            [str(submit), "--master", "local[1]", "--driver-java-options", QUICK_JVM_OPTIONS,
+             str(REPO / "spark" / "command.py"), "--bootstrap",
              server.address, "--config", str(properties), "--force", "--json", "--periodic", "--scans", "2",
              "--manifest-dir", str(tmp_path / "manifests")],
             cwd=tmp_path, capture_output=True, text=True, timeout=SUBMIT_TIMEOUT_S,
