@@ -55,43 +55,49 @@ def fetch_partition(
     limit = budget.results_max - budget.total_batches
     if budget.max_batches_per_partition > 0:
         limit = min(limit, budget.max_batches_per_partition)
+    # The loop runs once per batch returned, the bulk of a lagging consumer's call: it keeps its tallies in
+    # locals and writes them back to the budget at the end.
+    fetch_max_bytes = budget.fetch_max_bytes
+    total_bytes, total_batches = budget.total_bytes, budget.total_batches
+    high_watermark = offsets.high_watermark
     partition_bytes = 0
+    add = result.batches.add
     # I3, checked on what is read: the first batch holds `offset`, each next one starts where the previous
     # ended, all below the high watermark. Damaged pages can hide rows without any error from SQLite.
     expected = offset
-    rows = 0
-    for row in reads.batches_from(db, offsets.partition_key, offset, limit):
-        rows += 1
-        size = row[4]
-        if budget.total_batches > 0 and (
-            partition_bytes >= max_partition_bytes or budget.total_bytes >= budget.fetch_max_bytes
-        ):
-            break
-        base_offset, last_offset = row[5], row[6]
-        if not (base_offset <= expected <= last_offset if expected == offset else base_offset == expected) or (
-            last_offset >= offsets.high_watermark
-        ):
-            raise reads.StateDamaged(
-                f"partition key {offsets.partition_key}: batch {base_offset}..{last_offset} read where offset "
-                f"{expected} was expected (high watermark {offsets.high_watermark})"
+    read = 0
+    rows = reads.batches_from(db, offsets.partition_key, offset, limit)
+    try:
+        for batch_id, key, magic, byte_offset, size, base_offset, last_offset, append_ms, max_ms, kind in rows:
+            read += 1
+            if total_batches > 0 and (partition_bytes >= max_partition_bytes or total_bytes >= fetch_max_bytes):
+                break
+            if not (base_offset <= expected <= last_offset if read == 1 else base_offset == expected) or (
+                last_offset >= high_watermark
+            ):
+                raise reads.StateDamaged(
+                    f"partition key {offsets.partition_key}: batch {base_offset}..{last_offset} read where offset "
+                    f"{expected} was expected (high watermark {high_watermark})"
+                )
+            expected = last_offset + 1
+            add(
+                batch_id=batch_id,
+                object_key=key,
+                magic=magic,
+                byte_offset=byte_offset,
+                byte_size=size,
+                base_offset=base_offset,
+                last_offset=last_offset,
+                log_append_timestamp=append_ms,
+                batch_max_timestamp=max_ms,
+                timestamp_type=kind,
             )
-        expected = last_offset + 1
-        result.batches.add(
-            batch_id=row[0],
-            object_key=row[1],
-            magic=row[2],
-            byte_offset=row[3],
-            byte_size=size,
-            base_offset=row[5],
-            last_offset=row[6],
-            log_append_timestamp=row[7],
-            batch_max_timestamp=row[8],
-            timestamp_type=row[9],
-        )
-        partition_bytes += size
-        budget.total_bytes += size
-        budget.total_batches += 1
-    if rows == 0:
+            partition_bytes += size
+            total_bytes += size
+            total_batches += 1
+    finally:
+        budget.total_bytes, budget.total_batches = total_bytes, total_batches
+    if read == 0:
         raise reads.StateDamaged(
             f"partition key {offsets.partition_key}: no batch holds offset {offset}, below the high watermark "
             f"{offsets.high_watermark}"
