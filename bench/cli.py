@@ -16,7 +16,7 @@ OUT_DEFAULT = Path(__file__).resolve().parent / "results" / "latest"
 def _run(args: argparse.Namespace) -> int:
     # Imported here: `diskless --help` must not need the bench extra (psycopg, matplotlib).
     from bench.report import load_average, write_results
-    from bench.run import MODES, progress_printer, run_all
+    from bench.run import MODES, progress_printer, run_all, scenario_names
 
     mode = "tiny" if args.tiny else "full" if args.full else "quick"
     config = MODES[mode]
@@ -35,6 +35,17 @@ def _run(args: argparse.Namespace) -> int:
             print("diskless bench run: --live takes positive batch counts, e.g. 1000000,10000000", file=sys.stderr)
             return 2
         config = replace(config, live_states=live)
+    if args.scenarios:
+        chosen = tuple(name.strip() for name in args.scenarios.split(","))
+        known = scenario_names(config)
+        if set(chosen) - set(known):
+            print(
+                f"diskless bench run: unknown scenarios {sorted(set(chosen) - set(known))}; choose from "
+                f"{', '.join(known)}",
+                file=sys.stderr,
+            )
+            return 2
+        config = replace(config, scenarios=chosen)
     systems = tuple(args.systems.split(",")) if args.systems else SYSTEMS
     unknown = set(systems) - set(SYSTEMS)
     if unknown:
@@ -79,6 +90,12 @@ def add_bench_commands(parser: argparse.ArgumentParser) -> None:
         "--live",
         metavar="N[,N]",
         help="live-batch states for the grown-state scenario (default: quick 1000000; full adds 10000000)",
+    )
+    run.add_argument(
+        "--scenarios",
+        metavar="NAME[,NAME]",
+        help="comma-separated subset of the mode's scenarios (e.g. find-batches); without the '100x100 max' "
+        "before it, find-batches commits at the brokers' 250 ms cadence, not capped at half that maximum",
     )
     run.add_argument("--profile", action="store_true", help="also profile the coordinator (profile.txt)")
     run.add_argument("--no-install", action="store_true", help="skip postgres instead of apt-get installing it")

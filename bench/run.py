@@ -49,6 +49,7 @@ class RunConfig:
     coordinators: int = 8
     duplicate_share: float = DUPLICATE_SHARE_DEFAULT
     coordinator_settings: tuple[tuple[str, str], ...] = ()  # extra settings for both coordinator systems
+    scenarios: tuple[str, ...] = ()  # names of the scenarios to run; empty: all of them
 
 
 MODES = {
@@ -171,13 +172,21 @@ def _summary(scenario: Scenario, figures: dict[str, float]) -> str:
 
 
 def scenarios_of(config: RunConfig) -> list[tuple[int, list[Scenario]]]:
-    """(live batches prefilled, scenarios run on that state), empty state first."""
+    """(live batches prefilled, scenarios run on that state), empty state first; only those chosen, if any."""
     empty = [Scenario(f"{s} max", s, "max") for s in config.max_shapes]
     empty += [Scenario(f"{s} half", s, "half") for s in config.half_shapes]
     empty.append(Scenario("find-batches", FIND_SHAPE, "find"))
     grown = [(n, [Scenario(f"{GROWN_SHAPE} max @{n // 1_000_000}M live", GROWN_SHAPE, "max", n)])
              for n in config.live_states]  # fmt: skip
-    return [(0, empty), *grown]
+    groups = [(0, empty), *grown]
+    if not config.scenarios:
+        return groups
+    chosen = [(n, [s for s in scenarios if s.name in config.scenarios]) for n, scenarios in groups]
+    return [(n, scenarios) for n, scenarios in chosen if scenarios]
+
+
+def scenario_names(config: RunConfig) -> list[str]:
+    return [s.name for _, scenarios in scenarios_of(replace(config, scenarios=())) for s in scenarios]
 
 
 def row_of(system: str, scenario: Scenario, plan: LoadPlan, outcome: LoadOutcome) -> dict[str, Any]:

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parent.parent
 SYSTEMS = {"coordinator", "coordinator-sequential", "raw-apsw", "postgres"}
 ROW_FIELDS = {"scenario", "system", "commits_per_s", "batches_per_s", "p50_ms", "p99_ms", "p999_ms", "cpu_s_per_batch"}
@@ -36,3 +38,21 @@ def test_tiny_run_writes_results_for_every_system(tmp_path: Path) -> None:
     assert (out / "results.md").read_text().startswith("Run `tiny`")
     for plot in document["plots"]:  # none without matplotlib (the bench extra)
         assert (out / plot).stat().st_size > 0
+
+
+def test_scenarios_choose_a_subset_and_unknown_names_are_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    from dataclasses import replace
+
+    from bench.cli import main
+    from bench.run import FIND_SHAPE, MODES, Scenario, scenarios_of
+
+    chosen = replace(MODES["quick"], scenarios=("find-batches", "100x100 max @1M live"))
+    assert [(n, [s.name for s in group]) for n, group in scenarios_of(chosen)] == [
+        (0, ["find-batches"]),
+        (1_000_000, ["100x100 max @1M live"]),
+    ]
+    assert scenarios_of(replace(MODES["tiny"], scenarios=("find-batches",))) == [
+        (0, [Scenario("find-batches", FIND_SHAPE, "find")])
+    ]
+    assert main(["run", "--tiny", "--scenarios", "find-batches,no such scenario"]) == 2
+    assert "unknown scenarios ['no such scenario']" in capsys.readouterr().err
