@@ -57,14 +57,18 @@ COORDINATOR_SETTINGS = {
 }
 SUBMIT_TIMEOUT_S = 240
 # The tests' Spark jobs are tiny: a driver JVM without the optimizing compiler and with the serial collector
-# starts and warms up in about half the time on two cores (real scans keep the JVM's defaults).
-QUICK_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+# starts and warms up in about half the time on two cores, and no one looks at the web UI (real scans keep
+# Spark's defaults).
+QUICK_SPARK_SETTINGS = {
+    "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
+    "spark.ui.enabled": "false",
+}
 
 
 @pytest.fixture(scope="module")
 def spark(moto_server: object) -> Iterator[SparkSession]:
     """One session for the module, started after moto's fake AWS environment (executors inherit it)."""
-    session = open_session("local[2]", {"spark.driver.extraJavaOptions": QUICK_JVM_OPTIONS})
+    session = open_session("local[2]", QUICK_SPARK_SETTINGS)
     yield session
     session.stop()
 
@@ -502,7 +506,8 @@ def test_spark_submit_runs_periodic_scans(local_store_under_test: ObjectStoreUnd
         )
         submit = Path(sys.executable).parent / "spark-submit"
         done = subprocess.run(
-            [str(submit), "--master", "local[1]", "--driver-java-options", QUICK_JVM_OPTIONS,
+            [str(submit), "--master", "local[1]",
+             *(f"--conf={name}={value}" for name, value in QUICK_SPARK_SETTINGS.items()),
              str(REPO / "spark" / "command.py"), "--bootstrap",
              server.address, "--config", str(properties), "--force", "--json", "--periodic", "--scans", "2",
              "--manifest-dir", str(tmp_path / "manifests")],
