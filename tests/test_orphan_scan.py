@@ -7,7 +7,7 @@ made old by the clock, not by forging times: everything that should be a
 candidate is written before the first live file is committed, the young files
 after it, and the scan runs with grace 0 (`--force`), so that the threshold is
 the oldest live file's commit time on both backends (S3 keeps whole seconds of
-LastModified, hence the pauses of `S3_TIME_RESOLUTION_S`; the local store keeps milliseconds).
+LastModified, hence the waits for the next tick of the store's clock, `next_tick`).
 
 Faults that real parts cannot produce on demand (one key's DescribeFiles
 error, a coordinator reporting an error, a second node that does not answer)
@@ -48,8 +48,9 @@ from tests.certificates import channel_credentials, issue
 from tests.harness import REPO, Broker, ServerProcess, batch, coordinator_of, delete_records, describe_file
 from tests.object_stores import ObjectStoreUnderTest, free_port, storage_settings
 
-S3_TIME_RESOLUTION_S = 1.1  # moto lists LastModified in whole seconds
-LOCAL_TIME_RESOLUTION_S = 0.05  # a file's mtime, in milliseconds from the kernel's coarse clock
+S3_TIME_RESOLUTION_S = 1.0  # moto lists LastModified in whole seconds
+LOCAL_TIME_RESOLUTION_S = 0.001  # a file's mtime, in milliseconds
+TICK_MARGIN_S = 0.02  # past the tick: the kernel stamps a file's mtime from a clock a few ms coarse
 # The coordinator must not hand over or delete the test's files itself while the scans run.
 COORDINATOR_SETTINGS = {
     "diskless.coordinator.file.deletion.grace.period.ms": "3600000",
@@ -107,12 +108,17 @@ def put(store: ObjectStore, keys: list[str], size: int = 100) -> list[str]:
     return keys
 
 
+def next_tick(resolution_s: float) -> None:
+    """Waits into the store clock's next tick: what is written or committed after is newer to the scan."""
+    time.sleep(resolution_s - time.time() % resolution_s + TICK_MARGIN_S)
+
+
 def build_scene(tmp_path: Path, under_test: ObjectStoreUnderTest) -> Scene:
     config = under_test.config
     server = ServerProcess(tmp_path / "data", 4, {**under_test.settings, **COORDINATOR_SETTINGS}).start()
     store = under_test.open()
     prefix = config.prefix
-    pause_s = S3_TIME_RESOLUTION_S if config.backend == "s3" else LOCAL_TIME_RESOLUTION_S
+    resolution_s = S3_TIME_RESOLUTION_S if config.backend == "s3" else LOCAL_TIME_RESOLUTION_S
     scene = Scene(server, store, config, write_properties(tmp_path / "scan.properties", config))
     scene.orphans = put(store, [new_wal_key(prefix) for _ in range(3)], size=1000)
     scene.live = put(store, [new_wal_key(prefix) for _ in range(2)])
@@ -122,7 +128,7 @@ def build_scene(tmp_path: Path, under_test: ObjectStoreUnderTest) -> Scene:
                                 f"{prefix}wal/zz/{odd}.wal", f"{prefix}wal/{odd[:2]}.bak"])  # fmt: skip
     if prefix:
         scene.outside = put(store, [new_wal_key("other-cluster/")])
-    time.sleep(pause_s)  # every object above is older than the first commit below, in the store's resolution too
+    next_tick(resolution_s)  # every object above is older than the first commit below, in the store's time too
     broker = Broker(server.stub, 4)
     live_topic, gone_topic = broker.create_topic(f"live-{odd}", 1), broker.create_topic(f"gone-{odd}", 1)
     for key in scene.live:
@@ -140,7 +146,7 @@ def build_scene(tmp_path: Path, under_test: ObjectStoreUnderTest) -> Scene:
         pb.FILE_STATE_AWAITING_DELETION,
     )
     assert describe_file(server.stub, deletion).state == pb.FILE_STATE_AWAITING_DELETION
-    time.sleep(pause_s)
+    next_tick(resolution_s)
     scene.young = put(store, [new_wal_key(prefix) for _ in range(2)])
     return scene
 
