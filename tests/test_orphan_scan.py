@@ -516,7 +516,7 @@ def test_spark_submit_runs_periodic_scans(local_store_under_test: ObjectStoreUnd
              *(f"--conf={name}={value}" for name, value in QUICK_SPARK_SETTINGS.items()),
              str(REPO / "spark" / "command.py"), "--bootstrap",
              server.address, "--config", str(properties), "--force", "--json", "--periodic", "--scans", "2",
-             "--manifest-dir", str(tmp_path / "manifests")],
+             "--listing-tasks", "1", "--manifest-dir", str(tmp_path / "manifests")],
             cwd=tmp_path, capture_output=True, text=True, timeout=SUBMIT_TIMEOUT_S,
             env=dict(os.environ, PYSPARK_PYTHON=sys.executable),
         )  # fmt: skip
