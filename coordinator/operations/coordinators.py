@@ -129,6 +129,6 @@ def _describe(
     description.last_snapshot_end_offset = statistics.last_snapshot_end_offset
     role = shard.role
     description.node_id = coordinators.settings.node_id
-    description.role = "LEADER" if role is None else role.kind.value
+    description.role = shard.served_role
     description.isr.extend([coordinators.settings.node_id] if role is None else role.isr)
     description.replica_node_ids.extend([coordinators.settings.node_id] if role is None else role.replicas)

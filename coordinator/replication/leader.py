@@ -220,7 +220,9 @@ class LeaderReplication:
                 await asyncio.wait_for(self._new_data.wait(), wait_s)
             if self._closed is not None:
                 return self._response(ErrorCode.NOT_LEADER_OR_FOLLOWER, str(self._closed))
-        max_bytes = min(max(request.max_bytes, 1), self._settings.replica_fetch_max_bytes)
+        # Half the message bound leaves room for the one frame always sent, whatever its size.
+        bound = min(self._settings.replica_fetch_max_bytes, self._settings.request_max_bytes // 2)
+        max_bytes = min(max(request.max_bytes, 1), bound)
         frames = await self._frames_from(offset, max_bytes)
         return self._response(ErrorCode.NONE, "", frames)
 

@@ -150,7 +150,17 @@ class CoordinatorShard:
     def leads(self) -> bool:
         """Whether this node leads the coordinator (always, alone)."""
         role = self._lifecycle.role
-        return role is None or role.kind is RoleKind.LEADER
+        return role is None or (role.kind is RoleKind.LEADER and self._lifecycle.leader is not None)
+
+    @property
+    def served_role(self) -> str:
+        """LEADER or FOLLOWER as this replica serves now (etcd's role may be ahead while it reloads), or why not."""
+        if self.leads:
+            return RoleKind.LEADER.value
+        if self._lifecycle.follower is not None:
+            return RoleKind.FOLLOWER.value
+        role = self._lifecycle.role
+        return role.kind.value if role is not None and role.kind is not RoleKind.LEADER else "LOADING"
 
     def set_role(self, role: ReplicaRole) -> None:
         self._lifecycle.set_role(role)

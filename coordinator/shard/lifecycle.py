@@ -192,7 +192,12 @@ class Lifecycle:
         """As require_active, and NOT_COORDINATOR on a follower (writes and ListOffsets go to the leader)."""
         self.require_active()
         role = self._role
-        if role is not None and role.kind is RoleKind.FOLLOWER:
+        if role is None:
+            return
+        serving_as_leader = self._leader is not None and self._loaded_role is not None and role.same_leadership(
+            self._loaded_role
+        )
+        if role.kind is not RoleKind.LEADER or not serving_as_leader:  # a follower, or between roles
             raise CoordinatorUnavailable(
                 ErrorCode.NOT_COORDINATOR,
                 f"node {role.node_id} follows coordinator {self.coordinator_id}; its leader is node "
