@@ -339,8 +339,8 @@ def retried_commit(view: CoordinatorView, part: CommitPart) -> Result[list[Batch
 
     A retry carries exactly the first commit's part: the same file (size, uploader, owners) and,
     batch for batch, what the first commit stored (partition, bytes, record count, timestamps,
-    magic, producer fields); batches the request itself marks malformed get their problem again,
-    as the first time. The first answer can be given again only while every other batch is still
+    magic, producer fields); batches the request itself marks malformed are not stored, so not
+    compared: they get their problem again. The first answer can be given again only while every other batch is still
     stored as accepted then: a first commit that rejected some (a producer error, a duplicate) or
     whose batches were deleted since (DeleteRecords, DeleteTopics) no longer knows it, and the
     retry is refused like any other reuse. Nothing is written either way.
