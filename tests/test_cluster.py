@@ -32,8 +32,10 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
         for node in running.live():  # shown when the test fails
             try:
                 for c in node.stub.DescribeCoordinators(pb.DescribeCoordinatorsRequest(), timeout=2).coordinators:
-                    print(f"node {node.arguments[1]} coordinator {c.coordinator_id}: {c.role} {c.state} isr "
-                          f"{list(c.isr)} hw {c.high_watermark} leo {c.log_end_offset} {c.error_message}")
+                    print(
+                        f"node {node.arguments[1]} coordinator {c.coordinator_id}: {c.role} {c.state} isr "
+                        f"{list(c.isr)} hw {c.high_watermark} leo {c.log_end_offset} {c.error_message}"
+                    )
             except grpc.RpcError as error:
                 print(f"node {node.arguments[1]}: {error}")
         running.stop()
@@ -195,6 +197,7 @@ def test_leader_killed_under_load_a_new_leader_serves_within_5_s_and_nothing_ack
     serving = [
         p for p in producers if cluster.coordinator_of(cluster.live()[0], topic_id, p.partition) == coordinator_id
     ]
+
     def resumed() -> bool:
         assert not any(p.acknowledged.errors for p in producers), [p.acknowledged.errors for p in producers]
         return all(len(p.acknowledged.offsets) > before[id(p)] + 20 for p in serving)

@@ -194,8 +194,8 @@ class Lifecycle:
         role = self._role
         if role is None:
             return
-        serving_as_leader = self._leader is not None and self._loaded_role is not None and role.same_leadership(
-            self._loaded_role
+        serving_as_leader = (
+            self._leader is not None and self._loaded_role is not None and role.same_leadership(self._loaded_role)
         )
         if role.kind is not RoleKind.LEADER or not serving_as_leader:  # a follower, or between roles
             raise CoordinatorUnavailable(
