@@ -15,6 +15,8 @@ from pathlib import Path
 import grpc
 import pytest
 
+from protos import admin_pb2
+from protos import admin_pb2_grpc as admin_grpc
 from protos import coordinator_pb2 as pb
 from protos import coordinator_pb2_grpc as pb_grpc
 from tests.cluster_harness import RETRIABLE, Cluster, coordinator_of, stub_at, wait_for
@@ -307,3 +309,44 @@ def test_a_paused_leader_acknowledges_nothing_after_losing_leadership_and_rejoin
                        and len(b) == 11 and b)  # fmt: skip
     assert [b.base_offset for b in batches] == list(range(11))
     assert fetch_all_batches(new.stub, topic_id, 0)[0] == batches
+
+
+@pytest.fixture
+def pruning_cluster(tmp_path: Path) -> Iterator[Cluster]:
+    """Small segments and one snapshot kept: a snapshot prunes the leader's log at once."""
+    settings = {
+        "diskless.coordinator.log.segment.bytes": "1024",
+        "diskless.coordinator.snapshot.retained.count": "1",
+    }
+    running = Cluster(tmp_path, settings=settings).start()
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+def test_a_follower_below_the_leaders_log_start_installs_its_snapshot_and_catches_up(
+    pruning_cluster: Cluster,
+) -> None:
+    cluster = pruning_cluster
+    topic_id = cluster.create_topic("snapshotted", 1)
+    coordinator_id = cluster.coordinator_of(cluster.nodes[0], topic_id, 0)
+    leader = cluster.leader_of(coordinator_id)
+    assert leader is not None
+    follower = next(n for n in cluster.nodes if n is not leader)
+    follower.kill()
+    wait_for("the ISR without the dead follower",
+             lambda: cluster.nodes.index(follower) not in cluster.describe(leader, coordinator_id).isr)  # fmt: skip
+    for _ in range(40):
+        assert _commit(leader.stub, topic_id, 0, coordinator_id) == pb.NONE
+    admin = admin_grpc.CoordinatorAdminStub(grpc.insecure_channel(leader.address))
+    taken = admin.CreateSnapshot(admin_pb2.CreateSnapshotRequest(coordinator_ids=[coordinator_id]), timeout=30)
+    assert taken.results[0].error_code == pb.NONE, taken
+    log_start = cluster.describe(leader, coordinator_id).log_start_offset
+    assert log_start > 5, "the snapshot pruned the leader's log past where the follower stopped"
+    follower.start()
+    batches = wait_for("the follower caught up",
+                       lambda: (b := fetch_all_batches(follower.stub, topic_id, 0)[0]) and len(b) == 40 and b)  # fmt: skip
+    assert batches == fetch_all_batches(leader.stub, topic_id, 0)[0]
+    assert any("installed snapshot" in line for line in follower.output)
+    assert cluster.describe(follower, coordinator_id).log_start_offset >= log_start
