@@ -25,12 +25,15 @@ class Endpoint:
 def endpoint_of(coordinators: NodeCoordinators, endpoint: Endpoint, coordinator_id: int) -> pb.CoordinatorEndpoint:
     shard = coordinators.shard(coordinator_id)
     active = shard.state is ShardState.ACTIVE
+    node_id = coordinators.settings.node_id
     return pb.CoordinatorEndpoint(
         coordinator_id=coordinator_id,
-        leader_node_id=coordinators.settings.node_id if active else -1,
+        leader_node_id=node_id if active else -1,
         host=endpoint.host,
         port=endpoint.port,
         leader_epoch=shard.leader_epoch,
+        # Without a cluster the node is the one replica, so it is the whole ISR (DESIGN §6a).
+        replicas=[pb.ReplicaEndpoint(node_id=node_id, host=endpoint.host, port=endpoint.port, in_sync=True)],
     )
 
 
@@ -80,6 +83,12 @@ def _describe(
 ) -> None:
     statistics = shard.statistics()
     description.state = statistics.state
+    # Without a cluster this node holds the one replica and leads it, loading or not.
+    node_id = coordinators.settings.node_id
+    description.node_id = node_id
+    description.role = "LEADER"
+    description.isr[:] = [node_id]
+    description.replica_node_ids[:] = [node_id]
     description.queued_operations = statistics.queued_operations
     try:
         shard.require_active()
