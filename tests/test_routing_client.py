@@ -17,7 +17,8 @@ from typing import Any, TypeVar
 import grpc
 import pytest
 
-from coordinator.routing_client import RoutingClient, RoutingError
+from coordinator.routing_client import _RETRIABLE_CODE_BYTES, RoutingClient, RoutingError
+from coordinator.routing_table import RETRIABLE_CODES
 from protos import coordinator_pb2 as pb
 from protos import coordinator_pb2_grpc as pb_grpc
 from tests.harness import Broker, batch, laid_out, topic_name
@@ -296,3 +297,17 @@ def test_list_offsets_and_describe_files_on_one_node(server: InProcessNode, brok
     # Partition p holds the batches of p + 1 and p + 1 + PARTITIONS records.
     assert [p.offset for p in offsets.topics[0].partitions] == [2 * p + 2 + PARTITIONS for p in range(PARTITIONS)]
     assert files.files[0].state == pb.FILE_STATE_LIVE and files.files[0].has_live_batches
+
+
+@pytest.mark.parametrize("code", sorted(RETRIABLE_CODES))
+def test_the_fast_path_byte_scan_never_misses_a_retriable_item(code: int) -> None:
+    partition = {"error_code": code}
+    answers = {
+        "CommitFile": pb.CommitFileResponse(batches=[pb.CommitFileResponse.BatchResult(error_code=code)]),
+        "FindBatches": pb.FindBatchesResponse(topics=[{"partitions": [partition]}]),
+        "ListOffsets": pb.ListOffsetsResponse(topics=[{"partitions": [partition]}]),
+        "DeleteRecords": pb.DeleteRecordsResponse(topics=[{"partitions": [partition]}]),
+        "DescribeFiles": pb.DescribeFilesResponse(files=[{"object_key": "wal/x", "error_code": code}]),
+    }
+    for method, answer in answers.items():
+        assert _RETRIABLE_CODE_BYTES[method].search(answer.SerializeToString()), method
