@@ -229,13 +229,19 @@ def edge_handlers(
     """
     handlers: dict[str, grpc.RpcMethodHandler[Any, Any]] = {}
     for method in service.methods:
-        check_invariant(not method.client_streaming and not method.server_streaming, f"{method.full_name} is not unary")
+        check_invariant(not method.client_streaming, f"{method.full_name} streams requests")
         run = getattr(servicer, method.name)
+        request_type = message_factory.GetMessageClass(method.input_type)
+        response_type = message_factory.GetMessageClass(method.output_type)
+        if method.server_streaming:  # between nodes only (a snapshot): the servicer admits it itself
+            check_invariant(inspect.isasyncgenfunction(run), f"{method.full_name} needs an async generator")
+            handlers[method.name] = grpc.unary_stream_rpc_method_handler(
+                run, request_deserializer=request_type.FromString, response_serializer=response_type.SerializeToString
+            )
+            continue
         if not inspect.iscoroutinefunction(run):  # the generated base's stub: gRPC answers UNIMPLEMENTED
             log.warning("%s is not served: %s has no coroutine for it", method.full_name, type(servicer).__name__)
             continue
-        request_type = message_factory.GetMessageClass(method.input_type)
-        response_type = message_factory.GetMessageClass(method.output_type)
         handlers[method.name] = grpc.unary_unary_rpc_method_handler(
             _take_call(gate, method.name, request_type, run),
             request_deserializer=None,  # bytes as received: the gate admits the call before parsing it
