@@ -14,7 +14,7 @@ import inspect
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, NoReturn, TypeAlias, TypeVar, final
 
@@ -191,22 +191,26 @@ class CallGate:
             await self._refuse(method, Shed(message), context, ("shed", reason), f"refusing {method}")
         self.admission.take(size)
         try:
-            try:
-                request = request_type.FromString(raw)
-            except DecodeError as error:  # the reason without the type name, which the message gives
-                reason = str(error).rpartition("': ")[2] or "not a protobuf message"
-                name = request_type.DESCRIPTOR.name
-                self.metrics.undecodable_requests.labels(method).inc()
-                await self._refuse(
-                    method,
-                    UndecodableRequest(f"request is not a valid {name}: {reason}"),
-                    context,
-                    "undecodable",
-                    f"refusing {method} from {context.peer()}",
-                )
+            request = await self.parse(method, raw, request_type, context)
             return await run(request, context)
         finally:
             self.admission.release(size)
+
+    async def parse(self, method: str, raw: bytes, request_type: type[Message], context: Context) -> Any:
+        """The request, or INVALID_ARGUMENT with the reason when its bytes are not one (counted, logged briefly)."""
+        try:
+            return request_type.FromString(raw)
+        except DecodeError as error:  # the reason without the type name, which the message gives
+            reason = str(error).rpartition("': ")[2] or "not a protobuf message"
+            name = request_type.DESCRIPTOR.name
+            self.metrics.undecodable_requests.labels(method).inc()
+            await self._refuse(
+                method,
+                UndecodableRequest(f"request is not a valid {name}: {reason}"),
+                context,
+                "undecodable",
+                f"refusing {method} from {context.peer()}",
+            )
 
     async def _refuse(self, method: str, error: CallRejected, context: Context, log_key: object, what: str) -> NoReturn:
         """Answers a call refused at the edge (raises AbortError), counts it, and logs it at a bounded rate."""
@@ -236,7 +240,9 @@ def edge_handlers(
         if method.server_streaming:  # between nodes only (a snapshot): the servicer admits it itself
             check_invariant(inspect.isasyncgenfunction(run), f"{method.full_name} needs an async generator")
             handlers[method.name] = grpc.unary_stream_rpc_method_handler(
-                run, request_deserializer=request_type.FromString, response_serializer=response_type.SerializeToString
+                _take_stream(gate, method.name, request_type, run),
+                request_deserializer=None,
+                response_serializer=response_type.SerializeToString,
             )
             continue
         if not inspect.iscoroutinefunction(run):  # the generated base's stub: gRPC answers UNIMPLEMENTED
@@ -255,6 +261,17 @@ def _take_call(
 ) -> Callable[[bytes, Context], Awaitable[Any]]:
     async def take(raw: bytes, context: Context) -> Any:
         return await gate.take(method, raw, request_type, run, context)
+
+    return take
+
+
+def _take_stream(
+    gate: CallGate, method: str, request_type: type[Message], run: Callable[[Any, Any], AsyncIterator[Any]]
+) -> Callable[[bytes, Context], AsyncIterator[Any]]:
+    async def take(raw: bytes, context: Context) -> AsyncIterator[Any]:
+        request = await gate.parse(method, raw, request_type, context)
+        async for item in run(request, context):
+            yield item
 
     return take
 

@@ -345,8 +345,12 @@ def test_a_follower_below_the_leaders_log_start_installs_its_snapshot_and_catche
     log_start = cluster.describe(leader, coordinator_id).log_start_offset
     assert log_start > 5, "the snapshot pruned the leader's log past where the follower stopped"
     follower.start()
-    batches = wait_for("the follower caught up",
-                       lambda: (b := fetch_all_batches(follower.stub, topic_id, 0)[0]) and len(b) == 40 and b)  # fmt: skip
+
+    def caught_up() -> list[pb.BatchInfo]:
+        found = fetch_all_batches(follower.stub, topic_id, 0)[0]
+        return found if len(found) == 40 else []
+
+    batches = wait_for("the follower caught up", caught_up)
     assert batches == fetch_all_batches(leader.stub, topic_id, 0)[0]
     assert any("installed snapshot" in line for line in follower.output)
     assert cluster.describe(follower, coordinator_id).log_start_offset >= log_start
