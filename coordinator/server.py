@@ -185,6 +185,13 @@ def coordinator_gauges(node: Node) -> Iterator[tuple[str, str, str, dict[str, st
                labels, statistics.log_flush_count)  # fmt: skip
         yield ("diskless_coordinator_log_appends", "Operations appended to the metadata log since it loaded.",
                "counter", labels, statistics.log_append_count)  # fmt: skip
+        role = shard.role
+        yield ("diskless_coordinator_leader", "1 when this node leads the coordinator (always, alone).", "gauge",
+               labels, 1.0 if shard.leads else 0.0)  # fmt: skip
+        yield ("diskless_coordinator_isr_size", "In-sync replicas of the coordinator as etcd last said (1 alone).",
+               "gauge", labels, float(len(role.isr)) if role is not None else 1.0)  # fmt: skip
+        yield ("diskless_coordinator_leader_epoch", "The leader epoch this replica serves in.", "gauge", labels,
+               statistics.leader_epoch)  # fmt: skip
         if statistics.last_snapshot_created_at_ms >= 0:
             age_s = max(0.0, time.time() - statistics.last_snapshot_created_at_ms / 1000)
             yield ("diskless_coordinator_snapshot_age_seconds", "Seconds since the newest snapshot was taken.",
