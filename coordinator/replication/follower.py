@@ -38,6 +38,8 @@ from protos import internal_pb2_grpc as internal_grpc
 
 log = logging.getLogger(__name__)
 
+FAILURE_LOG_EVERY = 20  # failed fetches in a row between two log lines (a leader gone fails every backoff)
+
 
 class NeedsSnapshot(Exception):
     """The follower cannot go on from its own state: the leader's log no longer starts low enough."""
@@ -124,6 +126,7 @@ class Follower:
         """Truncates, then fetches until closed (None) or until something fails (the failure)."""
         backoff = Backoff(self._settings.replica_fetch_backoff_ms, self._settings.node_session_timeout_ms)
         truncated = False
+        failures = 0  # in a row: the first is logged, then one in FAILURE_LOG_EVERY
         while not self._closed:
             try:
                 if not truncated:
@@ -131,15 +134,18 @@ class Follower:
                     truncated = True
                 await self._fetch_once()
                 backoff.succeeded()
+                failures = 0
             except (NeedsSnapshot, OSError) as error:
                 return error
             except (grpc.RpcError, LeaderRefused, ValueError) as error:
                 # The leader is gone, not ready or refused: the controller will name a new one; wait a little.
                 wait_ms = backoff.failed()
-                log.info(
-                    "coordinator %d: fetch from node %d failed (%s); again in %d ms",
-                    self.coordinator_id, self._role.leader_node_id, _short(error), wait_ms,
-                )  # fmt: skip
+                if failures % FAILURE_LOG_EVERY == 0:
+                    log.info(
+                        "coordinator %d: fetch from node %d failed %d times in a row (%s); again in %d ms",
+                        self.coordinator_id, self._role.leader_node_id, failures + 1, _short(error), wait_ms,
+                    )  # fmt: skip
+                failures += 1
                 await self._sleep(wait_ms / 1000)
         return None
 
