@@ -19,6 +19,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from bench.systems import Counters, FindOutcome, FindPosition, process_cpu_s, process_write_bytes
 from bench.workload import CommitSpec
+from coordinator.routing_client import RoutingClient
 from protos import coordinator_pb2 as pb
 from protos import coordinator_pb2_grpc as pb_grpc
 
@@ -26,7 +27,6 @@ REPO = Path(__file__).resolve().parent.parent
 STARTUP_LINE = re.compile(r"listening on (\S+):(\d+),")
 START_TIMEOUT_S = 600  # a large prebuilt state is loaded before the server listens
 CALL_TIMEOUT_S = 60
-COMMIT_METHOD = "/diskless.coordinator.v1.DisklessCoordinator/CommitFile"
 MESSAGE_MAX_BYTES = 64 * 1024 * 1024
 
 
@@ -94,7 +94,7 @@ class CoordinatorServer:
             self.process.wait(timeout=30)
 
 
-def _commit_request(topic_id: bytes, owners: Sequence[int], spec: CommitSpec) -> bytes:
+def _commit_request(topic_id: bytes, owners: Sequence[int], spec: CommitSpec) -> pb.CommitFileRequest:
     batch = pb.CommitFileRequest.Batch
     return pb.CommitFileRequest(
         object_key=spec.object_key,
@@ -111,18 +111,22 @@ def _commit_request(topic_id: bytes, owners: Sequence[int], spec: CommitSpec) ->
             )
             for b in spec.batches
         ],
-    ).SerializeToString()  # fmt: skip
+    )  # fmt: skip
 
 
 class CoordinatorSystem:
-    """`coordinator` (group commit) or `coordinator-sequential` (pipeline.enable=false) over gRPC."""
+    """`coordinator` (group commit) or `coordinator-sequential` (pipeline.enable=false) over gRPC.
+
+    The calls a broker makes go through the project's routing client, as a broker's would; health and the
+    counters use a channel of their own.
+    """
 
     def __init__(self, name: str, server: CoordinatorServer) -> None:
         self.name = name
         self.server = server
         self._channel: grpc.aio.Channel | None = None
         self._stub: pb_grpc.DisklessCoordinatorAsyncStub | None = None
-        self._commit: grpc.aio.UnaryUnaryMultiCallable[bytes, pb.CommitFileResponse] | None = None
+        self._client: RoutingClient | None = None
         self._topics: list[tuple[bytes, list[int]]] = []
 
     async def open(self) -> None:
@@ -130,9 +134,9 @@ class CoordinatorSystem:
                    ("grpc.max_receive_message_length", MESSAGE_MAX_BYTES)]  # fmt: skip
         self._channel = grpc.aio.insecure_channel(self.server.address, options=options)
         self._stub = pb_grpc.DisklessCoordinatorStub(self._channel)
-        # Requests are serialized by the caller, so the request's encoding is counted as the broker's work.
-        self._commit = self._channel.unary_unary(
-            COMMIT_METHOD, request_serializer=None, response_deserializer=pb.CommitFileResponse.FromString
+        timeout_ms = CALL_TIMEOUT_S * 1000
+        self._client = RoutingClient(
+            self.server.address, deadline_ms=timeout_ms, rpc_timeout_ms=timeout_ms, message_max_bytes=MESSAGE_MAX_BYTES
         )
         await self._channel.channel_ready()
         health = health_pb2_grpc.HealthStub(self._channel)
@@ -150,30 +154,28 @@ class CoordinatorSystem:
         assert self._stub is not None
         return self._stub
 
+    @property
+    def client(self) -> RoutingClient:
+        assert self._client is not None
+        return self._client
+
     async def create_topic(self, name: str, partitions: int) -> int:
         topic_id = uuid.uuid4().bytes
-        created = await self.stub.CreatePartitions(
+        created = await self.client.create_partitions(
             pb.CreatePartitionsRequest(
                 topics=[pb.CreatePartitionsRequest.Topic(topic_id=topic_id, name=name, num_partitions=partitions)]
-            ),
-            timeout=CALL_TIMEOUT_S,
+            )
         )
         if created.topics[0].error_code != pb.NONE:
             raise RuntimeError(f"CreatePartitions {name}: {created.topics[0]}")
-        found = await self.stub.FindCoordinator(
-            pb.FindCoordinatorRequest(topics=[pb.FindCoordinatorRequest.Topic(topic_id=topic_id,
-                                                                              partitions=range(partitions))]),
-            timeout=CALL_TIMEOUT_S,
-        )  # fmt: skip
-        owners = sorted({p.coordinator_id for p in found.topics[0].partitions})
+        # The routes are cached here, so the load's calls take the client's fast path from the first one.
+        owners = sorted(set(await self.client.coordinators_of(topic_id, range(partitions))))
         self._topics.append((topic_id, owners))
         return len(self._topics) - 1
 
     async def commit(self, topic: int, spec: CommitSpec) -> int:
-        assert self._commit is not None
         topic_id, owners = self._topics[topic]
-        request = _commit_request(topic_id, owners, spec)
-        response = await self._commit(request, timeout=CALL_TIMEOUT_S)
+        response = await self.client.commit_file(_commit_request(topic_id, owners, spec))
         stored = 0
         for answer in response.batches:
             if answer.error_code != pb.NONE:
@@ -191,7 +193,7 @@ class CoordinatorSystem:
                 pb.FindBatchesRequest.Partition(partition=p.partition, offset=p.offset,
                                                 max_partition_fetch_bytes=p.max_bytes) for p in positions])],
         )  # fmt: skip
-        response = await self.stub.FindBatches(request, timeout=CALL_TIMEOUT_S)
+        response = await self.client.find_batches(request)
         outcomes = []
         for position, result in zip(positions, response.topics[0].partitions, strict=True):
             if result.error_code != pb.NONE:
@@ -207,6 +209,9 @@ class CoordinatorSystem:
         return Counters(process_cpu_s(self.server.pid), process_write_bytes(self.server.pid), fsyncs)
 
     async def close(self) -> None:
+        if self._client is not None:
+            await self._client.close()
+            self._client = None
         if self._channel is not None:
             await self._channel.close()
             self._channel = None

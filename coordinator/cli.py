@@ -34,6 +34,9 @@ def _serve(args: argparse.Namespace) -> int:
                 "diskless.metadata.topic.num.partitions": args.coordinators,
                 "diskless.allow.plaintext": True if args.allow_plaintext else None,
                 "diskless.log.format": args.log_format,
+                "diskless.node.id": args.node_id,
+                "diskless.cluster.etcd.endpoints": args.etcd,
+                "diskless.advertise": args.advertise,
             },
         )
     except (SettingsError, OSError) as error:
@@ -65,7 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="diskless", description="The Diskless coordinator of Kafka's diskless topics."
     )
     commands = parser.add_subparsers(dest="command", required=True)
-    serve = commands.add_parser("serve", help="run one node hosting coordinators 0..N-1")
+    serve = commands.add_parser("serve", help="run one node hosting coordinators 0..N-1 (or one node of a cluster)")
     serve.add_argument("--data-dir", type=Path, help="where the coordinators keep their data (default ./data)")
     serve.add_argument("--listen", help="HOST:PORT to listen on (default 127.0.0.1:50051)")
     serve.add_argument("--coordinators", type=int, help="coordinators on this node (default 8)")
@@ -74,6 +77,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--allow-plaintext", action="store_true", help="serve without TLS on a non-loopback address (not advised)"
     )
     serve.add_argument("--log-format", choices=("text", "json"), help="log lines as text (default) or JSON objects")
+    serve.add_argument("--node-id", type=int, help="this node's id in a cluster (default 0)")
+    serve.add_argument(
+        "--etcd", help="HOST:PORT[,HOST:PORT...] of etcd: join a cluster of nodes (DESIGN §6a); without it, one node"
+    )
+    serve.add_argument("--advertise", help="HOST:PORT other nodes and brokers reach this node at (default: --listen)")
     serve.set_defaults(run=_serve)
     settings = commands.add_parser("settings", help="list every setting with its default and meaning")
     settings.add_argument("--markdown", action="store_true", help="as a Markdown table")

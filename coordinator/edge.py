@@ -14,7 +14,7 @@ import inspect
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, NoReturn, TypeAlias, TypeVar, final
 
@@ -191,22 +191,26 @@ class CallGate:
             await self._refuse(method, Shed(message), context, ("shed", reason), f"refusing {method}")
         self.admission.take(size)
         try:
-            try:
-                request = request_type.FromString(raw)
-            except DecodeError as error:  # the reason without the type name, which the message gives
-                reason = str(error).rpartition("': ")[2] or "not a protobuf message"
-                name = request_type.DESCRIPTOR.name
-                self.metrics.undecodable_requests.labels(method).inc()
-                await self._refuse(
-                    method,
-                    UndecodableRequest(f"request is not a valid {name}: {reason}"),
-                    context,
-                    "undecodable",
-                    f"refusing {method} from {context.peer()}",
-                )
+            request = await self.parse(method, raw, request_type, context)
             return await run(request, context)
         finally:
             self.admission.release(size)
+
+    async def parse(self, method: str, raw: bytes, request_type: type[Message], context: Context) -> Any:
+        """The request, or INVALID_ARGUMENT with the reason when its bytes are not one (counted, logged briefly)."""
+        try:
+            return request_type.FromString(raw)
+        except DecodeError as error:  # the reason without the type name, which the message gives
+            reason = str(error).rpartition("': ")[2] or "not a protobuf message"
+            name = request_type.DESCRIPTOR.name
+            self.metrics.undecodable_requests.labels(method).inc()
+            await self._refuse(
+                method,
+                UndecodableRequest(f"request is not a valid {name}: {reason}"),
+                context,
+                "undecodable",
+                f"refusing {method} from {context.peer()}",
+            )
 
     async def _refuse(self, method: str, error: CallRejected, context: Context, log_key: object, what: str) -> NoReturn:
         """Answers a call refused at the edge (raises AbortError), counts it, and logs it at a bounded rate."""
@@ -229,13 +233,21 @@ def edge_handlers(
     """
     handlers: dict[str, grpc.RpcMethodHandler[Any, Any]] = {}
     for method in service.methods:
-        check_invariant(not method.client_streaming and not method.server_streaming, f"{method.full_name} is not unary")
+        check_invariant(not method.client_streaming, f"{method.full_name} streams requests")
         run = getattr(servicer, method.name)
+        request_type = message_factory.GetMessageClass(method.input_type)
+        response_type = message_factory.GetMessageClass(method.output_type)
+        if method.server_streaming:  # between nodes only (a snapshot): the servicer admits it itself
+            check_invariant(inspect.isasyncgenfunction(run), f"{method.full_name} needs an async generator")
+            handlers[method.name] = grpc.unary_stream_rpc_method_handler(
+                _take_stream(gate, method.name, request_type, run),
+                request_deserializer=None,
+                response_serializer=response_type.SerializeToString,
+            )
+            continue
         if not inspect.iscoroutinefunction(run):  # the generated base's stub: gRPC answers UNIMPLEMENTED
             log.warning("%s is not served: %s has no coroutine for it", method.full_name, type(servicer).__name__)
             continue
-        request_type = message_factory.GetMessageClass(method.input_type)
-        response_type = message_factory.GetMessageClass(method.output_type)
         handlers[method.name] = grpc.unary_unary_rpc_method_handler(
             _take_call(gate, method.name, request_type, run),
             request_deserializer=None,  # bytes as received: the gate admits the call before parsing it
@@ -249,6 +261,17 @@ def _take_call(
 ) -> Callable[[bytes, Context], Awaitable[Any]]:
     async def take(raw: bytes, context: Context) -> Any:
         return await gate.take(method, raw, request_type, run, context)
+
+    return take
+
+
+def _take_stream(
+    gate: CallGate, method: str, request_type: type[Message], run: Callable[[Any, Any], AsyncIterator[Any]]
+) -> Callable[[bytes, Context], AsyncIterator[Any]]:
+    async def take(raw: bytes, context: Context) -> AsyncIterator[Any]:
+        request = await gate.parse(method, raw, request_type, context)
+        async for item in run(request, context):
+            yield item
 
     return take
 

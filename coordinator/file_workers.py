@@ -145,8 +145,8 @@ class FileWorker:
     async def run_cycle(self) -> CycleCounts:
         """One pass of every step; what it did, for tests and logs."""
         counts = CycleCounts()
-        if self._shard.state is not ShardState.ACTIVE:
-            return counts
+        if self._shard.state is not ShardState.ACTIVE or not self._shard.leads:
+            return counts  # file workers run on the coordinator's leader only (DESIGN §6a)
         await self._hand_over(counts)
         await self._take_unclaimed(counts)
         await self._schedule_deletions(counts)

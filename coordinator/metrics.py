@@ -49,6 +49,10 @@ class Metrics:
             "diskless_duplicate_batches", "Retried idempotent batches answered with their original offsets.",
             ["coordinator"], registry=r,
         )  # fmt: skip
+        self.retried_commits = Counter(
+            "diskless_retried_commits", "CommitFile parts answered again as retries of a commit, by coordinator.",
+            ["coordinator"], registry=r,
+        )  # fmt: skip
         self.rejected_batches = Counter(
             "diskless_rejected_batches", "CommitFile batches answered with an error, by Kafka error code.", ["error"],
             registry=r,

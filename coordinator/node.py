@@ -1,4 +1,10 @@
-"""One node: the coordinators it hosts, loaded together and closed together."""
+"""One node: the coordinators it hosts, loaded together and closed together.
+
+Alone, the node leads coordinators 0..N-1. In a cluster (DESIGN §6a) it holds
+a shard for every coordinator, each in the role etcd gives it (leader,
+follower, offline, or no replica here), and the cluster controller changes
+those roles as leaders come and go.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +19,8 @@ from coordinator.file_workers import FileWorker
 from coordinator.metrics import Metrics
 from coordinator.object_store import ObjectStore, StoreConfig, open_object_store
 from coordinator.peers import PeerAddress, PeerClient
+from coordinator.replication.link import ClusterLink
+from coordinator.replication.role import ReplicaRole, RoleKind
 from coordinator.router import Router
 from coordinator.settings import Settings
 from coordinator.shard import CoordinatorShard, ShardState
@@ -26,7 +34,14 @@ def coordinator_directory(data_dir: Path, coordinator_id: int) -> Path:
 
 
 class Node:
-    def __init__(self, settings: Settings, clock: Clock | None = None, metrics: Metrics | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        clock: Clock | None = None,
+        metrics: Metrics | None = None,
+        roles: dict[int, ReplicaRole] | None = None,
+        link: ClusterLink | None = None,
+    ) -> None:
         self.settings = settings
         clock = clock or SystemClock()
         self.metrics = metrics or Metrics()
@@ -39,6 +54,8 @@ class Node:
                 self.metrics,
                 self._shard_state_changed,
                 self._topic_records_applied,
+                None if roles is None else roles[i],
+                link,
             )
             for i in range(settings.coordinators)
         ]
@@ -46,14 +63,18 @@ class Node:
         self._health_changed = asyncio.Event()
         # Derived from the coordinators' records only: rebuilt when one (re)loads, followed as they apply.
         self.catalog = TopicCatalog()
-        self.router = Router(self.shards, settings, clock, self.metrics, self.catalog)
+        self.peers = PeerClient(settings, self._peer_address)
+        self.router = Router(self.shards, settings, clock, self.metrics, self.catalog, self.peers)
         self._clock = clock
         self.object_store: ObjectStore | None = None
-        self.peers = PeerClient(settings, self._peer_address)
         self.file_workers: list[FileWorker] = []
 
     def _peer_address(self, coordinator_id: int) -> PeerAddress:
-        """Every coordinator is hosted here (one node): peers are reached at this node's own address."""
+        """The node leading the coordinator: alone, this node's own address; in a cluster, etcd's leader."""
+        role = self.shards[coordinator_id].role
+        if role is not None and role.leader_address:
+            host, _, port = role.leader_address.rpartition(":")
+            return PeerAddress(host, int(port))
         return PeerAddress(self.router.endpoint.host, self.router.endpoint.port)
 
     async def load(self) -> bool:
@@ -69,8 +90,8 @@ class Node:
         return not any(isinstance(o, BaseException) for o in outcomes)
 
     def serving(self) -> bool:
-        """Whether every coordinator serves (the node's health)."""
-        return all(shard.state is ShardState.ACTIVE for shard in self.shards)
+        """Whether every coordinator with a replica here serves, as leader or follower (the node's health)."""
+        return all(shard.state is ShardState.ACTIVE for shard in self.shards if _hosted(shard))
 
     async def wait_health_change(self) -> None:
         """Returns after some coordinator went in or out of service."""
@@ -111,3 +132,8 @@ class Node:
         await asyncio.gather(*(shard.close() for shard in self.shards))
         if self.object_store is not None:
             self.object_store.close()
+
+
+def _hosted(shard: CoordinatorShard) -> bool:
+    """Whether the node holds a replica of the shard's coordinator that has a leader."""
+    return shard.role is None or shard.role.kind in (RoleKind.LEADER, RoleKind.FOLLOWER)

@@ -238,12 +238,17 @@ def describe(args: argparse.Namespace) -> int:
                     c.live_file_count,
                     c.live_batch_count,
                     c.error_message,
+                    c.role,
+                    c.leader.leader_node_id if c.HasField("leader") else -1,
+                    c.leader.leader_epoch if c.HasField("leader") else -1,
+                    ",".join(map(str, c.isr)),
+                    c.high_watermark,
                 )
             )
     print_rows(
         rows, args.json, "coordinators",
-        ("coordinator_id", "state", "applied_offset", "log_start_offset", "log_end_offset", "newest_snapshot",
-         "partitions", "live_files", "live_batches", "error"),
+        ("coordinator_id", "state", "role", "leader", "leader_epoch", "isr", "applied_offset", "high_watermark",
+         "log_start_offset", "log_end_offset", "newest_snapshot", "partitions", "live_files", "live_batches", "error"),
     )  # fmt: skip
     return 1 if any(r.error for r in rows) else 0
 

@@ -36,6 +36,12 @@ class CoordinatorRow:
     live_files: int
     live_batches: int
     error: str = ""
+    # Replication (a cluster, DESIGN §6a); alone: LEADER, this node, its one-node ISR.
+    role: str = ""
+    leader: int = -1
+    leader_epoch: int = -1
+    isr: str = ""  # node ids, comma-separated
+    high_watermark: int = -1
 
 
 @dataclass(frozen=True, slots=True)

@@ -51,11 +51,17 @@ class PeerClient:
         address = self._address_of(coordinator_id)
         if address.host in ("0.0.0.0", "::", ""):  # a wildcard listen address is reached on loopback
             address = PeerAddress("127.0.0.1", address.port)
-        target = address.target
+        return self.internal_stub(address.target)
+
+    def internal_stub(self, target: str) -> internal_grpc.CoordinatorInternalAsyncStub:
+        """A stub of the internal service at HOST:PORT, on one channel per address."""
         channel = self._channels.get(target)
         if channel is None:
             credentials = self._credentials()
-            options = [("grpc.max_send_message_length", self._settings.request_max_bytes)]
+            options = [
+                ("grpc.max_send_message_length", self._settings.request_max_bytes),
+                ("grpc.max_receive_message_length", self._settings.request_max_bytes),  # followers' fetches
+            ]
             channel = (
                 grpc.aio.secure_channel(target, credentials, options=options)
                 if credentials is not None
@@ -133,3 +139,14 @@ def _describe(error: grpc.RpcError) -> str:
     code = error.code() if hasattr(error, "code") else None
     details = error.details() if hasattr(error, "details") else str(error)
     return f"{code.name if code else 'error'}: {details}"
+
+
+async def change_topic_at(
+    peers: PeerClient, leader_address: str, request: internal.ChangeTopicRequest, timeout_s: float
+) -> tuple[int, str]:
+    """Sends one coordinator's part of a topic change to its leader; (error code, message)."""
+    try:
+        response = await peers.internal_stub(leader_address).ChangeTopic(request, timeout=timeout_s)
+    except grpc.RpcError as error:
+        return pb.COORDINATOR_NOT_AVAILABLE, f"coordinator {request.coordinator_id}'s leader: {_describe(error)}"
+    return response.error_code, response.error_message

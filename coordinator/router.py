@@ -7,7 +7,7 @@ error; the others go on.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import final
 
 from coordinator.catalog import TopicCatalog
@@ -25,6 +25,8 @@ from coordinator.operations.commit_file import CommitFiles
 from coordinator.operations.coordinators import Endpoint
 from coordinator.operations.routing import NodeCoordinators
 from coordinator.operations.topic_admin import TopicAdmin
+from coordinator.peers import PeerClient
+from coordinator.replication.snapshot_transfer import stream_snapshot
 from coordinator.settings import Settings
 from coordinator.shard import CoordinatorShard
 from protos import coordinator_pb2 as pb
@@ -42,13 +44,14 @@ class Router:
         clock: Clock,
         metrics: Metrics,
         catalog: TopicCatalog,
+        peers: PeerClient | None = None,
     ) -> None:
         self.shards = list(shards)
         self.settings = settings
         self.catalog = catalog  # derived from the coordinators' records by the node; read here
         self.endpoint = Endpoint("127.0.0.1", 0)  # set by the server once it listens
         self._coordinators = NodeCoordinators(self.shards, catalog, settings, metrics)
-        self._topic_admin = TopicAdmin(self._coordinators)
+        self._topic_admin = TopicAdmin(self._coordinators, peers)
         self._commits = CommitFiles(self._coordinators, clock)
 
     async def create_partitions(self, request: pb.CreatePartitionsRequest) -> pb.CreatePartitionsResponse:
@@ -85,3 +88,43 @@ class Router:
 
     def known_files(self, request: internal.KnownFilesRequest) -> internal.KnownFilesResponse:
         return file_handover.known_files(self._coordinators, request)
+
+    async def fetch_log(self, request: internal.FetchLogRequest) -> internal.FetchLogResponse:
+        if not self._coordinators.hosts(request.coordinator_id):
+            return internal.FetchLogResponse(
+                error_code=pb.NOT_LEADER_OR_FOLLOWER,
+                error_message=f"no coordinator {request.coordinator_id} here",
+                diverging_epoch=-1,
+                diverging_end_offset=-1,
+            )
+        return await self._coordinators.shard(request.coordinator_id).fetch_log(request)
+
+    def offset_for_leader_epoch(
+        self, request: internal.OffsetForLeaderEpochRequest
+    ) -> internal.OffsetForLeaderEpochResponse:
+        if not self._coordinators.hosts(request.coordinator_id):
+            return internal.OffsetForLeaderEpochResponse(
+                error_code=pb.NOT_LEADER_OR_FOLLOWER,
+                error_message=f"no coordinator {request.coordinator_id} here",
+                leader_epoch=-1,
+                end_offset=-1,
+            )
+        return self._coordinators.shard(request.coordinator_id).offset_for_leader_epoch(request)
+
+    async def change_topic(self, request: internal.ChangeTopicRequest) -> internal.ChangeTopicResponse:
+        return await self._topic_admin.change_here(request)
+
+    def fetch_snapshot(self, request: internal.FetchSnapshotRequest) -> AsyncIterator[internal.FetchSnapshotChunk]:
+        """The newest snapshot of a coordinator this node leads, streamed to a follower."""
+        if not self._coordinators.hosts(request.coordinator_id):
+            return _refused_snapshot(f"no coordinator {request.coordinator_id} here")
+        shard = self._coordinators.shard(request.coordinator_id)
+        if not shard.leads or shard.leader_epoch != request.current_leader_epoch:
+            return _refused_snapshot(
+                f"this node does not lead coordinator {request.coordinator_id} in epoch {request.current_leader_epoch}"
+            )
+        return stream_snapshot(shard.directory, request.coordinator_id)
+
+
+async def _refused_snapshot(message: str) -> AsyncIterator[internal.FetchSnapshotChunk]:
+    yield internal.FetchSnapshotChunk(error_code=pb.NOT_LEADER_OR_FOLLOWER, error_message=message, last=True)

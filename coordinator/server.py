@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import gc
 import logging
 import math
 import signal
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar, final
 
@@ -29,6 +30,8 @@ from coordinator.access_control import AccessControl
 from coordinator.acl_file import Permission
 from coordinator.admin_service import ADMIN_PERMISSIONS, ADMIN_SERVICE_NAME, CoordinatorAdminService
 from coordinator.clock import Clock
+from coordinator.cluster.controller import ClusterController
+from coordinator.cluster.etcd_store import NodeEndpoint
 from coordinator.edge import (
     GRPC_REFUSING_CALLS_MAX,
     Admission,
@@ -37,6 +40,7 @@ from coordinator.edge import (
     admission_gauges,
     grpc_call_counts,
 )
+from coordinator.errors import CallRejected, grpc_status_of
 from coordinator.metrics import GaugeCollector, Metrics, serve_metrics
 from coordinator.node import Node
 from coordinator.router import Endpoint, Router
@@ -95,7 +99,10 @@ class DisklessCoordinatorService(pb_grpc.DisklessCoordinatorServicer):
 
 
 INTERNAL_SERVICE_NAME = internal_pb2.DESCRIPTOR.services_by_name["CoordinatorInternal"].full_name
-INTERNAL_PERMISSIONS = {"HandOverFiles": Permission.INTERNAL, "KnownFiles": Permission.INTERNAL}
+INTERNAL_PERMISSIONS = {
+    name: Permission.INTERNAL
+    for name in ("HandOverFiles", "KnownFiles", "FetchLog", "OffsetForLeaderEpoch", "FetchSnapshot", "ChangeTopic")
+}
 
 
 class CoordinatorInternalService(internal_grpc.CoordinatorInternalServicer):
@@ -110,6 +117,36 @@ class CoordinatorInternalService(internal_grpc.CoordinatorInternalServicer):
 
     async def KnownFiles(self, request: Any, context: Any) -> internal_pb2.KnownFilesResponse:
         return await self._gate.call("KnownFiles", context, lambda: self._router.known_files(request))
+
+    async def FetchLog(self, request: Any, context: Any) -> internal_pb2.FetchLogResponse:
+        return await self._gate.call("FetchLog", context, lambda: self._router.fetch_log(request))
+
+    async def OffsetForLeaderEpoch(self, request: Any, context: Any) -> internal_pb2.OffsetForLeaderEpochResponse:
+        return await self._gate.call(
+            "OffsetForLeaderEpoch", context, lambda: self._router.offset_for_leader_epoch(request)
+        )
+
+    async def ChangeTopic(self, request: Any, context: Any) -> internal_pb2.ChangeTopicResponse:
+        return await self._gate.call("ChangeTopic", context, lambda: self._router.change_topic(request))
+
+    async def FetchSnapshot(self, request: Any, context: Any) -> AsyncIterator[internal_pb2.FetchSnapshotChunk]:
+        # A stream: admitted here by the same ACL as every internal call, outside the unary gate.
+        try:
+            self._gate.access.admit("FetchSnapshot", context.auth_context())
+        except CallRejected as error:
+            code, message = grpc_status_of(error)
+            await context.abort(code, message)
+        async for chunk in self._router.fetch_snapshot(request):
+            yield chunk
+
+
+def advertised_endpoint(settings: Settings, listen_host: str, port: int) -> NodeEndpoint:
+    """What etcd tells other nodes and brokers: `--advertise`, else the listen address with its bound port."""
+    if settings.advertise:
+        host, _, advertised_port = settings.advertise.rpartition(":")
+        return NodeEndpoint(settings.node_id, host.strip("[]"), int(advertised_port))
+    host = listen_host.strip("[]")
+    return NodeEndpoint(settings.node_id, "127.0.0.1" if host in ("0.0.0.0", "::", "") else host, port)
 
 
 def check_exposure(settings: Settings, tls: bool) -> None:
@@ -148,6 +185,13 @@ def coordinator_gauges(node: Node) -> Iterator[tuple[str, str, str, dict[str, st
                labels, statistics.log_flush_count)  # fmt: skip
         yield ("diskless_coordinator_log_appends", "Operations appended to the metadata log since it loaded.",
                "counter", labels, statistics.log_append_count)  # fmt: skip
+        role = shard.role
+        yield ("diskless_coordinator_leader", "1 when this node leads the coordinator (always, alone).", "gauge",
+               labels, 1.0 if shard.leads else 0.0)  # fmt: skip
+        yield ("diskless_coordinator_isr_size", "In-sync replicas of the coordinator as etcd last said (1 alone).",
+               "gauge", labels, float(len(role.isr)) if role is not None else 1.0)  # fmt: skip
+        yield ("diskless_coordinator_leader_epoch", "The leader epoch this replica serves in.", "gauge", labels,
+               statistics.leader_epoch)  # fmt: skip
         if statistics.last_snapshot_created_at_ms >= 0:
             age_s = max(0.0, time.time() - statistics.last_snapshot_created_at_ms / 1000)
             yield ("diskless_coordinator_snapshot_age_seconds", "Seconds since the newest snapshot was taken.",
@@ -207,8 +251,10 @@ class RunningServer:
         host: str,
         port: int,
         tls: bool,
+        cluster: ClusterController | None = None,
     ) -> None:
         self.settings = settings
+        self.cluster = cluster
         self.node = node
         self.server = server
         self.host = host
@@ -223,6 +269,8 @@ class RunningServer:
         """Loads every coordinator, then takes calls and starts the file workers; True when all are ACTIVE."""
         loaded = await self.node.load()
         self._gate.ready = True
+        if self.cluster is not None:
+            self.cluster.start()
         self.node.start_file_workers()
         if not loaded:
             log.error("some coordinators failed to load: NOT_SERVING until every coordinator serves (see above)")
@@ -242,6 +290,8 @@ class RunningServer:
         if self._metrics_server is not None:
             self._metrics_server.close()
             await self._metrics_server.wait_closed()
+        if self.cluster is not None:  # the lease is revoked: other nodes elect new leaders at once
+            await self.cluster.close()
         await self.node.close()
         log.info("stopped")
 
@@ -271,7 +321,25 @@ async def start_server(settings: Settings, clock: Clock | None = None) -> Runnin
     tls = tls_files(settings)
     check_exposure(settings, tls is not None)
     metrics = Metrics()
-    node = Node(settings, clock=clock, metrics=metrics)
+    server = _grpc_server(settings)
+    host = settings.listen.rpartition(":")[0]
+    if tls is None:
+        port = server.add_insecure_port(settings.listen)
+    else:
+        port = server.add_secure_port(settings.listen, server_credentials(tls, settings.ssl_client_auth))
+    if port == 0:
+        raise CannotListen(f"cannot listen on {settings.listen}")
+    cluster: ClusterController | None = None
+    roles = None
+    if settings.clustered:
+        # The port is bound before joining: the address registered in etcd is the one that will answer.
+        cluster = ClusterController(settings, advertised_endpoint(settings, host, port))
+        config = await cluster.join()
+        settings = dataclasses.replace(settings, coordinators=config.coordinators)
+        roles = cluster.initial_roles()
+    node = Node(settings, clock=clock, metrics=metrics, roles=roles, link=cluster)
+    if cluster is not None:
+        cluster.attach(node.peers, node.shards)
     metrics.watch(GaugeCollector(lambda: list(coordinator_gauges(node))))
     access = AccessControl(
         Path(settings.acl_file) if settings.acl_file else None,
@@ -284,7 +352,6 @@ async def start_server(settings: Settings, clock: Clock | None = None) -> Runnin
     )
     metrics.watch(GaugeCollector(lambda: [*admission_gauges(admission), *grpc_call_counts()]))
     gate = CallGate(access, metrics, admission)
-    server = _grpc_server(settings)
     add_service(
         server,
         pb.DESCRIPTOR.services_by_name["DisklessCoordinator"],
@@ -302,13 +369,6 @@ async def start_server(settings: Settings, clock: Clock | None = None) -> Runnin
     reflection.enable_server_reflection(
         (SERVICE_NAME, ADMIN_SERVICE_NAME, INTERNAL_SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), server
     )
-    host = settings.listen.rpartition(":")[0]
-    if tls is None:
-        port = server.add_insecure_port(settings.listen)
-    else:
-        port = server.add_secure_port(settings.listen, server_credentials(tls, settings.ssl_client_auth))
-    if port == 0:
-        raise CannotListen(f"cannot listen on {settings.listen}")
     for name in ("", SERVICE_NAME):
         await health_service.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
     await server.start()
@@ -319,7 +379,9 @@ async def start_server(settings: Settings, clock: Clock | None = None) -> Runnin
         metrics_server = await serve_metrics(metrics_host.strip("[]"), int(metrics_port), metrics.render)
         bound = metrics_server.sockets[0].getsockname()
         log.info("metrics at http://%s:%d/metrics", bound[0], bound[1])
-    running = RunningServer(settings, node, server, gate, health_service, metrics_server, host, port, tls is not None)
+    running = RunningServer(
+        settings, node, server, gate, health_service, metrics_server, host, port, tls is not None, cluster
+    )
     return running
 
 

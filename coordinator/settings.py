@@ -254,6 +254,67 @@ class Settings:
     drain_timeout_ms: int = _setting(
         "diskless.shutdown.drain.timeout.ms", 10000, "on SIGTERM, how long in-flight calls may take to finish"
     )
+    # A cluster of nodes (DESIGN §6a): used only with etcd endpoints (`serve --etcd`).
+    etcd_endpoints: str = _setting(
+        "diskless.cluster.etcd.endpoints", "", "HOST:PORT[,HOST:PORT...] of etcd (flag --etcd); empty: one node alone"
+    )
+    etcd_prefix: str = _setting("diskless.cluster.etcd.prefix", "/diskless", "the cluster's keys in etcd start here")
+    etcd_request_timeout_ms: int = _setting(
+        "diskless.cluster.etcd.request.timeout.ms", 2000, "deadline of one etcd request"
+    )
+    advertise: str = _setting(
+        "diskless.advertise",
+        "",
+        "HOST:PORT other nodes and brokers reach this node at (flag --advertise; empty: the listen address)",
+    )
+    replication_factor: int = _setting(
+        "diskless.coordinator.replication.factor",
+        3,
+        "replicas of each coordinator's metadata log; the first node's value is stored in etcd and wins",
+    )
+    min_insync_replicas: int = _setting(
+        "diskless.coordinator.min.insync.replicas",
+        2,
+        "in-sync replicas a write needs; fewer: NOT_ENOUGH_REPLICAS before anything is appended",
+    )
+    replica_lag_time_max_ms: int = _setting(
+        "diskless.coordinator.replica.lag.time.max.ms",
+        10000,
+        "a follower not caught up with the leader for this long leaves the ISR",
+    )
+    node_session_timeout_ms: int = _setting(
+        "diskless.node.session.timeout.ms",
+        3000,
+        "the node's etcd lease (whole seconds): a node silent this long is gone and its leaderships move",
+    )
+    node_heartbeat_interval_ms: int = _setting(
+        "diskless.node.heartbeat.interval.ms", 500, "how often the node renews its etcd lease"
+    )
+    cluster_refresh_interval_ms: int = _setting(
+        "diskless.cluster.refresh.interval.ms",
+        200,
+        "how often the node reads the coordinators' leaders and ISRs from etcd and elects where one is gone",
+    )
+    replica_fetch_max_bytes: int = _setting(
+        "diskless.coordinator.replica.fetch.max.bytes",
+        4 * 1024 * 1024,
+        "log bytes one follower fetch may carry (at most half the request size bound)",
+    )
+    replica_fetch_wait_max_ms: int = _setting(
+        "diskless.coordinator.replica.fetch.wait.max.ms",
+        500,
+        "how long the leader holds a follower's fetch when there is nothing new (long poll)",
+    )
+    replica_fetch_backoff_ms: int = _setting(
+        "diskless.coordinator.replica.fetch.backoff.ms",
+        50,
+        "first wait after a failed follower fetch; doubles up to the session timeout",
+    )
+    replica_buffer_bytes: int = _setting(
+        "diskless.coordinator.replica.buffer.bytes",
+        8 * 1024 * 1024,
+        "newest log bytes the leader keeps in memory for followers' fetches (older ones are read from disk)",
+    )
     ssl_certificate_location: str = _setting(
         "diskless.ssl.certificate.location", "", "PEM certificate chain of this node; set with the key to serve TLS"
     )
@@ -343,6 +404,7 @@ class Settings:
         self._validate_snapshots()
         self._validate_storage()
         self._validate_files()
+        self._validate_replication()
         if self.drain_timeout_ms < 0:
             raise SettingsError(f"{property_name('drain_timeout_ms')} must be >= 0")
         if self.log_segment_bytes < 1024:
@@ -356,6 +418,46 @@ class Settings:
         if not host or not port.isdigit() or int(port) > 65535:
             raise SettingsError(f"{property_name('listen')} must be HOST:PORT, got {self.listen!r}")
         return self
+
+    def _validate_replication(self) -> None:
+        for attr in (
+            "replication_factor", "min_insync_replicas", "replica_lag_time_max_ms", "node_heartbeat_interval_ms",
+            "cluster_refresh_interval_ms", "replica_fetch_wait_max_ms", "replica_fetch_backoff_ms",
+            "etcd_request_timeout_ms", "replica_buffer_bytes",
+        ):  # fmt: skip
+            if getattr(self, attr) <= 0:
+                raise SettingsError(f"{property_name(attr)} must be > 0, got {getattr(self, attr)}")
+        if self.min_insync_replicas > self.replication_factor:
+            raise SettingsError(
+                f"{property_name('min_insync_replicas')} ({self.min_insync_replicas}) must be <= "
+                f"{property_name('replication_factor')} ({self.replication_factor})"
+            )
+        if self.node_session_timeout_ms < 1000 or self.node_session_timeout_ms % 1000:
+            raise SettingsError(
+                f"{property_name('node_session_timeout_ms')} must be whole seconds >= 1000 (an etcd lease TTL), "
+                f"got {self.node_session_timeout_ms}"
+            )
+        if self.node_heartbeat_interval_ms * 2 > self.node_session_timeout_ms:
+            raise SettingsError(
+                f"{property_name('node_heartbeat_interval_ms')} ({self.node_heartbeat_interval_ms}) must be at most "
+                f"half of {property_name('node_session_timeout_ms')} ({self.node_session_timeout_ms})"
+            )
+        if self.replica_fetch_wait_max_ms >= self.replica_lag_time_max_ms:
+            raise SettingsError(
+                f"{property_name('replica_fetch_wait_max_ms')} ({self.replica_fetch_wait_max_ms}) must be below "
+                f"{property_name('replica_lag_time_max_ms')} ({self.replica_lag_time_max_ms})"
+            )
+        if self.replica_fetch_max_bytes < 1024:
+            raise SettingsError(f"{property_name('replica_fetch_max_bytes')} must be >= 1024")
+        if self.advertise:
+            host, _, port = self.advertise.rpartition(":")
+            if not host or not port.isdigit() or not 0 < int(port) < 65536:
+                raise SettingsError(f"{property_name('advertise')} must be HOST:PORT, got {self.advertise!r}")
+
+    @property
+    def clustered(self) -> bool:
+        """Whether this node is one of a cluster (etcd endpoints given)."""
+        return bool(self.etcd_endpoints)
 
     def _validate_storage(self) -> None:
         if self.storage_backend not in ("local", "s3"):

@@ -6,15 +6,21 @@ counters, and the object keys of pending files. `coordinator.interpreter.replay`
 is the only thing that changes it, one record at a time; checks read it and
 never write. Committed object keys stay in
 SQLite (looked up once per commit, not per batch) so memory does not grow
-with the number of files.
+with the number of files; a pending file keeps its record until applied, so
+a retried commit of it can be answered from the view (DESIGN §6a).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 
 from coordinator.producers import ProducerWindow
+from coordinator.records import CommittedBatch
+from protos import records_pb2 as rec
+
+# (file id, partition keys) -> the file's committed batches on those partitions, in batch id order.
+CommittedBatches = Callable[[int, Collection[int]], list[CommittedBatch]]
 
 
 @dataclass(slots=True)
@@ -48,6 +54,7 @@ class CoordinatorView:
         self,
         coordinator_id: int,
         committed_file: Callable[[str], FileFacts | None],
+        committed_batches: CommittedBatches | None = None,
         *,
         next_partition_key: int = 0,
         next_batch_id: int = 0,
@@ -56,6 +63,7 @@ class CoordinatorView:
     ) -> None:
         self.coordinator_id = coordinator_id
         self._committed_file = committed_file
+        self._committed_batches = committed_batches
         self.next_partition_key = next_partition_key
         self.next_batch_id = next_batch_id
         self.next_file_id = next_file_id
@@ -65,8 +73,9 @@ class CoordinatorView:
         # (topic id, partition) -> partition: the commit path's lookup, one dict access per batch.
         self.partition_index: dict[tuple[bytes, int], PartitionView] = {}
         self.producer_windows: dict[int, dict[int, ProducerWindow]] = {}  # partition key -> producer id -> window
-        # object key -> log end offset of the batch that recorded it; dropped once applied.
-        self._pending_file_keys: dict[str, int] = {}
+        # object key -> (log end offset of the batch that recorded it, its FileCommitted or None when the
+        # file came by hand-over); dropped once applied.
+        self._pending_files: dict[str, tuple[int, rec.FileCommitted | None]] = {}
 
     # ------------------------------------------------------------------ reads
 
@@ -84,14 +93,25 @@ class CoordinatorView:
         return None if windows is None else windows.get(producer_id)
 
     def file_known(self, object_key: str) -> bool:
-        return object_key in self._pending_file_keys or self._committed_file(object_key) is not None
+        return object_key in self._pending_files or self._committed_file(object_key) is not None
 
     def file_pending(self, object_key: str) -> bool:
         """Whether a record not yet applied adds a file with this key."""
-        return object_key in self._pending_file_keys
+        return object_key in self._pending_files
+
+    def pending_commit(self, object_key: str) -> rec.FileCommitted | None:
+        """The FileCommitted not yet applied that added this key, if one did."""
+        pending = self._pending_files.get(object_key)
+        return None if pending is None else pending[1]
 
     def committed_file(self, object_key: str) -> FileFacts | None:
         return self._committed_file(object_key)
+
+    def committed_batches(self, file_id: int, partition_keys: Collection[int]) -> list[CommittedBatch]:
+        """A committed file's batches still stored on these partitions, in batch id (request) order."""
+        if self._committed_batches is None or not partition_keys:
+            return []
+        return self._committed_batches(file_id, partition_keys)
 
     # ------------------------------------------------------------------ loading
 
@@ -109,11 +129,11 @@ class CoordinatorView:
         del self.partition_index[(partition.topic_id, partition.partition)]
         self.producer_windows.pop(partition.key, None)
 
-    def add_pending_file(self, object_key: str, end_offset: int) -> None:
+    def add_pending_file(self, object_key: str, end_offset: int, committed: rec.FileCommitted | None = None) -> None:
         """A file recorded by a log batch ending at `end_offset`, known here until SQLite holds it."""
-        self._pending_file_keys[object_key] = end_offset
+        self._pending_files[object_key] = (end_offset, committed)
 
     def forget_applied_files(self, applied_offset: int) -> None:
-        """Drops pending object keys whose records SQLite now holds."""
-        if self._pending_file_keys:
-            self._pending_file_keys = {k: v for k, v in self._pending_file_keys.items() if v > applied_offset}
+        """Drops pending files whose records SQLite now holds."""
+        if self._pending_files:
+            self._pending_files = {k: v for k, v in self._pending_files.items() if v[0] > applied_offset}

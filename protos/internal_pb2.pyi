@@ -65,3 +65,123 @@ class KnownFilesResponse(_message.Message):
     error_message: str
     files: _containers.RepeatedCompositeFieldContainer[KnownFilesResponse.KnownFile]
     def __init__(self, error_code: _Optional[_Union[_coordinator_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., files: _Optional[_Iterable[_Union[KnownFilesResponse.KnownFile, _Mapping]]] = ...) -> None: ...
+
+class FetchLogRequest(_message.Message):
+    __slots__ = ("coordinator_id", "replica_node_id", "leader_epoch", "fetch_offset", "last_fetched_epoch", "max_bytes", "max_wait_ms")
+    COORDINATOR_ID_FIELD_NUMBER: _ClassVar[int]
+    REPLICA_NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    FETCH_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    LAST_FETCHED_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    MAX_BYTES_FIELD_NUMBER: _ClassVar[int]
+    MAX_WAIT_MS_FIELD_NUMBER: _ClassVar[int]
+    coordinator_id: int
+    replica_node_id: int
+    leader_epoch: int
+    fetch_offset: int
+    last_fetched_epoch: int
+    max_bytes: int
+    max_wait_ms: int
+    def __init__(self, coordinator_id: _Optional[int] = ..., replica_node_id: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., fetch_offset: _Optional[int] = ..., last_fetched_epoch: _Optional[int] = ..., max_bytes: _Optional[int] = ..., max_wait_ms: _Optional[int] = ...) -> None: ...
+
+class FetchLogResponse(_message.Message):
+    __slots__ = ("error_code", "error_message", "high_watermark", "log_start_offset", "log_end_offset", "frames", "diverging_epoch", "diverging_end_offset")
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    HIGH_WATERMARK_FIELD_NUMBER: _ClassVar[int]
+    LOG_START_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    LOG_END_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    FRAMES_FIELD_NUMBER: _ClassVar[int]
+    DIVERGING_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    DIVERGING_END_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    error_code: _coordinator_pb2.ErrorCode
+    error_message: str
+    high_watermark: int
+    log_start_offset: int
+    log_end_offset: int
+    frames: bytes
+    diverging_epoch: int
+    diverging_end_offset: int
+    def __init__(self, error_code: _Optional[_Union[_coordinator_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., high_watermark: _Optional[int] = ..., log_start_offset: _Optional[int] = ..., log_end_offset: _Optional[int] = ..., frames: _Optional[bytes] = ..., diverging_epoch: _Optional[int] = ..., diverging_end_offset: _Optional[int] = ...) -> None: ...
+
+class OffsetForLeaderEpochRequest(_message.Message):
+    __slots__ = ("coordinator_id", "replica_node_id", "current_leader_epoch", "leader_epoch")
+    COORDINATOR_ID_FIELD_NUMBER: _ClassVar[int]
+    REPLICA_NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    CURRENT_LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    coordinator_id: int
+    replica_node_id: int
+    current_leader_epoch: int
+    leader_epoch: int
+    def __init__(self, coordinator_id: _Optional[int] = ..., replica_node_id: _Optional[int] = ..., current_leader_epoch: _Optional[int] = ..., leader_epoch: _Optional[int] = ...) -> None: ...
+
+class OffsetForLeaderEpochResponse(_message.Message):
+    __slots__ = ("error_code", "error_message", "leader_epoch", "end_offset")
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    END_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    error_code: _coordinator_pb2.ErrorCode
+    error_message: str
+    leader_epoch: int
+    end_offset: int
+    def __init__(self, error_code: _Optional[_Union[_coordinator_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., leader_epoch: _Optional[int] = ..., end_offset: _Optional[int] = ...) -> None: ...
+
+class FetchSnapshotRequest(_message.Message):
+    __slots__ = ("coordinator_id", "replica_node_id", "current_leader_epoch")
+    COORDINATOR_ID_FIELD_NUMBER: _ClassVar[int]
+    REPLICA_NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    CURRENT_LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    coordinator_id: int
+    replica_node_id: int
+    current_leader_epoch: int
+    def __init__(self, coordinator_id: _Optional[int] = ..., replica_node_id: _Optional[int] = ..., current_leader_epoch: _Optional[int] = ...) -> None: ...
+
+class FetchSnapshotChunk(_message.Message):
+    __slots__ = ("error_code", "error_message", "end_offset", "total_bytes", "data", "sha256", "last", "epoch", "crc32", "created_at_ms")
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    END_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_BYTES_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    SHA256_FIELD_NUMBER: _ClassVar[int]
+    LAST_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    CRC32_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    error_code: _coordinator_pb2.ErrorCode
+    error_message: str
+    end_offset: int
+    total_bytes: int
+    data: bytes
+    sha256: str
+    last: bool
+    epoch: int
+    crc32: int
+    created_at_ms: int
+    def __init__(self, error_code: _Optional[_Union[_coordinator_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., end_offset: _Optional[int] = ..., total_bytes: _Optional[int] = ..., data: _Optional[bytes] = ..., sha256: _Optional[str] = ..., last: _Optional[bool] = ..., epoch: _Optional[int] = ..., crc32: _Optional[int] = ..., created_at_ms: _Optional[int] = ...) -> None: ...
+
+class ChangeTopicRequest(_message.Message):
+    __slots__ = ("coordinator_id", "topic_id", "topic_name", "partitions", "delete", "timeout_ms")
+    COORDINATOR_ID_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_NAME_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    DELETE_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    coordinator_id: int
+    topic_id: bytes
+    topic_name: str
+    partitions: _containers.RepeatedScalarFieldContainer[int]
+    delete: bool
+    timeout_ms: int
+    def __init__(self, coordinator_id: _Optional[int] = ..., topic_id: _Optional[bytes] = ..., topic_name: _Optional[str] = ..., partitions: _Optional[_Iterable[int]] = ..., delete: _Optional[bool] = ..., timeout_ms: _Optional[int] = ...) -> None: ...
+
+class ChangeTopicResponse(_message.Message):
+    __slots__ = ("error_code", "error_message")
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    error_code: _coordinator_pb2.ErrorCode
+    error_message: str
+    def __init__(self, error_code: _Optional[_Union[_coordinator_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ...) -> None: ...

@@ -44,6 +44,26 @@ class CoordinatorInternalStub:
                 request_serializer=protos_dot_internal__pb2.KnownFilesRequest.SerializeToString,
                 response_deserializer=protos_dot_internal__pb2.KnownFilesResponse.FromString,
                 _registered_method=True)
+        self.FetchLog = channel.unary_unary(
+                '/diskless.coordinator.v1.CoordinatorInternal/FetchLog',
+                request_serializer=protos_dot_internal__pb2.FetchLogRequest.SerializeToString,
+                response_deserializer=protos_dot_internal__pb2.FetchLogResponse.FromString,
+                _registered_method=True)
+        self.OffsetForLeaderEpoch = channel.unary_unary(
+                '/diskless.coordinator.v1.CoordinatorInternal/OffsetForLeaderEpoch',
+                request_serializer=protos_dot_internal__pb2.OffsetForLeaderEpochRequest.SerializeToString,
+                response_deserializer=protos_dot_internal__pb2.OffsetForLeaderEpochResponse.FromString,
+                _registered_method=True)
+        self.FetchSnapshot = channel.unary_stream(
+                '/diskless.coordinator.v1.CoordinatorInternal/FetchSnapshot',
+                request_serializer=protos_dot_internal__pb2.FetchSnapshotRequest.SerializeToString,
+                response_deserializer=protos_dot_internal__pb2.FetchSnapshotChunk.FromString,
+                _registered_method=True)
+        self.ChangeTopic = channel.unary_unary(
+                '/diskless.coordinator.v1.CoordinatorInternal/ChangeTopic',
+                request_serializer=protos_dot_internal__pb2.ChangeTopicRequest.SerializeToString,
+                response_deserializer=protos_dot_internal__pb2.ChangeTopicResponse.FromString,
+                _registered_method=True)
 
 
 class CoordinatorInternalServicer:
@@ -67,6 +87,37 @@ class CoordinatorInternalServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def FetchLog(self, request, context):
+        """Replication. A follower fetches the leader's log from its own log end;
+        its fetch offset tells the leader what it holds durably (its log end).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def OffsetForLeaderEpoch(self, request, context):
+        """The end offset of the largest leader epoch <= the one asked (KIP-101):
+        a replica that becomes a follower truncates its log to it.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def FetchSnapshot(self, request, context):
+        """The leader's newest snapshot, streamed, for a follower below its log start.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ChangeTopic(self, request, context):
+        """One coordinator's part of a topic change (CreatePartitions, DeleteTopics),
+        sent by the node that took the call to the coordinator's leader.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_CoordinatorInternalServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -79,6 +130,26 @@ def add_CoordinatorInternalServicer_to_server(servicer, server):
                     servicer.KnownFiles,
                     request_deserializer=protos_dot_internal__pb2.KnownFilesRequest.FromString,
                     response_serializer=protos_dot_internal__pb2.KnownFilesResponse.SerializeToString,
+            ),
+            'FetchLog': grpc.unary_unary_rpc_method_handler(
+                    servicer.FetchLog,
+                    request_deserializer=protos_dot_internal__pb2.FetchLogRequest.FromString,
+                    response_serializer=protos_dot_internal__pb2.FetchLogResponse.SerializeToString,
+            ),
+            'OffsetForLeaderEpoch': grpc.unary_unary_rpc_method_handler(
+                    servicer.OffsetForLeaderEpoch,
+                    request_deserializer=protos_dot_internal__pb2.OffsetForLeaderEpochRequest.FromString,
+                    response_serializer=protos_dot_internal__pb2.OffsetForLeaderEpochResponse.SerializeToString,
+            ),
+            'FetchSnapshot': grpc.unary_stream_rpc_method_handler(
+                    servicer.FetchSnapshot,
+                    request_deserializer=protos_dot_internal__pb2.FetchSnapshotRequest.FromString,
+                    response_serializer=protos_dot_internal__pb2.FetchSnapshotChunk.SerializeToString,
+            ),
+            'ChangeTopic': grpc.unary_unary_rpc_method_handler(
+                    servicer.ChangeTopic,
+                    request_deserializer=protos_dot_internal__pb2.ChangeTopicRequest.FromString,
+                    response_serializer=protos_dot_internal__pb2.ChangeTopicResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -135,6 +206,114 @@ class CoordinatorInternal:
             '/diskless.coordinator.v1.CoordinatorInternal/KnownFiles',
             protos_dot_internal__pb2.KnownFilesRequest.SerializeToString,
             protos_dot_internal__pb2.KnownFilesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def FetchLog(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/diskless.coordinator.v1.CoordinatorInternal/FetchLog',
+            protos_dot_internal__pb2.FetchLogRequest.SerializeToString,
+            protos_dot_internal__pb2.FetchLogResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def OffsetForLeaderEpoch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/diskless.coordinator.v1.CoordinatorInternal/OffsetForLeaderEpoch',
+            protos_dot_internal__pb2.OffsetForLeaderEpochRequest.SerializeToString,
+            protos_dot_internal__pb2.OffsetForLeaderEpochResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def FetchSnapshot(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/diskless.coordinator.v1.CoordinatorInternal/FetchSnapshot',
+            protos_dot_internal__pb2.FetchSnapshotRequest.SerializeToString,
+            protos_dot_internal__pb2.FetchSnapshotChunk.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ChangeTopic(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/diskless.coordinator.v1.CoordinatorInternal/ChangeTopic',
+            protos_dot_internal__pb2.ChangeTopicRequest.SerializeToString,
+            protos_dot_internal__pb2.ChangeTopicResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -268,15 +268,47 @@ def take_snapshot(
     manifest = SnapshotManifest(
         snapshot_id, coordinator_id, size, crc, applied_offset, now_ms, _data_path(directory, snapshot_id)
     )
-    manifest_path = _manifest_path(directory, snapshot_id)
+    _publish(manifest, data_part)
+    return manifest
+
+
+def _publish(manifest: SnapshotManifest, data_part: Path) -> None:
+    """Writes the manifest beside the fsynced data `.part`, then renames both into place."""
+    manifest_path = _manifest_path(manifest.data_path.parent, manifest.snapshot_id)
     with open(part_path(manifest_path), "w", encoding="utf-8") as file:
         json.dump(manifest.to_json(), file)
         flush_and_fsync(file)
     fault_points.reach("snapshot.before_rename")
     os.replace(data_part, manifest.data_path)
     os.replace(part_path(manifest_path), manifest_path)
-    fsync_directory(directory)
+    fsync_directory(manifest.data_path.parent)
     fault_points.reach("snapshot.after_rename")
+
+
+def received_part(directory: Path, snapshot_id: SnapshotId) -> Path:
+    """Where a snapshot fetched from another replica is written before it is checked and published."""
+    directory.mkdir(parents=True, exist_ok=True)
+    return part_path(_data_path(directory, snapshot_id))
+
+
+def publish_received(
+    directory: Path, snapshot_id: SnapshotId, coordinator_id: int, expected_crc32: int, created_at_ms: int
+) -> SnapshotManifest:
+    """Checks a fetched snapshot's data (at `received_part`) against the sender's CRC-32 and publishes it.
+
+    Raises SnapshotError (and removes the part) when it does not match: a transfer is never installed damaged.
+    """
+    data_part = received_part(directory, snapshot_id)
+    fsync_file(data_part)
+    size, crc = file_checksum(data_part)
+    if crc != expected_crc32:
+        data_part.unlink(missing_ok=True)
+        raise SnapshotError(f"fetched snapshot {snapshot_id}: CRC-32 {crc:08x}, the leader's is {expected_crc32:08x}")
+    manifest = SnapshotManifest(
+        snapshot_id, coordinator_id, size, crc, snapshot_id.end_offset, created_at_ms,
+        _data_path(directory, snapshot_id),
+    )  # fmt: skip
+    _publish(manifest, data_part)
     return manifest
 
 

@@ -2,7 +2,10 @@
 
 Discovery (before anything is listed): DescribeCoordinators on the first
 `--bootstrap` address that answers names every coordinator and its leader's
-endpoint; then every distinct leader node is asked for its own coordinators,
+endpoint, read by the routing rules every client shares
+(`coordinator.routing_table`: an unspecified host is the answering node's, no
+leader is a problem; TLS credentials as `coordinator.routing_client` builds
+them); then every distinct leader node is asked for its own coordinators,
 so that each coordinator has answered from where it is led. Any coordinator
 with an error, without a leader, or on a node that does not answer aborts the
 scan (`CoordinatorsUnavailable`). Coordinator ids must be 0..S-1 (they are
@@ -33,6 +36,8 @@ from typing import TypeVar
 import grpc
 
 from coordinator.backoff import Backoff
+from coordinator.routing_client import channel_credentials
+from coordinator.routing_table import endpoint_problem, route_of
 from protos import coordinator_pb2 as pb
 from protos import coordinator_pb2_grpc as pb_grpc
 
@@ -45,8 +50,6 @@ DESCRIBE_ATTEMPTS = 3
 DESCRIBE_BACKOFF_MS = 500
 DESCRIBE_BACKOFF_MAX_MS = 2000
 RETRIED_STATUS = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_EXHAUSTED})
-# A node listening on every interface reports this host: the caller reaches it as it reached the bootstrap node.
-UNSPECIFIED_HOSTS = frozenset({"", "0.0.0.0", "::"})
 MESSAGE_MAX_BYTES = 64 * 1024 * 1024
 
 # Verdicts on a candidate, the known ones from the most alive (the order DescribeFiles' state uses).
@@ -82,9 +85,9 @@ class CoordinatorAccess:
 
     def channel(self, address: str) -> grpc.Channel:
         options = [("grpc.max_receive_message_length", MESSAGE_MAX_BYTES)]
-        if self.ca_pem is None:
+        credentials = channel_credentials(self.ca_pem, self.cert_pem, self.key_pem) if self.ca_pem is not None else None
+        if credentials is None:
             return grpc.insecure_channel(address, options=options)
-        credentials = grpc.ssl_channel_credentials(self.ca_pem, self.key_pem, self.cert_pem)
         return grpc.secure_channel(address, credentials, options=options)
 
 
@@ -140,10 +143,10 @@ def _first_answer(access: CoordinatorAccess) -> tuple[str, pb.DescribeCoordinato
 
 
 def _leader_address(description: pb.CoordinatorDescription, bootstrap_address: str) -> str:
-    host = description.leader.host
-    if host in UNSPECIFIED_HOSTS:
-        host = bootstrap_address.rpartition(":")[0].strip("[]")
-    return f"[{host}]:{description.leader.port}" if ":" in host else f"{host}:{description.leader.port}"
+    address = route_of(description.leader, bootstrap_address).leader_address
+    if address is None:  # _description_problem refused it first; kept for the type
+        raise CoordinatorsUnavailable(f"coordinator {description.coordinator_id} has no leader")
+    return address
 
 
 def _error_name(code: int) -> str:
@@ -155,9 +158,9 @@ def _description_problem(description: pb.CoordinatorDescription) -> str | None:
     if description.error_code != pb.NONE:
         name = _error_name(description.error_code)
         return f"coordinator {description.coordinator_id}: {name} {description.error_message}"
-    if not description.HasField("leader") or description.leader.leader_node_id < 0 or description.leader.port <= 0:
+    if not description.HasField("leader"):
         return f"coordinator {description.coordinator_id} has no leader"
-    return None
+    return endpoint_problem(description.leader)
 
 
 def discover(access: CoordinatorAccess) -> Discovery:

@@ -36,8 +36,10 @@ class ServerProcess:
         coordinators: int = 4,
         settings: dict[str, str] | None = None,
         credentials: grpc.ChannelCredentials | None = None,
+        arguments: Sequence[str] = (),
     ) -> None:
         self.data_dir = data_dir
+        self.arguments = tuple(arguments)  # more `serve` flags (a cluster node's --node-id, --etcd)
         self.coordinators = coordinators
         # What follows the interpreter: the `diskless` command, or a launcher that crashes it at a fault point.
         self.launcher: tuple[str, ...] = ("-m", "coordinator")
@@ -60,7 +62,8 @@ class ServerProcess:
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         self.process = subprocess.Popen(
             [sys.executable, *self.launcher, "serve", "--data-dir", str(self.data_dir), "--listen",
-             f"127.0.0.1:{self.port}", "--coordinators", str(self.coordinators), "--config", str(config)],
+             f"127.0.0.1:{self.port}", "--coordinators", str(self.coordinators), "--config", str(config),
+             *self.arguments],
             cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         )  # fmt: skip
         deadline = time.monotonic() + START_TIMEOUT_S

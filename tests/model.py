@@ -24,6 +24,14 @@ Where DESIGN §4 leaves a choice open, the model reads it as follows (Kafka deci
 Whether a coordinator that a commit refused (not named in owner_ids) or that was named without
 batches "knows" the key afterwards is left open (a hand-over may reach it), so the test never
 reuses a key on such a coordinator (`key_unsettled`).
+
+Retried commits (DESIGN §6a): a coordinator's part of a CommitFile whose key it committed before
+is a retry when it carries the same file (size, uploader, owner_ids) and, batch for batch, the
+same well-formed batches (every field the coordinator keeps: partition, bytes, record count,
+timestamps, magic, producer fields when idempotent; malformed ones are not kept, so not
+compared, and get their problem again). It gets the first answer again (offsets, append time;
+the current log start) only while every well-formed batch of the first part was accepted with
+new offsets and is still live; otherwise, like any other reuse, INVALID_REQUEST.
 """
 
 from __future__ import annotations
@@ -139,6 +147,29 @@ class CommitExpect:
     log_start: int = -1
     duplicate: bool = False
     depth: int = 0  # for statistics: a duplicate's place in the window (1 = newest)
+    retry: bool = False  # the first answer again, for a retried commit
+
+
+BatchIdentity = tuple[int, ...]  # what a coordinator keeps of a request's batch (see `batch_identity`)
+
+
+def batch_identity(b: pb.CommitFileRequest.Batch) -> BatchIdentity:
+    """The fields a retry must repeat: base offset only as the record count, producer fields only when idempotent."""
+    producer = (b.producer_epoch, b.base_sequence, b.last_sequence) if b.producer_id >= 0 else ()
+    return (
+        b.partition, b.byte_offset, b.size, b.last_offset - b.base_offset, b.batch_max_timestamp, b.magic,
+        b.timestamp_type, b.producer_id, *producer,
+    )  # fmt: skip
+
+
+@dataclass
+class FirstPart:
+    """One coordinator's part of the commit that first recorded a key there, with its first answers."""
+
+    file: tuple[int, int, tuple[int, ...]]  # file_size, uploader_broker_id, owner_ids
+    # Per batch of the part: its topic, identity, whether it was malformed, and the batch it stored (or None).
+    batches: list[tuple[bytes, BatchIdentity, bool, StoredBatch | None]]
+    answers: list[CommitExpect]
 
 
 @dataclass
@@ -205,6 +236,8 @@ class Model:
         # so a hand-over can reach them; or with batches but not named). Whether a later commit of
         # the key to them is refused is not settled by the design, so the generator avoids it.
         self.key_unsettled: dict[str, set[int]] = {}
+        # (coordinator, key) -> the part of the commit that recorded the key there (retries repeat its answer).
+        self.first_parts: dict[tuple[int, str], FirstPart] = {}
 
     # ------------------------------------------------------------ look-ups
 
@@ -286,23 +319,79 @@ class Model:
             return [CommitExpect(pb.INVALID_REQUEST) for _ in batches]
 
         parts = [self.partition(b.topic_id, b.partition) for b in batches]
+        malformed: list[bool] = []
+        earlier: list[tuple[int, int]] = []
+        for b in batches:
+            malformed.append(structure_error(b, request.file_size, earlier) is not None)
+            if b.size > 0:
+                earlier.append((b.byte_offset, b.byte_offset + b.size))
         involved = {p.coordinator for p in parts if p is not None}
-        refused = {c for c in involved if c not in owners or key in self.keys[c]}
+        refused = {c for c in involved if c not in owners}
+        retried: dict[int, list[CommitExpect]] = {}
+        for c in involved - refused:
+            if key in self.keys[c]:
+                indexes = [i for i, p in enumerate(parts) if p is not None and p.coordinator == c]
+                answers = self._retry_answers(c, request, [(i, malformed[i]) for i in indexes])
+                if answers is None:
+                    refused.add(c)
+                else:
+                    retried[c] = answers
         append = AppendTime(lower=lower, upper=upper)
 
         results: list[CommitExpect] = []
-        earlier: list[tuple[int, int]] = []
-        for b, p in zip(batches, parts, strict=True):
-            results.append(self._commit_batch(b, p, request, refused, earlier, append))
+        first_parts: dict[int, FirstPart] = {}
+        file = (request.file_size, request.uploader_broker_id, tuple(owners))
+        earlier = []
+        for i, (b, p) in enumerate(zip(batches, parts, strict=True)):
+            if p is not None and p.coordinator in retried:
+                results.append(retried[p.coordinator].pop(0))
+            else:
+                stored_before = len(p.batches) if p is not None else 0
+                results.append(self._commit_batch(b, p, request, refused, earlier, append))
+                if p is not None and p.coordinator is not None and p.coordinator not in refused:
+                    stored = p.batches[-1] if len(p.batches) > stored_before else None
+                    first = first_parts.setdefault(p.coordinator, FirstPart(file, [], []))
+                    first.batches.append((b.topic_id, batch_identity(b), malformed[i], stored))
+                    first.answers.append(results[-1])
             if b.size > 0:
                 earlier.append((b.byte_offset, b.byte_offset + b.size))
 
-        for c in involved - refused:
+        for c in involved - refused - set(retried):
             self.keys[c].add(key)
+            self.first_parts[(c, key)] = first_parts[c]
         unsettled = self.key_unsettled.setdefault(key, set())
         unsettled.update(owners)
         unsettled.update(c for c in involved if c not in owners)
         return results
+
+    def _retry_answers(
+        self, coordinator: int, request: pb.CommitFileRequest, part: list[tuple[int, bool]]
+    ) -> list[CommitExpect] | None:
+        """The first answers again if this part retries the commit that recorded the key here, else None."""
+        first = self.first_parts.get((coordinator, request.object_key))
+        if first is None:
+            return None
+        if first.file != (request.file_size, request.uploader_broker_id, tuple(request.owner_ids)):
+            return None
+        # Malformed batches are not stored: they are not compared, and get their problem again.
+        firsts = [(topic_id, identity, stored, answer) for (topic_id, identity, bad, stored), answer
+                  in zip(first.batches, first.answers, strict=True) if not bad]  # fmt: skip
+        asked = [request.batches[i] for i, bad in part if not bad]
+        if [(b.topic_id, batch_identity(b)) for b in asked] != [(t, identity) for t, identity, _, _ in firsts]:
+            return None
+        again = iter(firsts)
+        answers: list[CommitExpect] = []
+        for _, bad in part:
+            if bad:
+                answers.append(CommitExpect(pb.INVALID_RECORD))
+                continue
+            topic_id, identity, stored, answer = next(again)
+            p = self.partition(topic_id, identity[0])
+            # Rejected then (a producer error, a duplicate) or deleted since: the first answer is gone.
+            if stored is None or p is None or not any(live is stored for live in p.batches):
+                return None
+            answers.append(CommitExpect(pb.NONE, answer.base, answer.append, p.log_start, False, retry=True))
+        return answers
 
     def _commit_batch(
         self,

@@ -61,6 +61,13 @@ RANKS: dict[str, float] = {
     "coordinator.state.store": 1.1,
     "coordinator.state.transaction": 1,
     "coordinator.cluster.etcd_store": 1,  # the cluster metadata in etcd (DESIGN §6a)
+    "coordinator.cluster.controller": 3.5,  # the node's session, elections and its coordinators' roles
+    # Replication of one coordinator's log: used by the shard's lifecycle, built on log, state and interpreter.
+    "coordinator.replication.leader": 1.7,
+    "coordinator.replication.follower": 1.7,
+    "coordinator.replication.snapshot_transfer": 1.7,
+    "coordinator.replication.link": 1,
+    "coordinator.replication.role": 1,
     "coordinator.interpreter": 1.05,
     "coordinator.interpreter.kind": 1.02,
     "coordinator.interpreter.files": 1.03,

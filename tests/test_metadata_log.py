@@ -13,8 +13,9 @@ import pytest
 
 from coordinator import records
 from coordinator.invariants import InvariantViolation
+from coordinator.log import segments as segments_module
 from coordinator.log.frame import HEADER_BYTES, Frame, decode_frame, encode_frame
-from coordinator.log.segments import SEGMENT_SUFFIX, CorruptLogError, MetadataLog, segment_name
+from coordinator.log.segments import SEGMENT_SUFFIX, CorruptLogError, LogPosition, MetadataLog, segment_name
 
 BIG_SEGMENT = 2**40  # never rolls
 
@@ -418,3 +419,209 @@ def test_append_failing_right_after_a_roll_leaves_the_log_as_it_was(tmp_path: Pa
     log.append(encode_frame(base, 1, 1, payload_of(base)), base + 1, 1)
     written.append((base, 1, 1))
     assert described(reopen(log, 400).read(0)) == written
+
+
+# ---------------------------------------------------------------------- truncation (KIP-101), frames for followers
+
+
+def _epoch_frames(log: MetadataLog, counts: list[int], first_epoch: int = 1) -> list[tuple[int, int, int]]:
+    """Appends one frame per count, the epoch going up every third frame."""
+    written = []
+    for index, count in enumerate(counts):
+        written += append_frames(log, [count], epoch=first_epoch + index // 3)
+    return written
+
+
+def _end_and_epoch(written: list[tuple[int, int, int]]) -> tuple[int, int]:
+    return (written[-1][0] + written[-1][1], written[-1][2]) if written else (0, 0)
+
+
+def _check_truncated(log: MetadataLog, offset: int, written: list[tuple[int, int, int]], segment_bytes: int) -> None:
+    kept = [w for w in written if w[0] < offset]
+    expected_end, expected_epoch = _end_and_epoch(kept) if kept else (offset, 0)
+    for current in (log, reopen(log, segment_bytes)):
+        position = current.position()
+        assert (position.end_offset, position.last_epoch) == (expected_end, expected_epoch), f"cut to {offset}"
+        assert described(current.read(0)) == kept
+        log = current
+    more = append_frames(log, [2], epoch=50)
+    assert described(reopen(log, segment_bytes).read(0)) == [*kept, *more]
+    log.close()
+
+
+@pytest.mark.parametrize("cut_index", [1, 3, 5])
+def test_truncate_to_a_frame_boundary_in_the_active_segment(tmp_path: Path, cut_index: int) -> None:
+    log = MetadataLog(tmp_path / "log", BIG_SEGMENT)
+    written = _epoch_frames(log, [1, 2, 1, 3, 1, 2, 1])
+    cut = written[cut_index][0]
+    log.truncate_to(cut)
+    assert segment_files(tmp_path / "log")[-1].stat().st_size == log._active_size
+    _check_truncated(log, cut, written, BIG_SEGMENT)
+
+
+def test_truncate_to_the_log_start_keeps_one_empty_segment(tmp_path: Path) -> None:
+    log = MetadataLog(tmp_path / "log", 250)
+    written = _epoch_frames(log, [1, 2, 1, 3, 1, 2, 1, 1, 1])
+    assert len(segment_files(tmp_path / "log")) > 2
+    log.truncate_to(0)
+    assert [p.name for p in segment_files(tmp_path / "log")] == [segment_name(0)]
+    assert segment_files(tmp_path / "log")[0].stat().st_size == 0
+    _check_truncated(log, 0, written, 250)
+
+
+def test_truncate_to_a_segment_base_makes_the_segment_before_it_active(tmp_path: Path) -> None:
+    log = MetadataLog(tmp_path / "log", 250)
+    written = _epoch_frames(log, [1, 2, 1, 3, 1, 2, 1, 1, 1, 2, 2])
+    files = segment_files(tmp_path / "log")
+    assert len(files) >= 3
+    second_base = int(files[1].name[: -len(SEGMENT_SUFFIX)])
+    log.truncate_to(second_base)
+    assert segment_files(tmp_path / "log") == files[:1]
+    assert log._active_size == files[0].stat().st_size
+    _check_truncated(log, second_base, written, 250)
+
+
+@pytest.mark.parametrize("frames_from_end", [1, 4, 7, 10])
+def test_truncate_to_across_several_segments(tmp_path: Path, frames_from_end: int) -> None:
+    log = MetadataLog(tmp_path / "log", 250)
+    written = _epoch_frames(log, [1, 2, 1, 3, 1, 2, 1, 1, 1, 2, 2, 1])
+    before = segment_files(tmp_path / "log")
+    cut = written[-frames_from_end][0]
+    log.truncate_to(cut)
+    after = segment_files(tmp_path / "log")
+    assert after == before[: len(after)], "only the newest segments may go"
+    assert all(int(p.name[: -len(SEGMENT_SUFFIX)]) < cut for p in after[1:])
+    _check_truncated(log, cut, written, 250)
+
+
+def test_truncate_to_the_end_is_a_no_op_and_bad_offsets_are_refused(tmp_path: Path) -> None:
+    log = MetadataLog(tmp_path / "log", 250)
+    written = _epoch_frames(log, [1, 3, 2, 1, 1, 1, 1])
+    before = {p.name: p.read_bytes() for p in segment_files(tmp_path / "log")}
+    log.truncate_to(log.end_offset)
+    for bad in (log.end_offset + 1, 2, 3):  # past the end; inside the frame 1..3
+        with pytest.raises(InvariantViolation):
+            log.truncate_to(bad)
+    assert {p.name: p.read_bytes() for p in segment_files(tmp_path / "log")} == before
+    assert described(log.read(0)) == written
+    log.delete_segments_below(log.end_offset)
+    with pytest.raises(InvariantViolation):
+        log.truncate_to(0)  # below the log start
+    log.close()
+
+
+def test_truncate_to_leaves_a_prefix_of_the_log_at_every_crash_point(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A crash after each directory fsync: a reopen finds a contiguous prefix of the log, never a hole."""
+    probe = MetadataLog(tmp_path / "probe", 250)
+    written = _epoch_frames(probe, [1, 2, 1, 3, 1, 2, 1, 1, 1, 2, 2, 1])
+    probe.close()
+    cut = written[2][0]
+    real_fsync_directory = segments_module.fsync_directory
+    for crash_after in range(1, 10):
+        directory = tmp_path / f"log-{crash_after}"
+        log = MetadataLog(directory, 250)
+        _epoch_frames(log, [1, 2, 1, 3, 1, 2, 1, 1, 1, 2, 2, 1])
+        calls = [0]
+
+        def crashing_fsync_directory(path: Path, calls: list[int] = calls, crash_after: int = crash_after) -> None:
+            real_fsync_directory(path)
+            calls[0] += 1
+            if calls[0] == crash_after:
+                raise KeyboardInterrupt("crash")
+
+        monkeypatch.setattr(segments_module, "fsync_directory", crashing_fsync_directory)
+        with contextlib.suppress(KeyboardInterrupt):
+            log.truncate_to(cut)
+        monkeypatch.undo()
+        log.close()
+        reopened = MetadataLog(directory, 250)
+        found = described(reopened.read(0))
+        assert found == written[: len(found)] and len(found) >= 2, f"crash after fsync {crash_after}"
+        assert reopened.position().end_offset == _end_and_epoch(found)[0]
+        reopened.truncate_to(cut)  # what the caller does again after the restart
+        assert described(reopened.read(0)) == written[:2]
+        reopened.close()
+
+
+def test_read_frame_bytes_returns_the_frames_on_disk_up_to_a_limit(tmp_path: Path) -> None:
+    log = MetadataLog(tmp_path / "log", 250)
+    written = _epoch_frames(log, [1, 2, 1, 3, 1, 2, 1, 1, 1, 2])
+    on_disk = b"".join(p.read_bytes() for p in segment_files(tmp_path / "log"))
+    frame_sizes = [HEADER_BYTES + len(payload_of(base)) for base, _, _ in written]
+    starts = [sum(frame_sizes[:index]) for index in range(len(written))]
+    assert log.read_frame_bytes(0, 2**30) == on_disk
+    for index, (base, _, _) in enumerate(written):
+        assert log.read_frame_bytes(base, 2**30) == on_disk[starts[index] :]
+        assert log.read_frame_bytes(base, 0) == on_disk[starts[index] : starts[index] + frame_sizes[index]]
+        two = frame_sizes[index] + (frame_sizes[index + 1] if index + 1 < len(written) else 0)
+        assert log.read_frame_bytes(base, two) == on_disk[starts[index] : starts[index] + two]
+        assert log.read_frame_bytes(base, two - 1) == on_disk[starts[index] : starts[index] + frame_sizes[index]]
+    assert log.read_frame_bytes(log.end_offset, 2**30) == b""
+    with pytest.raises(InvariantViolation):
+        log.read_frame_bytes(2, 2**30)  # inside the frame 1..2
+    # A follower appends what it was sent and holds the same log.
+    follower = MetadataLog(tmp_path / "follower", 250)
+    while follower.end_offset < log.end_offset:
+        sent = log.read_frame_bytes(follower.end_offset, 300)
+        frames = []
+        position = 0
+        while (decoded := decode_frame(sent, position)) is not None:
+            frames.append(decoded[0])
+            position = decoded[1]
+        assert position == len(sent)
+        follower.append(sent, frames[-1].end_offset, frames[-1].leader_epoch)
+    assert described(follower.read(0)) == written
+    log.close()
+    follower.close()
+
+
+@pytest.mark.parametrize("new_start", [0, 6, 11, 500], ids=["at-start", "inside", "at-end", "past-end"])
+def test_replace_with_empty_then_append_at_the_new_start_and_reopen(tmp_path: Path, new_start: int) -> None:
+    log = MetadataLog(tmp_path / "log", 250)
+    _epoch_frames(log, [1, 2, 1, 3, 1, 2, 1])  # ends at 11
+    assert len(segment_files(tmp_path / "log")) > 1
+    log.replace_with_empty(new_start)
+    assert [p.name for p in segment_files(tmp_path / "log")] == [segment_name(new_start)]
+    assert log.position() == LogPosition(new_start, new_start, 0)
+    log = reopen(log, 250)
+    assert log.position() == LogPosition(new_start, new_start, 0)
+    assert described(log.read(new_start)) == []
+    more = append_frames(log, [2, 1], epoch=9)
+    assert more[0][0] == new_start
+    log = reopen(log, 250)
+    assert log.position() == LogPosition(new_start, new_start + 3, 9)
+    assert described(log.read(new_start)) == more
+    log.close()
+
+
+def test_replace_with_empty_interrupted_leaves_the_new_segment_newest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The crash window the docstring names: older segments remain, the log ends at the new start."""
+    log = MetadataLog(tmp_path / "log", 250)
+    written = _epoch_frames(log, [1, 2, 1, 3, 1, 2, 1])
+    real_unlink = Path.unlink
+    seen = [0]
+
+    def crashing_unlink(path: Path, missing_ok: bool = False) -> None:
+        seen[0] += 1
+        if seen[0] == 2:
+            raise KeyboardInterrupt("crash")
+        real_unlink(path, missing_ok=missing_ok)
+
+    monkeypatch.setattr(Path, "unlink", crashing_unlink)
+    with pytest.raises(KeyboardInterrupt):
+        log.replace_with_empty(100)
+    monkeypatch.undo()
+    log.close()
+    log = MetadataLog(tmp_path / "log", 250)
+    older = described(log.read(0))  # the oldest segments, not continued by the empty one
+    assert older and older == written[: len(older)] and len(older) < len(written)
+    assert log.position() == LogPosition(0, 100, older[-1][2])
+    assert described(log.read(100)) == []
+    log.delete_segments_below(100)  # how the caller finishes the job
+    assert [p.name for p in segment_files(tmp_path / "log")] == [segment_name(100)]
+    more = append_frames(log, [1], epoch=9)
+    assert described(reopen(log, 250).read(100)) == more

@@ -166,6 +166,7 @@ class CoordinatorMachine(RuleBasedStateMachine):
         # Per (topic, partition, producer): (epoch, base sequence, records) of each batch accepted
         # with new offsets, oldest first; retrying the 5th and 6th newest probes the window's edge.
         self.accepted: dict[tuple[bytes, int, int], list[tuple[int, int, int]]] = {}
+        self.requests: list[pb.CommitFileRequest] = []  # CommitFiles sent before, for retries of the whole call
 
     def new_node(self, data_dir: Path) -> InProcessNode | ServerProcess:
         raise NotImplementedError
@@ -676,7 +677,13 @@ class CoordinatorMachine(RuleBasedStateMachine):
         """One CommitFile of random batches, or of `given` ones in a well-formed file and request."""
         # The object key first: reusing one restricts the partitions to coordinators whose answer
         # the design settles (see Model.key_unsettled).
-        key_kind = pick(rnd, {"fresh": 12, "reuse": 2, "long": 1, "multibyte": 1}) if not given else "fresh"
+        key_kind = pick(rnd, {"fresh": 12, "reuse": 2, "retry": 2, "long": 1, "multibyte": 1}) if not given else "fresh"
+        if key_kind == "retry":
+            retry = self.retry_request(rnd)
+            if retry is not None:
+                self.send_commit(rnd, retry)
+                return
+            key_kind = "fresh"
         key = self.fresh_key()
         allowed: Callable[[bytes, int], bool] = lambda tid, partition: True  # noqa: E731
         if key_kind == "reuse" and self.model.key_unsettled:
@@ -755,6 +762,25 @@ class CoordinatorMachine(RuleBasedStateMachine):
             owner_ids=owners,
             batches=batches,
         )
+        self.send_commit(rnd, request)
+        self.requests.append(request)
+        del self.requests[:-20]
+
+    def retry_request(self, rnd: Random) -> pb.CommitFileRequest | None:
+        """An earlier CommitFile sent again as it was (a broker's retry after a lost answer), when settled."""
+        for _ in range(3):
+            if not self.requests:
+                return None
+            request = rnd.choice(self.requests)
+            settled = self.model.settled_coordinators(request.object_key)
+            reached = [self.model.partition(b.topic_id, b.partition) for b in request.batches]
+            if all(p is None or p.coordinator in settled for p in reached):
+                event("CommitFile: sent again")
+                return request
+        return None
+
+    def send_commit(self, rnd: Random, request: pb.CommitFileRequest) -> None:
+        batches = request.batches
         self.pass_time(rnd)
         lower = self.now_ms()
         response = self.call("CommitFile", request)
@@ -762,7 +788,7 @@ class CoordinatorMachine(RuleBasedStateMachine):
         expected = self.model.commit(request, lower, upper)
         self.compare_commit(request, response, expected)
         for b, want in zip(batches, expected, strict=True):
-            if b.producer_id >= 0 and want.error == pb.NONE and not want.duplicate:
+            if b.producer_id >= 0 and want.error == pb.NONE and not want.duplicate and not want.retry:
                 history = self.accepted.setdefault((b.topic_id, b.partition, b.producer_id), [])
                 history.append((b.producer_epoch, b.base_sequence, b.last_offset - b.base_offset + 1))
                 del history[:-8]
@@ -778,7 +804,10 @@ class CoordinatorMachine(RuleBasedStateMachine):
                 f"CommitFile (key {request.object_key[:30]!r}, file_size {request.file_size}, "
                 f"owners {list(request.owner_ids)}) batch {i} of {len(expected)} {batch_summary(b)}"
             )
-            event(f"CommitFile batch: {code_name(want.error)}{f' duplicate {want.depth}' if want.duplicate else ''}")
+            event(
+                f"CommitFile batch: {code_name(want.error)}{f' duplicate {want.depth}' if want.duplicate else ''}"
+                f"{' retried' if want.retry else ''}"
+            )
             expect_equal(where, "error_code", got.error_code, want.error, got.error_message)
             expect_equal(where, "assigned_base_offset", got.assigned_base_offset, want.base)
             expect_equal(where, "is_duplicate", got.is_duplicate, want.duplicate)

@@ -67,10 +67,11 @@ def test_commands_against_a_running_node(filled: Any) -> None:
         assert row["live_batches"] == description.live_batch_count > 0
         assert row["partitions"] == description.partition_count and row["live_files"] == description.live_file_count
     table = diskless("describe", "--bootstrap", server.address)
-    assert table.returncode == 0 and table.stdout.splitlines()[0].split()[:3] == [
+    assert table.returncode == 0 and table.stdout.splitlines()[0].split()[:4] == [
         "coordinator_id",
         "state",
-        "applied_offset",
+        "role",
+        "leader",
     ]
     refused = diskless("snapshot", "restore", "--data-dir", str(server.data_dir), "--coordinator", "0")
     assert refused.returncode == 2 and "in use" in refused.stderr and len(refused.stderr.splitlines()) == 1

@@ -70,7 +70,8 @@ def assign_replicas(
     assignments = {}
     for coordinator_id in range(coordinators):
         replicas = tuple(ordered[(coordinator_id + i) % len(ordered)] for i in range(replication_factor))
-        assignments[coordinator_id] = CoordinatorAssignment(replicas, replicas[0], 0, 0, replicas)
+        # Epoch 1: the first leader's epoch rises above the 0 of an empty log, as every later one does.
+        assignments[coordinator_id] = CoordinatorAssignment(replicas, replicas[0], 1, 0, replicas)
     return assignments
 
 

@@ -10,7 +10,6 @@ Keys, under a prefix (default `/diskless`):
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import time
@@ -90,10 +89,24 @@ class NodeSession:
         return max(0.0, self._renewed_at + self._ttl_s - time.monotonic())
 
     async def renew(self) -> None:
-        """Refreshes the lease; the validity counts from before the request (the lease may have been renewed later)."""
+        """Refreshes the lease; the validity counts from before the request (the lease may have been renewed later).
+
+        Raises SessionExpired when etcd no longer knows the lease: the node's key is gone with it.
+        """
         sent_at = time.monotonic()
-        await self._lease.refresh()
+        reply = await self._lease.refresh()
+        if reply is None or int(reply.TTL) <= 0:
+            self._renewed_at = -self._ttl_s
+            raise SessionExpired(f"lease {self.lease_id} expired in etcd")
         self._renewed_at = sent_at
+
+    def lapse(self) -> None:
+        """Treats the session as lapsed from now (a node stepping down of its own accord)."""
+        self._renewed_at = -self._ttl_s
+
+
+class SessionExpired(Exception):
+    """etcd let the node's lease expire: the node is gone from the cluster until it registers again."""
 
 
 class ClusterStore:
@@ -123,6 +136,10 @@ class ClusterStore:
             raise RuntimeError(f"node id {endpoint.node_id} is registered by a live node already")
         return NodeSession(lease, ttl_s)
 
+    async def revoke(self, session: NodeSession) -> None:
+        """Ends the session at once (a clean stop): the node's key goes, other nodes elect without waiting."""
+        await self._client.revoke_lease(session.lease_id)
+
     async def live_nodes(self) -> dict[int, NodeEndpoint]:
         nodes = {}
         for kv in await self._client.get_prefix(self._key("nodes") + b"/"):
@@ -147,6 +164,14 @@ class ClusterStore:
 
     # ------------------------------------------------------------------ coordinators
 
+    async def assignments(self) -> dict[int, VersionedAssignment]:
+        """Every coordinator's assignment, read in one request."""
+        found = {}
+        for kv in await self._client.get_prefix(self._key("coordinators") + b"/"):
+            coordinator_id = int(kv.key.rsplit(b"/", 1)[1])
+            found[coordinator_id] = VersionedAssignment(CoordinatorAssignment.from_json(kv.value), int(kv.mod_revision))
+        return found
+
     async def assignment(self, coordinator_id: int) -> VersionedAssignment | None:
         kv = await self._client.get(self._key("coordinators", coordinator_id))
         if kv is None:
@@ -166,15 +191,3 @@ class ClusterStore:
             compare=[compare], success=[transactions.put(key, assignment.to_json())], failure=[]
         )
         return bool(succeeded)
-
-
-async def keep_session_alive(session: NodeSession, interval_s: float, on_expiring: Any) -> None:
-    """Renews the lease every `interval_s`; calls `on_expiring()` once a renewal did not arrive in time."""
-    while True:
-        try:
-            await asyncio.wait_for(session.renew(), timeout=max(0.05, session.valid_for_s()))
-        except (TimeoutError, aetcd.exceptions.ClientError) as error:
-            log.warning("node session lease not renewed (%s); %.2f s of validity left", error, session.valid_for_s())
-            if session.valid_for_s() <= interval_s:
-                on_expiring()
-        await asyncio.sleep(interval_s)

@@ -30,7 +30,7 @@ class FileCommittedKind:
 
     def replay(self, view: CoordinatorView, committed: rec.FileCommitted, end_offset: int) -> None:
         view.next_file_id = next_id_after("file id", committed.file_id, view.next_file_id)
-        view.add_pending_file(committed.object_key, end_offset)
+        view.add_pending_file(committed.object_key, end_offset, committed)
         append_time = committed.append_time_ms
         partitions = view.partitions_by_key
         producers = view.producer_windows

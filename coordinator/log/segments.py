@@ -20,12 +20,21 @@ import logging
 import os
 import re
 import shlex
+from bisect import bisect_left
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from coordinator.invariants import check_invariant
-from coordinator.log.frame import Frame, FrameSearchIncomplete, decode_frame, frame_problem, verifying_frames_after
+from coordinator.invariants import InvariantViolation, check_invariant
+from coordinator.log.frame import (
+    HEADER_BYTES,
+    Frame,
+    FrameSearchIncomplete,
+    decode_frame,
+    encode_frame,
+    frame_problem,
+    verifying_frames_after,
+)
 from snapshot.durable_files import flush_and_fsync, fsync_directory
 
 log = logging.getLogger(__name__)
@@ -283,6 +292,93 @@ class MetadataLog:
                 after_each()
         return deleted
 
+    def truncate_to(self, offset: int) -> None:
+        """Cuts the log so that it ends at `offset`, a frame boundary between the log start and end (KIP-101).
+
+        Segments after the one keeping `offset`'s boundary go newest first, the directory fsynced after
+        each, and only then is the kept segment cut and fsynced: a crash at any point leaves a
+        contiguous prefix of the log, never a hole, and the caller truncates again after it restarts.
+        """
+        start = self._segments[0]
+        check_invariant(
+            start <= offset <= self._end_offset, f"truncate to {offset} outside the log {start}..{self._end_offset}"
+        )
+        if offset == self._end_offset:
+            return
+        # The last segment with a record below `offset`, or the first one when the log is cut to its start; a
+        # segment starting exactly at `offset` goes, and the one before it (ending there) becomes the active one.
+        keep = max(0, bisect_left(self._segments, offset) - 1)
+        cut_position, last_epoch = self._boundary_position(keep, offset)  # checked before anything changes
+        if last_epoch == 0 and keep > 0:
+            last_epoch = self._last_epoch_of(self._segments[keep - 1], self._segments[keep:])
+        removed_records, removed_segments = self._end_offset - offset, len(self._segments) - keep - 1
+        os.close(self._fd)
+        self._fd = -1
+        while len(self._segments) > keep + 1:
+            (self.directory / segment_name(self._segments[-1])).unlink()
+            fsync_directory(self.directory)
+            self._segments = self._segments[:-1]  # a new list: a read under way goes on over the one it started with
+        path = self._active_path()
+        cut_bytes = path.stat().st_size - cut_position
+        with open(path, "r+b") as file:
+            file.truncate(cut_position)
+            flush_and_fsync(file)
+        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+        self._active_size = cut_position
+        self._end_offset, self._last_epoch = offset, last_epoch
+        log.info(
+            "metadata log %s: truncated to offset %d: %d records removed (%d segments deleted, %d bytes cut from %s)",
+            self.directory, offset, removed_records, removed_segments, cut_bytes, path.name,
+        )  # fmt: skip
+
+    def _boundary_position(self, index: int, offset: int) -> tuple[int, int]:
+        """Where `offset` starts in segment `index`: (byte position, epoch of the last frame before it there, or 0)."""
+        base_offset = self._segments[index]
+        if offset == base_offset:
+            return 0, 0
+        for position, frame in self._frames_of(base_offset, self._segments[index + 1 :]):
+            check_invariant(
+                frame.end_offset <= offset,
+                f"truncate to {offset}, inside the log frame {frame.base_offset}..{frame.end_offset - 1}",
+            )
+            if frame.end_offset == offset:
+                return position + HEADER_BYTES + len(frame.payload), frame.leader_epoch
+        # Only a segment cut short at a frame boundary ends before the next one starts.
+        raise InvariantViolation(f"truncate to {offset}: the frames of segment {base_offset} end before it")
+
+    def replace_with_empty(self, start_offset: int) -> None:
+        """Deletes every segment and leaves an empty log starting and ending at `start_offset` (a snapshot installed).
+
+        Segments from `start_offset` on go first, newest first; then the new empty segment is created
+        and the directory fsynced; then the older segments go, newest first. A crash in that last step
+        leaves older segments before the empty one: an open sees `end_offset == start_offset`, but
+        `start_offset` and `last_epoch` still those of the older segments, whose frames do not continue
+        into the empty one. The caller reads from `start_offset` only (its snapshot's offset) and
+        finishes the job by calling this again or `delete_segments_below(start_offset)`.
+        """
+        check_invariant(start_offset >= 0, f"an empty log cannot start at {start_offset}")
+        os.close(self._fd)
+        self._fd = -1
+        deleted = 0
+        while self._segments and self._segments[-1] >= start_offset:
+            (self.directory / segment_name(self._segments[-1])).unlink()
+            fsync_directory(self.directory)
+            self._segments, deleted = self._segments[:-1], deleted + 1
+        older = self._segments
+        path = self.directory / segment_name(start_offset)
+        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL, 0o644)
+        fsync_directory(self.directory)
+        self._segments = [*older, start_offset]
+        for base_offset in reversed(older):
+            (self.directory / segment_name(base_offset)).unlink()
+            fsync_directory(self.directory)
+            self._segments = [b for b in self._segments if b != base_offset]
+        self._end_offset, self._last_epoch, self._active_size = start_offset, 0, 0
+        log.info(
+            "metadata log %s: replaced by an empty log starting at offset %d (%d segments deleted)",
+            self.directory, start_offset, deleted + len(older),
+        )  # fmt: skip
+
     def _roll(self) -> None:
         os.close(self._fd)
         self._segments.append(self._end_offset)
@@ -330,6 +426,23 @@ class MetadataLog:
                 if expected > self._end_offset:
                     return
                 yield frame
+
+    def read_frame_bytes(self, from_offset: int, max_bytes: int) -> bytes:
+        """The encoded frames from `from_offset` (a frame boundary), up to `max_bytes` but at least one frame.
+
+        What a leader sends a follower. The frames are verified as `read` verifies them and encoded
+        again, which gives the bytes on disk: a frame's encoding is a function of its fields, and
+        its CRC matched them. Empty at the end of the log.
+        """
+        chunks: list[bytes] = []
+        total = 0
+        for frame in self.read(from_offset):
+            encoded = encode_frame(frame.base_offset, frame.leader_epoch, frame.record_count, frame.payload)
+            if chunks and total + len(encoded) > max_bytes:
+                break
+            chunks.append(encoded)
+            total += len(encoded)
+        return b"".join(chunks)
 
     def _frames_of(self, base_offset: int, later: list[int]) -> Iterator[tuple[int, Frame]]:
         """The frames of one segment with their byte positions; `later`: the bases of the segments after it."""

@@ -122,7 +122,7 @@ class CommitFiles:
         rejected = self._coordinators.metrics.rejected_batches
         for outcome in outcomes:
             assert outcome is not None
-            code, message, base_offset, append_time, log_start_offset, duplicate = outcome
+            code, message, base_offset, append_time, log_start_offset, duplicate, _ = outcome
             if code == ErrorCode.NONE and not duplicate:  # the common case, with the fewest fields to set
                 add(assigned_base_offset=base_offset, log_append_time=append_time, log_start_offset=log_start_offset)
                 continue
@@ -145,6 +145,9 @@ class CommitFiles:
     ) -> None:
         metrics = self._coordinators.metrics
         label = str(coordinator_id)
+        if any(o.is_retry for o in outcomes):  # the first answer again: its batches were counted then
+            metrics.retried_commits.labels(label).inc()
+            return
         accepted = [b.size for b, o in zip(batches, outcomes, strict=True) if o.error_code == 0 and not o.is_duplicate]
         duplicates = sum(1 for o in outcomes if o.is_duplicate)
         if accepted:

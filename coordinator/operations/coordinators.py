@@ -23,14 +23,32 @@ class Endpoint:
 
 
 def endpoint_of(coordinators: NodeCoordinators, endpoint: Endpoint, coordinator_id: int) -> pb.CoordinatorEndpoint:
+    """The coordinator's leader and replicas: this node alone; in a cluster, as etcd last said."""
     shard = coordinators.shard(coordinator_id)
-    active = shard.state is ShardState.ACTIVE
+    role = shard.role
+    if role is None:
+        node_id = coordinators.settings.node_id
+        active = shard.state is ShardState.ACTIVE
+        return pb.CoordinatorEndpoint(
+            coordinator_id=coordinator_id,
+            leader_node_id=node_id if active else -1,
+            host=endpoint.host,
+            port=endpoint.port,
+            leader_epoch=shard.leader_epoch,
+            replicas=[pb.ReplicaEndpoint(node_id=node_id, host=endpoint.host, port=endpoint.port, in_sync=True)],
+        )
+    leader_host, _, leader_port = role.leader_address.rpartition(":")
+    replicas = []
+    for node_id, address in role.replica_addresses:
+        host, _, port = address.rpartition(":")
+        replicas.append(pb.ReplicaEndpoint(node_id=node_id, host=host, port=int(port), in_sync=node_id in role.isr))
     return pb.CoordinatorEndpoint(
         coordinator_id=coordinator_id,
-        leader_node_id=coordinators.settings.node_id if active else -1,
-        host=endpoint.host,
-        port=endpoint.port,
-        leader_epoch=shard.leader_epoch,
+        leader_node_id=role.leader_node_id if role.leader_address else -1,
+        host=leader_host,
+        port=int(leader_port) if leader_port else 0,
+        leader_epoch=role.leader_epoch,
+        replicas=replicas,
     )
 
 
@@ -109,3 +127,8 @@ def _describe(
     description.log_flush_count = statistics.log_flush_count
     description.log_append_count = statistics.log_append_count
     description.last_snapshot_end_offset = statistics.last_snapshot_end_offset
+    role = shard.role
+    description.node_id = coordinators.settings.node_id
+    description.role = shard.served_role
+    description.isr.extend([coordinators.settings.node_id] if role is None else role.isr)
+    description.replica_node_ids.extend([coordinators.settings.node_id] if role is None else role.replicas)

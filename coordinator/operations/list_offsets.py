@@ -28,7 +28,7 @@ async def list_offsets(coordinators: NodeCoordinators, request: pb.ListOffsetsRe
                 result.error_code, result.error_message = pb.UNSUPPORTED_VERSION, timestamp_problem
             else:
                 pending[route].append((topic.topic_id, item.timestamp, result))
-    barriers = await coordinators.wait_all_applied(list(pending), request.timeout_ms)
+    barriers = await coordinators.wait_all_applied(list(pending), request.timeout_ms, leader_only=True)
     for coordinator_id, its in pending.items():
         failure = barriers.get(coordinator_id)
         if failure is not None:

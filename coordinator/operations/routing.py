@@ -193,15 +193,18 @@ class NodeCoordinators:
         return outcomes
 
     async def wait_all_applied(
-        self, coordinator_ids: Sequence[int], timeout_ms: int
+        self, coordinator_ids: Sequence[int], timeout_ms: int, leader_only: bool = False
     ) -> dict[int, CoordinatorUnavailable]:
-        """Waits until each coordinator has applied what was pending now; returns the ones that could not."""
+        """Waits until each coordinator has applied what was pending now; returns the ones that could not.
+
+        `leader_only`: a follower answers NOT_COORDINATOR (ListOffsets goes to the leader, DESIGN §6a).
+        """
         failures: dict[int, CoordinatorUnavailable] = {}
         waits: dict[int, asyncio.Task[None]] = {}
         for coordinator_id in coordinator_ids:
             shard = self.shard(coordinator_id)
             try:
-                shard.require_active()
+                shard.require_leader() if leader_only else shard.require_active()
             except CoordinatorUnavailable as error:
                 failures[coordinator_id] = error
                 continue

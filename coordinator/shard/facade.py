@@ -20,7 +20,10 @@ from typing import NamedTuple, final
 import apsw
 
 from coordinator.clock import Clock
+from coordinator.errors import ErrorCode
 from coordinator.metrics import Metrics
+from coordinator.replication.link import ClusterLink
+from coordinator.replication.role import ReplicaRole, RoleKind
 from coordinator.settings import Settings
 from coordinator.shard.lifecycle import Lifecycle, ShardState
 from coordinator.shard.loading import Loaded
@@ -30,7 +33,8 @@ from coordinator.shard.ports import TopicRecordsApplied
 from coordinator.shard.snapshots import SnapshotTaken
 from coordinator.state import reads
 from coordinator.state.integrity import IntegrityReport
-from coordinator.view import FileFacts
+from coordinator.view import CoordinatorView, FileFacts
+from protos import internal_pb2 as internal
 from snapshot.snapshots import SnapshotCheck
 
 
@@ -70,6 +74,8 @@ class CoordinatorShard:
         metrics: Metrics | None = None,
         on_state_change: Callable[[CoordinatorShard], None] | None = None,
         on_topic_records: TopicRecordsApplied | None = None,
+        role: ReplicaRole | None = None,
+        link: ClusterLink | None = None,
     ) -> None:
         self.coordinator_id = coordinator_id
         self.directory = directory
@@ -85,6 +91,8 @@ class CoordinatorShard:
             self._executor,
             self._state_changed,
             on_topic_records,
+            role,
+            link,
         )
         self._snapshots = self._lifecycle.snapshots
 
@@ -129,6 +137,34 @@ class CoordinatorShard:
         """Raises CoordinatorUnavailable with the code a caller should see in this state."""
         self._lifecycle.require_active()
 
+    def require_leader(self) -> None:
+        """As require_active, and NOT_COORDINATOR where this node only follows the coordinator."""
+        self._lifecycle.require_leader()
+
+    @property
+    def role(self) -> ReplicaRole | None:
+        """What etcd says this node is for the coordinator; None alone (the leader, factor 1)."""
+        return self._lifecycle.role
+
+    @property
+    def leads(self) -> bool:
+        """Whether this node leads the coordinator (always, alone)."""
+        role = self._lifecycle.role
+        return role is None or (role.kind is RoleKind.LEADER and self._lifecycle.leader is not None)
+
+    @property
+    def served_role(self) -> str:
+        """LEADER or FOLLOWER as this replica serves now (etcd's role may be ahead while it reloads), or why not."""
+        if self.leads:
+            return RoleKind.LEADER.value
+        if self._lifecycle.follower is not None:
+            return RoleKind.FOLLOWER.value
+        role = self._lifecycle.role
+        return role.kind.value if role is not None and role.kind is not RoleKind.LEADER else "LOADING"
+
+    def set_role(self, role: ReplicaRole) -> None:
+        self._lifecycle.set_role(role)
+
     def report_damage(self, error: Exception) -> None:
         """A read met a damaged state: the coordinator goes out of service, sets the state aside and rebuilds it."""
         self._lifecycle.report_damage(error)
@@ -145,19 +181,28 @@ class CoordinatorShard:
         `may_linger`: the caller saw other operations under way, so the group may wait for more
         (`append.linger.ms`); a lone caller's operation is written at once.
         """
-        self.require_active()
+        self.require_leader()
         return self._serving_pipeline().submit(operation, may_linger)
 
     async def wait_applied(self, offset: int) -> None:
         """Returns once SQLite holds every record below `offset` (a strict read's barrier)."""
         self.require_active()
+        if self._lifecycle.follower is not None:
+            return  # a follower serves what it applied: everything below its high watermark
         await self._serving_pipeline().wait_applied(offset)
 
     @property
     def speculative_end_offset(self) -> int:
         """The log end counting records checked but not yet written: what a strict read waits for."""
+        follower = self._lifecycle.follower
+        if follower is not None:
+            return follower.statistics().applied_offset
         pipeline = self._lifecycle.pipeline
         return 0 if pipeline is None else pipeline.speculative_end_offset
+
+    def _view(self) -> CoordinatorView:
+        follower = self._lifecycle.follower
+        return follower.view if follower is not None else self._serving_pipeline().view
 
     def _serving_pipeline(self) -> Pipeline:
         pipeline = self._lifecycle.pipeline
@@ -176,16 +221,19 @@ class CoordinatorShard:
 
     def file_known(self, object_key: str) -> bool:
         """Whether this coordinator knows the key, counting commits not yet applied."""
-        return self._serving_pipeline().view.file_known(object_key)
+        return self._view().file_known(object_key)
 
     def partitions(self) -> list[PartitionName]:
         """Every partition of this coordinator, creations not yet applied included."""
-        view = self._serving_pipeline().view
+        view = self._view()
         return [PartitionName(p.topic_id, p.topic_name, p.partition) for p in view.partitions()]
 
     @property
     def leader_epoch(self) -> int:
         """The leader epoch this coordinator serves in; -1 while it is not serving."""
+        role = self._lifecycle.role
+        if role is not None:
+            return role.leader_epoch if self.state is ShardState.ACTIVE else -1
         pipeline = self._lifecycle.pipeline
         return pipeline.view.leader_epoch if self.state is ShardState.ACTIVE and pipeline is not None else -1
 
@@ -202,16 +250,26 @@ class CoordinatorShard:
         loaded = self._lifecycle.loaded
         pipeline = self._lifecycle.pipeline
         flow = pipeline.statistics() if pipeline is not None else None
+        follower = self._lifecycle.follower.statistics() if self._lifecycle.follower is not None else None
+        leader = self._lifecycle.leader
         last_snapshot = self._snapshots.last_snapshot
         return ShardStatistics(
             coordinator_id=self.coordinator_id,
             state=self.state.value,
-            leader_epoch=pipeline.view.leader_epoch if pipeline is not None else -1,
+            leader_epoch=self.leader_epoch,
             queued_operations=flow.queued_operations if flow else 0,
             queue_max_operations=self._settings.queue_max_operations,
             log_start_offset=loaded.metadata_log.position().start_offset if loaded else -1,
-            log_end_offset=flow.log_end_offset if flow else 0,
-            high_watermark=flow.high_watermark if flow else 0,
+            log_end_offset=follower.log_end_offset if follower else flow.log_end_offset if flow else 0,
+            high_watermark=(
+                follower.high_watermark
+                if follower
+                else leader.high_watermark
+                if leader
+                else flow.high_watermark
+                if flow
+                else 0
+            ),
             applied_offset=loaded.store.applied_offset if loaded else -1,
             log_flush_count=loaded.metadata_log.flush_count - loaded.flush_count_at_load if loaded else 0,
             log_append_count=self._lifecycle.append_count,
@@ -231,3 +289,46 @@ class CoordinatorShard:
     async def list_snapshots(self, verify: bool) -> list[SnapshotCheck]:
         """The coordinator's snapshots, newest first; with `verify`, each read and checked."""
         return await self._snapshots.list_snapshots(verify)
+
+    # ------------------------------------------------------------------ replication (DESIGN §6a)
+
+    async def fetch_log(self, request: internal.FetchLogRequest) -> internal.FetchLogResponse:
+        """A follower's fetch, answered by this node's leader of the coordinator."""
+        leader = self._lifecycle.leader
+        if leader is None or self.state is not ShardState.ACTIVE:
+            return _not_leader_fetch(self.coordinator_id, self._lifecycle.role)
+        return await leader.fetch(request)
+
+    def offset_for_leader_epoch(
+        self, request: internal.OffsetForLeaderEpochRequest
+    ) -> internal.OffsetForLeaderEpochResponse:
+        """Where the largest epoch <= the one asked ends in this leader's log (KIP-101)."""
+        leader = self._lifecycle.leader
+        loaded = self._lifecycle.loaded
+        if leader is None or loaded is None or self.state is not ShardState.ACTIVE:
+            refused = _not_leader_fetch(self.coordinator_id, self._lifecycle.role)
+            return internal.OffsetForLeaderEpochResponse(
+                error_code=refused.error_code, error_message=refused.error_message, leader_epoch=-1, end_offset=-1
+            )
+        if request.current_leader_epoch != leader.leader_epoch:
+            code = ErrorCode.FENCED_LEADER_EPOCH
+            if request.current_leader_epoch > leader.leader_epoch:
+                code = ErrorCode.UNKNOWN_LEADER_EPOCH
+            return internal.OffsetForLeaderEpochResponse(
+                error_code=code,
+                error_message=f"leader epoch {request.current_leader_epoch}, the leader's is {leader.leader_epoch}",
+                leader_epoch=-1,
+                end_offset=-1,
+            )
+        epoch, end = loaded.epoch_cache.end_offset_for(request.leader_epoch, leader.log_end_offset)
+        return internal.OffsetForLeaderEpochResponse(error_code=ErrorCode.NONE, leader_epoch=epoch, end_offset=end)
+
+
+def _not_leader_fetch(coordinator_id: int, role: ReplicaRole | None) -> internal.FetchLogResponse:
+    who = f"node {role.leader_node_id} (epoch {role.leader_epoch})" if role is not None else "unknown"
+    return internal.FetchLogResponse(
+        error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER,
+        error_message=f"this node does not lead coordinator {coordinator_id} now; its leader is {who}",
+        diverging_epoch=-1,
+        diverging_end_offset=-1,
+    )

@@ -7,6 +7,12 @@ that may pass (a full disk, an I/O error) is tried again with bounded backoff,
 so the coordinator serves again by itself once the cause is gone. Damage that
 only an operator can settle (a log damaged inside, a state ahead of its log)
 keeps it out of service, saying where and what.
+
+In a cluster the coordinator serves in the role etcd gives this node
+(DESIGN §6a): leader (the pipeline, waiting on the replication's high
+watermark) or follower (fetching the leader's log). A change of leadership
+drops what is pending (NOT_COORDINATOR to its callers), closes the files and
+loads again in the new role.
 """
 
 from __future__ import annotations
@@ -27,6 +33,11 @@ from coordinator.directory_lock import DirectoryLock
 from coordinator.errors import CoordinatorUnavailable, ErrorCode
 from coordinator.invariants import check_invariant
 from coordinator.metrics import Metrics
+from coordinator.replication.follower import Follower, NeedsSnapshot
+from coordinator.replication.leader import LeaderReplication, RoleChanged
+from coordinator.replication.link import ClusterLink
+from coordinator.replication.role import ReplicaRole, RoleKind
+from coordinator.replication.snapshot_transfer import install_snapshot
 from coordinator.settings import Settings
 from coordinator.shard.loading import (
     NEEDS_OPERATOR,
@@ -54,7 +65,7 @@ class ShardState(enum.Enum):
 
 _TRANSITIONS = {
     ShardState.LOADING: {ShardState.ACTIVE, ShardState.FAILED, ShardState.CLOSED},
-    ShardState.ACTIVE: {ShardState.FAILED, ShardState.CLOSED},
+    ShardState.ACTIVE: {ShardState.FAILED, ShardState.CLOSED, ShardState.LOADING},  # LOADING: a new role
     ShardState.FAILED: {ShardState.LOADING, ShardState.CLOSED},
     ShardState.CLOSED: set(),
 }
@@ -74,8 +85,16 @@ class Lifecycle:
         executor: Executor,
         on_state_change: Callable[[], None],
         on_topic_records: TopicRecordsApplied | None,
+        role: ReplicaRole | None = None,
+        link: ClusterLink | None = None,
     ) -> None:
         self.coordinator_id = coordinator_id
+        self._role = role  # None: alone, the leader of everything
+        self._link = link
+        self._role_changed = asyncio.Event()
+        self._leader: LeaderReplication | None = None
+        self._loaded_role: ReplicaRole | None = role  # the role the files were loaded in
+        self._follower: Follower | None = None
         self._directory = directory
         self._settings = settings
         self._clock = clock
@@ -114,6 +133,24 @@ class Lifecycle:
         return self._loaded
 
     @property
+    def closing(self) -> bool:
+        return self._closing
+
+    @property
+    def role(self) -> ReplicaRole | None:
+        return self._role
+
+    @property
+    def leader(self) -> LeaderReplication | None:
+        """The leader's replication while this node leads the coordinator in a cluster."""
+        return self._leader
+
+    @property
+    def follower(self) -> Follower | None:
+        """The fetcher while this node follows the coordinator."""
+        return self._follower
+
+    @property
     def pipeline(self) -> Pipeline | None:
         """The current pipeline, or the last one after a failure; None before the first load."""
         return self._pipeline
@@ -125,6 +162,19 @@ class Lifecycle:
 
     def require_active(self) -> None:
         """Raises CoordinatorUnavailable with the code a caller should see in this state."""
+        role = self._role
+        if role is not None and role.kind is RoleKind.NOT_REPLICA:
+            raise CoordinatorUnavailable(
+                ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                f"node {role.node_id} holds no replica of coordinator "
+                f"{self.coordinator_id} (replicas {list(role.replicas)})",
+            )
+        if role is not None and role.kind is RoleKind.OFFLINE:
+            raise CoordinatorUnavailable(
+                ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                f"coordinator {self.coordinator_id} has no leader: none of its in-sync replicas {list(role.isr)} is "
+                "alive",
+            )
         if self._state is ShardState.ACTIVE and not self._closing:
             return
         if self._closing or self._state is ShardState.CLOSED:
@@ -137,6 +187,51 @@ class Lifecycle:
         raise CoordinatorUnavailable(
             ErrorCode.COORDINATOR_NOT_AVAILABLE, f"coordinator {self.coordinator_id} is out of service: {self._problem}"
         )
+
+    def require_leader(self) -> None:
+        """As require_active, and NOT_COORDINATOR on a follower (writes and ListOffsets go to the leader)."""
+        self.require_active()
+        role = self._role
+        if role is None:
+            return
+        serving_as_leader = (
+            self._leader is not None and self._loaded_role is not None and role.same_leadership(self._loaded_role)
+        )
+        if role.kind is not RoleKind.LEADER or not serving_as_leader:  # a follower, or between roles
+            raise CoordinatorUnavailable(
+                ErrorCode.NOT_COORDINATOR,
+                f"node {role.node_id} follows coordinator {self.coordinator_id}; its leader is node "
+                f"{role.leader_node_id} at {role.leader_address} (epoch {role.leader_epoch})",
+            )
+
+    def set_role(self, role: ReplicaRole) -> None:
+        """etcd says what this node now is for the coordinator; a new leadership means a new load."""
+        current = self._role
+        self._role = role
+        if current is not None and current.same_leadership(role):
+            if self._leader is not None:
+                self._leader.update_isr(role.isr)
+            return
+        log.info(
+            "coordinator %d: %s -> %s (leader node %d, epoch %d)",
+            self.coordinator_id, current.kind.value if current else "none", role.kind.value, role.leader_node_id,
+            role.leader_epoch,
+        )  # fmt: skip
+        reason = RoleChanged(
+            f"coordinator {self.coordinator_id}: leadership moved to node {role.leader_node_id} "
+            f"(epoch {role.leader_epoch}); retry there"
+        )
+        self._role_changed.set()
+        self._interrupt(reason)
+
+    def _interrupt(self, reason: RoleChanged) -> None:
+        """Ends whatever serves now: the leader's waiters and pipeline, or the follower's fetching."""
+        if self._leader is not None:
+            self._leader.close(str(reason))
+        if self._state is ShardState.ACTIVE and self._pipeline is not None and self._leader is not None:
+            self._pipeline.report_damage(reason)
+        if self._follower is not None:
+            self._follower.close()
 
     def report_damage(self, error: Exception) -> None:
         """A read met a damaged state: the coordinator goes out of service, sets the state aside and rebuilds it."""
@@ -163,15 +258,27 @@ class Lifecycle:
         """Load, serve, and after a failure load again, until closed or an operator is needed."""
         backoff = Backoff(self._settings.reload_backoff_ms, self._settings.reload_backoff_max_ms)
         while not self._closing:
+            if self._role is not None and self._role.kind in (RoleKind.OFFLINE, RoleKind.NOT_REPLICA):
+                if not first_attempt.done():
+                    first_attempt.set_result(None)
+                await self._wait_for_role()
+                continue
             failure = await self._attempt_load()
             if not first_attempt.done():
                 first_attempt.set_result(failure)
             if failure is None:
                 backoff.succeeded()
-                assert self._pipeline is not None
-                failure = await self._pipeline.run()
-                if failure is None:
-                    return  # closing
+                failure = await self._serve()
+                if self.closing and (failure is None or isinstance(failure, RoleChanged)):
+                    await self._step_aside("closing")
+                    return
+                if failure is None or isinstance(failure, RoleChanged):
+                    await self._step_aside(str(failure or "leadership changed"))
+                    continue  # load again at once, in the new role
+                if isinstance(failure, NeedsSnapshot):
+                    await self._step_aside(str(failure))
+                    await self._install_snapshot(failure, backoff)
+                    continue
                 await self._take_out_of_service(failure)
                 continue  # the first load after a failure while serving is at once
             if isinstance(failure, NEEDS_OPERATOR):
@@ -183,36 +290,99 @@ class Lifecycle:
         if not first_attempt.done():
             first_attempt.set_result(CoordinatorUnavailable(ErrorCode.NOT_COORDINATOR, "closed while loading"))
 
+    async def _wait_for_role(self) -> None:
+        """No leader known (or no replica here): wait until etcd says otherwise, or close."""
+        self._role_changed.clear()
+        stopping = asyncio.ensure_future(self._stopping.wait())
+        changed = asyncio.ensure_future(self._role_changed.wait())
+        await asyncio.wait([stopping, changed], return_when=asyncio.FIRST_COMPLETED)
+        stopping.cancel()
+        changed.cancel()
+
+    async def _install_snapshot(self, reason: NeedsSnapshot, backoff: Backoff) -> None:
+        """The follower cannot go on from its own files: it installs the leader's newest snapshot."""
+        role = self._role
+        if role is None or role.kind is not RoleKind.FOLLOWER or self._link is None:
+            return  # no longer following: the next load is in the new role
+        log.warning("coordinator %d: %s; fetching the leader's snapshot", self.coordinator_id, reason)
+        try:
+            await install_snapshot(self.coordinator_id, self._directory, role, self._settings, self._link.internal_stub)
+        except Exception as error:  # the leader gone, a damaged transfer: the next load tries again
+            wait_ms = backoff.failed()
+            log.error("coordinator %d: snapshot fetch failed (%s); again in %d ms", self.coordinator_id, error, wait_ms)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), wait_ms / 1000)
+
+    async def _serve(self) -> BaseException | None:
+        """Runs the leader's pipeline or the follower's fetching until it ends; its failure, if any."""
+        if self._role is not self._loaded_role and not (
+            self._role is not None and self._loaded_role is not None and self._role.same_leadership(self._loaded_role)
+        ):
+            return RoleChanged(f"coordinator {self.coordinator_id}: the role changed while loading")
+        if self._follower is not None:
+            return await self._follower.run()
+        assert self._pipeline is not None
+        return await self._pipeline.run()
+
+    async def _step_aside(self, reason: str) -> None:
+        """Leadership (or following) ended: pending callers get NOT_COORDINATOR, files close, LOADING again."""
+        not_coordinator = CoordinatorUnavailable(ErrorCode.NOT_COORDINATOR, reason)
+        if self._leader is not None:
+            self._leader.close(reason)
+        if self._pipeline is not None and self._follower is None:
+            await self._pipeline.fail_everything(not_coordinator)
+        self._leader, self._follower = None, None
+        async with self.snapshots.files_lock:
+            await asyncio.get_running_loop().run_in_executor(self._executor, self._close_files)
+        if self._state is ShardState.ACTIVE and not self._closing:
+            self._transition(ShardState.LOADING)
+
     async def _attempt_load(self) -> BaseException | None:
         """One load: ACTIVE and None, or FAILED (nothing left open) and the reason."""
         if self._state is not ShardState.LOADING:
             self._transition(ShardState.LOADING)
         started = time.monotonic()
         loop = asyncio.get_running_loop()
+        plan_role = self._role
         try:
             async with self.snapshots.files_lock:  # a snapshot copy never reads a state being reopened
-                loaded = await loop.run_in_executor(self._executor, self._load_blocking)
+                loaded = await loop.run_in_executor(self._executor, self._load_blocking, plan_role)
         except Exception as error:
             self._out_of_service(error, "cannot load")
             return error
         if self._pipeline is not None:
             self._earlier_append_count += self._pipeline.statistics().log_append_count
         self._loaded = loaded
-        self._pipeline = Pipeline(
-            self.coordinator_id,
-            self._settings,
-            self._clock,
-            self._metrics,
-            loaded.metadata_log,
-            loaded.store,
-            loaded.view,
-            loaded.end_offset,
-            self._executor,
-            self.snapshots.log_grew,
-            self._on_topic_records,
-        )
-        if self._closing:  # closed while loading: the pipeline only drains
-            self._pipeline.close()
+        role = self._loaded_role = plan_role
+        if role is not None and role.kind is RoleKind.FOLLOWER:
+            self._pipeline = None
+            assert self._link is not None
+            self._follower = Follower(
+                self.coordinator_id, role, self._settings, loaded.metadata_log, loaded.epoch_cache, loaded.store,
+                loaded.view, loaded.unapplied, self._executor, self._link.internal_stub, self.snapshots.log_grew,
+                self._on_topic_records,
+            )  # fmt: skip
+            if self._closing:
+                self._follower.close()
+        else:
+            self._leader = self._leader_replication(loaded) if role is not None else None
+            self._pipeline = Pipeline(
+                self.coordinator_id,
+                self._settings,
+                self._clock,
+                self._metrics,
+                loaded.metadata_log,
+                loaded.store,
+                loaded.view,
+                loaded.end_offset,
+                self._executor,
+                self.snapshots.log_grew,
+                self._on_topic_records,
+                self._leader,
+                loaded.unapplied,
+            )
+            if self._closing:  # closed while loading: the pipeline only drains
+                self._pipeline.close()
         self._problem = ""
         self._transition(ShardState.ACTIVE)
         log.info(
@@ -222,7 +392,22 @@ class Lifecycle:
         )  # fmt: skip
         return None
 
-    def _load_blocking(self) -> Loaded:
+    def _leader_replication(self, loaded: Loaded) -> LeaderReplication:
+        role, link = self._role, self._link
+        assert role is not None and link is not None
+        coordinator_id, epoch = self.coordinator_id, role.leader_epoch
+
+        async def alter_isr(isr: tuple[int, ...]) -> tuple[int, ...] | None:
+            return await link.alter_isr(coordinator_id, epoch, isr)
+
+        leader = LeaderReplication(
+            coordinator_id, role, self._settings, self._clock, loaded.metadata_log, loaded.epoch_cache,
+            self._executor, loaded.store.applied_offset, link.session_valid, alter_isr,
+        )  # fmt: skip
+        leader.start()
+        return leader
+
+    def _load_blocking(self, role: ReplicaRole | None) -> Loaded:
         """On the coordinator's thread: takes the directory, opens log and state; on failure leaves nothing open."""
         self._directory.mkdir(parents=True, exist_ok=True)
         if self._directory_lock is None:
@@ -230,7 +415,12 @@ class Lifecycle:
         if not take_clean_close_mark(self._directory) and self._settings.state_verify_on_load != "never":
             self._verify_state = True  # a crash, or a state this node did not close: it may be damaged
         plan = LoadPlan(
-            self.coordinator_id, self._directory, self._settings, self._verify_state, self._rebuild_state_reason
+            self.coordinator_id,
+            self._directory,
+            self._settings,
+            self._verify_state,
+            self._rebuild_state_reason,
+            role,
         )
         loaded = open_coordinator(plan)
         self._verify_state = self._settings.state_verify_on_load == "always"
@@ -256,8 +446,11 @@ class Lifecycle:
         unavailable = CoordinatorUnavailable(
             ErrorCode.COORDINATOR_NOT_AVAILABLE, f"coordinator {self.coordinator_id} failed ({error}); retry"
         )
-        assert self._pipeline is not None
-        await self._pipeline.fail_everything(unavailable)
+        if self._leader is not None:
+            self._leader.close(str(unavailable))
+        if self._follower is None and self._pipeline is not None:
+            await self._pipeline.fail_everything(unavailable)
+        self._leader, self._follower = None, None
         async with self.snapshots.files_lock:
             await asyncio.get_running_loop().run_in_executor(self._executor, self._close_files)
 
@@ -278,8 +471,15 @@ class Lifecycle:
         """Refuses new work, lets the pipeline drain and ends the loop (close's first half)."""
         self._closing = True
         self._stopping.set()
+        if self._follower is not None:
+            self._follower.close()
         if self._pipeline is not None:
             self._pipeline.close()
+        if self._leader is not None:  # what followers have not confirmed by then is answered NOT_COORDINATOR
+            leader = self._leader
+            asyncio.get_running_loop().call_later(
+                self._settings.drain_timeout_ms / 1000, leader.close, "the node is shutting down"
+            )
 
     async def wait_closed(self) -> None:
         """Waits for the loop to end, then closes log and state, marking a clean close (close's second half)."""

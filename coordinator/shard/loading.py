@@ -1,5 +1,12 @@
 """Loading a coordinator (DESIGN §6): open the log, open or restore the state, replay, verify, new leader epoch.
 
+Alone, a node's whole log is committed: it is replayed into SQLite and each
+load starts a new leader epoch. In a cluster (DESIGN §6a) only the records
+below the high watermark may be applied, and SQLite's applied offset is the
+high watermark this replica knew: the log after it is replayed into the view
+only (a leader) and applied once the high watermark passes it; a leader
+starts the epoch etcd gave it, a follower starts none.
+
 The one place that chooses the concrete metadata log and state (`MetadataLog`,
 `StateStore`); the pipeline sees them only through `coordinator.shard.ports`,
 so a replicated log can be substituted here.
@@ -18,9 +25,12 @@ import apsw
 
 from coordinator import interpreter, records
 from coordinator.invariants import InvariantViolation, check_invariant
+from coordinator.log.epoch_cache import LeaderEpochCache
 from coordinator.log.frame import encode_frame
 from coordinator.log.segments import CorruptLogError, LogPosition, MetadataLog
+from coordinator.replication.role import ReplicaRole, RoleKind
 from coordinator.settings import Settings
+from coordinator.shard.ports import AppliedFrame
 from coordinator.state.opening import LoadFailed, StatePlace, open_state, replace_state
 from coordinator.state.reads import StateDamaged
 from coordinator.state.replay import replay_log
@@ -64,6 +74,7 @@ class LoadPlan:
     settings: Settings
     verify_state: bool  # run SQLite's integrity check before trusting the state
     rebuild_state_reason: str  # non-empty: set the state aside and rebuild it, for this reason
+    role: ReplicaRole | None = None  # in a cluster: leader or follower in etcd's epoch; None: alone
 
 
 @final
@@ -78,6 +89,10 @@ class Loaded:
     end_offset: int  # the log end after it
     replayed: int  # log batches replayed into the state
     flush_count_at_load: int
+    epoch_cache: LeaderEpochCache
+    # In a cluster: the log's records after the applied offset, the leader's epoch start included; they are
+    # applied once the high watermark passes them (a leader has replayed them into the view already).
+    unapplied: list[AppliedFrame]
 
 
 def open_coordinator(plan: LoadPlan) -> Loaded:
@@ -102,14 +117,25 @@ def open_coordinator(plan: LoadPlan) -> Loaded:
             store = replace_state(place, f"{place.path}: {error}", position)
             replayed = _replay(plan, store, metadata_log, position)
             view = store.load_view()
-        end = _start_leader_epoch(settings, metadata_log, store, view, position)
+        epoch_cache = LeaderEpochCache.open(plan.directory, metadata_log)
+        unapplied: list[AppliedFrame] = []
+        if plan.role is None:
+            end = _start_leader_epoch(settings, metadata_log, store, view, position, epoch_cache)
+        else:
+            unapplied = _unapplied_tail(store, metadata_log)
+            end = metadata_log.end_offset
+            if plan.role.kind is RoleKind.LEADER:
+                for frame_end, batch in unapplied:
+                    for record in batch:
+                        interpreter.replay(view, record, frame_end)
+                end = _start_cluster_epoch(plan, metadata_log, view, epoch_cache, unapplied)
     except BaseException:
         metadata_log.close()
         if store is not None:
             with contextlib.suppress(Exception):
                 store.close()
         raise
-    return Loaded(metadata_log, store, view, position, end, replayed, metadata_log.flush_count)
+    return Loaded(metadata_log, store, view, position, end, replayed, metadata_log.flush_count, epoch_cache, unapplied)
 
 
 def _replay(plan: LoadPlan, store: StateStore, metadata_log: MetadataLog, position: LogPosition) -> int:
@@ -118,11 +144,51 @@ def _replay(plan: LoadPlan, store: StateStore, metadata_log: MetadataLog, positi
             f"coordinator {plan.coordinator_id}: SQLite state is applied to {store.applied_offset}, past the log "
             f"end {position.end_offset}: the log lost acknowledged records; restore it or a snapshot"
         )
+    if plan.role is not None:
+        return 0  # in a cluster the log after the applied offset may not be committed yet
     return replay_log(store, metadata_log, plan.settings.replay_batch_operations)
 
 
+def _unapplied_tail(store: StateStore, metadata_log: MetadataLog) -> list[AppliedFrame]:
+    return [
+        (frame.end_offset, records.decode_batch(frame.payload)) for frame in metadata_log.read(store.applied_offset)
+    ]
+
+
+def _start_cluster_epoch(
+    plan: LoadPlan,
+    metadata_log: MetadataLog,
+    view: CoordinatorView,
+    epoch_cache: LeaderEpochCache,
+    unapplied: list[AppliedFrame],
+) -> int:
+    """A new leader appends its epoch's first record (not yet applied: it commits with the tail before it)."""
+    assert plan.role is not None
+    epoch = plan.role.leader_epoch
+    if epoch < metadata_log.position().last_epoch or epoch < view.leader_epoch:
+        raise LoadFailed(
+            f"coordinator {plan.coordinator_id}: etcd names this node leader in epoch {epoch}, but its log already "
+            f"holds epoch {max(metadata_log.position().last_epoch, view.leader_epoch)}: the data directory is not "
+            "this cluster's"
+        )
+    if epoch == metadata_log.position().last_epoch and metadata_log.end_offset > 0:
+        return metadata_log.end_offset  # a reload within the same epoch (after a failure): it has begun already
+    change = [records.leader_change(epoch, plan.settings.node_id)]
+    base = metadata_log.end_offset
+    metadata_log.append(encode_frame(base, epoch, 1, records.encode_batch(change)), base + 1, epoch)
+    epoch_cache.assign(epoch, base)
+    interpreter.replay(view, change[0], base + 1)
+    unapplied.append((base + 1, change))
+    return base + 1
+
+
 def _start_leader_epoch(
-    settings: Settings, metadata_log: MetadataLog, store: StateStore, view: CoordinatorView, position: LogPosition
+    settings: Settings,
+    metadata_log: MetadataLog,
+    store: StateStore,
+    view: CoordinatorView,
+    position: LogPosition,
+    epoch_cache: LeaderEpochCache,
 ) -> int:
     """Appends and applies this node's leader change; returns the log end after it."""
     epoch = max(view.leader_epoch, position.last_epoch) + 1
@@ -130,6 +196,7 @@ def _start_leader_epoch(
     end = metadata_log.end_offset + 1
     frame = encode_frame(metadata_log.end_offset, epoch, 1, records.encode_batch(change))
     metadata_log.append(frame, end, epoch)
+    epoch_cache.assign(epoch, end - 1)
     store.apply([(end, change)])
     interpreter.replay(view, change[0], end)
     check_invariant(store.applied_offset == metadata_log.end_offset, "loaded state must equal the log end")

@@ -34,7 +34,14 @@ from coordinator.metrics import Metrics
 from coordinator.result import Result
 from coordinator.settings import Settings, property_name
 from coordinator.shard.operation import Operation, RequestT, ResponseT
-from coordinator.shard.ports import TOPIC_RECORD_KINDS, AppliedFrame, AppliedState, LogAppender, TopicRecordsApplied
+from coordinator.shard.ports import (
+    TOPIC_RECORD_KINDS,
+    AppliedFrame,
+    AppliedState,
+    LogAppender,
+    Replication,
+    TopicRecordsApplied,
+)
 from coordinator.view import CoordinatorView
 from protos import records_pb2 as rec
 
@@ -118,6 +125,8 @@ class Pipeline:
         executor: Executor,
         on_flushed: Callable[[], None],
         on_topic_records: TopicRecordsApplied | None,
+        replication: Replication | None = None,
+        unapplied: Sequence[AppliedFrame] = (),
     ) -> None:
         self.coordinator_id = coordinator_id
         self._settings = settings
@@ -127,11 +136,12 @@ class Pipeline:
         self._executor = executor  # the coordinator's own thread: log writes never block the loop
         self._on_flushed = on_flushed  # after each write: the snapshot trigger looks at the log's growth
         self._on_topic_records = on_topic_records
+        self._replication = replication  # None alone: a durable local write is the high watermark
         self._queue: asyncio.Queue[_Waiting] = asyncio.Queue(maxsize=settings.queue_max_operations)
         self._wakeup = asyncio.Event()
         self._wakeup.set()  # the first pass finds whatever is queued
         self._group = _Group()
-        self._inflight: asyncio.Future[None] | None = None
+        self._inflight: asyncio.Future[CoordinatorUnavailable | None] | None = None
         self._inflight_group = _Group()
         self._applied_waiters: list[tuple[int, asyncio.Future[None]]] = []
         self._linger_timer: asyncio.TimerHandle | None = None
@@ -140,6 +150,12 @@ class Pipeline:
         self._next_offset = end_offset  # speculative log end: records checked, maybe not yet written
         self._high_watermark = end_offset
         self._append_count = 0
+        if unapplied:
+            # A new leader's log tail (and its epoch's first record): already written, committed once replicated.
+            self._high_watermark = state.applied_offset
+            self._inflight_group = _Group(applied=list(unapplied), end_offset=unapplied[-1][0])
+            self._inflight = asyncio.ensure_future(self._replicate(b"", unapplied[-1][0], unapplied[-1][0]))
+            self._inflight.add_done_callback(lambda _: self._wakeup.set())
 
     # ------------------------------------------------------------------ callers
 
@@ -229,6 +245,11 @@ class Pipeline:
                 log.exception("coordinator %d: check failed", self.coordinator_id)
                 operation.fail(error)
                 continue
+            if checked and self._replication is not None:
+                refusal = self._replication.refuse_write()
+                if refusal is not None:  # too few in-sync replicas: refused before anything is appended
+                    operation.fail(refusal)
+                    continue
             group.operations.append(operation)
             group.may_linger = group.may_linger or operation.may_linger
             if checked:
@@ -272,22 +293,40 @@ class Pipeline:
         group, self._group = self._group, _Group()
         self._inflight_group = group
         self._group_operations.observe(len(group.operations))
-        self._inflight = asyncio.get_running_loop().run_in_executor(
-            self._executor, self._write, b"".join(group.frames), group.end_offset, self.view.leader_epoch
-        )
+        frames = b"".join(group.frames)
+        base_offset = group.applied[0][0] - len(group.applied[0][1]) if group.applied else group.end_offset
+        self._inflight = asyncio.ensure_future(self._write_and_replicate(frames, base_offset, group.end_offset))
         self._inflight.add_done_callback(lambda _: self._wakeup.set())
+
+    async def _write_and_replicate(
+        self, frames: bytes, base_offset: int, end_offset: int
+    ) -> CoordinatorUnavailable | None:
+        if frames:
+            loop = asyncio.get_running_loop()
+            await loop.run_in_executor(self._executor, self._write, frames, end_offset, self.view.leader_epoch)
+        return await self._replicate(frames, base_offset, end_offset)
+
+    async def _replicate(self, frames: bytes, base_offset: int, end_offset: int) -> CoordinatorUnavailable | None:
+        """Alone: nothing to wait for. In a cluster: until the high watermark passes the group (acks=all)."""
+        if self._replication is None:
+            return None
+        if frames:
+            self._replication.appended(frames, base_offset, end_offset)
+        return await self._replication.committed(end_offset)
 
     def _write(self, frames: bytes, end_offset: int, epoch: int) -> None:
         """On the coordinator's thread, which runs no Python while the loop checks."""
-        if frames:
-            self._log.append(frames, end_offset, epoch)
+        self._log.append(frames, end_offset, epoch)
 
     def _finish_flush(self) -> None:
         # The group stays in flight until it is applied: if the write or the apply fails, the failure
         # path answers its callers (a group dropped here would leave them to their request timeout).
         inflight, group = self._inflight, self._inflight_group
         assert inflight is not None
-        inflight.result()  # raises the write failure
+        refusal = inflight.result()  # raises the write failure, or the end of leadership
+        if refusal is not None:  # committed, but not as the callers asked (the ISR shrank below min.insync)
+            for operation in group.operations:
+                operation.fail(refusal)
         if group.applied:
             self._high_watermark = group.end_offset
             self._on_flushed()

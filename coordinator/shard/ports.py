@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
+from coordinator.errors import CoordinatorUnavailable
 from protos import records_pb2 as rec
 
 AppliedFrame = tuple[int, Sequence[rec.MetadataRecord]]  # (end offset of the frame, its records)
@@ -41,3 +42,22 @@ class AppliedState(Protocol):
     def applied_offset(self) -> int: ...
 
     def apply(self, frames: Sequence[AppliedFrame]) -> None: ...
+
+
+class Replication(Protocol):
+    """The leader's replication as the pipeline waits on it (`coordinator.replication.leader`)."""
+
+    def refuse_write(self) -> CoordinatorUnavailable | None:
+        """Why records may not be appended now (too few in-sync replicas, leadership lost), or None."""
+        ...
+
+    def appended(self, frames: bytes, base_offset: int, end_offset: int) -> None:
+        """The leader's own log holds these frames durably; followers may fetch them."""
+        ...
+
+    async def committed(self, end_offset: int) -> CoordinatorUnavailable | None:
+        """Returns once the high watermark passed `end_offset`: None, or the error its callers get.
+
+        Raises when leadership ended first (the records may never be committed).
+        """
+        ...

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
 import apsw
 
+from coordinator.records import CommittedBatch
 from coordinator.view import FileFacts
 from protos import coordinator_pb2 as pb
 
@@ -110,6 +112,69 @@ def _file_facts(row: tuple[Any, ...]) -> FileFacts:
 def file_facts(db: apsw.Connection, object_key: str) -> FileFacts | None:
     row = db.execute(f"SELECT {_FILE_COLUMNS} FROM files WHERE object_key = ?", (object_key,)).fetchone()
     return None if row is None else _file_facts(row)
+
+
+# The columns of coordinator.records.CommittedBatch, in order, then the file id.
+_COMMITTED_BATCH_COLUMNS = (
+    "batch_id, partition_key, byte_offset, size, base_offset, last_offset, max_timestamp, producer_id, "
+    "producer_epoch, base_sequence, last_sequence, magic, timestamp_type, file_id"
+)
+
+
+def file_batches(db: apsw.Connection, file_id: int, partition_keys: Collection[int]) -> list[CommittedBatch]:
+    """A file's batches still stored on these partitions, in batch id order (the order of its request).
+
+    Batches are stored by (partition, last offset), not by file: no index on the file serves only
+    this read (a retried commit), so each partition is searched instead. Within a partition, file
+    ids never go down as offsets go up (both are handed out in check order), so the file's batches
+    there are one run, found by a binary search on offsets: O(log n) lookups per partition.
+    """
+    found: list[CommittedBatch] = []
+    for partition_key in partition_keys:
+        start = _first_offset_of_file_or_later(db, partition_key, file_id)
+        if start is None:
+            continue
+        for row in db.execute(
+            f"SELECT {_COMMITTED_BATCH_COLUMNS} FROM batches WHERE partition_key = ? AND last_offset >= ? "
+            "ORDER BY last_offset",
+            (partition_key, start),
+        ):
+            if row[-1] != file_id:
+                break
+            found.append(CommittedBatch._make(row[:-1]))
+    found.sort()  # by batch id: batch ids follow the request's order
+    return found
+
+
+def _first_offset_of_file_or_later(db: apsw.Connection, partition_key: int, file_id: int) -> int | None:
+    """The smallest last offset in the partition whose batch belongs to `file_id` or a later file."""
+    low, high = one_row(
+        db.execute("SELECT min(last_offset), max(last_offset) FROM batches WHERE partition_key = ?", (partition_key,)),
+        "the partition's batch offsets",
+    )
+    if low is None:
+        return None
+
+    def at_or_after(offset: int) -> tuple[int, int]:
+        """(last offset, file id) of the first batch whose last offset is >= `offset`."""
+        row = db.execute(
+            "SELECT last_offset, file_id FROM batches WHERE partition_key = ? AND last_offset >= ? "
+            "ORDER BY last_offset LIMIT 1",
+            (partition_key, offset),
+        ).fetchone()
+        if row is None:  # offset <= high, the partition's last batch: one is there
+            raise StateDamaged(f"no batch of partition {partition_key} at or after {offset}, below its last {high}")
+        return row[0], row[1]
+
+    # The smallest offset in [low, high] whose first batch at or after it has a file id >= file_id.
+    while low < high:
+        middle = (low + high) // 2
+        if at_or_after(middle)[1] >= file_id:
+            high = middle
+        else:
+            low = middle + 1
+    last_offset, found_file_id = at_or_after(low)
+    return last_offset if found_file_id == file_id else None
 
 
 def idle_files(db: apsw.Connection, condition: str, bindings: tuple[Any, ...], limit: int) -> list[FileFacts]:

@@ -9,7 +9,7 @@ friends go through a separate connection (WAL mode) and see committed state.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from pathlib import Path
 
 import apsw
@@ -17,6 +17,7 @@ import apsw
 from coordinator import interpreter
 from coordinator.invariants import check_invariant
 from coordinator.producers import PackedWindow, decode_window
+from coordinator.records import CommittedBatch
 from coordinator.state import reads
 from coordinator.state.schema import META_DEFAULTS, MIGRATIONS, SCHEMA_VERSION, STATEMENTS
 from coordinator.state.transaction import StateTransaction
@@ -137,6 +138,7 @@ class StateStore:
         view = CoordinatorView(
             self.coordinator_id,
             self.committed_file,
+            self.committed_batches,
             next_partition_key=self.meta["next_partition_key"],
             next_batch_id=self.meta["next_batch_id"],
             next_file_id=self.meta["next_file_id"],
@@ -154,6 +156,10 @@ class StateStore:
     def committed_file(self, object_key: str) -> FileFacts | None:
         """The committed file with this key (on the writer's connection: checks and apply share the loop)."""
         return reads.file_facts(self._writer, object_key)
+
+    def committed_batches(self, file_id: int, partition_keys: Collection[int]) -> list[CommittedBatch]:
+        """A committed file's batches on these partitions (on the writer's connection, as `committed_file`)."""
+        return reads.file_batches(self._writer, file_id, partition_keys)
 
     @contextlib.contextmanager
     def read_snapshot(self) -> Iterator[apsw.Connection]:

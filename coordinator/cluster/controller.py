@@ -1,0 +1,263 @@
+"""This node's part in the cluster (DESIGN §6a): its session in etcd, elections, and each coordinator's role.
+
+- **Session.** The node registers under a lease and renews it every heartbeat;
+  when a renewal has not come back within the lease's time to live, every
+  coordinator it leads steps down before etcd can let the lease expire, so two
+  leaders never both answer writes. A lease etcd let expire is registered anew.
+- **Forming.** The first node stores the cluster's configuration; once
+  `replication.factor` nodes are registered each coordinator's replicas are
+  assigned once (compare-and-set on an absent key: one writer wins).
+- **Refreshing.** Every `cluster.refresh.interval.ms` the node reads the
+  assignments and the live nodes; where a leader's node is gone it elects the
+  first live in-sync replica (the pure rule of `assignment.after_nodes_lost`)
+  by compare-and-set, and it tells each of its coordinators what it now is.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Protocol
+
+from coordinator.cluster.assignment import (
+    NO_LEADER,
+    CoordinatorAssignment,
+    after_nodes_lost,
+    assign_replicas,
+    isr_changed,
+)
+from coordinator.cluster.etcd_store import (
+    ClusterConfig,
+    ClusterStore,
+    NodeEndpoint,
+    NodeSession,
+    SessionExpired,
+    VersionedAssignment,
+    etcd_client,
+    parse_etcd_endpoints,
+)
+from coordinator.replication.role import ReplicaRole, RoleKind
+from coordinator.settings import Settings
+from protos import internal_pb2_grpc as internal_grpc
+
+log = logging.getLogger(__name__)
+
+
+class RoleHolder(Protocol):
+    """A coordinator as the controller drives it (the shard)."""
+
+    coordinator_id: int
+
+    def set_role(self, role: ReplicaRole) -> None: ...
+
+
+class StubSource(Protocol):
+    def internal_stub(self, address: str) -> internal_grpc.CoordinatorInternalAsyncStub: ...
+
+
+def role_of(
+    node_id: int, assignment: CoordinatorAssignment | None, live: dict[int, NodeEndpoint], session_valid: bool
+) -> ReplicaRole:
+    """What this node is for a coordinator, from its assignment and the live nodes (pure)."""
+    if assignment is None:
+        return ReplicaRole(RoleKind.OFFLINE, node_id, NO_LEADER, -1, "", (), ())
+    if node_id not in assignment.replicas:
+        return ReplicaRole(
+            RoleKind.NOT_REPLICA, node_id, assignment.leader, assignment.leader_epoch, "", assignment.replicas, ()
+        )
+    leader = live.get(assignment.leader)
+    if assignment.leader == NO_LEADER or leader is None or (assignment.leader == node_id and not session_valid):
+        kind = RoleKind.OFFLINE
+    else:
+        kind = RoleKind.LEADER if assignment.leader == node_id else RoleKind.FOLLOWER
+    address = f"{leader.host}:{leader.port}" if leader is not None else ""
+    addresses = tuple((n, f"{live[n].host}:{live[n].port}") for n in assignment.replicas if n in live)
+    return ReplicaRole(
+        kind, node_id, assignment.leader, assignment.leader_epoch, address, assignment.replicas, assignment.isr,
+        addresses,
+    )  # fmt: skip
+
+
+class ClusterController:
+    """The node's etcd session and the coordinators' roles; also the replication's `ClusterLink`."""
+
+    def __init__(self, settings: Settings, endpoint: NodeEndpoint) -> None:
+        self._settings = settings
+        self._endpoint = endpoint
+        self._stubs: StubSource | None = None
+        timeout_s = settings.etcd_request_timeout_ms / 1000
+        self._store = ClusterStore(etcd_client(parse_etcd_endpoints(settings.etcd_endpoints), timeout_s),
+                                   settings.etcd_prefix)  # fmt: skip
+        self._session: NodeSession | None = None
+        self.config = ClusterConfig(settings.coordinators, settings.replication_factor)
+        self.assignments: dict[int, VersionedAssignment] = {}
+        self.live: dict[int, NodeEndpoint] = {}
+        self._holders: list[RoleHolder] = []
+        self._tasks: list[asyncio.Task[None]] = []
+        self.leader_changes = 0  # elections this node won or saw (a metric)
+
+    # ------------------------------------------------------------------ joining
+
+    async def join(self) -> ClusterConfig:
+        """Registers the node, stores or reads the configuration, waits for the cluster to form."""
+        self._session = await self._register()
+        self.config = await self._store.form(
+            ClusterConfig(self._settings.coordinators, self._settings.replication_factor)
+        )
+        deadline = time.monotonic() + 600
+        while True:
+            self.live = await self._store.live_nodes()
+            self.assignments = await self._store.assignments()
+            if len(self.assignments) == self.config.coordinators:
+                return self.config
+            if len(self.live) >= self.config.replication_factor:
+                fresh = assign_replicas(self.config.coordinators, sorted(self.live), self.config.replication_factor)
+                for coordinator_id, assignment in fresh.items():
+                    if coordinator_id not in self.assignments:
+                        await self._store.compare_and_set(coordinator_id, 0, assignment)
+                continue
+            if time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"the cluster did not form: {len(self.live)} nodes registered, replication factor "
+                    f"{self.config.replication_factor}"
+                )
+            log.info(
+                "waiting for the cluster to form: %d of %d nodes registered",
+                len(self.live), self.config.replication_factor,
+            )  # fmt: skip
+            await asyncio.sleep(self._settings.cluster_refresh_interval_ms / 1000)
+
+    async def _register(self) -> NodeSession:
+        ttl_s = self._settings.node_session_timeout_ms // 1000
+        deadline = time.monotonic() + 2 * ttl_s + 5
+        while True:  # after a crash, the node's previous lease may live until its TTL ends
+            try:
+                return await self._store.register_node(self._endpoint, ttl_s)
+            except RuntimeError as error:
+                if time.monotonic() > deadline:
+                    raise
+                log.info("%s; waiting for its lease to expire", error)
+                await asyncio.sleep(0.5)
+
+    def initial_roles(self) -> dict[int, ReplicaRole]:
+        return {
+            c: role_of(self._endpoint.node_id, v.assignment, self.live, self.session_valid())
+            for c, v in self.assignments.items()
+        }
+
+    def attach(self, stubs: StubSource, holders: Sequence[RoleHolder]) -> None:
+        """The node's channels to other nodes, and the coordinators whose roles this controller sets."""
+        self._stubs = stubs
+        self._holders = list(holders)
+
+    def start(self) -> None:
+        """Starts the lease keep-alive and the refresh loop (once the node's coordinators are loading)."""
+        self._tasks = [
+            asyncio.create_task(self._keep_alive(), name="cluster-session"),
+            asyncio.create_task(self._refresh_loop(), name="cluster-refresh"),
+        ]
+
+    async def close(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        if self._session is not None:
+            with contextlib.suppress(Exception):
+                await self._store.revoke(self._session)
+        with contextlib.suppress(Exception):
+            await self._store.close()
+
+    # ------------------------------------------------------------------ ClusterLink
+
+    def session_valid(self) -> bool:
+        return self._session is not None and self._session.valid_for_s() > 0
+
+    async def alter_isr(self, coordinator_id: int, leader_epoch: int, isr: tuple[int, ...]) -> tuple[int, ...] | None:
+        for _ in range(3):  # a concurrent change (an election, a dead follower removed) moves the revision
+            current = await self._store.assignment(coordinator_id)
+            if current is None or current.assignment.leader_epoch != leader_epoch:
+                return None
+            changed = isr_changed(current.assignment, self._endpoint.node_id, isr)
+            if isinstance(changed, str):
+                log.warning("coordinator %d: ISR change refused: %s", coordinator_id, changed)
+                return None
+            if changed == current.assignment:
+                return changed.isr
+            if await self._store.compare_and_set(coordinator_id, current.revision, changed):
+                return changed.isr
+        return None
+
+    def internal_stub(self, address: str) -> internal_grpc.CoordinatorInternalAsyncStub:
+        assert self._stubs is not None, "attach() comes before any coordinator loads"
+        return self._stubs.internal_stub(address)
+
+    # ------------------------------------------------------------------ loops
+
+    async def _keep_alive(self) -> None:
+        interval_s = self._settings.node_heartbeat_interval_ms / 1000
+        stepped_down = False
+        while True:
+            session = self._session
+            assert session is not None
+            try:
+                await asyncio.wait_for(session.renew(), timeout=max(0.05, session.valid_for_s()))
+                stepped_down = False
+            except SessionExpired:
+                log.error("node %d: etcd let its session expire; registering again", self._endpoint.node_id)
+                self._step_down()
+                self._session = await self._register()
+                continue
+            except Exception as error:  # etcd unreachable or slow
+                log.warning("node %d: session not renewed (%s)", self._endpoint.node_id, error)
+            if not self.session_valid() and not stepped_down:
+                log.error("node %d: session may have lapsed: stepping down as leader", self._endpoint.node_id)
+                self._step_down()
+                stepped_down = True
+            await asyncio.sleep(interval_s)
+
+    def _step_down(self) -> None:
+        if self._session is not None:
+            self._session.lapse()
+        self._apply_roles()
+
+    async def _refresh_loop(self) -> None:
+        interval_s = self._settings.cluster_refresh_interval_ms / 1000
+        while True:
+            try:
+                await self._refresh()
+            except Exception as error:  # etcd unreachable: roles stay as they are; the session decides leadership
+                log.warning("cluster refresh failed: %s", error)
+            await asyncio.sleep(interval_s)
+
+    async def _refresh(self) -> None:
+        live = await self._store.live_nodes()
+        assignments = await self._store.assignments()
+        for coordinator_id, versioned in assignments.items():
+            elected = after_nodes_lost(versioned.assignment, live) if self.session_valid() else None
+            if elected is None:
+                continue
+            if await self._store.compare_and_set(coordinator_id, versioned.revision, elected):
+                if elected.leader != versioned.assignment.leader:
+                    self.leader_changes += 1
+                    log.info(
+                        "coordinator %d: node %d elected leader in epoch %d (node %s gone); ISR %s",
+                        coordinator_id, elected.leader, elected.leader_epoch, versioned.assignment.leader,
+                        list(elected.isr),
+                    )  # fmt: skip
+                assignments[coordinator_id] = replace(versioned, assignment=elected, revision=-1)
+        self.live, self.assignments = live, assignments
+        self._apply_roles()
+
+    def _apply_roles(self) -> None:
+        valid = self.session_valid()
+        for holder in self._holders:
+            versioned = self.assignments.get(holder.coordinator_id)
+            holder.set_role(
+                role_of(self._endpoint.node_id, versioned.assignment if versioned else None, self.live, valid)
+            )

@@ -1,0 +1,1 @@
+"""Replication of one coordinator's metadata log (DESIGN §6a): the leader's side and the follower's."""

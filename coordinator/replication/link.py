@@ -1,0 +1,21 @@
+"""What a coordinator's replication needs of its node in a cluster: the session, etcd's ISR, the other nodes."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from protos import internal_pb2_grpc as internal_grpc
+
+
+class ClusterLink(Protocol):
+    def session_valid(self) -> bool:
+        """Whether this node's etcd lease is surely still alive: a leader answers nothing once it may not be."""
+        ...
+
+    async def alter_isr(self, coordinator_id: int, leader_epoch: int, isr: tuple[int, ...]) -> tuple[int, ...] | None:
+        """The leader's ISR change, by compare-and-set in etcd; the stored ISR, or None when refused."""
+        ...
+
+    def internal_stub(self, address: str) -> internal_grpc.CoordinatorInternalAsyncStub:
+        """A stub of another node's internal service (one channel per address)."""
+        ...

@@ -1,0 +1,127 @@
+"""Routing rules shared by every client of the coordinators: addresses, routes, which replica serves what.
+
+Pure: no sockets. The asyncio routing client (`coordinator.routing_client`) and the orphan scan's
+discovery (`spark.coordinator_client`) both read endpoints through these rules (DESIGN §6a
+"Routing", "Reads off the leader").
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import final
+
+from protos import coordinator_pb2 as pb
+
+# Per-item answers that mean "ask again where the coordinator is now": refresh the route, retry the item.
+RETRIABLE_CODES = frozenset(
+    {pb.NOT_COORDINATOR, pb.NOT_LEADER_OR_FOLLOWER, pb.COORDINATOR_NOT_AVAILABLE, pb.COORDINATOR_LOAD_IN_PROGRESS}
+)
+# A node listening on every interface reports this host: the caller reaches it as it reached the node that answered.
+UNSPECIFIED_HOSTS = frozenset({"", "0.0.0.0", "::"})
+PORT_MAX = 65535
+
+
+class Access(enum.Enum):
+    """Where an operation is served: writes and ListOffsets on the leader; FindBatches, DescribeFiles on a replica."""
+
+    LEADER = "leader"
+    REPLICA = "replica"
+
+
+def target(host: str, port: int) -> str:
+    """HOST:PORT as gRPC wants it (an IPv6 host in brackets)."""
+    host = host.strip("[]")
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def parse_address(address: str) -> tuple[str, int]:
+    """(host, port) of HOST:PORT; raises ValueError saying what is wrong."""
+    host, separator, port_text = address.strip().rpartition(":")
+    if not separator or not host.strip("[]") or not port_text.isdigit() or not 0 < int(port_text) <= PORT_MAX:
+        raise ValueError(f"bootstrap address {address!r} is not HOST:PORT with a port 1..{PORT_MAX}")
+    return host.strip("[]"), int(port_text)
+
+
+def parse_bootstrap(addresses: str | Iterable[str]) -> tuple[str, ...]:
+    """The bootstrap addresses of `HOST:PORT[,HOST:PORT…]` (or a list), normalised; at least one."""
+    items = addresses.split(",") if isinstance(addresses, str) else list(addresses)
+    parsed = tuple(target(*parse_address(item)) for item in items if item.strip())
+    if not parsed:
+        raise ValueError("no bootstrap address given (HOST:PORT[,HOST:PORT…])")
+    return tuple(dict.fromkeys(parsed))
+
+
+def endpoint_address(host: str, port: int, via_address: str) -> str:
+    """Where to reach a reported endpoint; an unspecified host is the host of the node that reported it."""
+    if host in UNSPECIFIED_HOSTS:
+        host = parse_address(via_address)[0]
+    return target(host, port)
+
+
+def endpoint_problem(endpoint: pb.CoordinatorEndpoint) -> str | None:
+    """Why an endpoint names no leader to send to, or None."""
+    if endpoint.leader_node_id < 0 or endpoint.port <= 0:
+        return f"coordinator {endpoint.coordinator_id} has no leader"
+    return None
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class ReplicaRoute:
+    node_id: int
+    address: str
+    in_sync: bool
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class CoordinatorRoute:
+    """Where one coordinator is served: its leader (None while it has none) and every replica."""
+
+    coordinator_id: int
+    leader_node_id: int
+    leader_epoch: int
+    leader_address: str | None
+    replicas: tuple[ReplicaRoute, ...]
+
+    def address_for(self, access: Access, preferred_node_id: int | None = None) -> str | None:
+        """The address that serves `access`; a read goes to the preferred node when it holds a replica."""
+        if access is Access.REPLICA and preferred_node_id is not None:
+            for replica in self.replicas:
+                if replica.node_id == preferred_node_id:
+                    return replica.address
+        if self.leader_address is not None or access is Access.LEADER:
+            return self.leader_address
+        # No leader: an in-sync replica still serves reads up to its high watermark.
+        return next((r.address for r in self.replicas if r.in_sync), None)
+
+    @property
+    def addresses(self) -> frozenset[str]:
+        leader = () if self.leader_address is None else (self.leader_address,)
+        return frozenset((*leader, *(r.address for r in self.replicas)))
+
+
+def route_of(endpoint: pb.CoordinatorEndpoint, via_address: str) -> CoordinatorRoute:
+    """The route an endpoint describes, its addresses resolved as seen from `via_address`."""
+    leader = None if endpoint_problem(endpoint) else endpoint_address(endpoint.host, endpoint.port, via_address)
+    replicas = tuple(
+        ReplicaRoute(r.node_id, endpoint_address(r.host, r.port, via_address), r.in_sync) for r in endpoint.replicas
+    )
+    return CoordinatorRoute(endpoint.coordinator_id, endpoint.leader_node_id, endpoint.leader_epoch, leader, replicas)
+
+
+def newer(cached: CoordinatorRoute | None, learned: CoordinatorRoute) -> bool:
+    """Whether `learned` replaces `cached`: a route never goes back to an older leader epoch (as Kafka's metadata)."""
+    if cached is None or cached.leader_address is None:
+        return True
+    return learned.leader_address is not None and learned.leader_epoch >= cached.leader_epoch
+
+
+def only_address(routes: Sequence[CoordinatorRoute]) -> str | None:
+    """The one address serving every route (a node without a cluster), or None."""
+    addresses = {a for route in routes for a in route.addresses}
+    if len(addresses) != 1 or any(route.leader_address is None for route in routes):
+        return None
+    return next(iter(addresses))

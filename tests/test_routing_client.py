@@ -1,0 +1,313 @@
+"""The routing client against a real node, and against real gRPC proxies that say a coordinator is elsewhere.
+
+A `RoutingProxy` is a gRPC server on its own loopback port that forwards every call to the real node
+but answers routing questions (FindCoordinator, DescribeCoordinators) with the addresses the test
+chooses, so one node looks like a cluster of several; it can also refuse calls with NOT_COORDINATOR.
+The client is driven on the in-process nodes' event loop (grpc.aio binds to one loop per process).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Coroutine, Iterator
+from concurrent import futures
+from typing import Any, TypeVar
+
+import grpc
+import pytest
+
+from coordinator.routing_client import _RETRIABLE_CODE_BYTES, RoutingClient, RoutingError
+from coordinator.routing_table import RETRIABLE_CODES
+from protos import coordinator_pb2 as pb
+from protos import coordinator_pb2_grpc as pb_grpc
+from tests.harness import Broker, batch, laid_out, topic_name
+from tests.in_process import InProcessNode
+
+T = TypeVar("T")
+PARTITIONS = 12
+SHORT_DEADLINE_MS = 300
+
+
+def run(node: InProcessNode, coroutine: Coroutine[Any, Any, T]) -> T:
+    return node.loop.run(coroutine)
+
+
+class RoutingProxy(pb_grpc.DisklessCoordinatorServicer):
+    """Forwards to the real node; reports coordinator c at `where[c]`; refuses the first `refusals` data calls."""
+
+    def __init__(self, node: InProcessNode, refusals: int = 0) -> None:
+        self.node = node
+        self.where: dict[int, str] = {}
+        self.refusals = refusals
+        self.calls: list[tuple[str, Any]] = []
+        self._lock = threading.Lock()
+        self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
+        pb_grpc.add_DisklessCoordinatorServicer_to_server(self, self._server)
+        self.port = self._server.add_insecure_port("127.0.0.1:0")
+        self._server.start()
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def stop(self) -> None:
+        self._server.stop(grace=None)
+
+    def _place(self, endpoint: pb.CoordinatorEndpoint) -> None:
+        address = self.where.get(endpoint.coordinator_id)
+        if address is None:
+            return
+        host, _, port = address.rpartition(":")
+        endpoint.host, endpoint.port = host, int(port)
+        for replica in endpoint.replicas:
+            replica.host, replica.port = host, int(port)
+
+    def FindCoordinator(self, request: pb.FindCoordinatorRequest, context: Any) -> pb.FindCoordinatorResponse:
+        found = self.node.stub.FindCoordinator(request)
+        for endpoint in found.coordinators:
+            self._place(endpoint)
+        return found
+
+    def DescribeCoordinators(self, request: Any, context: Any) -> pb.DescribeCoordinatorsResponse:
+        described = self.node.stub.DescribeCoordinators(request)
+        for description in described.coordinators:
+            self._place(description.leader)
+        return described
+
+    def _refused(self, name: str, request: Any) -> bool:
+        with self._lock:
+            self.calls.append((name, request))
+            refuse = self.refusals > 0
+            self.refusals -= refuse
+            return refuse
+
+    def CommitFile(self, request: pb.CommitFileRequest, context: Any) -> pb.CommitFileResponse:
+        if self._refused("CommitFile", request):
+            refused = pb.CommitFileResponse.BatchResult(error_code=pb.NOT_COORDINATOR, assigned_base_offset=-1)
+            return pb.CommitFileResponse(batches=[refused for _ in request.batches])
+        return self.node.stub.CommitFile(request)
+
+    def FindBatches(self, request: pb.FindBatchesRequest, context: Any) -> pb.FindBatchesResponse:
+        assert not self._refused("FindBatches", request)
+        return self.node.stub.FindBatches(request)
+
+    def ListOffsets(self, request: pb.ListOffsetsRequest, context: Any) -> pb.ListOffsetsResponse:
+        assert not self._refused("ListOffsets", request)
+        return self.node.stub.ListOffsets(request)
+
+    def DescribeFiles(self, request: pb.DescribeFilesRequest, context: Any) -> pb.DescribeFilesResponse:
+        assert not self._refused("DescribeFiles", request)
+        return self.node.stub.DescribeFiles(request)
+
+
+@pytest.fixture
+def proxies(server: InProcessNode) -> Iterator[list[RoutingProxy]]:
+    started = [RoutingProxy(server), RoutingProxy(server)]
+    yield started
+    for proxy in started:
+        proxy.stop()
+
+
+def commit_request(topic_id: bytes, owners: list[int], key: str) -> pb.CommitFileRequest:
+    batches = laid_out([batch(topic_id, p % PARTITIONS, records=p + 1, size=300) for p in range(2 * PARTITIONS)])
+    return pb.CommitFileRequest(
+        object_key=key,
+        object_format=1,
+        file_size=sum(b.size for b in batches),
+        uploader_broker_id=1,
+        owner_ids=owners,
+        batches=batches,
+    )
+
+
+def fetch_request(topic_id: bytes, fetch_max_bytes: int) -> pb.FindBatchesRequest:
+    partitions = [
+        pb.FindBatchesRequest.Partition(partition=p, offset=0, max_partition_fetch_bytes=1000)
+        for p in range(PARTITIONS)
+    ]
+    return pb.FindBatchesRequest(
+        fetch_max_bytes=fetch_max_bytes, topics=[pb.FindBatchesRequest.Topic(topic_id=topic_id, partitions=partitions)]
+    )
+
+
+def committed(response: pb.CommitFileResponse) -> list[tuple[int, int, bool]]:
+    return [(b.error_code, b.assigned_base_offset, b.is_duplicate) for b in response.batches]
+
+
+def found(response: pb.FindBatchesResponse) -> list[tuple[int, int, int, list[tuple[int, int, int]]]]:
+    return [
+        (p.partition, p.error_code, p.high_watermark, [(b.base_offset, b.last_offset, b.byte_size) for b in p.batches])
+        for t in response.topics
+        for p in t.partitions
+    ]
+
+
+def two_topics(broker: Broker) -> tuple[bytes, bytes, list[int]]:
+    """A topic for the client and one for direct calls, of the same shape, and every coordinator of the first."""
+    routed = broker.create_topic(topic_name("routed"), PARTITIONS)
+    direct = broker.create_topic(topic_name("direct"), PARTITIONS)
+    owners = broker.owners_of([batch(routed, p) for p in range(PARTITIONS)])
+    return routed, direct, owners
+
+
+def test_a_node_without_a_cluster_reports_itself_as_the_one_replica(server: InProcessNode, broker: Broker) -> None:
+    topic_id = broker.create_topic(topic_name(), 4)
+    answer = server.stub.FindCoordinator(
+        pb.FindCoordinatorRequest(topics=[pb.FindCoordinatorRequest.Topic(topic_id=topic_id, partitions=range(4))])
+    )
+    for endpoint in answer.coordinators:
+        assert endpoint.leader_node_id == 0 and endpoint.leader_epoch >= 1
+        assert [(r.node_id, r.host, r.port, r.in_sync) for r in endpoint.replicas] == [
+            (0, "127.0.0.1", server.port, True)
+        ]
+    for description in server.stub.DescribeCoordinators(pb.DescribeCoordinatorsRequest()).coordinators:
+        assert (description.node_id, description.role) == (0, "LEADER")
+        assert list(description.isr) == list(description.replica_node_ids) == [0]
+        assert len(description.leader.replicas) == 1
+
+
+def test_routed_calls_on_one_node_give_the_direct_answers(server: InProcessNode, broker: Broker) -> None:
+    routed, direct, owners = two_topics(broker)
+    expected = [broker.owners_of([batch(routed, p)])[0] for p in range(PARTITIONS)]
+
+    async def scenario() -> tuple[Any, ...]:
+        # Only the client's calls inside: a blocking call to the node here would stop the loop serving it.
+        async with RoutingClient(server.address) as client:
+            assert await client.coordinators_of(routed, range(PARTITIONS)) == expected
+            assert client.single_address == server.address  # the fast path: one node serves everything
+            commit = await client.commit_file(commit_request(routed, owners, "wal/routed-one-node"))
+            fetch = await client.find_batches(fetch_request(routed, 4000))
+            return commit, fetch
+
+    commit, fetch = run(server, scenario())
+    assert committed(commit) == committed(server.stub.CommitFile(commit_request(direct, owners, "wal/direct-one")))
+    assert found(fetch) == found(server.stub.FindBatches(fetch_request(direct, 4000)))
+    assert all(b.error_code == pb.NONE for b in commit.batches)
+
+
+def test_parts_go_to_each_coordinator_leader_and_merge_in_request_order(
+    server: InProcessNode, broker: Broker, proxies: list[RoutingProxy]
+) -> None:
+    routed, direct, owners = two_topics(broker)
+    first, second = proxies
+    for coordinator_id in range(server.coordinators):
+        address = (first if coordinator_id % 2 == 0 else second).address
+        first.where[coordinator_id] = second.where[coordinator_id] = address
+    coordinator_of = dict(enumerate(broker.owners_of([batch(routed, p)])[0] for p in range(PARTITIONS)))
+    assert len(set(coordinator_of.values())) > 1, "the topic must span coordinators of both proxies"
+
+    async def scenario() -> tuple[Any, ...]:
+        async with RoutingClient([first.address]) as client:
+            commit = await client.commit_file(commit_request(routed, owners, "wal/routed-split"))
+            assert client.single_address is None
+            fetches = [await client.find_batches(fetch_request(routed, budget)) for budget in (1, 2500, 10**6)]
+            files = await client.describe_files(pb.DescribeFilesRequest(object_keys=["wal/routed-split", "wal/none"]))
+            return commit, fetches, files
+
+    commit, fetches, files = run(server, scenario())
+    assert committed(commit) == committed(server.stub.CommitFile(commit_request(direct, owners, "wal/direct-split")))
+    for fetch, budget in zip(fetches, (1, 2500, 10**6), strict=True):
+        assert found(fetch) == found(server.stub.FindBatches(fetch_request(direct, budget))), budget
+    for proxy, parity in ((first, 0), (second, 1)):
+        commits = [request for name, request in proxy.calls if name == "CommitFile"]
+        assert len(commits) == 1, "one part per node, its coordinators' batches together"
+        assert {coordinator_of[b.partition] % 2 for b in commits[0].batches} == {parity}
+    known = server.stub.DescribeFiles(pb.DescribeFilesRequest(object_keys=["wal/routed-split", "wal/none"]))
+    assert [(f.state, sorted(f.coordinator_ids)) for f in files.files] == [
+        (f.state, sorted(f.coordinator_ids)) for f in known.files
+    ]
+    assert files.files[0].state == pb.FILE_STATE_LIVE and files.files[1].state == pb.FILE_STATE_UNKNOWN
+
+
+def test_a_part_answered_not_coordinator_is_retried_where_the_refreshed_route_points(
+    server: InProcessNode, broker: Broker, proxies: list[RoutingProxy]
+) -> None:
+    routed, direct, owners = two_topics(broker)
+    stale = proxies[0]
+    stale.refusals = 1
+    stale.where = dict.fromkeys(range(server.coordinators), stale.address)
+
+    async def scenario() -> pb.CommitFileResponse:
+        async with RoutingClient([stale.address]) as client:
+            await client.coordinators_of(routed, range(PARTITIONS))
+            stale.where.clear()  # from now on the proxy reports the real node: the coordinators "moved"
+            response = await client.commit_file(commit_request(routed, owners, "wal/routed-moved"))
+            assert {r.leader_address for r in client.routes().values()} == {server.address}
+            return response
+
+    response = run(server, scenario())
+    assert [name for name, _ in stale.calls] == ["CommitFile"], "refused once, then sent to the real leader"
+    assert committed(response) == committed(server.stub.CommitFile(commit_request(direct, owners, "wal/direct-mv")))
+
+
+def test_bounded_retries_end_with_the_last_error_at_the_deadline(
+    server: InProcessNode, broker: Broker, proxies: list[RoutingProxy]
+) -> None:
+    routed, _, owners = two_topics(broker)
+    stale = proxies[0]
+    stale.refusals = 10**9
+    stale.where = dict.fromkeys(range(server.coordinators), stale.address)
+
+    async def scenario() -> tuple[pb.CommitFileResponse, float]:
+        client = RoutingClient([stale.address], deadline_ms=SHORT_DEADLINE_MS, backoff_initial_ms=10)
+        async with client:
+            started = time.monotonic()
+            response = await client.commit_file(commit_request(routed, owners, "wal/never"))
+            return response, time.monotonic() - started
+
+    response, elapsed_s = run(server, scenario())
+    assert {b.error_code for b in response.batches} == {pb.NOT_COORDINATOR}
+    assert elapsed_s < SHORT_DEADLINE_MS / 1000 + 1.0
+    tries = len(stale.calls)
+    assert 2 <= tries <= 10, f"{tries} tries: retried with backoff, not in a tight loop"
+    assert server.stub.DescribeFiles(pb.DescribeFilesRequest(object_keys=["wal/never"])).files[0].state == (
+        pb.FILE_STATE_UNKNOWN
+    )
+
+
+def test_a_bad_bootstrap_address_is_a_clear_error(server: InProcessNode) -> None:
+    for bad in ("nonsense", "host:", "127.0.0.1:0", ""):
+        with pytest.raises(ValueError, match="HOST:PORT"):
+            RoutingClient(bad)
+
+    async def unreachable() -> None:
+        async with RoutingClient("127.0.0.1:1", deadline_ms=SHORT_DEADLINE_MS) as client:
+            await client.find_batches(fetch_request(b"\x01" * 16, 100))
+
+    with pytest.raises(RoutingError, match=r"127\.0\.0\.1:1: UNAVAILABLE"):
+        run(server, unreachable())
+
+
+def test_list_offsets_and_describe_files_on_one_node(server: InProcessNode, broker: Broker) -> None:
+    routed, _, owners = two_topics(broker)
+
+    async def scenario() -> tuple[Any, ...]:
+        async with RoutingClient(server.address) as client:
+            await client.commit_file(commit_request(routed, owners, "wal/routed-offsets"))
+            partitions = [pb.ListOffsetsRequest.Partition(partition=p, timestamp=-1) for p in range(PARTITIONS)]
+            offsets = await client.list_offsets(
+                pb.ListOffsetsRequest(topics=[pb.ListOffsetsRequest.Topic(topic_id=routed, partitions=partitions)])
+            )
+            await client.describe_coordinators(pb.DescribeCoordinatorsRequest())
+            files = await client.describe_files(pb.DescribeFilesRequest(object_keys=["wal/routed-offsets"]))
+            return offsets, files
+
+    offsets, files = run(server, scenario())
+    # Partition p holds the batches of p + 1 and p + 1 + PARTITIONS records.
+    assert [p.offset for p in offsets.topics[0].partitions] == [2 * p + 2 + PARTITIONS for p in range(PARTITIONS)]
+    assert files.files[0].state == pb.FILE_STATE_LIVE and files.files[0].has_live_batches
+
+
+@pytest.mark.parametrize("code", sorted(RETRIABLE_CODES))
+def test_the_fast_path_byte_scan_never_misses_a_retriable_item(code: int) -> None:
+    partition = {"error_code": code}
+    answers = {
+        "CommitFile": pb.CommitFileResponse(batches=[pb.CommitFileResponse.BatchResult(error_code=code)]),
+        "FindBatches": pb.FindBatchesResponse(topics=[{"partitions": [partition]}]),
+        "ListOffsets": pb.ListOffsetsResponse(topics=[{"partitions": [partition]}]),
+        "DeleteRecords": pb.DeleteRecordsResponse(topics=[{"partitions": [partition]}]),
+        "DescribeFiles": pb.DescribeFilesResponse(files=[{"object_key": "wal/x", "error_code": code}]),
+    }
+    for method, answer in answers.items():
+        assert _RETRIABLE_CODE_BYTES[method].search(answer.SerializeToString()), method
