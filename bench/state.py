@@ -19,7 +19,7 @@ from pathlib import Path
 from coordinator import records
 from coordinator.log.frame import encode_frame
 from coordinator.log.segments import MetadataLog
-from coordinator.settings import load_settings
+from coordinator.settings_loading import load_settings
 from coordinator.state.replay import replay_log
 from coordinator.state.store import BATCH_ID_SPACE, StateStore
 from coordinator.topics import coordinator_for_new_partition

@@ -16,7 +16,8 @@ from pathlib import Path
 
 from coordinator.acl_file import AclError
 from coordinator.operator_parsers import add_operator_commands
-from coordinator.settings import SettingsError, describe_settings, load_settings
+from coordinator.settings import SettingsError, describe_settings
+from coordinator.settings_loading import load_settings
 
 
 def _serve(args: argparse.Namespace) -> int:

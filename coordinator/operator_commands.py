@@ -26,10 +26,11 @@ import apsw
 import grpc
 
 from coordinator.directory_lock import DirectoryInUse, DirectoryLock
+from coordinator.log.inspection import scan_log, scan_position
 from coordinator.log.recovery import apply_recovery
 from coordinator.log.recovery_plan import RecoveryRefused, plan_recovery
 from coordinator.log.recovery_report import plan_json_text, report_lines
-from coordinator.log.segments import CorruptLogError, LogPosition, MetadataLog, scan_log, scan_position
+from coordinator.log.segments import CorruptLogError, LogPosition, MetadataLog
 from coordinator.operator_output import (
     STATE_CHECK_COLUMNS,
     CoordinatorRow,

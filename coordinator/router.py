@@ -12,6 +12,7 @@ from typing import final
 
 from coordinator.catalog import TopicCatalog
 from coordinator.clock import Clock
+from coordinator.errors import ErrorCode
 from coordinator.metrics import Metrics
 from coordinator.operations import (
     coordinators,
@@ -26,6 +27,7 @@ from coordinator.operations.coordinators import Endpoint
 from coordinator.operations.routing import NodeCoordinators
 from coordinator.operations.topic_admin import TopicAdmin
 from coordinator.peers import PeerClient
+from coordinator.replication.leader import refused_epoch_end, refused_fetch
 from coordinator.replication.snapshot_transfer import stream_snapshot
 from coordinator.settings import Settings
 from coordinator.shard import CoordinatorShard
@@ -91,24 +93,14 @@ class Router:
 
     async def fetch_log(self, request: internal.FetchLogRequest) -> internal.FetchLogResponse:
         if not self._coordinators.hosts(request.coordinator_id):
-            return internal.FetchLogResponse(
-                error_code=pb.NOT_LEADER_OR_FOLLOWER,
-                error_message=f"no coordinator {request.coordinator_id} here",
-                diverging_epoch=-1,
-                diverging_end_offset=-1,
-            )
+            return refused_fetch(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"no coordinator {request.coordinator_id} here")
         return await self._coordinators.shard(request.coordinator_id).fetch_log(request)
 
     def offset_for_leader_epoch(
         self, request: internal.OffsetForLeaderEpochRequest
     ) -> internal.OffsetForLeaderEpochResponse:
         if not self._coordinators.hosts(request.coordinator_id):
-            return internal.OffsetForLeaderEpochResponse(
-                error_code=pb.NOT_LEADER_OR_FOLLOWER,
-                error_message=f"no coordinator {request.coordinator_id} here",
-                leader_epoch=-1,
-                end_offset=-1,
-            )
+            return refused_epoch_end(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"no coordinator {request.coordinator_id} here")
         return self._coordinators.shard(request.coordinator_id).offset_for_leader_epoch(request)
 
     async def change_topic(self, request: internal.ChangeTopicRequest) -> internal.ChangeTopicResponse:

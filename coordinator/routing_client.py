@@ -20,11 +20,8 @@ unsplit, with no per-item routing; only its retriable items, if any, take the ro
 from __future__ import annotations
 
 import asyncio
-import re
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, TypeVar, final
 
@@ -45,6 +42,7 @@ from coordinator.request_parts import (
     partition_results,
     trim_to_fetch_budget,
 )
+from coordinator.routing_channels import ChannelPool, channel_credentials, decode_answer
 from coordinator.routing_table import (
     RETRIABLE_CODES,
     Access,
@@ -55,7 +53,6 @@ from coordinator.routing_table import (
     route_of,
 )
 from protos import coordinator_pb2 as pb
-from protos import coordinator_pb2_grpc as pb_grpc
 
 DEADLINE_MS_DEFAULT = 30_000
 RPC_TIMEOUT_MS_DEFAULT = 10_000
@@ -64,40 +61,17 @@ BACKOFF_MAX_MS_DEFAULT = 1_000
 CHANNELS_MAX_DEFAULT = 64
 MESSAGE_MAX_BYTES_DEFAULT = 64 * 1024 * 1024
 CHANNEL_CLOSE_GRACE_MS_DEFAULT = 1_000
-SERVICE = "diskless.coordinator.v1.DisklessCoordinator"
-# The fast path's answer is scanned as bytes before it is decoded: a retriable error code is always encoded as the
-# item's error_code tag followed by the code's one varint byte. Reading each item's field from the decoded message
-# would cost about 0.6 µs per item (1 ms for a 1,600-batch commit); the scan about 30 µs. A match elsewhere
-# (inside a varint or a string) only sends the answer through the exact per-item check.
-_ERROR_CODE_FIELD = {"CommitFile": 1, "FindBatches": 2, "ListOffsets": 2, "DeleteRecords": 3, "DescribeFiles": 2}
-_RETRIABLE_CODE_BYTES = {  # per method: the tag of its item results' error_code (a varint), then a retriable code
-    method: re.compile(re.escape(bytes([field << 3])) + b"[" + re.escape(bytes(sorted(RETRIABLE_CODES))) + b"]")
-    for method, field in _ERROR_CODE_FIELD.items()
-}
-_RESPONSE_TYPES: dict[str, Any] = {
-    "CommitFile": pb.CommitFileResponse,
-    "FindBatches": pb.FindBatchesResponse,
-    "ListOffsets": pb.ListOffsetsResponse,
-    "DeleteRecords": pb.DeleteRecordsResponse,
-    "DescribeFiles": pb.DescribeFilesResponse,
-}
 # Statuses meaning the call never ran (the contract: UNAVAILABLE while a node shuts down; also a refused connection).
 RETRIED_STATUS = frozenset({grpc.StatusCode.UNAVAILABLE})
 
 MessageT = TypeVar("MessageT")
 
 
+__all__ = ["RoutingClient", "RoutingError", "channel_credentials"]
+
+
 class RoutingError(Exception):
     """No node could be reached for part of a call before its deadline; the message names the addresses and why."""
-
-
-def channel_credentials(
-    ca_pem: bytes | None, certificate_pem: bytes | None = None, key_pem: bytes | None = None
-) -> grpc.ChannelCredentials | None:
-    """TLS credentials from PEM bytes (a client certificate for mutual TLS), or None for plaintext."""
-    if ca_pem is None and certificate_pem is None:
-        return None
-    return grpc.ssl_channel_credentials(ca_pem, key_pem, certificate_pem)
 
 
 @final
@@ -130,14 +104,7 @@ class RoutingClient:
         self.rpc_timeout_ms = rpc_timeout_ms
         self.backoff_initial_ms = backoff_initial_ms
         self.backoff_max_ms = backoff_max_ms
-        self.channels_max = channels_max
-        self.channel_close_grace_ms = channel_close_grace_ms
-        self._credentials = credentials
-        self._options = [
-            ("grpc.max_send_message_length", message_max_bytes),
-            ("grpc.max_receive_message_length", message_max_bytes),
-        ]
-        self._channels: OrderedDict[str, _Channel] = OrderedDict()
+        self._channels = ChannelPool(credentials, message_max_bytes, channels_max, channel_close_grace_ms)
         self._partitions: dict[PartitionKey, int] = {}
         self._routes: dict[int, CoordinatorRoute] = {}
         self._coordinators_known = False  # every coordinator's route, from DescribeCoordinators
@@ -156,9 +123,7 @@ class RoutingClient:
 
     async def close(self) -> None:
         """Closes every channel (in-flight calls get the grace period)."""
-        channels, self._channels = list(self._channels.values()), OrderedDict()
-        for entry in channels:
-            await entry.channel.close(self.channel_close_grace_ms / 1000)
+        await self._channels.close()
 
     # ------------------------------------------------------------------ what is cached
 
@@ -252,7 +217,7 @@ class RoutingClient:
         if address is None:
             return None
         timeout_s = min(self.rpc_timeout_ms / 1000, deadline - time.monotonic())
-        entry = await self._channel(address)
+        entry = await self._channels.get(address)
         try:
             raw: bytes = await entry.raw(method)(request, timeout=timeout_s)
         except grpc.aio.AioRpcError as error:
@@ -260,8 +225,7 @@ class RoutingClient:
                 raise
             self._forget_address(address)
             return None
-        suspect = _RETRIABLE_CODE_BYTES[method].search(raw) is not None
-        return _RESPONSE_TYPES[method].FromString(raw), suspect
+        return decode_answer(method, raw)
 
     async def _partitioned(
         self,
@@ -555,50 +519,10 @@ class RoutingClient:
         timeout_s = min(self.rpc_timeout_ms / 1000, deadline - time.monotonic())
         if timeout_s <= 0:
             return f"{address}: the call's deadline passed"
-        stub = (await self._channel(address)).stub
+        stub = (await self._channels.get(address)).stub
         try:
             return await getattr(stub, method)(request, timeout=timeout_s)
         except grpc.aio.AioRpcError as error:
             if error.code() in RETRIED_STATUS:
                 return f"{address}: {error.code().name} {error.details()}"
             raise
-
-    async def _channel(self, address: str) -> _Channel:
-        entry = self._channels.get(address)
-        if entry is not None:
-            self._channels.move_to_end(address)
-            return entry
-        if len(self._channels) >= self.channels_max:
-            _, oldest = self._channels.popitem(last=False)
-            await oldest.channel.close(self.channel_close_grace_ms / 1000)
-        channel = (
-            grpc.aio.insecure_channel(address, options=self._options)
-            if self._credentials is None
-            else grpc.aio.secure_channel(address, self._credentials, options=self._options)
-        )
-        entry = _Channel(channel, pb_grpc.DisklessCoordinatorStub(channel), {})
-        self._channels[address] = entry
-        return entry
-
-
-@final
-@dataclass(slots=True)
-class _Channel:
-    """One address's channel, its stub, and the fast path's methods that hand back undecoded answers."""
-
-    channel: grpc.aio.Channel
-    stub: pb_grpc.DisklessCoordinatorAsyncStub
-    raw_methods: dict[str, grpc.aio.UnaryUnaryMultiCallable[Any, bytes]]
-
-    def raw(self, method: str) -> grpc.aio.UnaryUnaryMultiCallable[Any, bytes]:
-        callable_ = self.raw_methods.get(method)
-        if callable_ is None:
-            callable_ = self.channel.unary_unary(
-                f"/{SERVICE}/{method}", request_serializer=_serialize, response_deserializer=None
-            )
-            self.raw_methods[method] = callable_
-        return callable_
-
-
-def _serialize(message: Any) -> bytes:
-    return message.SerializeToString()  # type: ignore[no-any-return]

@@ -1,6 +1,7 @@
 """Settings: Kafka-style names, from defaults < properties file < environment < flags.
 
-Every bound of the service is a named setting here, validated at start-up.
+Every bound of the service is a named setting here. Where they are read from is
+`coordinator.settings_loading`; the rules they must keep, `coordinator.settings_rules`.
 An environment variable overrides a property by the name upper-cased with
 dots as underscores (`diskless.coordinator.queue.max.operations` is
 `DISKLESS_COORDINATOR_QUEUE_MAX_OPERATIONS`).
@@ -9,8 +10,6 @@ dots as underscores (`diskless.coordinator.queue.max.operations` is
 from __future__ import annotations
 
 import dataclasses
-import os
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -354,165 +353,15 @@ class Settings:
             changes[spec.name] = _convert(name, raw, type(getattr(self, spec.name)))
         return dataclasses.replace(self, **changes)
 
-    def validate(self) -> Settings:
-        """Raises SettingsError naming the first bad setting; returns self."""
-        positive = (
-            "coordinators", "queue_max_operations", "max_concurrent_rpcs", "group_commit_max_operations",
-            "commit_max_batches", "request_max_bytes", "request_timeout_ms", "request_timeout_max_ms",
-            "topic_partitions_max",
-            "find_batches_max_results", "request_max_items", "log_segment_bytes", "replay_batch_operations",
-            "state_cache_bytes",
-        )  # fmt: skip
-        for attr in positive:
-            if getattr(self, attr) <= 0:
-                raise SettingsError(f"{property_name(attr)} must be > 0, got {getattr(self, attr)}")
-        if self.coordinators > 4096:
-            raise SettingsError(f"{property_name('coordinators')} must be <= 4096, got {self.coordinators}")
-        if self.node_id < 0:
-            raise SettingsError(f"{property_name('node_id')} must be >= 0, got {self.node_id}")
-        if not 0 <= self.append_linger_ms <= 1000:
-            raise SettingsError(f"{property_name('append_linger_ms')} must be 0..1000, got {self.append_linger_ms}")
-        for attr in ("max_pending_calls", "max_pending_ms"):
-            if getattr(self, attr) <= 0:
-                raise SettingsError(f"{property_name(attr)} must be > 0, got {getattr(self, attr)}")
-        for attr in ("max_inflight_request_bytes", "min_remaining_deadline_ms"):
-            if getattr(self, attr) < 0:
-                raise SettingsError(f"{property_name(attr)} must be >= 0 (0: off), got {getattr(self, attr)}")
-        if self.stream_window_bytes != 0 and not 65535 <= self.stream_window_bytes < 2**31:
-            raise SettingsError(
-                f"{property_name('stream_window_bytes')} must be 0 (gRPC's default) or 65535..2^31-1, "
-                f"got {self.stream_window_bytes}"
-            )
-        if self.acl_reload_interval_ms < 0:
-            raise SettingsError(f"{property_name('acl_reload_interval_ms')} must be >= 0")
-        if self.log_format not in ("text", "json"):
-            raise SettingsError(f"{property_name('log_format')} must be text or json, got {self.log_format!r}")
-        if self.metrics_listen:
-            metrics_host, _, metrics_port = self.metrics_listen.rpartition(":")
-            if not metrics_host or not metrics_port.isdigit() or int(metrics_port) > 65535:
-                raise SettingsError(f"{property_name('metrics_listen')} must be HOST:PORT, got {self.metrics_listen!r}")
-        if not 0 < self.reload_backoff_ms <= self.reload_backoff_max_ms:
-            raise SettingsError(
-                f"{property_name('reload_backoff_ms')} must be > 0 and <= {property_name('reload_backoff_max_ms')}, "
-                f"got {self.reload_backoff_ms} and {self.reload_backoff_max_ms}"
-            )
-        if self.state_verify_on_load not in STATE_VERIFY_MODES:
-            raise SettingsError(
-                f"{property_name('state_verify_on_load')} must be one of {', '.join(STATE_VERIFY_MODES)}, "
-                f"got {self.state_verify_on_load!r}"
-            )
-        self._validate_snapshots()
-        self._validate_storage()
-        self._validate_files()
-        self._validate_replication()
-        if self.drain_timeout_ms < 0:
-            raise SettingsError(f"{property_name('drain_timeout_ms')} must be >= 0")
-        if self.log_segment_bytes < 1024:
-            raise SettingsError(f"{property_name('log_segment_bytes')} must be >= 1024, got {self.log_segment_bytes}")
-        if self.request_timeout_ms > self.request_timeout_max_ms:
-            raise SettingsError(
-                f"{property_name('request_timeout_ms')} ({self.request_timeout_ms}) must be <= "
-                f"{property_name('request_timeout_max_ms')} ({self.request_timeout_max_ms})"
-            )
-        host, _, port = self.listen.rpartition(":")
-        if not host or not port.isdigit() or int(port) > 65535:
-            raise SettingsError(f"{property_name('listen')} must be HOST:PORT, got {self.listen!r}")
-        return self
-
-    def _validate_replication(self) -> None:
-        for attr in (
-            "replication_factor", "min_insync_replicas", "replica_lag_time_max_ms", "node_heartbeat_interval_ms",
-            "cluster_refresh_interval_ms", "replica_fetch_wait_max_ms", "replica_fetch_backoff_ms",
-            "etcd_request_timeout_ms", "replica_buffer_bytes",
-        ):  # fmt: skip
-            if getattr(self, attr) <= 0:
-                raise SettingsError(f"{property_name(attr)} must be > 0, got {getattr(self, attr)}")
-        if self.min_insync_replicas > self.replication_factor:
-            raise SettingsError(
-                f"{property_name('min_insync_replicas')} ({self.min_insync_replicas}) must be <= "
-                f"{property_name('replication_factor')} ({self.replication_factor})"
-            )
-        if self.node_session_timeout_ms < 1000 or self.node_session_timeout_ms % 1000:
-            raise SettingsError(
-                f"{property_name('node_session_timeout_ms')} must be whole seconds >= 1000 (an etcd lease TTL), "
-                f"got {self.node_session_timeout_ms}"
-            )
-        if self.node_heartbeat_interval_ms * 2 > self.node_session_timeout_ms:
-            raise SettingsError(
-                f"{property_name('node_heartbeat_interval_ms')} ({self.node_heartbeat_interval_ms}) must be at most "
-                f"half of {property_name('node_session_timeout_ms')} ({self.node_session_timeout_ms})"
-            )
-        if self.replica_fetch_wait_max_ms >= self.replica_lag_time_max_ms:
-            raise SettingsError(
-                f"{property_name('replica_fetch_wait_max_ms')} ({self.replica_fetch_wait_max_ms}) must be below "
-                f"{property_name('replica_lag_time_max_ms')} ({self.replica_lag_time_max_ms})"
-            )
-        if self.replica_fetch_max_bytes < 1024:
-            raise SettingsError(f"{property_name('replica_fetch_max_bytes')} must be >= 1024")
-        if self.advertise:
-            host, _, port = self.advertise.rpartition(":")
-            if not host or not port.isdigit() or not 0 < int(port) < 65536:
-                raise SettingsError(f"{property_name('advertise')} must be HOST:PORT, got {self.advertise!r}")
-
     @property
     def clustered(self) -> bool:
         """Whether this node is one of a cluster (etcd endpoints given)."""
         return bool(self.etcd_endpoints)
 
-    def _validate_storage(self) -> None:
-        if self.storage_backend not in ("local", "s3"):
-            raise SettingsError(f"{property_name('storage_backend')} must be local or s3, got {self.storage_backend!r}")
-        if self.storage_backend == "s3" and not self.storage_s3_bucket:
-            raise SettingsError(f"{property_name('storage_s3_bucket')} must be set when the backend is s3")
-        if self.storage_request_timeout_ms <= 0:
-            raise SettingsError(f"{property_name('storage_request_timeout_ms')} must be > 0")
-
-    def _validate_files(self) -> None:
-        for attr in ("file_worker_interval_ms", "file_worker_max_files", "file_retry_backoff_ms"):
-            if getattr(self, attr) <= 0:
-                raise SettingsError(f"{property_name(attr)} must be > 0, got {getattr(self, attr)}")
-        for attr in ("file_deletion_grace_period_ms", "file_handover_probe_delay_ms", "orphan_scan_grace_period_ms"):
-            if getattr(self, attr) < 0:
-                raise SettingsError(f"{property_name(attr)} must be >= 0, got {getattr(self, attr)}")
-        if self.file_worker_max_files > 1000:  # one S3 DeleteObjects call takes at most 1,000 keys
-            raise SettingsError(f"{property_name('file_worker_max_files')} must be <= 1000")
-        if self.file_retry_backoff_max_ms < self.file_retry_backoff_ms:
-            raise SettingsError(
-                f"{property_name('file_retry_backoff_max_ms')} must be >= {property_name('file_retry_backoff_ms')}"
-            )
-        if self.orphan_scan_interval_ms <= 0:
-            raise SettingsError(f"{property_name('orphan_scan_interval_ms')} must be > 0")
-        if not 0 <= self.orphan_scan_max_orphan_percent <= 100:
-            raise SettingsError(f"{property_name('orphan_scan_max_orphan_percent')} must be 0..100")
-        try:
-            re.compile(self.orphan_scan_key_pattern)
-        except re.error as error:
-            raise SettingsError(
-                f"{property_name('orphan_scan_key_pattern')} is not a regular expression: {error}"
-            ) from None
-
     @property
     def storage_local_directory(self) -> Path:
         """The local object store's root: the setting, or <data dir>/objects."""
         return Path(self.storage_local_root) if self.storage_local_root else self.data_dir / "objects"
-
-    def _validate_snapshots(self) -> None:
-        for attr in ("snapshot_retained_count", "snapshot_copy_step_pages", "snapshot_retry_backoff_ms"):
-            if getattr(self, attr) <= 0:
-                raise SettingsError(f"{property_name(attr)} must be > 0, got {getattr(self, attr)}")
-        for attr in ("snapshot_interval_bytes", "snapshot_interval_ms", "snapshot_copy_max_bytes_per_second"):
-            if getattr(self, attr) < 0:
-                raise SettingsError(f"{property_name(attr)} must be >= 0 (0: off), got {getattr(self, attr)}")
-        if 0 < self.snapshot_interval_bytes < self.log_segment_bytes:
-            raise SettingsError(
-                f"{property_name('snapshot_interval_bytes')} ({self.snapshot_interval_bytes}) must be 0 or >= "
-                f"{property_name('log_segment_bytes')} ({self.log_segment_bytes})"
-            )
-        if self.snapshot_retry_backoff_max_ms < self.snapshot_retry_backoff_ms:
-            raise SettingsError(
-                f"{property_name('snapshot_retry_backoff_max_ms')} ({self.snapshot_retry_backoff_max_ms}) must be "
-                f">= {property_name('snapshot_retry_backoff_ms')} ({self.snapshot_retry_backoff_ms})"
-            )
 
 
 def property_name(attr: str) -> str:
@@ -523,41 +372,6 @@ def property_name(attr: str) -> str:
 def describe_settings() -> list[tuple[str, str, str]]:
     """(name, default, meaning) of every setting, for docs and `--help`."""
     return [(f.metadata["name"], str(f.default), f.metadata["doc"]) for f in dataclasses.fields(Settings)]
-
-
-def read_properties(path: Path) -> dict[str, str]:
-    """Parses a Java-style properties file (`name=value` or `name: value`, `#`/`!` comments)."""
-    result: dict[str, str] = {}
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        text = line.strip()
-        if not text or text[0] in "#!":
-            continue
-        separators = [i for i in (text.find("="), text.find(":")) if i > 0]
-        if not separators:
-            raise SettingsError(f"{path}:{number}: expected name=value, got {text!r}")
-        cut = min(separators)
-        result[text[:cut].strip()] = text[cut + 1 :].strip()
-    return result
-
-
-def environment_overrides(environ: Mapping[str, str]) -> dict[str, str]:
-    """Settings given as environment variables (DISKLESS_...)."""
-    result = {}
-    for f in dataclasses.fields(Settings):
-        variable = f.metadata["name"].upper().replace(".", "_")
-        if variable in environ:
-            result[f.metadata["name"]] = environ[variable]
-    return result
-
-
-def load_settings(config: Path | None, flags: Mapping[str, Any], environ: Mapping[str, str] | None = None) -> Settings:
-    """Defaults, then the properties file, then the environment, then flags (by property name)."""
-    settings = Settings()
-    if config is not None:
-        settings = settings.with_overrides(read_properties(config))
-    settings = settings.with_overrides(environment_overrides(os.environ if environ is None else environ))
-    settings = settings.with_overrides({k: v for k, v in flags.items() if v is not None})
-    return settings.validate()
 
 
 def _convert(name: str, raw: Any, kind: type) -> Any:

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from coordinator.object_store import StoreConfig
-from coordinator.settings import Settings, SettingsError, load_settings
+from coordinator.settings import Settings, SettingsError
+from coordinator.settings_loading import load_settings
 from spark.coordinator_client import DEFAULT_BOOTSTRAP, CoordinatorAccess
 from spark.rules import GRACE_FLOOR_MS, grace_problem
 

@@ -31,7 +31,7 @@ from coordinator.clock import ManualClock
 from coordinator.file_workers import FileWorker
 from coordinator.node import Node
 from coordinator.server import RunningServer, start_server
-from coordinator.settings import load_settings
+from coordinator.settings_loading import load_settings
 from protos import coordinator_pb2_grpc as pb_grpc
 from tests.harness import QUIET_FILE_WORKERS
 

@@ -55,6 +55,7 @@ RANKS: dict[str, float] = {
     "coordinator.shard.lifecycle": 1.9,
     "coordinator.shard.snapshots": 1.85,
     "coordinator.shard.pipeline": 1.8,
+    "coordinator.shard.availability": 1.5,  # the lifecycle's states and what each answers callers
     "coordinator.shard.loading": 1.8,
     "coordinator.peers": 1,
     "coordinator.state.replay": 1.5,

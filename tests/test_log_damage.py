@@ -26,9 +26,10 @@ from grpc_health.v1 import health_pb2
 import coordinator.log.frame as frame_module
 from coordinator import records
 from coordinator.log.frame import HEADER_BYTES, Frame, decode_frame, encode_frame
+from coordinator.log.inspection import scan_log, scan_position
 from coordinator.log.recovery import apply_recovery
 from coordinator.log.recovery_plan import RecoveryRefused, plan_recovery
-from coordinator.log.segments import SEGMENT_SUFFIX, CorruptLogError, MetadataLog, scan_log, scan_position
+from coordinator.log.segments import SEGMENT_SUFFIX, CorruptLogError, MetadataLog
 from coordinator.state.replay import rebuild_from_log
 from protos import coordinator_pb2 as pb
 from tests.harness import (

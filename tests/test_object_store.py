@@ -29,6 +29,7 @@ from coordinator.object_store import (
 from coordinator.object_store import local as local_backend
 from coordinator.object_store.base import DELETE_BATCH_MAX
 from coordinator.settings import Settings
+from coordinator.settings_rules import validated
 from tests.object_stores import ObjectStoreUnderTest, TcpToggleProxy
 
 # Valid on both backends (no key is also a directory), chosen so that per-directory order and
@@ -242,7 +243,7 @@ def test_new_wal_keys_match_the_pattern_and_fall_in_one_fanout_prefix(object_sto
 
 
 def test_storage_settings_configure_the_same_store(object_store_under_test: ObjectStoreUnderTest) -> None:
-    settings = Settings().with_overrides(object_store_under_test.settings).validate()
+    settings = validated(Settings().with_overrides(object_store_under_test.settings))
 
     config = StoreConfig.from_settings(settings)
 

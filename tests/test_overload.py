@@ -15,6 +15,7 @@ import grpc
 import pytest
 
 from coordinator.settings import Settings, SettingsError
+from coordinator.settings_rules import validated
 from protos import coordinator_pb2 as pb
 from protos import coordinator_pb2_grpc as pb_grpc
 from tests.harness import Broker, ServerProcess, batch, fetch_all_batches, high_watermark, laid_out
@@ -189,7 +190,7 @@ def test_a_call_with_too_little_deadline_left_is_refused_and_one_without_a_deadl
 )
 def test_a_negative_bound_is_refused_at_start(name: str) -> None:
     with pytest.raises(SettingsError, match=name):
-        Settings().with_overrides({name: "-1"}).validate()
+        validated(Settings().with_overrides({name: "-1"}))
 
 
 def test_calls_grpc_cancels_before_the_node_takes_them_up_show_in_the_metrics(tmp_path: Path) -> None:

@@ -6,7 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from coordinator.settings import Settings, SettingsError, load_settings, read_properties
+from coordinator.settings import Settings, SettingsError
+from coordinator.settings_loading import load_settings, read_properties
+from coordinator.settings_rules import validated
 
 
 def test_properties_file_syntax(tmp_path: Path) -> None:
@@ -41,7 +43,7 @@ def test_precedence_defaults_file_environment_flags(tmp_path: Path) -> None:
 )
 def test_nonsense_is_refused_with_the_setting_named(overrides: dict[str, str]) -> None:
     with pytest.raises(SettingsError) as refused:
-        Settings().with_overrides(overrides).validate()
+        validated(Settings().with_overrides(overrides))
     assert any(name in str(refused.value) for name in overrides)
 
 

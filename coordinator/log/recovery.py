@@ -38,10 +38,7 @@ from coordinator import records
 from coordinator.log.frame import encode_frame
 from coordinator.log.recovery_plan import RECOVERY_DIRECTORY_PREFIX, RecoveryOutcome, RecoveryPlan, RecoveryRefused
 from coordinator.log.recovery_report import plan_json_text
-from coordinator.log.segments import (
-    segment_bases,
-    segment_name,
-)
+from coordinator.log.segment_files import segment_bases, segment_name
 from snapshot.durable_files import flush_and_fsync, fsync_directory, fsync_file, part_path, write_durably
 from snapshot.snapshots import (
     DATA_SUFFIX,

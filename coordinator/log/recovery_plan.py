@@ -15,16 +15,11 @@ from pathlib import Path
 import apsw
 
 from coordinator import records
+from coordinator.log.damage import LogDamage
 from coordinator.log.frame import Frame, FrameSearchIncomplete, decode_frame, verifying_frames_after
+from coordinator.log.inspection import LogScan, scan_log
 from coordinator.log.record_descriptions import LostRecord, Names, describe_record
-from coordinator.log.segments import (
-    LogDamage,
-    LogPosition,
-    LogScan,
-    scan_log,
-    segment_bases,
-    segment_name,
-)
+from coordinator.log.segment_files import LogPosition, segment_bases, segment_name
 from snapshot.snapshots import (
     SnapshotManifest,
     list_snapshots,

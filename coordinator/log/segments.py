@@ -18,163 +18,24 @@ from __future__ import annotations
 
 import logging
 import os
-import re
-import shlex
 from bisect import bisect_left
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from coordinator.invariants import InvariantViolation, check_invariant
+from coordinator.log.damage import CorruptLogError, find_damage
 from coordinator.log.frame import (
     HEADER_BYTES,
     Frame,
-    FrameSearchIncomplete,
     decode_frame,
     encode_frame,
-    frame_problem,
-    verifying_frames_after,
 )
+from coordinator.log.segment_files import SEGMENT_SUFFIX, LogPosition, segment_bases, segment_name, walk_frames
 from snapshot.durable_files import flush_and_fsync, fsync_directory
 
 log = logging.getLogger(__name__)
-SEGMENT_SUFFIX = ".log"
-_COORDINATOR_DIRECTORY = re.compile(r"^coordinator-(\d+)$")
-
-
-@dataclass(frozen=True, slots=True)
-class LogPosition:
-    start_offset: int
-    end_offset: int  # exclusive: the next offset to write
-    last_epoch: int  # epoch of the last frame, 0 if none
-
-
-@dataclass(frozen=True, slots=True)
-class LogDamage:
-    """Where the log is damaged inside, and what still verifies after the damage."""
-
-    segment_path: Path
-    segment_size_bytes: int
-    byte_position: int  # of the frame that does not verify or does not continue
-    expected_offset: int  # the log offset that frame should start at: the verified log ends here
-    problem: str  # what is wrong at byte_position
-    following_frame_count: int  # frames after it that verify, with offsets >= expected (here and in later segments)
-    following_record_count: int
-    following_first_offset: int  # -1 when no frame follows
-    following_end_offset: int  # exclusive, -1 when no frame follows
-    search_complete: bool = True  # False: the search stopped at its budget, frames may follow unseen
-
-    @property
-    def is_torn_tail(self) -> bool:
-        """Nothing verifies after it: in the newest segment, what a crash mid-write leaves."""
-        return self.search_complete and self.following_frame_count == 0
-
-    def describe(self) -> str:
-        """The complete statement for an operator: where, what, what follows, and what to run."""
-        where = f"{self.segment_path}, byte {self.byte_position} of {self.segment_size_bytes}"
-        if not self.search_complete:
-            after = "the search for valid frames after it stopped at its budget, so acknowledged records may follow it"
-        elif self.following_frame_count:
-            after = (
-                f"{_count(self.following_frame_count, 'frame')} after it still verify "
-                f"({_count(self.following_record_count, 'record')}, "
-                f"log offsets {self.following_first_offset}..{self.following_end_offset - 1}): acknowledged records "
-                "follow the damage"
-            )
-        else:
-            after = "no frame after it verifies, but it is not the end of the log"
-        return (
-            f"metadata log damaged inside, not a torn tail: {where}, where log offset {self.expected_offset} was "
-            f"expected: {self.problem}; {after}. Nothing was truncated or changed. A coordinator does not load a log "
-            f"damaged inside: stop the node, run `{recover_command(self.segment_path.parent)}` to see what recovery "
-            "keeps and loses, then run it again with --yes"
-        )
-
-
-class CorruptLogError(Exception):
-    """The log is damaged inside (not at its tail): it cannot be trusted, and only an operator can settle it.
-
-    The message is the complete statement for the operator; `damage` says the same for code.
-    """
-
-    def __init__(self, message: str, damage: LogDamage | None = None) -> None:
-        super().__init__(message)
-        self.damage = damage
-
-
-@dataclass(frozen=True, slots=True)
-class LogScan:
-    """A log read without opening it for writing: what a start would find."""
-
-    position: LogPosition  # of the verified log: up to the damage when there is one
-    damage: LogDamage | None
-    torn_tail_bytes: int  # bytes at the end of the newest segment that a start would cut
-
-
-def _count(number: int, noun: str) -> str:
-    return f"{number} {noun}" if number == 1 else f"{number} {noun}s"
-
-
-def segment_name(base_offset: int) -> str:
-    return f"{base_offset:020d}{SEGMENT_SUFFIX}"
-
-
-def segment_bases(directory: Path) -> list[int]:
-    return sorted(int(p.name[: -len(SEGMENT_SUFFIX)]) for p in directory.glob(f"*{SEGMENT_SUFFIX}"))
-
-
-def recover_command(log_directory: Path) -> str:
-    """The command line an operator runs to recover the log in `log_directory` (`<data>/coordinator-<n>/log`)."""
-    coordinator_directory = log_directory.absolute().parent
-    match = _COORDINATOR_DIRECTORY.match(coordinator_directory.name)
-    if match is None:
-        return f"diskless log recover --data-dir <the data directory holding {coordinator_directory}>"
-    data_dir = shlex.quote(str(coordinator_directory.parent))
-    return f"diskless log recover --data-dir {data_dir} --coordinator {int(match.group(1))}"
-
-
-def _walk(data: bytes, base_offset: int) -> tuple[int, int, int]:
-    """Frames from the start of a segment while they verify and continue: (end offset, last epoch or 0, byte end)."""
-    end_offset, last_epoch, position = base_offset, 0, 0
-    while (decoded := decode_frame(data, position)) is not None and decoded[0].base_offset == end_offset:
-        frame, position = decoded
-        end_offset, last_epoch = frame.end_offset, frame.leader_epoch
-    return end_offset, last_epoch, position
-
-
-def find_damage(
-    path: Path, data: bytes, position: int, expected_offset: int, later_segments: Sequence[Path] = ()
-) -> LogDamage:
-    """What is wrong at `position` of a segment, and which frames still verify after it (here and later)."""
-    problem = frame_problem(data, position, expected_offset)
-    segment_base = int(path.name[: -len(SEGMENT_SUFFIX)])
-    if position == 0 and segment_base > expected_offset:
-        problem = (
-            f"the segment starts at log offset {segment_base}: offsets {expected_offset}..{segment_base - 1} are "
-            f"missing (a segment file is missing or was cut short); {problem}"
-        )
-    elif position == 0 and segment_base < expected_offset:
-        problem = f"the segment starts at log offset {segment_base}, inside the segment before it; {problem}"
-    count = records = 0
-    first = end = -1
-    complete = True
-    try:
-        for buffer in _buffers(data, later_segments):
-            for _, frame in verifying_frames_after(buffer, position if buffer is data else 0, expected_offset):
-                count, records = count + 1, records + frame.record_count
-                first = frame.base_offset if first < 0 else min(first, frame.base_offset)
-                end = max(end, frame.end_offset)
-    except FrameSearchIncomplete:
-        complete = False
-    return LogDamage(
-        path.absolute(), len(data), position, expected_offset, problem, count, records, first, end, complete
-    )
-
-
-def _buffers(data: bytes, later_segments: Sequence[Path]) -> Iterator[bytes]:
-    yield data
-    for path in later_segments:
-        yield path.read_bytes()
+# Named here too: the log's callers and tests take them from the module of the log.
+__all__ = ["SEGMENT_SUFFIX", "CorruptLogError", "LogPosition", "MetadataLog", "segment_name"]
 
 
 class MetadataLog:
@@ -224,7 +85,7 @@ class MetadataLog:
         """
         path = self._active_path()
         data = path.read_bytes()
-        end_offset, last_epoch, position = _walk(data, self._segments[-1])
+        end_offset, last_epoch, position = walk_frames(data, self._segments[-1])
         if position < len(data):
             damage = find_damage(path, data, position, end_offset)
             if not damage.is_torn_tail:
@@ -459,56 +320,3 @@ class MetadataLog:
             frame, following = decoded
             yield position, frame
             position, expected = following, frame.end_offset
-
-
-# ---------------------------------------------------------------------- inspection without opening
-
-
-def scan_log(directory: Path, from_offset: int | None = None) -> LogScan:
-    """What a start would find in the log, changing nothing.
-
-    Reads the newest segment (as an open does), or with `from_offset` every segment from the one
-    holding it (as a replay from there does), checking that each continues the one before. A torn
-    tail of the newest segment is reported (torn_tail_bytes), not cut; damage is reported, with the
-    position ending where the verified log ends.
-    """
-    bases = segment_bases(directory)
-    if not bases:
-        return LogScan(LogPosition(0, 0, 0), None, 0)
-    first_index = len(bases) - 1
-    if from_offset is not None:
-        first_index = max(0, sum(1 for b in bases if b <= from_offset) - 1)
-    expected, last_epoch = bases[first_index], 0
-    for index in range(first_index, len(bases)):
-        path = directory / segment_name(bases[index])
-        data = path.read_bytes()
-        later = [directory / segment_name(b) for b in bases[index + 1 :]]
-        if bases[index] != expected:  # the segment before it ends elsewhere: offsets missing or overlapping
-            return LogScan(LogPosition(bases[0], expected, last_epoch), find_damage(path, data, 0, expected, later), 0)
-        end_offset, epoch, position = _walk(data, bases[index])
-        last_epoch = epoch or last_epoch
-        if position < len(data):
-            damage = find_damage(path, data, position, end_offset, later)
-            if later or not damage.is_torn_tail:
-                return LogScan(LogPosition(bases[0], end_offset, last_epoch), damage, 0)
-            torn_bytes = len(data) - position
-            return LogScan(_with_epoch(directory, bases, end_offset, last_epoch), None, torn_bytes)
-        expected = end_offset
-    return LogScan(_with_epoch(directory, bases, expected, last_epoch), None, 0)
-
-
-def _with_epoch(directory: Path, bases: list[int], end_offset: int, last_epoch: int) -> LogPosition:
-    """The position, with the epoch of the newest frame found walking back from the newest segment if needed."""
-    for base_offset in reversed(bases[:-1]):
-        if last_epoch:
-            break
-        last_epoch = _walk((directory / segment_name(base_offset)).read_bytes(), base_offset)[1]
-    return LogPosition(bases[0], end_offset, last_epoch)
-
-
-def scan_position(directory: Path) -> LogPosition:
-    """The position a start would find (a torn tail not counted), for inspection; raises CorruptLogError on damage."""
-    scan = scan_log(directory)
-    if scan.damage is not None:
-        raise CorruptLogError(scan.damage.describe(), scan.damage)
-    return scan.position

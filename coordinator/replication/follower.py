@@ -29,7 +29,7 @@ from coordinator.log.frame import Frame, decode_frame
 from coordinator.log.segments import MetadataLog
 from coordinator.replication.role import ReplicaRole
 from coordinator.settings import Settings
-from coordinator.shard.ports import TOPIC_RECORD_KINDS, AppliedFrame, TopicRecordsApplied
+from coordinator.shard.ports import AppliedFrame, TopicRecordsApplied, topic_records
 from coordinator.state.store import StateStore
 from coordinator.view import CoordinatorView
 from protos import coordinator_pb2 as pb
@@ -264,10 +264,8 @@ class Follower:
             for record in batch:
                 interpreter.replay(self.view, record, end)
         self.view.forget_applied_files(self._store.applied_offset)
-        if self._on_topic_records is not None:
-            topic_records = [r for _, batch in ready for r in batch if r.WhichOneof("record") in TOPIC_RECORD_KINDS]
-            if topic_records:
-                self._on_topic_records(self.coordinator_id, topic_records)
+        if self._on_topic_records is not None and (found := topic_records(ready)):
+            self._on_topic_records(self.coordinator_id, found)
 
 
 def _short(error: BaseException) -> str:

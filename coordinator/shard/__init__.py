@@ -1,7 +1,7 @@
 """One coordinator (a shard): its lifecycle, loading, write pipeline and snapshots, behind `CoordinatorShard`."""
 
+from coordinator.shard.availability import ShardState
 from coordinator.shard.facade import CoordinatorShard, PartitionName, ShardStatistics
-from coordinator.shard.lifecycle import ShardState
 from coordinator.shard.loading import NEEDS_OPERATOR, failure_kind
 from coordinator.shard.operation import Check, Operation
 from coordinator.shard.ports import TopicRecordsApplied

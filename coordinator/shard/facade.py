@@ -22,10 +22,12 @@ import apsw
 from coordinator.clock import Clock
 from coordinator.errors import ErrorCode
 from coordinator.metrics import Metrics
+from coordinator.replication.leader import refused_epoch_end, refused_fetch
 from coordinator.replication.link import ClusterLink
 from coordinator.replication.role import ReplicaRole, RoleKind
 from coordinator.settings import Settings
-from coordinator.shard.lifecycle import Lifecycle, ShardState
+from coordinator.shard.availability import ShardState
+from coordinator.shard.lifecycle import Lifecycle
 from coordinator.shard.loading import Loaded
 from coordinator.shard.operation import Operation, RequestT, ResponseT
 from coordinator.shard.pipeline import Pipeline
@@ -296,8 +298,13 @@ class CoordinatorShard:
         """A follower's fetch, answered by this node's leader of the coordinator."""
         leader = self._lifecycle.leader
         if leader is None or self.state is not ShardState.ACTIVE:
-            return _not_leader_fetch(self.coordinator_id, self._lifecycle.role)
+            return refused_fetch(ErrorCode.NOT_LEADER_OR_FOLLOWER, self._not_leader_here())
         return await leader.fetch(request)
+
+    def _not_leader_here(self) -> str:
+        role = self._lifecycle.role
+        who = f"node {role.leader_node_id} (epoch {role.leader_epoch})" if role is not None else "unknown"
+        return f"this node does not lead coordinator {self.coordinator_id} now; its leader is {who}"
 
     def offset_for_leader_epoch(
         self, request: internal.OffsetForLeaderEpochRequest
@@ -306,29 +313,13 @@ class CoordinatorShard:
         leader = self._lifecycle.leader
         loaded = self._lifecycle.loaded
         if leader is None or loaded is None or self.state is not ShardState.ACTIVE:
-            refused = _not_leader_fetch(self.coordinator_id, self._lifecycle.role)
-            return internal.OffsetForLeaderEpochResponse(
-                error_code=refused.error_code, error_message=refused.error_message, leader_epoch=-1, end_offset=-1
-            )
+            return refused_epoch_end(ErrorCode.NOT_LEADER_OR_FOLLOWER, self._not_leader_here())
         if request.current_leader_epoch != leader.leader_epoch:
             code = ErrorCode.FENCED_LEADER_EPOCH
             if request.current_leader_epoch > leader.leader_epoch:
                 code = ErrorCode.UNKNOWN_LEADER_EPOCH
-            return internal.OffsetForLeaderEpochResponse(
-                error_code=code,
-                error_message=f"leader epoch {request.current_leader_epoch}, the leader's is {leader.leader_epoch}",
-                leader_epoch=-1,
-                end_offset=-1,
+            return refused_epoch_end(
+                code, f"leader epoch {request.current_leader_epoch}, the leader's is {leader.leader_epoch}"
             )
         epoch, end = loaded.epoch_cache.end_offset_for(request.leader_epoch, leader.log_end_offset)
         return internal.OffsetForLeaderEpochResponse(error_code=ErrorCode.NONE, leader_epoch=epoch, end_offset=end)
-
-
-def _not_leader_fetch(coordinator_id: int, role: ReplicaRole | None) -> internal.FetchLogResponse:
-    who = f"node {role.leader_node_id} (epoch {role.leader_epoch})" if role is not None else "unknown"
-    return internal.FetchLogResponse(
-        error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER,
-        error_message=f"this node does not lead coordinator {coordinator_id} now; its leader is {who}",
-        diverging_epoch=-1,
-        diverging_end_offset=-1,
-    )

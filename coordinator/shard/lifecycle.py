@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import enum
 import logging
 import time
 from collections.abc import Callable
@@ -39,6 +38,7 @@ from coordinator.replication.link import ClusterLink
 from coordinator.replication.role import ReplicaRole, RoleKind
 from coordinator.replication.snapshot_transfer import install_snapshot
 from coordinator.settings import Settings
+from coordinator.shard.availability import TRANSITIONS, ShardState, not_leading, unavailable
 from coordinator.shard.loading import (
     NEEDS_OPERATOR,
     STATE_DAMAGE,
@@ -54,21 +54,6 @@ from coordinator.shard.snapshots import SnapshotScheduler
 from coordinator.state.integrity import leave_clean_close_mark, take_clean_close_mark
 
 log = logging.getLogger(__name__)
-
-
-class ShardState(enum.Enum):
-    LOADING = "LOADING"
-    ACTIVE = "ACTIVE"
-    FAILED = "FAILED"
-    CLOSED = "CLOSED"
-
-
-_TRANSITIONS = {
-    ShardState.LOADING: {ShardState.ACTIVE, ShardState.FAILED, ShardState.CLOSED},
-    ShardState.ACTIVE: {ShardState.FAILED, ShardState.CLOSED, ShardState.LOADING},  # LOADING: a new role
-    ShardState.FAILED: {ShardState.LOADING, ShardState.CLOSED},
-    ShardState.CLOSED: set(),
-}
 
 
 @final
@@ -162,47 +147,17 @@ class Lifecycle:
 
     def require_active(self) -> None:
         """Raises CoordinatorUnavailable with the code a caller should see in this state."""
-        role = self._role
-        if role is not None and role.kind is RoleKind.NOT_REPLICA:
-            raise CoordinatorUnavailable(
-                ErrorCode.NOT_LEADER_OR_FOLLOWER,
-                f"node {role.node_id} holds no replica of coordinator "
-                f"{self.coordinator_id} (replicas {list(role.replicas)})",
-            )
-        if role is not None and role.kind is RoleKind.OFFLINE:
-            raise CoordinatorUnavailable(
-                ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                f"coordinator {self.coordinator_id} has no leader: none of its in-sync replicas {list(role.isr)} is "
-                "alive",
-            )
-        if self._state is ShardState.ACTIVE and not self._closing:
-            return
-        if self._closing or self._state is ShardState.CLOSED:
-            raise CoordinatorUnavailable(ErrorCode.NOT_COORDINATOR, f"coordinator {self.coordinator_id} is closing")
-        if self._state is ShardState.LOADING:
-            after = f" after a failure ({self._problem})" if self._problem else ""
-            raise CoordinatorUnavailable(
-                ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, f"coordinator {self.coordinator_id} is loading{after}"
-            )
-        raise CoordinatorUnavailable(
-            ErrorCode.COORDINATOR_NOT_AVAILABLE, f"coordinator {self.coordinator_id} is out of service: {self._problem}"
-        )
+        refusal = unavailable(self.coordinator_id, self._state, self._closing, self._problem, self._role)
+        if refusal is not None:
+            raise refusal
 
     def require_leader(self) -> None:
         """As require_active, and NOT_COORDINATOR on a follower (writes and ListOffsets go to the leader)."""
         self.require_active()
-        role = self._role
-        if role is None:
-            return
-        serving_as_leader = (
-            self._leader is not None and self._loaded_role is not None and role.same_leadership(self._loaded_role)
-        )
-        if role.kind is not RoleKind.LEADER or not serving_as_leader:  # a follower, or between roles
-            raise CoordinatorUnavailable(
-                ErrorCode.NOT_COORDINATOR,
-                f"node {role.node_id} follows coordinator {self.coordinator_id}; its leader is node "
-                f"{role.leader_node_id} at {role.leader_address} (epoch {role.leader_epoch})",
-            )
+        leading = self._leader is not None and self._loaded_role is not None
+        refusal = not_leading(self.coordinator_id, self._role, self._loaded_role if leading else None)
+        if refusal is not None:
+            raise refusal
 
     def set_role(self, role: ReplicaRole) -> None:
         """etcd says what this node now is for the coordinator; a new leadership means a new load."""
@@ -240,7 +195,7 @@ class Lifecycle:
 
     def _transition(self, target: ShardState) -> None:
         check_invariant(
-            target in _TRANSITIONS[self._state], f"coordinator {self.coordinator_id}: {self._state} -> {target}"
+            target in TRANSITIONS[self._state], f"coordinator {self.coordinator_id}: {self._state} -> {target}"
         )
         self._state = target
         self._on_state_change()

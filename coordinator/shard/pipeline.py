@@ -35,12 +35,12 @@ from coordinator.result import Result
 from coordinator.settings import Settings, property_name
 from coordinator.shard.operation import Operation, RequestT, ResponseT
 from coordinator.shard.ports import (
-    TOPIC_RECORD_KINDS,
     AppliedFrame,
     AppliedState,
     LogAppender,
     Replication,
     TopicRecordsApplied,
+    topic_records,
 )
 from coordinator.view import CoordinatorView
 from protos import records_pb2 as rec
@@ -359,11 +359,9 @@ class Pipeline:
         """Tells the node which partitions the applied records created or deleted, before anyone is answered."""
         if self._on_topic_records is None:
             return
-        topic_records = [
-            record for _, frame in applied for record in frame if record.WhichOneof("record") in TOPIC_RECORD_KINDS
-        ]
-        if topic_records:
-            self._on_topic_records(self.coordinator_id, topic_records)
+        found = topic_records(applied)
+        if found:
+            self._on_topic_records(self.coordinator_id, found)
 
     # ------------------------------------------------------------------ failure
 
