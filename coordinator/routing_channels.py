@@ -20,7 +20,7 @@ SERVICE = "diskless.coordinator.v1.DisklessCoordinator"
 # would cost about 0.6 µs per item (1 ms for a 1,600-batch commit); the scan about 30 µs. A match elsewhere
 # (inside a varint or a string) only sends the answer through the exact per-item check.
 _ERROR_CODE_FIELD = {"CommitFile": 1, "FindBatches": 2, "ListOffsets": 2, "DeleteRecords": 3, "DescribeFiles": 2}
-_RETRIABLE_CODE_BYTES = {  # per method: the tag of its item results' error_code (a varint), then a retriable code
+RETRIABLE_CODE_BYTES = {  # per method: the tag of its item results' error_code (a varint), then a retriable code
     method: re.compile(re.escape(bytes([field << 3])) + b"[" + re.escape(bytes(sorted(RETRIABLE_CODES))) + b"]")
     for method, field in _ERROR_CODE_FIELD.items()
 }
@@ -88,7 +88,7 @@ class ChannelPool:
 
 def decode_answer(method: str, raw: bytes) -> tuple[Any, bool]:
     """(the answer, whether an item of it may carry a retriable code) from its undecoded bytes."""
-    return _RESPONSE_TYPES[method].FromString(raw), _RETRIABLE_CODE_BYTES[method].search(raw) is not None
+    return _RESPONSE_TYPES[method].FromString(raw), RETRIABLE_CODE_BYTES[method].search(raw) is not None
 
 
 @final

@@ -17,7 +17,8 @@ from typing import Any, TypeVar
 import grpc
 import pytest
 
-from coordinator.routing_client import _RETRIABLE_CODE_BYTES, RoutingClient, RoutingError
+from coordinator.routing_channels import RETRIABLE_CODE_BYTES
+from coordinator.routing_client import RoutingClient, RoutingError
 from coordinator.routing_table import RETRIABLE_CODES
 from protos import coordinator_pb2 as pb
 from protos import coordinator_pb2_grpc as pb_grpc
@@ -310,4 +311,4 @@ def test_the_fast_path_byte_scan_never_misses_a_retriable_item(code: int) -> Non
         "DescribeFiles": pb.DescribeFilesResponse(files=[{"object_key": "wal/x", "error_code": code}]),
     }
     for method, answer in answers.items():
-        assert _RETRIABLE_CODE_BYTES[method].search(answer.SerializeToString()), method
+        assert RETRIABLE_CODE_BYTES[method].search(answer.SerializeToString()), method
