@@ -14,7 +14,7 @@ import grpc
 
 from protos import coordinator_pb2 as pb
 from protos import coordinator_pb2_grpc as pb_grpc
-from tests.etcd_process import EtcdCluster
+from coordinator.cluster.local_etcd import EtcdCluster
 from tests.harness import ServerProcess
 
 T = TypeVar("T")

@@ -15,7 +15,7 @@ from coordinator.cluster.etcd_store import (
     etcd_client,
     parse_etcd_endpoints,
 )
-from tests.etcd_process import EtcdCluster
+from coordinator.cluster.local_etcd import EtcdCluster
 
 
 @pytest.fixture(scope="module")

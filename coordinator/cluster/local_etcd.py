@@ -1,4 +1,6 @@
-"""A real etcd for tests: Debian's etcd-server, started on free loopback ports with its own data directory."""
+"""A local etcd for tests and benchmarks: Debian's etcd-server, started on free loopback ports with its own data
+directory (never a system service). Members can be killed and restarted one by one (their data directory kept).
+"""
 
 from __future__ import annotations
 
@@ -30,7 +32,12 @@ class EtcdMember:
     def endpoint(self) -> str:
         return f"127.0.0.1:{self.client_port}"
 
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
     def stop(self) -> None:
+        """kill -9: etcd's own WAL makes a member's restart lose nothing it acknowledged."""
         if self.process is not None and self.process.poll() is None:
             self.process.kill()
             self.process.wait(timeout=10)
@@ -53,30 +60,39 @@ class EtcdCluster:
         return ",".join(member.endpoint for member in self.members)
 
     def start(self) -> None:
-        initial = ",".join(f"{m.name}=http://127.0.0.1:{m.peer_port}" for m in self.members)
         for member in self.members:
-            member.data_dir.mkdir(parents=True, exist_ok=True)
-            log = open(member.data_dir.parent / f"{member.name}.log", "ab")  # noqa: SIM115 - the process keeps it
-            member.process = subprocess.Popen(
-                [
-                    self._binary,
-                    "--name", member.name,
-                    "--data-dir", str(member.data_dir),
-                    "--listen-client-urls", f"http://127.0.0.1:{member.client_port}",
-                    "--advertise-client-urls", f"http://127.0.0.1:{member.client_port}",
-                    "--listen-peer-urls", f"http://127.0.0.1:{member.peer_port}",
-                    "--initial-advertise-peer-urls", f"http://127.0.0.1:{member.peer_port}",
-                    "--initial-cluster", initial,
-                    "--initial-cluster-state", "new",
-                ],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )  # fmt: skip
-        self._wait_healthy()
+            self._launch(member)
+        self._wait_healthy(self.members)
 
-    def _wait_healthy(self) -> None:
+    def restart(self, member: EtcdMember) -> None:
+        """Starts a stopped member again on its ports and data directory (it rejoins its cluster)."""
+        member.stop()
+        self._launch(member)
+        self._wait_healthy([member])
+
+    def _launch(self, member: EtcdMember) -> None:
+        initial = ",".join(f"{m.name}=http://127.0.0.1:{m.peer_port}" for m in self.members)
+        member.data_dir.mkdir(parents=True, exist_ok=True)
+        log = open(member.data_dir.parent / f"{member.name}.log", "ab")  # noqa: SIM115 - the process keeps it
+        member.process = subprocess.Popen(
+            [
+                self._binary,
+                "--name", member.name,
+                "--data-dir", str(member.data_dir),
+                "--listen-client-urls", f"http://127.0.0.1:{member.client_port}",
+                "--advertise-client-urls", f"http://127.0.0.1:{member.client_port}",
+                "--listen-peer-urls", f"http://127.0.0.1:{member.peer_port}",
+                "--initial-advertise-peer-urls", f"http://127.0.0.1:{member.peer_port}",
+                "--initial-cluster", initial,
+                "--initial-cluster-state", "new",
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )  # fmt: skip
+
+    def _wait_healthy(self, members: list[EtcdMember]) -> None:
         deadline = time.monotonic() + ETCD_START_TIMEOUT_S
-        for member in self.members:
+        for member in members:
             while True:
                 assert member.process is not None
                 if member.process.poll() is not None:
