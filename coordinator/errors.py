@@ -65,6 +65,12 @@ class ShuttingDown(CallRejected):
     status = grpc.StatusCode.UNAVAILABLE
 
 
+class PeerUnreachable(CallRejected):
+    """A call this node forwards (it holds no replica to answer from) could not reach the node that can."""
+
+    status = grpc.StatusCode.UNAVAILABLE
+
+
 class MalformedRequest(CallRejected):
     """Too malformed to answer item by item, or past a per-call limit."""
 

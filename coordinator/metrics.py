@@ -92,6 +92,11 @@ class Metrics:
             "needs_operator, invariant, error); diskless_coordinator_up says whether it serves now.",
             ["coordinator", "kind"], registry=r,
         )  # fmt: skip
+        self.replica_fetch = Histogram(
+            "diskless_replica_fetch_seconds", "A follower's FetchLog round trips to its leader, by coordinator and "
+            "whether the answer carried records (an empty one includes the leader's long-poll wait).",
+            ["coordinator", "returned"], registry=r, buckets=LATENCY_BUCKETS_S,
+        )  # fmt: skip
         self.group_operations = Histogram(
             "diskless_coordinator_group_operations", "Operations per group commit (one log write and fsync).",
             ["coordinator"], registry=r, buckets=GROUP_BUCKETS,

@@ -64,7 +64,7 @@ class Node:
         # Derived from the coordinators' records only: rebuilt when one (re)loads, followed as they apply.
         self.catalog = TopicCatalog()
         self.peers = PeerClient(settings, self._peer_address)
-        self.router = Router(self.shards, settings, clock, self.metrics, self.catalog, self.peers)
+        self.router = Router(self.shards, settings, clock, self.metrics, self.catalog, self.peers, self._catalog_holder)
         self._clock = clock
         self.object_store: ObjectStore | None = None
         self.file_workers: list[FileWorker] = []
@@ -76,6 +76,19 @@ class Node:
             host, _, port = role.leader_address.rpartition(":")
             return PeerAddress(host, int(port))
         return PeerAddress(self.router.endpoint.host, self.router.endpoint.port)
+
+    def _catalog_holder(self) -> str | None:
+        """Where brokers' catalog calls go from a node holding no replica: coordinator 0's leader.
+
+        The cluster formed on its first `replication.factor` nodes, each holding every coordinator, so that
+        leader knows every partition. None where this node holds a replica (it answers itself) or no leader
+        is known (the call is answered here, with retriable errors).
+        """
+        roles = [shard.role for shard in self.shards]
+        if not roles or any(role is None or role.kind is not RoleKind.NOT_REPLICA for role in roles):
+            return None
+        first = roles[0]
+        return first.leader_address if first is not None and first.leader_address else None
 
     async def load(self) -> bool:
         """Loads every coordinator; True when all are ACTIVE.

@@ -244,14 +244,26 @@ def describe(args: argparse.Namespace) -> int:
                     c.leader.leader_epoch if c.HasField("leader") else -1,
                     ",".join(map(str, c.isr)),
                     c.high_watermark,
+                    _lag_cell(c),
                 )
             )
     print_rows(
         rows, args.json, "coordinators",
-        ("coordinator_id", "state", "role", "leader", "leader_epoch", "isr", "applied_offset", "high_watermark",
+        ("coordinator_id", "state", "role", "leader", "leader_epoch", "isr", "lag", "applied_offset", "high_watermark",
          "log_start_offset", "log_end_offset", "newest_snapshot", "partitions", "live_files", "live_batches", "error"),
     )  # fmt: skip
     return 1 if any(r.error for r in rows) else 0
+
+
+def _lag_cell(description: pb.CoordinatorDescription) -> str:
+    """NODE:LAG for each follower where the answering node leads; the follower's own lag where it follows."""
+    if description.role == "FOLLOWER":
+        return str(description.replica_lag)
+    return ",".join(
+        f"{p.node_id}:{p.lag if p.lag >= 0 else '?'}"
+        for p in description.replica_progress
+        if p.node_id != description.node_id
+    )
 
 
 _SNAPSHOT_COLUMNS = ("coordinator_id", "snapshot", "size_bytes", "crc32", "created_at_ms", "verified", "problem")

@@ -1,10 +1,10 @@
 """The client side of calls between coordinators (protos/internal.proto), over gRPC.
 
 Every call goes through a socket to the node that leads the target
-coordinator, even when that node is this one, so one code path serves both.
-Today a node hosts every coordinator 0..N-1 (DESIGN §2 before replication),
-so every coordinator's endpoint is this node's listen address; the lookup is
-one function to replace when coordinators spread over nodes.
+coordinator, even when that node is this one, so one code path serves both:
+alone, every coordinator's endpoint is this node's listen address; in a
+cluster, its leader's as etcd says. A node holding no replica (a node added
+after the cluster formed) also forwards brokers' catalog calls (`forward_call`).
 
 The node's own TLS set-up is its client identity: it trusts
 `diskless.ssl.ca.location` (or, without a CA, its own certificate) and shows
@@ -15,15 +15,20 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import grpc
 
+from coordinator.errors import PeerUnreachable
 from coordinator.settings import Settings
 from coordinator.tls import tls_files
 from coordinator.view import FileFacts
 from protos import coordinator_pb2 as pb
+from protos import coordinator_pb2_grpc as pb_grpc
 from protos import internal_pb2 as internal
 from protos import internal_pb2_grpc as internal_grpc
+
+RequestT = TypeVar("RequestT")
 
 
 class PeerError(Exception):
@@ -55,6 +60,13 @@ class PeerClient:
 
     def internal_stub(self, target: str) -> internal_grpc.CoordinatorInternalAsyncStub:
         """A stub of the internal service at HOST:PORT, on one channel per address."""
+        return internal_grpc.CoordinatorInternalStub(self._channel(target))
+
+    def coordinator_stub(self, target: str) -> pb_grpc.DisklessCoordinatorAsyncStub:
+        """A stub of the brokers' service at HOST:PORT (a call forwarded as a broker would make it)."""
+        return pb_grpc.DisklessCoordinatorStub(self._channel(target))
+
+    def _channel(self, target: str) -> grpc.aio.Channel:
         channel = self._channels.get(target)
         if channel is None:
             credentials = self._credentials()
@@ -68,7 +80,7 @@ class PeerClient:
                 else grpc.aio.insecure_channel(target, options=options)
             )
             self._channels[target] = channel
-        return internal_grpc.CoordinatorInternalStub(channel)
+        return channel
 
     def _credentials(self) -> grpc.ChannelCredentials | None:
         files = tls_files(self._settings)
@@ -150,3 +162,11 @@ async def change_topic_at(
     except grpc.RpcError as error:
         return pb.COORDINATOR_NOT_AVAILABLE, f"coordinator {request.coordinator_id}'s leader: {_describe(error)}"
     return response.error_code, response.error_message
+
+
+async def forward_call(peers: PeerClient, target: str, method: str, request: RequestT, timeout_s: float) -> Any:
+    """A broker's call passed on whole to the node at `target` (from a node that holds no replica)."""
+    try:
+        return await getattr(peers.coordinator_stub(target), method)(request, timeout=timeout_s)
+    except grpc.RpcError as error:
+        raise PeerUnreachable(f"{method} forwarded to {target}: {_describe(error)}") from error

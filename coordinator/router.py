@@ -7,8 +7,8 @@ error; the others go on.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
-from typing import final
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from typing import Any, TypeVar, cast, final
 
 from coordinator.catalog import TopicCatalog
 from coordinator.clock import Clock
@@ -26,7 +26,7 @@ from coordinator.operations.commit_file import CommitFiles
 from coordinator.operations.coordinators import Endpoint
 from coordinator.operations.routing import NodeCoordinators
 from coordinator.operations.topic_admin import TopicAdmin
-from coordinator.peers import PeerClient
+from coordinator.peers import PeerClient, forward_call
 from coordinator.replication.leader import refused_epoch_end, refused_fetch
 from coordinator.replication.snapshot_transfer import stream_snapshot
 from coordinator.settings import Settings
@@ -35,6 +35,8 @@ from protos import coordinator_pb2 as pb
 from protos import internal_pb2 as internal
 
 __all__ = ["Endpoint", "Router"]
+
+RequestT = TypeVar("RequestT")
 
 
 @final
@@ -47,6 +49,7 @@ class Router:
         metrics: Metrics,
         catalog: TopicCatalog,
         peers: PeerClient | None = None,
+        catalog_holder: Callable[[], str | None] = lambda: None,
     ) -> None:
         self.shards = list(shards)
         self.settings = settings
@@ -55,11 +58,27 @@ class Router:
         self._coordinators = NodeCoordinators(self.shards, catalog, settings, metrics)
         self._topic_admin = TopicAdmin(self._coordinators, peers)
         self._commits = CommitFiles(self._coordinators, clock)
+        self._peers = peers
+        # Where catalog calls go when this node holds no replica at all (a node added after the cluster formed).
+        self._catalog_holder = catalog_holder
+
+    def _forwarded(self, method: str, request: RequestT, timeout_ms: int = 0) -> Awaitable[Any] | None:
+        """The call passed on to a node that holds the catalog, where this one holds none; else None."""
+        holder = self._catalog_holder() if self._peers is not None else None
+        if holder is None or self._peers is None:
+            return None
+        return forward_call(self._peers, holder, method, request, self._coordinators.timeout_s(timeout_ms))
 
     async def create_partitions(self, request: pb.CreatePartitionsRequest) -> pb.CreatePartitionsResponse:
+        forwarded = self._forwarded("CreatePartitions", request, request.timeout_ms)
+        if forwarded is not None:
+            return cast(pb.CreatePartitionsResponse, await forwarded)
         return await self._topic_admin.create_partitions(request)
 
     async def delete_topics(self, request: pb.DeleteTopicsRequest) -> pb.DeleteTopicsResponse:
+        forwarded = self._forwarded("DeleteTopics", request, request.timeout_ms)
+        if forwarded is not None:
+            return cast(pb.DeleteTopicsResponse, await forwarded)
         return await self._topic_admin.delete_topics(request)
 
     async def commit_file(self, request: pb.CommitFileRequest) -> pb.CommitFileResponse:
@@ -77,7 +96,12 @@ class Router:
     def describe_files(self, request: pb.DescribeFilesRequest) -> pb.DescribeFilesResponse:
         return describe_files.describe_files(self._coordinators, request)
 
-    def find_coordinator(self, request: pb.FindCoordinatorRequest) -> pb.FindCoordinatorResponse:
+    def find_coordinator(
+        self, request: pb.FindCoordinatorRequest
+    ) -> pb.FindCoordinatorResponse | Awaitable[pb.FindCoordinatorResponse]:
+        forwarded = self._forwarded("FindCoordinator", request)
+        if forwarded is not None:
+            return cast(Awaitable[pb.FindCoordinatorResponse], forwarded)
         return coordinators.find_coordinator(self._coordinators, self.endpoint, request)
 
     def describe_coordinators(self, request: pb.DescribeCoordinatorsRequest) -> pb.DescribeCoordinatorsResponse:

@@ -192,6 +192,18 @@ def coordinator_gauges(node: Node) -> Iterator[tuple[str, str, str, dict[str, st
                "gauge", labels, float(len(role.isr)) if role is not None else 1.0)  # fmt: skip
         yield ("diskless_coordinator_leader_epoch", "The leader epoch this replica serves in.", "gauge", labels,
                statistics.leader_epoch)  # fmt: skip
+        yield ("diskless_coordinator_leader_changes", "New leaderships this replica was told of since the node "
+               "started.", "counter", labels, statistics.leader_changes)  # fmt: skip
+        yield ("diskless_coordinator_replica_lag", "Offsets this follower is behind its leader's log end (0 on the "
+               "leader).", "gauge", labels, statistics.replica_lag)  # fmt: skip
+        for progress in shard.replica_progress():  # on the leader: each follower as it sees it
+            if progress.node_id == node.settings.node_id:
+                continue
+            follower = {**labels, "replica": str(progress.node_id)}
+            yield ("diskless_coordinator_follower_lag", "Offsets a follower is behind this leader's log end (-1 "
+                   "before its first fetch in the epoch).", "gauge", follower, progress.lag)  # fmt: skip
+            yield ("diskless_coordinator_follower_caught_up_age_seconds", "Seconds since a follower was last caught "
+                   "up with this leader's log end.", "gauge", follower, progress.caught_up_age_ms / 1000)  # fmt: skip
         if statistics.last_snapshot_created_at_ms >= 0:
             age_s = max(0.0, time.time() - statistics.last_snapshot_created_at_ms / 1000)
             yield ("diskless_coordinator_snapshot_age_seconds", "Seconds since the newest snapshot was taken.",

@@ -304,6 +304,11 @@ class Settings:
         500,
         "how long the leader holds a follower's fetch when there is nothing new (long poll)",
     )
+    replica_socket_timeout_ms: int = _setting(
+        "diskless.coordinator.replica.socket.timeout.ms",
+        10000,
+        "deadline of a follower's call to its leader (a fetch: beyond its long-poll wait; a snapshot: between chunks)",
+    )
     replica_fetch_backoff_ms: int = _setting(
         "diskless.coordinator.replica.fetch.backoff.ms",
         50,

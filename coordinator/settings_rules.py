@@ -82,7 +82,7 @@ def _replication(settings: Settings) -> None:
     for attr in (
         "replication_factor", "min_insync_replicas", "replica_lag_time_max_ms", "node_heartbeat_interval_ms",
         "cluster_refresh_interval_ms", "replica_fetch_wait_max_ms", "replica_fetch_backoff_ms",
-        "etcd_request_timeout_ms", "replica_buffer_bytes",
+        "etcd_request_timeout_ms", "replica_buffer_bytes", "replica_socket_timeout_ms",
     ):  # fmt: skip
         if getattr(settings, attr) <= 0:
             raise SettingsError(f"{property_name(attr)} must be > 0, got {getattr(settings, attr)}")
@@ -105,6 +105,11 @@ def _replication(settings: Settings) -> None:
         raise SettingsError(
             f"{property_name('replica_fetch_wait_max_ms')} ({settings.replica_fetch_wait_max_ms}) must be below "
             f"{property_name('replica_lag_time_max_ms')} ({settings.replica_lag_time_max_ms})"
+        )
+    if settings.replica_socket_timeout_ms <= settings.replica_fetch_wait_max_ms:
+        raise SettingsError(
+            f"{property_name('replica_socket_timeout_ms')} ({settings.replica_socket_timeout_ms}) must be above "
+            f"{property_name('replica_fetch_wait_max_ms')} ({settings.replica_fetch_wait_max_ms})"
         )
     if settings.replica_fetch_max_bytes < 1024:
         raise SettingsError(f"{property_name('replica_fetch_max_bytes')} must be >= 1024")

@@ -504,7 +504,7 @@ class DescribeCoordinatorsRequest(_message.Message):
     def __init__(self, coordinator_ids: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class CoordinatorDescription(_message.Message):
-    __slots__ = ("coordinator_id", "error_code", "error_message", "leader", "partition_count", "live_file_count", "live_batch_count", "oldest_live_file_timestamp", "files_awaiting_deletion", "files_awaiting_handover", "log_start_offset", "log_end_offset", "high_watermark", "applied_offset", "last_snapshot_end_offset", "log_flush_count", "log_append_count", "queued_operations", "state", "node_id", "role", "isr", "replica_node_ids")
+    __slots__ = ("coordinator_id", "error_code", "error_message", "leader", "partition_count", "live_file_count", "live_batch_count", "oldest_live_file_timestamp", "files_awaiting_deletion", "files_awaiting_handover", "log_start_offset", "log_end_offset", "high_watermark", "applied_offset", "last_snapshot_end_offset", "log_flush_count", "log_append_count", "queued_operations", "state", "node_id", "role", "isr", "replica_node_ids", "replica_progress", "replica_lag", "leader_changes")
     COORDINATOR_ID_FIELD_NUMBER: _ClassVar[int]
     ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
     ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
@@ -528,6 +528,9 @@ class CoordinatorDescription(_message.Message):
     ROLE_FIELD_NUMBER: _ClassVar[int]
     ISR_FIELD_NUMBER: _ClassVar[int]
     REPLICA_NODE_IDS_FIELD_NUMBER: _ClassVar[int]
+    REPLICA_PROGRESS_FIELD_NUMBER: _ClassVar[int]
+    REPLICA_LAG_FIELD_NUMBER: _ClassVar[int]
+    LEADER_CHANGES_FIELD_NUMBER: _ClassVar[int]
     coordinator_id: int
     error_code: ErrorCode
     error_message: str
@@ -551,7 +554,26 @@ class CoordinatorDescription(_message.Message):
     role: str
     isr: _containers.RepeatedScalarFieldContainer[int]
     replica_node_ids: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, coordinator_id: _Optional[int] = ..., error_code: _Optional[_Union[ErrorCode, str]] = ..., error_message: _Optional[str] = ..., leader: _Optional[_Union[CoordinatorEndpoint, _Mapping]] = ..., partition_count: _Optional[int] = ..., live_file_count: _Optional[int] = ..., live_batch_count: _Optional[int] = ..., oldest_live_file_timestamp: _Optional[int] = ..., files_awaiting_deletion: _Optional[int] = ..., files_awaiting_handover: _Optional[int] = ..., log_start_offset: _Optional[int] = ..., log_end_offset: _Optional[int] = ..., high_watermark: _Optional[int] = ..., applied_offset: _Optional[int] = ..., last_snapshot_end_offset: _Optional[int] = ..., log_flush_count: _Optional[int] = ..., log_append_count: _Optional[int] = ..., queued_operations: _Optional[int] = ..., state: _Optional[str] = ..., node_id: _Optional[int] = ..., role: _Optional[str] = ..., isr: _Optional[_Iterable[int]] = ..., replica_node_ids: _Optional[_Iterable[int]] = ...) -> None: ...
+    replica_progress: _containers.RepeatedCompositeFieldContainer[ReplicaProgress]
+    replica_lag: int
+    leader_changes: int
+    def __init__(self, coordinator_id: _Optional[int] = ..., error_code: _Optional[_Union[ErrorCode, str]] = ..., error_message: _Optional[str] = ..., leader: _Optional[_Union[CoordinatorEndpoint, _Mapping]] = ..., partition_count: _Optional[int] = ..., live_file_count: _Optional[int] = ..., live_batch_count: _Optional[int] = ..., oldest_live_file_timestamp: _Optional[int] = ..., files_awaiting_deletion: _Optional[int] = ..., files_awaiting_handover: _Optional[int] = ..., log_start_offset: _Optional[int] = ..., log_end_offset: _Optional[int] = ..., high_watermark: _Optional[int] = ..., applied_offset: _Optional[int] = ..., last_snapshot_end_offset: _Optional[int] = ..., log_flush_count: _Optional[int] = ..., log_append_count: _Optional[int] = ..., queued_operations: _Optional[int] = ..., state: _Optional[str] = ..., node_id: _Optional[int] = ..., role: _Optional[str] = ..., isr: _Optional[_Iterable[int]] = ..., replica_node_ids: _Optional[_Iterable[int]] = ..., replica_progress: _Optional[_Iterable[_Union[ReplicaProgress, _Mapping]]] = ..., replica_lag: _Optional[int] = ..., leader_changes: _Optional[int] = ...) -> None: ...
+
+class ReplicaProgress(_message.Message):
+    __slots__ = ("node_id", "log_end_offset", "lag", "in_sync", "last_fetch_age_ms", "caught_up_age_ms")
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    LOG_END_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    LAG_FIELD_NUMBER: _ClassVar[int]
+    IN_SYNC_FIELD_NUMBER: _ClassVar[int]
+    LAST_FETCH_AGE_MS_FIELD_NUMBER: _ClassVar[int]
+    CAUGHT_UP_AGE_MS_FIELD_NUMBER: _ClassVar[int]
+    node_id: int
+    log_end_offset: int
+    lag: int
+    in_sync: bool
+    last_fetch_age_ms: int
+    caught_up_age_ms: int
+    def __init__(self, node_id: _Optional[int] = ..., log_end_offset: _Optional[int] = ..., lag: _Optional[int] = ..., in_sync: _Optional[bool] = ..., last_fetch_age_ms: _Optional[int] = ..., caught_up_age_ms: _Optional[int] = ...) -> None: ...
 
 class DescribeCoordinatorsResponse(_message.Message):
     __slots__ = ("coordinators",)

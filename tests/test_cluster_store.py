@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import Iterator
 
 import pytest
@@ -96,3 +97,16 @@ def test_etcd_endpoints_that_are_not_host_port_are_refused(text: str) -> None:
 
 def test_etcd_endpoints_parse() -> None:
     assert parse_etcd_endpoints("127.0.0.1:2379,[::1]:2380") == [("127.0.0.1", 2379), ("[::1]", 2380)]
+
+
+def test_a_cluster_forms_on_its_first_registered_nodes_whoever_asks(etcd: EtcdCluster) -> None:
+    async def scenario() -> list[int]:
+        store = _store(etcd, f"/first-{uuid.uuid4().hex}")
+        try:
+            for node_id in (5, 2, 9, 1):  # registered in this order
+                await store.register_node(NodeEndpoint(node_id, "127.0.0.1", 9000 + node_id), ttl_s=30)
+            return await store.first_registered(3)
+        finally:
+            await store.close()
+
+    assert asyncio.run(scenario()) == [5, 2, 9]

@@ -65,12 +65,10 @@ def role_of(
     """What this node is for a coordinator, from its assignment and the live nodes (pure)."""
     if assignment is None:
         return ReplicaRole(RoleKind.OFFLINE, node_id, NO_LEADER, -1, "", (), ())
-    if node_id not in assignment.replicas:
-        return ReplicaRole(
-            RoleKind.NOT_REPLICA, node_id, assignment.leader, assignment.leader_epoch, "", assignment.replicas, ()
-        )
     leader = live.get(assignment.leader)
-    if assignment.leader == NO_LEADER or leader is None or (assignment.leader == node_id and not session_valid):
+    if node_id not in assignment.replicas:
+        kind = RoleKind.NOT_REPLICA  # still told where the leader is: a node with no replica forwards to it
+    elif assignment.leader == NO_LEADER or leader is None or (assignment.leader == node_id and not session_valid):
         kind = RoleKind.OFFLINE
     else:
         kind = RoleKind.LEADER if assignment.leader == node_id else RoleKind.FOLLOWER
@@ -115,7 +113,10 @@ class ClusterController:
             if len(self.assignments) == self.config.coordinators:
                 return self.config
             if len(self.live) >= self.config.replication_factor:
-                fresh = assign_replicas(self.config.coordinators, sorted(self.live), self.config.replication_factor)
+                # DESIGN §6a: the first `replication.factor` registered nodes, whoever computes it, so that
+                # concurrent formers write one assignment and every node it names holds every coordinator.
+                formers = await self._store.first_registered(self.config.replication_factor)
+                fresh = assign_replicas(self.config.coordinators, formers, self.config.replication_factor)
                 for coordinator_id, assignment in fresh.items():
                     if coordinator_id not in self.assignments:
                         await self._store.compare_and_set(coordinator_id, 0, assignment)

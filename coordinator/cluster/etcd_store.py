@@ -148,6 +148,12 @@ class ClusterStore:
             nodes[node_id] = NodeEndpoint(node_id, value["host"], int(value["port"]))
         return nodes
 
+    async def first_registered(self, count: int) -> list[int]:
+        """The `count` live nodes registered first (by their keys' creation revision): the nodes a cluster forms on."""
+        kvs = await self._client.get_prefix(self._key("nodes") + b"/")
+        ordered = sorted(kvs, key=lambda kv: (int(kv.create_revision), kv.key))
+        return [int(kv.key.rsplit(b"/", 1)[1]) for kv in ordered[:count]]
+
     # ------------------------------------------------------------------ the cluster's configuration
 
     async def form(self, wanted: ClusterConfig) -> ClusterConfig:

@@ -132,3 +132,11 @@ def _describe(
     description.role = shard.served_role
     description.isr.extend([coordinators.settings.node_id] if role is None else role.isr)
     description.replica_node_ids.extend([coordinators.settings.node_id] if role is None else role.replicas)
+    description.replica_lag = statistics.replica_lag
+    description.leader_changes = statistics.leader_changes
+    for progress in shard.replica_progress():
+        description.replica_progress.add(
+            node_id=progress.node_id, log_end_offset=progress.log_end_offset, lag=progress.lag,
+            in_sync=progress.in_sync, last_fetch_age_ms=progress.last_fetch_age_ms,
+            caught_up_age_ms=progress.caught_up_age_ms,
+        )  # fmt: skip

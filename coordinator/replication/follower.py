@@ -14,10 +14,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Coroutine
 from concurrent.futures import Executor
 from dataclasses import dataclass
-from typing import final
+from typing import Any, final
 
 import grpc
 
@@ -61,6 +62,11 @@ class FollowerStatistics:
     applied_offset: int
     leader_log_end_offset: int
 
+    @property
+    def lag(self) -> int:
+        """Offsets behind the leader's log end as the last fetch said (0 before the first answer)."""
+        return max(0, self.leader_log_end_offset - self.log_end_offset) if self.leader_log_end_offset >= 0 else 0
+
 
 def decode_fetched(frames: bytes, expected_base: int) -> list[Frame]:
     """Every frame of a fetch answer, verified and contiguous from `expected_base`; ValueError otherwise."""
@@ -95,8 +101,10 @@ class Follower:
         stub: Callable[[str], internal_grpc.CoordinatorInternalAsyncStub],
         on_flushed: Callable[[], None],
         on_topic_records: TopicRecordsApplied | None,
+        observe_fetch: Callable[[float, bool], None] = lambda seconds, returned_frames: None,
     ) -> None:
         self.coordinator_id = coordinator_id
+        self._observe_fetch = observe_fetch  # each answered fetch's round trip, long-poll wait included
         self._role = role
         self._settings = settings
         self._log = metadata_log
@@ -111,11 +119,13 @@ class Follower:
         self.high_watermark = store.applied_offset
         self.leader_log_end_offset = -1
         self._closed = False
-        self._wake = asyncio.Event()
+        self._wake = asyncio.Event()  # ends a backoff sleep early
+        self._closing = asyncio.Event()  # ends a call in flight: a paused leader would hold it to its deadline
 
     def close(self) -> None:
         self._closed = True
         self._wake.set()
+        self._closing.set()
 
     def statistics(self) -> FollowerStatistics:
         return FollowerStatistics(
@@ -130,9 +140,9 @@ class Follower:
         while not self._closed:
             try:
                 if not truncated:
-                    await self._truncate_to_leader()
+                    await self._unless_closed(self._truncate_to_leader())
                     truncated = True
-                await self._fetch_once()
+                await self._unless_closed(self._fetch_once())
                 backoff.succeeded()
                 failures = 0
             except (NeedsSnapshot, OSError) as error:
@@ -148,6 +158,21 @@ class Follower:
                 failures += 1
                 await self._sleep(wait_ms / 1000)
         return None
+
+    async def _unless_closed(self, step: Coroutine[Any, Any, None]) -> None:
+        """Runs one step; a close cancels it, so a new role does not wait for a call to a silent leader."""
+        running = asyncio.ensure_future(step)
+        closing = asyncio.ensure_future(self._closing.wait())
+        try:
+            await asyncio.wait([running, closing], return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            closing.cancel()
+        if not running.done():
+            running.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await running
+            return
+        running.result()
 
     async def _sleep(self, seconds: float) -> None:
         self._wake.clear()
@@ -167,7 +192,7 @@ class Follower:
                 current_leader_epoch=self._role.leader_epoch,
                 leader_epoch=latest,
             ),
-            timeout=self._settings.etcd_request_timeout_ms / 1000,
+            timeout=self._settings.replica_socket_timeout_ms / 1000,
         )
         if response.error_code != ErrorCode.NONE:
             raise LeaderRefused(f"{pb.ErrorCode.Name(response.error_code)}: {response.error_message}")
@@ -201,6 +226,7 @@ class Follower:
 
     async def _fetch_once(self) -> None:
         fetch_offset = self._log.end_offset
+        sent = time.monotonic()
         response = await self._stub(self._role.leader_address).FetchLog(
             internal.FetchLogRequest(
                 coordinator_id=self.coordinator_id,
@@ -211,8 +237,9 @@ class Follower:
                 max_bytes=self._settings.replica_fetch_max_bytes,
                 max_wait_ms=self._settings.replica_fetch_wait_max_ms,
             ),
-            timeout=(self._settings.replica_fetch_wait_max_ms + self._settings.etcd_request_timeout_ms) / 1000,
+            timeout=(self._settings.replica_fetch_wait_max_ms + self._settings.replica_socket_timeout_ms) / 1000,
         )
+        self._observe_fetch(time.monotonic() - sent, bool(response.frames))
         if self._closed:
             return
         code = response.error_code

@@ -66,6 +66,19 @@ class FollowerProgress:
 
 
 @final
+@dataclass(frozen=True, slots=True)
+class ReplicaProgress:
+    """One replica as the leader sees it now (DescribeCoordinators' `replica_progress`, the lag gauges)."""
+
+    node_id: int
+    log_end_offset: int  # -1 until the follower has fetched in this epoch
+    lag: int  # offsets behind the leader's log end; -1 while unknown
+    in_sync: bool
+    last_fetch_age_ms: int  # -1 if it has not fetched in this epoch (and for the leader itself)
+    caught_up_age_ms: int
+
+
+@final
 class LeaderReplication:
     """One coordinator's replication while this node leads it; a new instance per leader epoch."""
 
@@ -195,6 +208,28 @@ class LeaderReplication:
             else:
                 still.append((end_offset, waiter))
         self._waiters = still
+
+    def progress(self) -> list[ReplicaProgress]:
+        """Every replica in assignment order, the leader's own line included (lag 0)."""
+        now = self._clock.now_ms()
+        lines = []
+        for node in self._role.replicas:
+            follower = self.followers.get(node)
+            if follower is None:  # the leader itself
+                lines.append(ReplicaProgress(node, self.log_end_offset, 0, node in self.isr, -1, 0))
+                continue
+            known = follower.log_end_offset >= 0
+            lines.append(
+                ReplicaProgress(
+                    node,
+                    follower.log_end_offset,
+                    self.log_end_offset - follower.log_end_offset if known else -1,
+                    node in self.isr,
+                    now - follower.last_fetch_ms if follower.last_fetch_ms >= 0 else -1,
+                    now - follower.last_caught_up_ms,
+                )
+            )
+        return lines
 
     def update_isr(self, isr: tuple[int, ...]) -> None:
         """etcd's ISR changed without a leader change (a dead follower removed, or our own change)."""

@@ -95,9 +95,18 @@ async def install_snapshot(
     crc32, created_at_ms, received = 0, 0, 0
     digest = hashlib.sha256()
     file = None
-    timeout_s = max(60.0, settings.etcd_request_timeout_ms / 1000)
+    chunk_wait_s = settings.replica_socket_timeout_ms / 1000
+    # No deadline for the whole stream (a large snapshot takes as long as its bytes do): one for each chunk.
+    call = stub(role.leader_address).FetchSnapshot(request)
+    chunks = aiter(call)
     try:
-        async for chunk in stub(role.leader_address).FetchSnapshot(request, timeout=timeout_s):
+        while True:
+            try:
+                chunk = await asyncio.wait_for(anext(chunks), chunk_wait_s)
+            except StopAsyncIteration:
+                raise SnapshotError("the snapshot stream ended before its last chunk") from None
+            except TimeoutError:
+                raise SnapshotError(f"no snapshot chunk from the leader within {chunk_wait_s} s") from None
             if chunk.error_code != ErrorCode.NONE:
                 raise SnapshotError(f"{pb.ErrorCode.Name(chunk.error_code)}: {chunk.error_message}")
             if snapshot_id is None:
@@ -112,9 +121,8 @@ async def install_snapshot(
                 if chunk.sha256 != digest.hexdigest():
                     raise SnapshotError(f"fetched snapshot {snapshot_id}: SHA-256 differs from the leader's")
                 break
-        else:
-            raise SnapshotError("the snapshot stream ended before its last chunk")
     finally:
+        call.cancel()  # a no-op once the stream is over
         if file is not None:
             file.close()
     assert snapshot_id is not None

@@ -22,7 +22,7 @@ import apsw
 from coordinator.clock import Clock
 from coordinator.errors import ErrorCode
 from coordinator.metrics import Metrics
-from coordinator.replication.leader import refused_epoch_end, refused_fetch
+from coordinator.replication.leader import ReplicaProgress, refused_epoch_end, refused_fetch
 from coordinator.replication.link import ClusterLink
 from coordinator.replication.role import ReplicaRole, RoleKind
 from coordinator.settings import Settings
@@ -57,6 +57,8 @@ class ShardStatistics:
     last_snapshot_end_offset: int = -1
     last_snapshot_created_at_ms: int = -1  # -1 when the coordinator has no snapshot
     problem: str = ""  # why it is not serving (empty while ACTIVE)
+    replica_lag: int = 0  # a follower's offsets behind its leader's log end, as last fetched (0 on the leader)
+    leader_changes: int = 0  # new leaderships this replica was told of since the node started
 
 
 class PartitionName(NamedTuple):
@@ -278,7 +280,14 @@ class CoordinatorShard:
             last_snapshot_end_offset=last_snapshot.snapshot_id.end_offset if last_snapshot else -1,
             last_snapshot_created_at_ms=last_snapshot.created_at_ms if last_snapshot else -1,
             problem=self.problem,
+            replica_lag=follower.lag if follower else 0,
+            leader_changes=self._lifecycle.leader_changes,
         )
+
+    def replica_progress(self) -> list[ReplicaProgress]:
+        """Every replica's log end, lag and fetch ages as this leader sees them; empty where it does not lead."""
+        leader = self._lifecycle.leader
+        return leader.progress() if leader is not None and self.state is ShardState.ACTIVE else []
 
     async def create_snapshot(self) -> SnapshotTaken:
         """Snapshots the applied state now, then prunes the log below the snapshots kept."""

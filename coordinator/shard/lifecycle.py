@@ -101,6 +101,7 @@ class Lifecycle:
         # The last pipeline stays after a failure: its statistics (log end, high watermark) are still reported.
         self._pipeline: Pipeline | None = None
         self._earlier_append_count = 0  # operations appended by the pipelines of earlier loads
+        self.leader_changes = 0  # new leaderships (leader node or epoch) etcd told this replica of since start
 
     # ------------------------------------------------------------------ facts
 
@@ -167,6 +168,8 @@ class Lifecycle:
             if self._leader is not None:
                 self._leader.update_isr(role.isr)
             return
+        if current is not None:
+            self.leader_changes += 1
         log.info(
             "coordinator %d: %s -> %s (leader node %d, epoch %d)",
             self.coordinator_id, current.kind.value if current else "none", role.kind.value, role.leader_node_id,
@@ -187,6 +190,11 @@ class Lifecycle:
             self._pipeline.report_damage(reason)
         if self._follower is not None:
             self._follower.close()
+
+    def _observe_fetch(self, seconds: float, returned_frames: bool) -> None:
+        self._metrics.replica_fetch.labels(str(self.coordinator_id), "frames" if returned_frames else "none").observe(
+            seconds
+        )
 
     def report_damage(self, error: Exception) -> None:
         """A read met a damaged state: the coordinator goes out of service, sets the state aside and rebuilds it."""
@@ -315,7 +323,7 @@ class Lifecycle:
             self._follower = Follower(
                 self.coordinator_id, role, self._settings, loaded.metadata_log, loaded.epoch_cache, loaded.store,
                 loaded.view, loaded.unapplied, self._executor, self._link.internal_stub, self.snapshots.log_grew,
-                self._on_topic_records,
+                self._on_topic_records, self._observe_fetch,
             )  # fmt: skip
             if self._closing:
                 self._follower.close()
