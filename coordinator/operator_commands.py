@@ -244,13 +244,15 @@ def describe(args: argparse.Namespace) -> int:
                     c.leader.leader_epoch if c.HasField("leader") else -1,
                     ",".join(map(str, c.isr)),
                     c.high_watermark,
+                    ",".join(map(str, c.replica_node_ids)),
                     _lag_cell(c),
                 )
             )
     print_rows(
         rows, args.json, "coordinators",
-        ("coordinator_id", "state", "role", "leader", "leader_epoch", "isr", "lag", "applied_offset", "high_watermark",
-         "log_start_offset", "log_end_offset", "newest_snapshot", "partitions", "live_files", "live_batches", "error"),
+        ("coordinator_id", "state", "role", "leader", "leader_epoch", "replicas", "isr", "lag", "applied_offset",
+         "high_watermark", "log_start_offset", "log_end_offset", "newest_snapshot", "partitions", "live_files",
+         "live_batches", "error"),
     )  # fmt: skip
     return 1 if any(r.error for r in rows) else 0
 

@@ -42,6 +42,7 @@ class CoordinatorRow:
     leader_epoch: int = -1
     isr: str = ""  # node ids, comma-separated
     high_watermark: int = -1
+    replicas: str = ""  # node ids in assignment order (the preferred leader first), comma-separated
     # On the leader: each follower's offsets behind its log end (NODE:LAG, comma-separated; ? before a first
     # fetch); on a follower: its own lag behind the leader.
     lag: str = ""

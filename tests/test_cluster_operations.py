@@ -99,6 +99,8 @@ def test_the_leader_reports_each_replicas_lag_and_the_followers_count_their_fetc
         assert table.returncode == 0, table.stderr
         header, row = table.stdout.splitlines()[:2]
         lag_cell = row.split()[header.split().index("lag")]
+        replicas_cell = row.split()[header.split().index("replicas")]
+        assert replicas_cell == ",".join(map(str, cluster.describe(leader, coordinator_id).replica_node_ids))
         assert f"{paused.arguments[1]}:{behind.lag}" in lag_cell.split(","), table.stdout
     finally:
         paused.process.send_signal(signal.SIGCONT)
