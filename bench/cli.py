@@ -8,7 +8,7 @@ import sys
 from dataclasses import asdict, replace
 from pathlib import Path
 
-SYSTEMS = ("coordinator", "coordinator-sequential", "raw-apsw", "postgres")
+SYSTEMS = ("coordinator", "coordinator-sequential", "raw-apsw", "postgres", "postgres-simple")
 PROFILE_SECONDS = 8.0
 OUT_DEFAULT = Path(__file__).resolve().parent / "results" / "latest"
 
@@ -74,7 +74,8 @@ def add_bench_commands(parser: argparse.ArgumentParser) -> None:
     run = commands.add_parser(
         "run",
         help="every scenario against every system; writes results.json, results.md and PNG plots",
-        description="Runs every scenario against the coordinator, coordinator-sequential, raw-apsw and postgres. "
+        description="Runs every scenario against the coordinator, coordinator-sequential, raw-apsw, postgres "
+        "(the Inkless peer) and postgres-simple (the peer before issue #16). "
         "The default (--quick) takes under 10 minutes on 2 cores; --full adds longer windows and 10M live batches.",
     )
     size = run.add_mutually_exclusive_group()
@@ -98,7 +99,9 @@ def add_bench_commands(parser: argparse.ArgumentParser) -> None:
         "before it, find-batches commits at the brokers' 250 ms cadence, not capped at half that maximum",
     )
     run.add_argument("--profile", action="store_true", help="also profile the coordinator (profile.txt)")
-    run.add_argument("--no-install", action="store_true", help="skip postgres instead of apt-get installing it")
+    run.add_argument(
+        "--no-install", action="store_true", help="skip the PostgreSQL peers instead of installing PostgreSQL"
+    )
     run.set_defaults(run=_run)
 
 

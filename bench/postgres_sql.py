@@ -1,13 +1,16 @@
-"""The peer design's schema and commit function, as Aiven's Inkless builds its PostgreSQL control plane.
+"""`postgres-simple`: the PostgreSQL peer as it was before issue #16, kept to show what the faithful one changed.
 
-Modelled on Inkless's `commit_file_v1` (storage/inkless, db/migration): one
-server-side PL/pgSQL call per WAL file that inserts the file, copies the
-partitions' `logs` rows into a temporary table locking them FOR UPDATE in a
-fixed (topic, partition) order (no deadlocks between concurrent commits),
-then per batch checks idempotence against `producer_state` (the last five
-batches of each producer), assigns the offset from the high watermark and
-inserts the batch, and finally writes the high watermarks back. All in the
-caller's single transaction: one WAL flush per commit.
+A PostgreSQL control plane after Inkless's first commit function (its
+`commit_file_v1` of 2025), written for this harness: one PL/pgSQL call per WAL
+file, its batches passed as JSONB, that inserts the file, copies the
+partitions' `logs` rows into a temporary table locking them in (topic,
+partition) order, checks each batch's producer against `producer_state` (the
+last five batches of each producer), assigns its offset from the high
+watermark and inserts one `batches` row per batch, then writes the high
+watermarks back. FindBatches is one query that counts each partition's batches
+and returns the last offset: no object keys, no request-wide byte budget. None
+of Inkless's own columns checks, per-partition columns, covering index, table
+settings or coalescing (see bench/postgres_inkless_sql.py for those).
 """
 
 from __future__ import annotations
@@ -70,85 +73,81 @@ CREATE TYPE commit_batch_response_v1 AS (
 
 COMMIT_FUNCTION = """
 CREATE FUNCTION commit_file_v1(
-    arg_object_key TEXT, arg_format SMALLINT, arg_uploader_broker_id INT, arg_file_size BIGINT,
-    arg_now TIMESTAMPTZ, arg_requests JSONB
+    key_of_file TEXT, file_format SMALLINT, uploader INT, size_of_file BIGINT, commit_time TIMESTAMPTZ,
+    batches_json JSONB
 ) RETURNS SETOF commit_batch_response_v1 LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
-    l_new_file_id BIGINT;
-    l_request RECORD;
-    l_log logs%ROWTYPE;
-    l_duplicate RECORD;
-    l_assigned_offset BIGINT;
-    l_new_high_watermark BIGINT;
-    l_last_sequence_in_producer_epoch BIGINT;
+    stored_file_id BIGINT;
+    item RECORD;
+    on_log logs%ROWTYPE;
+    earlier RECORD;
+    base BIGINT;
+    end_offset BIGINT;
+    newest_sequence BIGINT;
 BEGIN
     INSERT INTO files (object_key, format, reason, state, uploader_broker_id, committed_at, size)
-    VALUES (arg_object_key, arg_format, 'produce', 'uploaded', arg_uploader_broker_id, arg_now, arg_file_size)
-    RETURNING file_id INTO l_new_file_id;
+    VALUES (key_of_file, file_format, 'produce', 'uploaded', uploader, commit_time, size_of_file)
+    RETURNING file_id INTO stored_file_id;
 
-    -- Lock the partitions' rows in a fixed order (no deadlocks) and work on a temporary copy.
+    -- A private copy of the touched partitions, their rows locked in key order (two commits cannot deadlock).
     CREATE TEMPORARY TABLE logs_tmp ON COMMIT DROP AS
         SELECT * FROM logs
         WHERE (topic_id, partition) IN (
-            SELECT DISTINCT (r->>'topic_id')::UUID, (r->>'partition')::INT FROM jsonb_array_elements(arg_requests) r)
+            SELECT DISTINCT (j->>'topic_id')::UUID, (j->>'partition')::INT FROM jsonb_array_elements(batches_json) j)
         ORDER BY topic_id, partition
         FOR UPDATE;
 
-    FOR l_request IN
-        SELECT * FROM jsonb_to_recordset(arg_requests) AS x(
+    FOR item IN
+        SELECT * FROM jsonb_to_recordset(batches_json) AS x(
             batch_number INT, magic SMALLINT, topic_id UUID, partition INT, byte_offset BIGINT, byte_size BIGINT,
             base_offset BIGINT, last_offset BIGINT, timestamp_type SMALLINT, batch_max_timestamp BIGINT,
             producer_id BIGINT, producer_epoch SMALLINT, base_sequence INT, last_sequence INT)
     LOOP
-        IF l_log.topic_id IS DISTINCT FROM l_request.topic_id
-            OR l_log.partition IS DISTINCT FROM l_request.partition THEN
-            SELECT * FROM logs_tmp WHERE topic_id = l_request.topic_id AND partition = l_request.partition
-            INTO l_log;
+        IF on_log.topic_id IS DISTINCT FROM item.topic_id OR on_log.partition IS DISTINCT FROM item.partition THEN
+            SELECT * FROM logs_tmp WHERE topic_id = item.topic_id AND partition = item.partition INTO on_log;
             IF NOT FOUND THEN
-                RETURN NEXT (l_request.batch_number, 'nonexistent_log', NULL, NULL, NULL, -1)::commit_batch_response_v1;
+                RETURN NEXT (item.batch_number, 'nonexistent_log', NULL, NULL, NULL, -1)::commit_batch_response_v1;
                 CONTINUE;
             END IF;
         END IF;
+        base := on_log.high_watermark;
 
-        l_assigned_offset = l_log.high_watermark;
-
-        IF l_request.producer_id > -1 AND l_request.producer_epoch > -1 THEN
+        IF item.producer_id > -1 AND item.producer_epoch > -1 THEN
+            -- Fenced: a later epoch of the producer has written to the partition.
             IF EXISTS (
                 SELECT 1 FROM producer_state
-                WHERE topic_id = l_request.topic_id AND partition = l_request.partition
-                    AND producer_id = l_request.producer_id AND producer_epoch > l_request.producer_epoch
+                WHERE topic_id = item.topic_id AND partition = item.partition
+                    AND producer_id = item.producer_id AND producer_epoch > item.producer_epoch
             ) THEN
-                RETURN NEXT (l_request.batch_number, 'invalid_producer_epoch', NULL, NULL, NULL, -1)
+                RETURN NEXT (item.batch_number, 'invalid_producer_epoch', NULL, NULL, NULL, -1)
                     ::commit_batch_response_v1;
                 CONTINUE;
             END IF;
 
-            SELECT MAX(last_sequence) INTO l_last_sequence_in_producer_epoch
-            FROM producer_state
-            WHERE topic_id = l_request.topic_id AND partition = l_request.partition
-                AND producer_id = l_request.producer_id AND producer_epoch = l_request.producer_epoch;
+            SELECT MAX(last_sequence) INTO newest_sequence FROM producer_state
+            WHERE topic_id = item.topic_id AND partition = item.partition
+                AND producer_id = item.producer_id AND producer_epoch = item.producer_epoch;
 
-            IF l_last_sequence_in_producer_epoch IS NULL THEN
-                IF l_request.base_sequence <> 0 THEN
-                    RETURN NEXT (l_request.batch_number, 'sequence_out_of_order', NULL, NULL, NULL, -1)
+            IF newest_sequence IS NULL THEN
+                IF item.base_sequence <> 0 THEN  -- an epoch's first batch starts at sequence 0
+                    RETURN NEXT (item.batch_number, 'sequence_out_of_order', NULL, NULL, NULL, -1)
                         ::commit_batch_response_v1;
                     CONTINUE;
                 END IF;
             ELSE
                 SELECT * FROM producer_state
-                WHERE topic_id = l_request.topic_id AND partition = l_request.partition
-                    AND producer_id = l_request.producer_id AND producer_epoch = l_request.producer_epoch
-                    AND base_sequence = l_request.base_sequence AND last_sequence = l_request.last_sequence
-                INTO l_duplicate;
-                IF FOUND THEN
-                    RETURN NEXT (l_request.batch_number, 'duplicate_batch', NULL, NULL,
-                                 l_duplicate.assigned_offset, l_duplicate.batch_max_timestamp)
-                        ::commit_batch_response_v1;
+                WHERE topic_id = item.topic_id AND partition = item.partition
+                    AND producer_id = item.producer_id AND producer_epoch = item.producer_epoch
+                    AND base_sequence = item.base_sequence AND last_sequence = item.last_sequence
+                INTO earlier;
+                IF FOUND THEN  -- a retry: the offset the batch got the first time
+                    RETURN NEXT (item.batch_number, 'duplicate_batch', NULL, NULL,
+                                 earlier.assigned_offset, earlier.batch_max_timestamp)::commit_batch_response_v1;
                     CONTINUE;
                 END IF;
-                IF (l_request.base_sequence - 1) <> l_last_sequence_in_producer_epoch
-                    OR (l_last_sequence_in_producer_epoch = 2147483647 AND l_request.base_sequence <> 0) THEN
-                    RETURN NEXT (l_request.batch_number, 'sequence_out_of_order', NULL, NULL, NULL, -1)
+                IF (item.base_sequence - 1) <> newest_sequence
+                    OR (newest_sequence = 2147483647 AND item.base_sequence <> 0) THEN
+                    RETURN NEXT (item.batch_number, 'sequence_out_of_order', NULL, NULL, NULL, -1)
                         ::commit_batch_response_v1;
                     CONTINUE;
                 END IF;
@@ -156,49 +155,45 @@ BEGIN
 
             INSERT INTO producer_state (topic_id, partition, producer_id, producer_epoch, base_sequence,
                                         last_sequence, assigned_offset, batch_max_timestamp)
-            VALUES (l_request.topic_id, l_request.partition, l_request.producer_id, l_request.producer_epoch,
-                    l_request.base_sequence, l_request.last_sequence, l_assigned_offset,
-                    l_request.batch_max_timestamp);
-            -- Keep only the last 5 (Kafka's ProducerStateEntry.NUM_BATCHES_TO_RETAIN).
+            VALUES (item.topic_id, item.partition, item.producer_id, item.producer_epoch, item.base_sequence,
+                    item.last_sequence, base, item.batch_max_timestamp);
+            -- Remember five batches per producer, as Kafka does.
             DELETE FROM producer_state
-            WHERE topic_id = l_request.topic_id AND partition = l_request.partition
-                AND producer_id = l_request.producer_id
+            WHERE topic_id = item.topic_id AND partition = item.partition AND producer_id = item.producer_id
                 AND row_id <= (
                     SELECT row_id FROM producer_state
-                    WHERE topic_id = l_request.topic_id AND partition = l_request.partition
-                        AND producer_id = l_request.producer_id
+                    WHERE topic_id = item.topic_id AND partition = item.partition AND producer_id = item.producer_id
                     ORDER BY row_id DESC LIMIT 1 OFFSET 5);
         END IF;
 
         UPDATE logs_tmp
-        SET high_watermark = high_watermark + (l_request.last_offset - l_request.base_offset + 1)
-        WHERE topic_id = l_request.topic_id AND partition = l_request.partition
-        RETURNING high_watermark INTO l_new_high_watermark;
-        l_log.high_watermark = l_new_high_watermark;
+        SET high_watermark = high_watermark + (item.last_offset - item.base_offset + 1)
+        WHERE topic_id = item.topic_id AND partition = item.partition
+        RETURNING high_watermark INTO end_offset;
+        on_log.high_watermark := end_offset;
 
         INSERT INTO batches (magic, topic_id, partition, base_offset, last_offset, file_id, byte_offset, byte_size,
                              timestamp_type, log_append_timestamp, batch_max_timestamp)
-        VALUES (l_request.magic, l_request.topic_id, l_request.partition, l_assigned_offset,
-                l_new_high_watermark - 1, l_new_file_id, l_request.byte_offset, l_request.byte_size,
-                l_request.timestamp_type, (EXTRACT(EPOCH FROM arg_now) * 1000)::BIGINT,
-                l_request.batch_max_timestamp);
+        VALUES (item.magic, item.topic_id, item.partition, base, end_offset - 1, stored_file_id, item.byte_offset,
+                item.byte_size, item.timestamp_type, (EXTRACT(EPOCH FROM commit_time) * 1000)::BIGINT,
+                item.batch_max_timestamp);
 
-        RETURN NEXT (l_request.batch_number, 'none', l_assigned_offset, l_log.log_start_offset, NULL,
-                     l_request.batch_max_timestamp)::commit_batch_response_v1;
+        RETURN NEXT (item.batch_number, 'none', base, on_log.log_start_offset, NULL, item.batch_max_timestamp)
+            ::commit_batch_response_v1;
     END LOOP;
 
     UPDATE logs SET high_watermark = logs_tmp.high_watermark
     FROM logs_tmp
     WHERE logs.topic_id = logs_tmp.topic_id AND logs.partition = logs_tmp.partition;
 
-    IF NOT EXISTS (SELECT 1 FROM batches WHERE file_id = l_new_file_id LIMIT 1) THEN
-        UPDATE files SET state = 'deleting', marked_for_deletion_at = arg_now WHERE file_id = l_new_file_id;
+    IF NOT EXISTS (SELECT 1 FROM batches WHERE file_id = stored_file_id LIMIT 1) THEN
+        UPDATE files SET state = 'deleting', marked_for_deletion_at = commit_time WHERE file_id = stored_file_id;
     END IF;
 END;
 $$;
 """
 
-# Inkless answers FindBatches with one query per fetch: the partitions' batches from the asked offsets.
+# FindBatches as one query per call: per partition, how many batches from the asked offset and the last offset.
 FIND_BATCHES = """
 SELECT r.partition, count(b.last_offset), max(b.last_offset)
 FROM unnest(%(partitions)s::INT[], %(offsets)s::BIGINT[], %(limits)s::INT[]) AS r(partition, fetch_offset, max_batches)

@@ -1,10 +1,16 @@
-"""The peer: a local PostgreSQL (Debian's packages) running the Inkless-style control plane.
+"""The PostgreSQL peers' server, and `postgres-simple`: the peer as it was before issue #16.
 
 The harness installs PostgreSQL with apt-get if no server binaries are found,
 initdb's a cluster into a temporary directory owned by the `postgres` user,
-starts it on a free loopback port and stops it afterwards. Brokers are
-psycopg connections, one per broker, each calling `commit_file_v1` once per
-WAL file (autocommit: the call is its own transaction).
+installs one peer's schema and functions (`PeerSchema`), starts it on a free
+loopback port and stops it afterwards.
+
+`postgres-simple` (bench/postgres_sql.py) is kept to show what the faithful
+`postgres` peer (bench/postgres_inkless_system.py) changed: its brokers are
+psycopg connections, one per broker and consumer, each calling
+`commit_file_v1` once per WAL file (autocommit: the call is its own
+transaction), and its FindBatches is one query that counts each partition's
+batches and returns the last offset (no object keys, no request-wide budget).
 """
 
 from __future__ import annotations
@@ -17,11 +23,13 @@ import socket
 import subprocess
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import psycopg
 
-from bench.postgres_sql import COMMIT_FUNCTION, FIND_BATCHES, PREFILL, SCHEMA
+from bench import postgres_sql
+from bench.postgres_sql import FIND_BATCHES
 from bench.systems import (
     Counters,
     FindOutcome,
@@ -43,6 +51,23 @@ SERVER_SETTINGS = {
     "synchronous_commit": "on",
     "fsync": "on",
 }
+
+
+@dataclass(frozen=True, slots=True)
+class PeerSchema:
+    """What one peer installs in a fresh cluster, how it prefills a grown state, and what it models."""
+
+    statements: tuple[str, ...]
+    prefill: str  # `;\n`-separated statements taking topic_id, batches, partitions, per_file, files
+    model: str
+
+
+SIMPLE_SCHEMA = PeerSchema(
+    (postgres_sql.SCHEMA, postgres_sql.COMMIT_FUNCTION),
+    postgres_sql.PREFILL,
+    "peer model: the peer before issue #16 (Inkless's commit_file_v1 of 2025: one row per batch, JSONB "
+    "arguments, one autocommit call; FindBatches counts batches, no object keys, no request budget)",
+)
 
 
 class PostgresUnavailable(SystemUnavailable):
@@ -88,8 +113,9 @@ def _as_postgres(command: list[str]) -> list[str]:
 
 
 class PostgresCluster:
-    def __init__(self, directory: Path, install: bool) -> None:
+    def __init__(self, directory: Path, install: bool, schema: PeerSchema) -> None:
         self.directory = directory
+        self.schema = schema
         self.binaries = ensure_installed(install)
         self.port = 0
         self.version = ""
@@ -113,13 +139,17 @@ class PostgresCluster:
                    "-w", "-t", str(START_TIMEOUT_S), "start"])  # fmt: skip
         with psycopg.connect(self.dsn, autocommit=True) as connection:
             self.version = str(connection.execute("SHOW server_version").fetchone()[0])  # type: ignore[index]
-            connection.execute(SCHEMA)
-            connection.execute(COMMIT_FUNCTION)
+            for statement in self.schema.statements:
+                connection.execute(statement)
 
     def _run(self, command: list[str]) -> None:
         done = subprocess.run(_as_postgres(command), capture_output=True, text=True, cwd="/")
         if done.returncode != 0:
             raise RuntimeError(f"{' '.join(command)}: {done.stdout[-500:]} {done.stderr[-500:]}")
+
+    @property
+    def description(self) -> str:
+        return f"PostgreSQL {self.version}; {self.schema.model}"
 
     @property
     def dsn(self) -> str:
@@ -134,7 +164,7 @@ class PostgresCluster:
         params = {"topic_id": uuid.uuid4(), "batches": batches, "partitions": partitions, "per_file": per_file,
                   "files": -(-batches // per_file)}  # fmt: skip
         with psycopg.connect(self.dsn, autocommit=True) as connection:
-            for statement in PREFILL.split(";\n"):
+            for statement in self.schema.prefill.split(";\n"):
                 if statement.strip():
                     connection.execute(statement, params)
             connection.execute("VACUUM ANALYZE")
@@ -145,8 +175,8 @@ class PostgresCluster:
             self._run([str(self.binaries / "pg_ctl"), "-D", str(self.data), "-m", "fast", "-w", "stop"])
 
 
-class PostgresSystem:
-    name = "postgres"
+class PostgresSimpleSystem:
+    name = "postgres-simple"
 
     def __init__(self, cluster: PostgresCluster, connections: int) -> None:
         self.cluster = cluster

@@ -4,7 +4,9 @@ Systems: `coordinator` (this service, group commit), `coordinator-sequential`
 (the same with `diskless.coordinator.pipeline.enable=false`: check, append,
 fsync, apply, answer, one operation at a time), `raw-apsw` (the same rows
 inserted with apsw, one durable transaction per commit, no gRPC: the physical
-limit) and `postgres` (the Inkless-style PostgreSQL control plane).
+limit), `postgres` (a PostgreSQL control plane doing what Aiven's Inkless does,
+bench/postgres_inkless_sql.py) and `postgres-simple` (the peer before issue #16,
+kept to show the difference).
 """
 
 from __future__ import annotations
@@ -112,15 +114,15 @@ class _SystemRun:
             if live_batches:
                 build_raw_state(path, self.scratch / "raw-log", live_batches)
             return RawApswSystem(path)
-        try:  # psycopg comes with the bench extra; without it only this baseline is skipped
-            from bench.postgres_system import PostgresCluster, PostgresSystem
+        try:  # psycopg comes with the bench extra; without it only the PostgreSQL peers are skipped
+            from bench.postgres_peers import peer_cluster, peer_system
         except ImportError as error:
             raise SystemUnavailable(f"{error}: install the bench extra (pip install -e '.[bench]')") from error
-        self._cluster = PostgresCluster(self.scratch / "postgres", self.install)
+        self._cluster = peer_cluster(self.name, self.scratch / "postgres", self.install)
         self._cluster.start()
         if live_batches:
             self._cluster.prefill(live_batches, PREFILL_PARTITIONS, PREFILL_BATCHES_PER_FILE)
-        return PostgresSystem(self._cluster, self.config.brokers + self.config.consumers + 1)
+        return peer_system(self.name, self._cluster, self.config.brokers, self.config.consumers)
 
     def stop(self) -> None:
         if self._server is not None:
@@ -232,7 +234,7 @@ def run_system(
                 progress(f"{name}: building a state of {live_batches:,} live batches")
             system = run.start(live_batches)
             if run._cluster is not None:
-                note = f"PostgreSQL {run._cluster.version}"
+                note = run._cluster.description
             done = asyncio.run(_run_scenarios(system, config, scenarios, progress))
         finally:
             run.stop()
