@@ -56,11 +56,16 @@ class _BrokerPool:
         self._dsn = dsn
         self._connections_max = connections_max
         self._opened: list[psycopg.AsyncConnection] = []
+        self._opening = 0
         self._idle: asyncio.Queue[psycopg.AsyncConnection] = asyncio.Queue(maxsize=connections_max)
 
     async def take(self) -> psycopg.AsyncConnection:
-        if self._idle.empty() and len(self._opened) < self._connections_max:
-            connection = await psycopg.AsyncConnection.connect(self._dsn, autocommit=False)
+        if self._idle.empty() and len(self._opened) + self._opening < self._connections_max:
+            self._opening += 1  # counted before the wait, so concurrent takers cannot open past the maximum
+            try:
+                connection = await psycopg.AsyncConnection.connect(self._dsn, autocommit=False)
+            finally:
+                self._opening -= 1
             self._opened.append(connection)
             return connection
         return await self._idle.get()
