@@ -91,7 +91,7 @@ def add_bench_commands(parser: argparse.ArgumentParser) -> None:
         help="every scenario against every system; writes results.json, results.md and PNG plots",
         description="Runs every scenario against the coordinator, coordinator-sequential, coordinator-replicated "
         "(three nodes on a local etcd, replication factor 3; it also runs the failover scenario), raw-apsw and "
-        "postgres. The default (--quick) takes about 15 minutes on 2 cores; --full adds longer windows and 10M "
+        "postgres. The default (--quick) takes about 12 minutes on 2 cores; --full adds longer windows and 10M "
         "live batches.",
     )
     size = run.add_mutually_exclusive_group()

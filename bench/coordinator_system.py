@@ -1,4 +1,4 @@
-"""This coordinator as a benchmarked system: a `diskless serve` process driven over gRPC."""
+"""This coordinator as a benchmarked system: `diskless serve` processes (one node, or a cluster's) driven over gRPC."""
 
 from __future__ import annotations
 
