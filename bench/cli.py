@@ -115,7 +115,7 @@ def add_bench_commands(parser: argparse.ArgumentParser) -> None:
         "--scenarios",
         metavar="NAME[,NAME]",
         help="comma-separated subset of the mode's scenarios (e.g. find-batches); without the '100x100 max' "
-        "before it, find-batches commits at the brokers' 250 ms cadence, not capped at half that maximum",
+        "before it, find-batches and failover commit at the brokers' 250 ms cadence, not capped at half that maximum",
     )
     run.add_argument("--profile", action="store_true", help="also profile the coordinator (profile.txt)")
     run.add_argument("--no-install", action="store_true",
