@@ -8,13 +8,14 @@ import sys
 from dataclasses import asdict, replace
 from pathlib import Path
 
-SYSTEMS = ("coordinator", "coordinator-sequential", "raw-apsw", "postgres", "postgres-simple")
+SYSTEMS = ("coordinator", "coordinator-sequential", "coordinator-replicated", "raw-apsw", "postgres", "postgres-simple")
 PROFILE_SECONDS = 8.0
 OUT_DEFAULT = Path(__file__).resolve().parent / "results" / "latest"
 
 
 def _run(args: argparse.Namespace) -> int:
     # Imported here: `diskless --help` must not need the bench extra (psycopg, matplotlib).
+    from bench.replicated import ETCD_MEMBERS, NODES, REPLICATED, cluster_settings
     from bench.report import load_average, write_results
     from bench.run import MODES, progress_printer, run_all, scenario_names
 
@@ -26,6 +27,11 @@ def _run(args: argparse.Namespace) -> int:
         return 2
     config = replace(config, coordinators=args.coordinators or config.coordinators,
                      coordinator_settings=overrides)  # fmt: skip
+    if args.kills is not None:
+        if args.kills < 0:
+            print("diskless bench run: --kills takes a count >= 0", file=sys.stderr)
+            return 2
+        config = replace(config, failover_kills=args.kills)
     if args.live is not None:
         try:
             live = tuple(int(n) for n in args.live.split(",") if n.strip())
@@ -56,15 +62,24 @@ def _run(args: argparse.Namespace) -> int:
     progress = progress_printer()
     load_before = load_average()
     progress(f"mode {mode}: systems {', '.join(systems)}; load average {load_before} on {os.cpu_count()} cores")
-    rows, latencies, notes = run_all(config, systems, install=not args.no_install, progress=progress)
+    results = run_all(config, systems, install=not args.no_install, progress=progress)
     if args.profile:
         from bench.profile import profile_coordinator
 
         progress("coordinator: profiling 100x100 at the maximum rate under cProfile")
         profile_coordinator(args.out, "100x100", config.brokers, config.coordinators, PROFILE_SECONDS)
-    document = write_results(args.out, mode, rows, latencies, notes, load_before, asdict(config))
+    replicated = None
+    if any(row["system"] == REPLICATED for row in results.rows) or REPLICATED in results.failovers:
+        settings = {**dict(config.replicated_settings), **dict(config.coordinator_settings)}
+        replicated = {"nodes": NODES, "etcd_members": ETCD_MEMBERS, "settings": cluster_settings(settings)}
+    document = write_results(args.out, mode, results.rows, results.latencies, results.notes, load_before,
+                             asdict(config), results.failovers, replicated)  # fmt: skip
     print((args.out / "results.md").read_text())
     progress(f"wrote {args.out}/results.json, results.md and plots ({len(document['rows'])} rows)")
+    lost = {name: f["verification"]["lost"] for name, f in results.failovers.items() if f["verification"]["lost"]}
+    if lost:
+        progress(f"acknowledged batches LOST in the failover: {lost}")
+        return 1
     return 0
 
 
@@ -74,9 +89,10 @@ def add_bench_commands(parser: argparse.ArgumentParser) -> None:
     run = commands.add_parser(
         "run",
         help="every scenario against every system; writes results.json, results.md and PNG plots",
-        description="Runs every scenario against the coordinator, coordinator-sequential, raw-apsw, postgres "
-        "(the Inkless peer) and postgres-simple (the peer before issue #16). "
-        "The default (--quick) takes under 10 minutes on 2 cores; --full adds longer windows and 10M live batches.",
+        description="Runs every scenario against the coordinator, coordinator-sequential, coordinator-replicated "
+        "(three nodes on a local etcd, replication factor 3; it also runs the failover scenario), raw-apsw, "
+        "postgres (the Inkless peer) and postgres-simple (the peer before issue #16). The default (--quick) takes "
+        "about 20 minutes on 2 cores; --full adds longer windows and 10M live batches.",
     )
     size = run.add_mutually_exclusive_group()
     size.add_argument("--quick", action="store_true", help="short windows, state up to 1M live batches (default)")
@@ -86,7 +102,10 @@ def add_bench_commands(parser: argparse.ArgumentParser) -> None:
     run.add_argument("--systems", help=f"comma-separated subset of {','.join(SYSTEMS)}")
     run.add_argument("--coordinators", type=int, help="coordinators of the benchmarked node (default 8; tiny 2)")
     run.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
-                     help="a coordinator setting for both coordinator systems (repeatable)")  # fmt: skip
+                     help="a coordinator setting for every coordinator system's nodes (repeatable)")  # fmt: skip
+    run.add_argument(
+        "--kills", type=int, metavar="N", help="leader kills in coordinator-replicated's failover (default 20; tiny 2)"
+    )
     run.add_argument(
         "--live",
         metavar="N[,N]",
@@ -96,12 +115,12 @@ def add_bench_commands(parser: argparse.ArgumentParser) -> None:
         "--scenarios",
         metavar="NAME[,NAME]",
         help="comma-separated subset of the mode's scenarios (e.g. find-batches); without the '100x100 max' "
-        "before it, find-batches commits at the brokers' 250 ms cadence, not capped at half that maximum",
+        "before it, find-batches and failover commit at the brokers' 250 ms cadence, not capped at half that maximum",
     )
     run.add_argument("--profile", action="store_true", help="also profile the coordinator (profile.txt)")
-    run.add_argument(
-        "--no-install", action="store_true", help="skip the PostgreSQL peers instead of installing PostgreSQL"
-    )
+    run.add_argument("--no-install", action="store_true",
+                     help="skip the PostgreSQL peers (and coordinator-replicated without etcd) instead of apt-get "
+                          "installing what they need")  # fmt: skip
     run.set_defaults(run=_run)
 
 

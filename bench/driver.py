@@ -13,10 +13,12 @@ seconds each; the caller takes their medians.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import random
 import statistics
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 from bench.systems import Counters, FindPosition, System, process_cpu_s
@@ -173,33 +175,73 @@ class _Load:
         )
 
 
-async def run_load(system: System, topic: int, plan: LoadPlan, seed: int, key_prefix: str) -> LoadOutcome:
-    """Runs brokers and consumers for warm-up plus the windows; figures per window."""
+class RunningLoad:
+    """Brokers (and consumers) of a plan running in the background, for a scenario that acts while they do."""
+
+    def __init__(self, load: _Load, tasks: list[asyncio.Task[None]]) -> None:
+        self._load = load
+        self._tasks = tasks
+
+    @property
+    def commits(self) -> list[Event]:
+        """(finished at, latency seconds, batches) of every commit so far (`time.perf_counter` clock)."""
+        return self._load.commits
+
+    @property
+    def finds(self) -> list[Event]:
+        return self._load.finds
+
+    def figures(
+        self, begin: float, end: float, before: Counters, after: Counters, client_cpu_s: float
+    ) -> WindowFigures:
+        return self._load.figures(begin, end, before, after, client_cpu_s)
+
+    async def sleep(self, seconds: float) -> None:
+        """Sleeps, but raises at once if a broker or consumer failed."""
+        await _sleep_unless_failed(self._tasks, seconds)
+
+    def check(self) -> None:
+        """Raises the first failure of a broker or consumer, if any."""
+        for task in self._tasks:
+            if task.done() and not task.cancelled() and task.exception() is not None:
+                raise task.exception()  # type: ignore[misc]
+
+
+@contextlib.asynccontextmanager
+async def running_load(
+    system: System, topic: int, plan: LoadPlan, seed: int, key_prefix: str
+) -> AsyncIterator[RunningLoad]:
+    """Starts the plan's brokers and consumers; on exit stops them, waits for their calls, raises a failure."""
     load = _Load(system, topic, plan, seed, key_prefix)
     tasks = [asyncio.create_task(load.broker(b)) for b in range(plan.brokers)]
     tasks += [asyncio.create_task(load.consumer(c)) for c in range(plan.consumers)]
-    outcome = LoadOutcome([])
+    running = RunningLoad(load, tasks)
     try:
-        await _sleep_unless_failed(tasks, plan.warmup_s)
+        yield running
+    finally:
+        load.stop.set()
+        _, pending = await asyncio.wait(tasks, timeout=STOP_TIMEOUT_S)
+        for task in pending:
+            task.cancel()
+    running.check()
+
+
+async def run_load(system: System, topic: int, plan: LoadPlan, seed: int, key_prefix: str) -> LoadOutcome:
+    """Runs brokers and consumers for warm-up plus the windows; figures per window."""
+    outcome = LoadOutcome([])
+    async with running_load(system, topic, plan, seed, key_prefix) as load:
+        await load.sleep(plan.warmup_s)
         for _ in range(plan.windows):
             before = await system.counters()
             client_before = process_cpu_s(os.getpid())
             begin = time.perf_counter()
-            await _sleep_unless_failed(tasks, plan.window_s)
+            await load.sleep(plan.window_s)
             end = time.perf_counter()
             client_cpu_s = process_cpu_s(os.getpid()) - client_before
             after = await system.counters()
             outcome.windows.append(load.figures(begin, end, before, after, client_cpu_s))
             outcome.commit_latencies_ms += [e[1] * 1000 for e in load.commits if begin <= e[0] < end]
             outcome.find_latencies_ms += [e[1] * 1000 for e in load.finds if begin <= e[0] < end]
-    finally:
-        load.stop.set()
-        done, pending = await asyncio.wait(tasks, timeout=STOP_TIMEOUT_S)
-        for task in pending:
-            task.cancel()
-    for task in done:
-        if task.exception() is not None:
-            raise task.exception()  # type: ignore[misc]
     return outcome
 
 

@@ -32,7 +32,7 @@ def profile_coordinator(out: Path, shape: str, brokers: int, coordinators: int, 
         server = CoordinatorServer(Path(scratch) / "data", coordinators, {}, profile_to=stats_path)
         server.start()
         try:
-            outcome = asyncio.run(_load(CoordinatorSystem("coordinator", server), plan))
+            outcome = asyncio.run(_load(CoordinatorSystem("coordinator", [server]), plan))
         finally:
             server.stop()
         text = io.StringIO()

@@ -11,6 +11,8 @@ from typing import Any
 
 import apsw
 
+from bench.replicated import REPLICATED
+
 TARGET_BATCHES_PER_S = 25_000
 TARGET_HALF_P99_MS = 20.0
 TARGET_FIND_CALLS_PER_S = 2_000
@@ -108,7 +110,7 @@ def markdown(document: dict[str, Any]) -> str:
     lines = [
         f"Run `{document['mode']}` on {document['date']}: {head['cores']} cores ({head['cpu']}), "
         f"{head['memory_gib']} GiB, Linux {head['kernel']}, Python {head['python']}, SQLite {head['sqlite']}"
-        + (f", {document['notes']['postgres']}" if "postgres" in document["notes"] else "")
+        + "".join(f"; `{name}`: {note}" for name, note in sorted(document["notes"].items()))
         + f"; load average {document['load_average_before']} before, {document['load_average_after']} after. "
         f"Node: {document['config']['coordinators']} coordinators"
         + "".join(f", `{name}={value}`" for name, value in document["config"]["coordinator_settings"])
@@ -133,6 +135,7 @@ def markdown(document: dict[str, Any]) -> str:
     for system, note in document["notes"].items():
         if note.startswith("skipped"):
             lines.append(f"\n`{system}` {note}")
+    lines += _replicated_markdown(document)
     lines += ["", "| target | measured | goal | met | of goal |", "|---|---:|---:|---|---:|"]
     for check in document["targets"]:
         met = {True: "yes", False: "**no**", None: "not measured"}[check["met"]]
@@ -140,6 +143,118 @@ def markdown(document: dict[str, Any]) -> str:
         of_goal = "—" if check["of_goal"] is None else f"{check['of_goal']:.0%}"
         lines.append(f"| {check['target']} | {value} | {check['goal']:,.2f} | {met} | {of_goal} |")
     return "\n".join(lines) + "\n"
+
+
+def _replicated_markdown(document: dict[str, Any]) -> list[str]:
+    """The replicated system against one node, scenario by scenario, and its failovers (if it ran)."""
+    replicated = document.get("replicated")
+    if not replicated:
+        return []
+    settings = ", ".join(f"`{name}={value}`" for name, value in replicated["settings"].items())
+    lines = [
+        "",
+        f"`{REPLICATED}`: {replicated['nodes']} nodes on this machine, on {replicated['etcd_members']} local etcd "
+        f"member; {settings}. Its CPU, bytes written and fsyncs are summed over the nodes (followers' included); "
+        "its calls go through the routing client bootstrapped from every node.",
+    ]
+    pairs = []
+    for row in document["rows"]:
+        single = _find(document["rows"], row["scenario"], "coordinator")
+        if row["system"] == REPLICATED and row["rpc"] == "CommitFile" and single is not None:
+            pairs.append((row, single))
+    if pairs:
+        lines += [
+            "",
+            "| scenario | batches/s, 1 node | batches/s, 3 nodes | x | p50 ms, 1 node | p50 ms, 3 nodes | "
+            "p99 ms, 1 node | p99 ms, 3 nodes |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|",
+        ]
+        for row, single in pairs:
+            ratio = row["batches_per_s"] / single["batches_per_s"] if single["batches_per_s"] else 0.0
+            lines.append(
+                f"| {row['scenario']} | {single['batches_per_s']:,.0f} | {row['batches_per_s']:,.0f} | {ratio:.2f} | "
+                f"{single['p50_ms']:.2f} | {row['p50_ms']:.2f} | {single['p99_ms']:.2f} | {row['p99_ms']:.2f} |"
+            )
+    failover = document.get("failover", {}).get(REPLICATED)
+    if failover:
+        lines += failover_markdown(failover)
+    return lines
+
+
+def failover_markdown(failover: dict[str, Any]) -> list[str]:
+    commit, ready, in_sync = failover["commit_s"], failover["leader_ready_s"], failover["back_in_sync_s"]
+    load, check = failover["load"], failover["verification"]
+    lines = [
+        "",
+        f"Failover: {commit['count']} kill -9s of a coordinator's leader under a steady `{load['shape']}` load "
+        f"({load['target_commits_per_s']:,.1f} commits/s asked, {load['batches_per_s']:,.0f} batches/s done; "
+        f"commit p50 {load['p50_ms']:,.1f} ms, p99 {load['p99_ms']:,.1f} ms, max {load['max_ms']:,.0f} ms over the "
+        "kills). Each killed node restarted and was back in every ISR before the next kill.",
+        "",
+        "| seconds after the kill -9 | median | p90 | max | every kill |",
+        "|---|---:|---:|---:|---|",
+    ]
+    for label, figures in (
+        ("a commit to that coordinator acknowledged (routing client, its retries)", commit),
+        ("a surviving node leads it (LEADER, ACTIVE)", ready),
+        ("restart to back in every ISR", in_sync),
+    ):
+        if figures["count"]:
+            every = ", ".join(f"{v:.2f}" for v in figures["values"])
+            lines.append(
+                f"| {label} | {figures['median']:.2f} | {figures['p90']:.2f} | {figures['max']:.2f} | {every} |"
+            )
+    verdict = "none lost" if check["lost"] == 0 else f"**{check['lost']:,} LOST**"
+    lines += [
+        "",
+        f"Acknowledged batches read back with FindBatches: {check['acknowledged']:,} acknowledged, {verdict} "
+        f"({check['found']:,} batches found, {check['offset_gaps']} offset gaps).",
+    ]
+    lines += [f"- {lost}" for lost in check["lost_shown"]]
+    return lines
+
+
+def write_failover_plot(out: Path, failover: dict[str, Any]) -> str | None:
+    """failover.png: each kill's times, and their distribution; None without matplotlib or kills."""
+    try:
+        import matplotlib
+    except ImportError:
+        return None
+    if not failover["commit_s"]["count"]:
+        return None
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+
+    commit = failover["commit_s"]["values"]
+    ready = failover["leader_ready_s"]["values"]
+    figure, (by_kill, cdf) = plt.subplots(1, 2, figsize=(11, 4.5))
+    kills = range(1, len(commit) + 1)
+    by_kill.plot(kills, commit, marker="o", label="commit acknowledged (routing client)")
+    by_kill.plot(kills, ready, marker="s", linestyle="--", label="a surviving node leads (LEADER, ACTIVE)")
+    by_kill.set_xlabel("kill")
+    by_kill.set_ylabel("seconds after the kill -9")
+    by_kill.set_ylim(bottom=0)
+    by_kill.set_title("Each failover")
+    by_kill.grid(True, alpha=0.3)
+    by_kill.legend(fontsize=8)
+    by_kill.xaxis.set_major_locator(MaxNLocator(integer=True))
+    for label, values in (("commit acknowledged", commit), ("a surviving node leads", ready)):
+        ordered = sorted(values)
+        fractions = [(i + 1) / len(ordered) for i in range(len(ordered))]
+        cdf.step([0.0, *ordered], [0.0, *fractions], where="post", label=label)
+    cdf.set_xlabel("seconds after the kill -9")
+    cdf.set_ylabel("fraction of kills")
+    cdf.set_xlim(left=0)
+    cdf.set_ylim(0, 1.02)
+    cdf.set_title("Distribution")
+    cdf.grid(True, alpha=0.3)
+    cdf.legend(fontsize=8)
+    figure.suptitle(f"{REPLICATED}: failover after kill -9 of a coordinator's leader")
+    figure.tight_layout()
+    figure.savefig(out / "failover.png", dpi=100)
+    plt.close(figure)
+    return "failover.png"
 
 
 def write_plots(out: Path, rows: list[dict[str, Any]], latencies: dict[str, dict[str, list[float]]]) -> list[str]:
@@ -195,9 +310,12 @@ def write_results(
     notes: dict[str, str],
     load_before: str,
     config: dict[str, Any],
+    failovers: dict[str, dict[str, Any]] | None = None,
+    replicated: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
+    """`failovers` by system (FailoverOutcome.summary()); `replicated`: the replicated system's nodes and settings."""
     out.mkdir(parents=True, exist_ok=True)
-    document = {
+    document: dict[str, Any] = {
         "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "mode": mode,
         "config": config,
@@ -207,8 +325,13 @@ def write_results(
         "notes": notes,
         "rows": rows,
         "targets": targets(rows),
+        "replicated": replicated,
+        "failover": failovers or {},
     }
-    document["plots"] = write_plots(out, rows, latencies)
+    plots = write_plots(out, rows, latencies)
+    if failovers and REPLICATED in failovers:
+        plots += [p for p in [write_failover_plot(out, failovers[REPLICATED])] if p is not None]
+    document["plots"] = plots
     (out / "results.json").write_text(json.dumps(document, indent=2) + "\n")
     (out / "results.md").write_text(markdown(document))
     return document

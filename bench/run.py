@@ -1,8 +1,11 @@
 """`diskless bench run`: every scenario against every system, in one run; results.json, results.md, plots.
 
-Systems: `coordinator` (this service, group commit), `coordinator-sequential`
-(the same with `diskless.coordinator.pipeline.enable=false`: check, append,
-fsync, apply, answer, one operation at a time), `raw-apsw` (the same rows
+Systems: `coordinator` (this service, group commit, one node: replication
+factor 1), `coordinator-sequential` (the same with
+`diskless.coordinator.pipeline.enable=false`: check, append, fsync, apply,
+answer, one operation at a time), `coordinator-replicated` (three nodes of a
+cluster on a local etcd, replication factor 3, `bench/replicated.py`; it also
+runs the failover scenario, `bench/failover.py`), `raw-apsw` (the same rows
 inserted with apsw, one durable transaction per commit, no gRPC: the physical
 limit), `postgres` (a PostgreSQL control plane doing what Aiven's Inkless does,
 bench/postgres_inkless_sql.py) and `postgres-simple` (the peer before issue #16,
@@ -18,13 +21,15 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bench.apsw_system import RawApswSystem
 from bench.coordinator_system import CoordinatorServer, CoordinatorSystem
 from bench.driver import LoadOutcome, LoadPlan, run_load
+from bench.failover import FAILOVER_SHAPE, FailoverOutcome, run_failover
+from bench.replicated import REPLICATED, ReplicatedCluster
 from bench.state import PREFILL_BATCHES_PER_FILE, PREFILL_PARTITIONS, build_coordinator_state, build_raw_state
 from bench.systems import System, SystemUnavailable
 from bench.workload import DUPLICATE_SHARE_DEFAULT, SHAPES
@@ -52,10 +57,25 @@ class RunConfig:
     duplicate_share: float = DUPLICATE_SHARE_DEFAULT
     coordinator_settings: tuple[tuple[str, str], ...] = ()  # extra settings for both coordinator systems
     scenarios: tuple[str, ...] = ()  # names of the scenarios to run; empty: all of them
+    failover_kills: int = 20  # leader kills in the failover scenario (coordinator-replicated)
+    failover_settle_s: float = 2.0  # load before the first kill, and after each node is back in sync
+    # Settings of the replicated system's nodes under everything else (--set wins): the tiny run's shorter
+    # session makes its failovers take the test's time, not the product's.
+    replicated_settings: tuple[tuple[str, str], ...] = ()
 
+
+# The tests' cluster timings (tests/cluster_harness.py), for the tiny run only; its short drain because a
+# cluster node whose peers have stopped drains for the whole timeout when the run ends.
+TINY_CLUSTER_SETTINGS = (
+    ("diskless.node.session.timeout.ms", "2000"),
+    ("diskless.node.heartbeat.interval.ms", "250"),
+    ("diskless.cluster.refresh.interval.ms", "100"),
+    ("diskless.shutdown.drain.timeout.ms", "2000"),
+)
 
 MODES = {
-    "tiny": RunConfig("tiny", 4, 0.3, 0.6, 1, ("100x100",), ("100x100",), (), 4, coordinators=2),
+    "tiny": RunConfig("tiny", 4, 0.3, 0.6, 1, ("100x100",), ("100x100",), (), 4, coordinators=2, failover_kills=2,
+                      failover_settle_s=0.5, replicated_settings=TINY_CLUSTER_SETTINGS),
     "quick": RunConfig("quick", 16, 1.0, 2.0, 3, ("100x100", "1600x16", "1600x320", "1600x1600", "small"),
                        ("100x100", "small"), (1_000_000,), 8),
     "full": RunConfig("full", 16, 3.0, 10.0, 5, ("100x100", "1600x16", "1600x320", "1600x1600", "small"),
@@ -79,7 +99,7 @@ def _progress_printer() -> Progress:
 class Scenario:
     name: str
     shape: str
-    level: str  # max, half, find
+    level: str  # max, half, find, failover
     live_batches: int = 0
 
 
@@ -94,8 +114,15 @@ class _SystemRun:
         self.progress = progress
         self._server: CoordinatorServer | None = None
         self._cluster: PostgresCluster | None = None
+        self.cluster: ReplicatedCluster | None = None  # coordinator-replicated's nodes, which the failover kills
 
     def start(self, live_batches: int) -> System:
+        if self.name == REPLICATED:
+            settings = {**dict(self.config.replicated_settings), **dict(self.config.coordinator_settings)}
+            settings["diskless.coordinator.pipeline.enable"] = "true"
+            self.cluster = ReplicatedCluster(self.scratch, self.config.coordinators, settings, self.install)
+            self.cluster.start()
+            return CoordinatorSystem(self.name, self.cluster.nodes)
         if self.name.startswith("coordinator"):
             data = self.scratch / "data"
             if live_batches:
@@ -108,7 +135,7 @@ class _SystemRun:
             settings["diskless.coordinator.pipeline.enable"] = str(self.name == "coordinator").lower()
             self._server = CoordinatorServer(data, self.config.coordinators, settings)
             self._server.start()
-            return CoordinatorSystem(self.name, self._server)
+            return CoordinatorSystem(self.name, [self._server])
         if self.name == "raw-apsw":
             path = self.scratch / "raw.sqlite"
             if live_batches:
@@ -127,42 +154,65 @@ class _SystemRun:
     def stop(self) -> None:
         if self._server is not None:
             self._server.stop()
+        if self.cluster is not None:
+            self.cluster.stop()
         if self._cluster is not None:
             self._cluster.stop()
         shutil.rmtree(self.scratch, ignore_errors=True)
 
 
-async def _run_scenarios(system: System, config: RunConfig, scenarios: list[Scenario], progress: Progress) -> list[
-    tuple[Scenario, LoadPlan, LoadOutcome]]:  # fmt: skip
+@dataclass(slots=True)
+class ScenarioResults:
+    done: list[tuple[Scenario, LoadPlan, LoadOutcome]] = field(default_factory=list)
+    failover: FailoverOutcome | None = None
+
+
+async def _run_scenarios(
+    system: System, config: RunConfig, scenarios: list[Scenario], progress: Progress,
+    cluster: ReplicatedCluster | None = None,
+) -> ScenarioResults:  # fmt: skip
     await system.open()
-    done: list[tuple[Scenario, LoadPlan, LoadOutcome]] = []
+    results = ScenarioResults()
     max_rates: dict[str, float] = {}
     try:
         for index, scenario in enumerate(scenarios):
             shape = SHAPES[scenario.shape]
             plan = LoadPlan(shape, config.brokers, 0.0, config.warmup_s, config.window_s, config.windows,
                             config.duplicate_share)  # fmt: skip
+            if scenario.level == "failover":
+                assert cluster is not None and isinstance(system, CoordinatorSystem), "failover needs a cluster"
+                plan = replace(plan, interval_s=config.brokers / _steady_rate(config, max_rates, scenario.shape),
+                               duplicate_share=0.0)  # fmt: skip
+                results.failover = await run_failover(
+                    cluster, system, plan, config.failover_kills, config.failover_settle_s, progress
+                )
+                continue
             if scenario.level == "half":
                 rate = max_rates.get(scenario.shape, 0.0) / 2
                 if rate <= 0:
                     continue
                 plan = replace(plan, interval_s=config.brokers / rate)
             elif scenario.level == "find":
-                # Brokers commit every 250 ms, slower if that is past half the system's maximum rate.
-                rate = config.brokers / COMMIT_INTERVAL_S_DEFAULT
-                if max_rates.get(scenario.shape, 0.0) > 0:
-                    rate = min(rate, max_rates[scenario.shape] / 2)
-                plan = replace(plan, interval_s=config.brokers / rate, consumers=config.consumers)
+                plan = replace(plan, interval_s=config.brokers / _steady_rate(config, max_rates, scenario.shape),
+                               consumers=config.consumers)  # fmt: skip
             topic = await system.create_topic(f"bench-{index}-{scenario.shape}", shape.partitions)
             outcome = await run_load(system, topic, plan, seed=index, key_prefix=f"wal/{index}")
             figures = outcome.median()
             if scenario.level == "max":
                 max_rates[scenario.shape] = figures["commits_per_s"]
-            done.append((scenario, plan, outcome))
+            results.done.append((scenario, plan, outcome))
             progress(f"{system.name:<22} {scenario.name:<28} {_summary(scenario, figures)}")
     finally:
         await system.close()
-    return done
+    return results
+
+
+def _steady_rate(config: RunConfig, max_rates: dict[str, float], shape: str) -> float:
+    """Commits/s of a steady load: brokers commit every 250 ms, slower if that is past half the system's maximum."""
+    rate = config.brokers / COMMIT_INTERVAL_S_DEFAULT
+    if max_rates.get(shape, 0.0) > 0:
+        rate = min(rate, max_rates[shape] / 2)
+    return rate
 
 
 def _summary(scenario: Scenario, figures: dict[str, float]) -> str:
@@ -173,14 +223,21 @@ def _summary(scenario: Scenario, figures: dict[str, float]) -> str:
             f"p50 {figures['p50_ms']:.1f} p99 {figures['p99_ms']:.1f} ms")  # fmt: skip
 
 
-def scenarios_of(config: RunConfig) -> list[tuple[int, list[Scenario]]]:
-    """(live batches prefilled, scenarios run on that state), empty state first; only those chosen, if any."""
+def scenarios_of(config: RunConfig, system: str = "coordinator") -> list[tuple[int, list[Scenario]]]:
+    """(live batches prefilled, scenarios run on that state), empty state first; only those chosen, if any.
+
+    The replicated system runs the empty state's scenarios, then the failover; not the grown states (those are
+    one node's prebuilt state: a cluster's replicas would have to be built together).
+    """
     empty = [Scenario(f"{s} max", s, "max") for s in config.max_shapes]
     empty += [Scenario(f"{s} half", s, "half") for s in config.half_shapes]
     empty.append(Scenario("find-batches", FIND_SHAPE, "find"))
-    grown = [(n, [Scenario(f"{GROWN_SHAPE} max @{n // 1_000_000}M live", GROWN_SHAPE, "max", n)])
-             for n in config.live_states]  # fmt: skip
-    groups = [(0, empty), *grown]
+    if system == REPLICATED:
+        groups = [(0, [*empty, Scenario("failover", FAILOVER_SHAPE, "failover")])]
+    else:
+        grown = [(n, [Scenario(f"{GROWN_SHAPE} max @{n // 1_000_000}M live", GROWN_SHAPE, "max", n)])
+                 for n in config.live_states]  # fmt: skip
+        groups = [(0, empty), *grown]
     if not config.scenarios:
         return groups
     chosen = [(n, [s for s in scenarios if s.name in config.scenarios]) for n, scenarios in groups]
@@ -188,7 +245,11 @@ def scenarios_of(config: RunConfig) -> list[tuple[int, list[Scenario]]]:
 
 
 def scenario_names(config: RunConfig) -> list[str]:
-    return [s.name for _, scenarios in scenarios_of(replace(config, scenarios=())) for s in scenarios]
+    every = replace(config, scenarios=())
+    names = [
+        s.name for system in ("coordinator", REPLICATED) for _, group in scenarios_of(every, system) for s in group
+    ]
+    return list(dict.fromkeys(names))
 
 
 def row_of(system: str, scenario: Scenario, plan: LoadPlan, outcome: LoadOutcome) -> dict[str, Any]:
@@ -220,52 +281,64 @@ def row_of(system: str, scenario: Scenario, plan: LoadPlan, outcome: LoadOutcome
     }
 
 
-def run_system(
-    name: str, config: RunConfig, scratch: Path, install: bool, progress: Progress
-) -> tuple[list[dict[str, Any]], dict[str, list[float]], str]:
-    """Every scenario against one system: (rows, commit latencies by scenario, version note)."""
-    rows: list[dict[str, Any]] = []
-    latencies: dict[str, list[float]] = {}
-    note = ""
-    for live_batches, scenarios in scenarios_of(config):
+@dataclass(slots=True)
+class SystemResults:
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    latencies: dict[str, list[float]] = field(default_factory=dict)  # commit (or find) latencies by scenario
+    note: str = ""  # the version, for the results' header
+    failover: FailoverOutcome | None = None
+
+
+def run_system(name: str, config: RunConfig, scratch: Path, install: bool, progress: Progress) -> SystemResults:
+    """Every scenario against one system."""
+    results = SystemResults()
+    for live_batches, scenarios in scenarios_of(config, name):
         run = _SystemRun(name, config, scratch, install, progress)
         try:
             if live_batches:
                 progress(f"{name}: building a state of {live_batches:,} live batches")
             system = run.start(live_batches)
             if run._cluster is not None:
-                note = run._cluster.description
-            done = asyncio.run(_run_scenarios(system, config, scenarios, progress))
+                results.note = run._cluster.description
+            done = asyncio.run(_run_scenarios(system, config, scenarios, progress, run.cluster))
         finally:
             run.stop()
-        for scenario, plan, outcome in done:
-            rows.append(row_of(name, scenario, plan, outcome))
-            latencies[scenario.name] = (
+        for scenario, plan, outcome in done.done:
+            results.rows.append(row_of(name, scenario, plan, outcome))
+            results.latencies[scenario.name] = (
                 outcome.find_latencies_ms if scenario.level == "find" else outcome.commit_latencies_ms
             )
-    return rows, latencies, note
+        results.failover = done.failover or results.failover
+    return results
 
 
-def run_all(
-    config: RunConfig, systems: tuple[str, ...], install: bool, progress: Progress
-) -> tuple[list[dict[str, Any]], dict[str, dict[str, list[float]]], dict[str, str]]:
-    rows: list[dict[str, Any]] = []
-    latencies: dict[str, dict[str, list[float]]] = {}
-    notes: dict[str, str] = {}
+@dataclass(slots=True)
+class RunResults:
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    latencies: dict[str, dict[str, list[float]]] = field(default_factory=dict)  # by system, then scenario
+    notes: dict[str, str] = field(default_factory=dict)
+    failovers: dict[str, dict[str, Any]] = field(default_factory=dict)  # by system: FailoverOutcome.summary()
+
+
+def run_all(config: RunConfig, systems: tuple[str, ...], install: bool, progress: Progress) -> RunResults:
+    results = RunResults()
     with tempfile.TemporaryDirectory(prefix="diskless-bench-") as scratch:
         os.chmod(scratch, 0o755)  # the postgres user must reach its cluster's directory inside
         for name in systems:
             progress(f"{name}: starting")
             try:
-                system_rows, latencies[name], note = run_system(name, config, Path(scratch), install, progress)
+                system = run_system(name, config, Path(scratch), install, progress)
             except SystemUnavailable as error:
-                notes[name] = f"skipped: {error}"
+                results.notes[name] = f"skipped: {error}"
                 progress(f"{name}: skipped: {error}")
                 continue
-            rows += system_rows
-            if note:
-                notes[name] = note
-    return rows, latencies, notes
+            results.rows += system.rows
+            results.latencies[name] = system.latencies
+            if system.note:
+                results.notes[name] = system.note
+            if system.failover is not None:
+                results.failovers[name] = system.failover.summary()
+    return results
 
 
 def progress_printer() -> Progress:

@@ -1,4 +1,5 @@
-"""`diskless bench run --tiny`: a seconds-long run writes a valid results.json with every system."""
+"""`diskless bench run --tiny`: a seconds-long run writes a valid results.json with every system; the replicated
+system (three nodes on a real etcd) against one node, and its failovers with nothing acknowledged lost."""
 
 from __future__ import annotations
 
@@ -10,16 +11,19 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
+# The single-node systems; coordinator-replicated has a test of its own below.
 SYSTEMS = {"coordinator", "coordinator-sequential", "raw-apsw", "postgres", "postgres-simple"}
 ROW_FIELDS = {"scenario", "system", "commits_per_s", "batches_per_s", "p50_ms", "p99_ms", "p999_ms", "cpu_s_per_batch"}
 TINY_RUN_TIMEOUT_S = 240
+TINY_KILLS = 2
 
 
 def test_tiny_run_writes_results_for_every_system(tmp_path: Path) -> None:
     out = tmp_path / "results"
     # --no-install: the test never runs apt-get; without PostgreSQL only the two PostgreSQL peers are skipped.
     done = subprocess.run(
-        [sys.executable, "-m", "coordinator", "bench", "run", "--tiny", "--no-install", "--out", str(out)],
+        [sys.executable, "-m", "coordinator", "bench", "run", "--tiny", "--no-install", "--out", str(out),
+         "--systems", ",".join(sorted(SYSTEMS))],
         cwd=REPO, capture_output=True, text=True, timeout=TINY_RUN_TIMEOUT_S,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
@@ -56,3 +60,86 @@ def test_scenarios_choose_a_subset_and_unknown_names_are_refused(capsys: pytest.
     ]
     assert main(["run", "--tiny", "--scenarios", "find-batches,no such scenario"]) == 2
     assert "unknown scenarios ['no such scenario']" in capsys.readouterr().err
+
+
+def test_tiny_replicated_run_compares_three_nodes_with_one_and_loses_nothing_acknowledged_over_its_kills(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "results"
+    # Real etcd (the README's test command installs it), three `diskless serve` nodes, kill -9 and restarts.
+    done = subprocess.run(
+        [sys.executable, "-m", "coordinator", "bench", "run", "--tiny", "--no-install", "--out", str(out),
+         "--systems", "coordinator,coordinator-replicated", "--kills", str(TINY_KILLS)],
+        cwd=REPO, capture_output=True, text=True, timeout=TINY_RUN_TIMEOUT_S,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    document = json.loads((out / "results.json").read_text())
+    assert not document["notes"], document["notes"]
+    rows = {(row["system"], row["scenario"]): row for row in document["rows"]}
+    for system in ("coordinator", "coordinator-replicated"):
+        for scenario in ("100x100 max", "100x100 half"):
+            row = rows[(system, scenario)]
+            assert row["batches_per_s"] > 0 and row["p99_ms"] >= row["p50_ms"] > 0, row
+            assert row["cpu_s_per_batch"] > 0 and row["fsyncs_per_commit"] > 0, row
+    assert document["replicated"]["nodes"] == 3
+    assert document["replicated"]["settings"]["diskless.coordinator.replication.factor"] == "3"
+
+    failover = document["failover"]["coordinator-replicated"]
+    assert len(failover["kills"]) == TINY_KILLS == failover["commit_s"]["count"]
+    for kill in failover["kills"]:
+        # The new leader serves after the killed node's session lapsed (2 s in the tiny run), not before.
+        assert 1.0 < kill["leader_ready_s"] <= kill["commit_s"] < 30, kill
+        assert kill["coordinators_led"] >= 1 and kill["back_in_sync_s"] > 0, kill
+    assert [k["coordinator_id"] for k in failover["kills"]] == [0, 1]
+    commit = failover["commit_s"]
+    assert commit["min"] <= commit["median"] <= commit["p90"] <= commit["max"]
+    check = failover["verification"]
+    assert check["lost"] == 0 and check["lost_shown"] == [], check
+    assert check["acknowledged"] > TINY_KILLS and check["found"] >= check["acknowledged"], check
+    assert check["offset_gaps"] == 0, check
+    assert failover["load"]["commits"] > 0
+
+    text = (out / "results.md").read_text()
+    assert "| 100x100 max | " in text and "Failover: 2 kill -9s" in text and "none lost" in text
+    if document["plots"]:  # matplotlib (the bench extra) is there
+        assert "failover.png" in document["plots"] and (out / "failover.png").stat().st_size > 0
+
+
+def test_a_failover_distribution_and_a_lost_batch_are_told() -> None:
+    from bench.acknowledged import AcknowledgedBatches, lost_in_partition
+    from bench.failover import distribution
+
+    figures = distribution([3.0, 1.0, 2.0, 10.0])
+    assert figures == {"count": 4, "median": 2.5, "p90": 10.0, "min": 1.0, "max": 10.0, "values": [3.0, 1.0, 2.0, 10.0]}
+    assert distribution([])["count"] == 0
+
+    acknowledged = AcknowledgedBatches()
+    acknowledged.add("wal/a", [(0, 0), (1, 0)])
+    acknowledged.add("wal/b", [(0, 1)])
+    assert acknowledged.batches == 3 and acknowledged.partitions == [0, 1]
+    assert acknowledged.of_partition(0) == [(0, "wal/a"), (1, "wal/b")]
+    assert lost_in_partition(0, acknowledged.of_partition(0), {0: "wal/a", 1: "wal/b"}) == []
+    assert lost_in_partition(0, acknowledged.of_partition(0), {0: "wal/a", 1: "wal/c"}) == [
+        "partition 0 offset 1: acknowledged in wal/b, found a batch of wal/c"
+    ]
+    assert lost_in_partition(1, acknowledged.of_partition(1), {}) == [
+        "partition 1 offset 0: acknowledged in wal/a, found nothing"
+    ]
+
+
+def test_only_the_replicated_system_runs_the_failover_and_it_can_be_chosen() -> None:
+    from dataclasses import replace
+
+    from bench.run import MODES, scenario_names, scenarios_of
+
+    quick = MODES["quick"]
+    assert "failover" in scenario_names(quick)
+    assert all(s.level != "failover" for _, group in scenarios_of(quick, "coordinator") for s in group)
+    replicated = scenarios_of(quick, "coordinator-replicated")
+    assert [n for n, _ in replicated] == [0]  # no grown states: they are one node's prebuilt state
+    assert replicated[0][1][-1].name == "failover" and quick.failover_kills == 20
+    chosen = replace(quick, scenarios=("100x100 max", "failover"))
+    assert [s.name for _, group in scenarios_of(chosen, "coordinator-replicated") for s in group] == [
+        "100x100 max",
+        "failover",
+    ]
