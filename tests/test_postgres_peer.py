@@ -76,7 +76,7 @@ async def _commit_all(systems: Sequence[System], specs: Sequence[CommitSpec], na
 
 
 def _both(cluster: PostgresCluster, coordinator: CoordinatorServer) -> tuple[System, System]:
-    return peer_system("postgres", cluster, brokers=2, consumers=0), CoordinatorSystem("coordinator", coordinator)
+    return peer_system("postgres", cluster, brokers=2, consumers=0), CoordinatorSystem("coordinator", [coordinator])
 
 
 def test_find_batches_answers_what_the_coordinator_answers_under_both_budgets(
