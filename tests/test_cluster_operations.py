@@ -8,6 +8,7 @@ import asyncio
 import signal
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -34,12 +35,12 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
             print(f"--- node {node.arguments[1]} (port {node.port}), last lines:\n" + "".join(node.output[-30:]))
 
 
-def _commit(node: ServerProcess, topic_id: bytes, coordinator_id: int, count: int) -> None:
+def _commit(node: ServerProcess, topic_id: bytes, coordinator_id: int, count: int, partition: int = 0) -> None:
     for _ in range(count):
         answer = node.stub.CommitFile(
             pb.CommitFileRequest(
                 object_key=f"wal/{uuid.uuid4()}", object_format=1, file_size=100, uploader_broker_id=1,
-                owner_ids=[coordinator_id], batches=[batch(topic_id, 0)],
+                owner_ids=[coordinator_id], batches=[batch(topic_id, partition)],
             ),
             timeout=10,
         )  # fmt: skip
@@ -225,3 +226,21 @@ def test_the_routing_client_carries_a_producer_across_a_leader_kill_without_losi
     assert [acknowledged[s] for s in range(60)] == list(range(60))  # one offset each, in order: none lost or doubled
     new_leader = cluster.leader_of(coordinator_id)
     assert new_leader is not None and new_leader is not leader
+
+
+def test_every_node_stops_on_sigterm_without_waiting_out_its_drain_the_last_one_too(cluster: Cluster) -> None:
+    """Stopping the nodes one by one: each later one leads what the earlier ones led, then has no follower left.
+
+    A leader closing its replication at once answers what followers have not confirmed with NOT_COORDINATOR,
+    instead of waiting for an ISR that can no longer shrink (nor, if it became leader while stopping, forever).
+    """
+    topic_id = cluster.create_topic("stopping", 2)
+    for partition in (0, 1):
+        coordinator_id = cluster.coordinator_of(cluster.nodes[0], topic_id, partition)
+        leader = wait_for("a leader", lambda c=coordinator_id: cluster.leader_of(c))
+        _commit(leader, topic_id, coordinator_id, 2, partition)
+    for node in cluster.nodes:  # back to back: the next node takes over while it is being stopped
+        started = time.monotonic()
+        assert node.stop() == 0
+        took = time.monotonic() - started
+        assert took < float(CLUSTER_SETTINGS["diskless.shutdown.drain.timeout.ms"]) / 1000, (node.arguments, took)

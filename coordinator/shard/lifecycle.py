@@ -344,8 +344,10 @@ class Lifecycle:
                 self._leader,
                 loaded.unapplied,
             )
-            if self._closing:  # closed while loading: the pipeline only drains
+            if self._closing:  # closed while loading: the pipeline only drains, and nothing waits for followers
                 self._pipeline.close()
+                if self._leader is not None:
+                    self._leader.close("the node is shutting down")
         self._problem = ""
         self._transition(ShardState.ACTIVE)
         log.info(
@@ -438,11 +440,11 @@ class Lifecycle:
             self._follower.close()
         if self._pipeline is not None:
             self._pipeline.close()
-        if self._leader is not None:  # what followers have not confirmed by then is answered NOT_COORDINATOR
-            leader = self._leader
-            asyncio.get_running_loop().call_later(
-                self._settings.drain_timeout_ms / 1000, leader.close, "the node is shutting down"
-            )
+        if self._leader is not None:
+            # The node's calls are drained by now (the server stops first): what followers have not confirmed is
+            # answered NOT_COORDINATOR at once. Waiting would gain nothing, and with the followers gone (the last
+            # node to stop) the ISR cannot shrink any more, so the wait would last the whole drain timeout.
+            self._leader.close("the node is shutting down")
 
     async def wait_closed(self) -> None:
         """Waits for the loop to end, then closes log and state, marking a clean close (close's second half)."""
