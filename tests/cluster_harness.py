@@ -1,4 +1,5 @@
-"""A real cluster for tests: an etcd of its own and `diskless serve --node-id --etcd` node processes."""
+"""A real cluster for tests: an etcd of its own (one member or several) and `diskless serve --node-id --etcd` node
+processes, which tests kill, pause and restart."""
 
 from __future__ import annotations
 
@@ -28,6 +29,10 @@ CLUSTER_SETTINGS = {
     "diskless.coordinator.replica.fetch.wait.max.ms": "200",
     "diskless.shutdown.drain.timeout.ms": "2000",
 }
+# etcd's election scaled with the short session: a renewal in flight when etcd's leader dies waits for the next
+# leader (its election timeout, randomized up to twice that, then a poll of one more timeout on the member that
+# forwards it), and must still come back within the session. etcd's default 1000 ms cannot (see the etcd fault test).
+ETCD_ELECTION_TIMEOUT_MS = 500
 RETRIABLE = {
     pb.NOT_COORDINATOR,
     pb.NOT_LEADER_OR_FOLLOWER,
@@ -58,10 +63,17 @@ class Cluster:
     """`size` nodes on one etcd; nodes keep their ports and data directories across restarts."""
 
     def __init__(
-        self, directory: Path, size: int = 3, coordinators: int = 2, settings: dict[str, str] | None = None
+        self,
+        directory: Path,
+        size: int = 3,
+        coordinators: int = 2,
+        settings: dict[str, str] | None = None,
+        etcd_members: int = 1,
+        etcd_election_timeout_ms: int | None = ETCD_ELECTION_TIMEOUT_MS,
     ) -> None:
-        self.etcd = EtcdCluster(directory / "etcd")
+        self.etcd = EtcdCluster(directory / "etcd", size=etcd_members, election_timeout_ms=etcd_election_timeout_ms)
         self.coordinators = coordinators
+        self.paused: set[int] = set()  # node ids stopped by SIGSTOP
         self.nodes = [
             ServerProcess(
                 directory / f"node{i}",
@@ -73,7 +85,16 @@ class Cluster:
         ]
 
     def start(self) -> Cluster:
+        """Starts etcd and every node; stops whatever started if a node does not."""
+        try:
+            return self._start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start(self) -> Cluster:
         self.etcd.start()
+        wait_for("an etcd leader", self.etcd.leader, timeout_s=20)  # nodes' first requests need one
         for node in self.nodes:
             node.arguments = tuple(self.etcd.endpoints if a == "ETCD" else a for a in node.arguments)
         starting = [threading.Thread(target=node.start) for node in self.nodes]  # they form together
@@ -92,6 +113,46 @@ class Cluster:
                 node.process.send_signal(signal.SIGCONT)
                 node.kill()
         self.etcd.stop()
+
+    def log_lines(self, *texts: str, since: Sequence[int] | None = None) -> list[str]:
+        """The nodes' log lines holding any of `texts` (from line `since[node id]` of each node's output on)."""
+        return [
+            f"node {node_id}: {line.rstrip()}"
+            for node_id, node in enumerate(self.nodes)
+            for line in node.output[since[node_id] if since else 0 :]
+            if any(text in line for text in texts)
+        ]
+
+    def print_state(self, last_lines: int = 40) -> None:
+        """What each node says of its coordinators, and its last log lines (shown when a test fails)."""
+        for node in self.live():
+            try:
+                for c in node.stub.DescribeCoordinators(pb.DescribeCoordinatorsRequest(), timeout=2).coordinators:
+                    print(
+                        f"node {node.arguments[1]} coordinator {c.coordinator_id}: {c.role} {c.state} isr "
+                        f"{list(c.isr)} hw {c.high_watermark} leo {c.log_end_offset} {c.error_message}"
+                    )
+            except grpc.RpcError as error:
+                print(f"node {node.arguments[1]}: {error.code()}")
+        for node in self.nodes:
+            lines = "".join(node.output[-last_lines:])
+            print(f"--- node {node.arguments[1]} (port {node.port}), last lines:\n{lines}")
+
+    @property
+    def addresses(self) -> list[str]:
+        """Every node's HOST:PORT (a node keeps its port across restarts)."""
+        return [node.address for node in self.nodes]
+
+    def pause(self, node: ServerProcess) -> None:
+        """SIGSTOP: the node neither answers nor renews its session until `resume`."""
+        assert node.process is not None
+        node.process.send_signal(signal.SIGSTOP)
+        self.paused.add(self.nodes.index(node))
+
+    def resume(self, node: ServerProcess) -> None:
+        assert node.process is not None
+        node.process.send_signal(signal.SIGCONT)
+        self.paused.discard(self.nodes.index(node))
 
     def live(self) -> list[ServerProcess]:
         return [n for n in self.nodes if n.process is not None and n.process.poll() is None]
@@ -116,6 +177,54 @@ class Cluster:
                 return node
         return None
 
+    def descriptions(self, node: ServerProcess) -> dict[int, pb.CoordinatorDescription]:
+        """Every coordinator as the node describes its own replica, by coordinator id."""
+        answer = node.stub.DescribeCoordinators(pb.DescribeCoordinatorsRequest(), timeout=5)
+        return {c.coordinator_id: c for c in answer.coordinators}
+
+    def leaders(self) -> dict[int, int]:
+        """coordinator id -> node id of the node that leads and serves it now (coordinators without one left out)."""
+        found: dict[int, int] = {}
+        for node in self.live():
+            if self.nodes.index(node) in self.paused:
+                continue
+            try:
+                described = self.descriptions(node)
+            except grpc.RpcError:
+                continue
+            for coordinator_id, description in described.items():
+                if description.error_code == pb.NONE and description.role == "LEADER":
+                    found[coordinator_id] = self.nodes.index(node)
+        return found
+
+    def fully_in_sync(self) -> dict[int, pb.CoordinatorDescription] | None:
+        """Each coordinator's leader description, if every node runs and every coordinator has one leader serving
+        with every replica in its ISR and every other replica following it in the same epoch; else None."""
+        if self.paused or len(self.live()) != len(self.nodes):
+            return None
+        described = [self.descriptions(node) for node in self.nodes]  # a node not answering raises: not yet
+        in_sync: dict[int, pb.CoordinatorDescription] = {}
+        for coordinator_id in range(self.coordinators):
+            replicas = [d[coordinator_id] for d in described]
+            leaders = [r for r in replicas if r.role == "LEADER" and r.error_code == pb.NONE and r.state == "ACTIVE"]
+            if len(leaders) != 1:
+                return None
+            leader = leaders[0]
+            if sorted(leader.isr) != sorted(leader.replica_node_ids) or len(leader.isr) != len(self.nodes):
+                return None
+            followers_ok = all(
+                r.role == "FOLLOWER" and r.state == "ACTIVE" and r.leader.leader_epoch == leader.leader.leader_epoch
+                for r in replicas
+                if r is not leader
+            )
+            if not followers_ok:
+                return None
+            in_sync[coordinator_id] = leader
+        return in_sync
+
+    def wait_fully_in_sync(self, timeout_s: float = 60.0) -> dict[int, pb.CoordinatorDescription]:
+        return wait_for("every coordinator led with its full ISR", self.fully_in_sync, timeout_s=timeout_s)
+
     def create_topic(self, name: str, partitions: int) -> bytes:
         topic_id = uuid.uuid4().bytes
         request = pb.CreatePartitionsRequest(
@@ -125,7 +234,11 @@ class Cluster:
         assert answer.topics[0].error_code == pb.NONE, answer
         # Each node learns the partitions as its replicas apply them (up to their high watermark).
         for node in self.live():
-            wait_for(f"node {node.port} knows the topic", lambda n=node: self.coordinator_of(n, topic_id, 0) >= 0)
+
+            def knows(node: ServerProcess = node) -> bool:
+                return self.coordinator_of(node, topic_id, 0) >= 0
+
+            wait_for(f"node {node.port} knows the topic", knows)
         return topic_id
 
     @staticmethod

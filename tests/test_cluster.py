@@ -9,7 +9,6 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import grpc
@@ -19,8 +18,10 @@ from protos import admin_pb2
 from protos import admin_pb2_grpc as admin_grpc
 from protos import coordinator_pb2 as pb
 from protos import coordinator_pb2_grpc as pb_grpc
-from tests.cluster_harness import RETRIABLE, Cluster, coordinator_of, stub_at, wait_for
+from tests.cluster_harness import Cluster, wait_for
 from tests.harness import batch, fetch_all_batches
+from tests.history import History, check_history, first_acknowledged_after
+from tests.producers import Load
 
 FAILOVER_TARGET_S = 5.0  # DESIGN §6a: a new leader serves within 5 s of a kill -9
 
@@ -43,100 +44,6 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
         running.stop()
         for node in running.nodes:  # shown when the test fails
             print(f"--- node {node.arguments[1]} (port {node.port}), last lines:\n" + "".join(node.output[-40:]))
-
-
-@dataclass
-class Acknowledged:
-    """What one idempotent producer was told: object key and offset of each batch, by sequence."""
-
-    offsets: dict[int, tuple[int, str]] = field(default_factory=dict)
-    failovers_s: list[float] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
-
-
-class Producer(threading.Thread):
-    """One idempotent producer writing one-record batches to one partition, through its coordinator's leader.
-
-    On a retriable answer or a dead node it asks a live node for the leader and resends the same batch (same
-    sequence, same object key): the coordinator answers a stored one as a duplicate with its offset.
-    """
-
-    def __init__(self, cluster: Cluster, topic_id: bytes, partition: int, producer_id: int) -> None:
-        super().__init__(daemon=True)
-        self.cluster, self.topic_id, self.partition, self.producer_id = cluster, topic_id, partition, producer_id
-        self.acknowledged = Acknowledged()
-        self.stopping = threading.Event()
-        self._stubs: dict[str, pb_grpc.DisklessCoordinatorStub] = {}
-
-    def _leader_stub(self) -> pb_grpc.DisklessCoordinatorStub | None:
-        for node in self.cluster.live():
-            try:
-                found = node.stub.FindCoordinator(
-                    pb.FindCoordinatorRequest(
-                        topics=[pb.FindCoordinatorRequest.Topic(topic_id=self.topic_id, partitions=[self.partition])]
-                    ),
-                    timeout=2,
-                )
-            except grpc.RpcError:
-                continue
-            if not found.coordinators or found.coordinators[0].leader_node_id < 0:
-                continue
-            leader = found.coordinators[0]
-            address = f"{leader.host}:{leader.port}"
-            if address not in self._stubs:
-                self._stubs[address] = stub_at(address)
-            return self._stubs[address]
-        return None
-
-    def run(self) -> None:
-        sequence = 0
-        stub = None
-        failing_since: float | None = None
-        while not self.stopping.is_set():
-            key = f"wal/{self.producer_id}-{sequence}-{uuid.uuid4()}"
-            request = pb.CommitFileRequest(
-                object_key=key, object_format=1, file_size=100, uploader_broker_id=1, owner_ids=[],
-                batches=[batch(self.topic_id, self.partition, producer_id=self.producer_id, epoch=0,
-                               sequence=sequence)],
-            )  # fmt: skip
-            while not self.stopping.is_set():
-                if stub is None:
-                    stub = self._leader_stub()
-                    if stub is None:
-                        time.sleep(0.05)
-                        continue
-                try:
-                    request.owner_ids[:] = [coordinator_of(stub, self.topic_id, self.partition)]
-                    answer = stub.CommitFile(request, timeout=5).batches[0]
-                except grpc.RpcError:
-                    answer = None
-                if answer is not None and answer.error_code == pb.NONE:
-                    self.acknowledged.offsets[sequence] = (answer.assigned_base_offset, key)
-                    if failing_since is not None:
-                        self.acknowledged.failovers_s.append(time.monotonic() - failing_since)
-                        failing_since = None
-                    break
-                if answer is not None and answer.error_code not in RETRIABLE:
-                    self.acknowledged.errors.append(f"{pb.ErrorCode.Name(answer.error_code)}: {answer.error_message}")
-                    return
-                if failing_since is None:
-                    failing_since = time.monotonic()
-                stub = None  # ask for the leader again
-                time.sleep(0.05)
-            sequence += 1
-
-
-def _assert_all_present(stub: pb_grpc.DisklessCoordinatorStub, topic_id: bytes, partition: int,
-                        acknowledged: Acknowledged) -> None:  # fmt: skip
-    """Every acknowledged batch at its offset with its key; offsets contiguous from the log start."""
-    batches, _, high_watermark = fetch_all_batches(stub, topic_id, partition)
-    by_offset = {b.base_offset: b.object_key for b in batches}
-    for sequence, (offset, key) in acknowledged.offsets.items():
-        assert by_offset.get(offset) == key, f"sequence {sequence}: acknowledged at {offset} as {key}, found " \
-            f"{by_offset.get(offset)}"  # fmt: skip
-    offsets = [b.base_offset for b in batches]
-    assert offsets == list(range(offsets[0], offsets[0] + len(offsets))) if offsets else True
-    assert high_watermark == (offsets[-1] + 1 if offsets else 0)
 
 
 def _commit(stub: pb_grpc.DisklessCoordinatorStub, topic_id: bytes, partition: int, coordinator_id: int) -> int:
@@ -187,56 +94,30 @@ def test_leader_killed_under_load_a_new_leader_serves_within_5_s_and_nothing_ack
 ) -> None:
     topic_id = cluster.create_topic("failover", 2)
     coordinator_id = cluster.coordinator_of(cluster.nodes[0], topic_id, 0)
-    producers = [Producer(cluster, topic_id, p, producer_id=100 + p) for p in (0, 1)]
-    for producer in producers:
-        producer.start()
-    wait_for("commits flowing", lambda: all(len(p.acknowledged.offsets) >= 20 for p in producers))
-    leader = cluster.leader_of(coordinator_id)
-    assert leader is not None
-    leader.kill()
-    killed_at = time.monotonic()
-    before = {id(p): len(p.acknowledged.offsets) for p in producers}
-    serving = [
-        p for p in producers if cluster.coordinator_of(cluster.live()[0], topic_id, p.partition) == coordinator_id
-    ]
-
-    def resumed() -> bool:
-        assert not any(p.acknowledged.errors for p in producers), [p.acknowledged.errors for p in producers]
-        return all(len(p.acknowledged.offsets) > before[id(p)] + 20 for p in serving)
-
-    wait_for("commits after the kill", resumed, timeout_s=30)
-    recovered_s = time.monotonic() - killed_at
-    for producer in producers:
-        producer.stopping.set()
-        producer.join(timeout=15)
-        assert not producer.acknowledged.errors, producer.acknowledged.errors
-    failovers = [s for p in serving for s in p.acknowledged.failovers_s]
-    total = sum(len(p.acknowledged.offsets) for p in producers)
-    print(
-        f"\nfailover: commits answered again {[round(s, 2) for s in failovers]} s after the kill; {total} acknowledged"
-    )
-    assert max(failovers) <= FAILOVER_TARGET_S, failovers
-    assert recovered_s < 30
+    history = History()
+    load = Load(cluster.addresses, history, topic_id, partitions=2).start()
+    try:
+        wait_for("commits flowing", lambda: history.count() >= 40)
+        leader = cluster.leader_of(coordinator_id)
+        assert leader is not None
+        leader.kill()
+        killed_at = time.monotonic()
+        wait_for("commits after the kill", lambda: load.flowing_since(killed_at)
+                 and history.count_since(killed_at, [coordinator_id]) >= 20, timeout_s=30)  # fmt: skip
+    finally:
+        load.stop()
+    assert not load.errors, load.errors
+    failover_s = first_acknowledged_after(history, killed_at, coordinator_id)
+    assert failover_s is not None
+    print(f"\nfailover: commits answered again {failover_s:.2f} s after the kill; {history.count()} acknowledged")
+    assert failover_s <= FAILOVER_TARGET_S, failover_s
     new_leader = cluster.leader_of(coordinator_id)
     assert new_leader is not None and new_leader is not leader
-    for producer in producers:  # read where each partition is led (a follower's reads may lag by a fetch)
-        its_leader = cluster.leader_of(cluster.coordinator_of(new_leader, topic_id, producer.partition))
-        assert its_leader is not None
-        _assert_all_present(its_leader.stub, topic_id, producer.partition, producer.acknowledged)
-    # The last acknowledged batch sent again (a producer's retry) is a duplicate, answered with its stored offset.
-    producer = serving[0]
-    sequence = max(producer.acknowledged.offsets)
-    offset = producer.acknowledged.offsets[sequence][0]
-    again = new_leader.stub.CommitFile(
-        pb.CommitFileRequest(
-            object_key=f"wal/resent-{uuid.uuid4()}", object_format=1, file_size=100, uploader_broker_id=1,
-            owner_ids=[coordinator_id],
-            batches=[batch(topic_id, producer.partition, producer_id=producer.producer_id, epoch=0,
-                           sequence=sequence)],
-        ),
-        timeout=10,
-    ).batches[0]  # fmt: skip
-    assert again.error_code == pb.NONE and again.is_duplicate and again.assigned_base_offset == offset
+    # Every acknowledged batch at its offset, offsets contiguous, and each producer's last batch sent again (a
+    # producer's retry) answered as a duplicate with its stored offset: read where each partition is led.
+    leaders = {c: node for c in range(cluster.coordinators) if (node := cluster.leader_of(c)) is not None}
+    report = check_history(history, {c: node.stub for c, node in leaders.items()})
+    assert report.clean and report.acknowledged == history.count(), report.problems
 
 
 def test_a_follower_killed_leaves_the_isr_writes_go_on_and_it_rejoins_after_catching_up(cluster: Cluster) -> None:

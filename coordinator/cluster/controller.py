@@ -206,8 +206,13 @@ class ClusterController:
         while True:
             session = self._session
             assert session is not None
+            sent_at = time.monotonic()
             try:
-                await asyncio.wait_for(session.renew(), timeout=max(0.05, session.valid_for_s()))
+                # One renewal waits one heartbeat at most, then the next is sent: a renewal that reached a member
+                # as etcd's leader died waits there for the next leader (etcd checks once per election timeout)
+                # even after one is elected, while a new one is answered at once. Waiting out the first for the
+                # whole session made every node step down on an etcd leader's loss, with no lease expiring.
+                await asyncio.wait_for(session.renew(), timeout=max(0.05, min(interval_s, session.valid_for_s())))
                 stepped_down = False
             except SessionExpired:
                 log.error("node %d: etcd let its session expire; registering again", self._endpoint.node_id)
@@ -220,7 +225,7 @@ class ClusterController:
                 log.error("node %d: session may have lapsed: stepping down as leader", self._endpoint.node_id)
                 self._step_down()
                 stepped_down = True
-            await asyncio.sleep(interval_s)
+            await asyncio.sleep(max(0.0, interval_s - (time.monotonic() - sent_at)))
 
     def _step_down(self) -> None:
         if self._session is not None:

@@ -62,10 +62,10 @@ def etcd_client(endpoints: list[tuple[str, int]], timeout_s: float) -> aetcd.Cli
         host, port = endpoints[0]
         return aetcd.Client(host=host, port=port, timeout=timeout_s)
     target = "ipv4:" + ",".join(f"{host}:{port}" for host, port in endpoints)
-    # aetcd joins host and port into its target; an empty port would be kept, so the target goes whole in host.
-    client = aetcd.Client(host=target, port=0, timeout=timeout_s)
-    client._url = target
-    return client
+    # aetcd dials f"{host}:{port}" (an `_url` it never reads did nothing, and port 0 made the target invalid):
+    # the last endpoint's port goes in `port`, everything before it in `host`, and the two join into the target.
+    before_last_port, _, last_port = target.rpartition(":")
+    return aetcd.Client(host=before_last_port, port=int(last_port), timeout=timeout_s)
 
 
 class NodeSession:

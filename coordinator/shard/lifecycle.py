@@ -288,7 +288,11 @@ class Lifecycle:
         return await self._pipeline.run()
 
     async def _step_aside(self, reason: str) -> None:
-        """Leadership (or following) ended: pending callers get NOT_COORDINATOR, files close, LOADING again."""
+        """Leadership (or following) ended: LOADING again, pending callers get NOT_COORDINATOR, files close."""
+        # LOADING first: an ACTIVE coordinator has a pipeline or a follower to read from, and another coordinator
+        # going ACTIVE while this one closes its files reads every ACTIVE one's partitions (the node's catalog).
+        if self._state is ShardState.ACTIVE and not self._closing:
+            self._transition(ShardState.LOADING)
         not_coordinator = CoordinatorUnavailable(ErrorCode.NOT_COORDINATOR, reason)
         if self._leader is not None:
             self._leader.close(reason)
@@ -297,8 +301,6 @@ class Lifecycle:
         self._leader, self._follower = None, None
         async with self.snapshots.files_lock:
             await asyncio.get_running_loop().run_in_executor(self._executor, self._close_files)
-        if self._state is ShardState.ACTIVE and not self._closing:
-            self._transition(ShardState.LOADING)
 
     async def _attempt_load(self) -> BaseException | None:
         """One load: ACTIVE and None, or FAILED (nothing left open) and the reason."""
