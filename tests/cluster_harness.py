@@ -3,6 +3,7 @@ processes, which tests kill, pause and restart."""
 
 from __future__ import annotations
 
+import re
 import signal
 import threading
 import time
@@ -33,6 +34,7 @@ CLUSTER_SETTINGS = {
 # leader (its election timeout, randomized up to twice that, then a poll of one more timeout on the member that
 # forwards it), and must still come back within the session. etcd's default 1000 ms cannot (see the etcd fault test).
 ETCD_ELECTION_TIMEOUT_MS = 500
+LOG_RECORD_START = re.compile(r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}")  # a node's log line begins with its time
 RETRIABLE = {
     pb.NOT_COORDINATOR,
     pb.NOT_LEADER_OR_FOLLOWER,
@@ -122,6 +124,23 @@ class Cluster:
             for line in node.output[since[node_id] if since else 0 :]
             if any(text in line for text in texts)
         ]
+
+    def log_blocks(self, *texts: str, lines_max: int = 40) -> list[str]:
+        """As `log_lines`, each with the lines that follow it up to the next log record (a traceback's frames and
+        its exception), at most `lines_max`."""
+        blocks = []
+        for node_id, node in enumerate(self.nodes):
+            output, after_block = list(node.output), 0
+            for index, line in enumerate(output):
+                if index >= after_block and any(text in line for text in texts):
+                    block = [line.rstrip()]
+                    for following in output[index + 1 : index + lines_max]:
+                        if LOG_RECORD_START.match(following):
+                            break
+                        block.append(following.rstrip())
+                    after_block = index + len(block)  # a CRITICAL line's own traceback is part of its block
+                    blocks.append(f"node {node_id}: " + "\n".join(block))
+        return blocks
 
     def print_state(self, last_lines: int = 40) -> None:
         """What each node says of its coordinators, and its last log lines (shown when a test fails)."""

@@ -127,7 +127,7 @@ def test_each_etcd_member_killed_and_restarted_under_load_commits_go_on_and_no_s
     assert not load.errors, load.errors
     assert report.clean, report.problems
     assert not cluster.log_lines(*SESSION_LOST, since=lines), cluster.log_lines(*SESSION_LOST, since=lines)
-    assert not cluster.log_lines(*NODE_ALARMS), cluster.log_lines(*NODE_ALARMS)
+    assert not cluster.log_blocks(*NODE_ALARMS), cluster.log_blocks(*NODE_ALARMS)
     assert after == epochs, f"leaderships moved: epochs {epochs} before, {after} after"
     assert max(gaps.values()) <= ETCD_FAULT_COMMIT_GAP_MAX_S, gaps
 
@@ -258,7 +258,7 @@ def _fault_report(
         "resend_mismatches": checked.resend_mismatches if checked else None,
         "problems": checked.problems if checked else ["the history was not checked: the cluster did not recover"],
         "non_retriable_errors": errors,
-        "node_alarms": cluster.log_lines(*NODE_ALARMS)[:PROBLEMS_SHOWN_MAX],
+        "node_alarms": cluster.log_blocks(*NODE_ALARMS)[:PROBLEMS_SHOWN_MAX],
         "unretrieved_futures": len(cluster.log_lines(UNRETRIEVED_FUTURES)),
         "failover_s_by_kind": {
             kind: {"count": len(times), "max": max(times), "mean": round(statistics.fmean(times), 2)}
