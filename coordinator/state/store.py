@@ -30,6 +30,10 @@ BATCH_ID_SPACE = 2**40  # batch ids are unique across coordinators: coordinator 
 AppliedFrame = tuple[int, Sequence[rec.MetadataRecord]]  # (end offset of the frame, its records)
 
 
+# Errors of the disk or the machine, not of the file's content.
+_ENVIRONMENT_ERRORS = (apsw.FullError, apsw.IOError, apsw.CantOpenError, apsw.ReadOnlyError, apsw.NoMemError)
+
+
 class StateCorrupt(Exception):
     """The SQLite file cannot be read as this coordinator's state."""
 
@@ -92,6 +96,8 @@ class StateStore:
                 )
                 self._migrate()
             self.meta = dict(self._writer.execute("SELECT name, value FROM meta"))
+        except _ENVIRONMENT_ERRORS:
+            raise  # a full or failing disk is not a damaged state: it is reported (and retried) as what it is
         except apsw.Error as error:
             raise StateCorrupt(f"{path}: {error}") from error
         if self.meta["schema_version"] != SCHEMA_VERSION or self.meta["coordinator_id"] != coordinator_id:
