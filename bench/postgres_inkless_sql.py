@@ -31,6 +31,8 @@ main branch on 2026-08-21:
 
 from __future__ import annotations
 
+from bench.postgres_sql import PREFILL_FILES_AND_PRODUCERS
+
 MODEL = (
     "peer model: Inkless's PostgreSQL control plane as of 2026-08-21 (commit_file_v2 with batch coalescing, "
     "find_batches_v2 with request-level byte budgets, schema through migration V27)"
@@ -477,24 +479,13 @@ $body$;
 
 # A prebuilt state: `files` files of `per_file` batches over `partitions` partitions of one topic (one batch of
 # a partition per file, so nothing coalesces), one idempotent producer per partition with its last five batches.
-PREFILL = """
+PREFILL = (
+    """
 INSERT INTO logs (topic_id, partition, topic_name, log_start_offset, high_watermark, byte_size,
                   earliest_batch_timestamp)
 SELECT %(topic_id)s, p, 'prefill', 0, (%(batches)s / %(partitions)s) * 10, (%(batches)s / %(partitions)s) * 1000,
        1700000000000
 FROM generate_series(0, %(partitions)s - 1) p;
-INSERT INTO files (file_id, object_key, format, reason, state, uploader_broker_id, committed_at, size)
-SELECT f, 'prefill/' || f, 1, 'produce', 'uploaded', 1, now(), %(per_file)s * 1000
-FROM generate_series(1, %(files)s) f;
-INSERT INTO batches (magic, topic_id, partition, base_offset, last_offset, file_id, byte_offset, byte_size,
-                     timestamp_type, log_append_timestamp, batch_max_timestamp)
-SELECT 2, %(topic_id)s, i %% %(partitions)s, (i / %(partitions)s) * 10, (i / %(partitions)s) * 10 + 9,
-       i / %(per_file)s + 1, (i %% %(per_file)s) * 1000, 1000, 0, 1700000000000, 1700000000000
-FROM generate_series(0, %(batches)s - 1) i;
-INSERT INTO producer_state (topic_id, partition, producer_id, producer_epoch, base_sequence, last_sequence,
-                            assigned_offset, batch_max_timestamp)
-SELECT %(topic_id)s, p, 900000000 + p, 0, s * 10, s * 10 + 9, s * 10, 1700000000000
-FROM generate_series(0, %(partitions)s - 1) p,
-     generate_series(greatest(0, %(batches)s / %(partitions)s - 5), %(batches)s / %(partitions)s - 1) s;
-SELECT setval('files_file_id_seq', %(files)s);
 """
+    + PREFILL_FILES_AND_PRODUCERS
+)

@@ -24,8 +24,8 @@ from typing import Final, final
 import psycopg
 
 from bench.postgres_inkless_sql import FUNCTIONS, MODEL, PREFILL, SCHEMA
-from bench.postgres_system import PeerSchema, PostgresCluster
-from bench.systems import Counters, FindOutcome, FindPosition, children_of, processes_counters
+from bench.postgres_system import PeerSchema, PostgresCluster, peer_counters
+from bench.systems import Counters, FindOutcome, FindPosition
 from bench.workload import CommitSpec
 
 INKLESS_SCHEMA = PeerSchema((SCHEMA, FUNCTIONS), PREFILL, MODEL)
@@ -160,11 +160,7 @@ class PostgresPeerSystem:
 
     async def counters(self) -> Counters:
         assert self._admin is not None
-        await self._admin.execute("SELECT pg_stat_force_next_flush()")
-        cursor = await self._admin.execute("SELECT wal_sync FROM pg_stat_wal")
-        row = await cursor.fetchone()
-        postmaster = self.cluster.postmaster_pid
-        return processes_counters([postmaster, *children_of(postmaster)], int(row[0]) if row else -1)
+        return await peer_counters(self._admin, self.cluster)
 
     async def close(self) -> None:
         for pool in self._pools:

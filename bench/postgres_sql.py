@@ -207,9 +207,8 @@ GROUP BY r.partition
 
 # A prebuilt state: `files` files of `per_file` batches over `partitions` partitions of one topic, one
 # idempotent producer per partition, its last five batches in producer_state (what commits would leave).
-PREFILL = """
-INSERT INTO logs SELECT %(topic_id)s, p, 'prefill', 0, (%(batches)s / %(partitions)s) * 10
-FROM generate_series(0, %(partitions)s - 1) p;
+# The part of a prebuilt state both peers share: the files, their batches and the producers' last five batches.
+PREFILL_FILES_AND_PRODUCERS = """
 INSERT INTO files (file_id, object_key, format, reason, state, uploader_broker_id, committed_at, size)
 SELECT f, 'prefill/' || f, 1, 'produce', 'uploaded', 1, now(), %(per_file)s * 1000
 FROM generate_series(1, %(files)s) f;
@@ -225,3 +224,10 @@ FROM generate_series(0, %(partitions)s - 1) p,
      generate_series(greatest(0, %(batches)s / %(partitions)s - 5), %(batches)s / %(partitions)s - 1) s;
 SELECT setval('files_file_id_seq', %(files)s);
 """
+PREFILL = (
+    """
+INSERT INTO logs SELECT %(topic_id)s, p, 'prefill', 0, (%(batches)s / %(partitions)s) * 10
+FROM generate_series(0, %(partitions)s - 1) p;
+"""
+    + PREFILL_FILES_AND_PRODUCERS
+)

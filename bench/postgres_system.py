@@ -245,14 +245,19 @@ class PostgresSimpleSystem:
 
     async def counters(self) -> Counters:
         assert self._admin is not None
-        await self._admin.execute("SELECT pg_stat_force_next_flush()")
-        cursor = await self._admin.execute("SELECT wal_sync FROM pg_stat_wal")
-        row = await cursor.fetchone()
-        postmaster = self.cluster.postmaster_pid
-        return processes_counters([postmaster, *children_of(postmaster)], int(row[0]) if row else -1)
+        return await peer_counters(self._admin, self.cluster)
 
     async def close(self) -> None:
         for connection in [*self._idle, *([self._admin] if self._admin else [])]:
             await connection.close()
         self._idle = []
         self._admin = None
+
+
+async def peer_counters(admin: psycopg.AsyncConnection, cluster: PostgresCluster) -> Counters:
+    """CPU and bytes written of every PostgreSQL process, and the WAL fsyncs so far."""
+    await admin.execute("SELECT pg_stat_force_next_flush()")
+    cursor = await admin.execute("SELECT wal_sync FROM pg_stat_wal")
+    row = await cursor.fetchone()
+    postmaster = cluster.postmaster_pid
+    return processes_counters([postmaster, *children_of(postmaster)], int(row[0]) if row else -1)
