@@ -47,10 +47,8 @@ from coordinator.routing_table import (
     RETRIABLE_CODES,
     Access,
     CoordinatorRoute,
-    newer,
-    only_address,
+    RoutingTable,
     parse_bootstrap,
-    route_of,
 )
 from protos import coordinator_pb2 as pb
 
@@ -99,16 +97,12 @@ class RoutingClient:
                 f"{deadline_ms}, {rpc_timeout_ms}, {message_max_bytes}, {channels_max}"
             )
         Backoff(backoff_initial_ms, backoff_max_ms)  # validates the pair now, not at the first failure
-        self.read_node_id = read_node_id
         self.deadline_ms = deadline_ms
         self.rpc_timeout_ms = rpc_timeout_ms
         self.backoff_initial_ms = backoff_initial_ms
         self.backoff_max_ms = backoff_max_ms
         self._channels = ChannelPool(credentials, message_max_bytes, channels_max, channel_close_grace_ms)
-        self._partitions: dict[PartitionKey, int] = {}
-        self._routes: dict[int, CoordinatorRoute] = {}
-        self._coordinators_known = False  # every coordinator's route, from DescribeCoordinators
-        self._single_address: str | None = None
+        self._table = RoutingTable(read_node_id)
         self._answered_by: str | None = None  # the last node that answered a routing question
         self._next_bootstrap = 0
         self._refreshing = asyncio.Lock()
@@ -129,12 +123,12 @@ class RoutingClient:
 
     def routes(self) -> dict[int, CoordinatorRoute]:
         """The cached route of each coordinator (a copy)."""
-        return dict(self._routes)
+        return dict(self._table.routes)
 
     @property
     def single_address(self) -> str | None:
         """The one address serving every known route, when the fast path is on."""
-        return self._single_address
+        return self._table.single_address
 
     # ------------------------------------------------------------------ the routed operations
 
@@ -181,7 +175,7 @@ class RoutingClient:
     async def describe_files(self, request: pb.DescribeFilesRequest) -> pb.DescribeFilesResponse:
         """Every key asked of a replica of every coordinator; per key, what they know together."""
         deadline = self._deadline()
-        if self._coordinators_known:
+        if self._table.coordinators_known:
             fast = await self._fast_path("DescribeFiles", request, deadline)
             if fast is not None and not fast[1]:
                 return fast[0]  # type: ignore[no-any-return]
@@ -191,12 +185,12 @@ class RoutingClient:
     async def coordinators_of(self, topic_id: bytes, partitions: Iterable[int]) -> list[int]:
         """Each partition's coordinator id (-1 where FindCoordinator gave an error), refreshing what is unknown."""
         keys = [(topic_id, p) for p in partitions]
-        missing = [k for k in keys if k not in self._partitions]
+        missing = [k for k in keys if k not in self._table.partitions]
         if missing:
             problem = await self._refresh(missing, self._deadline(), everything=False)
             if problem is not None:
                 raise RoutingError(problem)
-        return [self._partitions.get(k, -1) for k in keys]
+        return [self._table.partitions.get(k, -1) for k in keys]
 
     # Topic-wide calls involve every coordinator; a node takes them whole, so they go to one that answers.
 
@@ -213,7 +207,7 @@ class RoutingClient:
 
     async def _fast_path(self, method: str, request: Any, deadline: float) -> tuple[Any, bool] | None:
         """(answer, whether an item may be retriable) from the one address; None if there is none or it failed."""
-        address = self._single_address
+        address = self._table.single_address
         if address is None:
             return None
         timeout_s = min(self.rpc_timeout_ms / 1000, deadline - time.monotonic())
@@ -223,7 +217,7 @@ class RoutingClient:
         except grpc.aio.AioRpcError as error:
             if error.code() not in RETRIED_STATUS:
                 raise
-            self._forget_address(address)
+            self._table.forget_address(address)
             return None
         return decode_answer(method, raw)
 
@@ -273,7 +267,7 @@ class RoutingClient:
         pending = [i for i, r in enumerate(results) if i not in skip and (r is None or r.error_code in RETRIABLE_CODES)]
         for index in pending:
             if results[index] is not None:  # answered retriably on the fast path: its route is stale
-                self._forget_coordinator_of(keys[index])
+                self._table.forget_coordinator_of(keys[index])
         unreachable: dict[int, str] = {}  # item -> why its last try reached no node
         backoff = Backoff(self.backoff_initial_ms, self.backoff_max_ms)
         while pending:
@@ -287,7 +281,7 @@ class RoutingClient:
             )
             for (address, indices), answer in zip(groups.items(), answers, strict=True):
                 if isinstance(answer, str):
-                    self._forget_address(address)
+                    self._table.forget_address(address)
                     unreachable.update(dict.fromkeys(indices, answer))
                     retry += indices
                     continue
@@ -298,7 +292,7 @@ class RoutingClient:
                     results[index] = result
                     unreachable.pop(index, None)
                     if result.error_code in RETRIABLE_CODES:
-                        self._forget_coordinator_of(keys[index])
+                        self._table.forget_coordinator_of(keys[index])
                         retry.append(index)
             pending = sorted(retry)
             if pending and not await self._wait_to_retry(backoff, deadline):
@@ -312,12 +306,12 @@ class RoutingClient:
         self, keys: Sequence[PartitionKey], pending: Sequence[int], access: Access, deadline: float
     ) -> tuple[dict[str, list[int]], str | None]:
         """Pending items by the address that serves them (ascending within each); why some have none."""
-        unrouted = [keys[i] for i in pending if self._address_of(keys[i], access) is None]
+        unrouted = [keys[i] for i in pending if self._table.address_of(keys[i], access) is None]
         problem = await self._refresh(unrouted, deadline, everything=False) if unrouted else None
         groups: dict[str, list[int]] = {}
         for index in pending:
             # A node that answered routing gives an unroutable item its real error (unknown partition, …).
-            address = self._address_of(keys[index], access) or self._answered_by
+            address = self._table.address_of(keys[index], access) or self._answered_by
             if address is not None:
                 groups.setdefault(address, []).append(index)
         return groups, problem
@@ -332,9 +326,9 @@ class RoutingClient:
         backoff = Backoff(self.backoff_initial_ms, self.backoff_max_ms)
         problem: str | None = None
         while pending:
-            if not self._coordinators_known:
+            if not self._table.coordinators_known:
                 problem = await self._refresh([], deadline, everything=True)
-            addresses = self._cover() if self._coordinators_known else None
+            addresses = self._table.cover() if self._table.coordinators_known else None
             if addresses:
                 part = describe_part(request, pending)
                 answers = await asyncio.gather(*(self._send(a, "DescribeFiles", part, deadline) for a in addresses))
@@ -359,7 +353,7 @@ class RoutingClient:
         problems = []
         for address, answer in zip(addresses, answers, strict=True):
             if isinstance(answer, str):
-                self._forget_address(address)
+                self._table.forget_address(address)
                 problems.append(answer)
             elif len(answer.files) != len(pending):
                 problems.append(f"{address} answered DescribeFiles with {len(answer.files)} results for {len(pending)}")
@@ -372,17 +366,17 @@ class RoutingClient:
             if merged.error_code in RETRIABLE_CODES:
                 retry.append(index)
         if retry:
-            self._coordinators_known = False
+            self._table.coordinators_known = False
         return retry, None
 
     async def _local_commit_problems(
         self, request: pb.CommitFileRequest, keys: Sequence[PartitionKey]
     ) -> dict[int, Any]:
         """Batches refused here because their parts go to several nodes (the overlap rule spans the file)."""
-        pending = [i for i in range(len(keys)) if self._address_of(keys[i], Access.LEADER) is None]
+        pending = [i for i in range(len(keys)) if self._table.address_of(keys[i], Access.LEADER) is None]
         if pending:
             await self._refresh([keys[i] for i in pending], self._deadline(), everything=False)
-        if len({self._address_of(k, Access.LEADER) for k in keys}) <= 1:
+        if len({self._table.address_of(k, Access.LEADER) for k in keys}) <= 1:
             return {}
         return {i: p for i, p in enumerate(commit_structure_problems(request)) if p is not None}
 
@@ -396,24 +390,11 @@ class RoutingClient:
 
     # ------------------------------------------------------------------ routes
 
-    def _address_of(self, key: PartitionKey, access: Access) -> str | None:
-        coordinator_id = self._partitions.get(key)
-        route = None if coordinator_id is None else self._routes.get(coordinator_id)
-        return None if route is None else route.address_for(access, self.read_node_id)
-
-    def _cover(self) -> list[str] | None:
-        """One read address per coordinator, deduplicated; None if a coordinator has none."""
-        addresses = [route.address_for(Access.REPLICA, self.read_node_id) for route in self._routes.values()]
-        if not addresses or any(a is None for a in addresses):
-            self._coordinators_known = False
-            return None
-        return sorted({a for a in addresses if a is not None})
-
     async def _refresh(self, keys: Sequence[PartitionKey], deadline: float, everything: bool) -> str | None:
         """Asks FindCoordinator about `keys` (and DescribeCoordinators when `everything`); why no node answered."""
         async with self._refreshing:  # concurrent callers wait for one refresh rather than repeat it
-            keys = [k for k in keys if self._address_of(k, Access.LEADER) is None]
-            if not keys and not (everything and not self._coordinators_known):
+            keys = [k for k in keys if self._table.address_of(k, Access.LEADER) is None]
+            if not keys and not (everything and not self._table.coordinators_known):
                 return None
             problems = []
             for address in self._routing_candidates():
@@ -443,53 +424,19 @@ class RoutingClient:
         answers = await asyncio.gather(*calls)
         failed = [a for a in answers if isinstance(a, str)]
         if failed:
-            self._forget_address(address)
+            self._table.forget_address(address)
             return failed[0]
         if keys:
-            self._learn_found(answers[0], address)
+            self._table.learn_found(answers[0], address)
         if everything:
-            self._learn_described(answers[-1], address)
+            self._table.learn_described(answers[-1], address)
         return None
 
     def _routing_candidates(self) -> list[str]:
         """Bootstrap nodes (starting after the last that failed), then every node a route names."""
         start = self._next_bootstrap % len(self.bootstrap)
         ordered = [*self.bootstrap[start:], *self.bootstrap[:start]]
-        known = sorted({a for route in self._routes.values() for a in route.addresses})
-        return list(dict.fromkeys([*ordered, *known]))
-
-    def _learn_found(self, found: pb.FindCoordinatorResponse, via_address: str) -> None:
-        for topic in found.topics:
-            for partition in topic.partitions:
-                if partition.error_code == pb.NONE and partition.coordinator_id >= 0:
-                    self._partitions[(topic.topic_id, partition.partition)] = partition.coordinator_id
-        self._learn_routes([route_of(e, via_address) for e in found.coordinators])
-
-    def _learn_described(self, described: pb.DescribeCoordinatorsResponse, via_address: str) -> None:
-        routes = [route_of(d.leader, via_address) for d in described.coordinators if d.HasField("leader")]
-        self._learn_routes(routes)
-        every = {d.coordinator_id for d in described.coordinators}
-        self._coordinators_known = bool(every) and every <= set(self._routes)
-
-    def _learn_routes(self, routes: Iterable[CoordinatorRoute]) -> None:
-        for route in routes:
-            if newer(self._routes.get(route.coordinator_id), route):
-                self._routes[route.coordinator_id] = route
-        self._single_address = only_address(list(self._routes.values()))
-
-    def _forget_coordinator_of(self, key: PartitionKey) -> None:
-        """The coordinator moved or is not ready: its route is asked again (any epoch is then accepted)."""
-        coordinator_id = self._partitions.get(key)
-        if coordinator_id is not None and self._routes.pop(coordinator_id, None) is not None:
-            self._single_address = None
-            self._coordinators_known = False
-
-    def _forget_address(self, address: str) -> None:
-        """A node did not answer: every route through it is asked again."""
-        for coordinator_id in [c for c, r in self._routes.items() if address in r.addresses]:
-            del self._routes[coordinator_id]
-        self._single_address = None
-        self._coordinators_known = False
+        return list(dict.fromkeys([*ordered, *self._table.addresses()]))
 
     # ------------------------------------------------------------------ calls and channels
 

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import final
 
+from coordinator.request_parts import PartitionKey
 from protos import coordinator_pb2 as pb
 
 # Per-item answers that mean "ask again where the coordinator is now": refresh the route, retry the item.
@@ -125,3 +126,68 @@ def only_address(routes: Sequence[CoordinatorRoute]) -> str | None:
     if len(addresses) != 1 or any(route.leader_address is None for route in routes):
         return None
     return next(iter(addresses))
+
+
+@final
+class RoutingTable:
+    """What a client knows of the cluster: partition -> coordinator id, and coordinator id -> route.
+
+    A route never goes back to an older leader epoch; one a call found wrong is forgotten and asked again.
+    """
+
+    def __init__(self, read_node_id: int | None = None) -> None:
+        self.read_node_id = read_node_id  # the replica reads prefer, None: the leader
+        self.partitions: dict[PartitionKey, int] = {}
+        self.routes: dict[int, CoordinatorRoute] = {}
+        self.coordinators_known = False  # every coordinator's route, from DescribeCoordinators
+        self.single_address: str | None = None  # set while every route is one address (a node alone)
+
+    def address_of(self, key: PartitionKey, access: Access) -> str | None:
+        coordinator_id = self.partitions.get(key)
+        route = None if coordinator_id is None else self.routes.get(coordinator_id)
+        return None if route is None else route.address_for(access, self.read_node_id)
+
+    def cover(self) -> list[str] | None:
+        """One read address per coordinator, deduplicated; None if a coordinator has none."""
+        addresses = [route.address_for(Access.REPLICA, self.read_node_id) for route in self.routes.values()]
+        if not addresses or any(a is None for a in addresses):
+            self.coordinators_known = False
+            return None
+        return sorted({a for a in addresses if a is not None})
+
+    def addresses(self) -> list[str]:
+        """Every node a route names."""
+        return sorted({a for route in self.routes.values() for a in route.addresses})
+
+    def learn_found(self, found: pb.FindCoordinatorResponse, via_address: str) -> None:
+        for topic in found.topics:
+            for partition in topic.partitions:
+                if partition.error_code == pb.NONE and partition.coordinator_id >= 0:
+                    self.partitions[(topic.topic_id, partition.partition)] = partition.coordinator_id
+        self.learn_routes([route_of(e, via_address) for e in found.coordinators])
+
+    def learn_described(self, described: pb.DescribeCoordinatorsResponse, via_address: str) -> None:
+        routes = [route_of(d.leader, via_address) for d in described.coordinators if d.HasField("leader")]
+        self.learn_routes(routes)
+        every = {d.coordinator_id for d in described.coordinators}
+        self.coordinators_known = bool(every) and every <= set(self.routes)
+
+    def learn_routes(self, routes: Iterable[CoordinatorRoute]) -> None:
+        for route in routes:
+            if newer(self.routes.get(route.coordinator_id), route):
+                self.routes[route.coordinator_id] = route
+        self.single_address = only_address(list(self.routes.values()))
+
+    def forget_coordinator_of(self, key: PartitionKey) -> None:
+        """The coordinator moved or is not ready: its route is asked again (any epoch is then accepted)."""
+        coordinator_id = self.partitions.get(key)
+        if coordinator_id is not None and self.routes.pop(coordinator_id, None) is not None:
+            self.single_address = None
+            self.coordinators_known = False
+
+    def forget_address(self, address: str) -> None:
+        """A node did not answer: every route through it is asked again."""
+        for coordinator_id in [c for c, r in self.routes.items() if address in r.addresses]:
+            del self.routes[coordinator_id]
+        self.single_address = None
+        self.coordinators_known = False
