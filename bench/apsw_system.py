@@ -17,6 +17,7 @@ import apsw
 
 from bench.systems import Counters, FindOutcome, FindPosition, process_cpu_s, process_write_bytes
 from bench.workload import CommitSpec
+from coordinator.fetch_wire import batch_entry
 from coordinator.producers import ProducerWindow, WindowEntry, advance_window, decode_window, encode_window
 from coordinator.state.reads import one_row
 from coordinator.state.schema import STATEMENTS
@@ -99,9 +100,11 @@ class RawApswSystem:
             base = touched.get(key, high_watermarks[key])
             last = base + b.last_offset - b.base_offset
             touched[key] = last + 1
+            entry = batch_entry(batch_id, spec.object_key, 2, b.byte_offset, b.size, base, last, APPEND_TIME_MS,
+                                b.max_timestamp, 0)  # fmt: skip
             rows.append((batch_id, key, b.byte_offset, b.size, base, last, b.max_timestamp, b.producer_id,
                          b.producer_epoch, b.base_sequence, b.last_sequence, 2, 0, file_id,
-                         APPEND_TIME_MS))  # fmt: skip
+                         APPEND_TIME_MS, entry))  # fmt: skip
             windows[window_key] = advance_window(
                 window, b.producer_epoch, WindowEntry(b.base_sequence, b.last_sequence, base, APPEND_TIME_MS, 0)
             )
@@ -112,7 +115,7 @@ class RawApswSystem:
                 "live_batches, is_last_owner, owned, delete_after_ms) VALUES (?,?,?,?,?,?,?,1,1,-1)",
                 (file_id, spec.object_key, spec.file_size, spec.broker_id, "0", APPEND_TIME_MS, len(rows)),
             )
-            self.db.executemany("INSERT INTO batches VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
+            self.db.executemany("INSERT INTO batches VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
             self.db.executemany(
                 "UPDATE partitions SET high_watermark = ? WHERE partition_key = ?",
                 [(end, key) for key, end in touched.items()],
@@ -134,13 +137,15 @@ class RawApswSystem:
         _, keys = self._topics[topic]
         outcomes = []
         budget = fetch_max_bytes
+        answer: list[bytes] = []
         with self._reader:  # one read transaction: every partition sees the same commit
             for p in positions:
                 rows = list(self._reader.execute(
-                    "SELECT last_offset, size FROM batches WHERE partition_key = ? AND last_offset >= ? "
+                    "SELECT last_offset, size, entry FROM batches WHERE partition_key = ? AND last_offset >= ? "
                     "ORDER BY last_offset LIMIT ?", (keys[p.partition], p.offset, max(1, p.max_bytes // 1000)),
                 )) if budget > 0 else []  # fmt: skip
-                budget -= sum(size for _, size in rows)
+                budget -= sum(size for _, size, _ in rows)
+                answer.append(b"".join(entry for _, _, entry in rows))  # the answer's bytes, as a server sends them
                 outcomes.append(FindOutcome(p.partition, len(rows), rows[-1][0] + 1 if rows else p.offset))
         return outcomes
 

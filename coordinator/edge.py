@@ -251,9 +251,19 @@ def edge_handlers(
         handlers[method.name] = grpc.unary_unary_rpc_method_handler(
             _take_call(gate, method.name, request_type, run),
             request_deserializer=None,  # bytes as received: the gate admits the call before parsing it
-            response_serializer=response_type.SerializeToString,
+            response_serializer=_serializer(response_type),
         )
     return handlers
+
+
+def _serializer(response_type: type[Message]) -> Callable[[Message | bytes], bytes]:
+    """A response's bytes; an answer built as bytes already (FindBatches, coordinator/fetch_wire.py) goes as it is."""
+    serialize = response_type.SerializeToString
+
+    def serialized(response: Message | bytes) -> bytes:
+        return response if isinstance(response, bytes) else serialize(response)
+
+    return serialized
 
 
 def _take_call(

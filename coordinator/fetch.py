@@ -39,8 +39,9 @@ def fetch_partition(
     max_partition_bytes: int,
     budget: FetchBudget,
     result: pb.FindBatchesResponse.PartitionResult,
+    entries: list[bytes],
 ) -> None:
-    """Fills `result` for a known partition (error, watermarks, batches)."""
+    """Fills `result` for a known partition (error, watermarks) and `entries` with its batches' serialized entries."""
     result.log_start_offset = offsets.log_start_offset
     result.high_watermark = offsets.high_watermark
     if offset < offsets.log_start_offset or offset > offsets.high_watermark:
@@ -56,19 +57,20 @@ def fetch_partition(
     if budget.max_batches_per_partition > 0:
         limit = min(limit, budget.max_batches_per_partition)
     # The loop runs once per batch returned, the bulk of a lagging consumer's call: it keeps its tallies in
-    # locals and writes them back to the budget at the end.
+    # locals and writes them back to the budget at the end, and copies each batch's stored entry as it is.
     fetch_max_bytes = budget.fetch_max_bytes
     total_bytes, total_batches = budget.total_bytes, budget.total_batches
     high_watermark = offsets.high_watermark
+    partition_key = offsets.partition_key
     partition_bytes = 0
-    add = result.batches.add
+    add = entries.append
     # I3, checked on what is read: the first batch holds `offset`, each next one starts where the previous
     # ended, all below the high watermark. Damaged pages can hide rows without any error from SQLite.
     expected = offset
     read = 0
-    rows = reads.batches_from(db, offsets.partition_key, offset, limit)
+    rows = reads.batches_from(db, partition_key, offset, limit)
     try:
-        for batch_id, key, magic, byte_offset, size, base_offset, last_offset, append_ms, max_ms, kind in rows:
+        for entry, size, base_offset, last_offset in rows:
             read += 1
             if total_batches > 0 and (partition_bytes >= max_partition_bytes or total_bytes >= fetch_max_bytes):
                 break
@@ -76,22 +78,11 @@ def fetch_partition(
                 last_offset >= high_watermark
             ):
                 raise reads.StateDamaged(
-                    f"partition key {offsets.partition_key}: batch {base_offset}..{last_offset} read where offset "
+                    f"partition key {partition_key}: batch {base_offset}..{last_offset} read where offset "
                     f"{expected} was expected (high watermark {high_watermark})"
                 )
             expected = last_offset + 1
-            add(
-                batch_id=batch_id,
-                object_key=key,
-                magic=magic,
-                byte_offset=byte_offset,
-                byte_size=size,
-                base_offset=base_offset,
-                last_offset=last_offset,
-                log_append_timestamp=append_ms,
-                batch_max_timestamp=max_ms,
-                timestamp_type=kind,
-            )
+            add(entry if entry is not None else reads.batch_entry_of(db, partition_key, last_offset))
             partition_bytes += size
             total_bytes += size
             total_batches += 1
@@ -99,6 +90,5 @@ def fetch_partition(
         budget.total_bytes, budget.total_batches = total_bytes, total_batches
     if read == 0:
         raise reads.StateDamaged(
-            f"partition key {offsets.partition_key}: no batch holds offset {offset}, below the high watermark "
-            f"{offsets.high_watermark}"
+            f"partition key {partition_key}: no batch holds offset {offset}, below the high watermark {high_watermark}"
         )

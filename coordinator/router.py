@@ -90,7 +90,8 @@ class Router:
     async def list_offsets(self, request: pb.ListOffsetsRequest) -> pb.ListOffsetsResponse:
         return await list_offsets.list_offsets(self._coordinators, request)
 
-    def find_batches(self, request: pb.FindBatchesRequest) -> pb.FindBatchesResponse:
+    def find_batches(self, request: pb.FindBatchesRequest) -> bytes:
+        """The serialized answer (coordinator/fetch_wire.py)."""
         return find_batches.find_batches(self._coordinators, request)
 
     def describe_files(self, request: pb.DescribeFilesRequest) -> pb.DescribeFilesResponse:

@@ -83,7 +83,8 @@ class DisklessCoordinatorService(pb_grpc.DisklessCoordinatorServicer):
     async def ListOffsets(self, request: pb.ListOffsetsRequest, context: Any) -> pb.ListOffsetsResponse:
         return await self._call("ListOffsets", context, lambda: self._router.list_offsets(request))
 
-    async def FindBatches(self, request: pb.FindBatchesRequest, context: Any) -> pb.FindBatchesResponse:
+    # The answer is serialized already (coordinator/fetch_wire.py); the edge sends bytes as they are.
+    async def FindBatches(self, request: pb.FindBatchesRequest, context: Any) -> bytes:  # type: ignore[override]
         return await self._call("FindBatches", context, lambda: self._router.find_batches(request))
 
     async def DescribeFiles(self, request: pb.DescribeFilesRequest, context: Any) -> pb.DescribeFilesResponse:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import apsw
 import pytest
 
 from coordinator.log.frame import decode_frame, encode_frame
@@ -399,3 +400,30 @@ def test_stale_state_catches_up_from_the_log(filled: Filled, tmp_path: Path) -> 
     assert answers(filled) == seen
     assert_one_start_later(positions, log_positions(filled))
     assert_dumps_equal_but_for_one_start(dumps, stopped_dumps(filled, tmp_path / "after"))
+
+
+def test_a_schema_2_state_is_migrated_in_place_and_answers_the_same(filled: Filled) -> None:
+    """Schema 3 stores each batch's FindBatches entry; a schema 2 file gains the column, its rows answer as before."""
+    seen = answers(filled)
+    assert filled.server.stop() == 0
+    for coordinator_id in range(COORDINATORS):
+        path = coordinator_dir(filled, coordinator_id) / "state.sqlite"
+        db = apsw.Connection(str(path))
+        with db:  # back to schema 2: no entry column
+            db.execute("ALTER TABLE batches DROP COLUMN entry")
+            db.execute("UPDATE meta SET value = 2 WHERE name = 'schema_version'")
+        db.close()
+
+    filled.server.start()
+    assert answers(filled) == seen  # the rows without an entry are answered from their columns
+    assert_still_writable(filled)
+    assert filled.server.stop() == 0
+    stored_without, stored_with = 0, 0
+    for coordinator_id in range(COORDINATORS):
+        db = apsw.Connection(str(coordinator_dir(filled, coordinator_id) / "state.sqlite"))
+        assert db.execute("SELECT value FROM meta WHERE name = 'schema_version'").fetchall() == [(3,)]
+        without, with_entry = db.execute("SELECT count(*) - count(entry), count(entry) FROM batches").fetchall()[0]
+        stored_without, stored_with = stored_without + without, stored_with + with_entry
+        db.close()
+    assert stored_without > 0, "the migration filled old rows: nothing tested the rows without an entry"
+    assert stored_with == 4, "the batches committed after the migration carry their entry"

@@ -6,6 +6,7 @@ counters); a file's ownership and deletion time live in SQLite alone.
 
 from __future__ import annotations
 
+from coordinator.fetch_wire import batch_entry
 from coordinator.interpreter.kind import batch_discontinuity, next_id_after
 from coordinator.producers import WindowEntry, advance_packed_window, advance_window
 from coordinator.records import BATCH_LAYOUT
@@ -86,8 +87,11 @@ class FileCommittedKind:
         next_batch_id = transaction.next_batch_id
         # Fields unpacked into locals: this loop runs once per batch. A partition's first batch in the
         # transaction is taken at its word here; write_high_watermarks checks it against SQLite.
-        for (batch_id, key, _, _, base_offset, last_offset, _, producer_id, producer_epoch, base_sequence,
-             last_sequence, _, timestamp_type) in batches:  # fmt: skip
+        object_key = committed.object_key
+        rows = []
+        for batch in batches:
+            (batch_id, key, byte_offset, size, base_offset, last_offset, max_timestamp, producer_id, producer_epoch,
+             base_sequence, last_sequence, magic, timestamp_type) = batch  # fmt: skip
             before, after = high_watermarks.get(key, (base_offset, base_offset))
             broken = batch_discontinuity(batch_id, next_batch_id, base_offset, last_offset, key, after)
             if broken is not None:
@@ -104,12 +108,14 @@ class FileCommittedKind:
                     producer_epoch,
                     WindowEntry(base_sequence, last_sequence, base_offset, append_time, timestamp_type),
                 )
+            entry = batch_entry(
+                batch_id, object_key, magic, byte_offset, size, base_offset, last_offset, append_time, max_timestamp,
+                timestamp_type,
+            )  # fmt: skip
+            rows.append((*batch, file_id, append_time, entry))
         transaction.next_batch_id = next_batch_id
         transaction.add_live_batches(len(batches))
-        tail = (file_id, append_time)
-        transaction.db.executemany(
-            "INSERT INTO batches VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", [b + tail for b in batches]
-        )
+        transaction.db.executemany("INSERT INTO batches VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
 
 
 class FileOwnershipTakenKind:

@@ -6,29 +6,34 @@ import contextlib
 
 import apsw
 
-from coordinator import fetch
+from coordinator import fetch, fetch_wire
 from coordinator.errors import CoordinatorUnavailable
 from coordinator.operations.routing import NodeCoordinators, set_error
 from coordinator.result import ItemError
 from coordinator.state import reads
 from protos import coordinator_pb2 as pb
 
+PartitionResult = pb.FindBatchesResponse.PartitionResult
 
-def find_batches(coordinators: NodeCoordinators, request: pb.FindBatchesRequest) -> pb.FindBatchesResponse:
+
+def find_batches(coordinators: NodeCoordinators, request: pb.FindBatchesRequest) -> bytes:
+    """The serialized FindBatchesResponse: headers built here, each batch's entry as stored (fetch_wire)."""
     coordinators.limit_items(sum(len(t.partitions) for t in request.topics), "partitions")
     budget = fetch.FetchBudget(
         request.fetch_max_bytes, request.max_batches_per_partition, coordinators.settings.find_batches_max_results
     )
-    response = pb.FindBatchesResponse()
+    topics: list[bytes] = []
     with contextlib.ExitStack() as snapshots:
         opened: dict[int, apsw.Connection] = {}
         for topic in request.topics:
-            topic_result = response.topics.add(topic_id=topic.topic_id)
+            partitions: list[bytes] = []
             routes = coordinators.route(topic.topic_id, [item.partition for item in topic.partitions])
             for item, route in zip(topic.partitions, routes, strict=True):
-                result = topic_result.partitions.add(partition=item.partition, log_start_offset=-1, high_watermark=-1)
+                result = PartitionResult(partition=item.partition, log_start_offset=-1, high_watermark=-1)
+                entries: list[bytes] = []
                 if isinstance(route, ItemError):
                     set_error(result, route)
+                    partitions.append(fetch_wire.partition_result(result, entries))
                     continue
                 shard = coordinators.shard(route)
                 try:
@@ -40,13 +45,17 @@ def find_batches(coordinators: NodeCoordinators, request: pb.FindBatchesRequest)
                     if found is None:
                         result.error_code = pb.UNKNOWN_TOPIC_OR_PARTITION
                         result.error_message = f"partition {item.partition} of the topic is unknown"
-                        continue
-                    fetch.fetch_partition(db, found, item.offset, item.max_partition_fetch_bytes, budget, result)
+                    else:
+                        fetch.fetch_partition(
+                            db, found, item.offset, item.max_partition_fetch_bytes, budget, result, entries
+                        )
                 except CoordinatorUnavailable as error:
                     set_error(result, error)
                 except reads.DAMAGE_ERRORS as error:
                     damaged = coordinators.damaged(shard, error)
-                    del result.batches[:]
+                    entries.clear()
                     set_error(result, damaged)
                     result.log_start_offset = result.high_watermark = -1
-    return response
+                partitions.append(fetch_wire.partition_result(result, entries))
+            topics.append(fetch_wire.topic_result(topic.topic_id, partitions))
+    return b"".join(topics)

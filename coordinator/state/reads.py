@@ -8,6 +8,7 @@ from typing import Any
 
 import apsw
 
+from coordinator.fetch_wire import batch_entry
 from coordinator.records import CommittedBatch
 from coordinator.view import FileFacts
 from protos import coordinator_pb2 as pb
@@ -62,14 +63,31 @@ def partition_offsets(db: apsw.Connection, topic_id: bytes, partition: int) -> P
 
 
 def batches_from(db: apsw.Connection, partition_key: int, offset: int, limit: int) -> apsw.Cursor:
-    """Batches holding `offset` or later, in offset order; read lazily so the cost follows the result."""
+    """(entry, size, base offset, last offset) of the batches holding `offset` or later, in offset order.
+
+    Read lazily, so the cost follows the result. `entry` is the batch's FindBatches answer serialized at
+    apply (coordinator/fetch_wire.py), or None in a row stored before schema 3 (see `batch_entry_of`).
+    """
     return db.execute(
-        "SELECT b.batch_id, f.object_key, b.magic, b.byte_offset, b.size, b.base_offset, b.last_offset, "
-        "b.append_time_ms, b.max_timestamp, b.timestamp_type "
-        "FROM batches AS b JOIN files AS f ON f.file_id = b.file_id "
-        "WHERE b.partition_key = ? AND b.last_offset >= ? ORDER BY b.last_offset LIMIT ?",
+        "SELECT entry, size, base_offset, last_offset FROM batches "
+        "WHERE partition_key = ? AND last_offset >= ? ORDER BY last_offset LIMIT ?",
         (partition_key, offset, limit),
     )
+
+
+def batch_entry_of(db: apsw.Connection, partition_key: int, last_offset: int) -> bytes:
+    """The FindBatches entry of a batch stored without one (schema 2), built from its columns."""
+    row = one_row(
+        db.execute(
+            "SELECT b.batch_id, f.object_key, b.magic, b.byte_offset, b.size, b.base_offset, b.last_offset, "
+            "b.append_time_ms, b.max_timestamp, b.timestamp_type "
+            "FROM batches AS b JOIN files AS f ON f.file_id = b.file_id "
+            "WHERE b.partition_key = ? AND b.last_offset = ?",
+            (partition_key, last_offset),
+        ),
+        f"the file of the batch ending at {last_offset} of partition key {partition_key}",
+    )
+    return batch_entry(*row)
 
 
 def first_batch_at_or_after(db: apsw.Connection, partition_key: int, timestamp: int) -> tuple[int, int] | None:

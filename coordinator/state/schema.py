@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 # meta holds counters and the applied log offset, updated in the same
 # transaction as the state they describe.
@@ -37,7 +37,9 @@ STATEMENTS = (
     "CREATE INDEX IF NOT EXISTS files_idle ON files (file_id) WHERE live_batches = 0",
     # Clustered by (partition, last offset): one B-tree insert per batch, and FindBatches
     # reads a partition's batches in offset order from one contiguous range.
-    # The columns up to timestamp_type are coordinator.records.CommittedBatch, in order.
+    # The columns up to timestamp_type are coordinator.records.CommittedBatch, in order. `entry` is the
+    # batch's FindBatches answer, serialized at apply (coordinator/fetch_wire.py); NULL in rows that
+    # schema 2 stored, which reads build field by field.
     """CREATE TABLE IF NOT EXISTS batches (
         batch_id INTEGER NOT NULL,
         partition_key INTEGER NOT NULL,
@@ -54,6 +56,7 @@ STATEMENTS = (
         timestamp_type INTEGER NOT NULL,
         file_id INTEGER NOT NULL,
         append_time_ms INTEGER NOT NULL,
+        entry BLOB,
         PRIMARY KEY (partition_key, last_offset)
     ) WITHOUT ROWID""",
     """CREATE TABLE IF NOT EXISTS producers (
@@ -74,6 +77,11 @@ MIGRATIONS = {
         "(CAST(owner_ids AS INTEGER) = (SELECT value FROM meta WHERE name = 'coordinator_id'))",
         "CREATE INDEX IF NOT EXISTS files_idle ON files (file_id) WHERE live_batches = 0",
         "UPDATE meta SET value = 2 WHERE name = 'schema_version'",
+    ),
+    # Schema 2 -> 3: each batch's FindBatches entry, serialized at apply; older rows keep NULL.
+    2: (
+        "ALTER TABLE batches ADD COLUMN entry BLOB",
+        "UPDATE meta SET value = 3 WHERE name = 'schema_version'",
     ),
 }
 

@@ -1,0 +1,83 @@
+"""FindBatches answers as protobuf bytes, assembled from entries serialized once, when a batch is applied.
+
+A consumer's FindBatches returns up to hundreds of batches; building each as a message field by field
+costs more Python than the rest of the call. Each batch's entry in a PartitionResult (its BatchInfo,
+framed as field `batches`) is therefore serialized when the batch is applied and stored with it; a read
+joins the stored bytes. Protobuf allows this: a message's fields may come in any order, and the bytes of
+repeated fields, one after the other, parse as the list.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from protos import coordinator_pb2 as pb
+
+_PartitionResult = pb.FindBatchesResponse.PartitionResult
+_TopicResult = pb.FindBatchesResponse.TopicResult
+
+
+def _tag(message: type[object], field: str) -> bytes:
+    """The key of a length-delimited field (wire type 2); every field number here is below 16: one byte."""
+    number: int = message.DESCRIPTOR.fields_by_name[field].number  # type: ignore[attr-defined]
+    assert number < 16, number
+    return bytes([number << 3 | 2])
+
+
+_BATCHES_TAG = _tag(_PartitionResult, "batches")
+_PARTITIONS_TAG = _tag(_TopicResult, "partitions")
+_TOPICS_TAG = _tag(pb.FindBatchesResponse, "topics")
+
+
+def _varint(value: int) -> bytes:
+    """A non-negative length as a protobuf varint."""
+    if value < 0x80:
+        return bytes((value,))
+    out = bytearray()
+    while value >= 0x80:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def _framed(tag: bytes, payload: bytes) -> bytes:
+    return tag + _varint(len(payload)) + payload
+
+
+def batch_entry(
+    batch_id: int,
+    object_key: str,
+    magic: int,
+    byte_offset: int,
+    byte_size: int,
+    base_offset: int,
+    last_offset: int,
+    append_time_ms: int,
+    max_timestamp: int,
+    timestamp_type: int,
+) -> bytes:
+    """A batch's FindBatches entry: its BatchInfo framed as one element of PartitionResult.batches."""
+    info = pb.BatchInfo(
+        batch_id=batch_id,
+        object_key=object_key,
+        magic=magic,
+        byte_offset=byte_offset,
+        byte_size=byte_size,
+        base_offset=base_offset,
+        last_offset=last_offset,
+        log_append_timestamp=append_time_ms,
+        batch_max_timestamp=max_timestamp,
+        timestamp_type=timestamp_type,  # type: ignore[arg-type]  # an enum's number
+    )
+    return _framed(_BATCHES_TAG, info.SerializeToString())
+
+
+def partition_result(header: pb.FindBatchesResponse.PartitionResult, entries: Iterable[bytes]) -> bytes:
+    """A PartitionResult framed as one element of TopicResult.partitions: the header's fields, then the batches."""
+    return _framed(_PARTITIONS_TAG, header.SerializeToString() + b"".join(entries))
+
+
+def topic_result(topic_id: bytes, partitions: Iterable[bytes]) -> bytes:
+    """A TopicResult framed as one element of FindBatchesResponse.topics."""
+    return _framed(_TOPICS_TAG, _TopicResult(topic_id=topic_id).SerializeToString() + b"".join(partitions))
