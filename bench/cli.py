@@ -83,6 +83,18 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _profile(args: argparse.Namespace) -> int:
+    from bench.py_spy import profile_with_py_spy
+
+    if args.seconds <= 0 or args.coordinators < 1 or args.brokers < 1:
+        print("diskless bench profile: --seconds, --coordinators and --brokers take positive values", file=sys.stderr)
+        return 2
+    for summary in profile_with_py_spy(args.out, args.brokers, args.coordinators, args.seconds):
+        print(summary.read_text())
+        print(f"wrote {summary} and {summary.with_suffix('.raw')}", file=sys.stderr)
+    return 0
+
+
 def add_bench_commands(parser: argparse.ArgumentParser) -> None:
     """The `bench` subcommands, added to `diskless bench`'s parser (or this module's own)."""
     commands = parser.add_subparsers(dest="bench_command", required=True)
@@ -122,6 +134,18 @@ def add_bench_commands(parser: argparse.ArgumentParser) -> None:
                      help="skip the PostgreSQL peers (and coordinator-replicated without etcd) instead of apt-get "
                           "installing what they need")  # fmt: skip
     run.set_defaults(run=_run)
+    profile = commands.add_parser(
+        "profile",
+        help="where the coordinator's CPU goes: py-spy samples of a commit load and a read load",
+        description="Starts a coordinator per load (100x100 commits at the maximum rate; FindBatches back to back "
+        "while brokers commit every 250 ms), samples its processes with py-spy and writes py-spy-commit.txt, "
+        "py-spy-find.txt (functions by own and inclusive samples) and the raw stacks beside them.",
+    )
+    profile.add_argument("--out", type=Path, default=OUT_DEFAULT, help=f"output directory (default {OUT_DEFAULT})")
+    profile.add_argument("--seconds", type=float, default=PROFILE_SECONDS, help="sampled window per load")
+    profile.add_argument("--coordinators", type=int, default=8, help="coordinators of the node (default 8)")
+    profile.add_argument("--brokers", type=int, default=16, help="simulated brokers (default 16)")
+    profile.set_defaults(run=_profile)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -19,7 +19,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from bench.acknowledged import AcknowledgedBatches
 from bench.cluster_views import replication_problem
-from bench.systems import Counters, FindOutcome, FindPosition, processes_counters
+from bench.systems import Counters, FindOutcome, FindPosition, process_tree, processes_counters
 from bench.workload import CommitSpec
 from coordinator.routing_client import RoutingClient
 from protos import coordinator_pb2 as pb
@@ -308,7 +308,7 @@ class CoordinatorSystem:
                 pb.DescribeCoordinatorsRequest(), timeout=CALL_TIMEOUT_S
             )
             fsyncs += sum(c.log_flush_count for c in described.coordinators)
-        return processes_counters([s.pid for s in self.servers], fsyncs)
+        return processes_counters([pid for s in self.servers for pid in process_tree(s.pid)], fsyncs)
 
     async def close(self) -> None:
         if self._client is not None:

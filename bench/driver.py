@@ -64,6 +64,7 @@ class WindowFigures:
     find_p99_ms: float
     find_p999_ms: float
     find_batches_per_call: float
+    cpu_s_per_find_call: float  # the server's CPU over the FindBatches calls, the commits' work alongside included
     client_cpu_s_per_batch: float  # the harness process (brokers, consumers, gRPC client)
 
 
@@ -171,6 +172,7 @@ class _Load:
             find_p99_ms=percentile_ms(find_latencies, 0.99),
             find_p999_ms=percentile_ms(find_latencies, 0.999),
             find_batches_per_call=found / len(finds) if finds else 0.0,
+            cpu_s_per_find_call=(after.cpu_s - before.cpu_s) / len(finds) if finds else 0.0,
             client_cpu_s_per_batch=client_cpu_s / work if work else 0.0,
         )
 

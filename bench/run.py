@@ -39,6 +39,10 @@ if TYPE_CHECKING:
 
 COMMIT_INTERVAL_S_DEFAULT = 0.25  # diskless brokers commit a WAL file every 250 ms
 FIND_SHAPE = "100x100"
+# The system whose half rate is the common rate every system is also measured at (issue #15: each system at
+# half its own maximum favours a slow system; one rate for all compares latency at the same work).
+PEER = "postgres"
+COMMON_RATE_SUFFIX = "@ peer's half"
 GROWN_SHAPE = "100x100"
 
 
@@ -99,7 +103,7 @@ def _progress_printer() -> Progress:
 class Scenario:
     name: str
     shape: str
-    level: str  # max, half, find, failover
+    level: str  # max, half, common (the peer's half rate), find, failover
     live_batches: int = 0
 
 
@@ -169,7 +173,7 @@ class ScenarioResults:
 
 async def _run_scenarios(
     system: System, config: RunConfig, scenarios: list[Scenario], progress: Progress,
-    cluster: ReplicatedCluster | None = None,
+    cluster: ReplicatedCluster | None = None, common_rates: dict[str, float] | None = None,
 ) -> ScenarioResults:  # fmt: skip
     await system.open()
     results = ScenarioResults()
@@ -187,8 +191,9 @@ async def _run_scenarios(
                     cluster, system, plan, config.failover_kills, config.failover_settle_s, progress
                 )
                 continue
-            if scenario.level == "half":
-                rate = max_rates.get(scenario.shape, 0.0) / 2
+            if scenario.level in ("half", "common"):
+                rates = max_rates if scenario.level == "half" else (common_rates or {})
+                rate = rates.get(scenario.shape, 0.0) / 2
                 if rate <= 0:
                     continue
                 plan = replace(plan, interval_s=config.brokers / rate)
@@ -231,6 +236,7 @@ def scenarios_of(config: RunConfig, system: str = "coordinator") -> list[tuple[i
     """
     empty = [Scenario(f"{s} max", s, "max") for s in config.max_shapes]
     empty += [Scenario(f"{s} half", s, "half") for s in config.half_shapes]
+    empty += [Scenario(f"{s} {COMMON_RATE_SUFFIX}", s, "common") for s in config.half_shapes]
     empty.append(Scenario("find-batches", FIND_SHAPE, "find"))
     if system == REPLICATED:
         groups = [(0, [*empty, Scenario("failover", FAILOVER_SHAPE, "failover")])]
@@ -272,6 +278,7 @@ def row_of(system: str, scenario: Scenario, plan: LoadPlan, outcome: LoadOutcome
         "commit_p99_ms": figures["p99_ms"],
         "find_calls_per_s": figures["find_calls_per_s"],
         "find_batches_per_call": figures["find_batches_per_call"],
+        "cpu_s_per_find_call": figures["cpu_s_per_find_call"],
         "cpu_s_per_batch": figures["cpu_s_per_batch"],
         "client_cpu_s_per_batch": figures["client_cpu_s_per_batch"],
         "fsyncs_per_commit": figures["fsyncs_per_commit"],
@@ -289,8 +296,11 @@ class SystemResults:
     failover: FailoverOutcome | None = None
 
 
-def run_system(name: str, config: RunConfig, scratch: Path, install: bool, progress: Progress) -> SystemResults:
-    """Every scenario against one system."""
+def run_system(
+    name: str, config: RunConfig, scratch: Path, install: bool, progress: Progress,
+    common_rates: dict[str, float] | None = None,
+) -> SystemResults:  # fmt: skip
+    """Every scenario against one system; the common-rate ones at half of `common_rates` (the peer's maxima)."""
     results = SystemResults()
     for live_batches, scenarios in scenarios_of(config, name):
         run = _SystemRun(name, config, scratch, install, progress)
@@ -300,7 +310,7 @@ def run_system(name: str, config: RunConfig, scratch: Path, install: bool, progr
             system = run.start(live_batches)
             if run._cluster is not None:
                 results.note = run._cluster.description
-            done = asyncio.run(_run_scenarios(system, config, scenarios, progress, run.cluster))
+            done = asyncio.run(_run_scenarios(system, config, scenarios, progress, run.cluster, common_rates))
         finally:
             run.stop()
         for scenario, plan, outcome in done.done:
@@ -322,22 +332,28 @@ class RunResults:
 
 def run_all(config: RunConfig, systems: tuple[str, ...], install: bool, progress: Progress) -> RunResults:
     results = RunResults()
+    # The peer first: its maxima set the common rate the others are measured at too.
+    ordered = sorted(systems, key=lambda name: name != PEER)
+    common_rates: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix="diskless-bench-") as scratch:
         os.chmod(scratch, 0o755)  # the postgres user must reach its cluster's directory inside
-        for name in systems:
+        for name in ordered:
             progress(f"{name}: starting")
             try:
-                system = run_system(name, config, Path(scratch), install, progress)
+                system = run_system(name, config, Path(scratch), install, progress, common_rates)
             except SystemUnavailable as error:
                 results.notes[name] = f"skipped: {error}"
                 progress(f"{name}: skipped: {error}")
                 continue
             results.rows += system.rows
             results.latencies[name] = system.latencies
+            if name == PEER:
+                common_rates = {row["shape"]: row["commits_per_s"] for row in system.rows if row["level"] == "max"}
             if system.note:
                 results.notes[name] = system.note
             if system.failover is not None:
                 results.failovers[name] = system.failover.summary()
+    results.rows.sort(key=lambda row: systems.index(row["system"]))  # the order asked, the peer's rows included
     return results
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import NamedTuple, Protocol
 
 from bench.workload import CommitSpec
@@ -89,6 +90,24 @@ def children_of(pid: int) -> list[int]:
         if parent == pid:
             children.append(int(entry))
     return children
+
+
+def process_tree(pid: int) -> list[int]:
+    """The process and its descendants (a node's reader processes, say), from /proc's children lists."""
+    found, stack = [], [pid]
+    while stack:
+        current = stack.pop()
+        found.append(current)
+        try:
+            tasks = list(Path(f"/proc/{current}/task").iterdir())
+        except OSError:  # ended meanwhile
+            continue
+        for task in tasks:
+            try:
+                stack += [int(child) for child in (task / "children").read_text().split()]
+            except OSError:
+                continue
+    return found
 
 
 def processes_counters(pids: Iterable[int], fsyncs: int) -> Counters:

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from bench.py_spy import summarise
+
 REPO = Path(__file__).resolve().parent.parent
 # The single-node systems; coordinator-replicated has a test of its own below.
 SYSTEMS = {"coordinator", "coordinator-sequential", "raw-apsw", "postgres", "postgres-simple"}
@@ -143,3 +145,16 @@ def test_only_the_replicated_system_runs_the_failover_and_it_can_be_chosen() -> 
         "100x100 max",
         "failover",
     ]
+
+
+def test_py_spy_summary_counts_own_and_inclusive_samples_by_function_not_line() -> None:
+    raw = (
+        f'process 7:"python -m coordinator serve";run ({REPO}/coordinator/loop.py:10);apply (store.py:3) 3\n'
+        f"run ({REPO}/coordinator/loop.py:12) 1\n"
+    )
+    summary = summarise(raw)
+    assert summary.splitlines()[0] == "4 samples"
+    own = summary.split("by own samples:")[1].split("by inclusive samples:")[0]
+    inclusive = summary.split("by inclusive samples:")[1]
+    assert "75.0%  apply (store.py)" in own and "25.0%  run (coordinator/loop.py)" in own
+    assert "100.0%  run (coordinator/loop.py)" in inclusive and "process" not in summary
