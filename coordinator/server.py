@@ -281,12 +281,14 @@ class RunningServer:
 
     async def load(self) -> bool:
         """Loads every coordinator, then takes calls, starts the file workers and readers; True when all are ACTIVE."""
+        self._start_readers()  # they start while the coordinators load; the board says LOADING until then
         loaded = await self.node.load()
         self._gate.ready = True
         if self.cluster is not None:
             self.cluster.start()
         self.node.start_file_workers()
-        self._start_readers()
+        if self.readers is not None:  # SERVING means FindCoordinator names the readers: clients learn them at once
+            await self.readers.wait_first_starts()
         if not loaded:
             log.error("some coordinators failed to load: NOT_SERVING until every coordinator serves (see above)")
         self._health_tracker = asyncio.create_task(track_health(self.node, self._health_service), name="health")

@@ -52,6 +52,7 @@ class ReaderSlot:
         self.port = 0
         self.up = False
         self.restarts = 0
+        self.first_start_over = asyncio.Event()  # listening, or failed to: the node goes SERVING either way
 
 
 @final
@@ -104,6 +105,10 @@ class ReadProcesses:
             asyncio.create_task(self._keep_running(slot), name=f"reader-{slot.index}") for slot in self.slots
         ]
 
+    async def wait_first_starts(self) -> None:
+        """Returns once every reader listens or failed to start (each within the start timeout)."""
+        await asyncio.gather(*(slot.first_start_over.wait() for slot in self.slots))
+
     async def _keep_running(self, slot: ReaderSlot) -> None:
         settings = self._settings
         backoff = Backoff(settings.read_process_restart_backoff_ms, settings.read_process_restart_backoff_max_ms)
@@ -150,11 +155,13 @@ class ReadProcesses:
                 return f"exited before listening (exit code {await self._exit_code(process)})"
             slot.up = True
             self._on_addresses(self.addresses())
+            slot.first_start_over.set()
             await ended.wait()
             if self._stopping.is_set():
                 return "stopped"
             return f"exited (exit code {await self._exit_code(process)})"
         finally:
+            slot.first_start_over.set()
             loop.remove_reader(ours.fileno())
             if slot.up:
                 slot.up = False
