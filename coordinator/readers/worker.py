@@ -6,13 +6,15 @@ of undecodable requests (coordinator/edge.py), and the node's FindBatches (coord
 over the state files (coordinator/readers/view.py). Every other method of the service is UNIMPLEMENTED here.
 
 With the node it speaks over one pipe: ("listening", port) once it serves, ("damage", coordinator id, generation,
-what) when a read met damage; the node sends ("stop",). The pipe's end (the node gone, even by kill -9) stops it.
+what) when a read met damage; the node sends ("stop",). The pipe's end (the node gone, even by kill -9) stops it,
+as does SIGTERM; SIGINT (Ctrl-C, sent to the whole process group) is left to the node.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import signal
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -70,6 +72,8 @@ def run_reader(plan: ReaderPlan, board_words: Any, count_words: Any, connection:
     from coordinator.logging_output import configure_logging
 
     configure_logging(plan.settings.log_format)
+    # Ctrl-C reaches the whole process group: the node stops its readers itself, after their calls drained.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
         runner.run(serve_reads(plan, StatusBoard(board_words), CallCounts(count_words), connection))
 
@@ -143,7 +147,9 @@ async def _wait_stop(connection: Connection) -> None:
             stop.set()
 
     loop.add_reader(connection.fileno(), readable)
+    loop.add_signal_handler(signal.SIGTERM, stop.set)  # a service manager stopping the group: drain, as told
     try:
         await stop.wait()
     finally:
         loop.remove_reader(connection.fileno())
+        loop.remove_signal_handler(signal.SIGTERM)
