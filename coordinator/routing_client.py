@@ -217,23 +217,23 @@ class RoutingClient:
             return None
         reader = self._table.readers.pick(address, time.monotonic()) if method == READER_METHOD else None
         if reader is not None:
-            try:
-                raw_answer: bytes = await (await self._channels.get(reader)).raw(method)(
-                    request, timeout=min(self.rpc_timeout_ms / 1000, deadline - time.monotonic())
-                )
-                return decode_answer(method, raw_answer)
-            except grpc.aio.AioRpcError as error:
-                if error.code() not in RETRIED_STATUS:
-                    raise
-                self._table.readers.unreachable(reader, time.monotonic())  # the node itself answers meanwhile
+            answered = await self._send_raw(reader, method, request, deadline)
+            if answered is not None:
+                return answered
+            self._table.readers.unreachable(reader, time.monotonic())  # the node itself answers meanwhile
+        answered = await self._send_raw(address, method, request, deadline)
+        if answered is None:
+            self._table.forget_address(address)
+        return answered
+
+    async def _send_raw(self, address: str, method: str, request: Any, deadline: float) -> tuple[Any, bool] | None:
+        """The answer decoded on the fast path's terms; None when the address did not answer (UNAVAILABLE)."""
         timeout_s = min(self.rpc_timeout_ms / 1000, deadline - time.monotonic())
-        entry = await self._channels.get(address)
         try:
-            raw: bytes = await entry.raw(method)(request, timeout=timeout_s)
+            raw: bytes = await (await self._channels.get(address)).raw(method)(request, timeout=timeout_s)
         except grpc.aio.AioRpcError as error:
             if error.code() not in RETRIED_STATUS:
                 raise
-            self._table.forget_address(address)
             return None
         return decode_answer(method, raw)
 

@@ -18,7 +18,9 @@ import grpc
 import pytest
 
 from coordinator.log.segments import SEGMENT_SUFFIX
+from coordinator.readers.board import Status, StatusBoard
 from coordinator.routing_client import RoutingClient
+from coordinator.routing_table import READER_RETRY_S, ReaderRotation
 from protos import coordinator_pb2 as pb
 from protos import coordinator_pb2_grpc as pb_grpc
 from tests.harness import Broker, ServerProcess, batch, laid_out, new_topic_id
@@ -250,3 +252,26 @@ def test_a_coordinator_out_of_service_answers_its_code_on_the_reader(node: Serve
     assert unknown.error_code == pb.COORDINATOR_NOT_AVAILABLE, unknown  # the coordinator out may hold it
     response = commit_round(Broker(node.stub, COORDINATORS), acknowledged)
     assert {r.error_code for r in response.batches} == {pb.NONE, pb.COORDINATOR_NOT_AVAILABLE}
+
+
+def test_the_board_holds_a_code_and_a_generation_in_one_word() -> None:
+    board = StatusBoard.create(3)
+    assert board.status(2) == Status(pb.COORDINATOR_LOAD_IN_PROGRESS, 0) and not board.status(2).readable
+    board.publish(1, Status(0, 7))
+    board.publish(2, Status(pb.COORDINATOR_NOT_AVAILABLE, 2**40))
+    assert board.status(1).readable and board.status(1).generation == 7
+    assert board.status(2) == Status(pb.COORDINATOR_NOT_AVAILABLE, 2**40)
+    with pytest.raises(ValueError):
+        board.publish(0, Status(-1, 1))  # only require_active's codes, all positive, are published
+
+
+def test_reads_go_to_the_readers_in_turn_skipping_one_unreachable_for_a_while() -> None:
+    rotation = ReaderRotation()
+    assert rotation.pick("node:1", 0.0) is None  # no readers: the node itself
+    rotation.learn("node:1", ("r:1", "r:2"))
+    assert {rotation.pick("node:1", 0.0), rotation.pick("node:1", 0.0)} == {"r:1", "r:2"}
+    rotation.unreachable("r:1", 10.0)
+    assert {rotation.pick("node:1", 10.5) for _ in range(4)} == {"r:2"}
+    rotation.unreachable("r:2", 10.5)
+    assert rotation.pick("node:1", 10.9) is None  # both skipped: the node answers
+    assert rotation.pick("node:1", 10.0 + READER_RETRY_S) == "r:1"  # tried again once the while is over
