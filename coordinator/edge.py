@@ -13,8 +13,9 @@ import asyncio
 import inspect
 import json
 import logging
+import math
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterator
 from dataclasses import dataclass
 from typing import Any, NoReturn, TypeAlias, TypeVar, final
 
@@ -37,7 +38,7 @@ from coordinator.errors import (
 from coordinator.invariants import check_invariant
 from coordinator.logging_output import EveryInterval
 from coordinator.metrics import Metrics
-from coordinator.settings import property_name
+from coordinator.settings import Settings, property_name
 
 log = logging.getLogger(__name__)
 Response = TypeVar("Response")
@@ -121,10 +122,18 @@ class Admission:
 class CallGate:
     """What every call of the node's services goes through: admission, parsing, readiness, access, metrics, errors."""
 
-    def __init__(self, access: AccessControl, metrics: Metrics, admission: Admission | None = None) -> None:
+    def __init__(
+        self,
+        access: AccessControl,
+        metrics: Metrics,
+        admission: Admission | None = None,
+        on_answered: Callable[[str, grpc.StatusCode, float], None] | None = None,
+    ) -> None:
         self.access = access
         self.metrics = metrics
         self.admission = admission or Admission(2**31 - 1, 0, 0)
+        # Also told of every answer (method, status, seconds): a reader process counts its calls where the node sees.
+        self._on_answered = on_answered
         self._refusal_log = EveryInterval(REFUSAL_LOG_INTERVAL_S)
         self.ready = False
         self.stopping = False
@@ -166,8 +175,11 @@ class CallGate:
             code, message = grpc_status_of(error)
             await context.abort(code, message)
         finally:
+            elapsed_s = time.perf_counter() - started
             self.metrics.rpc_requests.labels(method, code.name).inc()
-            self.metrics.rpc_duration.labels(method).observe(time.perf_counter() - started)
+            self.metrics.rpc_duration.labels(method).observe(elapsed_s)
+            if self._on_answered is not None:
+                self._on_answered(method, code, elapsed_s)
         raise AssertionError("unreachable")
 
     async def take(
@@ -216,6 +228,8 @@ class CallGate:
         """Answers a call refused at the edge (raises AbortError), counts it, and logs it at a bounded rate."""
         code, message = grpc_status_of(error)
         self.metrics.rpc_requests.labels(method, code.name).inc()
+        if self._on_answered is not None:
+            self._on_answered(method, code, 0.0)
         if self._refusal_log.allow(log_key):
             suppressed = self._refusal_log.take_suppressed(log_key)
             log.warning("%s with %s: %s (%d more since the last such line)", what, code.name, message, suppressed)
@@ -223,16 +237,37 @@ class CallGate:
         raise AssertionError("unreachable: abort raises")
 
 
+def grpc_server(settings: Settings) -> grpc.aio.Server:
+    """A gRPC server within the node's bounds (the node's own, and each reader process's)."""
+    options = [
+        ("grpc.max_receive_message_length", settings.request_max_bytes),
+        ("grpc.max_send_message_length", settings.request_max_bytes),
+        ("grpc.so_reuseport", 0),
+        # Calls gRPC holds until the node takes them up: the node sees none of them (no admission, no metrics).
+        ("grpc.server.max_pending_requests", settings.max_pending_calls),
+        ("grpc.server.max_pending_requests_hard_limit", settings.max_pending_calls),
+        ("grpc.server_max_unrequested_time_in_server", math.ceil(settings.max_pending_ms / 1000)),
+    ]
+    if settings.stream_window_bytes:  # a fixed window: gRPC's estimator would grow it to hold whole requests
+        options += [("grpc.http2.bdp_probe", 0), ("grpc.http2.lookahead_bytes", settings.stream_window_bytes)]
+    return grpc.aio.server(
+        options=options, maximum_concurrent_rpcs=settings.max_concurrent_rpcs + GRPC_REFUSING_CALLS_MAX
+    )
+
+
 def edge_handlers(
-    service: ServiceDescriptor, servicer: object, gate: CallGate
+    service: ServiceDescriptor, servicer: object, gate: CallGate, only: Collection[str] | None = None
 ) -> dict[str, grpc.RpcMethodHandler[Any, Any]]:
     """A service's methods as gRPC handlers taking the request's bytes, which the gate admits and then parses.
 
     gRPC's generated handlers parse inside gRPC, which answers bytes that do not parse with UNKNOWN and logs a
-    traceback per call; these answer INVALID_ARGUMENT with the reason and log at a bounded rate.
+    traceback per call; these answer INVALID_ARGUMENT with the reason and log at a bounded rate. `only`: the
+    methods served (the others get UNIMPLEMENTED from gRPC); None: every method.
     """
     handlers: dict[str, grpc.RpcMethodHandler[Any, Any]] = {}
     for method in service.methods:
+        if only is not None and method.name not in only:
+            continue
         check_invariant(not method.client_streaming, f"{method.full_name} streams requests")
         run = getattr(servicer, method.name)
         request_type = message_factory.GetMessageClass(method.input_type)
@@ -286,9 +321,15 @@ def _take_stream(
     return take
 
 
-def add_service(server: grpc.aio.Server, service: ServiceDescriptor, servicer: object, gate: CallGate) -> None:
+def add_service(
+    server: grpc.aio.Server,
+    service: ServiceDescriptor,
+    servicer: object,
+    gate: CallGate,
+    only: Collection[str] | None = None,
+) -> None:
     """Serves `servicer` as `service` through the gate (as the generated add_*Servicer_to_server, but at the edge)."""
-    handlers = edge_handlers(service, servicer, gate)
+    handlers = edge_handlers(service, servicer, gate, only)
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service.full_name, handlers),))
     server.add_registered_method_handlers(service.full_name, handlers)
 

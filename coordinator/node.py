@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from coordinator.catalog import PlacedPartition, TopicCatalog
@@ -61,6 +61,8 @@ class Node:
         ]
         self._loaded = False
         self._health_changed = asyncio.Event()
+        # Told of every state change of a coordinator (the reader processes' status board).
+        self.state_listeners: list[Callable[[CoordinatorShard], None]] = []
         # Derived from the coordinators' records only: rebuilt when one (re)loads, followed as they apply.
         self.catalog = TopicCatalog()
         self.peers = PeerClient(settings, self._peer_address)
@@ -115,6 +117,8 @@ class Node:
         if shard.state is ShardState.ACTIVE and self._loaded:
             self._rebuild_catalog()  # back in service: its partitions are known again
         self._health_changed.set()
+        for listener in self.state_listeners:
+            listener(shard)
 
     def _rebuild_catalog(self) -> None:
         """Reads every loaded coordinator's partitions into the catalog."""

@@ -15,6 +15,10 @@ gRPC statuses (DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED, …) propagate as raised: 
 
 Fast path: while every known route is one address (a node without a cluster), a request goes there
 unsplit, with no per-item routing; only its retriable items, if any, take the routed path.
+
+Readers: a replica that advertises reader processes (ReplicaEndpoint.read_addresses) has its FindBatches sent
+to them in turn; one that is UNAVAILABLE or unreachable is skipped for a second and the replica's own
+address answers instead.
 """
 
 from __future__ import annotations
@@ -61,6 +65,7 @@ MESSAGE_MAX_BYTES_DEFAULT = 64 * 1024 * 1024
 CHANNEL_CLOSE_GRACE_MS_DEFAULT = 1_000
 # Statuses meaning the call never ran (the contract: UNAVAILABLE while a node shuts down; also a refused connection).
 RETRIED_STATUS = frozenset({grpc.StatusCode.UNAVAILABLE})
+READER_METHOD = "FindBatches"  # the one method a replica's reader processes serve
 
 MessageT = TypeVar("MessageT")
 
@@ -210,14 +215,25 @@ class RoutingClient:
         address = self._table.single_address
         if address is None:
             return None
+        reader = self._table.readers.pick(address, time.monotonic()) if method == READER_METHOD else None
+        if reader is not None:
+            answered = await self._send_raw(reader, method, request, deadline)
+            if answered is not None:
+                return answered
+            self._table.readers.unreachable(reader, time.monotonic())  # the node itself answers meanwhile
+        answered = await self._send_raw(address, method, request, deadline)
+        if answered is None:
+            self._table.forget_address(address)
+        return answered
+
+    async def _send_raw(self, address: str, method: str, request: Any, deadline: float) -> tuple[Any, bool] | None:
+        """The answer decoded on the fast path's terms; None when the address did not answer (UNAVAILABLE)."""
         timeout_s = min(self.rpc_timeout_ms / 1000, deadline - time.monotonic())
-        entry = await self._channels.get(address)
         try:
-            raw: bytes = await entry.raw(method)(request, timeout=timeout_s)
+            raw: bytes = await (await self._channels.get(address)).raw(method)(request, timeout=timeout_s)
         except grpc.aio.AioRpcError as error:
             if error.code() not in RETRIED_STATUS:
                 raise
-            self._table.forget_address(address)
             return None
         return decode_answer(method, raw)
 
@@ -277,7 +293,7 @@ class RoutingClient:
             for index in retry:
                 unreachable[index] = problem or "no route"
             answers = await asyncio.gather(
-                *(self._send(address, method, part_of(indices), deadline) for address, indices in groups.items())
+                *(self._send_read(address, method, part_of(indices), deadline) for address, indices in groups.items())
             )
             for (address, indices), answer in zip(groups.items(), answers, strict=True):
                 if isinstance(answer, str):
@@ -460,6 +476,16 @@ class RoutingClient:
                 problems.append(answer)
             if not await self._wait_to_retry(backoff, deadline):
                 raise RoutingError(f"{method}: no node answered within {self.deadline_ms} ms: " + "; ".join(problems))
+
+    async def _send_read(self, address: str, method: str, request: object, deadline: float) -> Any:
+        """As `_send`; FindBatches goes to one of the replica's readers first, if it has any reachable."""
+        reader = self._table.readers.pick(address, time.monotonic()) if method == READER_METHOD else None
+        if reader is not None:
+            answer = await self._send(reader, method, request, deadline)
+            if not isinstance(answer, str):
+                return answer
+            self._table.readers.unreachable(reader, time.monotonic())
+        return await self._send(address, method, request, deadline)
 
     async def _send(self, address: str, method: str, request: object, deadline: float) -> Any:
         """The answer, or why the node could not be reached (a string); other failures raise."""

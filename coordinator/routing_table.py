@@ -22,6 +22,8 @@ RETRIABLE_CODES = frozenset(
 # A node listening on every interface reports this host: the caller reaches it as it reached the node that answered.
 UNSPECIFIED_HOSTS = frozenset({"", "0.0.0.0", "::"})
 PORT_MAX = 65535
+# A reader process that could not be reached is skipped for this long; its replica's own address serves meanwhile.
+READER_RETRY_S = 1.0
 
 
 class Access(enum.Enum):
@@ -74,6 +76,7 @@ class ReplicaRoute:
     node_id: int
     address: str
     in_sync: bool
+    read_addresses: tuple[str, ...] = ()  # the replica's reader processes (FindBatches only)
 
 
 @final
@@ -104,13 +107,28 @@ class CoordinatorRoute:
         return frozenset((*leader, *(r.address for r in self.replicas)))
 
 
+def read_addresses_of(replica: pb.ReplicaEndpoint, replica_address: str) -> tuple[str, ...]:
+    """A replica's reader addresses, resolved as its own address was; malformed ones are left out."""
+    resolved = []
+    for address in replica.read_addresses:
+        try:
+            host, port = parse_address(address)
+        except ValueError:
+            continue
+        resolved.append(endpoint_address(host, port, replica_address))
+    return tuple(resolved)
+
+
 def route_of(endpoint: pb.CoordinatorEndpoint, via_address: str) -> CoordinatorRoute:
     """The route an endpoint describes, its addresses resolved as seen from `via_address`."""
     leader = None if endpoint_problem(endpoint) else endpoint_address(endpoint.host, endpoint.port, via_address)
-    replicas = tuple(
-        ReplicaRoute(r.node_id, endpoint_address(r.host, r.port, via_address), r.in_sync) for r in endpoint.replicas
+    replicas = []
+    for r in endpoint.replicas:
+        address = endpoint_address(r.host, r.port, via_address)
+        replicas.append(ReplicaRoute(r.node_id, address, r.in_sync, read_addresses_of(r, address)))
+    return CoordinatorRoute(
+        endpoint.coordinator_id, endpoint.leader_node_id, endpoint.leader_epoch, leader, tuple(replicas)
     )
-    return CoordinatorRoute(endpoint.coordinator_id, endpoint.leader_node_id, endpoint.leader_epoch, leader, replicas)
 
 
 def newer(cached: CoordinatorRoute | None, learned: CoordinatorRoute) -> bool:
@@ -141,6 +159,7 @@ class RoutingTable:
         self.routes: dict[int, CoordinatorRoute] = {}
         self.coordinators_known = False  # every coordinator's route, from DescribeCoordinators
         self.single_address: str | None = None  # set while every route is one address (a node alone)
+        self.readers = ReaderRotation()
 
     def address_of(self, key: PartitionKey, access: Access) -> str | None:
         coordinator_id = self.partitions.get(key)
@@ -176,6 +195,8 @@ class RoutingTable:
         for route in routes:
             if newer(self.routes.get(route.coordinator_id), route):
                 self.routes[route.coordinator_id] = route
+                for replica in route.replicas:
+                    self.readers.learn(replica.address, replica.read_addresses)
         self.single_address = only_address(list(self.routes.values()))
 
     def forget_coordinator_of(self, key: PartitionKey) -> None:
@@ -191,3 +212,32 @@ class RoutingTable:
             del self.routes[coordinator_id]
         self.single_address = None
         self.coordinators_known = False
+
+
+@final
+class ReaderRotation:
+    """Where a replica's FindBatches go: its reader processes in turn, skipping one that was just unreachable.
+
+    Pure: the caller passes the time. With no reader reachable a read goes to the replica's own address.
+    """
+
+    def __init__(self) -> None:
+        self._readers: dict[str, tuple[str, ...]] = {}  # replica address -> its readers' addresses
+        self._skipped_until: dict[str, float] = {}  # reader address -> monotonic time
+        self._turn = 0
+
+    def learn(self, replica_address: str, read_addresses: tuple[str, ...]) -> None:
+        self._readers[replica_address] = read_addresses
+
+    def pick(self, replica_address: str, now: float) -> str | None:
+        """A reader of the replica to send a read to, or None: send it to the replica's own address."""
+        readers = self._readers.get(replica_address, ())
+        for _ in range(len(readers)):
+            self._turn += 1
+            reader = readers[self._turn % len(readers)]
+            if self._skipped_until.get(reader, 0.0) <= now:
+                return reader
+        return None
+
+    def unreachable(self, reader_address: str, now: float) -> None:
+        self._skipped_until[reader_address] = now + READER_RETRY_S

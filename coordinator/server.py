@@ -15,7 +15,6 @@ import contextlib
 import dataclasses
 import gc
 import logging
-import math
 import signal
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -33,16 +32,17 @@ from coordinator.clock import Clock
 from coordinator.cluster.controller import ClusterController
 from coordinator.cluster.etcd_store import NodeEndpoint
 from coordinator.edge import (
-    GRPC_REFUSING_CALLS_MAX,
     Admission,
     CallGate,
     add_service,
     admission_gauges,
     grpc_call_counts,
+    grpc_server,
 )
 from coordinator.errors import CallRejected, grpc_status_of
 from coordinator.metrics import GaugeCollector, Metrics, serve_metrics
 from coordinator.node import Node
+from coordinator.readers.supervisor import ReadProcesses
 from coordinator.router import Endpoint, Router
 from coordinator.settings import Settings, SettingsError, property_name
 from coordinator.shard import ShardState
@@ -277,21 +277,45 @@ class RunningServer:
         self._health_service = health_service
         self._metrics_server = metrics_server
         self._health_tracker: asyncio.Task[None] | None = None
+        self.readers: ReadProcesses | None = None
 
     async def load(self) -> bool:
-        """Loads every coordinator, then takes calls and starts the file workers; True when all are ACTIVE."""
+        """Loads every coordinator, then takes calls, starts the file workers and readers; True when all are ACTIVE."""
+        self._start_readers()  # they start while the coordinators load; the board says LOADING until then
         loaded = await self.node.load()
         self._gate.ready = True
         if self.cluster is not None:
             self.cluster.start()
         self.node.start_file_workers()
+        if self.readers is not None:  # SERVING means FindCoordinator names the readers: clients learn them at once
+            await self.readers.wait_first_starts()
         if not loaded:
             log.error("some coordinators failed to load: NOT_SERVING until every coordinator serves (see above)")
         self._health_tracker = asyncio.create_task(track_health(self.node, self._health_service), name="health")
         return loaded
 
+    def _start_readers(self) -> None:
+        """Reader processes for FindBatches (diskless.server.read.processes), on a node without a cluster."""
+        if self.settings.read_processes == 0:
+            return
+        if self.cluster is not None:
+            log.info(
+                "%s=%d ignored in a cluster: FindBatches is served by the node itself",
+                property_name("read_processes"), self.settings.read_processes,
+            )  # fmt: skip
+            return
+        router = self.node.router
+
+        def advertise(addresses: tuple[str, ...]) -> None:
+            router.endpoint = dataclasses.replace(router.endpoint, read_addresses=addresses)
+
+        readers = self.readers = ReadProcesses(self.settings, self.node.shards, self.host, advertise)
+        self.node.state_listeners.append(readers.publish)
+        self.node.metrics.watch(GaugeCollector(lambda: list(readers.gauges())))
+        readers.start()
+
     async def stop(self) -> None:
-        """Drains in-flight calls for up to the drain timeout, then closes the node."""
+        """Drains in-flight calls for up to the drain timeout (readers' too), then closes the node."""
         if self._health_tracker is not None:
             self._health_tracker.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -299,7 +323,9 @@ class RunningServer:
         log.info("stopping: draining in-flight calls for up to %d ms", self.settings.drain_timeout_ms)
         self._gate.stopping = True
         await self._health_service.enter_graceful_shutdown()
-        await self.server.stop(self.settings.drain_timeout_ms / 1000)
+        # The readers stop before the coordinators close: none reads a state file being closed.
+        readers_stopped = self.readers.stop() if self.readers is not None else asyncio.sleep(0)
+        await asyncio.gather(readers_stopped, self.server.stop(self.settings.drain_timeout_ms / 1000))
         if self._metrics_server is not None:
             self._metrics_server.close()
             await self._metrics_server.wait_closed()
@@ -307,23 +333,6 @@ class RunningServer:
             await self.cluster.close()
         await self.node.close()
         log.info("stopped")
-
-
-def _grpc_server(settings: Settings) -> grpc.aio.Server:
-    options = [
-        ("grpc.max_receive_message_length", settings.request_max_bytes),
-        ("grpc.max_send_message_length", settings.request_max_bytes),
-        ("grpc.so_reuseport", 0),
-        # Calls gRPC holds until the node takes them up: the node sees none of them (no admission, no metrics).
-        ("grpc.server.max_pending_requests", settings.max_pending_calls),
-        ("grpc.server.max_pending_requests_hard_limit", settings.max_pending_calls),
-        ("grpc.server_max_unrequested_time_in_server", math.ceil(settings.max_pending_ms / 1000)),
-    ]
-    if settings.stream_window_bytes:  # a fixed window: gRPC's estimator would grow it to hold whole requests
-        options += [("grpc.http2.bdp_probe", 0), ("grpc.http2.lookahead_bytes", settings.stream_window_bytes)]
-    return grpc.aio.server(
-        options=options, maximum_concurrent_rpcs=settings.max_concurrent_rpcs + GRPC_REFUSING_CALLS_MAX
-    )
 
 
 async def start_server(settings: Settings, clock: Clock | None = None) -> RunningServer:
@@ -334,7 +343,7 @@ async def start_server(settings: Settings, clock: Clock | None = None) -> Runnin
     tls = tls_files(settings)
     check_exposure(settings, tls is not None)
     metrics = Metrics()
-    server = _grpc_server(settings)
+    server = grpc_server(settings)
     host = settings.listen.rpartition(":")[0]
     if tls is None:
         port = server.add_insecure_port(settings.listen)

@@ -101,6 +101,28 @@ class Settings:
         "waiting in gRPC hold at most max.pending.calls x this (0: gRPC's default, whose windows grow to whole "
         "requests; else >= 65535)",
     )
+    read_processes: int = _setting(
+        "diskless.server.read.processes",
+        1,
+        "reader processes serving FindBatches from the coordinators' state files, each on its own port advertised "
+        "by FindCoordinator (the node still serves FindBatches itself). 0: none. Not started in a cluster (--etcd): "
+        "there the node serves FindBatches alone",
+    )
+    read_process_start_timeout_ms: int = _setting(
+        "diskless.server.read.process.start.timeout.ms",
+        30000,
+        "how long a reader process may take to start listening before it is counted as failed and started again",
+    )
+    read_process_restart_backoff_ms: int = _setting(
+        "diskless.server.read.process.restart.backoff.ms",
+        200,
+        "first wait before a reader process that died is started again (doubling per failure in a row)",
+    )
+    read_process_restart_backoff_max_ms: int = _setting(
+        "diskless.server.read.process.restart.backoff.max.ms",
+        10000,
+        "longest wait before a reader process that died is started again",
+    )
     request_max_bytes: int = _setting(
         "diskless.coordinator.request.max.bytes", 16 * 1024 * 1024, "largest gRPC message accepted (bytes)"
     )

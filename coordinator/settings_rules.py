@@ -6,6 +6,8 @@ import re
 
 from coordinator.settings import STATE_VERIFY_MODES, Settings, SettingsError, property_name
 
+READ_PROCESSES_MAX = 64  # each reader holds one connection per coordinator and its own gRPC server
+
 
 def validated(settings: Settings) -> Settings:
     """The settings, once every rule holds; else SettingsError naming the first bad setting."""
@@ -41,6 +43,18 @@ def check(settings: Settings) -> None:
         raise SettingsError(
             f"{property_name('stream_window_bytes')} must be 0 (gRPC's default) or 65535..2^31-1, "
             f"got {settings.stream_window_bytes}"
+        )
+    if not 0 <= settings.read_processes <= READ_PROCESSES_MAX:
+        raise SettingsError(
+            f"{property_name('read_processes')} must be 0..{READ_PROCESSES_MAX}, got {settings.read_processes}"
+        )
+    if settings.read_process_start_timeout_ms <= 0:
+        raise SettingsError(f"{property_name('read_process_start_timeout_ms')} must be > 0")
+    if not 0 < settings.read_process_restart_backoff_ms <= settings.read_process_restart_backoff_max_ms:
+        raise SettingsError(
+            f"{property_name('read_process_restart_backoff_ms')} must be > 0 and <= "
+            f"{property_name('read_process_restart_backoff_max_ms')}, got {settings.read_process_restart_backoff_ms} "
+            f"and {settings.read_process_restart_backoff_max_ms}"
         )
     if settings.acl_reload_interval_ms < 0:
         raise SettingsError(f"{property_name('acl_reload_interval_ms')} must be >= 0")

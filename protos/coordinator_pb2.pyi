@@ -462,16 +462,18 @@ class CoordinatorEndpoint(_message.Message):
     def __init__(self, coordinator_id: _Optional[int] = ..., leader_node_id: _Optional[int] = ..., host: _Optional[str] = ..., port: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., replicas: _Optional[_Iterable[_Union[ReplicaEndpoint, _Mapping]]] = ...) -> None: ...
 
 class ReplicaEndpoint(_message.Message):
-    __slots__ = ("node_id", "host", "port", "in_sync")
+    __slots__ = ("node_id", "host", "port", "in_sync", "read_addresses")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     HOST_FIELD_NUMBER: _ClassVar[int]
     PORT_FIELD_NUMBER: _ClassVar[int]
     IN_SYNC_FIELD_NUMBER: _ClassVar[int]
+    READ_ADDRESSES_FIELD_NUMBER: _ClassVar[int]
     node_id: int
     host: str
     port: int
     in_sync: bool
-    def __init__(self, node_id: _Optional[int] = ..., host: _Optional[str] = ..., port: _Optional[int] = ..., in_sync: _Optional[bool] = ...) -> None: ...
+    read_addresses: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, node_id: _Optional[int] = ..., host: _Optional[str] = ..., port: _Optional[int] = ..., in_sync: _Optional[bool] = ..., read_addresses: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class FindCoordinatorResponse(_message.Message):
     __slots__ = ("topics", "coordinators")

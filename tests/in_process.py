@@ -114,7 +114,8 @@ class InProcessNode:
     ) -> None:
         self.data_dir = data_dir
         self.coordinators = coordinators
-        self.settings = {**QUIET_FILE_WORKERS, **(settings or {})}
+        # No reader processes unless a test asks: they would read the state files of every in-process node.
+        self.settings = {**QUIET_FILE_WORKERS, "diskless.server.read.processes": "0", **(settings or {})}
         self.credentials = credentials
         self.clock = clock or ManualClock()
         self.port = 0

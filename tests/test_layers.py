@@ -35,6 +35,12 @@ RANKS: dict[str, float] = {
     "coordinator.operator_parsers": 5.6,
     "coordinator.admin_service": 4.5,
     "coordinator.node": 4,
+    # Reader processes: FindBatches off the node's loop; the supervisor runs in the node, the worker apart.
+    "coordinator.readers.supervisor": 4.9,
+    "coordinator.readers.worker": 4.85,
+    "coordinator.readers.view": 2.75,
+    "coordinator.readers.board": 1,
+    "coordinator.readers.counters": 1,
     "coordinator.router": 3,
     # One module per RPC; they share only `routing` (the catalog lookup, admission, running parts).
     "coordinator.operations.topic_admin": 2.8,

@@ -231,3 +231,37 @@ def test_operator_commands_speak_mutual_tls_and_obey_the_acl(cluster: Cluster) -
     )  # fmt: skip
     assert refused.returncode != 0
     assert "ALTER" in refused.stderr
+
+
+def test_a_reader_process_obeys_the_same_tls_and_acl(cluster: Cluster) -> None:
+    """FindBatches served by a reader process (diskless.server.read.processes, default 1): the node's TLS and ACL."""
+    broker_stub = cluster.stub(cluster.broker)
+    topic = Broker(broker_stub, 4).create_topic("secured-reads", 1)
+    Broker(broker_stub, 4).commit(laid_out([batch(topic, 0, 3)]))
+    found = broker_stub.FindCoordinator(
+        pb.FindCoordinatorRequest(topics=[pb.FindCoordinatorRequest.Topic(topic_id=topic, partitions=[0])]),
+        timeout=10,
+    )
+    (reader,) = found.coordinators[0].replicas[0].read_addresses
+    request = pb.FindBatchesRequest(
+        fetch_max_bytes=1 << 20,
+        topics=[pb.FindBatchesRequest.Topic(topic_id=topic, partitions=[pb.FindBatchesRequest.Partition(
+            partition=0, offset=0, max_partition_fetch_bytes=1 << 20)])],
+    )  # fmt: skip
+
+    def reader_stub(client: Identity | None) -> pb_grpc.DisklessCoordinatorStub:
+        return pb_grpc.DisklessCoordinatorStub(grpc.secure_channel(reader, channel_credentials(cluster.ca, client)))
+
+    answer = reader_stub(cluster.broker).FindBatches(request, timeout=10)
+    assert answer == broker_stub.FindBatches(request, timeout=10) and len(answer.topics[0].partitions[0].batches) == 1
+    for refused_client in (None, cluster.stranger):  # no certificate, another CA: refused at the handshake
+        with pytest.raises(grpc.RpcError) as refused:
+            reader_stub(refused_client).FindBatches(request, timeout=10)
+        assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
+    with grpc.insecure_channel(reader) as plaintext, pytest.raises(grpc.RpcError) as refused:
+        pb_grpc.DisklessCoordinatorStub(plaintext).FindBatches(request, timeout=10)
+    assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
+    with pytest.raises(grpc.RpcError) as denied:  # DESCRIBE only: FindBatches needs CLUSTER_ACTION
+        reader_stub(cluster.operator).FindBatches(request, timeout=10)
+    assert denied.value.code() == grpc.StatusCode.PERMISSION_DENIED
+    assert "User:operator" in (denied.value.details() or "")

@@ -20,6 +20,7 @@ class Endpoint:
 
     host: str
     port: int
+    read_addresses: tuple[str, ...] = ()  # HOST:PORT of the reader processes serving FindBatches (alone only)
 
 
 def endpoint_of(coordinators: NodeCoordinators, endpoint: Endpoint, coordinator_id: int) -> pb.CoordinatorEndpoint:
@@ -35,7 +36,15 @@ def endpoint_of(coordinators: NodeCoordinators, endpoint: Endpoint, coordinator_
             host=endpoint.host,
             port=endpoint.port,
             leader_epoch=shard.leader_epoch,
-            replicas=[pb.ReplicaEndpoint(node_id=node_id, host=endpoint.host, port=endpoint.port, in_sync=True)],
+            replicas=[
+                pb.ReplicaEndpoint(
+                    node_id=node_id,
+                    host=endpoint.host,
+                    port=endpoint.port,
+                    in_sync=True,
+                    read_addresses=endpoint.read_addresses,
+                )
+            ],
         )
     leader_host, _, leader_port = role.leader_address.rpartition(":")
     replicas = []

@@ -8,7 +8,7 @@ import apsw
 
 from coordinator import fetch, fetch_wire
 from coordinator.errors import CoordinatorUnavailable
-from coordinator.operations.routing import NodeCoordinators, set_error
+from coordinator.operations.routing import ReadableT, ReadingCoordinators, set_error
 from coordinator.result import ItemError
 from coordinator.state import reads
 from protos import coordinator_pb2 as pb
@@ -16,8 +16,11 @@ from protos import coordinator_pb2 as pb
 PartitionResult = pb.FindBatchesResponse.PartitionResult
 
 
-def find_batches(coordinators: NodeCoordinators, request: pb.FindBatchesRequest) -> bytes:
-    """The serialized FindBatchesResponse: headers built here, each batch's entry as stored (fetch_wire)."""
+def find_batches(coordinators: ReadingCoordinators[ReadableT], request: pb.FindBatchesRequest) -> bytes:
+    """The serialized FindBatchesResponse: headers built here, each batch's entry as stored (fetch_wire).
+
+    The same rules whether the node's loop serves the call or a reader process (coordinator/readers/).
+    """
     coordinators.limit_items(sum(len(t.partitions) for t in request.topics), "partitions")
     budget = fetch.FetchBudget(
         request.fetch_max_bytes, request.max_batches_per_partition, coordinators.settings.find_batches_max_results

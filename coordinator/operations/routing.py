@@ -10,7 +10,10 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from typing import Protocol, TypeVar, final
+
+import apsw
 
 from coordinator.catalog import TopicCatalog
 from coordinator.errors import CoordinatorUnavailable, ErrorCode, MalformedRequest, Overloaded
@@ -56,6 +59,61 @@ class ItemOutcome(Protocol):
     def message(self) -> str: ...
 
 
+class ReadableCoordinator(Protocol):
+    """A coordinator as a committed read sees it: whether it may be read now, and a read transaction on its state."""
+
+    @property
+    def coordinator_id(self) -> int: ...
+
+    def require_active(self) -> None: ...
+
+    def read_snapshot(self) -> AbstractContextManager[apsw.Connection]: ...
+
+
+ReadableT = TypeVar("ReadableT", bound=ReadableCoordinator)
+
+
+class ReadingCoordinators(Protocol[ReadableT]):
+    """What a committed read (FindBatches) needs of the coordinators it reads: the node's own (NodeCoordinators)
+    or a reader process's view of their state files (coordinator/readers/view.py); one set of read rules for both."""
+
+    @property
+    def settings(self) -> Settings: ...
+
+    def limit_items(self, count: int, what: str) -> None: ...
+
+    def route(self, topic_id: bytes, partitions: Sequence[int]) -> list[Route]: ...
+
+    def shard(self, coordinator_id: int) -> ReadableT: ...
+
+    def damaged(self, shard: ReadableT, error: Exception) -> CoordinatorUnavailable: ...
+
+
+def limit_items(settings: Settings, count: int, what: str) -> None:
+    """Refuses a call carrying more items than diskless.coordinator.request.max.items (INVALID_ARGUMENT)."""
+    if count > settings.request_max_items:
+        raise MalformedRequest(
+            f"{count} {what} in one call, more than {property_name('request_max_items')} ({settings.request_max_items})"
+        )
+
+
+def unknown_partition_error(partition: int) -> ItemError:
+    return ItemError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"partition {partition} of the topic is unknown")
+
+
+def not_in_service_error(partition: int, error: CoordinatorUnavailable) -> ItemError:
+    """A partition the catalog lacks while a coordinator is out of service: that coordinator's retriable error."""
+    return ItemError(error.error_code, f"partition {partition} may be on a coordinator not in service: {error}")
+
+
+def damaged_error(coordinator_id: int, error: Exception) -> CoordinatorUnavailable:
+    return CoordinatorUnavailable(
+        ErrorCode.COORDINATOR_NOT_AVAILABLE,
+        f"coordinator {coordinator_id} found its state damaged ({type(error).__name__}: {error}) and is "
+        "rebuilding it; retry",
+    )
+
+
 def set_error(result: ItemResult, error: ItemOutcome) -> None:
     """Answers an item with a code (NONE too) and its message."""
     result.error_code = wire_code(error.error_code)
@@ -82,11 +140,7 @@ class NodeCoordinators:
         return 0 <= coordinator_id < len(self.shards)
 
     def limit_items(self, count: int, what: str) -> None:
-        if count > self.settings.request_max_items:
-            raise MalformedRequest(
-                f"{count} {what} in one call, more than {property_name('request_max_items')} "
-                f"({self.settings.request_max_items})"
-            )
+        limit_items(self.settings, count, what)
 
     def timeout_s(self, timeout_ms: int) -> float:
         chosen = timeout_ms if timeout_ms > 0 else self.settings.request_timeout_ms
@@ -124,10 +178,8 @@ class NodeCoordinators:
                 try:
                     shard.require_active()
                 except CoordinatorUnavailable as error:
-                    return ItemError(
-                        error.error_code, f"partition {partition} may be on a coordinator not in service: {error}"
-                    )
-        return ItemError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"partition {partition} of the topic is unknown")
+                    return not_in_service_error(partition, error)
+        return unknown_partition_error(partition)
 
     def unavailable_for_topic_changes(self) -> ItemError | None:
         """Topic-wide rules need every coordinator's partitions: why not now, or None."""
@@ -141,11 +193,7 @@ class NodeCoordinators:
     def damaged(self, shard: CoordinatorShard, error: Exception) -> CoordinatorUnavailable:
         """A read met damage in a coordinator's state: out of service it goes, to rebuild (DESIGN §6)."""
         shard.report_damage(error)
-        return CoordinatorUnavailable(
-            ErrorCode.COORDINATOR_NOT_AVAILABLE,
-            f"coordinator {shard.coordinator_id} found its state damaged ({type(error).__name__}: {error}) and is "
-            "rebuilding it; retry",
-        )
+        return damaged_error(shard.coordinator_id, error)
 
     # ------------------------------------------------------------------ running parts
 

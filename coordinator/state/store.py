@@ -71,6 +71,28 @@ def truncation_problem(path: Path) -> str | None:
     return None
 
 
+def open_reader(path: Path) -> apsw.Connection:
+    """A read-only connection to a state file (WAL mode: it reads committed transactions, also from another process)."""
+    return _connect(path, readonly=True)
+
+
+@contextlib.contextmanager
+def read_transaction(reader: apsw.Connection) -> Iterator[apsw.Connection]:
+    """A read transaction on a reader's connection: every query inside sees the same committed state."""
+    reader.execute("BEGIN")
+    try:
+        yield reader
+    finally:
+        try:
+            reader.execute("COMMIT")
+        except apsw.Error:
+            # A read that met damage leaves its statement failed, and COMMIT reports that failure again;
+            # the reader already said so. A read transaction has nothing to lose: end it either way.
+            if reader.in_transaction:
+                with contextlib.suppress(apsw.Error):
+                    reader.execute("ROLLBACK")
+
+
 class StateStore:
     def __init__(self, path: Path, coordinator_id: int, cache_bytes: int = WRITER_CACHE_BYTES_DEFAULT) -> None:
         self.path = path
@@ -105,7 +127,7 @@ class StateStore:
                 f"{path}: schema {self.meta['schema_version']} of coordinator {self.meta['coordinator_id']}, "
                 f"expected schema {SCHEMA_VERSION} of coordinator {coordinator_id}"
             )
-        self.reader = _connect(path, readonly=True)
+        self.reader = open_reader(path)
         # The committed producer windows, packed as stored, kept in memory so apply never reads them back.
         self.producer_windows = self._read_producer_windows()
 
@@ -167,21 +189,9 @@ class StateStore:
         """A committed file's batches on these partitions (on the writer's connection, as `committed_file`)."""
         return reads.file_batches(self._writer, file_id, partition_keys)
 
-    @contextlib.contextmanager
-    def read_snapshot(self) -> Iterator[apsw.Connection]:
+    def read_snapshot(self) -> contextlib.AbstractContextManager[apsw.Connection]:
         """A read transaction: every query inside sees the same committed state."""
-        self.reader.execute("BEGIN")
-        try:
-            yield self.reader
-        finally:
-            try:
-                self.reader.execute("COMMIT")
-            except apsw.Error:
-                # A read that met damage leaves its statement failed, and COMMIT reports that failure again;
-                # the reader already said so. A read transaction has nothing to lose: end it either way.
-                if self.reader.in_transaction:
-                    with contextlib.suppress(apsw.Error):
-                        self.reader.execute("ROLLBACK")
+        return read_transaction(self.reader)
 
     # ------------------------------------------------------------------ the only writer
 

@@ -1,0 +1,227 @@
+"""The node's side of its reader processes: the status board it publishes, and starting, restarting and stopping them.
+
+Readers start once the node has loaded; one that dies is started again after a bounded backoff (logged), on the
+port it had where that port is free. Their addresses, as they come and go, are handed to `on_addresses` (the
+node advertises them in FindCoordinator). They are stopped before the coordinators close. A read that met
+damage in a reader is reported here, and the coordinator rebuilds its state as it does for its own reads, if
+the file the reader read is still the coordinator's current one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import multiprocessing
+import time
+from collections.abc import Callable, Iterator, Sequence
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
+from typing import Any, final
+
+from coordinator.backoff import Backoff
+from coordinator.errors import CoordinatorUnavailable
+from coordinator.readers.board import READABLE, Status, StatusBoard
+from coordinator.readers.counters import CallCounts
+from coordinator.readers.worker import ReaderPlan, run_reader
+from coordinator.settings import Settings
+from coordinator.shard import CoordinatorShard, ShardState
+from coordinator.state.reads import StateDamaged
+
+log = logging.getLogger(__name__)
+STOP_GRACE_S = 5.0  # past the drain timeout, a reader that has not exited is killed
+
+
+def status_of(shard: CoordinatorShard, generation: int) -> Status:
+    """What the board says of a coordinator: readable, or the code `require_active` would raise with."""
+    try:
+        shard.require_active()
+    except CoordinatorUnavailable as error:
+        return Status(int(error.error_code), generation)
+    return Status(READABLE, generation)
+
+
+@final
+class ReaderSlot:
+    """One reader: its process while it runs, the port it serves on, and how often it was started again."""
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+        self.process: BaseProcess | None = None
+        self.connection: Connection | None = None
+        self.port = 0
+        self.up = False
+        self.restarts = 0
+        self.first_start_over = asyncio.Event()  # listening, or failed to: the node goes SERVING either way
+
+
+@final
+class ReadProcesses:
+    def __init__(
+        self,
+        settings: Settings,
+        shards: Sequence[CoordinatorShard],
+        host: str,
+        on_addresses: Callable[[tuple[str, ...]], None],
+    ) -> None:
+        self._settings = settings
+        self._shards = list(shards)
+        self._host = host
+        self._on_addresses = on_addresses
+        self.board = StatusBoard.create(len(self._shards))
+        self.counts = CallCounts.create(settings.read_processes)
+        self._generations = [0] * len(self._shards)
+        self.slots = [ReaderSlot(i) for i in range(settings.read_processes)]
+        self._context = multiprocessing.get_context("spawn")
+        self._stopping = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+        for shard in self._shards:
+            self.publish(shard)
+
+    # ------------------------------------------------------------------ the board
+
+    def publish(self, shard: CoordinatorShard) -> None:
+        """Called on every state change of a coordinator; a coordinator (re)loaded is a new generation."""
+        coordinator_id = shard.coordinator_id
+        if shard.state is ShardState.ACTIVE:
+            self._generations[coordinator_id] += 1
+        self.board.publish(coordinator_id, status_of(shard, self._generations[coordinator_id]))
+
+    def _damage_reported(self, slot: ReaderSlot, coordinator_id: int, generation: int, what: str) -> None:
+        if not 0 <= coordinator_id < len(self._shards):
+            return
+        if self.board.status(coordinator_id).generation != generation:
+            return  # the reader read a state file since replaced: nothing to rebuild
+        self._shards[coordinator_id].report_damage(StateDamaged(f"reader {slot.index}: {what}"))
+
+    # ------------------------------------------------------------------ the processes
+
+    def addresses(self) -> tuple[str, ...]:
+        return tuple(f"{self._host}:{slot.port}" for slot in self.slots if slot.up)
+
+    def start(self) -> None:
+        log.info("starting %d reader processes for FindBatches", len(self.slots))
+        self._tasks = [
+            asyncio.create_task(self._keep_running(slot), name=f"reader-{slot.index}") for slot in self.slots
+        ]
+
+    async def wait_first_starts(self) -> None:
+        """Returns once every reader listens or failed to start (each within the start timeout)."""
+        await asyncio.gather(*(slot.first_start_over.wait() for slot in self.slots))
+
+    async def _keep_running(self, slot: ReaderSlot) -> None:
+        settings = self._settings
+        backoff = Backoff(settings.read_process_restart_backoff_ms, settings.read_process_restart_backoff_max_ms)
+        while not self._stopping.is_set():
+            started = time.monotonic()
+            why = await self._run_once(slot)
+            if self._stopping.is_set():
+                return
+            if (time.monotonic() - started) * 1000 >= settings.read_process_restart_backoff_max_ms:
+                backoff.succeeded()
+            wait_ms = backoff.failed()
+            slot.restarts += 1
+            log.error("reader %d %s; starting it again in %d ms", slot.index, why, wait_ms)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), wait_ms / 1000)
+
+    async def _run_once(self, slot: ReaderSlot) -> str:
+        """Runs the reader until it ends; why it ended."""
+        plan = ReaderPlan(
+            slot.index, self._settings, self._host, slot.port, tuple(shard.directory for shard in self._shards)
+        )
+        ours, theirs = self._context.Pipe()
+        process = self._context.Process(
+            target=run_reader,
+            args=(plan, self.board.words, self.counts.words, theirs),
+            name=f"diskless-reader-{slot.index}",
+            daemon=True,
+        )
+        process.start()
+        theirs.close()  # the pipe ends when the reader's process does
+        slot.process, slot.connection = process, ours
+        listening: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        ended = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        loop.add_reader(ours.fileno(), self._readable, slot, listening, ended)
+        try:
+            try:
+                slot.port = await asyncio.wait_for(
+                    asyncio.shield(listening), self._settings.read_process_start_timeout_ms / 1000
+                )
+            except TimeoutError:
+                return f"did not listen within {self._settings.read_process_start_timeout_ms} ms"
+            except EOFError:
+                return f"exited before listening (exit code {await self._exit_code(process)})"
+            slot.up = True
+            self._on_addresses(self.addresses())
+            slot.first_start_over.set()
+            await ended.wait()
+            if self._stopping.is_set():
+                return "stopped"
+            return f"exited (exit code {await self._exit_code(process)})"
+        finally:
+            slot.first_start_over.set()
+            loop.remove_reader(ours.fileno())
+            if slot.up:
+                slot.up = False
+                self._on_addresses(self.addresses())
+            if process.is_alive() and not self._stopping.is_set():
+                process.kill()
+            ours.close()
+            slot.connection = None
+
+    def _readable(self, slot: ReaderSlot, listening: asyncio.Future[int], ended: asyncio.Event) -> None:
+        connection = slot.connection
+        assert connection is not None  # read only between the reader's start and the removal of this callback
+        try:
+            message: Any = connection.recv()
+        except (EOFError, OSError):
+            asyncio.get_running_loop().remove_reader(connection.fileno())  # the end stays readable: once is enough
+            if not listening.done():
+                listening.set_exception(EOFError())
+                listening.exception()  # retrieved: the waiter may have timed out already
+            ended.set()
+            return
+        if message[0] == "listening" and not listening.done():
+            listening.set_result(int(message[1]))
+        elif message[0] == "damage":
+            self._damage_reported(slot, int(message[1]), int(message[2]), str(message[3]))
+
+    async def _exit_code(self, process: BaseProcess) -> int | None:
+        await asyncio.get_running_loop().run_in_executor(None, process.join, STOP_GRACE_S)
+        return process.exitcode
+
+    async def stop(self) -> None:
+        """Tells every reader to stop (each drains its calls), waits for them, kills what is left."""
+        self._stopping.set()
+        for slot in self.slots:
+            if slot.connection is not None:
+                with contextlib.suppress(OSError):
+                    slot.connection.send(("stop",))
+        processes = [slot.process for slot in self.slots if slot.process is not None]
+        loop = asyncio.get_running_loop()
+        grace_s = self._settings.drain_timeout_ms / 1000 + STOP_GRACE_S
+        await asyncio.gather(*(loop.run_in_executor(None, p.join, grace_s) for p in processes))
+        for process in processes:
+            if process.is_alive():
+                log.error("reader %s did not stop within %.0f s: killing it", process.name, grace_s)
+                process.kill()
+                process.join(STOP_GRACE_S)
+        await asyncio.gather(*self._tasks)
+        log.info("reader processes stopped")
+
+    # ------------------------------------------------------------------ metrics
+
+    def gauges(self) -> Iterator[tuple[str, str, str, dict[str, str], float]]:
+        for slot in self.slots:
+            labels = {"reader": str(slot.index)}
+            yield ("diskless_reader_up", "1 while the reader process serves FindBatches.", "gauge", labels,
+                   1.0 if slot.up else 0.0)  # fmt: skip
+            yield ("diskless_reader_restarts", "Times the reader process was started again after it died.",
+                   "counter", labels, slot.restarts)  # fmt: skip
+            yield ("diskless_reader_call_seconds", "Seconds the reader spent answering calls.", "counter", labels,
+                   self.counts.seconds(slot.index))  # fmt: skip
+            for code, calls in self.counts.calls(slot.index):
+                yield ("diskless_reader_calls", "Calls the reader answered, by gRPC status code.", "counter",
+                       {**labels, "code": code.name}, calls)  # fmt: skip
