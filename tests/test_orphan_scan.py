@@ -654,3 +654,13 @@ def test_benchmark_runs_at_a_tiny_size(spark: SparkSession, tmp_path: Path) -> N
                             spark=spark)  # fmt: skip
     assert results["spark"]["orphans"] == results["plain"]["orphans"] == 2000 - 50
     assert json.loads((tmp_path / "out.json").read_text())["objects"] == 2000
+    assert results["spark"]["phases_s"].keys() == {"coordinators", "listing", "known keys", "anti-join", "manifest"}
+
+
+def test_benchmark_runs_on_moto_at_a_tiny_size(spark: SparkSession, tmp_path: Path) -> None:
+    from bench.orphan_scan_s3 import run_s3_benchmark
+
+    results = run_s3_benchmark(objects=200, known=20, runs=1, work_dir=tmp_path / "bench", out=tmp_path / "s3.json",
+                               put_threads=8, spark=spark)  # fmt: skip
+    assert results["spark"]["orphans"] == results["plain"]["orphans"] == 200 - 20
+    assert results["spark"]["candidates"] == 200 and results["put"]["threads"] == 8
