@@ -1,4 +1,4 @@
-"""The orphan scan at scale: `python -m bench.orphan_scan --objects 1000000 [--runs 3]`.
+"""The orphan scan at scale: `python -m bench.orphan_scan --objects 1000000 [--runs 3] [--store s3]`.
 
 Builds a local object store of N WAL objects (or reuses the one built before
 in --work-dir for the same N and known count), all last modified two days
@@ -7,12 +7,18 @@ time, so the oldest live file is the build's). Each run then scans the same
 store twice against the same running coordinator, with the default grace
 period (one day, so every object is a candidate):
 
-- spark: the real job (spark/orphan_scan.py, a dry run, in-process, `--master`);
-- plain: one Python process, an os.scandir walk of the store, then DescribeFiles
+- spark: the real job (spark/orphan_scan.py, a dry run, in-process, `--master`):
+  listing on executors, every coordinator's known keys streamed (ListFileKeys),
+  the anti-join, the manifest;
+- plain: the baseline, one Python process classifying key by key as the scan
+  did before the anti-join: an os.scandir walk of the store, then DescribeFiles
   in batches of 1000 to the node, one batch after the other.
 
 Both must find the same orphans. Medians per phase over the runs go to a table
-on stdout and to bench/results/orphan_scan.json.
+on stdout and to bench/results/orphan_scan.json, with the load average before
+each run. `--store s3` runs the same against moto's S3 server on 127.0.0.1
+instead (bench/orphan_scan_s3.py: the objects are put in parallel, and made old
+by the clock: the scans run with grace 0).
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from concurrent import futures
 from pathlib import Path
 from typing import Any
@@ -65,13 +72,13 @@ def say(line: str) -> None:
 # ---------------------------------------------------------------------- the store and the coordinator
 
 
-def _server(work_dir: Path) -> CoordinatorServer:
-    settings = {
-        **SERVER_SETTINGS,
-        "diskless.storage.backend": "local",
-        "diskless.storage.local.root": str(work_dir / "objects"),
-    }
-    server = CoordinatorServer(work_dir / "data", COORDINATORS, settings)
+def local_storage(work_dir: Path) -> dict[str, str]:
+    return {"diskless.storage.backend": "local", "diskless.storage.local.root": str(work_dir / "objects")}
+
+
+def start_server(work_dir: Path, storage: dict[str, str]) -> CoordinatorServer:
+    """A `diskless serve` of COORDINATORS coordinators on the store, once it answers SERVING."""
+    server = CoordinatorServer(work_dir / "data", COORDINATORS, {**SERVER_SETTINGS, **storage})
     server.start()
     with grpc.insecure_channel(server.address) as channel:
         health = health_pb2_grpc.HealthStub(channel)
@@ -112,7 +119,7 @@ def _write_objects(root: Path, objects: int) -> list[str]:
     return keys
 
 
-def _commit(address: str, keys: list[str]) -> None:
+def commit(address: str, keys: list[str]) -> None:
     """Commits `keys` (one batch each) so that the coordinator knows them, from a few threads at once."""
     with grpc.insecure_channel(address) as channel:
         stub = pb_grpc.DisklessCoordinatorStub(channel)
@@ -165,9 +172,9 @@ def build(work_dir: Path, objects: int, known: int) -> None:
     shutil.rmtree(work_dir, ignore_errors=True)
     (work_dir / "objects").mkdir(parents=True)
     keys = _write_objects(work_dir / "objects", objects)
-    server = _server(work_dir)
+    server = start_server(work_dir, local_storage(work_dir))
     try:
-        _commit(server.address, keys[:known])
+        commit(server.address, keys[:known])
     finally:
         server.stop()
     marker.write_text(json.dumps(wanted))
@@ -176,19 +183,25 @@ def build(work_dir: Path, objects: int, known: int) -> None:
 # ---------------------------------------------------------------------- the two scans
 
 
-def spark_scan(spark: Any, address: str, root: Path, manifests: Path) -> dict[str, Any]:
+def spark_scan(
+    spark: Any, address: str, store: StoreConfig, manifests: Path, grace_period_ms: int | None = None
+) -> dict[str, Any]:
+    """The real job, a dry run; `grace_period_ms`: the default one (a day) unless given (forced below the floor)."""
     from spark.coordinator_client import CoordinatorAccess
     from spark.options import ScanOptions
     from spark.orphan_scan import run_scan
+    from spark.rules import GRACE_FLOOR_MS
 
     defaults = Settings()
+    grace = defaults.orphan_scan_grace_period_ms if grace_period_ms is None else grace_period_ms
     options = ScanOptions(
         access=CoordinatorAccess((address,)),
-        store=StoreConfig(backend="local", local_root=str(root)),
+        store=store,
         key_pattern=defaults.orphan_scan_key_pattern,
-        grace_period_ms=defaults.orphan_scan_grace_period_ms,
+        grace_period_ms=grace,
         max_orphan_percent=100,
         manifest_dir=str(manifests),
+        force=grace < GRACE_FLOOR_MS,
     )
     report = run_scan(spark, options, say=say)
     assert report.status == "ok", report.to_table()
@@ -198,6 +211,7 @@ def spark_scan(spark: Any, address: str, root: Path, manifests: Path) -> dict[st
         "total_s": round(sum(report.durations_s.values()), 3),
         "listed": report.listed,
         "candidates": report.candidates,
+        "known_keys": report.known_keys,
         "orphans": report.orphans,
         "threshold_ms": report.threshold_ms,
     }
@@ -221,11 +235,23 @@ def _walk(root: str) -> list[tuple[str, int, int]]:
     return found
 
 
-def plain_scan(address: str, root: Path, threshold_ms: int) -> dict[str, Any]:
+Listing = Callable[[], list[tuple[str, int, int]]]  # (key, size, last modified ms) of every object
+
+
+def local_listing(root: Path) -> Listing:
+    return lambda: _walk(str(root))
+
+
+def plain_scan(address: str, listing: Listing, prefix: str, threshold_ms: int) -> dict[str, Any]:
+    """The baseline: list in one process, then DescribeFiles for every candidate, batch after batch."""
     pattern = re.compile(WAL_KEY_PATTERN)
     started = time.monotonic()
-    listed = _walk(str(root))
-    candidates = [key for key, _, modified in listed if pattern.fullmatch(key) and modified < threshold_ms]
+    listed = listing()
+    candidates = [
+        key
+        for key, _, modified in listed
+        if key.startswith(prefix) and pattern.fullmatch(key[len(prefix) :]) and modified < threshold_ms
+    ]
     listing_s = time.monotonic() - started
     started = time.monotonic()
     orphans = 0
@@ -249,6 +275,29 @@ def plain_scan(address: str, root: Path, threshold_ms: int) -> dict[str, Any]:
     }
 
 
+def scan_runs(
+    session: Any, address: str, store: StoreConfig, listing: Listing, work_dir: Path, runs: int,
+    grace_period_ms: int | None = None,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:  # fmt: skip
+    """`runs` times: the Spark scan, then the plain one with the Spark scan's threshold; each with its load."""
+    spark_runs, plain_runs = [], []
+    for run in range(1, runs + 1):
+        say(f"run {run}/{runs}: spark (load average {os.getloadavg()[0]:.2f})")
+        load = _load_average()
+        spark_runs.append(
+            {**spark_scan(session, address, store, work_dir / "manifests", grace_period_ms), "load_average": load}
+        )
+        say(f"run {run}/{runs}: plain (load average {os.getloadavg()[0]:.2f})")
+        load = _load_average()
+        threshold_ms = spark_runs[-1]["threshold_ms"]
+        plain_runs.append({**plain_scan(address, listing, store.prefix, threshold_ms), "load_average": load})
+    return spark_runs, plain_runs
+
+
+def _load_average() -> list[float]:
+    return [round(value, 2) for value in os.getloadavg()]
+
+
 # ---------------------------------------------------------------------- runs, medians, the table
 
 
@@ -258,6 +307,7 @@ def _medians(runs: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "phases_s": phases,
         "total_s": round(statistics.median(r["total_s"] for r in runs), 3),
+        "load_average_1m": round(statistics.median(r["load_average"][0] for r in runs), 2),
         "listed": last["listed"],
         "candidates": last["candidates"],
         "orphans": last["orphans"],
@@ -269,8 +319,9 @@ def table(results: dict[str, Any]) -> str:
     spark, plain = results["spark"], results["plain"]
     names = list(dict.fromkeys([*spark["phases_s"], *plain["phases_s"]]))
     lines = [
-        f"orphan scan of {results['objects']:,} objects ({results['known']:,} known), median of {results['runs']} "
-        f"run(s), Spark master {results['master']} on {results['cores']} cores",
+        f"orphan scan of {results['objects']:,} objects ({results['known']:,} known) in a {results['store']} store, "
+        f"median of {results['runs']} run(s), Spark master {results['master']} on {results['cores']} cores, load "
+        f"average {results['spark']['load_average_1m']:.2f} (spark), {results['plain']['load_average_1m']:.2f} (plain)",
         f"{'phase':<14}{'spark (s)':>12}{'plain (s)':>12}",
     ]
     for name in names:
@@ -292,8 +343,7 @@ def run_benchmark(
     spark: Any = None,
     master: str = "local[*]",
 ) -> dict[str, Any]:
-    if not 0 <= known <= objects or runs < 1:
-        raise ValueError(f"need 0 <= known <= objects and runs >= 1, got {known}, {objects}, {runs}")
+    check_sizes(objects, known, runs)
     session = spark
     if session is None:
         from spark.orphan_scan import open_session
@@ -301,23 +351,33 @@ def run_benchmark(
         session = open_session(master)  # before any gRPC channel of ours: the JVM is forked from a quiet process
     try:
         build(work_dir, objects, known)
-        server = _server(work_dir)
+        server = start_server(work_dir, local_storage(work_dir))
         try:
-            spark_runs, plain_runs = [], []
-            for run in range(1, runs + 1):
-                say(f"run {run}/{runs}: spark")
-                spark_runs.append(spark_scan(session, server.address, work_dir / "objects", work_dir / "manifests"))
-                say(f"run {run}/{runs}: plain")
-                plain_runs.append(plain_scan(server.address, work_dir / "objects", spark_runs[-1]["threshold_ms"]))
+            store = StoreConfig(backend="local", local_root=str(work_dir / "objects"))
+            spark_runs, plain_runs = scan_runs(
+                session, server.address, store, local_listing(work_dir / "objects"), work_dir, runs
+            )
         finally:
             server.stop()
         master_used = session.sparkContext.master
     finally:
         if spark is None:
             session.stop()
+    return write_results(out, {"objects": objects, "known": known, "runs": runs, "master": master_used,
+                               "store": "local"}, spark_runs, plain_runs)  # fmt: skip
+
+
+def check_sizes(objects: int, known: int, runs: int) -> None:
+    if not 0 <= known <= objects or runs < 1:
+        raise ValueError(f"need 0 <= known <= objects and runs >= 1, got {known}, {objects}, {runs}")
+
+
+def write_results(
+    out: Path, facts: dict[str, Any], spark_runs: list[dict[str, Any]], plain_runs: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """The medians of both scans, with `facts` about the run, written to `out` as JSON; they must agree."""
     results = {
-        "objects": objects, "known": known, "runs": runs, "master": master_used, "cores": os.cpu_count(),
-        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        **facts, "cores": os.cpu_count(), "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "spark": _medians(spark_runs), "plain": _medians(plain_runs),
     }  # fmt: skip
     if results["spark"]["orphans"] != results["plain"]["orphans"]:
@@ -332,15 +392,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--objects", type=int, default=1_000_000, help="objects in the store (default 1,000,000)")
     parser.add_argument("--known", type=int, help="of them committed to the coordinator (default 1%%)")
     parser.add_argument("--runs", type=int, default=3, help="runs of each scan; medians are reported (default 3)")
+    parser.add_argument("--store", choices=("local", "s3"), default="local", help="local (default) or s3 (moto)")
+    parser.add_argument("--put-threads", type=int, default=32, help="s3: threads putting the objects (default 32)")
     parser.add_argument("--work-dir", type=Path, help=f"the store and the coordinator (default {DEFAULT_WORK_DIR}/<N>)")
-    parser.add_argument("--out", type=Path, default=RESULTS, help=f"the JSON results (default {RESULTS})")
+    parser.add_argument("--out", type=Path, help=f"the JSON results (default {RESULTS}, or orphan_scan_s3.json)")
     parser.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
     args = parser.parse_args(argv)
     known = args.known if args.known is not None else args.objects // 100
-    work_dir = args.work_dir or DEFAULT_WORK_DIR / str(args.objects)
-    results = run_benchmark(args.objects, known, args.runs, work_dir, args.out, master=args.master)
+    work_dir = args.work_dir or DEFAULT_WORK_DIR / (str(args.objects) + ("-s3" if args.store == "s3" else ""))
+    if args.store == "s3":
+        from bench.orphan_scan_s3 import S3_RESULTS, run_s3_benchmark
+
+        out = args.out or S3_RESULTS
+        results = run_s3_benchmark(args.objects, known, args.runs, work_dir, out, args.put_threads, args.master)
+    else:
+        out = args.out or RESULTS
+        results = run_benchmark(args.objects, known, args.runs, work_dir, out, master=args.master)
     print(table(results))
-    print(f"results: {args.out}")
+    print(f"results: {out}")
     return 0
 
 

@@ -43,6 +43,7 @@ RPC_PERMISSIONS = {
     "DescribeFiles": Permission.DESCRIBE,
     "FindCoordinator": Permission.DESCRIBE,
     "DescribeCoordinators": Permission.DESCRIBE,
+    "ListFileKeys": Permission.DESCRIBE,  # what DescribeFiles answers, for every file at once
 }
 
 

@@ -10,12 +10,13 @@ exceptions mapped to gRPC statuses through one table (`errors.grpc_status_of`).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import json
 import logging
 import math
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Collection, Iterator
 from dataclasses import dataclass
 from typing import Any, NoReturn, TypeAlias, TypeVar, final
 
@@ -148,19 +149,13 @@ class CallGate:
         started = time.perf_counter()
         code = grpc.StatusCode.OK
         try:
-            if self.stopping:
-                raise ShuttingDown("the node is shutting down; retry on another node or later")
-            self.access.admit(method, context.auth_context())
-            if not self.ready:
-                raise ShuttingDown("the node is still loading its coordinators; retry shortly")
+            self._admit(method, context)
             outcome = handler()
             if asyncio.iscoroutine(outcome):
                 outcome = await outcome
             return outcome  # type: ignore[return-value]
         except CallRejected as error:
-            code, message = grpc_status_of(error)
-            if isinstance(error, Unauthenticated | PermissionDenied):
-                self.metrics.denied_calls.labels(method, code.name).inc()
+            code, message = self._rejected(method, error)
             await context.abort(code, message)
         except asyncio.CancelledError:
             code = grpc.StatusCode.CANCELLED
@@ -168,11 +163,7 @@ class CallGate:
         except grpc.aio.AbortError:
             raise
         except Exception as error:
-            name = type(error).__name__
-            if name not in self._unexpected_logged:  # log a new kind of failure once, in full
-                self._unexpected_logged.add(name)
-                log.exception("unexpected error in a call")
-            code, message = grpc_status_of(error)
+            code, message = self._unexpected(error)
             await context.abort(code, message)
         finally:
             elapsed_s = time.perf_counter() - started
@@ -181,6 +172,57 @@ class CallGate:
             if self._on_answered is not None:
                 self._on_answered(method, code, elapsed_s)
         raise AssertionError("unreachable")
+
+    async def stream(
+        self, method: str, context: Context, items: Callable[[], AsyncGenerator[Response, None]]
+    ) -> AsyncGenerator[Response, None]:
+        """A server stream, as `call` runs a call: readiness, access, metrics and the error table.
+
+        A failure after some items ends the stream with its status; a caller gone ends it CANCELLED, and the
+        items' generator is closed at once (its `finally` releases what it holds), not when it is collected.
+        """
+        started = time.perf_counter()
+        code = grpc.StatusCode.OK
+        try:
+            self._admit(method, context)
+            async with contextlib.aclosing(items()) as stream:
+                async for item in stream:
+                    yield item
+        except CallRejected as error:
+            code, message = self._rejected(method, error)
+            await context.abort(code, message)
+        except (asyncio.CancelledError, GeneratorExit):
+            code = grpc.StatusCode.CANCELLED
+            raise
+        except grpc.aio.AbortError:
+            raise
+        except Exception as error:
+            code, message = self._unexpected(error)
+            await context.abort(code, message)
+        finally:
+            self.metrics.rpc_requests.labels(method, code.name).inc()
+            self.metrics.rpc_duration.labels(method).observe(time.perf_counter() - started)
+
+    def _admit(self, method: str, context: Context) -> None:
+        if self.stopping:
+            raise ShuttingDown("the node is shutting down; retry on another node or later")
+        self.access.admit(method, context.auth_context())
+        if not self.ready:
+            raise ShuttingDown("the node is still loading its coordinators; retry shortly")
+
+    def _rejected(self, method: str, error: CallRejected) -> tuple[grpc.StatusCode, str]:
+        code, message = grpc_status_of(error)
+        if isinstance(error, Unauthenticated | PermissionDenied):
+            self.metrics.denied_calls.labels(method, code.name).inc()
+        return code, message
+
+    def _unexpected(self, error: Exception) -> tuple[grpc.StatusCode, str]:
+        """The status of an error no one expected; a new kind is logged once, in full (call it in `except`)."""
+        name = type(error).__name__
+        if name not in self._unexpected_logged:
+            self._unexpected_logged.add(name)
+            log.exception("unexpected error in a call")
+        return grpc_status_of(error)
 
     async def take(
         self,
@@ -272,7 +314,7 @@ def edge_handlers(
         run = getattr(servicer, method.name)
         request_type = message_factory.GetMessageClass(method.input_type)
         response_type = message_factory.GetMessageClass(method.output_type)
-        if method.server_streaming:  # between nodes only (a snapshot): the servicer admits it itself
+        if method.server_streaming:  # not admitted here: each servicer admits its streams (see `CallGate.stream`)
             check_invariant(inspect.isasyncgenfunction(run), f"{method.full_name} needs an async generator")
             handlers[method.name] = grpc.unary_stream_rpc_method_handler(
                 _take_stream(gate, method.name, request_type, run),
@@ -311,12 +353,13 @@ def _take_call(
 
 
 def _take_stream(
-    gate: CallGate, method: str, request_type: type[Message], run: Callable[[Any, Any], AsyncIterator[Any]]
+    gate: CallGate, method: str, request_type: type[Message], run: Callable[[Any, Any], AsyncGenerator[Any, None]]
 ) -> Callable[[bytes, Context], AsyncIterator[Any]]:
     async def take(raw: bytes, context: Context) -> AsyncIterator[Any]:
         request = await gate.parse(method, raw, request_type, context)
-        async for item in run(request, context):
-            yield item
+        async with contextlib.aclosing(run(request, context)) as items:
+            async for item in items:
+                yield item
 
     return take
 

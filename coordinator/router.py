@@ -7,7 +7,7 @@ error; the others go on.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, TypeVar, cast, final
 
 from coordinator.catalog import TopicCatalog
@@ -24,6 +24,7 @@ from coordinator.operations import (
 )
 from coordinator.operations.commit_file import CommitFiles
 from coordinator.operations.coordinators import Endpoint
+from coordinator.operations.file_keys import FileKeyStreams
 from coordinator.operations.routing import NodeCoordinators
 from coordinator.operations.topic_admin import TopicAdmin
 from coordinator.peers import PeerClient, forward_call
@@ -58,6 +59,7 @@ class Router:
         self._coordinators = NodeCoordinators(self.shards, catalog, settings, metrics)
         self._topic_admin = TopicAdmin(self._coordinators, peers)
         self._commits = CommitFiles(self._coordinators, clock)
+        self._file_keys = FileKeyStreams(self._coordinators, clock)
         self._peers = peers
         # Where catalog calls go when this node holds no replica at all (a node added after the cluster formed).
         self._catalog_holder = catalog_holder
@@ -96,6 +98,10 @@ class Router:
 
     def describe_files(self, request: pb.DescribeFilesRequest) -> pb.DescribeFilesResponse:
         return describe_files.describe_files(self._coordinators, request)
+
+    def list_file_keys(self, request: pb.ListFileKeysRequest) -> AsyncGenerator[pb.ListFileKeysPage, None]:
+        """Every key a coordinator led here knows, in pages of one snapshot (the orphan scan's known keys)."""
+        return self._file_keys.list_file_keys(request)
 
     def find_coordinator(
         self, request: pb.FindCoordinatorRequest

@@ -98,6 +98,12 @@ class DisklessCoordinatorService(pb_grpc.DisklessCoordinatorServicer):
     ) -> pb.DescribeCoordinatorsResponse:
         return await self._call("DescribeCoordinators", context, lambda: self._router.describe_coordinators(request))
 
+    async def ListFileKeys(self, request: pb.ListFileKeysRequest, context: Any) -> AsyncIterator[pb.ListFileKeysPage]:
+        pages = self._gate.stream("ListFileKeys", context, lambda: self._router.list_file_keys(request))
+        async with contextlib.aclosing(pages) as stream:
+            async for page in stream:
+                yield page
+
 
 INTERNAL_SERVICE_NAME = internal_pb2.DESCRIPTOR.services_by_name["CoordinatorInternal"].full_name
 INTERNAL_PERMISSIONS = {

@@ -145,6 +145,24 @@ class Settings:
         10000,
         "items (partitions, topics, keys) one non-commit call may carry; past it INVALID_ARGUMENT",
     )
+    file_keys_page_max_keys: int = _setting(
+        "diskless.coordinator.file.keys.page.max.keys",
+        10000,
+        "object keys one ListFileKeys page carries at most (the orphan scan's known keys); a page also stays within "
+        "half of diskless.coordinator.request.max.bytes",
+    )
+    file_keys_streams_max: int = _setting(
+        "diskless.coordinator.file.keys.streams.max",
+        16,
+        "ListFileKeys streams a node serves at once; past it RESOURCE_EXHAUSTED. Each holds a read transaction of its "
+        "own on a coordinator's SQLite state, which keeps that state's WAL from being checkpointed while it runs",
+    )
+    file_keys_stream_max_ms: int = _setting(
+        "diskless.coordinator.file.keys.stream.max.ms",
+        600000,
+        "a ListFileKeys stream still running after this long ends with REQUEST_TIMED_OUT (checked before each page), "
+        "so that a slow reader cannot hold a state's WAL checkpoints back for longer",
+    )
     log_segment_bytes: int = _setting(
         "diskless.coordinator.log.segment.bytes", 64 * 1024 * 1024, "size at which a metadata-log segment rolls"
     )

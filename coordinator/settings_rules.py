@@ -22,7 +22,7 @@ def check(settings: Settings) -> None:
         "commit_max_batches", "request_max_bytes", "request_timeout_ms", "request_timeout_max_ms",
         "topic_partitions_max",
         "find_batches_max_results", "request_max_items", "log_segment_bytes", "replay_batch_operations",
-        "state_cache_bytes",
+        "state_cache_bytes", "file_keys_page_max_keys", "file_keys_streams_max", "file_keys_stream_max_ms",
     )  # fmt: skip
     for attr in positive:
         if getattr(settings, attr) <= 0:

@@ -582,3 +582,33 @@ class DescribeCoordinatorsResponse(_message.Message):
     COORDINATORS_FIELD_NUMBER: _ClassVar[int]
     coordinators: _containers.RepeatedCompositeFieldContainer[CoordinatorDescription]
     def __init__(self, coordinators: _Optional[_Iterable[_Union[CoordinatorDescription, _Mapping]]] = ...) -> None: ...
+
+class ListFileKeysRequest(_message.Message):
+    __slots__ = ("coordinator_id", "page_max_keys")
+    COORDINATOR_ID_FIELD_NUMBER: _ClassVar[int]
+    PAGE_MAX_KEYS_FIELD_NUMBER: _ClassVar[int]
+    coordinator_id: int
+    page_max_keys: int
+    def __init__(self, coordinator_id: _Optional[int] = ..., page_max_keys: _Optional[int] = ...) -> None: ...
+
+class ListFileKeysPage(_message.Message):
+    __slots__ = ("error_code", "error_message", "coordinator_id", "leader_epoch", "applied_offset", "object_keys", "states", "last", "key_count")
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    COORDINATOR_ID_FIELD_NUMBER: _ClassVar[int]
+    LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    APPLIED_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    OBJECT_KEYS_FIELD_NUMBER: _ClassVar[int]
+    STATES_FIELD_NUMBER: _ClassVar[int]
+    LAST_FIELD_NUMBER: _ClassVar[int]
+    KEY_COUNT_FIELD_NUMBER: _ClassVar[int]
+    error_code: ErrorCode
+    error_message: str
+    coordinator_id: int
+    leader_epoch: int
+    applied_offset: int
+    object_keys: _containers.RepeatedScalarFieldContainer[str]
+    states: _containers.RepeatedScalarFieldContainer[FileState]
+    last: bool
+    key_count: int
+    def __init__(self, error_code: _Optional[_Union[ErrorCode, str]] = ..., error_message: _Optional[str] = ..., coordinator_id: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., applied_offset: _Optional[int] = ..., object_keys: _Optional[_Iterable[str]] = ..., states: _Optional[_Iterable[_Union[FileState, str]]] = ..., last: _Optional[bool] = ..., key_count: _Optional[int] = ...) -> None: ...

@@ -79,6 +79,11 @@ class DisklessCoordinatorStub:
                 request_serializer=protos_dot_coordinator__pb2.DescribeCoordinatorsRequest.SerializeToString,
                 response_deserializer=protos_dot_coordinator__pb2.DescribeCoordinatorsResponse.FromString,
                 _registered_method=True)
+        self.ListFileKeys = channel.unary_stream(
+                '/diskless.coordinator.v1.DisklessCoordinator/ListFileKeys',
+                request_serializer=protos_dot_coordinator__pb2.ListFileKeysRequest.SerializeToString,
+                response_deserializer=protos_dot_coordinator__pb2.ListFileKeysPage.FromString,
+                _registered_method=True)
 
 
 class DisklessCoordinatorServicer:
@@ -141,6 +146,16 @@ class DisklessCoordinatorServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListFileKeys(self, request, context):
+        """Added by this implementation. Every object key one coordinator knows (each file it holds a row
+        for: live, awaiting hand-over, awaiting deletion), read from one snapshot of its committed state
+        and streamed in pages: what the orphan scan anti-joins its listing of object storage against.
+        Only the coordinator's leader answers; elsewhere the one page says NOT_COORDINATOR.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_DisklessCoordinatorServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -188,6 +203,11 @@ def add_DisklessCoordinatorServicer_to_server(servicer, server):
                     servicer.DescribeCoordinators,
                     request_deserializer=protos_dot_coordinator__pb2.DescribeCoordinatorsRequest.FromString,
                     response_serializer=protos_dot_coordinator__pb2.DescribeCoordinatorsResponse.SerializeToString,
+            ),
+            'ListFileKeys': grpc.unary_stream_rpc_method_handler(
+                    servicer.ListFileKeys,
+                    request_deserializer=protos_dot_coordinator__pb2.ListFileKeysRequest.FromString,
+                    response_serializer=protos_dot_coordinator__pb2.ListFileKeysPage.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -433,6 +453,33 @@ class DisklessCoordinator:
             '/diskless.coordinator.v1.DisklessCoordinator/DescribeCoordinators',
             protos_dot_coordinator__pb2.DescribeCoordinatorsRequest.SerializeToString,
             protos_dot_coordinator__pb2.DescribeCoordinatorsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListFileKeys(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/diskless.coordinator.v1.DisklessCoordinator/ListFileKeys',
+            protos_dot_coordinator__pb2.ListFileKeysRequest.SerializeToString,
+            protos_dot_coordinator__pb2.ListFileKeysPage.FromString,
             options,
             channel_credentials,
             insecure,

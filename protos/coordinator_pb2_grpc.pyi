@@ -60,6 +60,12 @@ class DisklessCoordinatorStub:
     """Which coordinator owns a user partition, and where its leader is."""
     DescribeCoordinators: _grpc.UnaryUnaryMultiCallable[_coordinator_pb2.DescribeCoordinatorsRequest, _coordinator_pb2.DescribeCoordinatorsResponse]
     """Per-coordinator facts for operators and for the orphan-file scan."""
+    ListFileKeys: _grpc.UnaryStreamMultiCallable[_coordinator_pb2.ListFileKeysRequest, _coordinator_pb2.ListFileKeysPage]
+    """Added by this implementation. Every object key one coordinator knows (each file it holds a row
+    for: live, awaiting hand-over, awaiting deletion), read from one snapshot of its committed state
+    and streamed in pages: what the orphan scan anti-joins its listing of object storage against.
+    Only the coordinator's leader answers; elsewhere the one page says NOT_COORDINATOR.
+    """
 
 @_typing.type_check_only
 class DisklessCoordinatorAsyncStub(DisklessCoordinatorStub):
@@ -76,6 +82,12 @@ class DisklessCoordinatorAsyncStub(DisklessCoordinatorStub):
     """Which coordinator owns a user partition, and where its leader is."""
     DescribeCoordinators: _aio.UnaryUnaryMultiCallable[_coordinator_pb2.DescribeCoordinatorsRequest, _coordinator_pb2.DescribeCoordinatorsResponse]  # type: ignore[assignment]
     """Per-coordinator facts for operators and for the orphan-file scan."""
+    ListFileKeys: _aio.UnaryStreamMultiCallable[_coordinator_pb2.ListFileKeysRequest, _coordinator_pb2.ListFileKeysPage]  # type: ignore[assignment]
+    """Added by this implementation. Every object key one coordinator knows (each file it holds a row
+    for: live, awaiting hand-over, awaiting deletion), read from one snapshot of its committed state
+    and streamed in pages: what the orphan scan anti-joins its listing of object storage against.
+    Only the coordinator's leader answers; elsewhere the one page says NOT_COORDINATOR.
+    """
 
 class DisklessCoordinatorServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -143,5 +155,17 @@ class DisklessCoordinatorServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_coordinator_pb2.DescribeCoordinatorsResponse, _abc.Awaitable[_coordinator_pb2.DescribeCoordinatorsResponse]]:
         """Per-coordinator facts for operators and for the orphan-file scan."""
+
+    @_abc_1.abstractmethod
+    def ListFileKeys(
+        self,
+        request: _coordinator_pb2.ListFileKeysRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_abc.Iterator[_coordinator_pb2.ListFileKeysPage], _abc.AsyncIterator[_coordinator_pb2.ListFileKeysPage]]:
+        """Added by this implementation. Every object key one coordinator knows (each file it holds a row
+        for: live, awaiting hand-over, awaiting deletion), read from one snapshot of its committed state
+        and streamed in pages: what the orphan scan anti-joins its listing of object storage against.
+        Only the coordinator's leader answers; elsewhere the one page says NOT_COORDINATOR.
+        """
 
 def add_DisklessCoordinatorServicer_to_server(servicer: DisklessCoordinatorServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -1,4 +1,4 @@
-"""The coordinators as the orphan scan sees them: discovery on the driver, DescribeFiles on executors.
+"""The coordinators as the orphan scan sees them: discovery on the driver; known keys and DescribeFiles on executors.
 
 Discovery (before anything is listed): DescribeCoordinators on the first
 `--bootstrap` address that answers names every coordinator and its leader's
@@ -12,13 +12,20 @@ scan (`CoordinatorsUnavailable`). Coordinator ids must be 0..S-1 (they are
 metadata-log partitions): a gap means one was not reported, and the scan
 cannot know what that one holds.
 
-Classification (executors): each partition opens one channel per node and
-sends DescribeFiles in batches of `DESCRIBE_BATCH_KEYS`, every batch to every
-node. A key is an orphan only if every node answered it without error and no
-coordinator knows it; a node that knows it decides (the most alive state
-wins, as in DescribeFiles itself); anything else (an error, a failed call
-after its retries, an answer that does not match the request) leaves it
-unresolved, and unresolved files are kept.
+Known keys (executors): each coordinator's leader, as discovery found it,
+streams every key the coordinator knows (ListFileKeys: one snapshot of its
+state, in pages). The leader, not a follower: its state holds every commit it
+acknowledged, where a follower's may lag behind. A stream that fails, ends
+early or contradicts itself raises CoordinatorsUnavailable (`KnownKeysStream`):
+the scan then aborts, since keys missing from the set would look orphaned.
+
+DescribeFiles (executors, before each batch of deletes): each task opens one
+channel per node and sends DescribeFiles in batches of `DESCRIBE_BATCH_KEYS`,
+every batch to every node. A key is still an orphan only if every node
+answered it without error and no coordinator knows it; a node that knows it
+decides (the most alive state wins, as in DescribeFiles itself); anything else
+(an error, a failed call after its retries, an answer that does not match the
+request) leaves it unresolved, and unresolved files are kept.
 
 TLS material travels to the executors as bytes inside `CoordinatorAccess`,
 as Spark ships any task argument; on a shared cluster turn on Spark's RPC
@@ -29,7 +36,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import TracebackType
 from typing import TypeVar
 
@@ -45,10 +52,14 @@ DEFAULT_BOOTSTRAP = "127.0.0.1:50051"
 RPC_TIMEOUT_S = 30.0
 # Keys per DescribeFiles call: far below diskless.coordinator.request.max.items (10000 by default).
 DESCRIBE_BATCH_KEYS = 1000
-# Attempts per DescribeFiles call on one node, the first included; the waits double from DESCRIBE_BACKOFF_MS.
+# Attempts per DescribeFiles call on one node, the first included; the waits double from DESCRIBE_BACKOFF_MS
+# (a ListFileKeys stream is retried likewise while no page has come).
 DESCRIBE_ATTEMPTS = 3
 DESCRIBE_BACKOFF_MS = 500
 DESCRIBE_BACKOFF_MAX_MS = 2000
+KNOWN_KEYS_ATTEMPTS = DESCRIBE_ATTEMPTS
+# One coordinator's whole ListFileKeys stream; the node itself ends one at diskless.coordinator.file.keys.stream.max.ms.
+KNOWN_KEYS_TIMEOUT_S = 900.0
 RETRIED_STATUS = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_EXHAUSTED})
 MESSAGE_MAX_BYTES = 64 * 1024 * 1024
 
@@ -216,7 +227,7 @@ def _complete(facts: list[CoordinatorFacts]) -> tuple[CoordinatorFacts, ...]:
     return tuple(sorted(facts, key=lambda f: f.coordinator_id))
 
 
-# ---------------------------------------------------------------------- classification (executors)
+# ---------------------------------------------------------------------- DescribeFiles (executors)
 
 Answer = pb.DescribeFilesResponse.FileResult | str  # a node's result for one key, or why it gave none
 
@@ -311,61 +322,98 @@ def batched(items: Iterable[T], size: int) -> Iterator[list[T]]:
         yield batch
 
 
-@dataclass(frozen=True, slots=True)
-class ClassifyPlan:
-    """What a classification task needs; picklable."""
+# ---------------------------------------------------------------------- known keys (executors)
 
-    access: CoordinatorAccess
-    nodes: tuple[str, ...]
-
-
-# A classified candidate: (key, size in bytes, last modified in ms, verdict, reason when unresolved).
-ClassifiedRow = tuple[str, int, int, str, str]
-
-
-def classify_task(rows: Iterable[tuple[str, int, int]], plan: ClassifyPlan) -> Iterator[ClassifiedRow]:
-    """One classification task (a Spark partition): its candidates, each with the coordinators' verdict."""
-    with FileDescriber(plan.access, plan.nodes) as describer:
-        for batch in batched(rows, DESCRIBE_BATCH_KEYS):
-            verdicts = describer.describe([key for key, _, _ in batch])
-            for (key, size, last_modified_ms), (verdict, reason) in zip(batch, verdicts, strict=True):
-                yield (key, size, last_modified_ms, verdict, reason)
-
-
-def is_orphan(row: ClassifiedRow) -> bool:
-    return row[3] == ORPHAN
-
-
-def orphan_fields(row: ClassifiedRow) -> tuple[str, int, int]:
-    return row[0], row[1], row[2]
+# A key a coordinator knows: (object key, its FileState there: 1 live, 2 awaiting hand-over, 3 awaiting
+# deletion). The lowest is the most alive, as DescribeFiles orders them.
+KnownKeyRow = tuple[str, int]
 
 
 @dataclass(slots=True)
-class ClassificationSummary:
-    """Counts and bytes per verdict of one task (or, merged, of all), with a few orphans and unresolved reasons."""
+class KnownKeysStream:
+    """One coordinator's ListFileKeys stream as it arrives, each page checked before its keys are used.
 
-    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(VERDICTS, 0))
-    bytes: dict[str, int] = field(default_factory=lambda: dict.fromkeys(VERDICTS, 0))
-    orphan_sample: list[tuple[str, int, int]] = field(default_factory=list)
-    reasons: list[str] = field(default_factory=list)
+    Every page must be error-free, of this coordinator and of the first page's snapshot, with a state per
+    key; the stream must end with its last page, whose count is every key given. Anything else raises
+    CoordinatorsUnavailable: the keys given are then not known to be all the coordinator knows.
+    """
 
-    def merge(self, other: ClassificationSummary, sample_max: int) -> ClassificationSummary:
-        return ClassificationSummary(
-            {verdict: self.counts[verdict] + other.counts[verdict] for verdict in VERDICTS},
-            {verdict: self.bytes[verdict] + other.bytes[verdict] for verdict in VERDICTS},
-            (self.orphan_sample + other.orphan_sample)[:sample_max],
-            (self.reasons + other.reasons)[:sample_max],
-        )
+    coordinator_id: int
+    node: str
+    pages: int = 0
+    keys: int = 0
+    snapshot: tuple[int, int] | None = None  # (leader epoch, applied offset) of the first page
+    ended: bool = False
+
+    def take(self, page: pb.ListFileKeysPage) -> list[KnownKeyRow]:
+        problem = self._problem(page)
+        if problem is not None:
+            raise CoordinatorsUnavailable(f"coordinator {self.coordinator_id} on {self.node}: {problem}")
+        self.pages += 1
+        self.keys += len(page.object_keys)
+        self.snapshot = self.snapshot or (page.leader_epoch, page.applied_offset)
+        self.ended = page.last
+        if page.last and page.key_count != self.keys:
+            raise CoordinatorsUnavailable(
+                f"coordinator {self.coordinator_id} on {self.node}: its last page counts {page.key_count} keys, "
+                f"{self.keys} came"
+            )
+        return list(zip(page.object_keys, page.states, strict=True))
+
+    def finish(self) -> None:
+        if not self.ended:
+            raise CoordinatorsUnavailable(
+                f"coordinator {self.coordinator_id} on {self.node}: its key stream ended before its last page "
+                f"({self.pages} pages, {self.keys} keys)"
+            )
+
+    def _problem(self, page: pb.ListFileKeysPage) -> str | None:
+        if page.error_code != pb.NONE:
+            return f"{_error_name(page.error_code)} {page.error_message}"
+        if self.ended:
+            return "a page after the last one"
+        if page.coordinator_id != self.coordinator_id:
+            return f"a page of coordinator {page.coordinator_id}"
+        if len(page.states) != len(page.object_keys):
+            return f"a page of {len(page.object_keys)} keys and {len(page.states)} states"
+        if self.snapshot is not None and self.snapshot != (page.leader_epoch, page.applied_offset):
+            return f"a page of another snapshot ({(page.leader_epoch, page.applied_offset)} after {self.snapshot})"
+        unknown = set(page.states) - _VERDICT_OF_STATE.keys()
+        if unknown:
+            return f"keys in states {sorted(unknown)}, not those of a known file"
+        return None
 
 
-def summarize_classification(rows: Iterable[ClassifiedRow], sample_max: int) -> Iterator[ClassificationSummary]:
-    """One summary per partition: all the driver gets back from the classification."""
-    summary = ClassificationSummary()
-    for key, size, last_modified_ms, verdict, reason in rows:
-        summary.counts[verdict] += 1
-        summary.bytes[verdict] += size
-        if verdict == ORPHAN and len(summary.orphan_sample) < sample_max:
-            summary.orphan_sample.append((key, size, last_modified_ms))
-        elif verdict == UNRESOLVED and len(summary.reasons) < sample_max:
-            summary.reasons.append(f"{key}: {reason}")
-    yield summary
+def stream_known_keys(
+    access: CoordinatorAccess, coordinator_id: int, node: str, sleep: Callable[[float], None] = time.sleep
+) -> Iterator[KnownKeyRow]:
+    """Every key the coordinator knows, from its leader at `node`: one snapshot's, page by page.
+
+    A call refused before its first page (the node busy, or unreachable) is retried; past that, or on any
+    problem with the stream (see KnownKeysStream), raises CoordinatorsUnavailable.
+    """
+    request = pb.ListFileKeysRequest(coordinator_id=coordinator_id)
+    backoff = Backoff(DESCRIBE_BACKOFF_MS, DESCRIBE_BACKOFF_MAX_MS)
+    for attempt in range(1, KNOWN_KEYS_ATTEMPTS + 1):
+        stream = KnownKeysStream(coordinator_id, node)
+        try:
+            with access.channel(node) as channel:
+                for page in pb_grpc.DisklessCoordinatorStub(channel).ListFileKeys(
+                    request, timeout=KNOWN_KEYS_TIMEOUT_S
+                ):
+                    yield from stream.take(page)
+            stream.finish()
+            return
+        except grpc.RpcError as error:
+            if stream.pages or error.code() not in RETRIED_STATUS or attempt == KNOWN_KEYS_ATTEMPTS:
+                raise CoordinatorsUnavailable(
+                    f"coordinator {coordinator_id}: ListFileKeys on {_rpc_problem(node, error)}"
+                ) from None
+            sleep(backoff.failed() / 1000)
+    raise AssertionError("unreachable: the last attempt returns or raises")
+
+
+def known_keys_task(coordinators: Iterable[tuple[int, str]], access: CoordinatorAccess) -> Iterator[KnownKeyRow]:
+    """One known-keys task (a Spark partition): the keys of its coordinators, (id, leader node) each."""
+    for coordinator_id, node in coordinators:
+        yield from stream_known_keys(access, coordinator_id, node)

@@ -1,15 +1,17 @@
-"""Deleting orphans on executors: re-checked, in batches, paced (DESIGN §7, step 4).
+"""Deleting orphans on executors: re-checked, in batches, paced (DESIGN §7, step 5).
 
 The keys come from the manifest the driver wrote before (never from memory),
-capped by the driver at `--max-deletes`. Each task takes its keys in batches;
-before a batch is deleted the coordinators are asked again (DescribeFiles on
-every node) and only keys still unknown everywhere go: a file committed since
-the classification, or a coordinator that stopped answering, keeps the file.
-That costs one more DescribeFiles per batch, cheap next to a wrong delete.
-A key already missing counts as deleted (the store says so), so a rerun or a
+capped by the driver at `--max-deletes`. They are the anti-join's orphans: keys
+no coordinator knew when its keys were read. Each task takes its keys in
+batches; right before a batch is deleted the coordinators are asked again
+(DescribeFiles on every node) and only keys still unknown everywhere go: a file
+committed since the known keys were read is kept (`kept_by_recheck`), and so is
+one a node did not answer for (`unresolved`). That costs one DescribeFiles per
+batch, for the few keys the anti-join left, cheap next to a wrong delete. A
+key already missing counts as deleted (the store says so), so a rerun or a
 retried task is harmless. Pacing is per task: the driver gives each task its
 share of `--delete-rate`, and a task's n-th key is not deleted before n / rate
-seconds after its first.
+seconds after its first. Each task times its re-checks, deletes and pacing.
 """
 
 from __future__ import annotations
@@ -18,9 +20,16 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
-from coordinator.object_store import ObjectStoreError, StoreConfig
+from coordinator.object_store import ObjectStore, ObjectStoreError, StoreConfig
 from coordinator.object_store.base import DELETE_BATCH_MAX
-from spark.coordinator_client import DESCRIBE_BATCH_KEYS, ORPHAN, CoordinatorAccess, FileDescriber, batched
+from spark.coordinator_client import (
+    DESCRIBE_BATCH_KEYS,
+    ORPHAN,
+    UNRESOLVED,
+    CoordinatorAccess,
+    FileDescriber,
+    batched,
+)
 from spark.listing import open_existing_store
 
 DELETE_BATCH_KEYS = min(DELETE_BATCH_MAX, DESCRIBE_BATCH_KEYS)
@@ -48,8 +57,12 @@ class DeletePlan:
 class DeleteTally:
     deleted: int = 0
     failed: int = 0
-    kept_by_recheck: int = 0
+    kept_by_recheck: int = 0  # a coordinator knew them at delete time
+    unresolved: int = 0  # some node did not answer for them at delete time: kept
     failures: list[str] = field(default_factory=list)  # a capped sample
+    recheck_s: float = 0.0  # in DescribeFiles before each batch
+    delete_s: float = 0.0  # in the store's deletes
+    paced_s: float = 0.0  # waiting for the pace of --delete-rate
 
     def note_failure(self, message: str) -> None:
         if len(self.failures) < FAILURE_SAMPLE_MAX:
@@ -60,7 +73,11 @@ class DeleteTally:
             self.deleted + other.deleted,
             self.failed + other.failed,
             self.kept_by_recheck + other.kept_by_recheck,
+            self.unresolved + other.unresolved,
             (self.failures + other.failures)[:FAILURE_SAMPLE_MAX],
+            self.recheck_s + other.recheck_s,
+            self.delete_s + other.delete_s,
+            self.paced_s + other.paced_s,
         )
 
 
@@ -92,7 +109,9 @@ class Pacer:
         self._granted += keys
 
 
-def delete_task(keys: Iterable[str], plan: DeletePlan) -> Iterator[DeleteTally]:
+def delete_task(
+    keys: Iterable[str], plan: DeletePlan, clock: Callable[[], float] = time.monotonic
+) -> Iterator[DeleteTally]:
     """One deletion task (a Spark partition): yields a single tally."""
     tally = DeleteTally()
     pacer = Pacer(plan.keys_per_second)
@@ -100,22 +119,44 @@ def delete_task(keys: Iterable[str], plan: DeletePlan) -> Iterator[DeleteTally]:
     try:
         with FileDescriber(plan.access, plan.nodes) as describer:
             for batch in batched(keys, plan.batch_keys):
-                verdicts = describer.describe(batch)
-                still_orphans = [key for key, (verdict, _) in zip(batch, verdicts, strict=True) if verdict == ORPHAN]
-                tally.kept_by_recheck += len(batch) - len(still_orphans)
+                started = clock()
+                still_orphans = _recheck(describer, batch, tally)
+                tally.recheck_s += clock() - started
                 if not still_orphans:
                     continue
+                started = clock()
                 pacer.wait_turn(len(still_orphans))
-                try:
-                    outcome = store.delete(still_orphans)
-                except ObjectStoreError as error:
-                    tally.failed += len(still_orphans)
-                    tally.note_failure(f"{len(still_orphans)} keys from {still_orphans[0]!r}: {error}")
-                    continue
-                tally.deleted += len(outcome.deleted)
-                tally.failed += len(outcome.failed)
-                for key, reason in outcome.failed.items():
-                    tally.note_failure(f"{key}: {reason}")
+                tally.paced_s += clock() - started
+                started = clock()
+                _delete(store, still_orphans, tally)
+                tally.delete_s += clock() - started
     finally:
         store.close()
     yield tally
+
+
+def _recheck(describer: FileDescriber, batch: list[str], tally: DeleteTally) -> list[str]:
+    """The keys of the batch that every node still answers unknown, just before they are deleted."""
+    still_orphans = []
+    for key, (verdict, reason) in zip(batch, describer.describe(batch), strict=True):
+        if verdict == ORPHAN:
+            still_orphans.append(key)
+        elif verdict == UNRESOLVED:
+            tally.unresolved += 1
+            tally.note_failure(f"{key}: kept, unresolved at delete time: {reason}")
+        else:
+            tally.kept_by_recheck += 1
+    return still_orphans
+
+
+def _delete(store: ObjectStore, keys: list[str], tally: DeleteTally) -> None:
+    try:
+        outcome = store.delete(keys)
+    except ObjectStoreError as error:
+        tally.failed += len(keys)
+        tally.note_failure(f"{len(keys)} keys from {keys[0]!r}: {error}")
+        return
+    tally.deleted += len(outcome.deleted)
+    tally.failed += len(outcome.failed)
+    for key, reason in outcome.failed.items():
+        tally.note_failure(f"{key}: {reason}")

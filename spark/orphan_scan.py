@@ -12,27 +12,34 @@ Phases, each timed and reported while it runs:
 2. listing (executors): 257 key-prefix slices spread over the listing tasks
    (spark/listing.py); rows stay on the executors, cached; the driver gets one
    small summary per task.
-3. classifying (executors): DescribeFiles in batches to every node from each
-   partition (spark/coordinator_client.py); cached; one summary per task back.
-4. manifest: the orphans (key, size, last_modified) written as Parquet under
+3. known keys (executors): one task per coordinator streams every key it
+   knows from its leader (ListFileKeys: one snapshot, in pages), into a
+   cached DataFrame; a coordinator that cannot tell all it knows aborts the
+   scan (spark/coordinator_client.py).
+4. anti-join: the candidates (WAL keys older than the threshold) left-joined
+   with the known keys, each key in its most alive state; candidates with no
+   match are the orphans, the matched ones give the known breakdown. Cached;
+   the driver gets the counts per state and a sample.
+5. manifest: the orphans (key, size, last_modified) written as Parquet under
    `<manifest dir>/<scan id>`, by Spark, in a dry run too, so that an operator
    can review what a deleting run would remove. Then the orphan share limit:
    past it the scan aborts, a dry run too (it says what a deleting run would
    do), with the manifest left for review.
-5. deleting (executors, `--delete` only): the coordinators are asked again and
+6. deleting (executors, `--delete` only): the coordinators are asked again and
    must be the same ones on the same nodes; the manifest is read back (what is
    deleted is what was written), capped at `--max-deletes`, spread over one
-   task per core, each re-checking and pacing its share of `--delete-rate`
-   (spark/deletion.py).
+   task per core, each re-checking every batch with DescribeFiles right before
+   deleting it and pacing its share of `--delete-rate` (spark/deletion.py): a
+   file committed after its key was read is kept.
 
 Under spark-submit, Spark merges the Python driver's stderr into its stdout:
 the progress lines (`orphan-scan: ...`) then appear among the report's.
 
-Like Iceberg's remove_orphan_files and Delta's VACUUM: a dry run by default,
-an age threshold with a floor, and the list of files written before any is
-deleted. Unlike them, "referenced" is asked of the live coordinators rather
-than read from table metadata, so any doubt (an error, a timeout, a changed
-set of coordinators) keeps the file.
+Like Iceberg's DeleteOrphanFiles and Delta's VACUUM: a dry run by default, an
+age threshold with a floor, the listing anti-joined with the files the metadata
+knows, and the list of files written before any is deleted. Unlike them, the
+metadata is the live coordinators': any doubt (an error, a stream cut short, a
+changed set of coordinators, a re-check without an answer) keeps the file.
 """
 
 from __future__ import annotations
@@ -47,12 +54,13 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from pyspark import StorageLevel
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812 - Spark's own convention
-from pyspark.sql.types import LongType, StringType, StructField, StructType
+from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
+from protos import coordinator_pb2 as pb
 from spark import coordinator_client
-from spark.coordinator_client import ClassificationSummary, ClassifyPlan, CoordinatorsUnavailable, Discovery, discover
+from spark.coordinator_client import CoordinatorsUnavailable, Discovery, discover
 from spark.deletion import DeletePlan, DeleteTally, delete_task
 from spark.listing import (
     CANDIDATE,
@@ -75,6 +83,9 @@ from spark.rules import orphan_share_percent, orphan_share_problem, scan_thresho
 APP_NAME = "diskless-orphan-scan"
 LISTING_TASKS_PER_CORE = 4  # enough to even out slow prefixes, few enough that task overhead stays small
 MANIFEST_ROWS_PER_FILE = 250_000  # a few files of a large manifest are written in parallel
+KNOWN_KEYS = StructType(
+    [StructField("key", StringType(), nullable=False), StructField("state", IntegerType(), nullable=False)]
+)
 MANIFEST_INPUT = StructType(
     [
         StructField("key", StringType(), nullable=False),
@@ -185,11 +196,16 @@ def _scan(
     clock.attach(spark.sparkContext)
     with clock.phase("listing"):
         listed = _list(spark, options, report, cached)
-    with clock.phase("classifying"):
-        classified = _classify(options, discovery, report, listed, cached)
+    with clock.phase("known keys"):
+        known = _known_keys(spark, options, discovery, report, cached)
+    clock.note(f"known keys: {report.known_keys:,} from {report.coordinators} coordinators")
+    with clock.phase("anti-join"):
+        orphans = _anti_join(spark, report, listed, known, cached)
         listed.unpersist()
+        known.unpersist()
+    clock.note(f"anti-join: {report.candidates:,} candidates, {report.known:,} known, {report.orphans:,} orphans")
     with clock.phase("manifest"):
-        _write_manifest(spark, options, report, classified)
+        _write_manifest(options, report, orphans)
     # A dry run aborts too: it must say what the deleting run would do.
     problem = orphan_share_problem(report.orphans, report.wal_files, options.max_orphan_percent)
     if problem:
@@ -198,6 +214,8 @@ def _scan(
         return
     with clock.phase("deleting"):
         _delete(spark, options, discovery, report)
+    split = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in report.deleting_s.items())
+    clock.note(f"deleting: its tasks spent {split} (summed over tasks)")
 
 
 def _note_threshold(report: ScanReport, options: ScanOptions, discovery: Discovery, now_ms: int) -> None:
@@ -234,29 +252,47 @@ def _list(spark: SparkSession, options: ScanOptions, report: ScanReport, cached:
     return listed
 
 
-def _classify(options: ScanOptions, discovery: Discovery, report: ScanReport, listed: Any, cached: list[Any]) -> Any:
-    plan = ClassifyPlan(options.access, discovery.nodes)
-    classified = listed.filter(is_candidate).map(candidate_fields)
-    classified = classified.mapPartitions(functools.partial(coordinator_client.classify_task, plan=plan))
-    classified.persist(StorageLevel.MEMORY_AND_DISK)
-    cached.append(classified)
-    summarize = functools.partial(coordinator_client.summarize_classification, sample_max=SAMPLE_MAX)
+def _known_keys(
+    spark: SparkSession, options: ScanOptions, discovery: Discovery, report: ScanReport, cached: list[Any]
+) -> DataFrame:
+    coordinators = [(c.coordinator_id, c.node) for c in discovery.coordinators]
+    streamed = spark.sparkContext.parallelize(coordinators, len(coordinators)).mapPartitions(
+        functools.partial(coordinator_client.known_keys_task, access=options.access)
+    )
+    # verifySchema off: the rows are built by known_keys_task, not read from anywhere (checking each costs time).
+    known = spark.createDataFrame(streamed, KNOWN_KEYS, verifySchema=False).persist(StorageLevel.MEMORY_AND_DISK)
+    cached.append(known)
     try:
-        parts = classified.mapPartitions(summarize).collect()
-    except Exception as error:  # a task failure aborts the scan; nothing was deleted
-        raise ScanAborted(_spark_failure("classifying", error)) from None
-    summary = functools.reduce(lambda a, b: a.merge(b, SAMPLE_MAX), parts, ClassificationSummary())
-    report.live = summary.counts[coordinator_client.LIVE]
-    report.awaiting_handover = summary.counts[coordinator_client.AWAITING_HANDOVER]
-    report.awaiting_deletion = summary.counts[coordinator_client.AWAITING_DELETION]
+        report.known_keys = known.count()
+    except Exception as error:  # a coordinator that cannot tell all it knows: its files would look orphaned
+        raise ScanAborted(_spark_failure("known keys", error) + "; nothing deleted") from None
+    return known
+
+
+def _anti_join(spark: SparkSession, report: ScanReport, listed: Any, known: DataFrame, cached: list[Any]) -> DataFrame:
+    rows = listed.filter(is_candidate).map(candidate_fields)
+    candidates = spark.createDataFrame(rows, MANIFEST_INPUT, verifySchema=False)
+    # A file several coordinators hold a row for (its owners) counts once, in its most alive state there.
+    most_alive = known.groupBy("key").agg(F.min("state").alias("state"))
+    # The anti-join as a left join: unmatched candidates (no state) are the orphans; the matched ones give the
+    # known files' breakdown in the same pass.
+    classified = candidates.join(most_alive, "key", "left").persist(StorageLevel.MEMORY_AND_DISK)
+    cached.append(classified)
+    orphans = classified.where(F.col("state").isNull()).drop("state")
+    try:
+        tallies = classified.groupBy("state").agg(F.count(F.lit(1)).alias("files"), F.sum("size").alias("bytes"))
+        by_state = {row["state"]: (row["files"], row["bytes"]) for row in tallies.collect()}
+        sample = orphans.limit(SAMPLE_MAX).collect()
+    except Exception as error:
+        raise ScanAborted(_spark_failure("anti-join", error)) from None
+    report.live = by_state.get(pb.FILE_STATE_LIVE, (0, 0))[0]
+    report.awaiting_handover = by_state.get(pb.FILE_STATE_AWAITING_HANDOVER, (0, 0))[0]
+    report.awaiting_deletion = by_state.get(pb.FILE_STATE_AWAITING_DELETION, (0, 0))[0]
     report.known = report.live + report.awaiting_handover + report.awaiting_deletion
-    report.unresolved = summary.counts[coordinator_client.UNRESOLVED]
-    report.orphans = summary.counts[coordinator_client.ORPHAN]
-    report.orphan_bytes = summary.bytes[coordinator_client.ORPHAN]
+    report.orphans, report.orphan_bytes = by_state.get(None, (0, 0))
     report.orphan_percent = round(orphan_share_percent(report.orphans, report.wal_files), 3)
-    report.sample = [{"key": k, "size": s, "last_modified_ms": m} for k, s, m in summary.orphan_sample]
-    report.note_failures(summary.reasons)
-    return classified
+    report.sample = [{"key": r["key"], "size": r["size"], "last_modified_ms": r["last_modified_ms"]} for r in sample]
+    return orphans
 
 
 def manifest_path(options: ScanOptions, scan_id: str) -> str:
@@ -266,13 +302,10 @@ def manifest_path(options: ScanOptions, scan_id: str) -> str:
     return f"{directory.rstrip('/')}/{scan_id}"
 
 
-def _write_manifest(spark: SparkSession, options: ScanOptions, report: ScanReport, classified: Any) -> None:
+def _write_manifest(options: ScanOptions, report: ScanReport, orphans: DataFrame) -> None:
     path = manifest_path(options, report.scan_id)
-    orphans = classified.filter(coordinator_client.is_orphan).map(coordinator_client.orphan_fields)
-    frame = spark.createDataFrame(orphans, MANIFEST_INPUT).select(
-        "key", "size", F.timestamp_millis("last_modified_ms").alias("last_modified")
-    )
-    files = max(1, min(orphans.getNumPartitions(), -(-report.orphans // MANIFEST_ROWS_PER_FILE)))
+    frame = orphans.select("key", "size", F.timestamp_millis("last_modified_ms").alias("last_modified"))
+    files = max(1, -(-report.orphans // MANIFEST_ROWS_PER_FILE))
     try:
         frame.coalesce(files).write.mode("errorifexists").parquet(path)
     except Exception as error:  # without a manifest nothing may be deleted
@@ -309,4 +342,8 @@ def _delete(spark: SparkSession, options: ScanOptions, discovery: Discovery, rep
     report.deleted = tally.deleted
     report.delete_failed = tally.failed
     report.kept_by_recheck = tally.kept_by_recheck
+    report.unresolved = tally.unresolved
+    report.deleting_s = {
+        "re-check": round(tally.recheck_s, 3), "delete": round(tally.delete_s, 3), "paced": round(tally.paced_s, 3)
+    }  # fmt: skip
     report.note_failures(tally.failures)

@@ -41,6 +41,10 @@ class PhaseClock:
         """Report task progress of the phases from now on."""
         self._spark_context = spark_context
 
+    def note(self, line: str) -> None:
+        """A line of progress of its own (what a phase found, how its time split)."""
+        self._say(line)
+
     @contextmanager
     def phase(self, name: str) -> Iterator[None]:
         self._say(f"{name} ...")

@@ -1,7 +1,7 @@
 """The orphan scan's report: what it found and did, as a human summary table or as JSON.
 
-Status and exit code: `ok` (exit 0); `incomplete` when some candidates could
-not be classified (they were kept; a rerun retries them), `failed` when a
+Status and exit code: `ok` (exit 0); `incomplete` when some orphans could
+not be re-checked before deleting (they were kept; a rerun retries them), `failed` when a
 delete failed, `aborted` when a safety rule stopped the scan before deleting
 anything further (reason given): all three exit 1. A scan that could not start
 (bad options or settings) exits 2 without a report.
@@ -47,20 +47,23 @@ class ScanReport:
     wal_files: int = 0  # keys matching it
     young: int = 0  # WAL files at or after the threshold
     candidates: int = 0  # WAL files before the threshold
-    known: int = 0
+    known_keys: int = 0  # keys the coordinators streamed (a file several coordinators own counts once per owner)
+    known: int = 0  # candidates some coordinator knows
     live: int = 0
     awaiting_handover: int = 0
     awaiting_deletion: int = 0
-    unresolved: int = 0  # kept: some coordinator did not answer for them
-    orphans: int = 0
+    unresolved: int = 0  # orphans kept because some node did not answer for them when re-checked
+    orphans: int = 0  # candidates no coordinator knows (the anti-join's), in the manifest
     orphan_bytes: int = 0
     orphan_percent: float = 0.0
     manifest: str = ""
     deleted: int = 0
     delete_failed: int = 0
-    kept_by_recheck: int = 0  # orphans a coordinator knew (or did not answer for) at delete time
+    kept_by_recheck: int = 0  # orphans a coordinator knew when re-checked at delete time (committed meanwhile)
     saturated: bool = False  # more orphans than --max-deletes
-    durations_s: dict[str, float] = field(default_factory=dict)
+    durations_s: dict[str, float] = field(default_factory=dict)  # per phase, wall clock
+    # Within the deleting phase, summed over its tasks: re-check (DescribeFiles), delete (the store), paced.
+    deleting_s: dict[str, float] = field(default_factory=dict)
     sample: list[dict[str, Any]] = field(default_factory=list)  # orphans: key, size, last_modified_ms
     foreign_sample: list[str] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
@@ -117,8 +120,8 @@ def _bytes(size: int) -> str:
 def _table_lines(r: ScanReport) -> list[str]:
     status = r.status + (f": {r.reason}" if r.reason else "")
     deleted = "- (dry run)" if r.mode == "dry-run" else (
-        f"{r.deleted:,} (failed {r.delete_failed:,}, kept by recheck {r.kept_by_recheck:,}, "
-        f"cap {r.max_deletes:,}{', SATURATED' if r.saturated else ''})"
+        f"{r.deleted:,} (failed {r.delete_failed:,}, kept by recheck {r.kept_by_recheck:,}, unresolved "
+        f"{r.unresolved:,}, cap {r.max_deletes:,}{', SATURATED' if r.saturated else ''})"
     )  # fmt: skip
     rows = [
         ("scan", f"{r.scan_id} ({r.mode}) at {iso_ms(r.started_at_ms)}"),
@@ -131,9 +134,9 @@ def _table_lines(r: ScanReport) -> list[str]:
         ("  WAL files", _count(r.wal_files)),
         ("    young", f"{_count(r.young)} (at or after the threshold)"),
         ("    candidates", _count(r.candidates)),
+        ("      keys known", f"{_count(r.known_keys)} (streamed from the coordinators, anti-joined)"),
         ("      known", f"{_count(r.known)} (live {r.live:,}, awaiting hand-over {r.awaiting_handover:,}, "
                         f"awaiting deletion {r.awaiting_deletion:,})"),
-        ("      unresolved", f"{_count(r.unresolved)} (kept)"),
         ("      orphans", f"{_count(r.orphans, r.orphan_bytes)}, {r.orphan_percent:.1f}% of WAL files "
                           f"(max {r.max_orphan_percent}%)"),
         ("manifest", r.manifest or "-"),
@@ -144,6 +147,9 @@ def _table_lines(r: ScanReport) -> list[str]:
     if r.durations_s:
         lines.append("phase".ljust(width) + "  seconds")
         lines += [f"  {name}".ljust(width) + f"  {seconds:.2f}" for name, seconds in r.durations_s.items()]
+        lines += [
+            f"    {name}".ljust(width) + f"  {seconds:.2f} (tasks' sum)" for name, seconds in r.deleting_s.items()
+        ]
     if r.sample:
         lines.append(f"orphans (first {len(r.sample)})")
         lines += [f"  {s['key']}  {_bytes(s['size'])}  {iso_ms(s['last_modified_ms'])}" for s in r.sample]

@@ -51,6 +51,7 @@ RANKS: dict[str, float] = {
     "coordinator.operations.describe_files": 2.8,
     "coordinator.operations.file_handover": 2.8,
     "coordinator.operations.coordinators": 2.8,
+    "coordinator.operations.file_keys": 2.8,
     "coordinator.operations.routing": 2.7,
     "coordinator.fetch": 2,
     "coordinator.offsets": 2,
@@ -81,6 +82,7 @@ RANKS: dict[str, float] = {
     "coordinator.interpreter.partitions": 1.03,
     "coordinator.interpreter.leadership": 1.03,
     "coordinator.state.reads": 1,
+    "coordinator.state.detached_read": 1,
     "coordinator.log.segments": 1,
     "coordinator.log.recovery": 1.4,  # an operator's repair of a stopped coordinator's log and state
     "coordinator.log.recovery_plan": 1.3,

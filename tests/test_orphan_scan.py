@@ -10,15 +10,17 @@ the oldest live file's commit time on both backends (S3 keeps whole seconds of
 LastModified, hence the waits for the next tick of the store's clock, `next_tick`).
 
 Faults that real parts cannot produce on demand (one key's DescribeFiles
-error, a coordinator reporting an error, a second node that does not answer)
-come from `FaultyNode`, a gRPC front of the real node that the scan is pointed
-at with --bootstrap and that names itself as every coordinator's leader.
+error, a coordinator reporting an error, a key stream cut short, a second node
+that does not answer) come from `FaultyNode`, a gRPC front of the real node that
+the scan is pointed at with --bootstrap and that names itself as every
+coordinator's leader.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -37,7 +39,15 @@ from coordinator.settings_loading import load_settings
 from protos import coordinator_pb2 as pb
 from protos import coordinator_pb2_grpc as pb_grpc
 from spark.command import main
-from spark.coordinator_client import ORPHAN, UNRESOLVED, CoordinatorAccess, verdict_of
+from spark.coordinator_client import (
+    ORPHAN,
+    UNRESOLVED,
+    CoordinatorAccess,
+    CoordinatorsUnavailable,
+    KnownKeysStream,
+    stream_known_keys,
+    verdict_of,
+)
 from spark.deletion import Pacer
 from spark.listing import block_of, list_outside_blocks, listing_slices, spread
 from spark.options import ScanOptions
@@ -45,6 +55,7 @@ from spark.orphan_scan import open_session, run_scan
 from spark.report import ScanReport
 from spark.rules import GRACE_FLOOR_MS, grace_problem, orphan_share_problem, scan_threshold
 from tests.certificates import channel_credentials, issue
+from tests.cluster_harness import Cluster
 from tests.harness import REPO, Broker, ServerProcess, batch, coordinator_of, delete_records, describe_file
 from tests.object_stores import ObjectStoreUnderTest, free_port, storage_settings
 
@@ -206,7 +217,8 @@ def _dry_run_reports_every_kind(scene: Scene, spark: SparkSession, capsys: pytes
     assert {name: report[name] for name in expected} == expected, report
     assert sorted(s["key"] for s in report["sample"]) == sorted(scene.orphans)
     assert sorted(report["foreign_sample"]) == sorted(scene.foreign)
-    assert set(report["durations_s"]) == {"coordinators", "listing", "classifying", "manifest"}
+    assert list(report["durations_s"]) == ["coordinators", "listing", "known keys", "anti-join", "manifest"]
+    assert report["known_keys"] >= 4 and report["deleting_s"] == {}  # 4 files; one may have two owners' rows
     rows = spark.read.parquet(report["manifest"]).collect()
     assert sorted(r["key"] for r in rows) == sorted(scene.orphans) and {r["size"] for r in rows} == {1000}
     assert all(r["last_modified"].timestamp() * 1000 < report["threshold_ms"] for r in rows)
@@ -234,7 +246,7 @@ def _capped_delete_saturates_then_rerun_finishes(
     code, report = scene_scan(scene, spark, capsys, "--delete", "--max-deletes", "2", "--delete-rate", "50")
     assert code == 0, report
     assert (report["mode"], report["orphans"], report["deleted"], report["saturated"]) == ("delete", 3, 2, True)
-    assert "deleting" in report["durations_s"]
+    assert "deleting" in report["durations_s"] and set(report["deleting_s"]) == {"re-check", "delete", "paced"}
     assert len(scene.existing(scene.orphans)) == 1
     assert scene.existing(scene.kept()) == set(scene.kept())
     code, report = scene_scan(scene, spark, capsys, "--delete")
@@ -246,7 +258,7 @@ def _capped_delete_saturates_then_rerun_finishes(
 
 
 class FaultyNode(pb_grpc.DisklessCoordinatorServicer):
-    """A gRPC front of a real node that injects faults into DescribeCoordinators and DescribeFiles."""
+    """A gRPC front of a real node that injects faults into DescribeCoordinators, ListFileKeys and DescribeFiles."""
 
     def __init__(self, upstream: pb_grpc.DisklessCoordinatorStub) -> None:
         self.upstream = upstream
@@ -254,6 +266,8 @@ class FaultyNode(pb_grpc.DisklessCoordinatorServicer):
         self.describe_files_down = False  # DescribeFiles fails as a call
         self.coordinator_errors: set[int] = set()  # DescribeCoordinators reports these as loading
         self.led_elsewhere: dict[int, int] = {}  # coordinator -> port of another (dead) node said to lead it
+        self.key_stream_errors: set[int] = set()  # ListFileKeys of these coordinators ends with an error page
+        self.key_streams_cut: set[int] = set()  # ListFileKeys of these coordinators ends before its last page
         self.port = 0
 
     def DescribeCoordinators(self, request: pb.DescribeCoordinatorsRequest, context: grpc.ServicerContext) -> object:
@@ -266,6 +280,17 @@ class FaultyNode(pb_grpc.DisklessCoordinatorServicer):
                 description.error_code = pb.COORDINATOR_LOAD_IN_PROGRESS
                 description.error_message = "injected: loading"
         return response
+
+    def ListFileKeys(self, request: pb.ListFileKeysRequest, context: grpc.ServicerContext) -> Iterator[object]:
+        for page in self.upstream.ListFileKeys(request, timeout=10):
+            if page.last and request.coordinator_id in self.key_streams_cut:
+                return
+            if page.last and request.coordinator_id in self.key_stream_errors:
+                page = pb.ListFileKeysPage(  # the page the faulty coordinator sends instead
+                    coordinator_id=request.coordinator_id, error_code=pb.COORDINATOR_NOT_AVAILABLE,
+                    error_message="injected: state closed", last=True,
+                )  # fmt: skip
+            yield page
 
     def DescribeFiles(self, request: pb.DescribeFilesRequest, context: grpc.ServicerContext) -> object:
         if self.describe_files_down:
@@ -310,24 +335,26 @@ def faulty_scan(
                 "--manifest-dir", str(scene.properties.parent / "manifests"), *argv)  # fmt: skip
 
 
-def test_describe_files_errors_keep_the_files(
+def test_describe_files_errors_at_the_recheck_keep_the_files(
     faulty_scene: tuple[Scene, FaultyNode, str], spark: SparkSession, capsys: pytest.CaptureFixture[str]
 ) -> None:
     scene, node, address = faulty_scene
     node.describe_files_down = True
+    code, report = faulty_scan(scene, address, spark, capsys)
+    assert code == 0 and report["orphans"] == 3, report  # the anti-join needs no DescribeFiles: a dry run is fine
     code, report = faulty_scan(scene, address, spark, capsys, "--delete")
     assert code == 1 and report["status"] == "incomplete", report
-    assert (report["candidates"], report["unresolved"], report["orphans"], report["deleted"]) == (3, 3, 0, 0)
+    assert (report["candidates"], report["orphans"], report["unresolved"], report["deleted"]) == (3, 3, 3, 0)
     assert "injected: DescribeFiles down" in report["failures"][0]
     assert report["threshold_rule"].startswith("now"), report  # no coordinator has a live file
     node.describe_files_down = False
     node.failing_keys = {scene.orphans[0]}
     code, report = faulty_scan(scene, address, spark, capsys, "--delete")
-    assert code == 1 and (report["unresolved"], report["orphans"], report["deleted"]) == (1, 2, 2), json.dumps(report)
+    assert code == 1 and (report["unresolved"], report["orphans"], report["deleted"]) == (1, 3, 2), json.dumps(report)
     assert scene.existing(scene.orphans) == {scene.orphans[0]}
 
 
-def test_a_file_committed_during_the_scan_is_not_deleted(
+def test_a_file_committed_after_the_known_keys_were_read_is_not_deleted(
     faulty_scene: tuple[Scene, FaultyNode, str], spark: SparkSession
 ) -> None:
     scene, _, _ = faulty_scene
@@ -335,18 +362,37 @@ def test_a_file_committed_during_the_scan_is_not_deleted(
     topic = broker.create_topic(f"late-{uuid.uuid4().hex}", 1)
     late = scene.orphans[0]
 
-    def commit_before_deleting(line: str) -> None:
-        if line == "deleting ...":  # classified as an orphan; a broker commits it now
+    def commit_after_the_known_keys(line: str) -> None:
+        if line == "anti-join ...":  # the known keys are read; a broker commits the file now
             assert broker.commit([batch(topic, 0)], late).batches[0].error_code == pb.NONE
 
     options = ScanOptions.from_settings(
         load_settings(scene.properties, {}), CoordinatorAccess((scene.server.address,)), delete=True, force=True,
         manifest_dir=str(scene.properties.parent / "manifests"),
     )  # fmt: skip
-    report = run_scan(spark, options, say=commit_before_deleting)
+    report = run_scan(spark, options, say=commit_after_the_known_keys)
+    # The anti-join still called it an orphan (it was in the manifest); the re-check before deleting kept it.
     assert (report.status, report.orphans, report.deleted, report.kept_by_recheck) == ("ok", 3, 2, 1), report
+    assert late in {row["key"] for row in spark.read.parquet(report.manifest).collect()}
     assert scene.existing(scene.orphans) == {late}
     assert "kept by recheck 1" in report.to_table()
+
+
+def test_a_coordinator_that_cannot_tell_all_its_keys_aborts_the_scan(
+    faulty_scene: tuple[Scene, FaultyNode, str], spark: SparkSession, capsys: pytest.CaptureFixture[str]
+) -> None:
+    scene, node, address = faulty_scene
+    node.key_stream_errors = {1}
+    code, report = faulty_scan(scene, address, spark, capsys, "--delete")
+    assert code == 1 and report["status"] == "aborted", report
+    assert "known keys failed" in report["reason"] and "injected: state closed" in report["reason"], report
+    assert "coordinator 1" in report["reason"] and "nothing deleted" in report["reason"], report
+    assert list(report["durations_s"]) == ["coordinators", "listing", "known keys"] and report["orphans"] == 0
+    node.key_stream_errors = set()
+    node.key_streams_cut = {3}
+    code, report = faulty_scan(scene, address, spark, capsys, "--delete")
+    assert code == 1 and "coordinator 3" in report["reason"] and "before its last page" in report["reason"], report
+    assert scene.existing(scene.orphans) == set(scene.orphans)
 
 
 def test_a_coordinator_that_cannot_answer_aborts_before_listing(
@@ -426,6 +472,49 @@ def test_scan_over_mutual_tls(
         server.stop()
 
 
+def test_a_replicated_cluster_is_scanned_with_each_coordinators_keys_from_its_leader(
+    local_store_under_test: ObjectStoreUnderTest,
+    spark: SparkSession,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    cluster = Cluster(
+        tmp_path / "cluster",
+        size=3,
+        coordinators=2,
+        settings={**local_store_under_test.settings, **COORDINATOR_SETTINGS},
+    ).start()
+    try:
+        store = local_store_under_test.open()
+        orphans = put(store, [new_wal_key() for _ in range(2)])
+        known = put(store, [new_wal_key() for _ in range(4)])
+        next_tick(LOCAL_TIME_RESOLUTION_S)
+        topic = cluster.create_topic(f"scanned-{uuid.uuid4().hex}", 4)
+        leaders = cluster.wait_fully_in_sync()
+        owners = {partition: cluster.coordinator_of(cluster.nodes[0], topic, partition) for partition in range(4)}
+        assert set(owners.values()) == {0, 1}, owners  # both coordinators hold files
+        for partition, key in enumerate(known):
+            leader = cluster.node_at(leaders[owners[partition]].leader.port)
+            broker = Broker(leader.stub, 2)
+            assert broker.commit([batch(topic, partition)], key).batches[0].error_code == pb.NONE
+        access = CoordinatorAccess(tuple(cluster.addresses))
+        for coordinator_id, description in leaders.items():  # a follower does not answer for what it holds
+            follower = next(n for n in cluster.nodes if n.port != description.leader.port)
+            with pytest.raises(CoordinatorsUnavailable, match="NOT_COORDINATOR"):
+                list(stream_known_keys(access, coordinator_id, follower.address))
+        properties = write_properties(
+            tmp_path / "scan.properties", local_store_under_test.config,
+            **{"diskless.coordinator.orphan.scan.max.orphan.percent": "100"},
+        )  # fmt: skip
+        code, report = scan(spark, capsys, "--bootstrap", cluster.addresses[2], "--config", str(properties),
+                            "--force", "--manifest-dir", str(tmp_path / "manifests"))  # fmt: skip
+        assert code == 0 and report["coordinators"] == 2, report
+        assert (report["known_keys"], report["known"], report["live"], report["orphans"]) == (4, 4, 4, 2), report
+        assert sorted(s["key"] for s in report["sample"]) == sorted(orphans)
+    finally:
+        cluster.stop()
+
+
 def test_grace_below_the_floor_is_refused_unless_forced(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     config = StoreConfig(backend="local", local_root=str(tmp_path / "objects"))
     properties = write_properties(tmp_path / "scan.properties", config)
@@ -466,6 +555,32 @@ def test_verdicts_keep_a_file_on_any_doubt() -> None:
     assert verdict_of([unknown, failed])[0] == UNRESOLVED
     assert verdict_of([unknown, "call failed"]) == (UNRESOLVED, "call failed")
     assert verdict_of([odd])[0] == UNRESOLVED
+
+
+def test_a_key_stream_that_contradicts_itself_is_refused() -> None:
+    def page(**fields: object) -> pb.ListFileKeysPage:
+        defaults: dict[str, object] = {"coordinator_id": 1, "leader_epoch": 2, "applied_offset": 30}
+        return pb.ListFileKeysPage(**{**defaults, **fields})
+
+    good = KnownKeysStream(1, "node")
+    assert good.take(page(object_keys=["a", "b"], states=[1, 3])) == [("a", 1), ("b", 3)]
+    assert good.take(page(object_keys=["c"], states=[2], last=True, key_count=3)) == [("c", 2)]
+    good.finish()
+    for pages, problem in [
+        ([page(coordinator_id=2)], "a page of coordinator 2"),
+        ([page(object_keys=["a"])], "1 keys and 0 states"),
+        ([page(object_keys=["a"], states=[0])], "states [0]"),
+        ([page(), page(applied_offset=31)], "another snapshot"),
+        ([page(last=True, key_count=0), page()], "after the last one"),
+        ([page(object_keys=["a"], states=[1], last=True, key_count=2)], "counts 2 keys, 1 came"),
+        ([page(error_code=pb.NOT_COORDINATOR, error_message="led elsewhere", last=True)], "NOT_COORDINATOR"),
+    ]:
+        stream = KnownKeysStream(1, "node")
+        with pytest.raises(CoordinatorsUnavailable, match=re.escape(problem)):
+            for each in pages:
+                stream.take(each)
+    with pytest.raises(CoordinatorsUnavailable, match="ended before its last page"):
+        KnownKeysStream(1, "node").finish()
 
 
 def test_the_rest_slice_finds_every_key_outside_the_blocks(local_store_under_test: ObjectStoreUnderTest) -> None:
@@ -539,3 +654,13 @@ def test_benchmark_runs_at_a_tiny_size(spark: SparkSession, tmp_path: Path) -> N
                             spark=spark)  # fmt: skip
     assert results["spark"]["orphans"] == results["plain"]["orphans"] == 2000 - 50
     assert json.loads((tmp_path / "out.json").read_text())["objects"] == 2000
+    assert results["spark"]["phases_s"].keys() == {"coordinators", "listing", "known keys", "anti-join", "manifest"}
+
+
+def test_benchmark_runs_on_moto_at_a_tiny_size(spark: SparkSession, tmp_path: Path) -> None:
+    from bench.orphan_scan_s3 import run_s3_benchmark
+
+    results = run_s3_benchmark(objects=200, known=20, runs=1, work_dir=tmp_path / "bench", out=tmp_path / "s3.json",
+                               put_threads=8, spark=spark)  # fmt: skip
+    assert results["spark"]["orphans"] == results["plain"]["orphans"] == 200 - 20
+    assert results["spark"]["candidates"] == 200 and results["put"]["threads"] == 8

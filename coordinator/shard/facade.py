@@ -1,8 +1,8 @@
 """One coordinator (a shard, leader of one metadata-log partition) as the rest of the node sees it.
 
 Writes go in as typed operations (`submit`); reads go through the read API
-below (`read_snapshot`, `file_facts`, `file_known`, `partitions`,
-`leader_epoch`); nothing outside this package touches the coordinator's
+below (`read_snapshot`, `detached_read_snapshot`, `file_facts`, `file_known`,
+`partitions`, `leader_epoch`); nothing outside this package touches the coordinator's
 log, state or view. The work is done by its parts: `lifecycle` (load, serve,
 reload), `loading`, `pipeline` and `snapshots`.
 """
@@ -34,6 +34,7 @@ from coordinator.shard.pipeline import Pipeline
 from coordinator.shard.ports import TopicRecordsApplied
 from coordinator.shard.snapshots import SnapshotTaken
 from coordinator.state import reads
+from coordinator.state.detached_read import DetachedRead
 from coordinator.state.integrity import IntegrityReport
 from coordinator.view import CoordinatorView, FileFacts
 from protos import internal_pb2 as internal
@@ -218,6 +219,14 @@ class CoordinatorShard:
     def read_snapshot(self) -> AbstractContextManager[apsw.Connection]:
         """A read transaction on the committed state: every query inside sees the same state."""
         return self._serving_loaded().store.read_snapshot()
+
+    def detached_read_snapshot(self) -> DetachedRead:
+        """A read transaction of its own that may stay open across awaits (a stream's pages); close it when done.
+
+        Its snapshot is the committed state at its first read. It ends when the coordinator's files close (a
+        reload, a stop): its next read then raises DetachedReadClosed.
+        """
+        return self._serving_loaded().store.detached_read()
 
     def file_facts(self, object_key: str) -> FileFacts | None:
         """The committed file with this key, read at once (no transaction)."""

@@ -233,3 +233,47 @@ def coordinator_counts(db: apsw.Connection) -> CoordinatorCounts:
     return CoordinatorCounts(
         partitions, live_files, live_batch_count, -1 if oldest is None else oldest, handover, deletion
     )
+
+
+def applied_offset(db: apsw.Connection) -> int:
+    """The metadata-log offset the state reflects (in a transaction: the snapshot's)."""
+    (offset,) = one_row(db.execute("SELECT value FROM meta WHERE name = 'applied_offset'"), "meta applied_offset")
+    return int(offset)
+
+
+# A file's DescribeFiles state here, in SQL (as `file_state`).
+_FILE_STATE = (
+    f"CASE WHEN live_batches > 0 THEN {pb.FILE_STATE_LIVE} WHEN {_AWAITING_DELETION} "
+    f"THEN {pb.FILE_STATE_AWAITING_DELETION} ELSE {pb.FILE_STATE_AWAITING_HANDOVER} END"
+)
+
+
+def file_keys(db: apsw.Connection) -> apsw.Cursor:
+    """(object key, state) of every file here, in file id order (the table's own), read lazily page by page."""
+    return db.execute(f"SELECT object_key, {_FILE_STATE} FROM files ORDER BY file_id")
+
+
+KEY_FRAMING_BYTES = 4  # a key's tag and length in a page, and its state: a bound, not the exact size
+
+
+@dataclass(frozen=True, slots=True)
+class KeyPage:
+    object_keys: list[str]
+    states: list[pb.FileState]
+    exhausted: bool  # the cursor has no row left
+
+
+def next_key_page(keys: apsw.Cursor, max_keys: int, max_bytes: int) -> KeyPage:
+    """The next rows of `file_keys`: at most `max_keys`, and no more once their keys reach `max_bytes`."""
+    object_keys: list[str] = []
+    states: list[pb.FileState] = []
+    size = 0
+    while len(object_keys) < max_keys and size < max_bytes:
+        row = next(keys, None)
+        if row is None:
+            return KeyPage(object_keys, states, exhausted=True)
+        key = row[0]
+        object_keys.append(key)
+        states.append(row[1])
+        size += (len(key) if key.isascii() else len(key.encode())) + KEY_FRAMING_BYTES
+    return KeyPage(object_keys, states, exhausted=False)

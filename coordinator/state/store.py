@@ -19,6 +19,7 @@ from coordinator.invariants import check_invariant
 from coordinator.producers import PackedWindow, decode_window
 from coordinator.records import CommittedBatch
 from coordinator.state import reads
+from coordinator.state.detached_read import DetachedRead
 from coordinator.state.schema import META_DEFAULTS, MIGRATIONS, SCHEMA_VERSION, STATEMENTS
 from coordinator.state.transaction import StateTransaction
 from coordinator.view import CoordinatorView, FileFacts, PartitionView
@@ -128,6 +129,7 @@ class StateStore:
                 f"expected schema {SCHEMA_VERSION} of coordinator {coordinator_id}"
             )
         self.reader = open_reader(path)
+        self._detached_reads: set[DetachedRead] = set()  # open on threads of their own; closed before the store
         # The committed producer windows, packed as stored, kept in memory so apply never reads them back.
         self.producer_windows = self._read_producer_windows()
 
@@ -156,6 +158,8 @@ class StateStore:
         return int(self.meta["applied_offset"])
 
     def close(self) -> None:
+        for detached in list(self._detached_reads):
+            detached.close(wait=True)
         self.reader.close()
         self._writer.close()
 
@@ -192,6 +196,15 @@ class StateStore:
     def read_snapshot(self) -> contextlib.AbstractContextManager[apsw.Connection]:
         """A read transaction: every query inside sees the same committed state."""
         return read_transaction(self.reader)
+
+    def detached_read(self) -> DetachedRead:
+        """A read transaction on a connection and thread of its own, which may stay open across awaits.
+
+        The store closes it when it closes (its next read then raises DetachedReadClosed).
+        """
+        detached = DetachedRead(self.path, self._detached_reads.discard)
+        self._detached_reads.add(detached)
+        return detached
 
     # ------------------------------------------------------------------ the only writer
 

@@ -1,0 +1,82 @@
+"""A read transaction that may outlive one turn of the event loop: a stream's pages read from one snapshot.
+
+The coordinator's shared reader (`StateStore.reader`) serves every read of the
+loop one after the other, each in its own short transaction; a transaction held
+on it across awaits would make every other read see its old snapshot. A
+`DetachedRead` has a connection of its own instead, used only on a thread of its
+own (so a page read never blocks the loop, and a close always waits for the
+read under way). Its snapshot is the committed state at its first read, whatever
+is applied meanwhile (SQLite's WAL mode: the writer goes on, the reader keeps
+seeing the pages of its snapshot). While it is open, the WAL cannot be
+checkpointed past its snapshot and grows: callers bound how many are open and
+for how long, and the store closes those still open when it closes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import TypeVar, final
+
+import apsw
+
+T = TypeVar("T")
+BUSY_TIMEOUT_MS = 5000  # as the store's own connections: a read waits out a checkpoint's brief lock
+
+
+class DetachedReadClosed(Exception):
+    """The read was closed (by its caller, or by the store closing under it): its snapshot is gone."""
+
+
+@final
+class DetachedRead:
+    def __init__(self, path: Path, on_close: Callable[[DetachedRead], None]) -> None:
+        self._path = path
+        self._on_close = on_close
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="detached-read")
+        self._lock = threading.Lock()  # the loop and the store's thread may close it at once
+        self._connection: apsw.Connection | None = None
+        self._closed = False
+
+    async def read(self, query: Callable[[apsw.Connection], T]) -> T:
+        """`query(connection)` on the read's thread, inside its transaction (begun by the first read).
+
+        Raises DetachedReadClosed once closed, and whatever the query raises (apsw's errors included).
+        """
+        try:
+            future = self._executor.submit(self._read, query)
+        except RuntimeError:  # the executor is shut down: closed
+            raise DetachedReadClosed(f"the read of {self._path} is closed") from None
+        return await asyncio.wrap_future(future)
+
+    def _read(self, query: Callable[[apsw.Connection], T]) -> T:
+        if self._closed:
+            raise DetachedReadClosed(f"the read of {self._path} was closed")
+        if self._connection is None:
+            self._connection = apsw.Connection(str(self._path), flags=apsw.SQLITE_OPEN_READONLY)
+            self._connection.set_busy_timeout(BUSY_TIMEOUT_MS)
+            self._connection.execute("BEGIN")  # deferred: the snapshot is taken by the query's first read
+        return query(self._connection)
+
+    def close(self, wait: bool = False) -> None:
+        """Ends the transaction and closes the connection once the read under way (if any) is done.
+
+        The loop closes without waiting; the store, closing its files, waits (the connection must be
+        closed before the state file may be set aside or replaced). Closing twice is harmless.
+        """
+        with self._lock:
+            closing = not self._closed
+            if closing:
+                self._closed = True
+                self._executor.submit(self._close_connection)
+        if closing:
+            self._on_close(self)
+        self._executor.shutdown(wait=wait)
+
+    def _close_connection(self) -> None:
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            connection.close()  # a read transaction has nothing to keep: closing ends it
