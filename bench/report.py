@@ -80,7 +80,9 @@ def targets(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for row in rows:
         if row["system"] != "coordinator" or row["live_batches_before"]:
             continue
-        peer = _find(rows, row["scenario"], "postgres")
+        # At the common rate the peer runs at its own half: its half row is its common-rate row.
+        same_rate = f"{row['shape']} half" if row["level"] == "common" else row["scenario"]
+        peer = _find(rows, same_rate, "postgres")
         raw = _find(rows, row["scenario"], "raw-apsw")
         rate = "find_calls_per_s" if row["rpc"] == "FindBatches" else "batches_per_s"
         if row["level"] in ("max", "find"):
