@@ -15,11 +15,12 @@ from bench.workload import DUPLICATE_SHARE_DEFAULT, SHAPES
 PROFILE_FUNCTIONS_SHOWN = 30
 
 
-async def _load(system: CoordinatorSystem, plan: LoadPlan) -> LoadOutcome:
+async def load_once(system: CoordinatorSystem, plan: LoadPlan, name: str = "profile") -> LoadOutcome:
+    """Opens the system, runs `plan` on a new topic called `name`, closes it."""
     await system.open()
     try:
-        topic = await system.create_topic("profile", plan.shape.partitions)
-        return await run_load(system, topic, plan, seed=1, key_prefix="wal/profile")
+        topic = await system.create_topic(name, plan.shape.partitions)
+        return await run_load(system, topic, plan, seed=1, key_prefix=f"wal/{name}")
     finally:
         await system.close()
 
@@ -32,7 +33,7 @@ def profile_coordinator(out: Path, shape: str, brokers: int, coordinators: int, 
         server = CoordinatorServer(Path(scratch) / "data", coordinators, {}, profile_to=stats_path)
         server.start()
         try:
-            outcome = asyncio.run(_load(CoordinatorSystem("coordinator", [server]), plan))
+            outcome = asyncio.run(load_once(CoordinatorSystem("coordinator", [server]), plan))
         finally:
             server.stop()
         text = io.StringIO()

@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.coordinator_system import CoordinatorServer, CoordinatorSystem
-from bench.driver import LoadOutcome, LoadPlan, run_load
+from bench.driver import LoadPlan
+from bench.profile import load_once
 from bench.workload import DUPLICATE_SHARE_DEFAULT, SHAPES
 
 SAMPLES_PER_S = 250
@@ -96,15 +97,6 @@ def _function(frame: str) -> str:
     return f"{name} ({path})"
 
 
-async def _load(system: CoordinatorSystem, plan: LoadPlan) -> LoadOutcome:
-    await system.open()
-    try:
-        topic = await system.create_topic("py-spy", plan.shape.partitions)
-        return await run_load(system, topic, plan, seed=1, key_prefix="wal/py-spy")
-    finally:
-        await system.close()
-
-
 def profile_with_py_spy(out: Path, brokers: int, coordinators: int, seconds: float) -> list[Path]:
     """Both loads against a fresh server each, sampled for their warm-up and window; returns the summaries."""
     out.mkdir(parents=True, exist_ok=True)
@@ -122,7 +114,9 @@ def profile_with_py_spy(out: Path, brokers: int, coordinators: int, seconds: flo
                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
             )  # fmt: skip
             try:
-                figures = asyncio.run(_load(CoordinatorSystem("coordinator", [server]), load.plan)).median()
+                figures = asyncio.run(
+                    load_once(CoordinatorSystem("coordinator", [server]), load.plan, "py-spy")
+                ).median()
             finally:
                 try:
                     _, errors = recorder.communicate(timeout=RECORDER_STOP_S)

@@ -166,11 +166,7 @@ class CallGate:
             code, message = self._unexpected(error)
             await context.abort(code, message)
         finally:
-            elapsed_s = time.perf_counter() - started
-            self.metrics.rpc_requests.labels(method, code.name).inc()
-            self.metrics.rpc_duration.labels(method).observe(elapsed_s)
-            if self._on_answered is not None:
-                self._on_answered(method, code, elapsed_s)
+            self._answered(method, code, started)
         raise AssertionError("unreachable")
 
     async def stream(
@@ -200,8 +196,15 @@ class CallGate:
             code, message = self._unexpected(error)
             await context.abort(code, message)
         finally:
-            self.metrics.rpc_requests.labels(method, code.name).inc()
-            self.metrics.rpc_duration.labels(method).observe(time.perf_counter() - started)
+            self._answered(method, code, started)
+
+    def _answered(self, method: str, code: grpc.StatusCode, started: float) -> None:
+        """Counts a call or stream that ended with `code` (and tells the `on_answered` hook)."""
+        elapsed_s = time.perf_counter() - started
+        self.metrics.rpc_requests.labels(method, code.name).inc()
+        self.metrics.rpc_duration.labels(method).observe(elapsed_s)
+        if self._on_answered is not None:
+            self._on_answered(method, code, elapsed_s)
 
     def _admit(self, method: str, context: Context) -> None:
         if self.stopping:
