@@ -27,6 +27,7 @@ from google.protobuf.message import DecodeError, Message
 from grpc._cython import cygrpc  # type: ignore[attr-defined]  # private: grpc's stubs leave it out
 
 from coordinator.access_control import AccessControl
+from coordinator.edge_loop import NodeHop
 from coordinator.errors import (
     CallRejected,
     PermissionDenied,
@@ -129,8 +130,11 @@ class CallGate:
         metrics: Metrics,
         admission: Admission | None = None,
         on_answered: Callable[[str, grpc.StatusCode, float], None] | None = None,
+        hop: NodeHop | None = None,
     ) -> None:
         self.access = access
+        # None: the gRPC server runs on the node's own loop; else the work of an admitted call hops there.
+        self._hop = hop
         self.metrics = metrics
         self.admission = admission or Admission(2**31 - 1, 0, 0)
         # Also told of every answer (method, status, seconds): a reader process counts its calls where the node sees.
@@ -150,6 +154,8 @@ class CallGate:
         code = grpc.StatusCode.OK
         try:
             self._admit(method, context)
+            if self._hop is not None:
+                return await self._hop.call(handler)
             outcome = handler()
             if asyncio.iscoroutine(outcome):
                 outcome = await outcome
@@ -181,7 +187,7 @@ class CallGate:
         code = grpc.StatusCode.OK
         try:
             self._admit(method, context)
-            async with contextlib.aclosing(items()) as stream:
+            async with contextlib.aclosing(self.node_items(items)) as stream:
                 async for item in stream:
                     yield item
         except CallRejected as error:
@@ -197,6 +203,10 @@ class CallGate:
             await context.abort(code, message)
         finally:
             self._answered(method, code, started)
+
+    def node_items(self, items: Callable[[], AsyncIterator[Response]]) -> AsyncGenerator[Response, None]:
+        """A stream of the node's, made and advanced on the node's loop (see `call`), closed when this one is."""
+        return _closing_items(items) if self._hop is None else self._hop.items(items)
 
     def _answered(self, method: str, code: grpc.StatusCode, started: float) -> None:
         """Counts a call or stream that ended with `code` (and tells the `on_answered` hook)."""
@@ -280,6 +290,16 @@ class CallGate:
             log.warning("%s with %s: %s (%d more since the last such line)", what, code.name, message, suppressed)
         await context.abort(code, message)
         raise AssertionError("unreachable: abort raises")
+
+
+async def _closing_items(make: Callable[[], AsyncIterator[Response]]) -> AsyncGenerator[Response, None]:
+    items = make()
+    try:
+        async for item in items:
+            yield item
+    finally:
+        if isinstance(items, AsyncGenerator):
+            await items.aclose()
 
 
 def grpc_server(settings: Settings) -> grpc.aio.Server:

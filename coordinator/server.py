@@ -17,16 +17,16 @@ import gc
 import logging
 import signal
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from pathlib import Path
 from typing import Any, TypeVar, final
 
 import grpc
+from google.protobuf.descriptor import ServiceDescriptor
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from coordinator.access_control import AccessControl
-from coordinator.acl_file import Permission
 from coordinator.admin_service import ADMIN_PERMISSIONS, ADMIN_SERVICE_NAME, CoordinatorAdminService
 from coordinator.clock import Clock
 from coordinator.cluster.controller import ClusterController
@@ -39,112 +39,28 @@ from coordinator.edge import (
     grpc_call_counts,
     grpc_server,
 )
-from coordinator.errors import CallRejected, grpc_status_of
+from coordinator.edge_loop import EdgeLoop, NodeHop
 from coordinator.metrics import GaugeCollector, Metrics, serve_metrics
 from coordinator.node import Node
 from coordinator.readers.supervisor import ReadProcesses
-from coordinator.router import Endpoint, Router
+from coordinator.router import Endpoint
+from coordinator.services import (
+    INTERNAL_PERMISSIONS,
+    INTERNAL_SERVICE_NAME,
+    SERVICE_NAME,
+    CoordinatorInternalService,
+    DisklessCoordinatorService,
+)
 from coordinator.settings import Settings, SettingsError, property_name
 from coordinator.shard import ShardState
-from coordinator.tls import is_loopback, server_credentials, tls_files
+from coordinator.tls import TlsFiles, is_loopback, server_credentials, tls_files
 from protos import admin_pb2, internal_pb2
 from protos import coordinator_pb2 as pb
-from protos import coordinator_pb2_grpc as pb_grpc
-from protos import internal_pb2_grpc as internal_grpc
 
 log = logging.getLogger(__name__)
-SERVICE_NAME = pb.DESCRIPTOR.services_by_name["DisklessCoordinator"].full_name
 Response = TypeVar("Response")
+T = TypeVar("T")
 GC_YOUNG_THRESHOLD = 20_000  # allocations between young collections (CPython's default is 700)
-
-
-class DisklessCoordinatorService(pb_grpc.DisklessCoordinatorServicer):
-    def __init__(self, router: Router, gate: CallGate) -> None:
-        self._router = router
-        self._gate = gate
-
-    def _call(
-        self, method: str, context: Any, handler: Callable[[], Awaitable[Response] | Response]
-    ) -> Awaitable[Response]:
-        return self._gate.call(method, context, handler)
-
-    async def CreatePartitions(self, request: pb.CreatePartitionsRequest, context: Any) -> pb.CreatePartitionsResponse:
-        return await self._call("CreatePartitions", context, lambda: self._router.create_partitions(request))
-
-    async def DeleteTopics(self, request: pb.DeleteTopicsRequest, context: Any) -> pb.DeleteTopicsResponse:
-        return await self._call("DeleteTopics", context, lambda: self._router.delete_topics(request))
-
-    async def CommitFile(self, request: pb.CommitFileRequest, context: Any) -> pb.CommitFileResponse:
-        return await self._call("CommitFile", context, lambda: self._router.commit_file(request))
-
-    async def DeleteRecords(self, request: pb.DeleteRecordsRequest, context: Any) -> pb.DeleteRecordsResponse:
-        return await self._call("DeleteRecords", context, lambda: self._router.delete_records(request))
-
-    async def ListOffsets(self, request: pb.ListOffsetsRequest, context: Any) -> pb.ListOffsetsResponse:
-        return await self._call("ListOffsets", context, lambda: self._router.list_offsets(request))
-
-    # The answer is serialized already (coordinator/fetch_wire.py); the edge sends bytes as they are.
-    async def FindBatches(self, request: pb.FindBatchesRequest, context: Any) -> bytes:  # type: ignore[override]
-        return await self._call("FindBatches", context, lambda: self._router.find_batches(request))
-
-    async def DescribeFiles(self, request: pb.DescribeFilesRequest, context: Any) -> pb.DescribeFilesResponse:
-        return await self._call("DescribeFiles", context, lambda: self._router.describe_files(request))
-
-    async def FindCoordinator(self, request: pb.FindCoordinatorRequest, context: Any) -> pb.FindCoordinatorResponse:
-        return await self._call("FindCoordinator", context, lambda: self._router.find_coordinator(request))
-
-    async def DescribeCoordinators(
-        self, request: pb.DescribeCoordinatorsRequest, context: Any
-    ) -> pb.DescribeCoordinatorsResponse:
-        return await self._call("DescribeCoordinators", context, lambda: self._router.describe_coordinators(request))
-
-    async def ListFileKeys(self, request: pb.ListFileKeysRequest, context: Any) -> AsyncIterator[pb.ListFileKeysPage]:
-        pages = self._gate.stream("ListFileKeys", context, lambda: self._router.list_file_keys(request))
-        async with contextlib.aclosing(pages) as stream:
-            async for page in stream:
-                yield page
-
-
-INTERNAL_SERVICE_NAME = internal_pb2.DESCRIPTOR.services_by_name["CoordinatorInternal"].full_name
-INTERNAL_PERMISSIONS = {
-    name: Permission.INTERNAL
-    for name in ("HandOverFiles", "KnownFiles", "FetchLog", "OffsetForLeaderEpoch", "FetchSnapshot", "ChangeTopic")
-}
-
-
-class CoordinatorInternalService(internal_grpc.CoordinatorInternalServicer):
-    """Calls between coordinators (protos/internal.proto), through the same gate as every call."""
-
-    def __init__(self, router: Router, gate: CallGate) -> None:
-        self._router = router
-        self._gate = gate
-
-    async def HandOverFiles(self, request: Any, context: Any) -> internal_pb2.HandOverFilesResponse:
-        return await self._gate.call("HandOverFiles", context, lambda: self._router.hand_over_files(request))
-
-    async def KnownFiles(self, request: Any, context: Any) -> internal_pb2.KnownFilesResponse:
-        return await self._gate.call("KnownFiles", context, lambda: self._router.known_files(request))
-
-    async def FetchLog(self, request: Any, context: Any) -> internal_pb2.FetchLogResponse:
-        return await self._gate.call("FetchLog", context, lambda: self._router.fetch_log(request))
-
-    async def OffsetForLeaderEpoch(self, request: Any, context: Any) -> internal_pb2.OffsetForLeaderEpochResponse:
-        return await self._gate.call(
-            "OffsetForLeaderEpoch", context, lambda: self._router.offset_for_leader_epoch(request)
-        )
-
-    async def ChangeTopic(self, request: Any, context: Any) -> internal_pb2.ChangeTopicResponse:
-        return await self._gate.call("ChangeTopic", context, lambda: self._router.change_topic(request))
-
-    async def FetchSnapshot(self, request: Any, context: Any) -> AsyncIterator[internal_pb2.FetchSnapshotChunk]:
-        # A stream: admitted here by the same ACL as every internal call, outside the unary gate.
-        try:
-            self._gate.access.admit("FetchSnapshot", context.auth_context())
-        except CallRejected as error:
-            code, message = grpc_status_of(error)
-            await context.abort(code, message)
-        async for chunk in self._router.fetch_snapshot(request):
-            yield chunk
 
 
 def advertised_endpoint(settings: Settings, listen_host: str, port: int) -> NodeEndpoint:
@@ -227,7 +143,13 @@ def coordinator_gauges(node: Node) -> Iterator[tuple[str, str, str, dict[str, st
                "gauge", labels, description.files_awaiting_deletion)  # fmt: skip
 
 
-async def track_health(node: Node, health_service: health.aio.HealthServicer) -> None:
+async def set_health(health_service: health.aio.HealthServicer, status: Any) -> None:
+    """The node's health as the standard health service tells it, for the server and for its main service."""
+    for name in ("", SERVICE_NAME):
+        await health_service.set(name, status)
+
+
+async def track_health(node: Node, publish: Callable[[Any], Awaitable[None]]) -> None:
     """Health is SERVING while every coordinator serves, NOT_SERVING while any is out (a load balancer's cue)."""
     serving: bool | None = None
     while True:
@@ -236,8 +158,7 @@ async def track_health(node: Node, health_service: health.aio.HealthServicer) ->
             status = (
                 health_pb2.HealthCheckResponse.SERVING if now_serving else health_pb2.HealthCheckResponse.NOT_SERVING
             )
-            for name in ("", SERVICE_NAME):
-                await health_service.set(name, status)
+            await publish(status)
             if now_serving:
                 log.info("all %d coordinators loaded: SERVING", len(node.shards))
             elif serving is not None:
@@ -271,8 +192,10 @@ class RunningServer:
         port: int,
         tls: bool,
         cluster: ClusterController | None = None,
+        edge: EdgeLoop | None = None,
     ) -> None:
         self.settings = settings
+        self.edge = edge
         self.cluster = cluster
         self.node = node
         self.server = server
@@ -297,8 +220,11 @@ class RunningServer:
             await self.readers.wait_first_starts()
         if not loaded:
             log.error("some coordinators failed to load: NOT_SERVING until every coordinator serves (see above)")
-        self._health_tracker = asyncio.create_task(track_health(self.node, self._health_service), name="health")
+        self._health_tracker = asyncio.create_task(track_health(self.node, self._publish_health), name="health")
         return loaded
+
+    async def _publish_health(self, status: Any) -> None:
+        await on_edge(self.edge, set_health(self._health_service, status))
 
     def _start_readers(self) -> None:
         """Reader processes for FindBatches (diskless.server.read.processes), on a node without a cluster."""
@@ -328,10 +254,13 @@ class RunningServer:
                 await self._health_tracker
         log.info("stopping: draining in-flight calls for up to %d ms", self.settings.drain_timeout_ms)
         self._gate.stopping = True
-        await self._health_service.enter_graceful_shutdown()
+        await on_edge(self.edge, self._health_service.enter_graceful_shutdown())
         # The readers stop before the coordinators close: none reads a state file being closed.
         readers_stopped = self.readers.stop() if self.readers is not None else asyncio.sleep(0)
-        await asyncio.gather(readers_stopped, self.server.stop(self.settings.drain_timeout_ms / 1000))
+        server_stopped = on_edge(self.edge, self.server.stop(self.settings.drain_timeout_ms / 1000))
+        await asyncio.gather(readers_stopped, server_stopped)
+        if self.edge is not None:
+            self.edge.close()
         if self._metrics_server is not None:
             self._metrics_server.close()
             await self._metrics_server.wait_closed()
@@ -339,6 +268,35 @@ class RunningServer:
             await self.cluster.close()
         await self.node.close()
         log.info("stopped")
+
+
+async def on_edge(edge: EdgeLoop | None, work: Coroutine[Any, Any, T]) -> T:
+    """Runs `work` where the gRPC server lives: on its edge loop, or here when it shares the node's loop."""
+    return await (edge.run(work) if edge is not None else work)
+
+
+async def _listen(settings: Settings, tls: TlsFiles | None) -> tuple[grpc.aio.Server, int]:
+    """The gRPC server, bound (made on the loop it will run on: grpc.aio binds a server to its loop)."""
+    server = grpc_server(settings)
+    if tls is None:
+        port = server.add_insecure_port(settings.listen)
+    else:
+        port = server.add_secure_port(settings.listen, server_credentials(tls, settings.ssl_client_auth))
+    return server, port
+
+
+async def _open(server: grpc.aio.Server, services: list[tuple[ServiceDescriptor, object]], gate: CallGate) -> Any:
+    """Adds the services, health (NOT_SERVING) and reflection, and starts serving; returns the health servicer."""
+    for service, servicer in services:
+        add_service(server, service, servicer, gate)
+    health_service = health.aio.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_service, server)
+    reflection.enable_server_reflection(
+        (SERVICE_NAME, ADMIN_SERVICE_NAME, INTERNAL_SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), server
+    )
+    await set_health(health_service, health_pb2.HealthCheckResponse.NOT_SERVING)
+    await server.start()
+    return health_service
 
 
 async def start_server(settings: Settings, clock: Clock | None = None) -> RunningServer:
@@ -349,12 +307,20 @@ async def start_server(settings: Settings, clock: Clock | None = None) -> Runnin
     tls = tls_files(settings)
     check_exposure(settings, tls is not None)
     metrics = Metrics()
-    server = grpc_server(settings)
+    edge = EdgeLoop() if settings.edge_loop else None
+    try:
+        return await _start(settings, clock, tls, metrics, edge)
+    except BaseException:
+        if edge is not None:
+            edge.close()
+        raise
+
+
+async def _start(
+    settings: Settings, clock: Clock | None, tls: TlsFiles | None, metrics: Metrics, edge: EdgeLoop | None
+) -> RunningServer:
+    server, port = await on_edge(edge, _listen(settings, tls))
     host = settings.listen.rpartition(":")[0]
-    if tls is None:
-        port = server.add_insecure_port(settings.listen)
-    else:
-        port = server.add_secure_port(settings.listen, server_credentials(tls, settings.ssl_client_auth))
     if port == 0:
         raise CannotListen(f"cannot listen on {settings.listen}")
     cluster: ClusterController | None = None
@@ -379,27 +345,19 @@ async def start_server(settings: Settings, clock: Clock | None = None) -> Runnin
         settings.max_concurrent_rpcs, settings.max_inflight_request_bytes, settings.min_remaining_deadline_ms
     )
     metrics.watch(GaugeCollector(lambda: [*admission_gauges(admission), *grpc_call_counts()]))
-    gate = CallGate(access, metrics, admission)
-    add_service(
-        server,
-        pb.DESCRIPTOR.services_by_name["DisklessCoordinator"],
-        DisklessCoordinatorService(node.router, gate),
-        gate,
-    )
+    hop = NodeHop(asyncio.get_running_loop()) if edge is not None else None
+    gate = CallGate(access, metrics, admission, hop=hop)
     access.permissions.update(ADMIN_PERMISSIONS)
-    admin_service = admin_pb2.DESCRIPTOR.services_by_name["CoordinatorAdmin"]
-    add_service(server, admin_service, CoordinatorAdminService(node.router, gate), gate)
     access.permissions.update(INTERNAL_PERMISSIONS)
-    internal_service = internal_pb2.DESCRIPTOR.services_by_name["CoordinatorInternal"]
-    add_service(server, internal_service, CoordinatorInternalService(node.router, gate), gate)
-    health_service = health.aio.HealthServicer()
-    health_pb2_grpc.add_HealthServicer_to_server(health_service, server)
-    reflection.enable_server_reflection(
-        (SERVICE_NAME, ADMIN_SERVICE_NAME, INTERNAL_SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), server
-    )
-    for name in ("", SERVICE_NAME):
-        await health_service.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
-    await server.start()
+    services: list[tuple[ServiceDescriptor, object]] = [
+        (pb.DESCRIPTOR.services_by_name["DisklessCoordinator"], DisklessCoordinatorService(node.router, gate)),
+        (admin_pb2.DESCRIPTOR.services_by_name["CoordinatorAdmin"], CoordinatorAdminService(node.router, gate)),
+        (
+            internal_pb2.DESCRIPTOR.services_by_name["CoordinatorInternal"],
+            CoordinatorInternalService(node.router, gate),
+        ),
+    ]
+    health_service = await on_edge(edge, _open(server, services, gate))
     node.router.endpoint = Endpoint(host.strip("[]"), port)
     metrics_server = None
     if settings.metrics_listen:
@@ -407,10 +365,9 @@ async def start_server(settings: Settings, clock: Clock | None = None) -> Runnin
         metrics_server = await serve_metrics(metrics_host.strip("[]"), int(metrics_port), metrics.render)
         bound = metrics_server.sockets[0].getsockname()
         log.info("metrics at http://%s:%d/metrics", bound[0], bound[1])
-    running = RunningServer(
-        settings, node, server, gate, health_service, metrics_server, host, port, tls is not None, cluster
+    return RunningServer(
+        settings, node, server, gate, health_service, metrics_server, host, port, tls is not None, cluster, edge
     )
-    return running
 
 
 async def serve(settings: Settings) -> int:

@@ -101,6 +101,13 @@ class Settings:
         "waiting in gRPC hold at most max.pending.calls x this (0: gRPC's default, whose windows grow to whole "
         "requests; else >= 65535)",
     )
+    edge_loop: bool = _setting(
+        "diskless.server.edge.loop",
+        True,
+        "take calls up, admit or refuse and parse them on an event loop of their own, in a thread beside the node's "
+        "loop, so that an overloaded node refuses the excess with RESOURCE_EXHAUSTED within milliseconds instead of "
+        "leaving it in gRPC's queue (false: the gRPC server runs on the node's one loop)",
+    )
     read_processes: int = _setting(
         "diskless.server.read.processes",
         1,

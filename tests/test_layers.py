@@ -30,6 +30,7 @@ RANKS: dict[str, float] = {
     "coordinator.__main__": 7,
     "coordinator.cli": 6,
     "coordinator.server": 5,
+    "coordinator.services": 4.95,  # the node's gRPC servicers, handing calls to the gate
     "coordinator.operator_commands": 5.5,
     "coordinator.operator_output": 5.4,
     "coordinator.operator_parsers": 5.6,
@@ -90,6 +91,7 @@ RANKS: dict[str, float] = {
     "coordinator.state.integrity": 1,
     "coordinator.state.opening": 1.6,
     "coordinator.edge": 4.8,
+    "coordinator.edge_loop": 1,  # the gRPC server's own loop, and the hop of a call's work to the node's loop
     "coordinator.state.pruning": 1.3,
     "snapshot.snapshots": 1.2,
 }
