@@ -83,9 +83,9 @@ class Settings:
     )
     max_pending_calls: int = _setting(
         "diskless.server.max.pending.calls",
-        512,
-        "calls of one RPC gRPC holds for the node while it is too busy to take them up; past it gRPC cancels "
-        "further calls at once (CANCELLED: never run)",
+        2048,
+        "calls of one RPC gRPC holds until the edge loop takes them up (to run or refuse them); past it gRPC "
+        "cancels further calls at once (CANCELLED: never run). Each holds at most stream.window.bytes",
     )
     max_pending_ms: int = _setting(
         "diskless.server.max.pending.ms",
