@@ -278,10 +278,13 @@ async def on_edge(edge: EdgeLoop | None, work: Coroutine[Any, Any, T]) -> T:
 async def _listen(settings: Settings, tls: TlsFiles | None) -> tuple[grpc.aio.Server, int]:
     """The gRPC server, bound (made on the loop it will run on: grpc.aio binds a server to its loop)."""
     server = grpc_server(settings)
-    if tls is None:
-        port = server.add_insecure_port(settings.listen)
-    else:
-        port = server.add_secure_port(settings.listen, server_credentials(tls, settings.ssl_client_auth))
+    try:
+        if tls is None:
+            port = server.add_insecure_port(settings.listen)
+        else:
+            port = server.add_secure_port(settings.listen, server_credentials(tls, settings.ssl_client_auth))
+    except RuntimeError as error:  # grpcio raises this when the address cannot be bound (in use, not local)
+        raise CannotListen(f"cannot listen on {settings.listen}: {error}") from None
     return server, port
 
 

@@ -131,6 +131,18 @@ def test_a_bad_setting_refuses_to_start_and_names_it(tmp_path: Path, content: st
     assert named in finished.stderr
 
 
+def test_an_address_in_use_is_one_line_and_exit_1(fresh_server: ServerProcess, tmp_path: Path) -> None:
+    fresh_server.start()
+    finished = subprocess.run(
+        [sys.executable, "-m", "coordinator", "serve", "--data-dir", str(tmp_path / "d"), "--listen",
+         fresh_server.address],
+        cwd=REPO, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert finished.returncode == 1, finished.stderr
+    assert f"cannot listen on {fresh_server.address}" in finished.stderr
+    assert "Traceback" not in finished.stderr
+
+
 def test_settings_command_lists_every_setting() -> None:
     finished = subprocess.run(
         [sys.executable, "-m", "coordinator", "settings", "--markdown"], cwd=REPO, capture_output=True, text=True
