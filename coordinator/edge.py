@@ -27,7 +27,7 @@ from google.protobuf.message import DecodeError, Message
 from grpc._cython import cygrpc  # type: ignore[attr-defined]  # private: grpc's stubs leave it out
 
 from coordinator.access_control import AccessControl
-from coordinator.edge_loop import NodeHop
+from coordinator.edge_loop import NodeHop, outcome_of
 from coordinator.errors import (
     CallRejected,
     PermissionDenied,
@@ -154,12 +154,7 @@ class CallGate:
         code = grpc.StatusCode.OK
         try:
             self._admit(method, context)
-            if self._hop is not None:
-                return await self._hop.call(handler)
-            outcome = handler()
-            if asyncio.iscoroutine(outcome):
-                outcome = await outcome
-            return outcome  # type: ignore[return-value]
+            return await (self._hop.call(handler) if self._hop is not None else outcome_of(handler))
         except CallRejected as error:
             code, message = self._rejected(method, error)
             await context.abort(code, message)

@@ -71,7 +71,7 @@ class NodeHop:
         self.node_loop = node_loop
 
     async def call(self, handler: Callable[[], Awaitable[T] | T]) -> T:
-        return await self._there(_outcome(handler))
+        return await self._there(outcome_of(handler))
 
     async def _there(self, work: Coroutine[Any, Any, T]) -> T:
         return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(work, self.node_loop))
@@ -93,7 +93,8 @@ class NodeHop:
 _END = object()  # the end of a stream, as a value: a future cannot carry StopAsyncIteration across loops
 
 
-async def _outcome(handler: Callable[[], Awaitable[T] | T]) -> T:
+async def outcome_of(handler: Callable[[], Awaitable[T] | T]) -> T:
+    """What `handler` answers, awaited when it answers an awaitable."""
     outcome = handler()
     if asyncio.iscoroutine(outcome) or isinstance(outcome, asyncio.Future):
         return await outcome  # type: ignore[no-any-return]
