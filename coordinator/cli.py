@@ -38,6 +38,7 @@ def _serve(args: argparse.Namespace) -> int:
                 "diskless.node.id": args.node_id,
                 "diskless.cluster.etcd.endpoints": args.etcd,
                 "diskless.advertise": args.advertise,
+                "diskless.node.processes": args.processes,
             },
         )
     except (SettingsError, OSError) as error:
@@ -83,6 +84,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--etcd", help="HOST:PORT[,HOST:PORT...] of etcd: join a cluster of nodes (DESIGN §6a); without it, one node"
     )
     serve.add_argument("--advertise", help="HOST:PORT other nodes and brokers reach this node at (default: --listen)")
+    serve.add_argument(
+        "--processes",
+        type=int,
+        help="commit processes the coordinators are spread over, one per core (diskless.node.processes; default 1)",
+    )
     serve.set_defaults(run=_serve)
     settings = commands.add_parser("settings", help="list every setting with its default and meaning")
     settings.add_argument("--markdown", action="store_true", help="as a Markdown table")

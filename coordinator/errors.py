@@ -71,6 +71,14 @@ class PeerUnreachable(CallRejected):
     status = grpc.StatusCode.UNAVAILABLE
 
 
+class PassedOn(CallRejected):
+    """A call passed on to another process of the node was answered with a gRPC status: the caller gets it as is."""
+
+    def __init__(self, status: grpc.StatusCode, details: str) -> None:
+        super().__init__(details)
+        self.status = status
+
+
 class MalformedRequest(CallRejected):
     """Too malformed to answer item by item, or past a per-call limit."""
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
 from coordinator.catalog import PlacedPartition, TopicCatalog
@@ -39,8 +39,9 @@ class Node:
         settings: Settings,
         clock: Clock | None = None,
         metrics: Metrics | None = None,
-        roles: dict[int, ReplicaRole] | None = None,
+        roles: Mapping[int, ReplicaRole | None] | None = None,
         link: ClusterLink | None = None,
+        catalog_address: str | None = None,
     ) -> None:
         self.settings = settings
         clock = clock or SystemClock()
@@ -65,6 +66,12 @@ class Node:
         self.state_listeners: list[Callable[[CoordinatorShard], None]] = []
         # Derived from the coordinators' records only: rebuilt when one (re)loads, followed as they apply.
         self.catalog = TopicCatalog()
+        # A commit process (coordinator/processes/) sends catalog calls to its node's first process, which holds
+        # the whole catalog; that process reads the partitions its commit processes lead from their state files.
+        self._catalog_address = catalog_address
+        self.outside_partitions: Callable[[], Iterable[PlacedPartition]] = lambda: ()
+        # Whether the rest of the node serves (its commit processes, seen from its first process).
+        self.others_serving: Callable[[], bool] = lambda: True
         self.peers = PeerClient(settings, self._peer_address)
         self.router = Router(self.shards, settings, clock, self.metrics, self.catalog, self.peers, self._catalog_holder)
         self._clock = clock
@@ -86,6 +93,8 @@ class Node:
         leader knows every partition. None where this node holds a replica (it answers itself) or no leader
         is known (the call is answered here, with retriable errors).
         """
+        if self._catalog_address is not None:
+            return self._catalog_address
         roles = [shard.role for shard in self.shards]
         if not roles or any(role is None or role.kind is not RoleKind.NOT_REPLICA for role in roles):
             return None
@@ -100,13 +109,19 @@ class Node:
         """
         self.settings.data_dir.mkdir(parents=True, exist_ok=True)
         outcomes = await asyncio.gather(*(shard.load() for shard in self.shards), return_exceptions=True)
-        self._rebuild_catalog()
+        self.rebuild_catalog()
         self._loaded = True
         return not any(isinstance(o, BaseException) for o in outcomes)
 
     def serving(self) -> bool:
         """Whether every coordinator with a replica here serves, as leader or follower (the node's health)."""
-        return all(shard.state is ShardState.ACTIVE for shard in self.shards if _hosted(shard))
+        return self.others_serving() and all(
+            shard.state is ShardState.ACTIVE for shard in self.shards if _hosted(shard)
+        )
+
+    def health_changed(self) -> None:
+        """Wakes `wait_health_change` (the rest of the node went in or out of service)."""
+        self._health_changed.set()
 
     async def wait_health_change(self) -> None:
         """Returns after some coordinator went in or out of service."""
@@ -115,19 +130,20 @@ class Node:
 
     def _shard_state_changed(self, shard: CoordinatorShard) -> None:
         if shard.state is ShardState.ACTIVE and self._loaded:
-            self._rebuild_catalog()  # back in service: its partitions are known again
+            self.rebuild_catalog()  # back in service: its partitions are known again
         self._health_changed.set()
         for listener in self.state_listeners:
             listener(shard)
 
-    def _rebuild_catalog(self) -> None:
-        """Reads every loaded coordinator's partitions into the catalog."""
-        self.catalog.rebuild(
+    def rebuild_catalog(self) -> None:
+        """Reads every loaded coordinator's partitions into the catalog, and those the node's other processes lead."""
+        here = [
             PlacedPartition(shard.coordinator_id, p.topic_id, p.topic_name, p.partition)
             for shard in self.shards
             if shard.state is ShardState.ACTIVE
             for p in shard.partitions()
-        )
+        ]
+        self.catalog.rebuild([*here, *self.outside_partitions()])
 
     def _topic_records_applied(self, coordinator_id: int, records: Sequence[rec.MetadataRecord]) -> None:
         """A coordinator applied partition creations or topic deletions: the catalog follows."""

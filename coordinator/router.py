@@ -8,7 +8,7 @@ error; the others go on.
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
-from typing import Any, TypeVar, cast, final
+from typing import Any, TypeVar, cast
 
 from coordinator.catalog import TopicCatalog
 from coordinator.clock import Clock
@@ -25,7 +25,7 @@ from coordinator.operations import (
 from coordinator.operations.commit_file import CommitFiles
 from coordinator.operations.coordinators import Endpoint
 from coordinator.operations.file_keys import FileKeyStreams
-from coordinator.operations.routing import NodeCoordinators
+from coordinator.operations.routing import Elsewhere, NodeCoordinators
 from coordinator.operations.topic_admin import TopicAdmin
 from coordinator.peers import PeerClient, forward_call
 from coordinator.replication.leader import refused_epoch_end, refused_fetch
@@ -40,7 +40,6 @@ __all__ = ["Endpoint", "Router"]
 RequestT = TypeVar("RequestT")
 
 
-@final
 class Router:
     def __init__(
         self,
@@ -51,12 +50,17 @@ class Router:
         catalog: TopicCatalog,
         peers: PeerClient | None = None,
         catalog_holder: Callable[[], str | None] = lambda: None,
+        elsewhere: Elsewhere | None = None,
     ) -> None:
         self.shards = list(shards)
+        # What answers a call another process of this node passed on here: this router, except in a node's first
+        # process when spread over commit processes (coordinator/processes/front.py), where it is one that never
+        # passes calls on again.
+        self.local: Router = self
         self.settings = settings
         self.catalog = catalog  # derived from the coordinators' records by the node; read here
         self.endpoint = Endpoint("127.0.0.1", 0)  # set by the server once it listens
-        self._coordinators = NodeCoordinators(self.shards, catalog, settings, metrics)
+        self._coordinators = NodeCoordinators(self.shards, catalog, settings, metrics, elsewhere)
         self._topic_admin = TopicAdmin(self._coordinators, peers)
         self._commits = CommitFiles(self._coordinators, clock)
         self._file_keys = FileKeyStreams(self._coordinators, clock)

@@ -94,7 +94,11 @@ class RoutingClient:
         channels_max: int = CHANNELS_MAX_DEFAULT,
         message_max_bytes: int = MESSAGE_MAX_BYTES_DEFAULT,
         channel_close_grace_ms: int = CHANNEL_CLOSE_GRACE_MS_DEFAULT,
+        retry: bool = True,
+        metadata: Sequence[tuple[str, str]] = (),
     ) -> None:
+        """`retry=False`: one try per item, retriable answers kept; `metadata` goes with every call (both for a
+        node's first process passing calls on to its commit processes)."""
         self.bootstrap = parse_bootstrap(bootstrap)
         if deadline_ms <= 0 or rpc_timeout_ms <= 0 or channels_max < 1 or message_max_bytes <= 0:
             raise ValueError(
@@ -111,6 +115,8 @@ class RoutingClient:
         self._answered_by: str | None = None  # the last node that answered a routing question
         self._next_bootstrap = 0
         self._refreshing = asyncio.Lock()
+        self._retry = retry
+        self._metadata = tuple(metadata) or None
 
     async def __aenter__(self) -> RoutingClient:
         return self
@@ -230,7 +236,9 @@ class RoutingClient:
         """The answer decoded on the fast path's terms; None when the address did not answer (UNAVAILABLE)."""
         timeout_s = min(self.rpc_timeout_ms / 1000, deadline - time.monotonic())
         try:
-            raw: bytes = await (await self._channels.get(address)).raw(method)(request, timeout=timeout_s)
+            raw: bytes = await (await self._channels.get(address)).raw(method)(
+                request, timeout=timeout_s, metadata=self._metadata
+            )
         except grpc.aio.AioRpcError as error:
             if error.code() not in RETRIED_STATUS:
                 raise
@@ -292,10 +300,16 @@ class RoutingClient:
             retry = [i for i in pending if i not in grouped]
             for index in retry:
                 unreachable[index] = problem or "no route"
+            readers = self._by_reader(groups) if method == READER_METHOD else {}
             answers = await asyncio.gather(
-                *(self._send_read(address, method, part_of(indices), deadline) for address, indices in groups.items())
+                *(self._send_read(address, method, part_of(indices), deadline) for address, indices in groups.items()),
+                *(self._send(reader, method, part_of(indices), deadline) for reader, indices in readers.items()),
             )
-            for (address, indices), answer in zip(groups.items(), answers, strict=True):
+            for (address, indices), answer in zip([*groups.items(), *readers.items()], answers, strict=True):
+                if isinstance(answer, str) and address in readers:
+                    self._table.readers.unreachable(address, time.monotonic())  # its replicas answer next time
+                    retry += indices
+                    continue
                 if isinstance(answer, str):
                     self._table.forget_address(address)
                     unreachable.update(dict.fromkeys(indices, answer))
@@ -317,6 +331,17 @@ class RoutingClient:
                     raise RoutingError(f"{method}: no node reached within {self.deadline_ms} ms: " + "; ".join(lost))
                 break
         return results
+
+    def _by_reader(self, groups: dict[str, list[int]]) -> dict[str, list[int]]:
+        """Moves the groups of replicas with a reachable reader out of `groups`, one group per reader: replicas
+        sharing readers (a node's commit processes, one reader set) get one call, not one each."""
+        now = time.monotonic()
+        by_reader: dict[str, list[int]] = {}
+        for address in list(groups):
+            reader = self._table.readers.pick(address, now)
+            if reader is not None:
+                by_reader.setdefault(reader, []).extend(groups.pop(address))
+        return {reader: sorted(indices) for reader, indices in by_reader.items()}
 
     async def _group(
         self, keys: Sequence[PartitionKey], pending: Sequence[int], access: Access, deadline: float
@@ -397,7 +422,9 @@ class RoutingClient:
         return {i: p for i, p in enumerate(commit_structure_problems(request)) if p is not None}
 
     async def _wait_to_retry(self, backoff: Backoff, deadline: float) -> bool:
-        """Sleeps the next backoff wait; False when it would end past the deadline."""
+        """Sleeps the next backoff wait; False when it would end past the deadline, or retries are off."""
+        if not self._retry:
+            return False
         wait_s = backoff.failed() / 1000
         if time.monotonic() + wait_s >= deadline:
             return False
@@ -494,7 +521,7 @@ class RoutingClient:
             return f"{address}: the call's deadline passed"
         stub = (await self._channels.get(address)).stub
         try:
-            return await getattr(stub, method)(request, timeout=timeout_s)
+            return await getattr(stub, method)(request, timeout=timeout_s, metadata=self._metadata)
         except grpc.aio.AioRpcError as error:
             if error.code() in RETRIED_STATUS:
                 return f"{address}: {error.code().name} {error.details()}"

@@ -18,6 +18,7 @@ import logging
 import signal
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterator
+from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any, TypeVar, final
 
@@ -28,7 +29,7 @@ from grpc_reflection.v1alpha import reflection
 
 from coordinator.access_control import AccessControl
 from coordinator.admin_service import ADMIN_PERMISSIONS, ADMIN_SERVICE_NAME, CoordinatorAdminService
-from coordinator.clock import Clock
+from coordinator.clock import Clock, SystemClock
 from coordinator.cluster.controller import ClusterController
 from coordinator.cluster.etcd_store import NodeEndpoint
 from coordinator.edge import (
@@ -42,7 +43,12 @@ from coordinator.edge import (
 from coordinator.edge_loop import EdgeLoop, NodeHop
 from coordinator.metrics import GaugeCollector, Metrics, serve_metrics
 from coordinator.node import Node
+from coordinator.processes import commit_process
+from coordinator.processes.commit_process import CommitProcessPlan
+from coordinator.processes.front import NodeFront, node_layout
+from coordinator.processes.layout import ProcessLayout
 from coordinator.readers.supervisor import ReadProcesses
+from coordinator.replication.role import ReplicaRole
 from coordinator.router import Endpoint
 from coordinator.services import (
     INTERNAL_PERMISSIONS,
@@ -193,8 +199,10 @@ class RunningServer:
         tls: bool,
         cluster: ClusterController | None = None,
         edge: EdgeLoop | None = None,
+        front: NodeFront | None = None,
     ) -> None:
         self.settings = settings
+        self.front = front
         self.edge = edge
         self.cluster = cluster
         self.node = node
@@ -211,7 +219,13 @@ class RunningServer:
     async def load(self) -> bool:
         """Loads every coordinator, then takes calls, starts the file workers and readers; True when all are ACTIVE."""
         self._start_readers()  # they start while the coordinators load; the board says LOADING until then
+        if self.front is not None:
+            self.front.processes.start()
         loaded = await self.node.load()
+        if self.front is not None:  # the commit processes load their coordinators meanwhile
+            await self.front.processes.wait_first_starts()
+            self.node.rebuild_catalog()
+            loaded = self.front.processes.all_serving()
         self._gate.ready = True
         if self.cluster is not None:
             self.cluster.start()
@@ -241,8 +255,15 @@ class RunningServer:
         def advertise(addresses: tuple[str, ...]) -> None:
             router.endpoint = dataclasses.replace(router.endpoint, read_addresses=addresses)
 
-        readers = self.readers = ReadProcesses(self.settings, self.node.shards, self.host, advertise)
-        self.node.state_listeners.append(readers.publish)
+        if self.front is not None:  # the commit processes publish their coordinators' states on the front's board
+            readers = ReadProcesses(
+                self.settings, self.node.shards, self.host, advertise, self.front.board,
+                self.front.processes.report_damage,
+            )  # fmt: skip
+        else:
+            readers = ReadProcesses(self.settings, self.node.shards, self.host, advertise)
+            self.node.state_listeners.append(readers.publish)
+        self.readers = readers
         self.node.metrics.watch(GaugeCollector(lambda: list(readers.gauges())))
         readers.start()
 
@@ -266,6 +287,8 @@ class RunningServer:
             await self._metrics_server.wait_closed()
         if self.cluster is not None:  # the lease is revoked: other nodes elect new leaders at once
             await self.cluster.close()
+        if self.front is not None:
+            await self.front.stop()
         await self.node.close()
         log.info("stopped")
 
@@ -302,7 +325,9 @@ async def _open(server: grpc.aio.Server, services: list[tuple[ServiceDescriptor,
     return health_service
 
 
-async def start_server(settings: Settings, clock: Clock | None = None) -> RunningServer:
+async def start_server(
+    settings: Settings, clock: Clock | None = None, commit_process: CommitProcessPlan | None = None
+) -> RunningServer:
     """Builds the node and its services and starts listening (health NOT_SERVING until `load()`).
 
     Raises SettingsError for an unsafe exposure and CannotListen when the address cannot be bound.
@@ -312,7 +337,7 @@ async def start_server(settings: Settings, clock: Clock | None = None) -> Runnin
     metrics = Metrics()
     edge = EdgeLoop() if settings.edge_loop else None
     try:
-        return await _start(settings, clock, tls, metrics, edge)
+        return await _start(settings, clock, tls, metrics, edge, commit_process)
     except BaseException:
         if edge is not None:
             edge.close()
@@ -320,21 +345,36 @@ async def start_server(settings: Settings, clock: Clock | None = None) -> Runnin
 
 
 async def _start(
-    settings: Settings, clock: Clock | None, tls: TlsFiles | None, metrics: Metrics, edge: EdgeLoop | None
+    settings: Settings,
+    clock: Clock | None,
+    tls: TlsFiles | None,
+    metrics: Metrics,
+    edge: EdgeLoop | None,
+    commit_process: CommitProcessPlan | None,
 ) -> RunningServer:
     server, port = await on_edge(edge, _listen(settings, tls))
     host = settings.listen.rpartition(":")[0]
     if port == 0:
         raise CannotListen(f"cannot listen on {settings.listen}")
     cluster: ClusterController | None = None
-    roles = None
+    roles: dict[int, ReplicaRole | None] | None = None
+    layout: ProcessLayout | None = None
     if settings.clustered:
         # The port is bound before joining: the address registered in etcd is the one that will answer.
         cluster = ClusterController(settings, advertised_endpoint(settings, host, port))
         config = await cluster.join()
         settings = dataclasses.replace(settings, coordinators=config.coordinators)
-        roles = cluster.initial_roles()
-    node = Node(settings, clock=clock, metrics=metrics, roles=roles, link=cluster)
+        roles = dict(cluster.initial_roles())
+    elif commit_process is not None:  # one of a node's commit processes: it leads its share of the coordinators
+        roles = commit_process.layout.roles(settings.coordinators, commit_process.index)
+    elif settings.node_processes > 1:  # the first process of a node spread over commit processes: it leads none
+        layout = node_layout(settings, host, port)
+        roles = layout.roles(settings.coordinators, None)
+    catalog_address = commit_process.layout.front_address if commit_process is not None else None
+    node = Node(settings, clock=clock, metrics=metrics, roles=roles, link=cluster, catalog_address=catalog_address)
+    front = NodeFront(node, clock or SystemClock(), layout, run_commit_process) if layout is not None else None
+    if front is not None:
+        metrics.watch(GaugeCollector(lambda: list(front.processes.gauges())))
     if cluster is not None:
         cluster.attach(node.peers, node.shards)
     metrics.watch(GaugeCollector(lambda: list(coordinator_gauges(node))))
@@ -369,8 +409,30 @@ async def _start(
         bound = metrics_server.sockets[0].getsockname()
         log.info("metrics at http://%s:%d/metrics", bound[0], bound[1])
     return RunningServer(
-        settings, node, server, gate, health_service, metrics_server, host, port, tls is not None, cluster, edge
+        settings, node, server, gate, health_service, metrics_server, host, port, tls is not None, cluster, edge, front
     )
+
+
+def _spread(running: RunningServer) -> str:
+    """How the node's coordinators are spread over its commit processes, for the start-up line."""
+    if running.front is None:
+        return ""
+    layout = running.front.layout
+    return f" led by {layout.count} commit processes on " + ", ".join(layout.address(i) for i in range(layout.count))
+
+
+def run_commit_process(plan: CommitProcessPlan, board_words: Any, connection: Connection) -> None:
+    """A commit process's entry point (spawned by coordinator/processes/supervisor.py)."""
+    commit_process.run(
+        plan, board_words, connection, lambda p: start_server(p.settings, commit_process=p), freeze_loaded_state
+    )
+
+
+def freeze_loaded_state() -> None:
+    """The loaded state is long-lived: kept out of the collector's scans, and young collections made rarer,
+    because the commit path allocates many short-lived tuples (a few percent of its time went to the GC)."""
+    gc.freeze()
+    gc.set_threshold(GC_YOUNG_THRESHOLD, *gc.get_threshold()[1:])
 
 
 async def serve(settings: Settings) -> int:
@@ -383,7 +445,7 @@ async def serve(settings: Settings) -> int:
     security = f"TLS (client auth {settings.ssl_client_auth})" if running.tls else "plaintext"
     print(
         f"diskless: node {settings.node_id} listening on {running.host}:{running.port}, data in "
-        f"{settings.data_dir.resolve()}, {settings.coordinators} coordinators, {security}",
+        f"{settings.data_dir.resolve()}, {settings.coordinators} coordinators{_spread(running)}, {security}",
         flush=True,
     )
     stop = asyncio.Event()
@@ -391,10 +453,7 @@ async def serve(settings: Settings) -> int:
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
     await running.load()
-    # The loaded state is long-lived: kept out of the collector's scans, and young collections made rarer,
-    # because the commit path allocates many short-lived tuples (a few percent of its time went to the GC).
-    gc.freeze()
-    gc.set_threshold(GC_YOUNG_THRESHOLD, *gc.get_threshold()[1:])
+    freeze_loaded_state()
     await stop.wait()
     await running.stop()
     return 0

@@ -20,6 +20,8 @@ from protos import internal_pb2
 from protos import internal_pb2_grpc as internal_grpc
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["DisklessCoordinator"].full_name
+# Marks a call a node's first process passed on to its own processes (coordinator/processes/front.py).
+PASSED_ON = ("x-diskless-passed-on", "1")
 Response = TypeVar("Response")
 
 
@@ -33,6 +35,13 @@ class DisklessCoordinatorService(pb_grpc.DisklessCoordinatorServicer):
     ) -> Awaitable[Response]:
         return self._gate.call(method, context, handler)
 
+    def _answering(self, context: Any) -> Router:
+        """The router, or its local part for a call the node passed on to itself (never passed on again)."""
+        local = self._router.local
+        if local is self._router or PASSED_ON not in (context.invocation_metadata() or ()):
+            return self._router
+        return local
+
     async def CreatePartitions(self, request: pb.CreatePartitionsRequest, context: Any) -> pb.CreatePartitionsResponse:
         return await self._call("CreatePartitions", context, lambda: self._router.create_partitions(request))
 
@@ -40,20 +49,20 @@ class DisklessCoordinatorService(pb_grpc.DisklessCoordinatorServicer):
         return await self._call("DeleteTopics", context, lambda: self._router.delete_topics(request))
 
     async def CommitFile(self, request: pb.CommitFileRequest, context: Any) -> pb.CommitFileResponse:
-        return await self._call("CommitFile", context, lambda: self._router.commit_file(request))
+        return await self._call("CommitFile", context, lambda: self._answering(context).commit_file(request))
 
     async def DeleteRecords(self, request: pb.DeleteRecordsRequest, context: Any) -> pb.DeleteRecordsResponse:
-        return await self._call("DeleteRecords", context, lambda: self._router.delete_records(request))
+        return await self._call("DeleteRecords", context, lambda: self._answering(context).delete_records(request))
 
     async def ListOffsets(self, request: pb.ListOffsetsRequest, context: Any) -> pb.ListOffsetsResponse:
-        return await self._call("ListOffsets", context, lambda: self._router.list_offsets(request))
+        return await self._call("ListOffsets", context, lambda: self._answering(context).list_offsets(request))
 
     # The answer is serialized already (coordinator/fetch_wire.py); the edge sends bytes as they are.
     async def FindBatches(self, request: pb.FindBatchesRequest, context: Any) -> bytes:  # type: ignore[override]
         return await self._call("FindBatches", context, lambda: self._router.find_batches(request))
 
     async def DescribeFiles(self, request: pb.DescribeFilesRequest, context: Any) -> pb.DescribeFilesResponse:
-        return await self._call("DescribeFiles", context, lambda: self._router.describe_files(request))
+        return await self._call("DescribeFiles", context, lambda: self._answering(context).describe_files(request))
 
     async def FindCoordinator(self, request: pb.FindCoordinatorRequest, context: Any) -> pb.FindCoordinatorResponse:
         return await self._call("FindCoordinator", context, lambda: self._router.find_coordinator(request))

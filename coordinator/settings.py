@@ -108,6 +108,15 @@ class Settings:
         "loop, so that an overloaded node refuses the excess with RESOURCE_EXHAUSTED within milliseconds instead of "
         "leaving it in gRPC's queue (false: the gRPC server runs on the node's one loop)",
     )
+    node_processes: int = _setting(
+        "diskless.node.processes",
+        1,
+        "processes the node's coordinators are spread over, one event loop and interpreter each, so that commits "
+        "use every core: coordinator c is led by commit process c mod N, each on its own port (the listen port + 1 "
+        "+ its index when the listen port is fixed) and named by FindCoordinator; this process then routes callers "
+        "that send everything to the listen address, holds the catalog and the reader processes. 1: the node is one "
+        "process. Not with --etcd",
+    )
     read_processes: int = _setting(
         "diskless.server.read.processes",
         1,

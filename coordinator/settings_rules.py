@@ -7,6 +7,7 @@ import re
 from coordinator.settings import STATE_VERIFY_MODES, Settings, SettingsError, property_name
 
 READ_PROCESSES_MAX = 64  # each reader holds one connection per coordinator and its own gRPC server
+NODE_PROCESSES_MAX = 64  # commit processes of one node: one per core is the point
 
 
 def validated(settings: Settings) -> Settings:
@@ -44,6 +45,13 @@ def check(settings: Settings) -> None:
             f"{property_name('stream_window_bytes')} must be 0 (gRPC's default) or 65535..2^31-1, "
             f"got {settings.stream_window_bytes}"
         )
+    if not 1 <= settings.node_processes <= min(NODE_PROCESSES_MAX, settings.coordinators):
+        raise SettingsError(
+            f"{property_name('node_processes')} must be 1..{min(NODE_PROCESSES_MAX, settings.coordinators)} (at most "
+            f"one per coordinator), got {settings.node_processes}"
+        )
+    if settings.node_processes > 1 and settings.clustered:
+        raise SettingsError(f"{property_name('node_processes')} must be 1 for a node of a cluster (--etcd)")
     if not 0 <= settings.read_processes <= READ_PROCESSES_MAX:
         raise SettingsError(
             f"{property_name('read_processes')} must be 0..{READ_PROCESSES_MAX}, got {settings.read_processes}"

@@ -25,6 +25,12 @@ START_TIMEOUT_S = 60
 # Most tests assert exact log positions and counts: the WAL-file workers (which append hand-overs and
 # deletions in the background) stay idle unless a test sets its own interval (tests/test_wal_files*.py do).
 QUIET_FILE_WORKERS = {"diskless.coordinator.file.worker.interval.ms": "3600000"}
+# DISKLESS_TEST_NODE_PROCESSES=2 runs every `diskless serve` of the tests spread over 2 commit processes.
+NODE_PROCESSES = (
+    {"diskless.node.processes": os.environ["DISKLESS_TEST_NODE_PROCESSES"]}
+    if os.environ.get("DISKLESS_TEST_NODE_PROCESSES")
+    else {}
+)
 
 
 class ServerProcess:
@@ -43,7 +49,7 @@ class ServerProcess:
         self.coordinators = coordinators
         # What follows the interpreter: the `diskless` command, or a launcher that crashes it at a fault point.
         self.launcher: tuple[str, ...] = ("-m", "coordinator")
-        self.settings = {**QUIET_FILE_WORKERS, **(settings or {})}
+        self.settings = {**QUIET_FILE_WORKERS, **NODE_PROCESSES, **(settings or {})}
         self.credentials = credentials  # TLS for the test's own channel (and health probe)
         self.process: subprocess.Popen[str] | None = None
         self.port = 0

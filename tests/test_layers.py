@@ -38,6 +38,11 @@ RANKS: dict[str, float] = {
     "coordinator.node": 4,
     # Reader processes: FindBatches off the node's loop; the supervisor runs in the node, the worker apart.
     "coordinator.readers.supervisor": 4.9,
+    # A node spread over commit processes: the first process's part beside the node, the plan below everything.
+    "coordinator.processes.front": 4.97,
+    "coordinator.processes.supervisor": 4.93,
+    "coordinator.processes.commit_process": 4.92,
+    "coordinator.processes.layout": 1.2,
     "coordinator.readers.worker": 4.85,
     "coordinator.readers.view": 2.75,
     "coordinator.readers.board": 1,

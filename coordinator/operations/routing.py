@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Protocol, TypeVar, final
 
@@ -19,6 +19,7 @@ from coordinator.catalog import TopicCatalog
 from coordinator.errors import CoordinatorUnavailable, ErrorCode, MalformedRequest, Overloaded
 from coordinator.logging_output import EveryInterval
 from coordinator.metrics import Metrics
+from coordinator.replication.role import RoleKind
 from coordinator.result import ItemError
 from coordinator.settings import Settings, property_name
 from coordinator.shard import CoordinatorShard, Operation, ShardState
@@ -33,6 +34,9 @@ REQUEST_TIMED_OUT_MESSAGE = "the operation did not complete within the request's
 RequestT = TypeVar("RequestT")
 ResponseT = TypeVar("ResponseT")
 T = TypeVar("T")
+
+# For a coordinator another process of this node leads (coordinator/processes/): why it cannot serve now, or None.
+Elsewhere = Callable[[int], CoordinatorUnavailable | None]
 
 Route = int | ItemError  # the coordinator holding an item's partition, or the item's error
 
@@ -125,12 +129,18 @@ class NodeCoordinators:
     """The coordinators hosted here and the catalog that says which one holds each partition."""
 
     def __init__(
-        self, shards: Sequence[CoordinatorShard], catalog: TopicCatalog, settings: Settings, metrics: Metrics
+        self,
+        shards: Sequence[CoordinatorShard],
+        catalog: TopicCatalog,
+        settings: Settings,
+        metrics: Metrics,
+        elsewhere: Elsewhere | None = None,
     ) -> None:
         self.shards = list(shards)
         self.catalog = catalog
         self.settings = settings
         self.metrics = metrics
+        self._elsewhere = elsewhere
         self._overload_log = EveryInterval(OVERLOAD_LOG_INTERVAL_S)
 
     def shard(self, coordinator_id: int) -> CoordinatorShard:
@@ -174,20 +184,28 @@ class NodeCoordinators:
         coordinator's retriable error instead.
         """
         for shard in self.shards:
-            if shard.state is not ShardState.ACTIVE:
-                try:
-                    shard.require_active()
-                except CoordinatorUnavailable as error:
-                    return not_in_service_error(partition, error)
+            error = self._unavailable(shard)
+            if error is not None:
+                return not_in_service_error(partition, error)
         return unknown_partition_error(partition)
 
     def unavailable_for_topic_changes(self) -> ItemError | None:
         """Topic-wide rules need every coordinator's partitions: why not now, or None."""
         for shard in self.shards:
-            try:
-                shard.require_active()
-            except CoordinatorUnavailable as error:
+            error = self._unavailable(shard)
+            if error is not None:
                 return ItemError(error.error_code, f"topic changes wait for every coordinator: {error.message}")
+        return None
+
+    def _unavailable(self, shard: CoordinatorShard) -> CoordinatorUnavailable | None:
+        """Why the coordinator cannot say what it holds now (led by another process of this node: as it says)."""
+        role = shard.role
+        if self._elsewhere is not None and role is not None and role.kind is RoleKind.NOT_REPLICA:
+            return self._elsewhere(shard.coordinator_id)
+        try:
+            shard.require_active()
+        except CoordinatorUnavailable as error:
+            return error
         return None
 
     def damaged(self, shard: CoordinatorShard, error: Exception) -> CoordinatorUnavailable:

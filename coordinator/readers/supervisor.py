@@ -23,6 +23,7 @@ from coordinator.backoff import Backoff
 from coordinator.errors import CoordinatorUnavailable
 from coordinator.readers.board import READABLE, Status, StatusBoard
 from coordinator.readers.counters import CallCounts
+from coordinator.readers.view import DamageReport
 from coordinator.readers.worker import ReaderPlan, run_reader
 from coordinator.settings import Settings
 from coordinator.shard import CoordinatorShard, ShardState
@@ -63,20 +64,26 @@ class ReadProcesses:
         shards: Sequence[CoordinatorShard],
         host: str,
         on_addresses: Callable[[tuple[str, ...]], None],
+        board: StatusBoard | None = None,
+        report_damage: DamageReport | None = None,
     ) -> None:
+        """`board` and `report_damage` when other processes lead the coordinators: they publish, damage goes there."""
         self._settings = settings
         self._shards = list(shards)
         self._host = host
         self._on_addresses = on_addresses
-        self.board = StatusBoard.create(len(self._shards))
+        self._report_damage = report_damage
+        published_here = board is None
+        self.board = StatusBoard.create(len(self._shards)) if board is None else board
         self.counts = CallCounts.create(settings.read_processes)
         self._generations = [0] * len(self._shards)
         self.slots = [ReaderSlot(i) for i in range(settings.read_processes)]
         self._context = multiprocessing.get_context("spawn")
         self._stopping = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
-        for shard in self._shards:
-            self.publish(shard)
+        if published_here:
+            for shard in self._shards:
+                self.publish(shard)
 
     # ------------------------------------------------------------------ the board
 
@@ -89,6 +96,9 @@ class ReadProcesses:
 
     def _damage_reported(self, slot: ReaderSlot, coordinator_id: int, generation: int, what: str) -> None:
         if not 0 <= coordinator_id < len(self._shards):
+            return
+        if self._report_damage is not None:
+            self._report_damage(coordinator_id, generation, f"reader {slot.index}: {what}")
             return
         if self.board.status(coordinator_id).generation != generation:
             return  # the reader read a state file since replaced: nothing to rebuild

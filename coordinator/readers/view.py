@@ -17,6 +17,7 @@ from typing import final
 
 import apsw
 
+from coordinator.catalog import PlacedPartition
 from coordinator.errors import CoordinatorUnavailable, ErrorCode
 from coordinator.operations.routing import (
     Route,
@@ -152,6 +153,25 @@ class ReaderCoordinators:
             except reads.DAMAGE_ERRORS as error:
                 self.damaged(state, error)
         return found
+
+    def placed_partitions(self) -> list[PlacedPartition]:
+        """Every partition of every coordinator that may be read now (a node's catalog, read from the state files)."""
+        placed: list[PlacedPartition] = []
+        for state in self._files:
+            try:
+                state.require_active()
+                with state.read_snapshot() as db:
+                    rows = db.execute("SELECT topic_id, topic_name, partition FROM partitions").fetchall()
+            except CoordinatorUnavailable:
+                continue
+            except reads.DAMAGE_ERRORS as error:
+                self.damaged(state, error)
+                continue
+            placed.extend(
+                PlacedPartition(state.coordinator_id, bytes(t), str(n), int(p))  # type: ignore[arg-type]
+                for t, n, p in rows
+            )
+        return placed
 
     def _unknown_partition(self, partition: int) -> ItemError:
         """As the node answers (`NodeCoordinators.unknown_partition`): unknown only if every coordinator could say."""

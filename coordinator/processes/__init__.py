@@ -1,0 +1,1 @@
+"""A node spread over processes, one event loop and interpreter per core (DESIGN §2)."""
