@@ -300,7 +300,7 @@ class RoutingClient:
             retry = [i for i in pending if i not in grouped]
             for index in retry:
                 unreachable[index] = problem or "no route"
-            readers = self._by_reader(groups) if method == READER_METHOD else {}
+            readers = self._table.readers.regroup(groups, time.monotonic()) if method == READER_METHOD else {}
             answers = await asyncio.gather(
                 *(self._send_read(address, method, part_of(indices), deadline) for address, indices in groups.items()),
                 *(self._send(reader, method, part_of(indices), deadline) for reader, indices in readers.items()),
@@ -331,17 +331,6 @@ class RoutingClient:
                     raise RoutingError(f"{method}: no node reached within {self.deadline_ms} ms: " + "; ".join(lost))
                 break
         return results
-
-    def _by_reader(self, groups: dict[str, list[int]]) -> dict[str, list[int]]:
-        """Moves the groups of replicas with a reachable reader out of `groups`, one group per reader: replicas
-        sharing readers (a node's commit processes, one reader set) get one call, not one each."""
-        now = time.monotonic()
-        by_reader: dict[str, list[int]] = {}
-        for address in list(groups):
-            reader = self._table.readers.pick(address, now)
-            if reader is not None:
-                by_reader.setdefault(reader, []).extend(groups.pop(address))
-        return {reader: sorted(indices) for reader, indices in by_reader.items()}
 
     async def _group(
         self, keys: Sequence[PartitionKey], pending: Sequence[int], access: Access, deadline: float

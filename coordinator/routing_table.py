@@ -239,5 +239,15 @@ class ReaderRotation:
                 return reader
         return None
 
+    def regroup(self, groups: dict[str, list[int]], now: float) -> dict[str, list[int]]:
+        """Moves the groups of replicas with a reachable reader out of `groups`, one group per reader: replicas
+        sharing readers (a node's commit processes, one reader set) get one call, not one each."""
+        by_reader: dict[str, list[int]] = {}
+        for address in list(groups):
+            reader = self.pick(address, now)
+            if reader is not None:
+                by_reader.setdefault(reader, []).extend(groups.pop(address))
+        return {reader: sorted(indices) for reader, indices in by_reader.items()}
+
     def unreachable(self, reader_address: str, now: float) -> None:
         self._skipped_until[reader_address] = now + READER_RETRY_S

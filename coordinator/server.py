@@ -368,7 +368,7 @@ async def _start(
     elif commit_process is not None:  # one of a node's commit processes: it leads its share of the coordinators
         roles = commit_process.layout.roles(settings.coordinators, commit_process.index)
     elif settings.node_processes > 1:  # the first process of a node spread over commit processes: it leads none
-        layout = node_layout(settings, host, port)
+        layout = node_layout(settings, host, advertised_endpoint(settings, host, port))
         roles = layout.roles(settings.coordinators, None)
     catalog_address = commit_process.layout.front_address if commit_process is not None else None
     node = Node(settings, clock=clock, metrics=metrics, roles=roles, link=cluster, catalog_address=catalog_address)

@@ -43,6 +43,7 @@ RANKS: dict[str, float] = {
     "coordinator.processes.supervisor": 4.93,
     "coordinator.processes.commit_process": 4.92,
     "coordinator.processes.layout": 1.2,
+    "coordinator.child_processes": 1.2,  # restarting and stopping a node's child processes, either kind
     "coordinator.readers.worker": 4.85,
     "coordinator.readers.view": 2.75,
     "coordinator.readers.board": 1,

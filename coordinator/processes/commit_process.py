@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any, Protocol, final
 
+from coordinator.child_processes import wait_told_to_stop
 from coordinator.node import Node
 from coordinator.processes.layout import ProcessLayout
 from coordinator.readers.board import StatusBoard
@@ -138,31 +139,22 @@ async def _serve(
     _send(connection, ("listening", running.port))
     log.info("commit process %d: leading coordinators %s on %s:%d", plan.index,
              plan.layout.led_by(plan.index, plan.settings.coordinators), running.host, running.port)  # fmt: skip
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
 
-    def readable() -> None:
-        try:
-            message = connection.recv()
-        except (EOFError, OSError):
-            stop.set()
-            return
-        if message == ("stop",):
-            stop.set()
-        elif message[0] == "damage":
+    def told(message: Any) -> None:
+        if message[0] == "damage":
             publisher.report_damage(node.shards, int(message[1]), int(message[2]), str(message[3]))
 
-    loop.add_reader(connection.fileno(), readable)
-    loop.add_signal_handler(signal.SIGTERM, stop.set)
+    stop = asyncio.create_task(wait_told_to_stop(connection, told))  # also while the coordinators load
     try:
         await running.load()
         after_load()
         loaded = True
         report_serving()  # even if no coordinator changed state since it loaded
-        await stop.wait()
+        await stop
     finally:
-        loop.remove_reader(connection.fileno())
-        loop.remove_signal_handler(signal.SIGTERM)
+        stop.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await stop
         await running.stop()
     log.info("commit process %d: stopped", plan.index)
 

@@ -21,6 +21,7 @@ from typing import Any, TypeVar, cast, final
 import grpc
 
 from coordinator.clock import Clock
+from coordinator.cluster.etcd_store import NodeEndpoint
 from coordinator.errors import CoordinatorUnavailable, PassedOn, PeerUnreachable
 from coordinator.node import Node
 from coordinator.operations.find_batches import find_batches
@@ -231,18 +232,12 @@ class NodeFront:
         self._view.close()
 
 
-def node_layout(settings: Settings, listen_host: str, port: int) -> ProcessLayout:
-    """Where the commit processes listen: after a fixed listen port, else on ports free now."""
+def node_layout(settings: Settings, listen_host: str, advertised: NodeEndpoint) -> ProcessLayout:
+    """Where the commit processes listen (after a fixed listen port, else on ports free now), reached at the
+    node's advertised host."""
     listen_port = int(settings.listen.rpartition(":")[2] or 0)
     ports = fixed_ports(listen_port, settings.node_processes) or free_ports(listen_host, settings.node_processes)
-    advertised_host = listen_host.strip("[]")
-    advertised_port = port
-    if settings.advertise:
-        host, _, advertised = settings.advertise.rpartition(":")
-        advertised_host, advertised_port = host.strip("[]"), int(advertised)
-    if advertised_host in ("", "0.0.0.0", "::"):
-        advertised_host = "127.0.0.1"
-    return ProcessLayout(settings.node_id, advertised_host, advertised_port, ports)
+    return ProcessLayout(settings.node_id, advertised.host, advertised.port, ports)
 
 
 def free_ports(host: str, count: int) -> tuple[int, ...]:

@@ -14,13 +14,12 @@ import contextlib
 import dataclasses
 import logging
 import multiprocessing
-import time
 from collections.abc import Callable, Iterator
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 from typing import Any, final
 
-from coordinator.backoff import Backoff
+from coordinator.child_processes import exit_code, keep_running, stop_children
 from coordinator.errors import ErrorCode
 from coordinator.processes.commit_process import CommitProcessPlan
 from coordinator.processes.layout import ProcessLayout
@@ -28,7 +27,6 @@ from coordinator.readers.board import Status, StatusBoard
 from coordinator.settings import Settings
 
 log = logging.getLogger(__name__)
-STOP_GRACE_S = 5.0  # past the drain timeout, a commit process that has not exited is killed
 
 
 @final
@@ -104,20 +102,11 @@ class CommitProcesses:
                 connection.send(("damage", coordinator_id, generation, what))
 
     async def _keep_running(self, slot: CommitSlot) -> None:
-        settings = self._settings
-        backoff = Backoff(settings.read_process_restart_backoff_ms, settings.read_process_restart_backoff_max_ms)
-        while not self._stopping.is_set():
-            started = time.monotonic()
-            why = await self._run_once(slot)
-            if self._stopping.is_set():
-                return
-            if (time.monotonic() - started) * 1000 >= settings.read_process_restart_backoff_max_ms:
-                backoff.succeeded()
-            wait_ms = backoff.failed()
+        def restarted() -> None:
             slot.restarts += 1
-            log.error("commit process %d %s; starting it again in %d ms", slot.index, why, wait_ms)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stopping.wait(), wait_ms / 1000)
+
+        name = f"commit process {slot.index}"
+        await keep_running(lambda: self._run_once(slot), self._stopping, self._settings, name, restarted)
 
     async def _run_once(self, slot: CommitSlot) -> str:
         """Runs the commit process until it ends; why it ended."""
@@ -146,12 +135,12 @@ class CommitProcesses:
             except TimeoutError:
                 return f"did not listen within {self._settings.read_process_start_timeout_ms} ms"
             except EOFError:
-                return f"exited before listening (exit code {await self._exit_code(process)})"
+                return f"exited before listening (exit code {await exit_code(process)})"
             log.info("commit process %d (pid %d) listening on port %d", slot.index, process.pid, port)
             await ended.wait()
             if self._stopping.is_set():
                 return "stopped"
-            return f"exited (exit code {await self._exit_code(process)})"
+            return f"exited (exit code {await exit_code(process)})"
         finally:
             slot.first_start_over.set()
             loop.remove_reader(ours.fileno())
@@ -189,26 +178,11 @@ class CommitProcesses:
             slot.first_start_over.set()
             self._on_change()
 
-    async def _exit_code(self, process: BaseProcess) -> int | None:
-        await asyncio.get_running_loop().run_in_executor(None, process.join, STOP_GRACE_S)
-        return process.exitcode
-
     async def stop(self) -> None:
         """Tells every commit process to stop (each drains its calls), waits for them, kills what is left."""
         self._stopping.set()
-        for slot in self.slots:
-            if slot.connection is not None:
-                with contextlib.suppress(OSError):
-                    slot.connection.send(("stop",))
         processes = [slot.process for slot in self.slots if slot.process is not None]
-        loop = asyncio.get_running_loop()
-        grace_s = self._settings.drain_timeout_ms / 1000 + STOP_GRACE_S
-        await asyncio.gather(*(loop.run_in_executor(None, p.join, grace_s) for p in processes))
-        for process in processes:
-            if process.is_alive():
-                log.error("commit process %s did not stop within %.0f s: killing it", process.name, grace_s)
-                process.kill()
-                process.join(STOP_GRACE_S)
+        await stop_children((slot.connection for slot in self.slots), processes, self._settings, "commit process")
         await asyncio.gather(*self._tasks)
         log.info("commit processes stopped")
 

@@ -10,16 +10,14 @@ the file the reader read is still the coordinator's current one.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import multiprocessing
-import time
 from collections.abc import Callable, Iterator, Sequence
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 from typing import Any, final
 
-from coordinator.backoff import Backoff
+from coordinator.child_processes import exit_code, keep_running, stop_children
 from coordinator.errors import CoordinatorUnavailable
 from coordinator.readers.board import READABLE, Status, StatusBoard
 from coordinator.readers.counters import CallCounts
@@ -30,7 +28,6 @@ from coordinator.shard import CoordinatorShard, ShardState
 from coordinator.state.reads import StateDamaged
 
 log = logging.getLogger(__name__)
-STOP_GRACE_S = 5.0  # past the drain timeout, a reader that has not exited is killed
 
 
 def status_of(shard: CoordinatorShard, generation: int) -> Status:
@@ -120,20 +117,12 @@ class ReadProcesses:
         await asyncio.gather(*(slot.first_start_over.wait() for slot in self.slots))
 
     async def _keep_running(self, slot: ReaderSlot) -> None:
-        settings = self._settings
-        backoff = Backoff(settings.read_process_restart_backoff_ms, settings.read_process_restart_backoff_max_ms)
-        while not self._stopping.is_set():
-            started = time.monotonic()
-            why = await self._run_once(slot)
-            if self._stopping.is_set():
-                return
-            if (time.monotonic() - started) * 1000 >= settings.read_process_restart_backoff_max_ms:
-                backoff.succeeded()
-            wait_ms = backoff.failed()
+        def restarted() -> None:
             slot.restarts += 1
-            log.error("reader %d %s; starting it again in %d ms", slot.index, why, wait_ms)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stopping.wait(), wait_ms / 1000)
+
+        await keep_running(
+            lambda: self._run_once(slot), self._stopping, self._settings, f"reader {slot.index}", restarted
+        )
 
     async def _run_once(self, slot: ReaderSlot) -> str:
         """Runs the reader until it ends; why it ended."""
@@ -162,14 +151,14 @@ class ReadProcesses:
             except TimeoutError:
                 return f"did not listen within {self._settings.read_process_start_timeout_ms} ms"
             except EOFError:
-                return f"exited before listening (exit code {await self._exit_code(process)})"
+                return f"exited before listening (exit code {await exit_code(process)})"
             slot.up = True
             self._on_addresses(self.addresses())
             slot.first_start_over.set()
             await ended.wait()
             if self._stopping.is_set():
                 return "stopped"
-            return f"exited (exit code {await self._exit_code(process)})"
+            return f"exited (exit code {await exit_code(process)})"
         finally:
             slot.first_start_over.set()
             loop.remove_reader(ours.fileno())
@@ -198,26 +187,11 @@ class ReadProcesses:
         elif message[0] == "damage":
             self._damage_reported(slot, int(message[1]), int(message[2]), str(message[3]))
 
-    async def _exit_code(self, process: BaseProcess) -> int | None:
-        await asyncio.get_running_loop().run_in_executor(None, process.join, STOP_GRACE_S)
-        return process.exitcode
-
     async def stop(self) -> None:
         """Tells every reader to stop (each drains its calls), waits for them, kills what is left."""
         self._stopping.set()
-        for slot in self.slots:
-            if slot.connection is not None:
-                with contextlib.suppress(OSError):
-                    slot.connection.send(("stop",))
         processes = [slot.process for slot in self.slots if slot.process is not None]
-        loop = asyncio.get_running_loop()
-        grace_s = self._settings.drain_timeout_ms / 1000 + STOP_GRACE_S
-        await asyncio.gather(*(loop.run_in_executor(None, p.join, grace_s) for p in processes))
-        for process in processes:
-            if process.is_alive():
-                log.error("reader %s did not stop within %.0f s: killing it", process.name, grace_s)
-                process.kill()
-                process.join(STOP_GRACE_S)
+        await stop_children((slot.connection for slot in self.slots), processes, self._settings, "reader")
         await asyncio.gather(*self._tasks)
         log.info("reader processes stopped")
 

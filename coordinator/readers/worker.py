@@ -23,6 +23,7 @@ from typing import Any, final
 import grpc
 
 from coordinator.access_control import AccessControl
+from coordinator.child_processes import wait_told_to_stop
 from coordinator.edge import Admission, CallGate, add_service, grpc_server
 from coordinator.metrics import Metrics
 from coordinator.operations.find_batches import find_batches
@@ -126,30 +127,7 @@ async def serve_reads(plan: ReaderPlan, board: StatusBoard, counts: CallCounts, 
         gate.ready = True
         connection.send(("listening", port))
         log.info("reader %d: serving FindBatches on %s:%d", plan.index, plan.host, port)
-        await _wait_stop(connection)
+        await wait_told_to_stop(connection)
         gate.stopping = True
         await server.stop(settings.drain_timeout_ms / 1000)
     log.info("reader %d: stopped", plan.index)
-
-
-async def _wait_stop(connection: Connection) -> None:
-    """Returns when the node says stop or its end of the pipe closes."""
-    loop = asyncio.get_running_loop()
-    stop = asyncio.Event()
-
-    def readable() -> None:
-        try:
-            message = connection.recv()
-        except (EOFError, OSError):
-            stop.set()
-            return
-        if message == ("stop",):
-            stop.set()
-
-    loop.add_reader(connection.fileno(), readable)
-    loop.add_signal_handler(signal.SIGTERM, stop.set)  # a service manager stopping the group: drain, as told
-    try:
-        await stop.wait()
-    finally:
-        loop.remove_reader(connection.fileno())
-        loop.remove_signal_handler(signal.SIGTERM)
