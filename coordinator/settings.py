@@ -187,6 +187,13 @@ class Settings:
         64 * 1024 * 1024,
         "SQLite page cache of each coordinator's state writer (bytes)",
     )
+    state_checkpoint_pages: int = _setting(
+        "diskless.coordinator.state.checkpoint.pages",
+        1000,
+        "WAL pages of a coordinator's state after which they are checkpointed into its file, on a thread of the "
+        "state's own while applies go on (0: by SQLite itself past 1000 pages, inside the apply that passes them, on "
+        "the node's event loop; a baseline)",
+    )
     replay_batch_operations: int = _setting(
         "diskless.coordinator.replay.batch.operations", 2000, "log batches applied per SQLite transaction on replay"
     )

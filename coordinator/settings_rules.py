@@ -40,6 +40,11 @@ def check(settings: Settings) -> None:
     for attr in ("max_inflight_request_bytes", "min_remaining_deadline_ms"):
         if getattr(settings, attr) < 0:
             raise SettingsError(f"{property_name(attr)} must be >= 0 (0: off), got {getattr(settings, attr)}")
+    if settings.state_checkpoint_pages < 0:
+        raise SettingsError(
+            f"{property_name('state_checkpoint_pages')} must be >= 0 (0: SQLite's own checkpoint), "
+            f"got {settings.state_checkpoint_pages}"
+        )
     if settings.stream_window_bytes != 0 and not 65535 <= settings.stream_window_bytes < 2**31:
         raise SettingsError(
             f"{property_name('stream_window_bytes')} must be 0 (gRPC's default) or 65535..2^31-1, "

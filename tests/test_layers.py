@@ -90,6 +90,7 @@ RANKS: dict[str, float] = {
     "coordinator.interpreter.leadership": 1.03,
     "coordinator.state.reads": 1,
     "coordinator.state.detached_read": 1,
+    "coordinator.state.checkpoints": 1,
     "coordinator.log.segments": 1,
     "coordinator.log.recovery": 1.4,  # an operator's repair of a stopped coordinator's log and state
     "coordinator.log.recovery_plan": 1.3,

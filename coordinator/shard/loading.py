@@ -100,7 +100,11 @@ def open_coordinator(plan: LoadPlan) -> Loaded:
     settings = plan.settings
     metadata_log = MetadataLog(plan.directory / "log", settings.log_segment_bytes)
     place = StatePlace(
-        plan.coordinator_id, plan.directory, settings.state_cache_bytes, settings.state_verify_on_load != "never"
+        plan.coordinator_id,
+        plan.directory,
+        settings.state_cache_bytes,
+        settings.state_checkpoint_pages,
+        settings.state_verify_on_load != "never",
     )
     store: StateStore | None = None
     try:

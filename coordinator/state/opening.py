@@ -36,11 +36,15 @@ class StatePlace:
     coordinator_id: int
     directory: Path  # the coordinator's directory: state.sqlite, snapshots/
     cache_bytes: int
+    checkpoint_pages: int
     check_restored: bool  # a restored snapshot passes PRAGMA integrity_check first
 
     @property
     def path(self) -> Path:
         return self.directory / "state.sqlite"
+
+    def open_store(self) -> StateStore:
+        return StateStore(self.path, self.coordinator_id, self.cache_bytes, self.checkpoint_pages)
 
 
 def open_state(place: StatePlace, position: LogPosition, verify: bool, rebuild_reason: str) -> StateStore:
@@ -51,7 +55,7 @@ def open_state(place: StatePlace, position: LogPosition, verify: bool, rebuild_r
     path = place.path
     if not path.exists():
         if position.end_offset == 0 and not list_snapshots(snapshot_directory(place.directory)):
-            return StateStore(path, place.coordinator_id, place.cache_bytes)  # a new coordinator
+            return place.open_store()  # a new coordinator
         return replace_state(place, f"{path} is missing", position)
     if rebuild_reason:
         return replace_state(place, f"a read of {path} met damage ({rebuild_reason})", position)
@@ -64,7 +68,7 @@ def open_state(place: StatePlace, position: LogPosition, verify: bool, rebuild_r
         if report.problem is not None:
             return replace_state(place, report.problem, position)
     try:
-        store = StateStore(path, place.coordinator_id, place.cache_bytes)
+        store = place.open_store()
     except StateCorrupt as error:
         return replace_state(place, str(error), position)
     if store.applied_offset < position.start_offset:
@@ -100,7 +104,7 @@ def replace_state(place: StatePlace, reason: str, position: LogPosition) -> Stat
     accept = _restored_state_problem if place.check_restored else None
     restored = restore_newest(snapshots, path, position.start_offset, position.end_offset, accept)
     if restored is not None:
-        store = StateStore(path, coordinator_id, place.cache_bytes)
+        store = place.open_store()
         check_invariant(
             (store.applied_offset, store.meta["leader_epoch"])
             == (restored.snapshot_id.end_offset, restored.snapshot_id.epoch),
@@ -119,7 +123,7 @@ def replace_state(place: StatePlace, reason: str, position: LogPosition) -> Stat
         )
     # SQLite is a cache of the log: with the whole log at hand, rebuild it by replay.
     log.warning("coordinator %d: %s; no snapshot verifies: rebuilding from the whole log", coordinator_id, reason)
-    return StateStore(path, coordinator_id, place.cache_bytes)
+    return place.open_store()
 
 
 def _restored_state_problem(path: Path) -> str | None:

@@ -19,6 +19,7 @@ from coordinator.invariants import check_invariant
 from coordinator.producers import PackedWindow, decode_window
 from coordinator.records import CommittedBatch
 from coordinator.state import reads
+from coordinator.state.checkpoints import CHECKPOINT_PAGES_DEFAULT, WalCheckpoints
 from coordinator.state.detached_read import DetachedRead
 from coordinator.state.schema import META_DEFAULTS, MIGRATIONS, SCHEMA_VERSION, STATEMENTS
 from coordinator.state.transaction import StateTransaction
@@ -95,7 +96,13 @@ def read_transaction(reader: apsw.Connection) -> Iterator[apsw.Connection]:
 
 
 class StateStore:
-    def __init__(self, path: Path, coordinator_id: int, cache_bytes: int = WRITER_CACHE_BYTES_DEFAULT) -> None:
+    def __init__(
+        self,
+        path: Path,
+        coordinator_id: int,
+        cache_bytes: int = WRITER_CACHE_BYTES_DEFAULT,
+        checkpoint_pages: int = CHECKPOINT_PAGES_DEFAULT,
+    ) -> None:
         self.path = path
         self.coordinator_id = coordinator_id
         problem = truncation_problem(path)
@@ -128,6 +135,10 @@ class StateStore:
                 f"{path}: schema {self.meta['schema_version']} of coordinator {self.meta['coordinator_id']}, "
                 f"expected schema {SCHEMA_VERSION} of coordinator {coordinator_id}"
             )
+        # 0: SQLite's automatic checkpoint, inside the apply that passes its threshold (a baseline).
+        self._checkpoints: WalCheckpoints | None = None
+        if checkpoint_pages > 0:
+            self._checkpoints = WalCheckpoints(path, coordinator_id, checkpoint_pages, self._writer)
         self.reader = open_reader(path)
         self._detached_reads: set[DetachedRead] = set()  # open on threads of their own; closed before the store
         # The committed producer windows, packed as stored, kept in memory so apply never reads them back.
@@ -154,6 +165,16 @@ class StateStore:
         return windows
 
     @property
+    def checkpoints_completed(self) -> int:
+        """Checkpoints run on the state's own thread (none when SQLite checkpoints by itself)."""
+        return 0 if self._checkpoints is None else self._checkpoints.completed
+
+    @property
+    def checkpoints_in_apply(self) -> int:
+        """Checkpoints an apply ran itself, the WAL past its hard bound (none when SQLite checkpoints by itself)."""
+        return 0 if self._checkpoints is None else self._checkpoints.completed_in_apply
+
+    @property
     def applied_offset(self) -> int:
         return int(self.meta["applied_offset"])
 
@@ -161,6 +182,8 @@ class StateStore:
         for detached in list(self._detached_reads):
             detached.close(wait=True)
         self.reader.close()
+        if self._checkpoints is not None:
+            self._checkpoints.close()
         self._writer.close()
 
     # ------------------------------------------------------------------ loading
@@ -242,3 +265,5 @@ class StateStore:
             self.producer_windows.pop(key, None)
         for (key, producer_id), window in transaction.changed_windows.items():
             self.producer_windows.setdefault(key, {})[producer_id] = window
+        if self._checkpoints is not None:
+            self._checkpoints.written()
