@@ -112,8 +112,17 @@ class RawApswSystem:
         with self.db:
             self.db.execute(
                 "INSERT INTO files (file_id, object_key, file_size, uploader_broker_id, owner_ids, committed_at_ms, "
-                "live_batches, is_last_owner, owned, delete_after_ms) VALUES (?,?,?,?,?,?,?,1,1,-1)",
-                (file_id, spec.object_key, spec.file_size, spec.broker_id, "0", APPEND_TIME_MS, len(rows)),
+                "live_batches, is_last_owner, owned, delete_after_ms, part_batches) VALUES (?,?,?,?,?,?,?,1,1,-1,?)",
+                (
+                    file_id,
+                    spec.object_key,
+                    spec.file_size,
+                    spec.broker_id,
+                    "0",
+                    APPEND_TIME_MS,
+                    len(rows),
+                    len(spec.batches),
+                ),
             )
             self.db.executemany("INSERT INTO batches VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
             self.db.executemany(

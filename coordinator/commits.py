@@ -313,8 +313,18 @@ def check_commit_part(view: CoordinatorView, part: CommitPart, now_ms: int) -> R
         )
     if not any_known_partition:
         return Result([], outcomes)
+    # The well-formed batches not stored are counted: a retry cannot be answered again without their
+    # answers, also once a DeleteTopics has taken them out of the retry's part (DESIGN §6a).
+    rejected = part.problems.count(None) - len(committed)
     record = records.file_committed(
-        view.next_file_id, part.object_key, part.file_size, part.uploader_broker_id, part.owner_ids, now_ms, committed
+        view.next_file_id,
+        part.object_key,
+        part.file_size,
+        part.uploader_broker_id,
+        part.owner_ids,
+        now_ms,
+        committed,
+        rejected,
     )
     return Result([record], outcomes)
 
@@ -332,6 +342,10 @@ class FirstCommit:
     owner_ids: tuple[int, ...]
     append_time_ms: int
     batches: list[records.CommittedBatch]  # the batches it accepted and still stores, in request order
+    # Its well-formed batches here that are not among `batches`: rejected then (a producer error, a
+    # duplicate) or, as SQLite counts them, deleted since. A retry may no longer carry them (a
+    # DeleteTopics takes them out of its part), so they are counted, not looked for.
+    missing: int
 
 
 def retried_commit(view: CoordinatorView, part: CommitPart) -> Result[list[BatchOutcome]]:
@@ -378,6 +392,7 @@ def _first_commit(view: CoordinatorView, part: CommitPart) -> FirstCommit | str:
             tuple(pending.owner_ids),
             pending.append_time_ms,
             records.unpack_batches(pending.packed_batches),
+            pending.rejected_batches,  # pending: a deletion since shows in the view's partitions instead
         )
     facts = None if view.file_pending(part.object_key) else view.committed_file(part.object_key)
     if facts is None:
@@ -392,7 +407,14 @@ def _first_commit(view: CoordinatorView, part: CommitPart) -> FirstCommit | str:
     batches = view.committed_batches(facts.file_id, partition_keys)
     if len(batches) != facts.live_batches:
         return f"with batches on partitions this request does not carry ({facts.live_batches - len(batches)})"
-    return FirstCommit(facts.file_size, facts.uploader_broker_id, facts.owner_ids, facts.committed_at_ms, batches)
+    return FirstCommit(
+        facts.file_size,
+        facts.uploader_broker_id,
+        facts.owner_ids,
+        facts.committed_at_ms,
+        batches,
+        facts.part_batches - facts.live_batches,
+    )
 
 
 def _retry_problem(view: CoordinatorView, part: CommitPart, first: FirstCommit) -> str | None:
@@ -412,6 +434,8 @@ def _retry_problem(view: CoordinatorView, part: CommitPart, first: FirstCommit) 
         # Deleted in the view: a DeleteRecords or DeleteTopics, perhaps not yet applied, removed it.
         if partition is None or stored.last_offset < partition.log_start_offset:
             return "and some of its batches were deleted since"
+    if first.missing:
+        return f"and {first.missing} of its batches here were rejected then or deleted since"
     accepted = [batch for batch, problem in zip(part.batches, part.problems, strict=True) if problem is None]
     if len(accepted) != len(first.batches):
         return (

@@ -71,6 +71,7 @@ def file_committed(
     owner_ids: Sequence[int],
     append_time_ms: int,
     batches: Sequence[CommittedBatch],
+    rejected_batches: int = 0,
 ) -> rec.MetadataRecord:
     return rec.MetadataRecord(
         file_committed=rec.FileCommitted(
@@ -81,6 +82,7 @@ def file_committed(
             owner_ids=owner_ids,
             append_time_ms=append_time_ms,
             packed_batches=pack_batches(batches),
+            rejected_batches=rejected_batches,
         )
     )
 

@@ -47,6 +47,8 @@ class FileFacts:
     is_last_owner: bool
     owned: bool  # this coordinator is the file's current owner
     delete_after_ms: int  # -1 until the last owner schedules the deletion
+    # The well-formed batches of its commit here, stored or rejected then (0 for a file taken by hand-over).
+    part_batches: int
 
 
 class CoordinatorView:

@@ -33,7 +33,7 @@ class TopicDeleted(_message.Message):
     def __init__(self, topic_id: _Optional[bytes] = ...) -> None: ...
 
 class FileCommitted(_message.Message):
-    __slots__ = ("file_id", "object_key", "file_size", "uploader_broker_id", "owner_ids", "append_time_ms", "packed_batches")
+    __slots__ = ("file_id", "object_key", "file_size", "uploader_broker_id", "owner_ids", "append_time_ms", "packed_batches", "rejected_batches")
     FILE_ID_FIELD_NUMBER: _ClassVar[int]
     OBJECT_KEY_FIELD_NUMBER: _ClassVar[int]
     FILE_SIZE_FIELD_NUMBER: _ClassVar[int]
@@ -41,6 +41,7 @@ class FileCommitted(_message.Message):
     OWNER_IDS_FIELD_NUMBER: _ClassVar[int]
     APPEND_TIME_MS_FIELD_NUMBER: _ClassVar[int]
     PACKED_BATCHES_FIELD_NUMBER: _ClassVar[int]
+    REJECTED_BATCHES_FIELD_NUMBER: _ClassVar[int]
     file_id: int
     object_key: str
     file_size: int
@@ -48,7 +49,8 @@ class FileCommitted(_message.Message):
     owner_ids: _containers.RepeatedScalarFieldContainer[int]
     append_time_ms: int
     packed_batches: bytes
-    def __init__(self, file_id: _Optional[int] = ..., object_key: _Optional[str] = ..., file_size: _Optional[int] = ..., uploader_broker_id: _Optional[int] = ..., owner_ids: _Optional[_Iterable[int]] = ..., append_time_ms: _Optional[int] = ..., packed_batches: _Optional[bytes] = ...) -> None: ...
+    rejected_batches: int
+    def __init__(self, file_id: _Optional[int] = ..., object_key: _Optional[str] = ..., file_size: _Optional[int] = ..., uploader_broker_id: _Optional[int] = ..., owner_ids: _Optional[_Iterable[int]] = ..., append_time_ms: _Optional[int] = ..., packed_batches: _Optional[bytes] = ..., rejected_batches: _Optional[int] = ...) -> None: ...
 
 class RecordsDeleted(_message.Message):
     __slots__ = ("partition_key", "log_start_offset")

@@ -260,6 +260,35 @@ def test_retry_of_a_commit_that_rejected_a_batch_is_invalid_request(broker: Brok
     assert high_watermark(broker.stub, topic_id, 0) == 2
 
 
+def on_coordinator(broker: Broker, topic_id: bytes, partitions: int, coordinator_id: int) -> int:
+    """A partition of the topic that `coordinator_id` holds."""
+    return next(p for p in range(partitions) if coordinator_of(broker.stub, topic_id, p) == coordinator_id)
+
+
+@pytest.mark.parametrize("first_answer", [pb.NONE, pb.OUT_OF_ORDER_SEQUENCE_NUMBER])
+def test_retry_after_a_topic_of_the_commit_was_deleted_is_invalid_request(broker: Broker, first_answer: int) -> None:
+    """The deleted topic's batch (stored or rejected then) leaves the retry's part: still no first answer to give."""
+    kept = broker.create_topic(topic_name("retry"), 1)
+    owner = coordinator_of(broker.stub, kept, 0)
+    deleted = broker.create_topic(topic_name("retry"), 4 * broker.coordinators)
+    partition = on_coordinator(broker, deleted, 4 * broker.coordinators, owner)
+    assert answers(broker.commit([batch(deleted, partition, 1, producer_id=PID, epoch=3, sequence=0)]))[0][0] == pb.NONE
+    sequence = 1 if first_answer == pb.NONE else 7
+    request = new_request(
+        laid_out([batch(deleted, partition, 2, producer_id=PID, epoch=3, sequence=sequence), batch(kept, 0, 3)]),
+        [owner],
+    )
+    assert [b.error_code for b in broker.stub.CommitFile(request).batches] == [first_answer, pb.NONE]
+    topics = broker.stub.DeleteTopics(pb.DeleteTopicsRequest(topic_ids=[deleted])).topics
+    assert [t.error_code for t in topics] == [pb.NONE]
+
+    response = broker.stub.CommitFile(request)
+
+    assert [b.error_code for b in response.batches] == [pb.UNKNOWN_TOPIC_OR_PARTITION, pb.INVALID_REQUEST]
+    assert "rejected then or deleted since" in response.batches[1].error_message
+    assert high_watermark(broker.stub, kept, 0) == 3
+
+
 def test_retry_of_a_commit_whose_batches_were_all_malformed_gets_the_same_answer(broker: Broker) -> None:
     topic_id = broker.create_topic(topic_name("retry"), 1)
     owner = coordinator_of(broker.stub, topic_id, 0)
@@ -348,4 +377,43 @@ def test_the_check_answers_a_retry_alike_from_the_pending_record_and_from_sqlite
     refused = commits.check_commit_part(view, part, 9_000)
     assert refused.records == []
     assert {o.error_code for o in refused.response} == {ErrorCode.INVALID_REQUEST}
+    store.close()
+
+
+@pytest.mark.parametrize("sequence", [1, 7], ids=["stored", "rejected"])
+def test_the_check_refuses_a_retry_whose_deleted_topic_left_its_part(tmp_path: Path, sequence: int) -> None:
+    """The router no longer sends a deleted topic's batch: the pending record and SQLite count it missing."""
+    store = StateStore(tmp_path / "state.sqlite", 0)
+    view = store.load_view()
+    end_offset = store.applied_offset
+    pending: list[tuple[int, list[rec.MetadataRecord]]] = []
+
+    def write(records: list[rec.MetadataRecord]) -> None:
+        nonlocal end_offset
+        end_offset += len(records)
+        for record in records:
+            interpreter.replay(view, record, end_offset)
+        pending.append((end_offset, records))
+
+    deleted = bytes(range(2, 18))
+    write(partitions.check_create_partitions(view, partitions.CreatePartitions(TOPIC, "t", (0,)), 0).records)
+    write(partitions.check_create_partitions(view, partitions.CreatePartitions(deleted, "d", (0,)), 0).records)
+    before = laid_out([batch(deleted, 0, 1, producer_id=PID, epoch=0, sequence=0)])
+    write(commits.check_commit_part(view, _part(before, "wal/before"), 1_000).records)
+    # The deleted topic's batch first, so that the part without it has the same file size.
+    batches = laid_out([batch(deleted, 0, 2, producer_id=PID, epoch=0, sequence=sequence), batch(TOPIC, 0, 3)])
+    first = commits.check_commit_part(view, _part(batches, "wal/retried"), 2_000)
+    assert [o.error_code for o in first.response][1] == ErrorCode.NONE
+    write(first.records)
+    write(partitions.check_delete_topic(view, partitions.DeleteTopic(deleted), 3_000).records)
+    retry = _part(batches[1:], "wal/retried")
+
+    from_pending = commits.check_commit_part(view, retry, 4_000)
+    store.apply(pending)
+    view.forget_applied_files(store.applied_offset)
+    from_sqlite = commits.check_commit_part(view, retry, 5_000)
+
+    for refused in (from_pending, from_sqlite):
+        assert refused.records == []
+        assert [o.error_code for o in refused.response] == [ErrorCode.INVALID_REQUEST]
     store.close()

@@ -16,7 +16,7 @@ from protos import records_pb2 as rec
 
 _INSERT_FILE = (
     "INSERT INTO files (file_id, object_key, file_size, uploader_broker_id, owner_ids, committed_at_ms, "
-    "live_batches, is_last_owner, owned, delete_after_ms) VALUES (?,?,?,?,?,?,?,?,?,-1)"
+    "live_batches, is_last_owner, owned, delete_after_ms, part_batches) VALUES (?,?,?,?,?,?,?,?,?,-1,?)"
 )
 
 
@@ -77,6 +77,7 @@ class FileCommittedKind:
                 len(batches),
                 int(owners[-1] == coordinator_id),
                 int(owners[0] == coordinator_id),  # the first owner owns a file from its commit
+                len(batches) + committed.rejected_batches,
             ),
         )
         if not batches:
@@ -150,6 +151,7 @@ class FileOwnershipTakenKind:
                 0,
                 int(owners[-1] == transaction.coordinator_id),
                 1,
+                0,  # no commit here: no part of one
             ),
         )
 

@@ -112,7 +112,7 @@ def max_timestamp_batch(db: apsw.Connection, partition_key: int) -> tuple[int, i
 
 _FILE_COLUMNS = (
     "file_id, object_key, file_size, uploader_broker_id, owner_ids, committed_at_ms, live_batches, is_last_owner, "
-    "owned, delete_after_ms"
+    "owned, delete_after_ms, part_batches"
 )
 # A file awaits deletion here when this coordinator is its last owner, owns it and has no live batch in it;
 # a file with no live batch here awaits hand-over otherwise (to the next owner, or from the one before).
@@ -120,10 +120,10 @@ _AWAITING_DELETION = "live_batches = 0 AND is_last_owner = 1 AND owned = 1"
 
 
 def _file_facts(row: tuple[Any, ...]) -> FileFacts:
-    file_id, key, size, uploader, owners, committed_at, live, last, owned, delete_after = row
+    file_id, key, size, uploader, owners, committed_at, live, last, owned, delete_after, part_batches = row
     return FileFacts(
         file_id, key, size, uploader, tuple(map(int, owners.split(","))), committed_at, live, bool(last),
-        bool(owned), delete_after,
+        bool(owned), delete_after, part_batches,
     )  # fmt: skip
 
 

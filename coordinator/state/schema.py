@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 # meta holds counters and the applied log offset, updated in the same
 # transaction as the state they describe.
@@ -20,6 +20,8 @@ STATEMENTS = (
         high_watermark INTEGER NOT NULL,
         UNIQUE (topic_id, partition)
     )""",
+    # part_batches: the well-formed batches of the file's commit here, stored or rejected (0 for a file
+    # taken by hand-over); a retried commit is answered again only while all of them are live (DESIGN §6a).
     """CREATE TABLE IF NOT EXISTS files (
         file_id INTEGER PRIMARY KEY,
         object_key TEXT NOT NULL UNIQUE,
@@ -30,7 +32,8 @@ STATEMENTS = (
         live_batches INTEGER NOT NULL,
         is_last_owner INTEGER NOT NULL,
         owned INTEGER NOT NULL,
-        delete_after_ms INTEGER NOT NULL
+        delete_after_ms INTEGER NOT NULL,
+        part_batches INTEGER NOT NULL
     )""",
     "CREATE INDEX IF NOT EXISTS files_live_by_time ON files (committed_at_ms) WHERE live_batches > 0",
     # The file workers' work list: files with no live batch left here (few, compared with live ones).
@@ -82,6 +85,14 @@ MIGRATIONS = {
     2: (
         "ALTER TABLE batches ADD COLUMN entry BLOB",
         "UPDATE meta SET value = 3 WHERE name = 'schema_version'",
+    ),
+    # Schema 3 -> 4: each file's well-formed batches of its commit here, stored or rejected (a retried
+    # commit is answered again only while all of them are live). Older rows take their live batches:
+    # a batch rejected or deleted before the migration goes unseen, as it did.
+    3: (
+        "ALTER TABLE files ADD COLUMN part_batches INTEGER NOT NULL DEFAULT 0",
+        "UPDATE files SET part_batches = live_batches",
+        "UPDATE meta SET value = 4 WHERE name = 'schema_version'",
     ),
 }
 
