@@ -114,6 +114,11 @@ def coordinator_gauges(node: Node) -> Iterator[tuple[str, str, str, dict[str, st
                labels, statistics.log_flush_count)  # fmt: skip
         yield ("diskless_coordinator_log_appends", "Operations appended to the metadata log since it loaded.",
                "counter", labels, statistics.log_append_count)  # fmt: skip
+        yield ("diskless_coordinator_state_checkpoints", "WAL checkpoints of the SQLite state on its own thread since "
+               "it loaded.", "counter", labels, statistics.state_checkpoints)  # fmt: skip
+        yield ("diskless_coordinator_state_checkpoints_in_apply", "WAL checkpoints an apply ran itself, the WAL past "
+               "eight thresholds (the thread found no moment to finish).", "counter", labels,
+               statistics.state_checkpoints_in_apply)  # fmt: skip
         role = shard.role
         yield ("diskless_coordinator_leader", "1 when this node leads the coordinator (always, alone).", "gauge",
                labels, 1.0 if shard.leads else 0.0)  # fmt: skip

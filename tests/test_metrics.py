@@ -103,6 +103,24 @@ def test_metrics_count_what_the_load_did(tmp_path: Path) -> None:
         assert server.stop() == 0
 
 
+def test_state_checkpoints_on_their_thread_are_counted(tmp_path: Path) -> None:
+    settings = {"diskless.metrics.listen": "127.0.0.1:0", "diskless.coordinator.state.checkpoint.pages": "4"}
+    server = ServerProcess(tmp_path / "data", coordinators=1, settings=settings).start()
+    try:
+        broker = Broker(server.stub, 1)
+        topic = broker.create_topic("checkpointed", 8)
+        for n in range(40):  # each commit dirties a page or more of the state: past the 4-page threshold
+            response = broker.commit(laid_out([batch(topic, (n + i) % 8, size=100) for i in range(8)]))
+            assert all(b.error_code == pb.NONE for b in response.batches)
+        deadline = time.monotonic() + 10
+        while total(samples := scrape(server), "diskless_coordinator_state_checkpoints_total") == 0:
+            assert time.monotonic() < deadline, "no checkpoint counted"
+            time.sleep(0.1)
+        assert ("diskless_coordinator_state_checkpoints_in_apply_total", (("coordinator", "0"),)) in samples
+    finally:
+        assert server.stop() == 0
+
+
 def test_logs_are_json_objects_when_asked(tmp_path: Path) -> None:
     server = ServerProcess(tmp_path / "data", settings={"diskless.log.format": "json"}).start()
     try:

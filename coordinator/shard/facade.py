@@ -60,6 +60,8 @@ class ShardStatistics:
     problem: str = ""  # why it is not serving (empty while ACTIVE)
     replica_lag: int = 0  # a follower's offsets behind its leader's log end, as last fetched (0 on the leader)
     leader_changes: int = 0  # new leaderships this replica was told of since the node started
+    state_checkpoints: int = 0  # WAL checkpoints of the state on its own thread since it loaded
+    state_checkpoints_in_apply: int = 0  # those an apply ran itself, the WAL past its hard bound
 
 
 class PartitionName(NamedTuple):
@@ -291,6 +293,8 @@ class CoordinatorShard:
             problem=self.problem,
             replica_lag=follower.lag if follower else 0,
             leader_changes=self._lifecycle.leader_changes,
+            state_checkpoints=loaded.store.checkpoints_completed if loaded else 0,
+            state_checkpoints_in_apply=loaded.store.checkpoints_in_apply if loaded else 0,
         )
 
     def replica_progress(self) -> list[ReplicaProgress]:
