@@ -56,13 +56,15 @@ def test_between_applies_the_thread_checkpoints_and_the_apply_never_does(tmp_pat
 
 
 def test_a_writer_that_never_pauses_still_has_a_bounded_wal(tmp_path: Path) -> None:
+    """No moment for the thread to finish: past the hard bound an apply checkpoints itself, once the pass ends."""
     path = tmp_path / "state.sqlite"
     store = StateStore(path, 0, checkpoint_pages=100)
-    files = _fill(store, 300)
+    files = _fill(store, 600)  # about 80 WAL pages per apply: 48,000 pages without checkpoints
     largest_wal = _wal_pages(path)  # the file keeps its largest size: it is reused, not cut
     store.close()
     assert store.checkpoints_in_apply > 0
-    assert largest_wal <= (HARD_BOUND_FACTOR + 2) * 100
+    # The hard bound, plus what the applies add while the thread's last pass ends (a few milliseconds).
+    assert largest_wal < 4 * HARD_BOUND_FACTOR * 100
     _assert_all_there(path, files)
 
 

@@ -13,8 +13,8 @@ SQLite starts the WAL over only when a write begins with every frame copied,
 so the thread repeats its pass while the writer added frames during the last
 one (each pass is shorter than the one before). Should the writer never leave
 it such a moment, the WAL would grow without end: past `HARD_BOUND_FACTOR` times
-the threshold the apply checkpoints itself, as SQLite would have, which no
-concurrent write can outrun. A failed pass (a busy WAL, a full disk) is
+the threshold the first apply that finds the thread idle checkpoints itself,
+as SQLite would have, which no concurrent write can outrun. A failed pass (a busy WAL, a full disk) is
 logged and tried again once the WAL has grown by another threshold.
 """
 
@@ -59,9 +59,9 @@ class WalCheckpoints:
     def written(self) -> None:
         """After a commit of the writer: starts a checkpoint past the threshold, or runs one past the hard bound."""
         running = self._running is not None and not self._running.done()
-        if self._wal_pages >= HARD_BOUND_FACTOR * self._threshold_pages:
-            if self._running is not None:
-                self._running.result()  # one pass at most: the two would only wait on each other
+        if self._past_hard_bound():
+            if running:  # the loop never waits for the thread: the first apply after its pass does this
+                return
             self._writer.wal_checkpoint(mode=apsw.SQLITE_CHECKPOINT_PASSIVE)
             self.completed_in_apply += 1
             self._wal_pages = 0
@@ -72,6 +72,9 @@ class WalCheckpoints:
             self._executor = ThreadPoolExecutor(1, thread_name_prefix=f"coordinator-{self._coordinator_id}-checkpoint")
         self._next_try_pages = self._threshold_pages
         self._running = self._executor.submit(self._checkpoint)
+
+    def _past_hard_bound(self) -> bool:
+        return self._wal_pages >= HARD_BOUND_FACTOR * self._threshold_pages
 
     def _checkpoint(self) -> None:
         try:
@@ -85,8 +88,8 @@ class WalCheckpoints:
                 wal_frames, copied = self._connection.wal_checkpoint(mode=apsw.SQLITE_CHECKPOINT_PASSIVE)
                 # Done once a pass copied every frame and the writer added none meanwhile (its next write then
                 # starts the WAL over); a reader holding old frames leaves some uncopied until it ends.
-                if copied < wal_frames or self._wal_pages <= wal_frames:
-                    break
+                if copied < wal_frames or self._wal_pages <= wal_frames or self._past_hard_bound():
+                    break  # past the hard bound the next apply checkpoints itself: no more passes here
             self.completed += 1
         except apsw.Error as error:  # busy, a full or failing disk: the WAL keeps the pages; try again later
             log.warning("coordinator %d: a checkpoint of %s failed: %s", self._coordinator_id, self._path, error)
