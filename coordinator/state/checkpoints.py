@@ -14,8 +14,10 @@ so the thread repeats its pass while the writer added frames during the last
 one (each pass is shorter than the one before). Should the writer never leave
 it such a moment, the WAL would grow without end: past `HARD_BOUND_FACTOR` times
 the threshold the first apply that finds the thread idle checkpoints itself,
-as SQLite would have, which no concurrent write can outrun. A failed pass (a busy WAL, a full disk) is
-logged and tried again once the WAL has grown by another threshold.
+as SQLite would have, which no concurrent write can outrun. A failed pass (a
+busy WAL, a full disk) is logged and tried again once the WAL has grown by
+another threshold (in an apply, at the next apply); damage met in an apply is
+raised, and the coordinator goes out of service and rebuilds its state.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ log = logging.getLogger(__name__)
 CHECKPOINT_PAGES_DEFAULT = 1000  # diskless.coordinator.state.checkpoint.pages (SQLite's own default)
 PASSES_MAX = 4  # passes of one checkpoint on the thread, each copying what the writer added during the last
 HARD_BOUND_FACTOR = 8  # WAL pages past this many thresholds: the apply checkpoints itself
+_DAMAGE = (apsw.CorruptError, apsw.NotADBError)  # the state file itself is damaged
 
 
 @final
@@ -62,7 +65,13 @@ class WalCheckpoints:
         if self._past_hard_bound():
             if running:  # the loop never waits for the thread: the first apply after its pass does this
                 return
-            self._writer.wal_checkpoint(mode=apsw.SQLITE_CHECKPOINT_PASSIVE)
+            try:
+                self._writer.wal_checkpoint(mode=apsw.SQLITE_CHECKPOINT_PASSIVE)
+            except _DAMAGE:
+                raise  # the apply's caller takes the coordinator out of service and rebuilds the state
+            except apsw.Error as error:  # the transaction is committed; its pages wait in the WAL for the next try
+                log.warning("coordinator %d: a checkpoint of %s failed: %s", self._coordinator_id, self._path, error)
+                return
             self.completed_in_apply += 1
             self._wal_pages = 0
             return
