@@ -111,6 +111,23 @@ def test_a_routing_client_commits_to_each_commit_process_directly(node: ServerPr
         assert all(r.error_code == pb.NONE for r in response.batches), response
     assert_every_acknowledged_batch_served(node, acknowledged)
 
+    async def read_routed() -> list[pb.FindBatchesResponse.PartitionResult]:
+        request = pb.FindBatchesRequest(
+            fetch_max_bytes=1 << 30,
+            topics=[pb.FindBatchesRequest.Topic(
+                topic_id=topic_id,
+                partitions=[pb.FindBatchesRequest.Partition(partition=p, offset=0, max_partition_fetch_bytes=1 << 30)
+                            for p in range(PARTITIONS)],
+            )],
+        )  # fmt: skip
+        async with RoutingClient([node.address]) as client:
+            await client.find_batches(request)  # learns the routes: the next read goes in one call to the shared reader
+            return list((await client.find_batches(request)).topics[0].partitions)
+
+    for p, result in enumerate(asyncio.run(read_routed())):
+        assert result.error_code == pb.NONE, result
+        assert [b.base_offset for b in result.batches] == sorted(acknowledged.offsets[p]), result
+
 
 def test_a_killed_commit_process_is_started_again_and_loses_nothing_acknowledged(node: ServerProcess) -> None:
     node.start()
