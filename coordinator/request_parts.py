@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
-from coordinator import commits
+from coordinator import commit_parts, commits
 from coordinator.result import ItemError
 from protos import coordinator_pb2 as pb
 
@@ -115,7 +115,7 @@ def commit_structure_problems(request: pb.CommitFileRequest) -> list[ItemError |
     A node checks byte-range overlap only among the batches it is sent; when parts go to several nodes,
     the client applies the rule to the whole file so an overlap across parts is still refused.
     """
-    return commits.batch_structure_problems(commits.request_batches(request.batches), request.file_size)
+    return commits.batch_structure_problems(commit_parts.request_batches(request.batches), request.file_size)
 
 
 def commit_error(problem: ItemError) -> pb.CommitFileResponse.BatchResult:

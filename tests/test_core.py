@@ -9,7 +9,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from coordinator import commits, interpreter, partitions
+from coordinator import commit_parts, commits, interpreter, partitions
 from coordinator.errors import ErrorCode
 from coordinator.state.store import StateStore
 from coordinator.view import CoordinatorView
@@ -36,10 +36,10 @@ def view_facts(view: CoordinatorView) -> dict[str, Any]:
     }
 
 
-def commit_part(batches: list[pb.CommitFileRequest.Batch], key: str) -> commits.CommitPart:
+def commit_part(batches: list[pb.CommitFileRequest.Batch], key: str) -> commit_parts.CommitPart:
     size = sum(b.size for b in batches)
-    read = commits.request_batches(batches)
-    return commits.CommitPart(key, size, 1, (0,), tuple(read), tuple(commits.batch_structure_problems(read, size)))
+    read = commit_parts.request_batches(batches)
+    return commit_parts.CommitPart(key, size, 1, (0,), tuple(read), tuple(commits.batch_structure_problems(read, size)))
 
 
 operation = st.one_of(

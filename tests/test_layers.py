@@ -106,6 +106,8 @@ RANKS: dict[str, float] = {
 PURE_CORE = {
     "coordinator.catalog",
     "coordinator.commits",
+    "coordinator.commit_parts",
+    "coordinator.retried_commits",
     "coordinator.partitions",
     "coordinator.producers",
     "coordinator.records",

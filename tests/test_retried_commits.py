@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from coordinator import commits, interpreter, partitions
+from coordinator import commit_parts, commits, interpreter, partitions
 from coordinator.errors import ErrorCode
 from coordinator.result import Result
 from coordinator.state.store import StateStore
@@ -303,17 +303,17 @@ def test_retry_of_a_commit_whose_batches_were_all_malformed_gets_the_same_answer
 # ---------------------------------------------------------------- the check itself, without a server
 
 
-def _outcomes(result: Result[list[commits.BatchOutcome]]) -> list[tuple[int, int, int, int, bool]]:
+def _outcomes(result: Result[list[commit_parts.BatchOutcome]]) -> list[tuple[int, int, int, int, bool]]:
     return [
         (o.error_code, o.assigned_base_offset, o.log_append_time, o.log_start_offset, o.is_duplicate)
         for o in result.response
     ]
 
 
-def _part(batches: list[Batch], key: str) -> commits.CommitPart:
-    read = commits.request_batches(batches)
+def _part(batches: list[Batch], key: str) -> commit_parts.CommitPart:
+    read = commit_parts.request_batches(batches)
     size = max(b.byte_offset + b.size for b in batches)
-    return commits.CommitPart(key, size, 1, (0,), tuple(read), tuple(commits.batch_structure_problems(read, size)))
+    return commit_parts.CommitPart(key, size, 1, (0,), tuple(read), tuple(commits.batch_structure_problems(read, size)))
 
 
 def test_the_check_answers_a_retry_alike_from_the_pending_record_and_from_sqlite(tmp_path: Path) -> None:

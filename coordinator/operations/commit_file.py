@@ -6,7 +6,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import final
 
-from coordinator import commits
+from coordinator import commit_parts, commits
 from coordinator.clock import Clock
 from coordinator.errors import CoordinatorUnavailable, ErrorCode, MalformedRequest
 from coordinator.operations.routing import NodeCoordinators
@@ -51,9 +51,9 @@ class CommitFiles:
                     log_start_offset=-1,
                 )
             return response
-        batches = commits.request_batches(request.batches)
+        batches = commit_parts.request_batches(request.batches)
         problems = commits.batch_structure_problems(batches, request.file_size)
-        outcomes: list[commits.BatchOutcome | None] = [None] * len(batches)
+        outcomes: list[commit_parts.BatchOutcome | None] = [None] * len(batches)
         by_coordinator = self._split(batches, problems, outcomes)
         self._coordinators.require_room(by_coordinator)
         owners = tuple(request.owner_ids)
@@ -62,7 +62,7 @@ class CommitFiles:
         operations = {
             coordinator_id: Operation(
                 commits.check_commit_part,
-                commits.CommitPart(
+                commit_parts.CommitPart(
                     request.object_key,
                     request.file_size,
                     request.uploader_broker_id,
@@ -81,7 +81,7 @@ class CommitFiles:
             indexes = by_coordinator[coordinator_id]
             if isinstance(outcome, CoordinatorUnavailable):
                 for index in indexes:
-                    outcomes[index] = commits.BatchOutcome(outcome.error_code, outcome.message)
+                    outcomes[index] = commit_parts.BatchOutcome(outcome.error_code, outcome.message)
             else:
                 for index, batch_outcome in zip(indexes, outcome, strict=True):
                     outcomes[index] = batch_outcome
@@ -91,9 +91,9 @@ class CommitFiles:
 
     def _split(
         self,
-        batches: Sequence[commits.RequestBatch],
+        batches: Sequence[commit_parts.RequestBatch],
         problems: Sequence[ItemError | None],
-        outcomes: list[commits.BatchOutcome | None],
+        outcomes: list[commit_parts.BatchOutcome | None],
     ) -> dict[int, list[int]]:
         """Batch indexes by coordinator; batches that reach none get their outcome now."""
         by_coordinator: dict[int, list[int]] = defaultdict(list)
@@ -102,7 +102,7 @@ class CommitFiles:
         for index, batch in enumerate(batches):
             item_problem = problems[index]
             if item_problem is not None and item_problem.error_code == ErrorCode.INVALID_REQUEST:
-                outcomes[index] = commits.BatchOutcome(item_problem.error_code, item_problem.message)
+                outcomes[index] = commit_parts.BatchOutcome(item_problem.error_code, item_problem.message)
                 continue
             assignment = assignments.get(batch.topic_id)
             if assignment is None:
@@ -112,12 +112,12 @@ class CommitFiles:
             if coordinator_id is None:
                 # A malformed batch is INVALID_RECORD even where its partition is unknown.
                 unknown = item_problem or self._coordinators.unknown_partition(batch.partition)
-                outcomes[index] = commits.BatchOutcome(unknown.error_code, unknown.message)
+                outcomes[index] = commit_parts.BatchOutcome(unknown.error_code, unknown.message)
                 continue
             by_coordinator[coordinator_id].append(index)
         return by_coordinator
 
-    def _answer(self, outcomes: Sequence[commits.BatchOutcome | None], response: pb.CommitFileResponse) -> None:
+    def _answer(self, outcomes: Sequence[commit_parts.BatchOutcome | None], response: pb.CommitFileResponse) -> None:
         add = response.batches.add
         rejected = self._coordinators.metrics.rejected_batches
         for outcome in outcomes:
@@ -140,8 +140,8 @@ class CommitFiles:
     def _count_commit(
         self,
         coordinator_id: int,
-        batches: Sequence[commits.RequestBatch],
-        outcomes: Sequence[commits.BatchOutcome],
+        batches: Sequence[commit_parts.RequestBatch],
+        outcomes: Sequence[commit_parts.BatchOutcome],
     ) -> None:
         metrics = self._coordinators.metrics
         label = str(coordinator_id)
