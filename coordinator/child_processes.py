@@ -46,6 +46,54 @@ async def keep_running(
             await asyncio.wait_for(stopping.wait(), wait_ms / 1000)
 
 
+async def run_started_child(
+    process: BaseProcess,
+    connection: Connection,
+    stopping: asyncio.Event,
+    start_timeout_ms: int,
+    on_listening: Callable[[int], None],
+    on_message: Callable[[Any], None],
+) -> str:
+    """Watches a started child until it ends; why it ended. Its first ("listening", port) goes to `on_listening`,
+    later messages to `on_message`; a child still alive when this returns is killed, unless it is being stopped."""
+    loop = asyncio.get_running_loop()
+    listening: asyncio.Future[int] = loop.create_future()
+    ended = asyncio.Event()
+
+    def readable() -> None:
+        try:
+            message: Any = connection.recv()
+        except (EOFError, OSError):
+            loop.remove_reader(connection.fileno())  # the end stays readable: once is enough
+            if not listening.done():
+                listening.set_exception(EOFError())
+                listening.exception()  # retrieved: the waiter may have timed out already
+            ended.set()
+            return
+        if message[0] == "listening" and not listening.done():
+            listening.set_result(int(message[1]))
+        else:
+            on_message(message)
+
+    loop.add_reader(connection.fileno(), readable)
+    try:
+        try:
+            port = await asyncio.wait_for(asyncio.shield(listening), start_timeout_ms / 1000)
+        except TimeoutError:
+            return f"did not listen within {start_timeout_ms} ms"
+        except EOFError:
+            return f"exited before listening (exit code {await exit_code(process)})"
+        on_listening(port)
+        await ended.wait()
+        if stopping.is_set():
+            return "stopped"
+        return f"exited (exit code {await exit_code(process)})"
+    finally:
+        loop.remove_reader(connection.fileno())
+        if process.is_alive() and not stopping.is_set():
+            process.kill()
+
+
 async def exit_code(process: BaseProcess) -> int | None:
     """The child's exit code, once it exited (waited for off the loop, at most the grace period)."""
     await asyncio.get_running_loop().run_in_executor(None, process.join, STOP_GRACE_S)

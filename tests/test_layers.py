@@ -36,6 +36,7 @@ RANKS: dict[str, float] = {
     "coordinator.operator_parsers": 5.6,
     "coordinator.admin_service": 4.5,
     "coordinator.node": 4,
+    "coordinator.node_gauges": 4.5,  # the per-coordinator metrics a scrape reads off the node
     # Reader processes: FindBatches off the node's loop; the supervisor runs in the node, the worker apart.
     "coordinator.readers.supervisor": 4.9,
     # A node spread over commit processes: the first process's part beside the node, the plan below everything.

@@ -19,7 +19,7 @@ from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 from typing import Any, final
 
-from coordinator.child_processes import exit_code, keep_running, stop_children
+from coordinator.child_processes import keep_running, run_started_child, stop_children
 from coordinator.errors import ErrorCode
 from coordinator.processes.commit_process import CommitProcessPlan
 from coordinator.processes.layout import ProcessLayout
@@ -123,30 +123,18 @@ class CommitProcesses:
         process.start()
         theirs.close()
         slot.process, slot.connection = process, ours
-        listening: asyncio.Future[int] = asyncio.get_running_loop().create_future()
-        ended = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        loop.add_reader(ours.fileno(), self._readable, slot, listening, ended)
-        try:
-            try:
-                port = await asyncio.wait_for(
-                    asyncio.shield(listening), self._settings.read_process_start_timeout_ms / 1000
-                )
-            except TimeoutError:
-                return f"did not listen within {self._settings.read_process_start_timeout_ms} ms"
-            except EOFError:
-                return f"exited before listening (exit code {await exit_code(process)})"
+
+        def listening(port: int) -> None:
             log.info("commit process %d (pid %d) listening on port %d", slot.index, process.pid, port)
-            await ended.wait()
-            if self._stopping.is_set():
-                return "stopped"
-            return f"exited (exit code {await exit_code(process)})"
+
+        try:
+            return await run_started_child(
+                process, ours, self._stopping, self._settings.read_process_start_timeout_ms, listening,
+                lambda message: self._message(slot, message),
+            )  # fmt: skip
         finally:
             slot.first_start_over.set()
-            loop.remove_reader(ours.fileno())
             self._out_of_service(slot)
-            if process.is_alive() and not self._stopping.is_set():
-                process.kill()
             ours.close()
             slot.connection = None
 
@@ -159,21 +147,8 @@ class CommitProcesses:
             slot.serving = False
             self._on_change()
 
-    def _readable(self, slot: CommitSlot, listening: asyncio.Future[int], ended: asyncio.Event) -> None:
-        connection = slot.connection
-        assert connection is not None  # read only between the start and the removal of this callback
-        try:
-            message: Any = connection.recv()
-        except (EOFError, OSError):
-            asyncio.get_running_loop().remove_reader(connection.fileno())
-            if not listening.done():
-                listening.set_exception(EOFError())
-                listening.exception()  # retrieved: the waiter may have timed out already
-            ended.set()
-            return
-        if message[0] == "listening" and not listening.done():
-            listening.set_result(int(message[1]))
-        elif message[0] == "serving":
+    def _message(self, slot: CommitSlot, message: Any) -> None:
+        if message[0] == "serving":
             slot.serving = bool(message[1])
             slot.first_start_over.set()
             self._on_change()

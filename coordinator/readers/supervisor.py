@@ -17,7 +17,7 @@ from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 from typing import Any, final
 
-from coordinator.child_processes import exit_code, keep_running, stop_children
+from coordinator.child_processes import keep_running, run_started_child, stop_children
 from coordinator.errors import CoordinatorUnavailable
 from coordinator.readers.board import READABLE, Status, StatusBoard
 from coordinator.readers.counters import CallCounts
@@ -139,52 +139,27 @@ class ReadProcesses:
         process.start()
         theirs.close()  # the pipe ends when the reader's process does
         slot.process, slot.connection = process, ours
-        listening: asyncio.Future[int] = asyncio.get_running_loop().create_future()
-        ended = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        loop.add_reader(ours.fileno(), self._readable, slot, listening, ended)
-        try:
-            try:
-                slot.port = await asyncio.wait_for(
-                    asyncio.shield(listening), self._settings.read_process_start_timeout_ms / 1000
-                )
-            except TimeoutError:
-                return f"did not listen within {self._settings.read_process_start_timeout_ms} ms"
-            except EOFError:
-                return f"exited before listening (exit code {await exit_code(process)})"
-            slot.up = True
+
+        def listening(port: int) -> None:
+            slot.port, slot.up = port, True
             self._on_addresses(self.addresses())
             slot.first_start_over.set()
-            await ended.wait()
-            if self._stopping.is_set():
-                return "stopped"
-            return f"exited (exit code {await exit_code(process)})"
+
+        try:
+            return await run_started_child(
+                process, ours, self._stopping, self._settings.read_process_start_timeout_ms, listening,
+                lambda message: self._message(slot, message),
+            )  # fmt: skip
         finally:
             slot.first_start_over.set()
-            loop.remove_reader(ours.fileno())
             if slot.up:
                 slot.up = False
                 self._on_addresses(self.addresses())
-            if process.is_alive() and not self._stopping.is_set():
-                process.kill()
             ours.close()
             slot.connection = None
 
-    def _readable(self, slot: ReaderSlot, listening: asyncio.Future[int], ended: asyncio.Event) -> None:
-        connection = slot.connection
-        assert connection is not None  # read only between the reader's start and the removal of this callback
-        try:
-            message: Any = connection.recv()
-        except (EOFError, OSError):
-            asyncio.get_running_loop().remove_reader(connection.fileno())  # the end stays readable: once is enough
-            if not listening.done():
-                listening.set_exception(EOFError())
-                listening.exception()  # retrieved: the waiter may have timed out already
-            ended.set()
-            return
-        if message[0] == "listening" and not listening.done():
-            listening.set_result(int(message[1]))
-        elif message[0] == "damage":
+    def _message(self, slot: ReaderSlot, message: Any) -> None:
+        if message[0] == "damage":
             self._damage_reported(slot, int(message[1]), int(message[2]), str(message[3]))
 
     async def stop(self) -> None:
