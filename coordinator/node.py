@@ -24,6 +24,7 @@ from coordinator.replication.role import ReplicaRole, RoleKind
 from coordinator.router import Router
 from coordinator.settings import Settings
 from coordinator.shard import CoordinatorShard, ShardState
+from coordinator.shard.append_ticks import AppendTicks
 from protos import records_pb2 as rec
 
 log = logging.getLogger(__name__)
@@ -46,6 +47,7 @@ class Node:
         self.settings = settings
         clock = clock or SystemClock()
         self.metrics = metrics or Metrics()
+        ticks = AppendTicks(settings.append_linger_ms)  # a commit's parts on several coordinators written together
         self.shards = [
             CoordinatorShard(
                 i,
@@ -57,6 +59,7 @@ class Node:
                 self._topic_records_applied,
                 None if roles is None else roles[i],
                 link,
+                ticks,
             )
             for i in range(settings.coordinators)
         ]

@@ -50,9 +50,10 @@ class Settings:
     )
     append_linger_ms: int = _setting(
         "diskless.coordinator.append.linger.ms",
-        10,
+        5,
         "how long a group waits for more operations before its write, when other callers' commits are under way "
-        "(a lone caller's is written at once; 0: never wait)",
+        "(a lone caller's is written at once; 0: never wait); every coordinator of a process that waits is "
+        "written at the same tick",
     )
     pipeline_enable: bool = _setting(
         "diskless.coordinator.pipeline.enable",

@@ -70,6 +70,7 @@ RANKS: dict[str, float] = {
     "coordinator.shard.lifecycle": 1.9,
     "coordinator.shard.snapshots": 1.85,
     "coordinator.shard.pipeline": 1.8,
+    "coordinator.shard.append_ticks": 1.5,  # one linger timer for every coordinator of a process
     "coordinator.shard.availability": 1.5,  # the lifecycle's states and what each answers callers
     "coordinator.shard.loading": 1.8,
     "coordinator.peers": 1,

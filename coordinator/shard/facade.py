@@ -26,6 +26,7 @@ from coordinator.replication.leader import ReplicaProgress, refused_epoch_end, r
 from coordinator.replication.link import ClusterLink
 from coordinator.replication.role import ReplicaRole, RoleKind
 from coordinator.settings import Settings
+from coordinator.shard.append_ticks import AppendTicks
 from coordinator.shard.availability import ShardState
 from coordinator.shard.lifecycle import Lifecycle
 from coordinator.shard.loading import Loaded
@@ -83,6 +84,7 @@ class CoordinatorShard:
         on_topic_records: TopicRecordsApplied | None = None,
         role: ReplicaRole | None = None,
         link: ClusterLink | None = None,
+        ticks: AppendTicks | None = None,
     ) -> None:
         self.coordinator_id = coordinator_id
         self.directory = directory
@@ -100,6 +102,7 @@ class CoordinatorShard:
             on_topic_records,
             role,
             link,
+            ticks,
         )
         self._snapshots = self._lifecycle.snapshots
 

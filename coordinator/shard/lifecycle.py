@@ -38,6 +38,7 @@ from coordinator.replication.link import ClusterLink
 from coordinator.replication.role import ReplicaRole, RoleKind
 from coordinator.replication.snapshot_transfer import install_snapshot
 from coordinator.settings import Settings
+from coordinator.shard.append_ticks import AppendTicks
 from coordinator.shard.availability import TRANSITIONS, ShardState, not_leading, unavailable
 from coordinator.shard.loading import (
     NEEDS_OPERATOR,
@@ -72,8 +73,10 @@ class Lifecycle:
         on_topic_records: TopicRecordsApplied | None,
         role: ReplicaRole | None = None,
         link: ClusterLink | None = None,
+        ticks: AppendTicks | None = None,
     ) -> None:
         self.coordinator_id = coordinator_id
+        self._ticks = ticks  # the process's append ticks, shared with its other coordinators
         self._role = role  # None: alone, the leader of everything
         self._link = link
         self._role_changed = asyncio.Event()
@@ -345,6 +348,7 @@ class Lifecycle:
                 self._on_topic_records,
                 self._leader,
                 loaded.unapplied,
+                self._ticks,
             )
             if self._closing:  # closed while loading: the pipeline only drains, and nothing waits for followers
                 self._pipeline.close()

@@ -33,6 +33,7 @@ from coordinator.log.frame import encode_frame
 from coordinator.metrics import Metrics
 from coordinator.result import Result
 from coordinator.settings import Settings, property_name
+from coordinator.shard.append_ticks import AppendTicks
 from coordinator.shard.operation import Operation, RequestT, ResponseT
 from coordinator.shard.ports import (
     AppliedFrame,
@@ -94,7 +95,7 @@ class _Group:
     frames: list[bytes] = field(default_factory=list)
     applied: list[AppliedFrame] = field(default_factory=list)
     end_offset: int = 0
-    opened_at: float = -1.0  # loop time the linger started, -1 before
+    tick: int = -1  # the append tick it is written at, once it waits for one
     may_linger: bool = False  # an operation in it came while other callers' operations were under way
 
 
@@ -127,6 +128,7 @@ class Pipeline:
         on_topic_records: TopicRecordsApplied | None,
         replication: Replication | None = None,
         unapplied: Sequence[AppliedFrame] = (),
+        ticks: AppendTicks | None = None,
     ) -> None:
         self.coordinator_id = coordinator_id
         self._settings = settings
@@ -144,7 +146,8 @@ class Pipeline:
         self._inflight: asyncio.Future[CoordinatorUnavailable | None] | None = None
         self._inflight_group = _Group()
         self._applied_waiters: list[tuple[int, asyncio.Future[None]]] = []
-        self._linger_timer: asyncio.TimerHandle | None = None
+        # The process's ticks: a commit's parts on several coordinators are written together.
+        self._ticks = ticks or AppendTicks(settings.append_linger_ms)
         self._closing = False
         self._reported_damage: Exception | None = None
         self._next_offset = end_offset  # speculative log end: records checked, maybe not yet written
@@ -263,31 +266,25 @@ class Pipeline:
                 self._next_offset = group.end_offset = end_offset
 
     def _linger_over(self) -> bool:
-        """Whether the open group may be written now: linger elapsed, group full, nothing to wait for, or closing.
+        """Whether the open group may be written now: its tick came, group full, nothing to wait for, or closing.
 
         A group waits only when its operations came while other callers' were under way: more are then
         on their way, and one SQLite transaction and one fsync will serve them all. A lone caller's
-        operation is written at once, so the linger costs nothing when there is nothing to group.
+        operation is written at once, so the linger costs nothing when there is nothing to group. A
+        group that waits is written at the process's next append tick, with every other coordinator's.
         """
-        linger_s = self._settings.append_linger_ms / 1000
-        if linger_s <= 0 or self._closing or not self._group.may_linger or not self._settings.pipeline_enable:
+        if (
+            self._settings.append_linger_ms <= 0
+            or self._closing
+            or not self._group.may_linger
+            or not self._settings.pipeline_enable
+        ):
             return True
         if len(self._group.operations) >= self._settings.group_commit_max_operations:
             return True
-        loop = asyncio.get_running_loop()
-        now = loop.time()
-        if self._group.opened_at < 0:
-            self._group.opened_at = now
-        remaining_s = self._group.opened_at + linger_s - now
-        if remaining_s <= 0:
-            return True
-        if self._linger_timer is None:  # re-armed after an early fire: timers may run a hair before time
-            self._linger_timer = loop.call_later(remaining_s, self._linger_ended)
-        return False
-
-    def _linger_ended(self) -> None:
-        self._linger_timer = None
-        self._wakeup.set()
+        if self._group.tick < 0:
+            self._group.tick = self._ticks.next_tick(self._wakeup)
+        return self._ticks.passed(self._group.tick)
 
     def _start_flush(self) -> None:
         group, self._group = self._group, _Group()
@@ -380,9 +377,6 @@ class Pipeline:
         if self._inflight is not None:
             with contextlib.suppress(Exception):  # the failure being handled, or the same write's
                 await self._inflight
-        if self._linger_timer is not None:
-            self._linger_timer.cancel()
-            self._linger_timer = None
         self._inflight, self._inflight_group, self._group, self._applied_waiters = None, _Group(), _Group(), []
 
     def fail_queued(self, code: ErrorCode, message: str) -> None:
