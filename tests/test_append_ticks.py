@@ -88,3 +88,20 @@ def test_without_a_shared_tick_each_group_lingers_from_its_own_start() -> None:
     """The contrast the ticks remove: each pipeline alone waits a linger from its own group's start."""
     _, first, second = asyncio.run(write_two_parts(shared_ticks=False))
     assert second - first >= SECOND_PART_AFTER_S - 0.05, f"the parts were written {second - first:.3f} s apart"
+
+
+def test_ticks_come_on_a_new_event_loop_after_the_old_one_ended_with_a_tick_armed() -> None:
+    """A node's tests run it on one loop, then another: the timer armed on the first never fires, so the
+    second loop arms its own (and drops the first loop's waiters)."""
+    ticks = AppendTicks(50)
+
+    async def wait_for_a_tick(started_tick_only: bool) -> bool:
+        wakeup = asyncio.Event()
+        tick = ticks.next_tick(wakeup)
+        if started_tick_only:
+            return False  # the loop ends with its timer armed and this event waiting
+        await asyncio.wait_for(wakeup.wait(), 5)
+        return ticks.passed(tick)
+
+    asyncio.run(wait_for_a_tick(started_tick_only=True))
+    assert asyncio.run(wait_for_a_tick(started_tick_only=False))

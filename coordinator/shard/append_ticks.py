@@ -29,7 +29,11 @@ class AppendTicks:
     def next_tick(self, wakeup: asyncio.Event) -> int:
         """The tick a group that begins waiting now is written at; `wakeup` is set when it comes."""
         loop = asyncio.get_running_loop()
-        if self._timer is None or self._timer_loop is not loop:  # a node's tests may run it on a new loop
+        if self._timer is not None and self._timer_loop is not loop:
+            # A node's tests may run it on a new loop: what waited on the old one is gone with it.
+            self._timer.cancel()
+            self._timer, self._waiting = None, []
+        if self._timer is None:
             self._timer = loop.call_later(self._linger_s, self._tick)
             self._timer_loop = loop
         self._waiting.append(wakeup)
