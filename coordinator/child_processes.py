@@ -46,6 +46,17 @@ async def keep_running(
             await asyncio.wait_for(stopping.wait(), wait_ms / 1000)
 
 
+def start_child(
+    context: Any, target: Callable[..., None], args: tuple[Any, ...], name: str, daemon: bool
+) -> tuple[BaseProcess, Connection]:
+    """Starts a child with `args` and its end of a new pipe last; the child and the parent's end of the pipe."""
+    ours, theirs = context.Pipe()
+    process = context.Process(target=target, args=(*args, theirs), name=name, daemon=daemon)
+    process.start()
+    theirs.close()  # the pipe ends when the child's process does
+    return process, ours
+
+
 async def run_started_child(
     process: BaseProcess,
     connection: Connection,

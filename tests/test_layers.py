@@ -73,6 +73,7 @@ RANKS: dict[str, float] = {
     "coordinator.shard.append_ticks": 1.5,  # one linger timer for every coordinator of a process
     "coordinator.shard.availability": 1.5,  # the lifecycle's states and what each answers callers
     "coordinator.shard.loading": 1.8,
+    "coordinator.shard.directory": 1.82,  # its lock and what the next load checks first
     "coordinator.peers": 1,
     "coordinator.state.replay": 1.5,
     "coordinator.state.store": 1.1,

@@ -19,7 +19,7 @@ from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 from typing import Any, final
 
-from coordinator.child_processes import keep_running, run_started_child, stop_children
+from coordinator.child_processes import keep_running, run_started_child, start_child, stop_children
 from coordinator.errors import ErrorCode
 from coordinator.processes.commit_process import CommitProcessPlan
 from coordinator.processes.layout import ProcessLayout
@@ -113,15 +113,10 @@ class CommitProcesses:
         plan = CommitProcessPlan(
             slot.index, self.layout, commit_process_settings(self._settings, self.layout, slot.index)
         )
-        ours, theirs = self._context.Pipe()
-        process = self._context.Process(
-            target=self._target,
-            args=(plan, self.board.words, theirs),
-            name=f"diskless-commit-{slot.index}",
-            daemon=False,  # it has work to drain when stopped; the pipe's end stops it if this process dies
+        # Not a daemon: it has work to drain when stopped; the pipe's end stops it if this process dies.
+        process, ours = start_child(
+            self._context, self._target, (plan, self.board.words), f"diskless-commit-{slot.index}", daemon=False
         )
-        process.start()
-        theirs.close()
         slot.process, slot.connection = process, ours
 
         def listening(port: int) -> None:

@@ -17,7 +17,7 @@ from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 from typing import Any, final
 
-from coordinator.child_processes import keep_running, run_started_child, stop_children
+from coordinator.child_processes import keep_running, run_started_child, start_child, stop_children
 from coordinator.errors import CoordinatorUnavailable
 from coordinator.readers.board import READABLE, Status, StatusBoard
 from coordinator.readers.counters import CallCounts
@@ -129,15 +129,10 @@ class ReadProcesses:
         plan = ReaderPlan(
             slot.index, self._settings, self._host, slot.port, tuple(shard.directory for shard in self._shards)
         )
-        ours, theirs = self._context.Pipe()
-        process = self._context.Process(
-            target=run_reader,
-            args=(plan, self.board.words, self.counts.words, theirs),
-            name=f"diskless-reader-{slot.index}",
+        process, ours = start_child(
+            self._context, run_reader, (plan, self.board.words, self.counts.words), f"diskless-reader-{slot.index}",
             daemon=True,
-        )
-        process.start()
-        theirs.close()  # the pipe ends when the reader's process does
+        )  # fmt: skip
         slot.process, slot.connection = process, ours
 
         def listening(port: int) -> None:

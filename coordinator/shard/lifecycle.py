@@ -28,7 +28,6 @@ from typing import final
 
 from coordinator.backoff import Backoff
 from coordinator.clock import Clock
-from coordinator.directory_lock import DirectoryLock
 from coordinator.errors import CoordinatorUnavailable, ErrorCode
 from coordinator.invariants import check_invariant
 from coordinator.metrics import Metrics
@@ -40,19 +39,11 @@ from coordinator.replication.snapshot_transfer import install_snapshot
 from coordinator.settings import Settings
 from coordinator.shard.append_ticks import AppendTicks
 from coordinator.shard.availability import TRANSITIONS, ShardState, not_leading, unavailable
-from coordinator.shard.loading import (
-    NEEDS_OPERATOR,
-    STATE_DAMAGE,
-    Loaded,
-    LoadPlan,
-    close_loaded,
-    failure_kind,
-    open_coordinator,
-)
+from coordinator.shard.directory import CoordinatorDirectory
+from coordinator.shard.loading import NEEDS_OPERATOR, Loaded, close_loaded, failure_kind
 from coordinator.shard.pipeline import Pipeline
 from coordinator.shard.ports import TopicRecordsApplied
 from coordinator.shard.snapshots import SnapshotScheduler
-from coordinator.state.integrity import leave_clean_close_mark, take_clean_close_mark
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +74,7 @@ class Lifecycle:
         self._leader: LeaderReplication | None = None
         self._loaded_role: ReplicaRole | None = role  # the role the files were loaded in
         self._follower: Follower | None = None
-        self._directory = directory
+        self._directory = CoordinatorDirectory(coordinator_id, directory, settings)
         self._settings = settings
         self._clock = clock
         self._metrics = metrics
@@ -97,9 +88,6 @@ class Lifecycle:
         self._stopping = asyncio.Event()  # set by close: ends a wait between load attempts
         self._task: asyncio.Task[None] | None = None
         self._problem = ""  # why the coordinator is not serving, for callers, DescribeCoordinators and the log
-        self._rebuild_state_reason = ""  # the next load sets the state aside and rebuilds it, for this reason
-        self._verify_state = settings.state_verify_on_load == "always"  # the next load checks the state first
-        self._directory_lock: DirectoryLock | None = None
         self._loaded: Loaded | None = None
         # The last pipeline stays after a failure: its statistics (log end, high watermark) are still reported.
         self._pipeline: Pipeline | None = None
@@ -272,7 +260,9 @@ class Lifecycle:
             return  # no longer following: the next load is in the new role
         log.warning("coordinator %d: %s; fetching the leader's snapshot", self.coordinator_id, reason)
         try:
-            await install_snapshot(self.coordinator_id, self._directory, role, self._settings, self._link.internal_stub)
+            await install_snapshot(
+                self.coordinator_id, self._directory.path, role, self._settings, self._link.internal_stub
+            )
         except Exception as error:  # the leader gone, a damaged transfer: the next load tries again
             wait_ms = backoff.failed()
             log.error("coordinator %d: snapshot fetch failed (%s); again in %d ms", self.coordinator_id, error, wait_ms)
@@ -296,11 +286,14 @@ class Lifecycle:
         # going ACTIVE while this one closes its files reads every ACTIVE one's partitions (the node's catalog).
         if self._state is ShardState.ACTIVE and not self._closing:
             self._transition(ShardState.LOADING)
-        not_coordinator = CoordinatorUnavailable(ErrorCode.NOT_COORDINATOR, reason)
+        await self._end_serving(CoordinatorUnavailable(ErrorCode.NOT_COORDINATOR, reason))
+
+    async def _end_serving(self, answer: CoordinatorUnavailable) -> None:
+        """Closes the leader's replication, answers everything waiting with `answer`, closes log and state."""
         if self._leader is not None:
-            self._leader.close(reason)
+            self._leader.close(answer.message)
         if self._pipeline is not None and self._follower is None:
-            await self._pipeline.fail_everything(not_coordinator)
+            await self._pipeline.fail_everything(answer)
         self._leader, self._follower = None, None
         async with self.snapshots.files_lock:
             await asyncio.get_running_loop().run_in_executor(self._executor, self._close_files)
@@ -380,22 +373,7 @@ class Lifecycle:
 
     def _load_blocking(self, role: ReplicaRole | None) -> Loaded:
         """On the coordinator's thread: takes the directory, opens log and state; on failure leaves nothing open."""
-        self._directory.mkdir(parents=True, exist_ok=True)
-        if self._directory_lock is None:
-            self._directory_lock = DirectoryLock(self._directory)
-        if not take_clean_close_mark(self._directory) and self._settings.state_verify_on_load != "never":
-            self._verify_state = True  # a crash, or a state this node did not close: it may be damaged
-        plan = LoadPlan(
-            self.coordinator_id,
-            self._directory,
-            self._settings,
-            self._verify_state,
-            self._rebuild_state_reason,
-            role,
-        )
-        loaded = open_coordinator(plan)
-        self._verify_state = self._settings.state_verify_on_load == "always"
-        self._rebuild_state_reason = ""
+        loaded = self._directory.open(role)
         self.snapshots.note_newest_snapshot(loaded)
         return loaded
 
@@ -405,25 +383,17 @@ class Lifecycle:
         self._problem = f"{what}: {error}" if isinstance(error, NEEDS_OPERATOR) else f"{what}: {kind}: {error}"
         self._metrics.coordinator_failures.labels(str(self.coordinator_id), kind).inc()
         log.error("coordinator %d out of service (%s): %s", self.coordinator_id, kind, self._problem)
-        if isinstance(error, STATE_DAMAGE):
-            self._rebuild_state_reason = f"{type(error).__name__}: {error}"
-        if self._settings.state_verify_on_load != "never":
-            self._verify_state = True  # whatever failed may have left the state damaged
+        self._directory.failed(error)
         self._transition(ShardState.FAILED)
 
     async def _take_out_of_service(self, error: BaseException) -> None:
         """Answers everything waiting at once (retriable), then closes log and state for the next load."""
         self._out_of_service(error, "failed")
-        unavailable = CoordinatorUnavailable(
-            ErrorCode.COORDINATOR_NOT_AVAILABLE, f"coordinator {self.coordinator_id} failed ({error}); retry"
+        await self._end_serving(
+            CoordinatorUnavailable(
+                ErrorCode.COORDINATOR_NOT_AVAILABLE, f"coordinator {self.coordinator_id} failed ({error}); retry"
+            )
         )
-        if self._leader is not None:
-            self._leader.close(str(unavailable))
-        if self._follower is None and self._pipeline is not None:
-            await self._pipeline.fail_everything(unavailable)
-        self._leader, self._follower = None, None
-        async with self.snapshots.files_lock:
-            await asyncio.get_running_loop().run_in_executor(self._executor, self._close_files)
 
     def _ended(self, task: asyncio.Task[None]) -> None:
         """The loop ends on close or when an operator is needed; anything else is a bug, reported loudly."""
@@ -462,11 +432,10 @@ class Lifecycle:
         loop = asyncio.get_running_loop()
         closed_cleanly = await loop.run_in_executor(self._executor, self._close_files)
         if serving and closed_cleanly:
-            await loop.run_in_executor(self._executor, leave_clean_close_mark, self._directory)
+            await loop.run_in_executor(self._executor, self._directory.closed_cleanly)
 
     def release_directory(self) -> None:
-        if self._directory_lock is not None:
-            self._directory_lock.release()
+        self._directory.release()
 
     def _close_files(self) -> bool:
         """Closes log and state (on the coordinator's thread); False if either failed to close."""
