@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import final
 
-from coordinator.routing_client import RoutingClient
+from coordinator.client.routing_client import RoutingClient
 from protos import coordinator_pb2 as pb
 
 INT32_MAX = 2**31 - 1

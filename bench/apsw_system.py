@@ -1,6 +1,6 @@
 """The physical limit: the rows a commit writes, inserted with apsw directly, one durable transaction per commit.
 
-Same schema and rows as a coordinator's state (coordinator/state/schema.py): one
+Same schema and rows as a coordinator's state (coordinator/machine/state/schema.py): one
 `files` row, one `batches` row per stored batch, the partitions' high
 watermarks and the producers' windows. No gRPC, no metadata log, no checks
 beyond duplicate detection; `synchronous=FULL` makes every commit fsync the WAL
@@ -17,10 +17,10 @@ import apsw
 
 from bench.systems import Counters, FindOutcome, FindPosition, process_cpu_s, process_write_bytes
 from bench.workload import CommitSpec
-from coordinator.fetch_wire import batch_entry
-from coordinator.producers import ProducerWindow, WindowEntry, advance_window, decode_window, encode_window
-from coordinator.state.reads import one_row
-from coordinator.state.schema import STATEMENTS
+from coordinator.machine.batch_entries import batch_entry
+from coordinator.machine.producers import ProducerWindow, WindowEntry, advance_window, decode_window, encode_window
+from coordinator.machine.state.reads import one_row
+from coordinator.machine.state.schema import STATEMENTS
 
 APPEND_TIME_MS = 1_700_000_000_000
 

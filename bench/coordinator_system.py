@@ -21,7 +21,7 @@ from bench.acknowledged import AcknowledgedBatches
 from bench.cluster_views import replication_problem
 from bench.systems import Counters, FindOutcome, FindPosition, process_tree, processes_counters
 from bench.workload import CommitSpec
-from coordinator.routing_client import RoutingClient
+from coordinator.client.routing_client import RoutingClient
 from protos import coordinator_pb2 as pb
 from protos import coordinator_pb2_grpc as pb_grpc
 

@@ -31,7 +31,7 @@ from bench.cluster_views import leaders, out_of_sync_problem
 from bench.coordinator_system import CALL_TIMEOUT_S, MESSAGE_MAX_BYTES, CoordinatorSystem
 from bench.driver import LoadPlan, percentile_ms, running_load
 from bench.replicated import ReplicatedCluster
-from coordinator.routing_client import RoutingClient
+from coordinator.client.routing_client import RoutingClient
 from protos import coordinator_pb2 as pb
 
 FAILOVER_SHAPE = "100x100"

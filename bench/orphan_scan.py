@@ -42,9 +42,9 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from bench.coordinator_system import CoordinatorServer
-from coordinator.object_store import StoreConfig, new_wal_key
-from coordinator.object_store.keys import WAL_KEY_PATTERN
-from coordinator.settings import Settings
+from coordinator.config.settings import Settings
+from coordinator.files.object_store import StoreConfig, new_wal_key
+from coordinator.machine.object_keys import WAL_KEY_PATTERN
 from protos import coordinator_pb2 as pb
 from protos import coordinator_pb2_grpc as pb_grpc
 

@@ -41,7 +41,7 @@ from bench.orphan_scan import (
     start_server,
     write_results,
 )
-from coordinator.object_store import StoreConfig, new_wal_key, open_object_store
+from coordinator.files.object_store import StoreConfig, new_wal_key, open_object_store
 
 S3_RESULTS = RESULTS.with_name("orphan_scan_s3.json")
 REGION = "us-east-1"

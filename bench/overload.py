@@ -44,7 +44,7 @@ from pathlib import Path
 import grpc
 
 from bench.load import create_load_topic
-from coordinator.backoff import Backoff
+from coordinator.base.backoff import Backoff
 from protos import coordinator_pb2 as pb
 from protos import coordinator_pb2_grpc as pb_grpc
 

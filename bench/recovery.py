@@ -39,12 +39,12 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from bench.report import load_average, machine
-from coordinator import records
-from coordinator.log.frame import encode_frame
-from coordinator.log.segments import MetadataLog
-from coordinator.records import CommittedBatch
-from coordinator.settings import Settings
-from coordinator.state.replay import rebuild_from_log
+from coordinator.config.settings import Settings
+from coordinator.machine import records
+from coordinator.machine.records import CommittedBatch
+from coordinator.runtime.log.frame import encode_frame
+from coordinator.runtime.log.segments import MetadataLog
+from coordinator.runtime.shard.log_replay import rebuild_from_log
 from protos import admin_pb2 as admin
 from protos import admin_pb2_grpc
 from protos import coordinator_pb2 as pb

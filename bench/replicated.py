@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import final
 
 from bench.coordinator_system import CoordinatorServer
+from bench.local_etcd import EtcdCluster
 from bench.systems import SystemUnavailable
-from coordinator.cluster.local_etcd import EtcdCluster
-from coordinator.settings import describe_settings
+from coordinator.config.settings import describe_settings
 
 REPLICATED = "coordinator-replicated"
 NODES = 3

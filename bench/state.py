@@ -3,7 +3,7 @@
 For the coordinator, the harness writes each coordinator's metadata log as a
 node would have written it (a leader change, the topic's PartitionCreated
 records, then one FileCommitted frame per WAL file, built by
-`coordinator.records`) and replays it into SQLite with the coordinator's own
+`coordinator.machine.records`) and replays it into SQLite with the coordinator's own
 `replay_log`, whose invariant checks (contiguous offsets, ids, producer
 windows) hold the generated log to what a real node produces. The server then
 starts on a state applied up to its log end. The raw-apsw baseline gets the
@@ -16,13 +16,13 @@ import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from coordinator import records
-from coordinator.log.frame import encode_frame
-from coordinator.log.segments import MetadataLog
-from coordinator.settings_loading import load_settings
-from coordinator.state.replay import replay_log
-from coordinator.state.store import BATCH_ID_SPACE, StateStore
-from coordinator.topics import coordinator_for_new_partition
+from coordinator.config.loading import load_settings
+from coordinator.machine import records
+from coordinator.machine.state.store import BATCH_ID_SPACE, StateStore
+from coordinator.machine.topic_names import coordinator_for_new_partition
+from coordinator.runtime.log.frame import encode_frame
+from coordinator.runtime.log.segments import MetadataLog
+from coordinator.runtime.shard.log_replay import replay_log
 
 PREFILL_TOPIC_ID = uuid.UUID("00000000-0000-4000-8000-00000000beef").bytes
 PREFILL_TOPIC_NAME = "prefill"

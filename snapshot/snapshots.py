@@ -17,7 +17,7 @@ flushed one step at a time, so the metadata log's fdatasync never queues
 behind more than a step of dirty data; it is paced to a rate bound, so that
 on an idle machine it does not burst at the disk's full speed; old
 snapshots are freed a few MiB at a time (coordinator/durable_files.py), off the log's
-writer thread (coordinator/state/pruning.py).
+writer thread (coordinator/runtime/shard/pruning.py).
 
 Files appear in this order: the data file's `.part` (written, fsynced), the
 manifest's `.part` (fsynced), the data renamed, the manifest renamed, the

@@ -10,6 +10,6 @@
 - `report`: the report, as a table or JSON; `progress`: progress lines while it runs.
 
 Imports go one way: this package uses `coordinator` and `protos`, never the reverse (`diskless
-orphan-scan` in coordinator/cli.py imports `command` only when it runs); `command` imports the job
+orphan-scan` in coordinator/cli/main.py imports `command` only when it runs); `command` imports the job
 only when a scan runs.
 """

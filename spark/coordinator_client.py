@@ -3,8 +3,8 @@
 Discovery (before anything is listed): DescribeCoordinators on the first
 `--bootstrap` address that answers names every coordinator and its leader's
 endpoint, read by the routing rules every client shares
-(`coordinator.routing_table`: an unspecified host is the answering node's, no
-leader is a problem; TLS credentials as `coordinator.routing_client` builds
+(`coordinator.client.routes`: an unspecified host is the answering node's, no
+leader is a problem; TLS credentials as `coordinator.client.routing_client` builds
 them); then every distinct leader node is asked for its own coordinators,
 so that each coordinator has answered from where it is led. Any coordinator
 with an error, without a leader, or on a node that does not answer aborts the
@@ -42,9 +42,9 @@ from typing import TypeVar
 
 import grpc
 
-from coordinator.backoff import Backoff
-from coordinator.routing_client import channel_credentials
-from coordinator.routing_table import endpoint_problem, route_of
+from coordinator.base.backoff import Backoff
+from coordinator.client.routes import endpoint_problem, route_of
+from coordinator.client.routing_client import channel_credentials
 from protos import coordinator_pb2 as pb
 from protos import coordinator_pb2_grpc as pb_grpc
 

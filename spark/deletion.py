@@ -20,8 +20,8 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
-from coordinator.object_store import ObjectStore, ObjectStoreError, StoreConfig
-from coordinator.object_store.base import DELETE_BATCH_MAX
+from coordinator.files.object_store import ObjectStore, ObjectStoreError, StoreConfig
+from coordinator.files.object_store.base import DELETE_BATCH_MAX
 from spark.coordinator_client import (
     DESCRIBE_BATCH_KEYS,
     ORPHAN,

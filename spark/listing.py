@@ -25,7 +25,7 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
-from coordinator.object_store import (
+from coordinator.files.object_store import (
     ObjectInfo,
     ObjectStore,
     ObjectStoreError,

@@ -14,9 +14,9 @@ import argparse
 from dataclasses import dataclass
 from pathlib import Path
 
-from coordinator.object_store import StoreConfig
-from coordinator.settings import Settings, SettingsError
-from coordinator.settings_loading import load_settings
+from coordinator.config.loading import load_settings
+from coordinator.config.settings import Settings, SettingsError
+from coordinator.files.object_store import StoreConfig
 from spark.coordinator_client import DEFAULT_BOOTSTRAP, CoordinatorAccess
 from spark.rules import GRACE_FLOOR_MS, grace_problem
 
@@ -88,7 +88,7 @@ def _read(path: Path | None, what: str) -> bytes | None:
 
 
 def access_from_arguments(args: argparse.Namespace) -> CoordinatorAccess:
-    """--bootstrap and the TLS files, as coordinator/operator_commands.py takes them (--ca turns TLS on)."""
+    """--bootstrap and the TLS files, as coordinator/cli/operator_commands.py takes them (--ca turns TLS on)."""
     if not args.ca and (args.cert or args.key):
         raise OptionsError("--cert and --key need --ca (the CA that signed the node's certificate)")
     if bool(args.cert) != bool(args.key):

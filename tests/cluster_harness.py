@@ -14,7 +14,7 @@ from typing import TypeVar
 
 import grpc
 
-from coordinator.cluster.local_etcd import EtcdCluster
+from bench.local_etcd import EtcdCluster
 from protos import coordinator_pb2 as pb
 from protos import coordinator_pb2_grpc as pb_grpc
 from tests.harness import ServerProcess

@@ -35,7 +35,7 @@ def main(argv: Sequence[str]) -> int:
             os._exit(CRASH_EXIT_CODE)
 
     fault_points.install(crash)
-    from coordinator.cli import main as diskless
+    from coordinator.cli.main import main as diskless
 
     return diskless(arguments)
 

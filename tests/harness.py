@@ -413,7 +413,7 @@ def assert_state_equals_log_rebuild(data_dir: Path, coordinators: int, scratch: 
 
     Returns the logical dumps by coordinator id.
     """
-    from coordinator.state.replay import logical_dump, rebuild_from_log
+    from coordinator.runtime.shard.log_replay import logical_dump, rebuild_from_log
 
     scratch.mkdir(parents=True, exist_ok=True)
     dumps = {}

@@ -27,11 +27,11 @@ import grpc
 import uvloop
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from coordinator.clock import ManualClock
-from coordinator.file_workers import FileWorker
-from coordinator.node import Node
-from coordinator.server import RunningServer, start_server
-from coordinator.settings_loading import load_settings
+from coordinator.base.clock import ManualClock
+from coordinator.config.loading import load_settings
+from coordinator.files.workers import FileWorker
+from coordinator.node.assembly import RunningServer, start_server
+from coordinator.node.node import Node
 from protos import coordinator_pb2_grpc as pb_grpc
 from tests.harness import QUIET_FILE_WORKERS
 

@@ -30,7 +30,7 @@ from typing import Any
 import boto3
 import pytest
 
-from coordinator.object_store import ObjectStore, StoreConfig, open_object_store
+from coordinator.files.object_store import ObjectStore, StoreConfig, open_object_store
 
 MOTO_START_TIMEOUT_S = 30
 MOTO_START_ATTEMPTS = 3  # the free port we picked may be taken before moto binds it

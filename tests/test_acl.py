@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from coordinator.acl_file import RPC_PERMISSIONS, AclError, Permission, parse_acl
+from coordinator.edge.acl_file import RPC_PERMISSIONS, AclError, Permission, parse_acl
 from protos import coordinator_pb2 as pb
 
 

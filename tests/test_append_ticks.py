@@ -11,14 +11,14 @@ import asyncio
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from coordinator import partitions
-from coordinator.clock import SystemClock
-from coordinator.metrics import Metrics
-from coordinator.settings import Settings
-from coordinator.shard import Operation
-from coordinator.shard.append_ticks import AppendTicks
-from coordinator.shard.pipeline import Pipeline
-from coordinator.view import CoordinatorView
+from coordinator.base.clock import SystemClock
+from coordinator.base.metrics import Metrics
+from coordinator.config.settings import Settings
+from coordinator.machine.view import CoordinatorView
+from coordinator.runtime.shard import Operation
+from coordinator.runtime.shard.append_ticks import AppendTicks
+from coordinator.runtime.shard.pipeline import Pipeline
+from coordinator.topics import partition_checks
 from tests.test_operation_seam import MemoryLog, MemoryState
 
 LINGER_MS = 400
@@ -65,8 +65,10 @@ async def write_two_parts(shared_ticks: bool) -> tuple[float, float, float]:
         started = time.monotonic()
         answers = []
         for partition, pipeline in enumerate(pipelines):
-            create = partitions.CreatePartitions(TOPIC, "orders", (partition,))
-            answers.append(pipeline.submit(Operation(partitions.check_create_partitions, create), may_linger=True))
+            create = partition_checks.CreatePartitions(TOPIC, "orders", (partition,))
+            answers.append(
+                pipeline.submit(Operation(partition_checks.check_create_partitions, create), may_linger=True)
+            )
             if partition == 0:
                 await asyncio.sleep(SECOND_PART_AFTER_S)
         await asyncio.wait_for(asyncio.gather(*answers), 10)

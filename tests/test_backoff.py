@@ -1,10 +1,10 @@
-"""coordinator.backoff: the one capped exponential backoff of every retry loop."""
+"""coordinator.base.backoff: the one capped exponential backoff of every retry loop."""
 
 from __future__ import annotations
 
 import pytest
 
-from coordinator.backoff import Backoff
+from coordinator.base.backoff import Backoff
 
 
 def test_waits_grow_by_the_multiplier_up_to_the_cap_and_restart_after_a_success() -> None:

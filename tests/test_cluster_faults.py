@@ -26,7 +26,7 @@ from typing import Any, final
 
 import pytest
 
-from coordinator.cluster.local_etcd import EtcdMember
+from bench.local_etcd import EtcdMember
 from protos import coordinator_pb2_grpc as pb_grpc
 from tests.cluster_harness import CLUSTER_SETTINGS, Cluster, wait_for
 from tests.history import (

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from coordinator.routing_client import RoutingClient
+from coordinator.client.routing_client import RoutingClient
 from protos import coordinator_pb2 as pb
 from tests.cluster_harness import CLUSTER_SETTINGS, Cluster, wait_for
 from tests.harness import REPO, ServerProcess, batch

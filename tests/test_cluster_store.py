@@ -8,6 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from bench.local_etcd import EtcdCluster
 from coordinator.cluster.assignment import CoordinatorAssignment, after_nodes_lost
 from coordinator.cluster.etcd_store import (
     ClusterConfig,
@@ -16,7 +17,6 @@ from coordinator.cluster.etcd_store import (
     etcd_client,
     parse_etcd_endpoints,
 )
-from coordinator.cluster.local_etcd import EtcdCluster
 
 
 @pytest.fixture(scope="module")

@@ -24,7 +24,7 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2
 
-from coordinator.log.segments import SEGMENT_SUFFIX
+from coordinator.runtime.log.segments import SEGMENT_SUFFIX
 from protos import admin_pb2
 from protos import admin_pb2_grpc as admin_grpc
 from protos import coordinator_pb2 as pb

@@ -9,10 +9,12 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from coordinator import commit_parts, commits, interpreter, partitions
-from coordinator.errors import ErrorCode
-from coordinator.state.store import StateStore
-from coordinator.view import CoordinatorView
+from coordinator.base.errors import ErrorCode
+from coordinator.commits import parts, rules
+from coordinator.machine import kinds
+from coordinator.machine.state.store import StateStore
+from coordinator.machine.view import CoordinatorView
+from coordinator.topics import partition_checks
 from protos import coordinator_pb2 as pb
 from tests.harness import batch, laid_out
 
@@ -36,10 +38,10 @@ def view_facts(view: CoordinatorView) -> dict[str, Any]:
     }
 
 
-def commit_part(batches: list[pb.CommitFileRequest.Batch], key: str) -> commit_parts.CommitPart:
+def commit_part(batches: list[pb.CommitFileRequest.Batch], key: str) -> parts.CommitPart:
     size = sum(b.size for b in batches)
-    read = commit_parts.request_batches(batches)
-    return commit_parts.CommitPart(key, size, 1, (0,), tuple(read), tuple(commits.batch_structure_problems(read, size)))
+    read = parts.request_batches(batches)
+    return parts.CommitPart(key, size, 1, (0,), tuple(read), tuple(rules.batch_structure_problems(read, size)))
 
 
 operation = st.one_of(
@@ -78,7 +80,7 @@ def test_replay_into_the_view_equals_apply_into_sqlite(operations: list[tuple[An
             if result.records:
                 end_offset += len(result.records)
                 for record in result.records:
-                    interpreter.replay(view, record, end_offset)
+                    kinds.replay(view, record, end_offset)
                 store.apply([(end_offset, result.records)])
             assert view_facts(store.load_view()) == view_facts(view), f"after {op}"
         store.close()
@@ -88,33 +90,37 @@ def _check(view: CoordinatorView, op: tuple[Any, ...], number: int) -> Any:
     kind = op[0]
     if kind == "create":
         name = "a" if op[1] == TOPIC else "b"
-        return partitions.check_create_partitions(
-            view, partitions.CreatePartitions(op[1], name, tuple(range(op[2]))), 1000 + number
+        return partition_checks.check_create_partitions(
+            view, partition_checks.CreatePartitions(op[1], name, tuple(range(op[2]))), 1000 + number
         )
     if kind == "delete_records":
-        return partitions.check_delete_records(view, partitions.DeleteRecords(((op[1], op[2], op[3]),)), number)
+        return partition_checks.check_delete_records(
+            view, partition_checks.DeleteRecords(((op[1], op[2], op[3]),)), number
+        )
     if kind == "delete_topic":
-        return partitions.check_delete_topic(view, partitions.DeleteTopic(op[1]), number)
+        return partition_checks.check_delete_topic(view, partition_checks.DeleteTopic(op[1]), number)
     batches = laid_out(
         [
             batch(topic, partition, records, producer_id=producer, epoch=epoch, sequence=sequence)
             for topic, partition, records, producer, epoch, sequence in op[1]
         ]
     )
-    return commits.check_commit_part(view, commit_part(batches, f"wal/{number}"), 1000 + number)
+    return rules.check_commit_part(view, commit_part(batches, f"wal/{number}"), 1000 + number)
 
 
 def test_commit_check_assigns_contiguous_offsets_and_one_append_time() -> None:
     with tempfile.TemporaryDirectory() as directory:
         store = StateStore(Path(directory) / "state.sqlite", 0)
         view = store.load_view()
-        created = partitions.check_create_partitions(view, partitions.CreatePartitions(TOPIC, "a", (0, 1)), 0)
+        created = partition_checks.check_create_partitions(
+            view, partition_checks.CreatePartitions(TOPIC, "a", (0, 1)), 0
+        )
         for record in created.records:
-            interpreter.replay(view, record, 2)
+            kinds.replay(view, record, 2)
         batches = laid_out(
             [batch(TOPIC, 0, 3), batch(TOPIC, 1, 2), batch(TOPIC, 0, 4, timestamp_type=pb.LOG_APPEND_TIME)]
         )
-        result = commits.check_commit_part(view, commit_part(batches, "wal/x"), 777)
+        result = rules.check_commit_part(view, commit_part(batches, "wal/x"), 777)
         assert [(o.error_code, o.assigned_base_offset, o.log_append_time) for o in result.response] == [
             (ErrorCode.NONE, 0, -1),
             (ErrorCode.NONE, 0, -1),

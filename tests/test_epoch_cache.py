@@ -9,16 +9,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coordinator.invariants import InvariantViolation
-from coordinator.log.epoch_cache import (
+from coordinator.base.invariants import InvariantViolation
+from coordinator.runtime.log.epoch_cache import (
     CHECKPOINT_NAME,
     UNDEFINED_EPOCH,
     UNDEFINED_OFFSET,
     EpochEntry,
     LeaderEpochCache,
 )
-from coordinator.log.frame import encode_frame
-from coordinator.log.segments import MetadataLog
+from coordinator.runtime.log.frame import encode_frame
+from coordinator.runtime.log.segments import MetadataLog
 
 BIG_SEGMENT = 2**40
 UNDEFINED = (UNDEFINED_EPOCH, UNDEFINED_OFFSET)

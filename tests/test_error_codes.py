@@ -1,10 +1,10 @@
-"""coordinator.errors.ErrorCode mirrors the contract's enum: the type checker takes one for the other."""
+"""coordinator.base.errors.ErrorCode mirrors the contract's enum: the type checker takes one for the other."""
 
 from __future__ import annotations
 
 from enum import IntEnum
 
-from coordinator.errors import ErrorCode
+from coordinator.base.errors import ErrorCode
 from protos import coordinator_pb2 as pb
 
 

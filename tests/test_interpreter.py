@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from coordinator import interpreter, records
-from coordinator.invariants import InvariantViolation
-from coordinator.records import CommittedBatch
-from coordinator.state.store import StateStore
-from coordinator.view import CoordinatorView
+from coordinator.base.invariants import InvariantViolation
+from coordinator.machine import kinds, records
+from coordinator.machine.records import CommittedBatch
+from coordinator.machine.state.store import StateStore
+from coordinator.machine.view import CoordinatorView
 from protos import records_pb2 as rec
 
 TOPIC = b"\x01" * 16
@@ -33,15 +33,15 @@ def _refusals(store: StateStore, record: rec.MetadataRecord) -> tuple[str, str]:
     """The invariant messages of replaying `record` into the view and of applying it to SQLite."""
     view: CoordinatorView = store.load_view()
     with pytest.raises(InvariantViolation) as in_view:
-        interpreter.replay(view, record, store.applied_offset + 1)
+        kinds.replay(view, record, store.applied_offset + 1)
     with pytest.raises(InvariantViolation) as in_state:
         store.apply([(store.applied_offset + 1, [record])])
     return str(in_view.value), str(in_state.value)
 
 
 def test_every_record_kind_has_one_interpreter_with_both_effects() -> None:
-    kinds = {field.name for field in rec.MetadataRecord.DESCRIPTOR.oneofs_by_name["record"].fields}
-    assert set(interpreter.KINDS) == kinds
+    names = {field.name for field in rec.MetadataRecord.DESCRIPTOR.oneofs_by_name["record"].fields}
+    assert set(kinds.KINDS) == names
 
 
 def test_a_file_id_out_of_order_is_refused_by_both_effects_alike(store: StateStore) -> None:

@@ -1,14 +1,17 @@
-"""Imports go one way: server -> router -> shard -> state/log; the pure core imports no shell.
+"""Imports go one way: down the list of packages in LAYERS, never up, and never across one layer.
 
-Between top-level packages: protos <- snapshot <- coordinator <- spark <- bench (PACKAGE_ORDER), and no module
-takes part in an import cycle.
+Between top-level packages: protos <- snapshot <- coordinator <- spark <- bench (PACKAGE_ORDER). Inside
+coordinator/, each module belongs to one of its packages (`coordinator.<package>`), and the packages stand in
+the layers of LAYERS, lowest first: a module imports modules of its own package or of a lower layer only. The
+domain packages (commits, topics, files, reads) share one layer, so none of them imports another: each plugs
+into the runtime and the machine below it. No module takes part in an import cycle.
 
 Two kinds of import are told apart. A module-level import (at the top, or under `if` or `try` at
 module level, `if TYPE_CHECKING:` included) runs when the module is imported: those must respect
 PACKAGE_ORDER and form no cycle. An import inside a function runs when the function does (a lazy
 import, e.g. `diskless orphan-scan` importing spark/ only when it runs): it may point anywhere
-across packages and may close a cycle, since no module is half-initialised when it runs. Within
-coordinator/ and snapshot/, RANKS still applies to both kinds.
+across top-level packages and may close a cycle, since no module is half-initialised when it runs. Inside
+coordinator/, LAYERS applies to both kinds.
 """
 
 from __future__ import annotations
@@ -19,111 +22,47 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 PACKAGE = REPO / "coordinator"
-RANKED_PACKAGES = (REPO / "snapshot", PACKAGE)
 # Every package with hand-written modules (protos/*_pb2*.py are generated, and import only each other).
-ALL_PACKAGES = (REPO / "protos", *RANKED_PACKAGES, REPO / "spark", REPO / "bench")
+ALL_PACKAGES = (REPO / "protos", REPO / "snapshot", PACKAGE, REPO / "spark", REPO / "bench")
 # Top-level packages, lowest first: a module-level import goes to its own package or one before it.
 PACKAGE_ORDER = ("protos", "snapshot", "coordinator", "spark", "bench")
 
-# A module may import only modules of a lower rank (or its own rank's leaves listed as allowed).
-RANKS: dict[str, float] = {
-    "coordinator.__main__": 7,
-    "coordinator.cli": 6,
-    "coordinator.server": 5,
-    "coordinator.services": 4.95,  # the node's gRPC servicers, handing calls to the gate
-    "coordinator.operator_commands": 5.5,
-    "coordinator.operator_output": 5.4,
-    "coordinator.operator_parsers": 5.6,
-    "coordinator.admin_service": 4.5,
-    "coordinator.node": 4,
-    "coordinator.node_gauges": 4.5,  # the per-coordinator metrics a scrape reads off the node
-    # Reader processes: FindBatches off the node's loop; the supervisor runs in the node, the worker apart.
-    "coordinator.readers.supervisor": 4.9,
-    # A node spread over commit processes: the first process's part beside the node, the plan below everything.
-    "coordinator.processes.front": 4.97,
-    "coordinator.processes.supervisor": 4.93,
-    "coordinator.processes.commit_process": 4.92,
-    "coordinator.processes.layout": 1.2,
-    "coordinator.child_processes": 1.2,  # restarting and stopping a node's child processes, either kind
-    "coordinator.readers.worker": 4.85,
-    "coordinator.readers.view": 2.75,
-    "coordinator.readers.board": 1,
-    "coordinator.readers.counters": 1,
-    "coordinator.router": 3,
-    # One module per RPC; they share only `routing` (the catalog lookup, admission, running parts).
-    "coordinator.operations.topic_admin": 2.8,
-    "coordinator.operations.commit_file": 2.8,
-    "coordinator.operations.delete_records": 2.8,
-    "coordinator.operations.list_offsets": 2.8,
-    "coordinator.operations.find_batches": 2.8,
-    "coordinator.operations.describe_files": 2.8,
-    "coordinator.operations.file_handover": 2.8,
-    "coordinator.operations.coordinators": 2.8,
-    "coordinator.operations.file_keys": 2.8,
-    "coordinator.operations.routing": 2.7,
-    "coordinator.fetch": 2,
-    "coordinator.offsets": 2,
-    "coordinator.file_workers": 2.5,
-    # The shard package: a facade over its parts; the pipeline knows the log and state only by Protocols.
-    "coordinator.shard": 2,
-    "coordinator.shard.facade": 1.95,
-    "coordinator.shard.lifecycle": 1.9,
-    "coordinator.shard.snapshots": 1.85,
-    "coordinator.shard.pipeline": 1.8,
-    "coordinator.shard.append_ticks": 1.5,  # one linger timer for every coordinator of a process
-    "coordinator.shard.availability": 1.5,  # the lifecycle's states and what each answers callers
-    "coordinator.shard.loading": 1.8,
-    "coordinator.shard.directory": 1.82,  # its lock and what the next load checks first
-    "coordinator.peers": 1,
-    "coordinator.state.replay": 1.5,
-    "coordinator.state.store": 1.1,
-    "coordinator.state.transaction": 1,
-    "coordinator.cluster.etcd_store": 1,  # the cluster metadata in etcd (DESIGN §6a)
-    "coordinator.cluster.controller": 3.5,  # the node's session, elections and its coordinators' roles
-    # Replication of one coordinator's log: used by the shard's lifecycle, built on log, state and interpreter.
-    "coordinator.replication.leader": 1.7,
-    "coordinator.replication.follower": 1.7,
-    "coordinator.replication.snapshot_transfer": 1.7,
-    "coordinator.replication.link": 1,
-    "coordinator.replication.role": 1,
-    "coordinator.interpreter": 1.05,
-    "coordinator.interpreter.kind": 1.02,
-    "coordinator.interpreter.files": 1.03,
-    "coordinator.interpreter.partitions": 1.03,
-    "coordinator.interpreter.leadership": 1.03,
-    "coordinator.state.reads": 1,
-    "coordinator.state.detached_read": 1,
-    "coordinator.state.checkpoints": 1,
-    "coordinator.log.segments": 1,
-    "coordinator.log.recovery": 1.4,  # an operator's repair of a stopped coordinator's log and state
-    "coordinator.log.recovery_plan": 1.3,
-    "coordinator.log.recovery_report": 1.35,
-    "coordinator.state.integrity": 1,
-    "coordinator.state.opening": 1.6,
-    "coordinator.edge": 4.8,
-    "coordinator.edge_loop": 1,  # the gRPC server's own loop, and the hop of a call's work to the node's loop
-    "coordinator.state.pruning": 1.3,
-    "snapshot.snapshots": 1.2,
-}
+# coordinator/'s packages, lowest layer first; packages of one layer do not import each other.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("config",),  # settings, their loading and rules
+    ("base",),  # errors, invariants, results, clock, backoff, metrics, logging, child processes
+    ("machine",),  # the replicated state machine: view, records, record kinds, catalog, the SQLite state
+    ("edge",),  # the gRPC edge: admission, the call gate, access control, TLS
+    ("runtime",),  # one coordinator: shard, metadata log, replication; the node's coordinators
+    ("cluster",),  # etcd, the controller, assignment, calls between nodes
+    ("commits", "topics", "files", "reads"),  # the domain: each RPC with its rules and workers
+    ("client",),  # the routing client a broker uses
+    ("node",),  # a node assembled: router, services, processes
+    ("cli",),  # the `diskless` command
+    ("__main__",),
+)
+LAYER_OF = {package: index for index, layer in enumerate(LAYERS) for package in layer}
 # The functional core: checks and records. They must not touch sockets, disk or SQLite.
 PURE_CORE = {
-    "coordinator.catalog",
-    "coordinator.commits",
-    "coordinator.commit_parts",
-    "coordinator.retried_commits",
-    "coordinator.partitions",
-    "coordinator.producers",
-    "coordinator.records",
-    "coordinator.view",
-    "coordinator.topics",
-    "coordinator.topic_rules",
-    "coordinator.result",
-    "coordinator.wal_files",
+    "coordinator.machine.catalog",
+    "coordinator.machine.object_keys",
+    "coordinator.machine.producers",
+    "coordinator.machine.records",
+    "coordinator.machine.topic_names",
+    "coordinator.machine.view",
+    "coordinator.base.result",
+    "coordinator.commits.parts",
+    "coordinator.commits.retries",
+    "coordinator.commits.rules",
+    "coordinator.topics.partition_checks",
+    "coordinator.topics.rules",
+    "coordinator.files.ownership",
     "coordinator.cluster.assignment",
-    "coordinator.shard.operation",
-    "coordinator.shard.ports",
+    "coordinator.runtime.operation",
+    "coordinator.runtime.ports",
 }
 SHELL_MODULES = {"grpc", "apsw", "os", "socket", "asyncio", "sqlite3", "time", "subprocess", "pathlib"}
+SHELL_PACKAGES = ("coordinator.machine.state", "coordinator.runtime.log", "coordinator.runtime.shard")
 
 
 @dataclass
@@ -175,26 +114,49 @@ def _package(module: str) -> str:
     return module.split(".")[0]
 
 
-def test_no_module_imports_a_higher_layer() -> None:
-    modules = {name: imports.every for name, imports in _modules(RANKED_PACKAGES).items()}
+def _coordinator_package(module: str) -> str | None:
+    """`coordinator.<package>.…` → `<package>`; None for `coordinator` itself (its version string only)."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and parts[0] == "coordinator" else None
+
+
+def test_every_module_of_coordinator_is_in_a_package_of_a_layer() -> None:
+    modules = _modules((PACKAGE,))
+    loose = sorted(m for m in modules if m != "coordinator" and _coordinator_package(m) not in LAYER_OF)
+    assert not loose, f"place these in a package of LAYERS (coordinator/ keeps no loose modules): {loose}"
+    assert set(LAYER_OF) == {_coordinator_package(m) for m in modules} - {None}, "LAYERS names a package not there"
+
+
+def _layer_violations(modules: dict[str, Imports]) -> list[str]:
     violations = []
-    for name, imports in modules.items():
-        rank = RANKS.get(name, 0)
-        for imported in imports:
-            if imported in modules and imported != name and RANKS.get(imported, 0) > rank:
-                violations.append(f"{name} (rank {rank}) imports {imported} (rank {RANKS[imported]})")
-            elif imported in modules and imported != name and RANKS.get(imported, 0) == rank and rank > 0:
-                violations.append(f"{name} imports {imported}, a module of the same layer")
+    for name, imports in sorted(modules.items()):
+        package = _coordinator_package(name)
+        if package is None:
+            continue
+        for imported in sorted(imports.every):
+            target = _coordinator_package(imported)
+            if target is None or target == package or target not in LAYER_OF:
+                continue
+            if LAYER_OF[target] > LAYER_OF[package]:
+                violations.append(f"{name} ({package}) imports {imported} ({target}, a higher layer)")
+            elif LAYER_OF[target] == LAYER_OF[package]:
+                violations.append(f"{name} ({package}) imports {imported} ({target}, a package of the same layer)")
+    return violations
+
+
+def test_no_module_imports_a_higher_layer_or_a_package_beside_it() -> None:
+    violations = _layer_violations(_modules((PACKAGE,)))
     assert not violations, "\n".join(violations)
 
 
 def test_pure_core_does_no_io() -> None:
-    modules = _modules(RANKED_PACKAGES)
+    modules = _modules((PACKAGE,))
+    assert set(modules) >= PURE_CORE, f"gone from the tree: {PURE_CORE - set(modules)}"
     for name in PURE_CORE:
         imports = modules[name].every
         shell = {i.split(".")[0] for i in imports} & SHELL_MODULES
         assert not shell, f"{name} imports {shell}: checks and records must stay pure"
-        assert not any(i.startswith(("coordinator.state", "coordinator.log", "coordinator.shard")) for i in imports)
+        assert not any(i.startswith(SHELL_PACKAGES) for i in imports), f"{name} imports the state, log or shard"
 
 
 def test_packages_import_only_the_packages_below_them_at_module_level() -> None:
@@ -231,6 +193,15 @@ def test_module_level_imports_are_acyclic() -> None:
 
 
 def test_the_import_walk_tells_lazy_imports_apart() -> None:
-    imports = _imports(PACKAGE / "cli.py")
+    imports = _imports(PACKAGE / "cli" / "main.py")
     assert "spark.command" in imports.lazy and "spark.command" not in imports.module_level
-    assert "coordinator.settings" in imports.module_level
+    assert "coordinator.config.settings" in imports.module_level
+
+
+def test_the_layer_check_finds_an_upward_and_a_sideways_import(tmp_path: Path) -> None:
+    """The check above can fail: a domain module importing the node, or another domain package, is reported."""
+    module = tmp_path / "rules.py"
+    module.write_text("from coordinator.node.router import Router\nfrom coordinator.files import ownership\n")
+    violations = _layer_violations({"coordinator.commits.rules": _imports(module)})
+    assert any("coordinator.node.router (node, a higher layer)" in v for v in violations), violations
+    assert any("coordinator.files (files, a package of the same layer)" in v for v in violations), violations

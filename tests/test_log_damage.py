@@ -23,14 +23,14 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2
 
-import coordinator.log.frame as frame_module
-from coordinator import records
-from coordinator.log.frame import HEADER_BYTES, Frame, decode_frame, encode_frame
-from coordinator.log.inspection import scan_log, scan_position
-from coordinator.log.recovery import apply_recovery
-from coordinator.log.recovery_plan import RecoveryRefused, plan_recovery
-from coordinator.log.segments import SEGMENT_SUFFIX, CorruptLogError, MetadataLog
-from coordinator.state.replay import rebuild_from_log
+import coordinator.runtime.log.frame as frame_module
+from coordinator.cli.log_recovery.apply import apply_recovery
+from coordinator.cli.log_recovery.plan import RecoveryRefused, plan_recovery
+from coordinator.machine import records
+from coordinator.runtime.log.frame import HEADER_BYTES, Frame, decode_frame, encode_frame
+from coordinator.runtime.log.inspection import scan_log, scan_position
+from coordinator.runtime.log.segments import SEGMENT_SUFFIX, CorruptLogError, MetadataLog
+from coordinator.runtime.shard.log_replay import rebuild_from_log
 from protos import coordinator_pb2 as pb
 from tests.harness import (
     REPO,
@@ -182,7 +182,7 @@ def test_torn_tail_is_cut_and_the_log_reopens_at_the_previous_end(
     assert scan_log(directory).torn_tail_bytes == len(torn) - last_position  # inspection reports, does not cut
     assert segment.read_bytes() == torn
 
-    with caplog.at_level(logging.WARNING, logger="coordinator.log.segments"):
+    with caplog.at_level(logging.WARNING, logger="coordinator.runtime.log.segments"):
         log = MetadataLog(directory, BIG_SEGMENT)
     assert log.end_offset == last.base_offset
     assert segment.read_bytes() == data[:last_position]

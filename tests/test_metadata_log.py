@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from coordinator import records
-from coordinator.invariants import InvariantViolation
-from coordinator.log import segments as segments_module
-from coordinator.log.frame import HEADER_BYTES, Frame, decode_frame, encode_frame
-from coordinator.log.segments import SEGMENT_SUFFIX, CorruptLogError, LogPosition, MetadataLog, segment_name
+from coordinator.base.invariants import InvariantViolation
+from coordinator.machine import records
+from coordinator.runtime.log import segments as segments_module
+from coordinator.runtime.log.frame import HEADER_BYTES, Frame, decode_frame, encode_frame
+from coordinator.runtime.log.segments import SEGMENT_SUFFIX, CorruptLogError, LogPosition, MetadataLog, segment_name
 
 BIG_SEGMENT = 2**40  # never rolls
 

@@ -1,4 +1,5 @@
-"""A node spread over commit processes (`diskless.node.processes`, coordinator/processes/), through `diskless serve`.
+"""A node spread over commit processes (`diskless.node.processes`, coordinator/node/processes/), through
+`diskless serve`.
 
 Brokers that send everything to the listen address keep working; a routing client reaches each commit process
 directly; a commit process killed with -9 is started again and every acknowledged batch is served where it was.
@@ -17,7 +18,7 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2
 
-from coordinator.routing_client import RoutingClient
+from coordinator.client.routing_client import RoutingClient
 from protos import coordinator_pb2 as pb
 from tests.harness import Broker, ServerProcess, fetch, new_topic_id
 from tests.test_coordinator_faults import (
@@ -154,8 +155,8 @@ def test_a_killed_commit_process_is_started_again_and_loses_nothing_acknowledged
 
 
 def test_processes_are_refused_in_a_cluster_and_past_the_coordinator_count(tmp_path: Path) -> None:
-    from coordinator.settings import Settings, SettingsError
-    from coordinator.settings_rules import check
+    from coordinator.config.rules import check
+    from coordinator.config.settings import Settings, SettingsError
 
     with pytest.raises(SettingsError, match=r"diskless\.node\.processes"):
         check(Settings(data_dir=tmp_path, coordinators=2, node_processes=3))

@@ -17,7 +17,9 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from coordinator.object_store import (
+from coordinator.config.rules import validated
+from coordinator.config.settings import Settings
+from coordinator.files.object_store import (
     WAL_KEY_PATTERN,
     ObjectStore,
     ObjectStoreError,
@@ -26,10 +28,8 @@ from coordinator.object_store import (
     open_object_store,
     wal_fanout_prefixes,
 )
-from coordinator.object_store import local as local_backend
-from coordinator.object_store.base import DELETE_BATCH_MAX
-from coordinator.settings import Settings
-from coordinator.settings_rules import validated
+from coordinator.files.object_store import local as local_backend
+from coordinator.files.object_store.base import DELETE_BATCH_MAX
 from tests.object_stores import ObjectStoreUnderTest, TcpToggleProxy
 
 # Valid on both backends (no key is also a directory), chosen so that per-directory order and

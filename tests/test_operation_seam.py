@@ -1,7 +1,7 @@
 """The typed seam between router and shard: operations, the pipeline behind its log Protocol, the read API.
 
 The pipeline runs here over an in-memory log and state (the Protocols of
-coordinator.shard.ports), as a replicated log will stand in later; then a
+coordinator.runtime.ports), as a replicated log will stand in later; then a
 real node shows the catalog following applied records.
 """
 
@@ -12,17 +12,18 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from coordinator import partitions, records
-from coordinator.clock import SystemClock
-from coordinator.errors import CoordinatorUnavailable, ErrorCode
-from coordinator.metrics import Metrics
-from coordinator.node import Node
-from coordinator.result import Result
-from coordinator.settings import Settings
-from coordinator.shard import Operation, ShardState
-from coordinator.shard.pipeline import Pipeline
-from coordinator.shard.ports import AppliedFrame
-from coordinator.view import CoordinatorView
+from coordinator.base.clock import SystemClock
+from coordinator.base.errors import CoordinatorUnavailable, ErrorCode
+from coordinator.base.metrics import Metrics
+from coordinator.base.result import Result
+from coordinator.config.settings import Settings
+from coordinator.machine import records
+from coordinator.machine.view import CoordinatorView
+from coordinator.node.node import Node
+from coordinator.runtime.ports import AppliedFrame
+from coordinator.runtime.shard import Operation, ShardState
+from coordinator.runtime.shard.pipeline import Pipeline
+from coordinator.topics import partition_checks
 from protos import coordinator_pb2 as pb
 from protos import records_pb2 as rec
 
@@ -92,7 +93,9 @@ async def run_pipeline(
             topic_records,
         )
         running = asyncio.create_task(pipeline.run())
-        create = Operation(partitions.check_create_partitions, partitions.CreatePartitions(TOPIC, "orders", (0, 1)))
+        create = Operation(
+            partition_checks.check_create_partitions, partition_checks.CreatePartitions(TOPIC, "orders", (0, 1))
+        )
         future = pipeline.submit(create, may_linger=False)
         future.add_done_callback(lambda _: events.append("answered"))
         await asyncio.wait({future, running}, timeout=10, return_when=asyncio.FIRST_COMPLETED)
@@ -178,7 +181,7 @@ def test_the_catalog_follows_created_and_deleted_partitions_and_is_rebuilt_on_lo
 
 
 def test_records_of_other_kinds_leave_the_catalog_alone() -> None:
-    from coordinator.catalog import TopicCatalog
+    from coordinator.machine.catalog import TopicCatalog
 
     catalog = TopicCatalog()
     catalog.apply_records(0, [records.leader_change(1, 0), records.records_deleted(0, 5)])

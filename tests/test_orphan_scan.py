@@ -34,8 +34,8 @@ import grpc
 import pytest
 from pyspark.sql import SparkSession
 
-from coordinator.object_store import ObjectStore, StoreConfig, new_wal_key
-from coordinator.settings_loading import load_settings
+from coordinator.config.loading import load_settings
+from coordinator.files.object_store import ObjectStore, StoreConfig, new_wal_key
 from protos import coordinator_pb2 as pb
 from protos import coordinator_pb2_grpc as pb_grpc
 from spark.command import main

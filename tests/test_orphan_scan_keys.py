@@ -16,7 +16,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from coordinator.shard import ShardState
+from coordinator.runtime.shard import ShardState
 from protos import coordinator_pb2 as pb
 from protos import coordinator_pb2_grpc as pb_grpc
 from tests.certificates import channel_credentials, issue

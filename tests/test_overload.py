@@ -14,8 +14,8 @@ from pathlib import Path
 import grpc
 import pytest
 
-from coordinator.settings import Settings, SettingsError
-from coordinator.settings_rules import validated
+from coordinator.config.rules import validated
+from coordinator.config.settings import Settings, SettingsError
 from protos import coordinator_pb2 as pb
 from protos import coordinator_pb2_grpc as pb_grpc
 from tests.harness import Broker, ServerProcess, batch, fetch_all_batches, high_watermark, laid_out

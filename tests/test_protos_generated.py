@@ -130,7 +130,7 @@ def test_contract_copy_is_current() -> None:
 
 
 def test_file_committed_packs_batches_in_the_documented_layout() -> None:
-    from coordinator import records
+    from coordinator.machine import records
 
     batch = records.CommittedBatch(7, 3, 100, 50, 10, 19, 1234, 42, 1, 5, 14, 2, 1)
     record = records.file_committed(0, "k", 200, 1, [0], 99, [batch])

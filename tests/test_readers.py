@@ -17,10 +17,10 @@ from pathlib import Path
 import grpc
 import pytest
 
-from coordinator.log.segments import SEGMENT_SUFFIX
-from coordinator.readers.board import Status, StatusBoard
-from coordinator.routing_client import RoutingClient
-from coordinator.routing_table import READER_RETRY_S, ReaderRotation
+from coordinator.client.routes import READER_RETRY_S, ReaderRotation
+from coordinator.client.routing_client import RoutingClient
+from coordinator.reads.readers.board import Status, StatusBoard
+from coordinator.runtime.log.segments import SEGMENT_SUFFIX
 from protos import coordinator_pb2 as pb
 from protos import coordinator_pb2_grpc as pb_grpc
 from tests.harness import Broker, ServerProcess, batch, laid_out, new_topic_id

@@ -18,9 +18,9 @@ from typing import Any
 import apsw
 import pytest
 
-from coordinator.log.frame import decode_frame, encode_frame
-from coordinator.log.segments import SEGMENT_SUFFIX, MetadataLog
-from coordinator.state.replay import logical_dump
+from coordinator.runtime.log.frame import decode_frame, encode_frame
+from coordinator.runtime.log.segments import SEGMENT_SUFFIX, MetadataLog
+from coordinator.runtime.shard.log_replay import logical_dump
 from protos import coordinator_pb2 as pb
 from tests.harness import (
     Broker,

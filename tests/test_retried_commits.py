@@ -14,10 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from coordinator import commit_parts, commits, interpreter, partitions
-from coordinator.errors import ErrorCode
-from coordinator.result import Result
-from coordinator.state.store import StateStore
+from coordinator.base.errors import ErrorCode
+from coordinator.base.result import Result
+from coordinator.commits import parts, rules
+from coordinator.machine import kinds
+from coordinator.machine.state.store import StateStore
+from coordinator.topics import partition_checks
 from protos import coordinator_pb2 as pb
 from protos import records_pb2 as rec
 from tests.harness import (
@@ -303,17 +305,17 @@ def test_retry_of_a_commit_whose_batches_were_all_malformed_gets_the_same_answer
 # ---------------------------------------------------------------- the check itself, without a server
 
 
-def _outcomes(result: Result[list[commit_parts.BatchOutcome]]) -> list[tuple[int, int, int, int, bool]]:
+def _outcomes(result: Result[list[parts.BatchOutcome]]) -> list[tuple[int, int, int, int, bool]]:
     return [
         (o.error_code, o.assigned_base_offset, o.log_append_time, o.log_start_offset, o.is_duplicate)
         for o in result.response
     ]
 
 
-def _part(batches: list[Batch], key: str) -> commit_parts.CommitPart:
-    read = commit_parts.request_batches(batches)
+def _part(batches: list[Batch], key: str) -> parts.CommitPart:
+    read = parts.request_batches(batches)
     size = max(b.byte_offset + b.size for b in batches)
-    return commit_parts.CommitPart(key, size, 1, (0,), tuple(read), tuple(commits.batch_structure_problems(read, size)))
+    return parts.CommitPart(key, size, 1, (0,), tuple(read), tuple(rules.batch_structure_problems(read, size)))
 
 
 def test_the_check_answers_a_retry_alike_from_the_pending_record_and_from_sqlite(tmp_path: Path) -> None:
@@ -325,15 +327,19 @@ def test_the_check_answers_a_retry_alike_from_the_pending_record_and_from_sqlite
         nonlocal end_offset
         end_offset += len(records)
         for record in records:
-            interpreter.replay(view, record, end_offset)
+            kinds.replay(view, record, end_offset)
         store.apply([(end_offset, records)])
         view.forget_applied_files(store.applied_offset)
 
-    write(partitions.check_create_partitions(view, partitions.CreatePartitions(TOPIC, "t", (0, 1, 2)), 0).records)
+    write(
+        partition_checks.check_create_partitions(
+            view, partition_checks.CreatePartitions(TOPIC, "t", (0, 1, 2)), 0
+        ).records
+    )
     # Other files around the retried one on the same partitions: the search must find its run.
     for number in range(40):
         other = laid_out([batch(TOPIC, number % 3, 1 + number % 4), batch(TOPIC, (number + 1) % 3, 2)])
-        write(commits.check_commit_part(view, _part(other, f"wal/before-{number}"), number).records)
+        write(rules.check_commit_part(view, _part(other, f"wal/before-{number}"), number).records)
     batches = laid_out(
         [
             batch(TOPIC, 1, 3, timestamp_type=pb.LOG_APPEND_TIME),
@@ -343,12 +349,12 @@ def test_the_check_answers_a_retry_alike_from_the_pending_record_and_from_sqlite
         ]
     )
     part = _part(batches, "wal/retried")
-    first = commits.check_commit_part(view, part, 5_000)
+    first = rules.check_commit_part(view, part, 5_000)
     assert len(first.records) == 1
     # Pending: checked into the view, not yet applied.
     end_offset += 1
-    interpreter.replay(view, first.records[0], end_offset)
-    pending_retry = commits.check_commit_part(view, part, 6_000)
+    kinds.replay(view, first.records[0], end_offset)
+    pending_retry = rules.check_commit_part(view, part, 6_000)
     assert pending_retry.records == []
     assert _outcomes(pending_retry) == _outcomes(first)
     assert [o.is_retry for o in pending_retry.response] == [True, False, True, True]
@@ -357,24 +363,28 @@ def test_the_check_answers_a_retry_alike_from_the_pending_record_and_from_sqlite
     view.forget_applied_files(store.applied_offset)
     for number in range(40):
         other = laid_out([batch(TOPIC, number % 3, 1), batch(TOPIC, (number + 2) % 3, 3)])
-        write(commits.check_commit_part(view, _part(other, f"wal/after-{number}"), 7_000 + number).records)
-    committed_retry = commits.check_commit_part(view, part, 9_000)
+        write(rules.check_commit_part(view, _part(other, f"wal/after-{number}"), 7_000 + number).records)
+    committed_retry = rules.check_commit_part(view, part, 9_000)
     assert committed_retry.records == []
     assert _outcomes(committed_retry) == _outcomes(first)
 
     # A DeleteRecords not yet applied: a batch it straddles stays (and so does the first answer) ...
     first_base = first.response[0].assigned_base_offset
-    straddled = partitions.check_delete_records(view, partitions.DeleteRecords(((TOPIC, 1, first_base + 2),)), 0)
+    straddled = partition_checks.check_delete_records(
+        view, partition_checks.DeleteRecords(((TOPIC, 1, first_base + 2),)), 0
+    )
     end_offset += len(straddled.records)
     for record in straddled.records:
-        interpreter.replay(view, record, end_offset)
-    assert _outcomes(commits.check_commit_part(view, part, 9_000))[0][:2] == (ErrorCode.NONE, first_base)
+        kinds.replay(view, record, end_offset)
+    assert _outcomes(rules.check_commit_part(view, part, 9_000))[0][:2] == (ErrorCode.NONE, first_base)
     # ... one that removes a batch of it leaves no first answer to give.
-    deleted = partitions.check_delete_records(view, partitions.DeleteRecords(((TOPIC, 1, first_base + 3),)), 0)
+    deleted = partition_checks.check_delete_records(
+        view, partition_checks.DeleteRecords(((TOPIC, 1, first_base + 3),)), 0
+    )
     end_offset += len(deleted.records)
     for record in deleted.records:
-        interpreter.replay(view, record, end_offset)
-    refused = commits.check_commit_part(view, part, 9_000)
+        kinds.replay(view, record, end_offset)
+    refused = rules.check_commit_part(view, part, 9_000)
     assert refused.records == []
     assert {o.error_code for o in refused.response} == {ErrorCode.INVALID_REQUEST}
     store.close()
@@ -392,26 +402,30 @@ def test_the_check_refuses_a_retry_whose_deleted_topic_left_its_part(tmp_path: P
         nonlocal end_offset
         end_offset += len(records)
         for record in records:
-            interpreter.replay(view, record, end_offset)
+            kinds.replay(view, record, end_offset)
         pending.append((end_offset, records))
 
     deleted = bytes(range(2, 18))
-    write(partitions.check_create_partitions(view, partitions.CreatePartitions(TOPIC, "t", (0,)), 0).records)
-    write(partitions.check_create_partitions(view, partitions.CreatePartitions(deleted, "d", (0,)), 0).records)
+    write(
+        partition_checks.check_create_partitions(view, partition_checks.CreatePartitions(TOPIC, "t", (0,)), 0).records
+    )
+    write(
+        partition_checks.check_create_partitions(view, partition_checks.CreatePartitions(deleted, "d", (0,)), 0).records
+    )
     before = laid_out([batch(deleted, 0, 1, producer_id=PID, epoch=0, sequence=0)])
-    write(commits.check_commit_part(view, _part(before, "wal/before"), 1_000).records)
+    write(rules.check_commit_part(view, _part(before, "wal/before"), 1_000).records)
     # The deleted topic's batch first, so that the part without it has the same file size.
     batches = laid_out([batch(deleted, 0, 2, producer_id=PID, epoch=0, sequence=sequence), batch(TOPIC, 0, 3)])
-    first = commits.check_commit_part(view, _part(batches, "wal/retried"), 2_000)
+    first = rules.check_commit_part(view, _part(batches, "wal/retried"), 2_000)
     assert [o.error_code for o in first.response][1] == ErrorCode.NONE
     write(first.records)
-    write(partitions.check_delete_topic(view, partitions.DeleteTopic(deleted), 3_000).records)
+    write(partition_checks.check_delete_topic(view, partition_checks.DeleteTopic(deleted), 3_000).records)
     retry = _part(batches[1:], "wal/retried")
 
-    from_pending = commits.check_commit_part(view, retry, 4_000)
+    from_pending = rules.check_commit_part(view, retry, 4_000)
     store.apply(pending)
     view.forget_applied_files(store.applied_offset)
-    from_sqlite = commits.check_commit_part(view, retry, 5_000)
+    from_sqlite = rules.check_commit_part(view, retry, 5_000)
 
     for refused in (from_pending, from_sqlite):
         assert refused.records == []

@@ -17,9 +17,9 @@ from typing import Any, TypeVar
 import grpc
 import pytest
 
-from coordinator.routing_channels import RETRIABLE_CODE_BYTES
-from coordinator.routing_client import RoutingClient, RoutingError
-from coordinator.routing_table import RETRIABLE_CODES
+from coordinator.client.channels import RETRIABLE_CODE_BYTES
+from coordinator.client.routes import RETRIABLE_CODES
+from coordinator.client.routing_client import RoutingClient, RoutingError
 from protos import coordinator_pb2 as pb
 from protos import coordinator_pb2_grpc as pb_grpc
 from tests.harness import Broker, batch, laid_out, topic_name

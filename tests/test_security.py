@@ -12,9 +12,9 @@ from pathlib import Path
 import grpc
 import pytest
 
-from coordinator.server import check_exposure
-from coordinator.settings import Settings, SettingsError
-from coordinator.tls import is_loopback
+from coordinator.config.settings import Settings, SettingsError
+from coordinator.edge.tls import is_loopback
+from coordinator.node.assembly import check_exposure
 from protos import coordinator_pb2 as pb
 from protos import coordinator_pb2_grpc as pb_grpc
 from tests.certificates import Identity, channel_credentials, issue

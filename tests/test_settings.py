@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from coordinator.settings import Settings, SettingsError
-from coordinator.settings_loading import load_settings, read_properties
-from coordinator.settings_rules import validated
+from coordinator.config.loading import load_settings, read_properties
+from coordinator.config.rules import validated
+from coordinator.config.settings import Settings, SettingsError
 
 
 def test_properties_file_syntax(tmp_path: Path) -> None:
@@ -59,7 +59,7 @@ def test_docs_settings_is_the_generated_table() -> None:
 
 
 def test_the_table_lists_every_setting_with_its_default() -> None:
-    from coordinator.settings import describe_settings
+    from coordinator.config.settings import describe_settings
 
     table = (Path(__file__).resolve().parent.parent / "docs" / "settings.md").read_text()
     for name, default, doc in describe_settings():

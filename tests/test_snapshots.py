@@ -20,14 +20,14 @@ from pathlib import Path
 import apsw
 import pytest
 
-from coordinator.clock import SystemClock
-from coordinator.log.frame import encode_frame
-from coordinator.log.segments import MetadataLog
-from coordinator.records import encode_batch, leader_change
-from coordinator.settings import Settings
-from coordinator.shard import CoordinatorShard, LoadFailed
-from coordinator.state.pruning import delete_snapshots, prune_log
-from coordinator.state.replay import logical_dump, rebuild_from_log
+from coordinator.base.clock import SystemClock
+from coordinator.config.settings import Settings
+from coordinator.machine.records import encode_batch, leader_change
+from coordinator.runtime.log.frame import encode_frame
+from coordinator.runtime.log.segments import MetadataLog
+from coordinator.runtime.shard import CoordinatorShard, LoadFailed
+from coordinator.runtime.shard.log_replay import logical_dump, rebuild_from_log
+from coordinator.runtime.shard.pruning import delete_snapshots, prune_log
 from protos import admin_pb2 as admin
 from snapshot import snapshots
 from snapshot.durable_files import file_checksum

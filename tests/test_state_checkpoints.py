@@ -5,10 +5,10 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from coordinator import records
-from coordinator.records import CommittedBatch
-from coordinator.state.checkpoints import HARD_BOUND_FACTOR
-from coordinator.state.store import StateStore
+from coordinator.machine import records
+from coordinator.machine.records import CommittedBatch
+from coordinator.machine.state.checkpoints import HARD_BOUND_FACTOR
+from coordinator.machine.state.store import StateStore
 
 TOPIC = b"\x02" * 16
 PARTITIONS = 64

@@ -1,15 +1,15 @@
-"""Topic-wide rules as pure plans (coordinator.topic_rules), and the catalog derived from records: no I/O."""
+"""Topic-wide rules as pure plans (coordinator.topics.rules), and the catalog derived from records: no I/O."""
 
 from __future__ import annotations
 
 import pytest
 
-from coordinator import records
-from coordinator.catalog import PlacedPartition, TopicCatalog
-from coordinator.errors import ErrorCode
-from coordinator.result import ItemError
-from coordinator.topic_rules import CreatePlan, DeletePlan, TopicLimits, plan_create_partitions, plan_delete_topic
-from coordinator.topics import coordinator_for_new_partition
+from coordinator.base.errors import ErrorCode
+from coordinator.base.result import ItemError
+from coordinator.machine import records
+from coordinator.machine.catalog import PlacedPartition, TopicCatalog
+from coordinator.machine.topic_names import coordinator_for_new_partition
+from coordinator.topics.rules import CreatePlan, DeletePlan, TopicLimits, plan_create_partitions, plan_delete_topic
 from protos import coordinator_pb2 as pb
 
 TOPIC = bytes(range(1, 17))

@@ -18,7 +18,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from coordinator.object_store import ObjectStore, new_wal_key
+from coordinator.files.object_store import ObjectStore, new_wal_key
 from protos import coordinator_pb2 as pb
 from protos import coordinator_pb2_grpc as pb_grpc
 from protos import internal_pb2 as internal

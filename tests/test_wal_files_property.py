@@ -35,7 +35,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from coordinator.object_store import StoreConfig, new_wal_key, open_object_store
+from coordinator.files.object_store import StoreConfig, new_wal_key, open_object_store
 from protos import coordinator_pb2 as pb
 from tests.harness import Broker, ServerProcess, batch, delete_records, describe_file, fetch, topic_name
 from tests.in_process import InProcessNode

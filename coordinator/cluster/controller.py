@@ -40,8 +40,8 @@ from coordinator.cluster.etcd_store import (
     etcd_client,
     parse_etcd_endpoints,
 )
-from coordinator.replication.role import ReplicaRole, RoleKind
-from coordinator.settings import Settings
+from coordinator.config.settings import Settings
+from coordinator.runtime.replication.role import ReplicaRole, RoleKind
 from protos import internal_pb2_grpc as internal_grpc
 
 log = logging.getLogger(__name__)

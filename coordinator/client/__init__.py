@@ -1,0 +1,3 @@
+"""The routing client a Python broker uses: its routes (`routes`), its channels (`channels`), requests split by
+coordinator (`request_parts`).
+"""

@@ -1,0 +1,172 @@
+"""The client side of calls between coordinators (protos/internal.proto), over gRPC.
+
+Every call goes through a socket to the node that leads the target
+coordinator, even when that node is this one, so one code path serves both:
+alone, every coordinator's endpoint is this node's listen address; in a
+cluster, its leader's as etcd says. A node holding no replica (a node added
+after the cluster formed) also forwards brokers' catalog calls (`forward_call`).
+
+The node's own TLS set-up is its client identity: it trusts
+`diskless.ssl.ca.location` (or, without a CA, its own certificate) and shows
+its own certificate, whose principal needs the INTERNAL permission.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import grpc
+
+from coordinator.base.errors import PeerUnreachable
+from coordinator.config.settings import Settings
+from coordinator.edge.tls import tls_files
+from coordinator.machine.view import FileFacts
+from protos import coordinator_pb2 as pb
+from protos import coordinator_pb2_grpc as pb_grpc
+from protos import internal_pb2 as internal
+from protos import internal_pb2_grpc as internal_grpc
+
+RequestT = TypeVar("RequestT")
+
+
+class PeerError(Exception):
+    """A call to another coordinator failed or was refused; the caller retries with backoff."""
+
+
+@dataclass(frozen=True, slots=True)
+class PeerAddress:
+    host: str
+    port: int
+
+    @property
+    def target(self) -> str:
+        host = self.host if ":" not in self.host else f"[{self.host}]"
+        return f"{host}:{self.port}"
+
+
+class PeerClient:
+    def __init__(self, settings: Settings, address_of: Callable[[int], PeerAddress]) -> None:
+        self._settings = settings
+        self._address_of = address_of
+        self._channels: dict[str, grpc.aio.Channel] = {}
+
+    def _stub(self, coordinator_id: int) -> internal_grpc.CoordinatorInternalAsyncStub:
+        address = self._address_of(coordinator_id)
+        if address.host in ("0.0.0.0", "::", ""):  # a wildcard listen address is reached on loopback
+            address = PeerAddress("127.0.0.1", address.port)
+        return self.internal_stub(address.target)
+
+    def internal_stub(self, target: str) -> internal_grpc.CoordinatorInternalAsyncStub:
+        """A stub of the internal service at HOST:PORT, on one channel per address."""
+        return internal_grpc.CoordinatorInternalStub(self._channel(target))
+
+    def coordinator_stub(self, target: str) -> pb_grpc.DisklessCoordinatorAsyncStub:
+        """A stub of the brokers' service at HOST:PORT (a call forwarded as a broker would make it)."""
+        return pb_grpc.DisklessCoordinatorStub(self._channel(target))
+
+    def _channel(self, target: str) -> grpc.aio.Channel:
+        channel = self._channels.get(target)
+        if channel is None:
+            credentials = self._credentials()
+            options = [
+                ("grpc.max_send_message_length", self._settings.request_max_bytes),
+                ("grpc.max_receive_message_length", self._settings.request_max_bytes),  # followers' fetches
+            ]
+            channel = (
+                grpc.aio.secure_channel(target, credentials, options=options)
+                if credentials is not None
+                else grpc.aio.insecure_channel(target, options=options)
+            )
+            self._channels[target] = channel
+        return channel
+
+    def _credentials(self) -> grpc.ChannelCredentials | None:
+        files = tls_files(self._settings)
+        if files is None:
+            return None
+        key, certificate, ca = files.read()
+        return grpc.ssl_channel_credentials(
+            root_certificates=ca if ca is not None else certificate, private_key=key, certificate_chain=certificate
+        )
+
+    async def hand_over(self, from_id: int, to_id: int, files: Sequence[FileFacts], timeout_s: float) -> None:
+        """Makes `to_id` the owner of `files`; returns once it recorded them, raises PeerError otherwise."""
+        request = internal.HandOverFilesRequest(
+            from_coordinator_id=from_id,
+            to_coordinator_id=to_id,
+            timeout_ms=int(timeout_s * 1000),
+            files=[
+                internal.HandedOverFile(
+                    object_key=f.object_key,
+                    file_size=f.file_size,
+                    uploader_broker_id=f.uploader_broker_id,
+                    owner_ids=f.owner_ids,
+                    committed_at_ms=f.committed_at_ms,
+                )
+                for f in files
+            ],
+        )
+        try:
+            response = await self._stub(to_id).HandOverFiles(request, timeout=timeout_s)
+        except grpc.RpcError as error:
+            raise PeerError(f"hand-over to coordinator {to_id}: {_describe(error)}") from None
+        if response.error_code != pb.NONE:
+            raise PeerError(
+                f"hand-over to coordinator {to_id}: {pb.ErrorCode.Name(response.error_code)}: {response.error_message}"
+            )
+
+    async def known_files(
+        self, coordinator_ids: Sequence[int], object_keys: Sequence[str], timeout_s: float
+    ) -> dict[str, set[int]]:
+        """For each key, which of `coordinator_ids` know it; raises PeerError unless every one answered."""
+        by_target: dict[str, list[int]] = {}
+        for coordinator_id in coordinator_ids:
+            by_target.setdefault(self._address_of(coordinator_id).target, []).append(coordinator_id)
+        known: dict[str, set[int]] = {key: set() for key in object_keys}
+        for group in by_target.values():
+            request = internal.KnownFilesRequest(coordinator_ids=group, object_keys=object_keys)
+            try:
+                response = await self._stub(group[0]).KnownFiles(request, timeout=timeout_s)
+            except grpc.RpcError as error:
+                raise PeerError(f"asking coordinators {group} for files: {_describe(error)}") from None
+            if response.error_code != pb.NONE:
+                raise PeerError(
+                    f"asking coordinators {group} for files: {pb.ErrorCode.Name(response.error_code)}: "
+                    f"{response.error_message}"
+                )
+            for found in response.files:
+                if found.object_key in known:
+                    known[found.object_key].update(found.coordinator_ids)
+        return known
+
+    async def close(self) -> None:
+        for channel in self._channels.values():
+            await channel.close()
+        self._channels.clear()
+
+
+def _describe(error: grpc.RpcError) -> str:
+    code = error.code() if hasattr(error, "code") else None
+    details = error.details() if hasattr(error, "details") else str(error)
+    return f"{code.name if code else 'error'}: {details}"
+
+
+async def change_topic_at(
+    peers: PeerClient, leader_address: str, request: internal.ChangeTopicRequest, timeout_s: float
+) -> tuple[int, str]:
+    """Sends one coordinator's part of a topic change to its leader; (error code, message)."""
+    try:
+        response = await peers.internal_stub(leader_address).ChangeTopic(request, timeout=timeout_s)
+    except grpc.RpcError as error:
+        return pb.COORDINATOR_NOT_AVAILABLE, f"coordinator {request.coordinator_id}'s leader: {_describe(error)}"
+    return response.error_code, response.error_message
+
+
+async def forward_call(peers: PeerClient, target: str, method: str, request: RequestT, timeout_s: float) -> Any:
+    """A broker's call passed on whole to the node at `target` (from a node that holds no replica)."""
+    try:
+        return await getattr(peers.coordinator_stub(target), method)(request, timeout=timeout_s)
+    except grpc.RpcError as error:
+        raise PeerUnreachable(f"{method} forwarded to {target}: {_describe(error)}") from error

@@ -1,0 +1,160 @@
+"""A CommitFile part whose object key a coordinator already holds (DESIGN §4, "Retried commits").
+
+An identical retry of the commit that recorded the key gets the first answer again, as long as
+that answer is still whole; any other reuse of the key is refused with INVALID_REQUEST. Pure:
+nothing is written either way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from coordinator.base.errors import ErrorCode
+from coordinator.base.result import Result
+from coordinator.commits.parts import BatchOutcome, CommitPart, RequestBatch, reject_all
+from coordinator.machine import records
+from coordinator.machine.view import CoordinatorView
+from protos import coordinator_pb2 as pb
+
+
+@dataclass(frozen=True, slots=True)
+class FirstCommit:
+    """What a coordinator holds of the commit that first recorded an object key there."""
+
+    file_size: int
+    uploader_broker_id: int
+    owner_ids: tuple[int, ...]
+    append_time_ms: int
+    batches: list[records.CommittedBatch]  # the batches it accepted and still stores, in request order
+    # Its well-formed batches here that are not among `batches`: rejected then (a producer error, a
+    # duplicate) or, as SQLite counts them, deleted since. A retry may no longer carry them (a
+    # DeleteTopics takes them out of its part), so they are counted, not looked for.
+    missing: int
+
+
+def retried_commit(view: CoordinatorView, part: CommitPart) -> Result[list[BatchOutcome]]:
+    """A part whose key this coordinator already holds: the first answer again if it is a retry, else refused.
+
+    A retry carries exactly the first commit's part: the same file (size, uploader, owners) and,
+    batch for batch, what the first commit stored (partition, bytes, record count, timestamps,
+    magic, producer fields); batches the request itself marks malformed are not stored, so not
+    compared: they get their problem again. The first answer can be given again only while every other batch is still
+    stored as accepted then: a first commit that rejected some (a producer error, a duplicate) or
+    whose batches were deleted since (DeleteRecords, DeleteTopics) no longer knows it, and the
+    retry is refused like any other reuse. Nothing is written either way.
+    """
+    first = _first_commit(view, part)
+    problem = first if isinstance(first, str) else _retry_problem(view, part, first)
+    if problem is not None:
+        return reject_all(
+            part,
+            f"object key {part.object_key!r} was already committed to coordinator {view.coordinator_id} "
+            f"{problem}: only an identical retry of a commit whose batches are all still stored is answered again",
+        )
+    assert not isinstance(first, str)
+    stored = iter(first.batches)
+    partitions = view.partitions_by_key
+    outcomes: list[BatchOutcome] = []
+    for batch_problem in part.problems:
+        if batch_problem is not None:
+            outcomes.append(BatchOutcome(batch_problem.error_code, batch_problem.message))
+            continue
+        batch = next(stored)
+        append_time = first.append_time_ms if batch.timestamp_type == pb.LOG_APPEND_TIME else -1
+        log_start = partitions[batch.partition_key].log_start_offset
+        outcomes.append(BatchOutcome(ErrorCode.NONE, "", batch.base_offset, append_time, log_start, is_retry=True))
+    return Result([], outcomes)
+
+
+def _first_commit(view: CoordinatorView, part: CommitPart) -> FirstCommit | str:
+    """The first commit of the key here, from its pending record or from SQLite; or why it cannot be repeated."""
+    pending = view.pending_commit(part.object_key)
+    if pending is not None:
+        return FirstCommit(
+            pending.file_size,
+            pending.uploader_broker_id,
+            tuple(pending.owner_ids),
+            pending.append_time_ms,
+            records.unpack_batches(pending.packed_batches),
+            pending.rejected_batches,  # pending: a deletion since shows in the view's partitions instead
+        )
+    facts = None if view.file_pending(part.object_key) else view.committed_file(part.object_key)
+    if facts is None:
+        return "by a hand-over, without batches of its own"
+    # Only the request's partitions are searched; a batch stored on another one shows in the count.
+    partition_of = view.partition_index.get
+    partition_keys = {
+        partition.key
+        for batch, problem in zip(part.batches, part.problems, strict=True)
+        if problem is None and (partition := partition_of((batch.topic_id, batch.partition))) is not None
+    }
+    batches = view.committed_batches(facts.file_id, partition_keys)
+    if len(batches) != facts.live_batches:
+        return f"with batches on partitions this request does not carry ({facts.live_batches - len(batches)})"
+    return FirstCommit(
+        facts.file_size,
+        facts.uploader_broker_id,
+        facts.owner_ids,
+        facts.committed_at_ms,
+        batches,
+        facts.part_batches - facts.live_batches,
+    )
+
+
+def _retry_problem(view: CoordinatorView, part: CommitPart, first: FirstCommit) -> str | None:
+    """Why the part is not a retry of the first commit that can be answered again, or None."""
+    if (part.file_size, part.uploader_broker_id, part.owner_ids) != (
+        first.file_size,
+        first.uploader_broker_id,
+        first.owner_ids,
+    ):
+        return (
+            f"for another file (file_size {first.file_size}, uploader_broker_id {first.uploader_broker_id}, "
+            f"owner_ids {list(first.owner_ids)})"
+        )
+    partitions = view.partitions_by_key
+    for stored in first.batches:
+        partition = partitions.get(stored.partition_key)
+        # Deleted in the view: a DeleteRecords or DeleteTopics, perhaps not yet applied, removed it.
+        if partition is None or stored.last_offset < partition.log_start_offset:
+            return "and some of its batches were deleted since"
+    if first.missing:
+        return f"and {first.missing} of its batches here were rejected then or deleted since"
+    accepted = [batch for batch, problem in zip(part.batches, part.problems, strict=True) if problem is None]
+    if len(accepted) != len(first.batches):
+        return (
+            f"with {len(first.batches)} batches still stored, for the {len(accepted)} well-formed batches of this "
+            "request (other batches, or some were rejected then or deleted since)"
+        )
+    partition_of = view.partition_index.get
+    for batch, stored in zip(accepted, first.batches, strict=True):
+        partition = partition_of((batch.topic_id, batch.partition))
+        if partition is None or not _same_batch(batch, partition.key, stored):
+            return (
+                f"with other batches (this request's batch of partition {batch.partition} at bytes "
+                f"{batch.byte_offset}+{batch.size} differs)"
+            )
+    return None
+
+
+def _same_batch(batch: RequestBatch, partition_key: int, stored: records.CommittedBatch) -> bool:
+    """Whether a request's batch is the one stored: every field the coordinator keeps of it.
+
+    The producer's base offset is kept only as the record count (stored offsets are assigned
+    ones); the producer fields only for an idempotent batch, as a commit ignores them otherwise.
+    """
+    return (
+        partition_key == stored.partition_key
+        and batch.byte_offset == stored.byte_offset
+        and batch.size == stored.size
+        and batch.last_offset - batch.base_offset == stored.last_offset - stored.base_offset
+        and batch.batch_max_timestamp == stored.max_timestamp
+        and batch.magic == stored.magic
+        and batch.timestamp_type == stored.timestamp_type
+        and batch.producer_id == stored.producer_id
+        and (
+            batch.producer_id < 0
+            or (batch.producer_epoch, batch.base_sequence, batch.last_sequence)
+            == (stored.producer_epoch, stored.base_sequence, stored.last_sequence)
+        )
+    )

@@ -1,0 +1,277 @@
+"""CommitFile checks (DESIGN §4), in the contract's order.
+
+1. the request as a whole (`commit_request_problem`, at the router);
+2. each batch's structure (`batch_structure_problems`, at the router: the
+   overlap rule spans every coordinator's batches);
+3. per coordinator (`check_commit_part`): `owner_ids` names it and the key is
+   new to it (else `retried_commit`: the first answer again for an identical
+   retry, INVALID_REQUEST for any other reuse), then the partition exists,
+   then the producer rules.
+
+These loops run once per batch on the commit path, the node's bottleneck: each
+batch's fields are read from the protobuf once (`request_batches`), the common
+case is decided by one expression, and messages are built only for failures.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Sequence
+
+from coordinator.base.errors import ErrorCode
+from coordinator.base.result import ItemError, Result
+from coordinator.commits.parts import BatchOutcome, CommitPart, RequestBatch, reject_all
+from coordinator.commits.retries import retried_commit
+from coordinator.machine import records
+from coordinator.machine.object_keys import object_key_problem
+from coordinator.machine.producers import (
+    PRODUCER_EPOCH_MAX,
+    SEQUENCE_MODULUS,
+    WindowEntry,
+    advance_window,
+    check_producer,
+)
+from coordinator.machine.topic_names import TOPIC_ID_BYTES, topic_id_problem
+from coordinator.machine.view import CoordinatorView
+from protos import coordinator_pb2 as pb
+
+WRITE_AHEAD_MULTI_SEGMENT = 1
+LOG_APPEND_TIME = pb.LOG_APPEND_TIME
+CREATE_TIME = pb.CREATE_TIME
+NO_TIMESTAMP_TYPE = pb.NO_TIMESTAMP_TYPE
+RECORDS_PER_BATCH_MAX = 2**31  # Kafka's last offset delta is an int32
+_NONE = ErrorCode.NONE
+_TIMESTAMP_TYPES_V2 = (CREATE_TIME, LOG_APPEND_TIME)
+
+
+def commit_request_problem(request: pb.CommitFileRequest, coordinators: int) -> str | None:
+    """Why the whole request is invalid (every batch INVALID_REQUEST), or None."""
+    problem = object_key_problem(request.object_key)
+    if problem:
+        return problem
+    if request.object_format != WRITE_AHEAD_MULTI_SEGMENT:
+        return (
+            f"object_format must be {WRITE_AHEAD_MULTI_SEGMENT} (WRITE_AHEAD_MULTI_SEGMENT), "
+            f"got {request.object_format}"
+        )
+    if request.file_size <= 0:
+        return f"file_size must be > 0, got {request.file_size}"
+    if request.uploader_broker_id < 0:
+        return f"uploader_broker_id must be >= 0, got {request.uploader_broker_id}"
+    owners = list(request.owner_ids)
+    if not owners:
+        return "owner_ids must not be empty"
+    if len(set(owners)) != len(owners):
+        return f"owner_ids must not repeat a coordinator: {owners}"
+    foreign = [o for o in owners if not 0 <= o < coordinators]
+    if foreign:
+        return f"owner_ids {foreign} are not coordinators (0..{coordinators - 1})"
+    return None
+
+
+class _ByteRanges:
+    """The union of byte ranges seen so far, as sorted disjoint [start, end) intervals."""
+
+    def __init__(self) -> None:
+        self._starts: list[int] = []
+        self._ends: list[int] = []
+
+    def overlaps_then_add(self, start: int, end: int) -> bool:
+        if end <= start:
+            return False
+        starts, ends = self._starts, self._ends
+        if not starts or start >= ends[-1]:  # the usual case: batches in file order
+            overlap = False
+            if starts and start == ends[-1]:
+                ends[-1] = end
+            else:
+                starts.append(start)
+                ends.append(end)
+            return overlap
+        first = bisect.bisect_right(ends, start)  # first interval ending after start
+        last = bisect.bisect_left(starts, end)  # intervals [first, last) start before end
+        overlap = first < last
+        if overlap:
+            start = min(start, starts[first])
+            end = max(end, ends[last - 1])
+        starts[first:last] = [start]
+        ends[first:last] = [end]
+        return overlap
+
+
+def batch_structure_problems(batches: Sequence[RequestBatch], file_size: int) -> list[ItemError | None]:
+    """Per batch, in request order, its first structural problem (overlap counts every earlier batch)."""
+    ranges = _ByteRanges()
+    problems: list[ItemError | None] = []
+    append = problems.append
+    for batch in batches:
+        (topic_id, _, byte_offset, size, base_offset, last_offset, max_timestamp, magic, timestamp_type,
+         producer_id, producer_epoch, base_sequence, last_sequence) = batch  # fmt: skip
+        overlaps = ranges.overlaps_then_add(byte_offset, byte_offset + size)
+        # The common case in one expression; any doubt goes to the detailed checks, which say why.
+        if (
+            not overlaps
+            and size > 0
+            and byte_offset >= 0
+            and byte_offset + size <= file_size
+            and 0 <= base_offset <= last_offset
+            and last_offset - base_offset < RECORDS_PER_BATCH_MAX
+            and magic == 2
+            and timestamp_type in _TIMESTAMP_TYPES_V2
+            and max_timestamp >= -1
+            and len(topic_id) == TOPIC_ID_BYTES
+            and any(topic_id)
+            and (
+                producer_id == -1
+                or (
+                    producer_id >= 0
+                    and 0 <= producer_epoch <= PRODUCER_EPOCH_MAX
+                    and base_sequence >= 0
+                    and last_sequence == (base_sequence + last_offset - base_offset) % SEQUENCE_MODULUS
+                )
+            )
+        ):
+            append(None)
+            continue
+        id_problem = topic_id_problem(topic_id)
+        if id_problem:
+            append(ItemError(ErrorCode.INVALID_REQUEST, id_problem))
+            continue
+        message = _record_problem(batch, file_size, overlaps)
+        append(None if message is None else ItemError(ErrorCode.INVALID_RECORD, message))
+    return problems
+
+
+def _record_problem(batch: RequestBatch, file_size: int, overlaps: bool) -> str | None:
+    if batch.size <= 0:
+        return f"size must be > 0, got {batch.size}"
+    if batch.byte_offset < 0 or batch.byte_offset + batch.size > file_size:
+        return f"bytes {batch.byte_offset}..{batch.byte_offset + batch.size} fall outside the file of {file_size} bytes"
+    if overlaps:
+        return f"bytes {batch.byte_offset}..{batch.byte_offset + batch.size} overlap an earlier batch of the request"
+    if batch.base_offset < 0 or batch.last_offset < batch.base_offset:
+        return f"offsets must satisfy last_offset >= base_offset >= 0, got {batch.base_offset}..{batch.last_offset}"
+    if batch.last_offset - batch.base_offset >= RECORDS_PER_BATCH_MAX:
+        return f"a batch holds at most {RECORDS_PER_BATCH_MAX} records, got {batch.last_offset - batch.base_offset + 1}"
+    if not 0 <= batch.magic <= 2:
+        return f"magic must be 0, 1 or 2, got {batch.magic}"
+    if batch.magic == 0:
+        if batch.timestamp_type != NO_TIMESTAMP_TYPE:
+            return f"timestamp_type must be NO_TIMESTAMP_TYPE (-1) for magic 0, got {batch.timestamp_type}"
+    elif batch.timestamp_type not in (pb.CREATE_TIME, pb.LOG_APPEND_TIME):
+        return (
+            f"timestamp_type must be CREATE_TIME (0) or LOG_APPEND_TIME (1) for magic {batch.magic}, "
+            f"got {batch.timestamp_type}"
+        )
+    if batch.batch_max_timestamp < -1:
+        return f"batch_max_timestamp must be >= -1, got {batch.batch_max_timestamp}"
+    if batch.producer_id < -1:
+        return f"producer_id must be >= -1, got {batch.producer_id}"
+    if batch.producer_id >= 0:
+        return _producer_fields_problem(batch)
+    return None
+
+
+def _producer_fields_problem(batch: RequestBatch) -> str | None:
+    if not 0 <= batch.producer_epoch <= PRODUCER_EPOCH_MAX:
+        return f"producer_epoch must be 0..{PRODUCER_EPOCH_MAX} for an idempotent batch, got {batch.producer_epoch}"
+    if batch.base_sequence < 0:
+        return f"base_sequence must be >= 0 for an idempotent batch, got {batch.base_sequence}"
+    expected = (batch.base_sequence + batch.last_offset - batch.base_offset) % SEQUENCE_MODULUS
+    if batch.last_sequence != expected:
+        return (
+            f"last_sequence must be {expected} (base_sequence {batch.base_sequence} plus "
+            f"{batch.last_offset - batch.base_offset} offsets), got {batch.last_sequence}"
+        )
+    return None
+
+
+def check_commit_part(view: CoordinatorView, part: CommitPart, now_ms: int) -> Result[list[BatchOutcome]]:
+    """Assigns offsets to this coordinator's batches; the file is recorded even if none is accepted."""
+    coordinator_id = view.coordinator_id
+    if coordinator_id not in part.owner_ids:
+        return reject_all(part, f"owner_ids {list(part.owner_ids)} do not name coordinator {coordinator_id}")
+    if view.file_known(part.object_key):
+        return retried_commit(view, part)
+    partition_of = view.partition_index.get
+    producer_window = view.producer_window
+    high_watermarks: dict[int, int] = {}
+    windows: dict[tuple[int, int], object] = {}
+    committed: list[records.CommittedBatch] = []
+    outcomes: list[BatchOutcome] = []
+    add_outcome = outcomes.append
+    add_committed = committed.append
+    batch_id = view.next_batch_id
+    any_known_partition = False
+    new_batch = tuple.__new__
+    for batch, problem in zip(part.batches, part.problems, strict=True):
+        (topic_id, partition_number, byte_offset, size, base_offset, last_offset, max_timestamp, magic,
+         timestamp_type, producer_id, producer_epoch, base_sequence, last_sequence) = batch  # fmt: skip
+        partition = partition_of((topic_id, partition_number))
+        if problem is not None:
+            add_outcome(BatchOutcome(problem.error_code, problem.message))
+            any_known_partition = any_known_partition or partition is not None
+            continue
+        if partition is None:
+            add_outcome(
+                BatchOutcome(
+                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"partition {partition_number} of the topic is unknown"
+                )
+            )
+            continue
+        any_known_partition = True
+        key = partition.key
+        if producer_id >= 0:
+            window_key = (key, producer_id)
+            window = windows[window_key] if window_key in windows else producer_window(key, producer_id)
+            verdict = check_producer(window, producer_epoch, base_sequence, last_sequence)  # type: ignore[arg-type]
+            if verdict.duplicate_of is not None:
+                original = verdict.duplicate_of
+                append_time = original.append_time_ms if original.timestamp_type == LOG_APPEND_TIME else -1
+                add_outcome(
+                    BatchOutcome(_NONE, "", original.base_offset, append_time, partition.log_start_offset, True)
+                )
+                continue
+            if verdict.error_code != _NONE:
+                add_outcome(BatchOutcome(verdict.error_code, verdict.message))
+                continue
+            assigned = high_watermarks.get(key, partition.high_watermark)
+            windows[window_key] = advance_window(
+                window,  # type: ignore[arg-type]
+                producer_epoch,
+                WindowEntry(base_sequence, last_sequence, assigned, now_ms, timestamp_type),
+            )
+        else:
+            assigned = high_watermarks.get(key, partition.high_watermark)
+            producer_epoch = base_sequence = last_sequence = -1
+        assigned_last = assigned + last_offset - base_offset
+        high_watermarks[key] = assigned_last + 1
+        add_committed(
+            new_batch(
+                records.CommittedBatch,
+                (batch_id, key, byte_offset, size, assigned, assigned_last, max_timestamp, producer_id,
+                 producer_epoch, base_sequence, last_sequence, magic, timestamp_type),
+            )
+        )  # fmt: skip
+        batch_id += 1
+        add_outcome(
+            BatchOutcome(
+                _NONE, "", assigned, now_ms if timestamp_type == LOG_APPEND_TIME else -1, partition.log_start_offset
+            )
+        )
+    if not any_known_partition:
+        return Result([], outcomes)
+    # The well-formed batches not stored are counted: a retry cannot be answered again without their
+    # answers, also once a DeleteTopics has taken them out of the retry's part (DESIGN §6a).
+    rejected = part.problems.count(None) - len(committed)
+    record = records.file_committed(
+        view.next_file_id,
+        part.object_key,
+        part.file_size,
+        part.uploader_broker_id,
+        part.owner_ids,
+        now_ms,
+        committed,
+        rejected,
+    )
+    return Result([record], outcomes)

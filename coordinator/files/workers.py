@@ -1,0 +1,283 @@
+"""One coordinator's WAL-file worker: hand-over to the next owner, deletion after the grace period (DESIGN §5).
+
+It runs beside the write path, never in it: each cycle reads the committed
+state, does its I/O (calls to other coordinators, the object store, in a
+thread for the store's blocking calls) and then appends what happened
+through the coordinator's pipeline like any operation, where the checks of
+`coordinator.files.ownership` verify it again. Nothing is kept that the state
+cannot give back, so after a restart the worker simply goes on; it acts only
+while its coordinator is ACTIVE (the leader).
+
+Steps per cycle, each bounded by `diskless.coordinator.file.worker.max.files`
+and backed off on its own when it fails (a store outage never stops
+hand-overs, a failing target never stops deletions):
+1. hand over owned files with no live batch to the next owner;
+2. take files nobody before this coordinator knows (a partial commit),
+   once they are older than the probe delay;
+3. schedule the deletion of files this coordinator owns last;
+4. delete objects whose grace period ended, then record them as deleted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import TypeVar, final
+
+from coordinator.base.backoff import Backoff
+from coordinator.base.clock import Clock
+from coordinator.base.errors import CallRejected, CoordinatorUnavailable
+from coordinator.base.metrics import Metrics
+from coordinator.base.result import Result
+from coordinator.cluster.peers import PeerClient, PeerError
+from coordinator.config.settings import Settings
+from coordinator.files import ownership
+from coordinator.files.object_store import ObjectStore, ObjectStoreError
+from coordinator.files.ownership import FileRef
+from coordinator.machine.state import reads
+from coordinator.machine.view import CoordinatorView, FileFacts
+from coordinator.runtime.shard import CoordinatorShard, Operation, ShardState
+from snapshot.fault_points import reach
+
+log = logging.getLogger(__name__)
+
+RequestT = TypeVar("RequestT")
+
+# The file-worker conditions on a coordinator's files (all with no live batch here).
+_TO_HAND_OVER = "owned = 1 AND is_last_owner = 0 AND file_id > ?"
+_AWAITING_OWNERSHIP = "owned = 0 AND committed_at_ms <= ? AND file_id > ?"
+_TO_SCHEDULE = "owned = 1 AND is_last_owner = 1 AND delete_after_ms < 0"
+_DUE_FOR_DELETION = "owned = 1 AND is_last_owner = 1 AND delete_after_ms >= 0 AND delete_after_ms <= ?"
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class DeletionSchedule:
+    """Files whose deletion the last owner schedules, each after the grace period."""
+
+    files: tuple[FileRef, ...]
+    grace_period_ms: int
+
+
+def _check_schedule_deletions(view: CoordinatorView, schedule: DeletionSchedule, now_ms: int) -> Result[int]:
+    return ownership.check_schedule_deletions(view, schedule.files, now_ms, schedule.grace_period_ms)
+
+
+def _consume(future: asyncio.Future[int]) -> None:
+    """Retrieves a late future's outcome so a timed-out cycle leaves no unobserved exception."""
+    if not future.cancelled():
+        future.exception()
+
+
+@dataclass(slots=True)
+class CycleCounts:
+    handed_over: int = 0
+    taken: int = 0
+    scheduled: int = 0
+    deleted: int = 0
+    failures: list[str] = field(default_factory=list)
+
+
+class FileWorker:
+    def __init__(
+        self,
+        shard: CoordinatorShard,
+        settings: Settings,
+        clock: Clock,
+        store: ObjectStore,
+        peers: PeerClient,
+        metrics: Metrics,
+    ) -> None:
+        self._shard = shard
+        self._settings = settings
+        self._clock = clock
+        self._store = store
+        self._peers = peers
+        self._metrics = metrics
+        self._limit = settings.file_worker_max_files
+        self._timeout_s = settings.request_timeout_ms / 1000
+
+        def new_backoff() -> Backoff:
+            return Backoff(settings.file_retry_backoff_ms, settings.file_retry_backoff_max_ms)
+
+        self._target_backoff: dict[int, Backoff] = defaultdict(new_backoff)  # per next owner
+        self._probe_backoff = new_backoff()
+        self._store_backoff = new_backoff()
+        # Where the hand-over and probe scans go on next cycle (file id), so one stuck file never hides the rest.
+        self._hand_over_cursor = -1
+        self._probe_cursor = -1
+        self._next_probe_pass_ms = 0
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def coordinator_id(self) -> int:
+        return self._shard.coordinator_id
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.create_task(self._run(), name=f"file-worker-{self.coordinator_id}")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    async def _run(self) -> None:
+        while True:
+            # The first cycle waits one interval too: a node that just started answers its callers first.
+            # The wait is on the node's clock, so a test's clock decides when a cycle runs.
+            await self._clock.sleep_ms(self._settings.file_worker_interval_ms)
+            try:
+                await self.run_cycle()
+            except asyncio.CancelledError:
+                raise
+            except (CoordinatorUnavailable, CallRejected) as error:
+                log.warning("coordinator %d: file worker waits: %s", self.coordinator_id, error)
+            except Exception:
+                # A bug must not kill the worker for good: log it and try again next cycle.
+                log.exception("coordinator %d: file worker cycle failed", self.coordinator_id)
+
+    async def run_cycle(self) -> CycleCounts:
+        """One pass of every step; what it did, for tests and logs."""
+        counts = CycleCounts()
+        if self._shard.state is not ShardState.ACTIVE or not self._shard.leads:
+            return counts  # file workers run on the coordinator's leader only (DESIGN §6a)
+        await self._hand_over(counts)
+        await self._take_unclaimed(counts)
+        await self._schedule_deletions(counts)
+        await self._delete_due(counts)
+        labels = str(self.coordinator_id)
+        for step, value in (
+            ("handed_over", counts.handed_over),
+            ("taken", counts.taken),
+            ("deletion_scheduled", counts.scheduled),
+            ("deleted", counts.deleted),
+        ):
+            if value:
+                self._metrics.file_transitions.labels(labels, step).inc(value)
+        return counts
+
+    def _idle(self, condition: str, bindings: tuple[int, ...]) -> list[FileFacts]:
+        with self._shard.read_snapshot() as db:
+            return reads.idle_files(db, condition, bindings, self._limit)
+
+    async def _submit(self, operation: Operation[RequestT, int]) -> int:
+        """Appends the operation's records through the pipeline; returns its answer once applied."""
+        future = self._shard.submit(operation)
+        done, _ = await asyncio.wait({future}, timeout=self._timeout_s)
+        if not done:
+            future.add_done_callback(_consume)
+            raise TimeoutError(f"coordinator {self.coordinator_id} did not apply the operation in time")
+        return future.result()
+
+    def _failed(self, counts: CycleCounts, step: str, what: str, backoff: Backoff, error: Exception) -> None:
+        wait_ms = backoff.failed(self._clock.now_ms())
+        counts.failures.append(f"{what}: {error}")
+        self._metrics.file_worker_failures.labels(str(self.coordinator_id), step).inc()
+        log.warning(
+            "coordinator %d: %s failed (%s); retrying in %d ms (failure %d in a row)",
+            self.coordinator_id, what, error, wait_ms, backoff.failures,
+        )  # fmt: skip
+
+    # ------------------------------------------------------------------ 1. hand-over
+
+    async def _hand_over(self, counts: CycleCounts) -> None:
+        files = self._idle(_TO_HAND_OVER, (self._hand_over_cursor,))
+        self._hand_over_cursor = files[-1].file_id if len(files) == self._limit else -1
+        by_target: dict[int, list[FileFacts]] = defaultdict(list)
+        for facts in files:
+            target = ownership.next_owner(facts.owner_ids, self.coordinator_id)
+            assert target is not None  # not the last owner
+            by_target[target].append(facts)
+        now_ms = self._clock.now_ms()
+        for target, handed in by_target.items():
+            backoff = self._target_backoff[target]
+            if not backoff.ready(now_ms):
+                continue
+            try:
+                await self._peers.hand_over(self.coordinator_id, target, handed, self._timeout_s)
+                reach("handover.after_peer")  # the next owner has the files, this one not yet forgotten them
+                refs = [FileRef(f.file_id, f.object_key) for f in handed]
+                counts.handed_over += await self._submit(Operation(ownership.check_handed_over, tuple(refs)))
+                backoff.succeeded()
+            except (PeerError, TimeoutError) as error:
+                self._failed(counts, "hand_over", f"hand-over to coordinator {target}", backoff, error)
+
+    # ------------------------------------------------------------------ 2. files nobody will hand over
+
+    async def _take_unclaimed(self, counts: CycleCounts) -> None:
+        now_ms = self._clock.now_ms()
+        if now_ms < self._next_probe_pass_ms or not self._probe_backoff.ready(now_ms):
+            return
+        committed_before = now_ms - self._settings.file_handover_probe_delay_ms
+        files = self._idle(_AWAITING_OWNERSHIP, (committed_before, self._probe_cursor))
+        if len(files) == self._limit:
+            self._probe_cursor = files[-1].file_id
+        else:
+            # A pass is over: each waiting file is asked about at most once per probe delay.
+            self._probe_cursor = -1
+            self._next_probe_pass_ms = now_ms + max(
+                self._settings.file_handover_probe_delay_ms, self._settings.file_worker_interval_ms
+            )
+        by_owners_before: dict[tuple[int, ...], list[FileFacts]] = defaultdict(list)
+        for facts in files:
+            position = facts.owner_ids.index(self.coordinator_id)
+            by_owners_before[tuple(facts.owner_ids[:position])].append(facts)
+        try:
+            for owners_before, waiting in by_owners_before.items():
+                if not owners_before:
+                    continue  # the first owner owns a file from its commit
+                known = await self._peers.known_files(owners_before, [f.object_key for f in waiting], self._timeout_s)
+                unclaimed = [FileRef(f.file_id, f.object_key) for f in waiting if not known[f.object_key]]
+                if unclaimed:
+                    counts.taken += await self._submit(Operation(ownership.check_take_files, tuple(unclaimed)))
+                    log.info(
+                        "coordinator %d: took %d files no owner before it knows (commits that missed them)",
+                        self.coordinator_id, len(unclaimed),
+                    )  # fmt: skip
+            self._probe_backoff.succeeded()
+        except (PeerError, TimeoutError) as error:
+            self._next_probe_pass_ms = 0
+            self._failed(counts, "probe", "asking the owners before", self._probe_backoff, error)
+
+    # ------------------------------------------------------------------ 3. and 4. deletion
+
+    async def _schedule_deletions(self, counts: CycleCounts) -> None:
+        files = self._idle(_TO_SCHEDULE, ())
+        if files:
+            refs = [FileRef(f.file_id, f.object_key) for f in files]
+            schedule = DeletionSchedule(tuple(refs), self._settings.file_deletion_grace_period_ms)
+            counts.scheduled += await self._submit(Operation(_check_schedule_deletions, schedule))
+
+    async def _delete_due(self, counts: CycleCounts) -> None:
+        now_ms = self._clock.now_ms()
+        if not self._store_backoff.ready(now_ms):
+            return
+        files = self._idle(_DUE_FOR_DELETION, (now_ms,))
+        if not files:
+            return
+        by_key = {f.object_key: f for f in files}
+        try:
+            outcome = await asyncio.to_thread(self._store.delete, list(by_key))
+        except ObjectStoreError as error:
+            self._failed(counts, "delete", "deleting objects", self._store_backoff, error)
+            return
+        if outcome.deleted:
+            refs = [FileRef(by_key[key].file_id, key) for key in outcome.deleted]
+            counts.deleted += await self._submit(Operation(ownership.check_files_deleted, tuple(refs)))
+        if outcome.failed:
+            key, why = next(iter(outcome.failed.items()))
+            self._failed(
+                counts,
+                "delete",
+                "deleting objects",
+                self._store_backoff,
+                ObjectStoreError(f"{len(outcome.failed)} of {len(by_key)} deletions failed, e.g. {key!r}: {why}"),
+            )
+        else:
+            self._store_backoff.succeeded()

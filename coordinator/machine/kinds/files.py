@@ -1,0 +1,206 @@
+"""Record kinds of WAL files (DESIGN §5): committed, ownership taken, handed over, deletion scheduled, deleted.
+
+The view keeps only what checks need (pending object keys and the id
+counters); a file's ownership and deletion time live in SQLite alone.
+"""
+
+from __future__ import annotations
+
+from coordinator.machine.batch_entries import batch_entry
+from coordinator.machine.kinds.kind import batch_discontinuity, next_id_after
+from coordinator.machine.producers import WindowEntry, advance_packed_window, advance_window
+from coordinator.machine.records import BATCH_LAYOUT
+from coordinator.machine.transaction import StateTransaction
+from coordinator.machine.view import CoordinatorView
+from protos import records_pb2 as rec
+
+_INSERT_FILE = (
+    "INSERT INTO files (file_id, object_key, file_size, uploader_broker_id, owner_ids, committed_at_ms, "
+    "live_batches, is_last_owner, owned, delete_after_ms, part_batches) VALUES (?,?,?,?,?,?,?,?,?,-1,?)"
+)
+
+
+def _owner_list(owner_ids: list[int]) -> str:
+    return ",".join(map(str, owner_ids))
+
+
+class FileCommittedKind:
+    """A WAL file committed here with the batches it accepted: offsets, producer windows, live batches."""
+
+    name = "file_committed"
+
+    def replay(self, view: CoordinatorView, committed: rec.FileCommitted, end_offset: int) -> None:
+        view.next_file_id = next_id_after("file id", committed.file_id, view.next_file_id)
+        view.add_pending_file(committed.object_key, end_offset, committed)
+        append_time = committed.append_time_ms
+        partitions = view.partitions_by_key
+        producers = view.producer_windows
+        next_batch_id = view.next_batch_id
+        # Fields unpacked into locals: this loop runs once per batch.
+        for (batch_id, key, _, _, base_offset, last_offset, _, producer_id, producer_epoch, base_sequence,
+             last_sequence, _, timestamp_type) in BATCH_LAYOUT.iter_unpack(committed.packed_batches):  # fmt: skip
+            partition = partitions[key]
+            broken = batch_discontinuity(
+                batch_id, next_batch_id, base_offset, last_offset, key, partition.high_watermark
+            )
+            if broken is not None:
+                raise broken
+            next_batch_id += 1
+            partition.high_watermark = last_offset + 1
+            if producer_id >= 0:
+                windows = producers.get(key)
+                if windows is None:
+                    windows = producers[key] = {}
+                windows[producer_id] = advance_window(
+                    windows.get(producer_id),
+                    producer_epoch,
+                    WindowEntry(base_sequence, last_sequence, base_offset, append_time, timestamp_type),
+                )
+        view.next_batch_id = next_batch_id
+
+    def apply(self, transaction: StateTransaction, committed: rec.FileCommitted) -> None:
+        file_id = committed.file_id
+        transaction.next_file_id = next_id_after("file id", file_id, transaction.next_file_id)
+        append_time = committed.append_time_ms
+        owners = list(committed.owner_ids)
+        batches = list(BATCH_LAYOUT.iter_unpack(committed.packed_batches))
+        coordinator_id = transaction.coordinator_id
+        transaction.db.execute(
+            _INSERT_FILE,
+            (
+                file_id,
+                committed.object_key,
+                committed.file_size,
+                committed.uploader_broker_id,
+                _owner_list(owners),
+                append_time,
+                len(batches),
+                int(owners[-1] == coordinator_id),
+                int(owners[0] == coordinator_id),  # the first owner owns a file from its commit
+                len(batches) + committed.rejected_batches,
+            ),
+        )
+        if not batches:
+            return
+        high_watermarks = transaction.high_watermarks
+        changed_windows = transaction.changed_windows
+        committed_windows = transaction.committed_windows
+        next_batch_id = transaction.next_batch_id
+        # Fields unpacked into locals: this loop runs once per batch. A partition's first batch in the
+        # transaction is taken at its word here; write_high_watermarks checks it against SQLite.
+        object_key = committed.object_key
+        rows = []
+        for batch in batches:
+            (batch_id, key, byte_offset, size, base_offset, last_offset, max_timestamp, producer_id, producer_epoch,
+             base_sequence, last_sequence, magic, timestamp_type) = batch  # fmt: skip
+            before, after = high_watermarks.get(key, (base_offset, base_offset))
+            broken = batch_discontinuity(batch_id, next_batch_id, base_offset, last_offset, key, after)
+            if broken is not None:
+                raise broken
+            next_batch_id += 1
+            high_watermarks[key] = (before, last_offset + 1)
+            if producer_id >= 0:
+                window_key = (key, producer_id)
+                window = changed_windows.get(window_key)
+                if window is None:
+                    window = committed_windows.get(key, {}).get(producer_id)
+                changed_windows[window_key] = advance_packed_window(
+                    window,
+                    producer_epoch,
+                    WindowEntry(base_sequence, last_sequence, base_offset, append_time, timestamp_type),
+                )
+            entry = batch_entry(
+                batch_id, object_key, magic, byte_offset, size, base_offset, last_offset, append_time, max_timestamp,
+                timestamp_type,
+            )  # fmt: skip
+            rows.append((*batch, file_id, append_time, entry))
+        transaction.next_batch_id = next_batch_id
+        transaction.add_live_batches(len(batches))
+        transaction.db.executemany("INSERT INTO batches VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
+
+
+class FileOwnershipTakenKind:
+    """This coordinator became a file's owner: a file it knew, or a new one recorded without batches."""
+
+    name = "file_ownership_taken"
+
+    def replay(self, view: CoordinatorView, taken: rec.FileOwnershipTaken, end_offset: int) -> None:
+        if taken.new_file:
+            view.next_file_id = next_id_after("file id", taken.file_id, view.next_file_id)
+            view.add_pending_file(taken.object_key, end_offset)
+
+    def apply(self, transaction: StateTransaction, taken: rec.FileOwnershipTaken) -> None:
+        if not taken.new_file:
+            transaction.update_exactly_one(
+                "UPDATE files SET owned = 1 WHERE file_id = ? AND object_key = ?",
+                (taken.file_id, taken.object_key),
+                f"ownership of file {taken.file_id} ({taken.object_key!r}) taken, but it is not here",
+            )
+            return
+        transaction.next_file_id = next_id_after("file id", taken.file_id, transaction.next_file_id)
+        owners = list(taken.owner_ids)
+        transaction.db.execute(
+            _INSERT_FILE,
+            (
+                taken.file_id,
+                taken.object_key,
+                taken.file_size,
+                taken.uploader_broker_id,
+                _owner_list(owners),
+                taken.committed_at_ms,
+                0,
+                int(owners[-1] == transaction.coordinator_id),
+                1,
+                0,  # no commit here: no part of one
+            ),
+        )
+
+
+def _file_leaves(transaction: StateTransaction, file_id: int, how: str) -> None:
+    """A file this coordinator owns with no live batch leaves the state (handed over or deleted)."""
+    transaction.update_exactly_one(
+        "DELETE FROM files WHERE file_id = ? AND live_batches = 0 AND owned = 1",
+        (file_id,),
+        f"file {file_id} {how}, but it is not an idle file owned here",
+    )
+
+
+class FileHandedOverKind:
+    """The next owner recorded the file as its own: it leaves this coordinator."""
+
+    name = "file_handed_over"
+
+    def replay(self, view: CoordinatorView, handed_over: rec.FileHandedOver, end_offset: int) -> None:
+        pass  # only the committed state holds a file's ownership
+
+    def apply(self, transaction: StateTransaction, handed_over: rec.FileHandedOver) -> None:
+        _file_leaves(transaction, handed_over.file_id, "handed over")
+
+
+class FileDeletionScheduledKind:
+    """The last owner of an idle file set the time after which its object may be deleted."""
+
+    name = "file_deletion_scheduled"
+
+    def replay(self, view: CoordinatorView, scheduled: rec.FileDeletionScheduled, end_offset: int) -> None:
+        pass  # only the committed state holds a file's deletion time
+
+    def apply(self, transaction: StateTransaction, scheduled: rec.FileDeletionScheduled) -> None:
+        transaction.update_exactly_one(
+            "UPDATE files SET delete_after_ms = ? WHERE file_id = ? AND live_batches = 0 AND owned = 1 "
+            "AND is_last_owner = 1",
+            (scheduled.delete_after_ms, scheduled.file_id),
+            f"deletion of file {scheduled.file_id} scheduled, but it is not an idle file owned last here",
+        )
+
+
+class FileDeletedKind:
+    """The file's object is deleted from object storage: the file leaves the state."""
+
+    name = "file_deleted"
+
+    def replay(self, view: CoordinatorView, deleted: rec.FileDeleted, end_offset: int) -> None:
+        pass  # the view holds no committed file
+
+    def apply(self, transaction: StateTransaction, deleted: rec.FileDeleted) -> None:
+        _file_leaves(transaction, deleted.file_id, "deleted")

@@ -1,0 +1,83 @@
+"""Record kinds of partitions: created, their topic deleted, their log start moved (DeleteRecords)."""
+
+from __future__ import annotations
+
+from coordinator.base.invariants import check_invariant
+from coordinator.machine.kinds.kind import check_log_start_moves, next_id_after
+from coordinator.machine.transaction import StateTransaction
+from coordinator.machine.view import CoordinatorView, PartitionView
+from protos import records_pb2 as rec
+
+
+class PartitionCreatedKind:
+    """One user partition assigned to this coordinator, under the next partition key, empty."""
+
+    name = "partition_created"
+
+    def replay(self, view: CoordinatorView, created: rec.PartitionCreated, end_offset: int) -> None:
+        view.next_partition_key = next_id_after("partition key", created.partition_key, view.next_partition_key)
+        view.load_partition(
+            PartitionView(created.partition_key, created.topic_id, created.topic_name, created.partition, 0, 0)
+        )
+
+    def apply(self, transaction: StateTransaction, created: rec.PartitionCreated) -> None:
+        transaction.next_partition_key = next_id_after(
+            "partition key", created.partition_key, transaction.next_partition_key
+        )
+        transaction.db.execute(
+            "INSERT INTO partitions (partition_key, topic_id, topic_name, partition, log_start_offset, high_watermark) "
+            "VALUES (?,?,?,?,0,0)",
+            (created.partition_key, created.topic_id, created.topic_name, created.partition),
+        )
+
+
+class TopicDeletedKind:
+    """Every partition of the topic on this coordinator goes, with its batches and producer state."""
+
+    name = "topic_deleted"
+
+    def replay(self, view: CoordinatorView, deleted: rec.TopicDeleted, end_offset: int) -> None:
+        for partition in view.partitions_of_topic(deleted.topic_id):
+            view.remove_partition(partition)
+
+    def apply(self, transaction: StateTransaction, deleted: rec.TopicDeleted) -> None:
+        transaction.write_high_watermarks()  # before the partitions' rows go
+        db = transaction.db
+        keys = [
+            key for (key,) in db.execute("SELECT partition_key FROM partitions WHERE topic_id = ?", (deleted.topic_id,))
+        ]
+        for key in keys:
+            transaction.remove_batches_below(key, None)
+            db.execute("DELETE FROM producers WHERE partition_key = ?", (key,))
+            db.execute("DELETE FROM partitions WHERE partition_key = ?", (key,))
+        transaction.deleted_partition_keys.update(keys)
+
+
+class RecordsDeletedKind:
+    """A partition's log start moves forward; the batches wholly below it go."""
+
+    name = "records_deleted"
+
+    def replay(self, view: CoordinatorView, deleted: rec.RecordsDeleted, end_offset: int) -> None:
+        partition = view.partitions_by_key[deleted.partition_key]
+        check_log_start_moves(
+            deleted.partition_key, partition.log_start_offset, deleted.log_start_offset, partition.high_watermark
+        )
+        partition.log_start_offset = deleted.log_start_offset
+
+    def apply(self, transaction: StateTransaction, deleted: rec.RecordsDeleted) -> None:
+        transaction.write_high_watermarks()  # the log start is checked against the high watermark
+        db = transaction.db
+        row = db.execute(
+            "SELECT log_start_offset, high_watermark FROM partitions WHERE partition_key = ?",
+            (deleted.partition_key,),
+        ).fetchone()
+        check_invariant(row is not None, f"log start moves in partition {deleted.partition_key}, which is not here")
+        assert row is not None
+        log_start_offset, high_watermark = row
+        check_log_start_moves(deleted.partition_key, log_start_offset, deleted.log_start_offset, high_watermark)
+        db.execute(
+            "UPDATE partitions SET log_start_offset = ? WHERE partition_key = ?",
+            (deleted.log_start_offset, deleted.partition_key),
+        )
+        transaction.remove_batches_below(deleted.partition_key, deleted.log_start_offset)

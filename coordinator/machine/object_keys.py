@@ -1,0 +1,53 @@
+"""The naming pattern of WAL objects (what brokers write and what the orphan scan looks for).
+
+A WAL object's key is `<prefix>wal/<xx>/<uuid>.wal`: `<uuid>` is a random
+UUID as 32 lowercase hex digits and `<xx>` its first two, so that keys spread
+evenly over 256 fan-out prefixes that a scan lists in parallel. `<prefix>` is
+`diskless.storage.s3.prefix` on S3 and empty on the local backend.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+# Matched in full against the key after the storage prefix (the orphan scan's default pattern).
+WAL_KEY_PATTERN = r"wal/[0-9a-f]{2}/[0-9a-f]{32}\.wal"
+WAL_FANOUT_DIGITS = 2
+OBJECT_KEY_MAX_BYTES = 1024
+
+
+def new_wal_key(prefix: str = "", file_uuid: uuid.UUID | None = None) -> str:
+    """A fresh WAL object key under `prefix`."""
+    name = (file_uuid or uuid.uuid4()).hex
+    return f"{prefix}wal/{name[:WAL_FANOUT_DIGITS]}/{name}.wal"
+
+
+def wal_fanout_prefixes(prefix: str = "") -> list[str]:
+    """The 256 key prefixes WAL objects are spread over, in key order."""
+    return [f"{prefix}wal/{i:02x}/" for i in range(16**WAL_FANOUT_DIGITS)]
+
+
+def key_problem(key: str) -> str | None:
+    """Why `key` cannot name an object in either backend, or None.
+
+    Keys are relative, '/'-separated paths: nothing a local root could be
+    escaped with, nothing S3 and a filesystem would read differently.
+    """
+    if not key:
+        return "object key must not be empty"
+    if key.startswith("/"):
+        return f"object key {key!r} must be relative (no leading '/')"
+    if "\\" in key or "\x00" in key:
+        return f"object key {key!r} must not contain '\\' or NUL"
+    parts = key.split("/")
+    if any(part in ("", ".", "..") for part in parts):
+        return f"object key {key!r} must not have empty, '.' or '..' path segments"
+    return None
+
+
+def object_key_problem(object_key: str) -> str | None:
+    size = len(object_key.encode("utf-8"))
+    if not 1 <= size <= OBJECT_KEY_MAX_BYTES:
+        return f"object_key must be 1..{OBJECT_KEY_MAX_BYTES} bytes, got {size}"
+    # The coordinator deletes the object one day: the key must name one object in either backend.
+    return key_problem(object_key)

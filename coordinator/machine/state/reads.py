@@ -1,0 +1,279 @@
+"""Read-only queries on a coordinator's committed SQLite state (run inside `read_snapshot`)."""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from dataclasses import dataclass
+from typing import Any
+
+import apsw
+
+from coordinator.machine.batch_entries import batch_entry
+from coordinator.machine.records import CommittedBatch
+from coordinator.machine.view import FileFacts
+from protos import coordinator_pb2 as pb
+
+
+class StateDamaged(Exception):
+    """A read found committed state that breaks an invariant (offsets not contiguous): the file is damaged.
+
+    SQLite reports a damaged page only when its structure is broken; a page overwritten with other
+    plausible bytes can make rows vanish without an error, which only the invariants can show.
+    """
+
+
+# What a read raises when the state file is damaged or unreadable: the coordinator then rebuilds it.
+DAMAGE_ERRORS = (apsw.CorruptError, apsw.NotADBError, apsw.IOError, StateDamaged)
+
+# Kafka's effective timestamp: the append time for LOG_APPEND_TIME batches, else the batch's max.
+_EFFECTIVE_TIMESTAMP = f"CASE timestamp_type WHEN {pb.LOG_APPEND_TIME} THEN append_time_ms ELSE max_timestamp END"
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionOffsets:
+    partition_key: int
+    log_start_offset: int
+    high_watermark: int
+
+
+@dataclass(frozen=True, slots=True)
+class CoordinatorCounts:
+    partition_count: int
+    live_file_count: int
+    live_batch_count: int
+    oldest_live_file_timestamp: int
+    files_awaiting_handover: int
+    files_awaiting_deletion: int
+
+
+def one_row(cursor: apsw.Cursor, what: str) -> Any:
+    """The row of a query that always yields one (an aggregate, a PRAGMA, a meta counter); none means damage."""
+    row = cursor.fetchone()
+    if row is None:
+        raise StateDamaged(f"no row for {what}: the state's meta table or schema is damaged")
+    return row
+
+
+def partition_offsets(db: apsw.Connection, topic_id: bytes, partition: int) -> PartitionOffsets | None:
+    row = db.execute(
+        "SELECT partition_key, log_start_offset, high_watermark FROM partitions WHERE topic_id = ? AND partition = ?",
+        (topic_id, partition),
+    ).fetchone()
+    return None if row is None else PartitionOffsets(*row)
+
+
+def batches_from(db: apsw.Connection, partition_key: int, offset: int, limit: int) -> apsw.Cursor:
+    """(entry, size, base offset, last offset) of the batches holding `offset` or later, in offset order.
+
+    Read lazily, so the cost follows the result. `entry` is the batch's FindBatches answer serialized at
+    apply (coordinator/machine/batch_entries.py), or None in a row stored before schema 3 (see `batch_entry_of`).
+    """
+    return db.execute(
+        "SELECT entry, size, base_offset, last_offset FROM batches "
+        "WHERE partition_key = ? AND last_offset >= ? ORDER BY last_offset LIMIT ?",
+        (partition_key, offset, limit),
+    )
+
+
+def batch_entry_of(db: apsw.Connection, partition_key: int, last_offset: int) -> bytes:
+    """The FindBatches entry of a batch stored without one (schema 2), built from its columns."""
+    row = one_row(
+        db.execute(
+            "SELECT b.batch_id, f.object_key, b.magic, b.byte_offset, b.size, b.base_offset, b.last_offset, "
+            "b.append_time_ms, b.max_timestamp, b.timestamp_type "
+            "FROM batches AS b JOIN files AS f ON f.file_id = b.file_id "
+            "WHERE b.partition_key = ? AND b.last_offset = ?",
+            (partition_key, last_offset),
+        ),
+        f"the file of the batch ending at {last_offset} of partition key {partition_key}",
+    )
+    return batch_entry(*row)
+
+
+def first_batch_at_or_after(db: apsw.Connection, partition_key: int, timestamp: int) -> tuple[int, int] | None:
+    """(effective timestamp, base offset) of the first batch in offset order whose timestamp is >= `timestamp`."""
+    row = db.execute(
+        f"SELECT {_EFFECTIVE_TIMESTAMP}, base_offset FROM batches WHERE partition_key = ? "
+        f"AND {_EFFECTIVE_TIMESTAMP} >= ? ORDER BY last_offset LIMIT 1",
+        (partition_key, timestamp),
+    ).fetchone()
+    return None if row is None else (row[0], row[1])
+
+
+def max_timestamp_batch(db: apsw.Connection, partition_key: int) -> tuple[int, int] | None:
+    """(max effective timestamp, base offset of the first batch holding it)."""
+    row = db.execute(
+        f"SELECT {_EFFECTIVE_TIMESTAMP} AS ts, base_offset FROM batches WHERE partition_key = ? "
+        "ORDER BY ts DESC, last_offset ASC LIMIT 1",
+        (partition_key,),
+    ).fetchone()
+    return None if row is None else (row[0], row[1])
+
+
+_FILE_COLUMNS = (
+    "file_id, object_key, file_size, uploader_broker_id, owner_ids, committed_at_ms, live_batches, is_last_owner, "
+    "owned, delete_after_ms, part_batches"
+)
+# A file awaits deletion here when this coordinator is its last owner, owns it and has no live batch in it;
+# a file with no live batch here awaits hand-over otherwise (to the next owner, or from the one before).
+_AWAITING_DELETION = "live_batches = 0 AND is_last_owner = 1 AND owned = 1"
+
+
+def _file_facts(row: tuple[Any, ...]) -> FileFacts:
+    file_id, key, size, uploader, owners, committed_at, live, last, owned, delete_after, part_batches = row
+    return FileFacts(
+        file_id, key, size, uploader, tuple(map(int, owners.split(","))), committed_at, live, bool(last),
+        bool(owned), delete_after, part_batches,
+    )  # fmt: skip
+
+
+def file_facts(db: apsw.Connection, object_key: str) -> FileFacts | None:
+    row = db.execute(f"SELECT {_FILE_COLUMNS} FROM files WHERE object_key = ?", (object_key,)).fetchone()
+    return None if row is None else _file_facts(row)
+
+
+# The columns of coordinator.machine.records.CommittedBatch, in order, then the file id.
+_COMMITTED_BATCH_COLUMNS = (
+    "batch_id, partition_key, byte_offset, size, base_offset, last_offset, max_timestamp, producer_id, "
+    "producer_epoch, base_sequence, last_sequence, magic, timestamp_type, file_id"
+)
+
+
+def file_batches(db: apsw.Connection, file_id: int, partition_keys: Collection[int]) -> list[CommittedBatch]:
+    """A file's batches still stored on these partitions, in batch id order (the order of its request).
+
+    Batches are stored by (partition, last offset), not by file: no index on the file serves only
+    this read (a retried commit), so each partition is searched instead. Within a partition, file
+    ids never go down as offsets go up (both are handed out in check order), so the file's batches
+    there are one run, found by a binary search on offsets: O(log n) lookups per partition.
+    """
+    found: list[CommittedBatch] = []
+    for partition_key in partition_keys:
+        start = _first_offset_of_file_or_later(db, partition_key, file_id)
+        if start is None:
+            continue
+        for row in db.execute(
+            f"SELECT {_COMMITTED_BATCH_COLUMNS} FROM batches WHERE partition_key = ? AND last_offset >= ? "
+            "ORDER BY last_offset",
+            (partition_key, start),
+        ):
+            if row[-1] != file_id:
+                break
+            found.append(CommittedBatch._make(row[:-1]))
+    found.sort()  # by batch id: batch ids follow the request's order
+    return found
+
+
+def _first_offset_of_file_or_later(db: apsw.Connection, partition_key: int, file_id: int) -> int | None:
+    """The smallest last offset in the partition whose batch belongs to `file_id` or a later file."""
+    low, high = one_row(
+        db.execute("SELECT min(last_offset), max(last_offset) FROM batches WHERE partition_key = ?", (partition_key,)),
+        "the partition's batch offsets",
+    )
+    if low is None:
+        return None
+
+    def at_or_after(offset: int) -> tuple[int, int]:
+        """(last offset, file id) of the first batch whose last offset is >= `offset`."""
+        row = db.execute(
+            "SELECT last_offset, file_id FROM batches WHERE partition_key = ? AND last_offset >= ? "
+            "ORDER BY last_offset LIMIT 1",
+            (partition_key, offset),
+        ).fetchone()
+        if row is None:  # offset <= high, the partition's last batch: one is there
+            raise StateDamaged(f"no batch of partition {partition_key} at or after {offset}, below its last {high}")
+        return row[0], row[1]
+
+    # The smallest offset in [low, high] whose first batch at or after it has a file id >= file_id.
+    while low < high:
+        middle = (low + high) // 2
+        if at_or_after(middle)[1] >= file_id:
+            high = middle
+        else:
+            low = middle + 1
+    last_offset, found_file_id = at_or_after(low)
+    return last_offset if found_file_id == file_id else None
+
+
+def idle_files(db: apsw.Connection, condition: str, bindings: tuple[Any, ...], limit: int) -> list[FileFacts]:
+    """Files with no live batch here that also meet `condition` (a fixed SQL condition of the file workers)."""
+    return [
+        _file_facts(row)
+        for row in db.execute(
+            f"SELECT {_FILE_COLUMNS} FROM files WHERE live_batches = 0 AND ({condition}) ORDER BY file_id LIMIT ?",
+            (*bindings, limit),
+        )
+    ]
+
+
+def file_state(facts: FileFacts) -> int:
+    """The DescribeFiles state of a file as this coordinator sees it."""
+    if facts.live_batches > 0:
+        return pb.FILE_STATE_LIVE
+    if facts.is_last_owner and facts.owned:
+        return pb.FILE_STATE_AWAITING_DELETION
+    return pb.FILE_STATE_AWAITING_HANDOVER
+
+
+def coordinator_counts(db: apsw.Connection) -> CoordinatorCounts:
+    (live_batch_count,) = one_row(
+        db.execute("SELECT value FROM meta WHERE name = 'live_batch_count'"), "meta live_batch_count"
+    )
+    (partitions,) = one_row(db.execute("SELECT count(*) FROM partitions"), "the partition count")
+    live_files, oldest = one_row(
+        db.execute("SELECT count(*), min(committed_at_ms) FROM files WHERE live_batches > 0"), "the live files"
+    )
+    handover, deletion = one_row(
+        db.execute(
+            f"SELECT coalesce(sum(NOT ({_AWAITING_DELETION})), 0), coalesce(sum({_AWAITING_DELETION}), 0) "
+            "FROM files WHERE live_batches = 0"
+        ),
+        "the idle files",
+    )
+    return CoordinatorCounts(
+        partitions, live_files, live_batch_count, -1 if oldest is None else oldest, handover, deletion
+    )
+
+
+def applied_offset(db: apsw.Connection) -> int:
+    """The metadata-log offset the state reflects (in a transaction: the snapshot's)."""
+    (offset,) = one_row(db.execute("SELECT value FROM meta WHERE name = 'applied_offset'"), "meta applied_offset")
+    return int(offset)
+
+
+# A file's DescribeFiles state here, in SQL (as `file_state`).
+_FILE_STATE = (
+    f"CASE WHEN live_batches > 0 THEN {pb.FILE_STATE_LIVE} WHEN {_AWAITING_DELETION} "
+    f"THEN {pb.FILE_STATE_AWAITING_DELETION} ELSE {pb.FILE_STATE_AWAITING_HANDOVER} END"
+)
+
+
+def file_keys(db: apsw.Connection) -> apsw.Cursor:
+    """(object key, state) of every file here, in file id order (the table's own), read lazily page by page."""
+    return db.execute(f"SELECT object_key, {_FILE_STATE} FROM files ORDER BY file_id")
+
+
+KEY_FRAMING_BYTES = 4  # a key's tag and length in a page, and its state: a bound, not the exact size
+
+
+@dataclass(frozen=True, slots=True)
+class KeyPage:
+    object_keys: list[str]
+    states: list[pb.FileState]
+    exhausted: bool  # the cursor has no row left
+
+
+def next_key_page(keys: apsw.Cursor, max_keys: int, max_bytes: int) -> KeyPage:
+    """The next rows of `file_keys`: at most `max_keys`, and no more once their keys reach `max_bytes`."""
+    object_keys: list[str] = []
+    states: list[pb.FileState] = []
+    size = 0
+    while len(object_keys) < max_keys and size < max_bytes:
+        row = next(keys, None)
+        if row is None:
+            return KeyPage(object_keys, states, exhausted=True)
+        key = row[0]
+        object_keys.append(key)
+        states.append(row[1])
+        size += (len(key) if key.isascii() else len(key.encode())) + KEY_FRAMING_BYTES
+    return KeyPage(object_keys, states, exhausted=False)

@@ -1,0 +1,108 @@
+"""The SQLite schema of one coordinator's state."""
+
+from __future__ import annotations
+
+SCHEMA_VERSION = 4
+
+# meta holds counters and the applied log offset, updated in the same
+# transaction as the state they describe.
+STATEMENTS = (
+    """CREATE TABLE IF NOT EXISTS meta (
+        name TEXT PRIMARY KEY,
+        value INTEGER NOT NULL
+    ) WITHOUT ROWID""",
+    """CREATE TABLE IF NOT EXISTS partitions (
+        partition_key INTEGER PRIMARY KEY,
+        topic_id BLOB NOT NULL,
+        topic_name TEXT NOT NULL,
+        partition INTEGER NOT NULL,
+        log_start_offset INTEGER NOT NULL,
+        high_watermark INTEGER NOT NULL,
+        UNIQUE (topic_id, partition)
+    )""",
+    # part_batches: the well-formed batches of the file's commit here, stored or rejected (0 for a file
+    # taken by hand-over); a retried commit is answered again only while all of them are live (DESIGN §6a).
+    """CREATE TABLE IF NOT EXISTS files (
+        file_id INTEGER PRIMARY KEY,
+        object_key TEXT NOT NULL UNIQUE,
+        file_size INTEGER NOT NULL,
+        uploader_broker_id INTEGER NOT NULL,
+        owner_ids TEXT NOT NULL,
+        committed_at_ms INTEGER NOT NULL,
+        live_batches INTEGER NOT NULL,
+        is_last_owner INTEGER NOT NULL,
+        owned INTEGER NOT NULL,
+        delete_after_ms INTEGER NOT NULL,
+        part_batches INTEGER NOT NULL
+    )""",
+    "CREATE INDEX IF NOT EXISTS files_live_by_time ON files (committed_at_ms) WHERE live_batches > 0",
+    # The file workers' work list: files with no live batch left here (few, compared with live ones).
+    "CREATE INDEX IF NOT EXISTS files_idle ON files (file_id) WHERE live_batches = 0",
+    # Clustered by (partition, last offset): one B-tree insert per batch, and FindBatches
+    # reads a partition's batches in offset order from one contiguous range.
+    # The columns up to timestamp_type are coordinator.machine.records.CommittedBatch, in order. `entry` is the
+    # batch's FindBatches answer, serialized at apply (coordinator/machine/batch_entries.py); NULL in rows that
+    # schema 2 stored, which reads build field by field.
+    """CREATE TABLE IF NOT EXISTS batches (
+        batch_id INTEGER NOT NULL,
+        partition_key INTEGER NOT NULL,
+        byte_offset INTEGER NOT NULL,
+        size INTEGER NOT NULL,
+        base_offset INTEGER NOT NULL,
+        last_offset INTEGER NOT NULL,
+        max_timestamp INTEGER NOT NULL,
+        producer_id INTEGER NOT NULL,
+        producer_epoch INTEGER NOT NULL,
+        base_sequence INTEGER NOT NULL,
+        last_sequence INTEGER NOT NULL,
+        magic INTEGER NOT NULL,
+        timestamp_type INTEGER NOT NULL,
+        file_id INTEGER NOT NULL,
+        append_time_ms INTEGER NOT NULL,
+        entry BLOB,
+        PRIMARY KEY (partition_key, last_offset)
+    ) WITHOUT ROWID""",
+    """CREATE TABLE IF NOT EXISTS producers (
+        partition_key INTEGER NOT NULL,
+        producer_id INTEGER NOT NULL,
+        producer_epoch INTEGER NOT NULL,
+        window BLOB NOT NULL,
+        PRIMARY KEY (partition_key, producer_id)
+    ) WITHOUT ROWID""",
+)
+
+# Schema 1 -> 2: WAL-file ownership. A file was owned where it was first committed (its first owner).
+MIGRATIONS = {
+    1: (
+        "ALTER TABLE files ADD COLUMN owned INTEGER NOT NULL DEFAULT 0",
+        "ALTER TABLE files ADD COLUMN delete_after_ms INTEGER NOT NULL DEFAULT -1",
+        "UPDATE files SET owned = "
+        "(CAST(owner_ids AS INTEGER) = (SELECT value FROM meta WHERE name = 'coordinator_id'))",
+        "CREATE INDEX IF NOT EXISTS files_idle ON files (file_id) WHERE live_batches = 0",
+        "UPDATE meta SET value = 2 WHERE name = 'schema_version'",
+    ),
+    # Schema 2 -> 3: each batch's FindBatches entry, serialized at apply; older rows keep NULL.
+    2: (
+        "ALTER TABLE batches ADD COLUMN entry BLOB",
+        "UPDATE meta SET value = 3 WHERE name = 'schema_version'",
+    ),
+    # Schema 3 -> 4: each file's well-formed batches of its commit here, stored or rejected (a retried
+    # commit is answered again only while all of them are live). Older rows take their live batches:
+    # a batch rejected or deleted before the migration goes unseen, as it did.
+    3: (
+        "ALTER TABLE files ADD COLUMN part_batches INTEGER NOT NULL DEFAULT 0",
+        "UPDATE files SET part_batches = live_batches",
+        "UPDATE meta SET value = 4 WHERE name = 'schema_version'",
+    ),
+}
+
+META_DEFAULTS = {
+    "schema_version": SCHEMA_VERSION,
+    "coordinator_id": -1,
+    "applied_offset": 0,
+    "leader_epoch": 0,
+    "next_partition_key": 0,
+    "next_batch_id": 0,
+    "next_file_id": 0,
+    "live_batch_count": 0,
+}

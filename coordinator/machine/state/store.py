@@ -1,0 +1,269 @@
+"""One coordinator's SQLite file: opening it, loading the view, and `apply`, its only writer.
+
+`apply` runs every record of a group (each interpreted by coordinator.machine.kinds)
+in one transaction that also stores the applied log offset (DESIGN §3 step 5),
+so the state always equals apply(log[0 .. applied offset]) (invariant I1). Reads for FindBatches and
+friends go through a separate connection (WAL mode) and see committed state.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Collection, Iterator, Sequence
+from pathlib import Path
+
+import apsw
+
+from coordinator.base.invariants import check_invariant
+from coordinator.machine import kinds
+from coordinator.machine.producers import PackedWindow, decode_window
+from coordinator.machine.records import CommittedBatch
+from coordinator.machine.state import reads
+from coordinator.machine.state.checkpoints import CHECKPOINT_PAGES_DEFAULT, WalCheckpoints
+from coordinator.machine.state.detached_read import DetachedRead
+from coordinator.machine.state.schema import META_DEFAULTS, MIGRATIONS, SCHEMA_VERSION, STATEMENTS
+from coordinator.machine.transaction import StateTransaction
+from coordinator.machine.view import CoordinatorView, FileFacts, PartitionView
+from protos import records_pb2 as rec
+
+WRITER_CACHE_BYTES_DEFAULT = 64 * 1024 * 1024  # diskless.coordinator.state.cache.bytes
+BATCH_ID_SPACE = 2**40  # batch ids are unique across coordinators: coordinator id in the high bits
+
+AppliedFrame = tuple[int, Sequence[rec.MetadataRecord]]  # (end offset of the frame, its records)
+
+
+# Errors of the disk or the machine, not of the file's content.
+_ENVIRONMENT_ERRORS = (apsw.FullError, apsw.IOError, apsw.CantOpenError, apsw.ReadOnlyError, apsw.NoMemError)
+
+
+class StateCorrupt(Exception):
+    """The SQLite file cannot be read as this coordinator's state."""
+
+
+def _connect(path: Path, *, readonly: bool) -> apsw.Connection:
+    flags = apsw.SQLITE_OPEN_READONLY if readonly else apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE
+    connection = apsw.Connection(str(path), flags=flags)
+    connection.set_busy_timeout(5000)
+    return connection
+
+
+def truncation_problem(path: Path) -> str | None:
+    """Whether a SQLite file is shorter than its header says (a cut copy), when no WAL holds the rest.
+
+    SQLite notices missing pages only when a query touches them; this catches
+    a truncated file at open. With a non-empty -wal the newest pages may live
+    there, so the check is skipped (the file header is then a checkpoint's).
+    """
+    wal = path.with_name(path.name + "-wal")
+    if not path.exists() or (wal.exists() and wal.stat().st_size > 0):
+        return None
+    with open(path, "rb") as file:
+        header = file.read(100)
+    size = path.stat().st_size
+    if size == 0:
+        return None  # a new, empty database
+    if len(header) < 100 or not header.startswith(b"SQLite format 3\x00"):
+        return f"{path}: not a SQLite file ({size} bytes)"
+    page_size = int.from_bytes(header[16:18], "big")
+    page_size = 65536 if page_size == 1 else page_size
+    page_count = int.from_bytes(header[28:32], "big")
+    # The header's page count is valid only when its change counter matches the version-valid-for number.
+    if header[24:28] == header[92:96] and page_count * page_size > size:
+        return f"{path}: {size} bytes, its header says {page_count} pages of {page_size} bytes (truncated)"
+    return None
+
+
+def open_reader(path: Path) -> apsw.Connection:
+    """A read-only connection to a state file (WAL mode: it reads committed transactions, also from another process)."""
+    return _connect(path, readonly=True)
+
+
+@contextlib.contextmanager
+def read_transaction(reader: apsw.Connection) -> Iterator[apsw.Connection]:
+    """A read transaction on a reader's connection: every query inside sees the same committed state."""
+    reader.execute("BEGIN")
+    try:
+        yield reader
+    finally:
+        try:
+            reader.execute("COMMIT")
+        except apsw.Error:
+            # A read that met damage leaves its statement failed, and COMMIT reports that failure again;
+            # the reader already said so. A read transaction has nothing to lose: end it either way.
+            if reader.in_transaction:
+                with contextlib.suppress(apsw.Error):
+                    reader.execute("ROLLBACK")
+
+
+class StateStore:
+    def __init__(
+        self,
+        path: Path,
+        coordinator_id: int,
+        cache_bytes: int = WRITER_CACHE_BYTES_DEFAULT,
+        checkpoint_pages: int = CHECKPOINT_PAGES_DEFAULT,
+    ) -> None:
+        self.path = path
+        self.coordinator_id = coordinator_id
+        problem = truncation_problem(path)
+        if problem is not None:
+            raise StateCorrupt(problem)
+        try:
+            self._writer = _connect(path, readonly=False)
+            self._writer.execute("PRAGMA journal_mode=WAL")
+            # The log is the durable copy: a lost SQLite commit is replayed from it.
+            self._writer.execute("PRAGMA synchronous=NORMAL")
+            # Inserts land all over the batches B-tree (one tail per partition): a cache that holds those
+            # pages doubles replay at a million batches (SQLite's default is 2 MiB).
+            self._writer.execute(f"PRAGMA cache_size=-{max(1, cache_bytes // 1024)}")
+            with self._writer:
+                for statement in STATEMENTS:
+                    self._writer.execute(statement)
+                defaults = dict(META_DEFAULTS, coordinator_id=coordinator_id)
+                defaults["next_batch_id"] = coordinator_id * BATCH_ID_SPACE
+                self._writer.executemany(
+                    "INSERT OR IGNORE INTO meta (name, value) VALUES (?, ?)", list(defaults.items())
+                )
+                self._migrate()
+            self.meta = dict(self._writer.execute("SELECT name, value FROM meta"))
+        except _ENVIRONMENT_ERRORS:
+            raise  # a full or failing disk is not a damaged state: it is reported (and retried) as what it is
+        except apsw.Error as error:
+            raise StateCorrupt(f"{path}: {error}") from error
+        if self.meta["schema_version"] != SCHEMA_VERSION or self.meta["coordinator_id"] != coordinator_id:
+            raise StateCorrupt(
+                f"{path}: schema {self.meta['schema_version']} of coordinator {self.meta['coordinator_id']}, "
+                f"expected schema {SCHEMA_VERSION} of coordinator {coordinator_id}"
+            )
+        # 0: SQLite's automatic checkpoint, inside the apply that passes its threshold (a baseline).
+        self._checkpoints: WalCheckpoints | None = None
+        if checkpoint_pages > 0:
+            self._checkpoints = WalCheckpoints(path, coordinator_id, checkpoint_pages, self._writer)
+        self.reader = open_reader(path)
+        self._detached_reads: set[DetachedRead] = set()  # open on threads of their own; closed before the store
+        # The committed producer windows, packed as stored, kept in memory so apply never reads them back.
+        self.producer_windows = self._read_producer_windows()
+
+    def _migrate(self) -> None:
+        """Brings a state file of an older schema to this one, in the open transaction."""
+        (version,) = reads.one_row(
+            self._writer.execute("SELECT value FROM meta WHERE name = 'schema_version'"), "the schema version"
+        )
+        while version in MIGRATIONS:
+            for statement in MIGRATIONS[version]:
+                self._writer.execute(statement)
+            (version,) = reads.one_row(
+                self._writer.execute("SELECT value FROM meta WHERE name = 'schema_version'"), "the schema version"
+            )
+
+    def _read_producer_windows(self) -> dict[int, dict[int, PackedWindow]]:
+        windows: dict[int, dict[int, PackedWindow]] = {}
+        for key, producer_id, epoch, window in self._writer.execute(
+            "SELECT partition_key, producer_id, producer_epoch, window FROM producers"
+        ):
+            windows.setdefault(key, {})[producer_id] = (epoch, window)
+        return windows
+
+    @property
+    def checkpoints_completed(self) -> int:
+        """Checkpoints run on the state's own thread (none when SQLite checkpoints by itself)."""
+        return 0 if self._checkpoints is None else self._checkpoints.completed
+
+    @property
+    def checkpoints_in_apply(self) -> int:
+        """Checkpoints an apply ran itself, the WAL past its hard bound (none when SQLite checkpoints by itself)."""
+        return 0 if self._checkpoints is None else self._checkpoints.completed_in_apply
+
+    @property
+    def applied_offset(self) -> int:
+        return int(self.meta["applied_offset"])
+
+    def close(self) -> None:
+        for detached in list(self._detached_reads):
+            detached.close(wait=True)
+        self.reader.close()
+        if self._checkpoints is not None:
+            self._checkpoints.close()
+        self._writer.close()
+
+    # ------------------------------------------------------------------ loading
+
+    def load_view(self) -> CoordinatorView:
+        """The view of the committed state (nothing pending)."""
+        view = CoordinatorView(
+            self.coordinator_id,
+            self.committed_file,
+            self.committed_batches,
+            next_partition_key=self.meta["next_partition_key"],
+            next_batch_id=self.meta["next_batch_id"],
+            next_file_id=self.meta["next_file_id"],
+            leader_epoch=self.meta["leader_epoch"],
+        )
+        for row in self._writer.execute(
+            "SELECT partition_key, topic_id, topic_name, partition, log_start_offset, high_watermark FROM partitions"
+        ):
+            view.load_partition(PartitionView(*row))
+        for key, windows in self.producer_windows.items():
+            for producer_id, (epoch, packed) in windows.items():
+                view.load_producer(key, producer_id, decode_window(epoch, packed))
+        return view
+
+    def committed_file(self, object_key: str) -> FileFacts | None:
+        """The committed file with this key (on the writer's connection: checks and apply share the loop)."""
+        return reads.file_facts(self._writer, object_key)
+
+    def committed_batches(self, file_id: int, partition_keys: Collection[int]) -> list[CommittedBatch]:
+        """A committed file's batches on these partitions (on the writer's connection, as `committed_file`)."""
+        return reads.file_batches(self._writer, file_id, partition_keys)
+
+    def read_snapshot(self) -> contextlib.AbstractContextManager[apsw.Connection]:
+        """A read transaction: every query inside sees the same committed state."""
+        return read_transaction(self.reader)
+
+    def detached_read(self) -> DetachedRead:
+        """A read transaction on a connection and thread of its own, which may stay open across awaits.
+
+        The store closes it when it closes (its next read then raises DetachedReadClosed).
+        """
+        detached = DetachedRead(self.path, self._detached_reads.discard)
+        self._detached_reads.add(detached)
+        return detached
+
+    # ------------------------------------------------------------------ the only writer
+
+    def apply(self, frames: Sequence[AppliedFrame]) -> None:
+        """Applies frames (in log order, following the applied offset) in one transaction."""
+        if not frames:
+            return
+        check_invariant(
+            frames[0][0] > self.applied_offset,
+            f"apply of a frame ending at {frames[0][0]} at applied offset {self.applied_offset}",
+        )
+        meta = dict(self.meta)
+        try:
+            with self._writer:
+                transaction = StateTransaction(self._writer, self.coordinator_id, meta, self.producer_windows)
+                previous_end = self.applied_offset
+                for end_offset, records in frames:
+                    check_invariant(
+                        end_offset > previous_end, f"frames out of order: {end_offset} after {previous_end}"
+                    )
+                    previous_end = end_offset
+                    for record in records:
+                        kinds.apply(transaction, record)
+                transaction.finish()
+                meta["applied_offset"] = previous_end
+                self._writer.executemany(
+                    "UPDATE meta SET value = ? WHERE name = ?",
+                    [(value, name) for name, value in meta.items() if self.meta.get(name) != value],
+                )
+        except BaseException:
+            self.meta = dict(self._writer.execute("SELECT name, value FROM meta"))
+            raise
+        self.meta = meta
+        for key in transaction.deleted_partition_keys:
+            self.producer_windows.pop(key, None)
+        for (key, producer_id), window in transaction.changed_windows.items():
+            self.producer_windows.setdefault(key, {})[producer_id] = window
+        if self._checkpoints is not None:
+            self._checkpoints.written()

@@ -1,0 +1,141 @@
+"""The speculative view a coordinator checks operations against (DESIGN §3 step 1).
+
+It is the committed state plus every record appended but not yet applied to
+SQLite: partitions' high watermarks and log starts, producer windows, id
+counters, and the object keys of pending files. `coordinator.machine.kinds.replay`
+is the only thing that changes it, one record at a time; checks read it and
+never write. Committed object keys stay in
+SQLite (looked up once per commit, not per batch) so memory does not grow
+with the number of files; a pending file keeps its record until applied, so
+a retried commit of it can be answered from the view (DESIGN §6a).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Iterator
+from dataclasses import dataclass
+
+from coordinator.machine.producers import ProducerWindow
+from coordinator.machine.records import CommittedBatch
+from protos import records_pb2 as rec
+
+# (file id, partition keys) -> the file's committed batches on those partitions, in batch id order.
+CommittedBatches = Callable[[int, Collection[int]], list[CommittedBatch]]
+
+
+@dataclass(slots=True)
+class PartitionView:
+    key: int
+    topic_id: bytes
+    topic_name: str
+    partition: int
+    log_start_offset: int
+    high_watermark: int
+
+
+@dataclass(frozen=True, slots=True)
+class FileFacts:
+    """A WAL file as one coordinator's committed state holds it."""
+
+    file_id: int
+    object_key: str
+    file_size: int
+    uploader_broker_id: int
+    owner_ids: tuple[int, ...]
+    committed_at_ms: int
+    live_batches: int
+    is_last_owner: bool
+    owned: bool  # this coordinator is the file's current owner
+    delete_after_ms: int  # -1 until the last owner schedules the deletion
+    # The well-formed batches of its commit here, stored or rejected then (0 for a file taken by hand-over).
+    part_batches: int
+
+
+class CoordinatorView:
+    def __init__(
+        self,
+        coordinator_id: int,
+        committed_file: Callable[[str], FileFacts | None],
+        committed_batches: CommittedBatches | None = None,
+        *,
+        next_partition_key: int = 0,
+        next_batch_id: int = 0,
+        next_file_id: int = 0,
+        leader_epoch: int = 0,
+    ) -> None:
+        self.coordinator_id = coordinator_id
+        self._committed_file = committed_file
+        self._committed_batches = committed_batches
+        self.next_partition_key = next_partition_key
+        self.next_batch_id = next_batch_id
+        self.next_file_id = next_file_id
+        self.leader_epoch = leader_epoch
+        # The interpreter's loops read and change these dicts directly: they run once per batch.
+        self.partitions_by_key: dict[int, PartitionView] = {}
+        # (topic id, partition) -> partition: the commit path's lookup, one dict access per batch.
+        self.partition_index: dict[tuple[bytes, int], PartitionView] = {}
+        self.producer_windows: dict[int, dict[int, ProducerWindow]] = {}  # partition key -> producer id -> window
+        # object key -> (log end offset of the batch that recorded it, its FileCommitted or None when the
+        # file came by hand-over); dropped once applied.
+        self._pending_files: dict[str, tuple[int, rec.FileCommitted | None]] = {}
+
+    # ------------------------------------------------------------------ reads
+
+    def partition(self, topic_id: bytes, partition: int) -> PartitionView | None:
+        return self.partition_index.get((topic_id, partition))
+
+    def partitions(self) -> Iterator[PartitionView]:
+        return iter(self.partitions_by_key.values())
+
+    def partitions_of_topic(self, topic_id: bytes) -> list[PartitionView]:
+        return [p for p in self.partitions_by_key.values() if p.topic_id == topic_id]
+
+    def producer_window(self, partition_key: int, producer_id: int) -> ProducerWindow | None:
+        windows = self.producer_windows.get(partition_key)
+        return None if windows is None else windows.get(producer_id)
+
+    def file_known(self, object_key: str) -> bool:
+        return object_key in self._pending_files or self._committed_file(object_key) is not None
+
+    def file_pending(self, object_key: str) -> bool:
+        """Whether a record not yet applied adds a file with this key."""
+        return object_key in self._pending_files
+
+    def pending_commit(self, object_key: str) -> rec.FileCommitted | None:
+        """The FileCommitted not yet applied that added this key, if one did."""
+        pending = self._pending_files.get(object_key)
+        return None if pending is None else pending[1]
+
+    def committed_file(self, object_key: str) -> FileFacts | None:
+        return self._committed_file(object_key)
+
+    def committed_batches(self, file_id: int, partition_keys: Collection[int]) -> list[CommittedBatch]:
+        """A committed file's batches still stored on these partitions, in batch id (request) order."""
+        if self._committed_batches is None or not partition_keys:
+            return []
+        return self._committed_batches(file_id, partition_keys)
+
+    # ------------------------------------------------------------------ loading
+
+    def load_partition(self, partition: PartitionView) -> None:
+        self.partitions_by_key[partition.key] = partition
+        self.partition_index[(partition.topic_id, partition.partition)] = partition
+
+    def load_producer(self, partition_key: int, producer_id: int, window: ProducerWindow) -> None:
+        self.producer_windows.setdefault(partition_key, {})[producer_id] = window
+
+    # ------------------------------------------------------------------ changes, made only by coordinator.machine.kinds
+
+    def remove_partition(self, partition: PartitionView) -> None:
+        del self.partitions_by_key[partition.key]
+        del self.partition_index[(partition.topic_id, partition.partition)]
+        self.producer_windows.pop(partition.key, None)
+
+    def add_pending_file(self, object_key: str, end_offset: int, committed: rec.FileCommitted | None = None) -> None:
+        """A file recorded by a log batch ending at `end_offset`, known here until SQLite holds it."""
+        self._pending_files[object_key] = (end_offset, committed)
+
+    def forget_applied_files(self, applied_offset: int) -> None:
+        """Drops pending files whose records SQLite now holds."""
+        if self._pending_files:
+            self._pending_files = {k: v for k, v in self._pending_files.items() if v[0] > applied_offset}

@@ -1,0 +1,175 @@
+"""One node: the coordinators it hosts, loaded together and closed together.
+
+Alone, the node leads coordinators 0..N-1. In a cluster (DESIGN §6a) it holds
+a shard for every coordinator, each in the role etcd gives it (leader,
+follower, offline, or no replica here), and the cluster controller changes
+those roles as leaders come and go.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+
+from coordinator.base.clock import Clock, SystemClock
+from coordinator.base.metrics import Metrics
+from coordinator.cluster.peers import PeerAddress, PeerClient
+from coordinator.config.settings import Settings
+from coordinator.files.object_store import ObjectStore, StoreConfig, open_object_store
+from coordinator.files.workers import FileWorker
+from coordinator.machine.catalog import PlacedPartition, TopicCatalog
+from coordinator.node.router import Router
+from coordinator.runtime.replication.link import ClusterLink
+from coordinator.runtime.replication.role import ReplicaRole, RoleKind
+from coordinator.runtime.shard import CoordinatorShard, ShardState
+from coordinator.runtime.shard.append_ticks import AppendTicks
+from protos import records_pb2 as rec
+
+log = logging.getLogger(__name__)
+
+
+def coordinator_directory(data_dir: Path, coordinator_id: int) -> Path:
+    return data_dir / f"coordinator-{coordinator_id}"
+
+
+class Node:
+    def __init__(
+        self,
+        settings: Settings,
+        clock: Clock | None = None,
+        metrics: Metrics | None = None,
+        roles: Mapping[int, ReplicaRole | None] | None = None,
+        link: ClusterLink | None = None,
+        catalog_address: str | None = None,
+    ) -> None:
+        self.settings = settings
+        clock = clock or SystemClock()
+        self.metrics = metrics or Metrics()
+        ticks = AppendTicks(settings.append_linger_ms)  # a commit's parts on several coordinators written together
+        self.shards = [
+            CoordinatorShard(
+                i,
+                coordinator_directory(settings.data_dir, i),
+                settings,
+                clock,
+                self.metrics,
+                self._shard_state_changed,
+                self._topic_records_applied,
+                None if roles is None else roles[i],
+                link,
+                ticks,
+            )
+            for i in range(settings.coordinators)
+        ]
+        self._loaded = False
+        self._health_changed = asyncio.Event()
+        # Told of every state change of a coordinator (the reader processes' status board).
+        self.state_listeners: list[Callable[[CoordinatorShard], None]] = []
+        # Derived from the coordinators' records only: rebuilt when one (re)loads, followed as they apply.
+        self.catalog = TopicCatalog()
+        # A commit process (coordinator/node/processes/) sends catalog calls to its node's first process, which holds
+        # the whole catalog; that process reads the partitions its commit processes lead from their state files.
+        self._catalog_address = catalog_address
+        self.outside_partitions: Callable[[], Iterable[PlacedPartition]] = lambda: ()
+        # Whether the rest of the node serves (its commit processes, seen from its first process).
+        self.others_serving: Callable[[], bool] = lambda: True
+        self.peers = PeerClient(settings, self._peer_address)
+        self.router = Router(self.shards, settings, clock, self.metrics, self.catalog, self.peers, self._catalog_holder)
+        self._clock = clock
+        self.object_store: ObjectStore | None = None
+        self.file_workers: list[FileWorker] = []
+
+    def _peer_address(self, coordinator_id: int) -> PeerAddress:
+        """The node leading the coordinator: alone, this node's own address; in a cluster, etcd's leader."""
+        role = self.shards[coordinator_id].role
+        if role is not None and role.leader_address:
+            host, _, port = role.leader_address.rpartition(":")
+            return PeerAddress(host, int(port))
+        return PeerAddress(self.router.endpoint.host, self.router.endpoint.port)
+
+    def _catalog_holder(self) -> str | None:
+        """Where brokers' catalog calls go from a node holding no replica: coordinator 0's leader.
+
+        The cluster formed on its first `replication.factor` nodes, each holding every coordinator, so that
+        leader knows every partition. None where this node holds a replica (it answers itself) or no leader
+        is known (the call is answered here, with retriable errors).
+        """
+        if self._catalog_address is not None:
+            return self._catalog_address
+        roles = [shard.role for shard in self.shards]
+        if not roles or any(role is None or role.kind is not RoleKind.NOT_REPLICA for role in roles):
+            return None
+        first = roles[0]
+        return first.leader_address if first is not None and first.leader_address else None
+
+    async def load(self) -> bool:
+        """Loads every coordinator; True when all are ACTIVE.
+
+        A coordinator that failed to load is out of service (its reason logged) and goes on
+        trying by itself, unless only an operator can settle its failure.
+        """
+        self.settings.data_dir.mkdir(parents=True, exist_ok=True)
+        outcomes = await asyncio.gather(*(shard.load() for shard in self.shards), return_exceptions=True)
+        self.rebuild_catalog()
+        self._loaded = True
+        return not any(isinstance(o, BaseException) for o in outcomes)
+
+    def serving(self) -> bool:
+        """Whether every coordinator with a replica here serves, as leader or follower (the node's health)."""
+        return self.others_serving() and all(
+            shard.state is ShardState.ACTIVE for shard in self.shards if _hosted(shard)
+        )
+
+    def health_changed(self) -> None:
+        """Wakes `wait_health_change` (the rest of the node went in or out of service)."""
+        self._health_changed.set()
+
+    async def wait_health_change(self) -> None:
+        """Returns after some coordinator went in or out of service."""
+        await self._health_changed.wait()
+        self._health_changed.clear()
+
+    def _shard_state_changed(self, shard: CoordinatorShard) -> None:
+        if shard.state is ShardState.ACTIVE and self._loaded:
+            self.rebuild_catalog()  # back in service: its partitions are known again
+        self._health_changed.set()
+        for listener in self.state_listeners:
+            listener(shard)
+
+    def rebuild_catalog(self) -> None:
+        """Reads every loaded coordinator's partitions into the catalog, and those the node's other processes lead."""
+        here = [
+            PlacedPartition(shard.coordinator_id, p.topic_id, p.topic_name, p.partition)
+            for shard in self.shards
+            if shard.state is ShardState.ACTIVE
+            for p in shard.partitions()
+        ]
+        self.catalog.rebuild([*here, *self.outside_partitions()])
+
+    def _topic_records_applied(self, coordinator_id: int, records: Sequence[rec.MetadataRecord]) -> None:
+        """A coordinator applied partition creations or topic deletions: the catalog follows."""
+        self.catalog.apply_records(coordinator_id, records)
+
+    def start_file_workers(self) -> None:
+        """Starts each coordinator's hand-over and deletion worker (once the node answers calls)."""
+        self.object_store = open_object_store(StoreConfig.from_settings(self.settings))
+        self.file_workers = [
+            FileWorker(shard, self.settings, self._clock, self.object_store, self.peers, self.metrics)
+            for shard in self.shards
+        ]
+        for worker in self.file_workers:
+            worker.start()
+
+    async def close(self) -> None:
+        await asyncio.gather(*(worker.stop() for worker in self.file_workers))
+        await self.peers.close()
+        await asyncio.gather(*(shard.close() for shard in self.shards))
+        if self.object_store is not None:
+            self.object_store.close()
+
+
+def _hosted(shard: CoordinatorShard) -> bool:
+    """Whether the node holds a replica of the shard's coordinator that has a leader."""
+    return shard.role is None or shard.role.kind in (RoleKind.LEADER, RoleKind.FOLLOWER)

@@ -1,0 +1,152 @@
+"""The node's router: each RPC goes to its operation (`coordinator.operations`), which splits it by coordinator.
+
+Every list in a request gets one result per item, in request order. Items
+whose coordinator is not here, or cannot serve now, get that coordinator's
+error; the others go on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
+from typing import Any, TypeVar, cast
+
+from coordinator.base.clock import Clock
+from coordinator.base.errors import ErrorCode
+from coordinator.base.metrics import Metrics
+from coordinator.cluster.peers import PeerClient, forward_call
+from coordinator.commits.commit_file import CommitFiles
+from coordinator.config.settings import Settings
+from coordinator.files import describe_files, handover
+from coordinator.files.list_file_keys import FileKeyStreams
+from coordinator.machine.catalog import TopicCatalog
+from coordinator.reads import find_batches, find_coordinator, list_offsets
+from coordinator.reads.find_coordinator import Endpoint
+from coordinator.runtime.node_coordinators import Elsewhere, NodeCoordinators
+from coordinator.runtime.replication.leader import refused_epoch_end, refused_fetch
+from coordinator.runtime.replication.snapshot_transfer import stream_snapshot
+from coordinator.runtime.shard import CoordinatorShard
+from coordinator.topics import delete_records
+from coordinator.topics.admin import TopicAdmin
+from protos import coordinator_pb2 as pb
+from protos import internal_pb2 as internal
+
+__all__ = ["Endpoint", "Router"]
+
+RequestT = TypeVar("RequestT")
+
+
+class Router:
+    def __init__(
+        self,
+        shards: Sequence[CoordinatorShard],
+        settings: Settings,
+        clock: Clock,
+        metrics: Metrics,
+        catalog: TopicCatalog,
+        peers: PeerClient | None = None,
+        catalog_holder: Callable[[], str | None] = lambda: None,
+        elsewhere: Elsewhere | None = None,
+    ) -> None:
+        self.shards = list(shards)
+        # What answers a call another process of this node passed on here: this router, except in a node's first
+        # process when spread over commit processes (coordinator/node/processes/front.py), where it is one that never
+        # passes calls on again.
+        self.local: Router = self
+        self.settings = settings
+        self.catalog = catalog  # derived from the coordinators' records by the node; read here
+        self.endpoint = Endpoint("127.0.0.1", 0)  # set by the server once it listens
+        self._coordinators = NodeCoordinators(self.shards, catalog, settings, metrics, elsewhere)
+        self._topic_admin = TopicAdmin(self._coordinators, peers)
+        self._commits = CommitFiles(self._coordinators, clock)
+        self._file_keys = FileKeyStreams(self._coordinators, clock)
+        self._peers = peers
+        # Where catalog calls go when this node holds no replica at all (a node added after the cluster formed).
+        self._catalog_holder = catalog_holder
+
+    def _forwarded(self, method: str, request: RequestT, timeout_ms: int = 0) -> Awaitable[Any] | None:
+        """The call passed on to a node that holds the catalog, where this one holds none; else None."""
+        holder = self._catalog_holder() if self._peers is not None else None
+        if holder is None or self._peers is None:
+            return None
+        return forward_call(self._peers, holder, method, request, self._coordinators.timeout_s(timeout_ms))
+
+    async def create_partitions(self, request: pb.CreatePartitionsRequest) -> pb.CreatePartitionsResponse:
+        forwarded = self._forwarded("CreatePartitions", request, request.timeout_ms)
+        if forwarded is not None:
+            return cast(pb.CreatePartitionsResponse, await forwarded)
+        return await self._topic_admin.create_partitions(request)
+
+    async def delete_topics(self, request: pb.DeleteTopicsRequest) -> pb.DeleteTopicsResponse:
+        forwarded = self._forwarded("DeleteTopics", request, request.timeout_ms)
+        if forwarded is not None:
+            return cast(pb.DeleteTopicsResponse, await forwarded)
+        return await self._topic_admin.delete_topics(request)
+
+    async def commit_file(self, request: pb.CommitFileRequest) -> pb.CommitFileResponse:
+        return await self._commits.commit_file(request)
+
+    async def delete_records(self, request: pb.DeleteRecordsRequest) -> pb.DeleteRecordsResponse:
+        return await delete_records.delete_records(self._coordinators, request)
+
+    async def list_offsets(self, request: pb.ListOffsetsRequest) -> pb.ListOffsetsResponse:
+        return await list_offsets.list_offsets(self._coordinators, request)
+
+    def find_batches(self, request: pb.FindBatchesRequest) -> bytes:
+        """The serialized answer (coordinator/machine/batch_entries.py)."""
+        return find_batches.find_batches(self._coordinators, request)
+
+    def describe_files(self, request: pb.DescribeFilesRequest) -> pb.DescribeFilesResponse:
+        return describe_files.describe_files(self._coordinators, request)
+
+    def list_file_keys(self, request: pb.ListFileKeysRequest) -> AsyncGenerator[pb.ListFileKeysPage, None]:
+        """Every key a coordinator led here knows, in pages of one snapshot (the orphan scan's known keys)."""
+        return self._file_keys.list_file_keys(request)
+
+    def find_coordinator(
+        self, request: pb.FindCoordinatorRequest
+    ) -> pb.FindCoordinatorResponse | Awaitable[pb.FindCoordinatorResponse]:
+        forwarded = self._forwarded("FindCoordinator", request)
+        if forwarded is not None:
+            return cast(Awaitable[pb.FindCoordinatorResponse], forwarded)
+        return find_coordinator.find_coordinator(self._coordinators, self.endpoint, request)
+
+    def describe_coordinators(self, request: pb.DescribeCoordinatorsRequest) -> pb.DescribeCoordinatorsResponse:
+        return find_coordinator.describe_coordinators(self._coordinators, self.endpoint, request)
+
+    # ------------------------------------------------------------------ between coordinators (protos/internal.proto)
+
+    async def hand_over_files(self, request: internal.HandOverFilesRequest) -> internal.HandOverFilesResponse:
+        return await handover.hand_over_files(self._coordinators, request)
+
+    def known_files(self, request: internal.KnownFilesRequest) -> internal.KnownFilesResponse:
+        return handover.known_files(self._coordinators, request)
+
+    async def fetch_log(self, request: internal.FetchLogRequest) -> internal.FetchLogResponse:
+        if not self._coordinators.hosts(request.coordinator_id):
+            return refused_fetch(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"no coordinator {request.coordinator_id} here")
+        return await self._coordinators.shard(request.coordinator_id).fetch_log(request)
+
+    def offset_for_leader_epoch(
+        self, request: internal.OffsetForLeaderEpochRequest
+    ) -> internal.OffsetForLeaderEpochResponse:
+        if not self._coordinators.hosts(request.coordinator_id):
+            return refused_epoch_end(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"no coordinator {request.coordinator_id} here")
+        return self._coordinators.shard(request.coordinator_id).offset_for_leader_epoch(request)
+
+    async def change_topic(self, request: internal.ChangeTopicRequest) -> internal.ChangeTopicResponse:
+        return await self._topic_admin.change_here(request)
+
+    def fetch_snapshot(self, request: internal.FetchSnapshotRequest) -> AsyncIterator[internal.FetchSnapshotChunk]:
+        """The newest snapshot of a coordinator this node leads, streamed to a follower."""
+        if not self._coordinators.hosts(request.coordinator_id):
+            return _refused_snapshot(f"no coordinator {request.coordinator_id} here")
+        shard = self._coordinators.shard(request.coordinator_id)
+        if not shard.leads or shard.leader_epoch != request.current_leader_epoch:
+            return _refused_snapshot(
+                f"this node does not lead coordinator {request.coordinator_id} in epoch {request.current_leader_epoch}"
+            )
+        return stream_snapshot(shard.directory, request.coordinator_id)
+
+
+async def _refused_snapshot(message: str) -> AsyncIterator[internal.FetchSnapshotChunk]:
+    yield internal.FetchSnapshotChunk(error_code=pb.NOT_LEADER_OR_FOLLOWER, error_message=message, last=True)

@@ -1,0 +1,94 @@
+"""FindBatches (DESIGN §4): batches from committed state under one byte budget.
+
+The budget runs across partitions in request order: the request's first
+batch is always returned; after that a batch is added while its partition's
+bytes are below the partition's max and the total is below fetch_max_bytes
+(checked before adding). The scan stops at the budget, so its cost follows
+the result, never the consumer's lag.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import apsw
+
+from coordinator.machine.state import reads
+from protos import coordinator_pb2 as pb
+
+
+@dataclass(slots=True)
+class FetchBudget:
+    fetch_max_bytes: int
+    max_batches_per_partition: int  # <= 0: no limit
+    results_max: int  # across the call
+    total_bytes: int = 0
+    total_batches: int = 0
+
+    @property
+    def spent(self) -> bool:
+        if self.total_batches >= self.results_max:
+            return True
+        return self.total_batches > 0 and self.total_bytes >= self.fetch_max_bytes
+
+
+def fetch_partition(
+    db: apsw.Connection,
+    offsets: reads.PartitionOffsets,
+    offset: int,
+    max_partition_bytes: int,
+    budget: FetchBudget,
+    result: pb.FindBatchesResponse.PartitionResult,
+    entries: list[bytes],
+) -> None:
+    """Fills `result` for a known partition (error, watermarks) and `entries` with its batches' serialized entries."""
+    result.log_start_offset = offsets.log_start_offset
+    result.high_watermark = offsets.high_watermark
+    if offset < offsets.log_start_offset or offset > offsets.high_watermark:
+        result.error_code = pb.OFFSET_OUT_OF_RANGE
+        result.error_message = (
+            f"offset {offset} is outside {offsets.log_start_offset}..{offsets.high_watermark} "
+            "(log start..high watermark)"
+        )
+        return
+    if offset == offsets.high_watermark or budget.spent:
+        return
+    limit = budget.results_max - budget.total_batches
+    if budget.max_batches_per_partition > 0:
+        limit = min(limit, budget.max_batches_per_partition)
+    # The loop runs once per batch returned, the bulk of a lagging consumer's call: it keeps its tallies in
+    # locals and writes them back to the budget at the end, and copies each batch's stored entry as it is.
+    fetch_max_bytes = budget.fetch_max_bytes
+    total_bytes, total_batches = budget.total_bytes, budget.total_batches
+    high_watermark = offsets.high_watermark
+    partition_key = offsets.partition_key
+    partition_bytes = 0
+    add = entries.append
+    # I3, checked on what is read: the first batch holds `offset`, each next one starts where the previous
+    # ended, all below the high watermark. Damaged pages can hide rows without any error from SQLite.
+    expected = offset
+    read = 0
+    rows = reads.batches_from(db, partition_key, offset, limit)
+    try:
+        for entry, size, base_offset, last_offset in rows:
+            read += 1
+            if total_batches > 0 and (partition_bytes >= max_partition_bytes or total_bytes >= fetch_max_bytes):
+                break
+            if not (base_offset <= expected <= last_offset if read == 1 else base_offset == expected) or (
+                last_offset >= high_watermark
+            ):
+                raise reads.StateDamaged(
+                    f"partition key {partition_key}: batch {base_offset}..{last_offset} read where offset "
+                    f"{expected} was expected (high watermark {high_watermark})"
+                )
+            expected = last_offset + 1
+            add(entry if entry is not None else reads.batch_entry_of(db, partition_key, last_offset))
+            partition_bytes += size
+            total_bytes += size
+            total_batches += 1
+    finally:
+        budget.total_bytes, budget.total_batches = total_bytes, total_batches
+    if read == 0:
+        raise reads.StateDamaged(
+            f"partition key {partition_key}: no batch holds offset {offset}, below the high watermark {high_watermark}"
+        )

@@ -1,0 +1,65 @@
+"""FindBatches: committed reads at once, one read transaction per coordinator, one byte budget (DESIGN §4)."""
+
+from __future__ import annotations
+
+import contextlib
+
+import apsw
+
+from coordinator.base.errors import CoordinatorUnavailable
+from coordinator.base.result import ItemError
+from coordinator.machine import batch_entries
+from coordinator.machine.state import reads
+from coordinator.reads import byte_budget
+from coordinator.runtime.node_coordinators import ReadableT, ReadingCoordinators, set_error
+from protos import coordinator_pb2 as pb
+
+PartitionResult = pb.FindBatchesResponse.PartitionResult
+
+
+def find_batches(coordinators: ReadingCoordinators[ReadableT], request: pb.FindBatchesRequest) -> bytes:
+    """The serialized FindBatchesResponse: headers built here, each batch's entry as stored (fetch_wire).
+
+    The same rules whether the node's loop serves the call or a reader process (coordinator/reads/readers/).
+    """
+    coordinators.limit_items(sum(len(t.partitions) for t in request.topics), "partitions")
+    budget = byte_budget.FetchBudget(
+        request.fetch_max_bytes, request.max_batches_per_partition, coordinators.settings.find_batches_max_results
+    )
+    topics: list[bytes] = []
+    with contextlib.ExitStack() as snapshots:
+        opened: dict[int, apsw.Connection] = {}
+        for topic in request.topics:
+            partitions: list[bytes] = []
+            routes = coordinators.route(topic.topic_id, [item.partition for item in topic.partitions])
+            for item, route in zip(topic.partitions, routes, strict=True):
+                result = PartitionResult(partition=item.partition, log_start_offset=-1, high_watermark=-1)
+                entries: list[bytes] = []
+                if isinstance(route, ItemError):
+                    set_error(result, route)
+                    partitions.append(batch_entries.partition_result(result, entries))
+                    continue
+                shard = coordinators.shard(route)
+                try:
+                    shard.require_active()
+                    db = opened.get(route)
+                    if db is None:
+                        db = opened[route] = snapshots.enter_context(shard.read_snapshot())
+                    found = reads.partition_offsets(db, topic.topic_id, item.partition)
+                    if found is None:
+                        result.error_code = pb.UNKNOWN_TOPIC_OR_PARTITION
+                        result.error_message = f"partition {item.partition} of the topic is unknown"
+                    else:
+                        byte_budget.fetch_partition(
+                            db, found, item.offset, item.max_partition_fetch_bytes, budget, result, entries
+                        )
+                except CoordinatorUnavailable as error:
+                    set_error(result, error)
+                except reads.DAMAGE_ERRORS as error:
+                    damaged = coordinators.damaged(shard, error)
+                    entries.clear()
+                    set_error(result, damaged)
+                    result.log_start_offset = result.high_watermark = -1
+                partitions.append(batch_entries.partition_result(result, entries))
+            topics.append(batch_entries.topic_result(topic.topic_id, partitions))
+    return b"".join(topics)

@@ -1,0 +1,151 @@
+"""FindCoordinator and DescribeCoordinators: where each partition's coordinator is, and how it is doing."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import final
+
+from coordinator.base.errors import CoordinatorUnavailable
+from coordinator.base.result import ItemError
+from coordinator.machine.state import reads
+from coordinator.runtime.node_coordinators import NodeCoordinators, set_error, wire_code
+from coordinator.runtime.shard import CoordinatorShard, ShardState
+from protos import coordinator_pb2 as pb
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """Where brokers reach this node (set once the server listens)."""
+
+    host: str
+    port: int
+    read_addresses: tuple[str, ...] = ()  # HOST:PORT of the reader processes serving FindBatches (alone only)
+
+
+def endpoint_of(coordinators: NodeCoordinators, endpoint: Endpoint, coordinator_id: int) -> pb.CoordinatorEndpoint:
+    """The coordinator's leader and replicas: this node alone; in a cluster, as etcd last said."""
+    shard = coordinators.shard(coordinator_id)
+    role = shard.role
+    if role is None:
+        node_id = coordinators.settings.node_id
+        active = shard.state is ShardState.ACTIVE
+        return pb.CoordinatorEndpoint(
+            coordinator_id=coordinator_id,
+            leader_node_id=node_id if active else -1,
+            host=endpoint.host,
+            port=endpoint.port,
+            leader_epoch=shard.leader_epoch,
+            replicas=[
+                pb.ReplicaEndpoint(
+                    node_id=node_id,
+                    host=endpoint.host,
+                    port=endpoint.port,
+                    in_sync=True,
+                    read_addresses=endpoint.read_addresses,
+                )
+            ],
+        )
+    leader_host, _, leader_port = role.leader_address.rpartition(":")
+    replicas = []
+    for node_id, address in role.replica_addresses:
+        host, _, port = address.rpartition(":")
+        replicas.append(pb.ReplicaEndpoint(node_id=node_id, host=host, port=int(port), in_sync=node_id in role.isr))
+    return pb.CoordinatorEndpoint(
+        coordinator_id=coordinator_id,
+        leader_node_id=role.leader_node_id if role.leader_address else -1,
+        host=leader_host,
+        port=int(leader_port) if leader_port else 0,
+        leader_epoch=role.leader_epoch,
+        replicas=replicas,
+    )
+
+
+def find_coordinator(
+    coordinators: NodeCoordinators, endpoint: Endpoint, request: pb.FindCoordinatorRequest
+) -> pb.FindCoordinatorResponse:
+    coordinators.limit_items(sum(len(t.partitions) for t in request.topics), "partitions")
+    response = pb.FindCoordinatorResponse()
+    named: set[int] = set()
+    for topic in request.topics:
+        topic_result = response.topics.add(topic_id=topic.topic_id)
+        for partition, route in zip(
+            topic.partitions, coordinators.route(topic.topic_id, topic.partitions), strict=True
+        ):
+            if isinstance(route, ItemError):
+                topic_result.partitions.add(
+                    partition=partition, error_code=wire_code(route.error_code), coordinator_id=-1
+                )
+            else:
+                topic_result.partitions.add(partition=partition, error_code=pb.NONE, coordinator_id=route)
+                named.add(route)
+    response.coordinators.extend(endpoint_of(coordinators, endpoint, c) for c in sorted(named))
+    return response
+
+
+def describe_coordinators(
+    coordinators: NodeCoordinators, endpoint: Endpoint, request: pb.DescribeCoordinatorsRequest
+) -> pb.DescribeCoordinatorsResponse:
+    coordinators.limit_items(len(request.coordinator_ids), "coordinator ids")
+    wanted = list(request.coordinator_ids) or [s.coordinator_id for s in coordinators.shards]
+    response = pb.DescribeCoordinatorsResponse()
+    for coordinator_id in wanted:
+        description = response.coordinators.add(coordinator_id=coordinator_id, last_snapshot_end_offset=-1)
+        if not coordinators.hosts(coordinator_id):
+            description.error_code = pb.NOT_COORDINATOR
+            description.error_message = f"coordinator {coordinator_id} is not hosted on this node"
+            continue
+        _describe(coordinators, endpoint, coordinators.shard(coordinator_id), description)
+    return response
+
+
+def _describe(
+    coordinators: NodeCoordinators,
+    endpoint: Endpoint,
+    shard: CoordinatorShard,
+    description: pb.CoordinatorDescription,
+) -> None:
+    statistics = shard.statistics()
+    description.state = statistics.state
+    description.queued_operations = statistics.queued_operations
+    try:
+        shard.require_active()
+    except CoordinatorUnavailable as error:
+        set_error(description, error)
+        description.oldest_live_file_timestamp = -1
+        return
+    description.leader.CopyFrom(endpoint_of(coordinators, endpoint, shard.coordinator_id))
+    try:
+        with shard.read_snapshot() as db:
+            counts = reads.coordinator_counts(db)
+    except reads.DAMAGE_ERRORS as error:
+        damaged = coordinators.damaged(shard, error)
+        set_error(description, damaged)
+        description.oldest_live_file_timestamp = -1
+        return
+    description.partition_count = counts.partition_count
+    description.live_file_count = counts.live_file_count
+    description.live_batch_count = counts.live_batch_count
+    description.oldest_live_file_timestamp = counts.oldest_live_file_timestamp
+    description.files_awaiting_deletion = counts.files_awaiting_deletion
+    description.files_awaiting_handover = counts.files_awaiting_handover
+    description.log_start_offset = statistics.log_start_offset
+    description.log_end_offset = statistics.log_end_offset
+    description.high_watermark = statistics.high_watermark
+    description.applied_offset = statistics.applied_offset
+    description.log_flush_count = statistics.log_flush_count
+    description.log_append_count = statistics.log_append_count
+    description.last_snapshot_end_offset = statistics.last_snapshot_end_offset
+    role = shard.role
+    description.node_id = coordinators.settings.node_id
+    description.role = shard.served_role
+    description.isr.extend([coordinators.settings.node_id] if role is None else role.isr)
+    description.replica_node_ids.extend([coordinators.settings.node_id] if role is None else role.replicas)
+    description.replica_lag = statistics.replica_lag
+    description.leader_changes = statistics.leader_changes
+    for progress in shard.replica_progress():
+        description.replica_progress.add(
+            node_id=progress.node_id, log_end_offset=progress.log_end_offset, lag=progress.lag,
+            in_sync=progress.in_sync, last_fetch_age_ms=progress.last_fetch_age_ms,
+            caught_up_age_ms=progress.caught_up_age_ms,
+        )  # fmt: skip

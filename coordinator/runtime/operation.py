@@ -1,0 +1,35 @@
+"""The typed seam between the router's operations and a coordinator: one operation per coordinator part.
+
+An operation is a pure check (DESIGN §3 step 1) bound to its request: the
+shard runs it against its speculative view inside the pipeline and answers
+the operation's future with the check's response once its records are applied.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Generic, TypeVar, final
+
+from coordinator.base.result import Result
+from coordinator.machine.view import CoordinatorView
+
+RequestT = TypeVar("RequestT")
+ResponseT = TypeVar("ResponseT")
+
+Check = Callable[[CoordinatorView, RequestT, int], Result[ResponseT]]  # (view, request, now_ms) -> Result
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class Operation(Generic[RequestT, ResponseT]):
+    """One request for one coordinator, with the pure check that decides it."""
+
+    check: Check[RequestT, ResponseT]
+    request: RequestT
+    # A time read once for the whole call (a commit's append time is the same on every coordinator it
+    # reaches); None lets the shard read its clock when it checks.
+    now_ms: int | None = None
+
+    def run(self, view: CoordinatorView, shard_now_ms: int) -> Result[ResponseT]:
+        return self.check(view, self.request, shard_now_ms if self.now_ms is None else self.now_ms)

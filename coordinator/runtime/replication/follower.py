@@ -1,0 +1,301 @@
+"""The follower's side of one coordinator's replicated log (DESIGN §6a, Kafka's replica fetcher).
+
+On becoming a follower it asks the leader where its own last epoch ends and
+truncates its log there (KIP-101/KIP-279), never blindly to its high
+watermark. Then it fetches from its log end, appends and fdatasyncs what the
+leader sends, and applies records up to the leader's high watermark through
+the same interpreter as the leader (`StateStore.apply`, `kinds.replay`).
+Records are never applied past the high watermark, so truncation never goes
+below what SQLite holds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Coroutine
+from concurrent.futures import Executor
+from dataclasses import dataclass
+from typing import Any, final
+
+import grpc
+
+from coordinator.base.backoff import Backoff
+from coordinator.base.errors import ErrorCode
+from coordinator.config.settings import Settings
+from coordinator.machine import kinds, records
+from coordinator.machine.state.store import StateStore
+from coordinator.machine.view import CoordinatorView
+from coordinator.runtime.log.epoch_cache import LeaderEpochCache
+from coordinator.runtime.log.frame import Frame, decode_frame
+from coordinator.runtime.log.segments import MetadataLog
+from coordinator.runtime.ports import AppliedFrame, TopicRecordsApplied, topic_records
+from coordinator.runtime.replication.role import ReplicaRole
+from protos import coordinator_pb2 as pb
+from protos import internal_pb2 as internal
+from protos import internal_pb2_grpc as internal_grpc
+
+log = logging.getLogger(__name__)
+
+FAILURE_LOG_EVERY = 20  # failed fetches in a row between two log lines (a leader gone fails every backoff)
+
+
+class NeedsSnapshot(Exception):
+    """The follower cannot go on from its own state: the leader's log no longer starts low enough."""
+
+    def __init__(self, message: str, leader_log_start: int) -> None:
+        super().__init__(message)
+        self.leader_log_start = leader_log_start
+
+
+class LeaderRefused(Exception):
+    """The leader answered a fetch with an error the follower waits out (a stale or future epoch, loading)."""
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class FollowerStatistics:
+    log_end_offset: int
+    high_watermark: int
+    applied_offset: int
+    leader_log_end_offset: int
+
+    @property
+    def lag(self) -> int:
+        """Offsets behind the leader's log end as the last fetch said (0 before the first answer)."""
+        return max(0, self.leader_log_end_offset - self.log_end_offset) if self.leader_log_end_offset >= 0 else 0
+
+
+def decode_fetched(frames: bytes, expected_base: int) -> list[Frame]:
+    """Every frame of a fetch answer, verified and contiguous from `expected_base`; ValueError otherwise."""
+    decoded, position = [], 0
+    while position < len(frames):
+        result = decode_frame(frames, position)
+        if result is None:
+            raise ValueError(f"fetched frame at byte {position} does not verify")
+        frame, position = result
+        if frame.base_offset != expected_base:
+            raise ValueError(f"fetched frame starts at {frame.base_offset}, expected {expected_base}")
+        expected_base = frame.end_offset
+        decoded.append(frame)
+    return decoded
+
+
+@final
+class Follower:
+    """One coordinator's replica while this node follows it; a new instance per leader epoch."""
+
+    def __init__(
+        self,
+        coordinator_id: int,
+        role: ReplicaRole,
+        settings: Settings,
+        metadata_log: MetadataLog,
+        epoch_cache: LeaderEpochCache,
+        store: StateStore,
+        view: CoordinatorView,
+        unapplied: list[AppliedFrame],
+        executor: Executor,
+        stub: Callable[[str], internal_grpc.CoordinatorInternalAsyncStub],
+        on_flushed: Callable[[], None],
+        on_topic_records: TopicRecordsApplied | None,
+        observe_fetch: Callable[[float, bool], None] = lambda seconds, returned_frames: None,
+    ) -> None:
+        self.coordinator_id = coordinator_id
+        self._observe_fetch = observe_fetch  # each answered fetch's round trip, long-poll wait included
+        self._role = role
+        self._settings = settings
+        self._log = metadata_log
+        self._epoch_cache = epoch_cache
+        self._store = store
+        self.view = view
+        self._unapplied = unapplied  # in the log, not yet known to be below the high watermark
+        self._executor = executor
+        self._stub = stub
+        self._on_flushed = on_flushed
+        self._on_topic_records = on_topic_records
+        self.high_watermark = store.applied_offset
+        self.leader_log_end_offset = -1
+        self._closed = False
+        self._wake = asyncio.Event()  # ends a backoff sleep early
+        self._closing = asyncio.Event()  # ends a call in flight: a paused leader would hold it to its deadline
+
+    def close(self) -> None:
+        self._closed = True
+        self._wake.set()
+        self._closing.set()
+
+    def statistics(self) -> FollowerStatistics:
+        return FollowerStatistics(
+            self._log.end_offset, self.high_watermark, self._store.applied_offset, self.leader_log_end_offset
+        )
+
+    async def run(self) -> BaseException | None:
+        """Truncates, then fetches until closed (None) or until something fails (the failure)."""
+        backoff = Backoff(self._settings.replica_fetch_backoff_ms, self._settings.node_session_timeout_ms)
+        truncated = False
+        failures = 0  # in a row: the first is logged, then one in FAILURE_LOG_EVERY
+        while not self._closed:
+            try:
+                if not truncated:
+                    await self._unless_closed(self._truncate_to_leader())
+                    truncated = True
+                await self._unless_closed(self._fetch_once())
+                backoff.succeeded()
+                failures = 0
+            except (NeedsSnapshot, OSError) as error:
+                return error
+            except (grpc.RpcError, LeaderRefused, ValueError) as error:
+                # The leader is gone, not ready or refused: the controller will name a new one; wait a little.
+                wait_ms = backoff.failed()
+                if failures % FAILURE_LOG_EVERY == 0:
+                    log.info(
+                        "coordinator %d: fetch from node %d failed %d times in a row (%s); again in %d ms",
+                        self.coordinator_id, self._role.leader_node_id, failures + 1, _short(error), wait_ms,
+                    )  # fmt: skip
+                failures += 1
+                await self._sleep(wait_ms / 1000)
+        return None
+
+    async def _unless_closed(self, step: Coroutine[Any, Any, None]) -> None:
+        """Runs one step; a close cancels it, so a new role does not wait for a call to a silent leader."""
+        running = asyncio.ensure_future(step)
+        closing = asyncio.ensure_future(self._closing.wait())
+        try:
+            await asyncio.wait([running, closing], return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            closing.cancel()
+        if not running.done():
+            running.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await running
+            return
+        running.result()
+
+    async def _sleep(self, seconds: float) -> None:
+        self._wake.clear()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._wake.wait(), seconds)
+
+    # ------------------------------------------------------------------ truncation
+
+    async def _truncate_to_leader(self) -> None:
+        latest = self._epoch_cache.latest_epoch
+        if latest < 0 or self._log.end_offset == self._log.position().start_offset:
+            return
+        response = await self._stub(self._role.leader_address).OffsetForLeaderEpoch(
+            internal.OffsetForLeaderEpochRequest(
+                coordinator_id=self.coordinator_id,
+                replica_node_id=self._role.node_id,
+                current_leader_epoch=self._role.leader_epoch,
+                leader_epoch=latest,
+            ),
+            timeout=self._settings.replica_socket_timeout_ms / 1000,
+        )
+        if response.error_code != ErrorCode.NONE:
+            raise LeaderRefused(f"{pb.ErrorCode.Name(response.error_code)}: {response.error_message}")
+        end = response.end_offset
+        if response.leader_epoch < 0:
+            end = self._store.applied_offset  # the leader knows no epoch this old: keep only what is committed
+        if end < self._log.end_offset:
+            await self._truncate(end, f"leader's epoch {response.leader_epoch} ends at {response.end_offset}")
+
+    async def _truncate(self, end: int, why: str) -> None:
+        applied = self._store.applied_offset
+        if end < applied:
+            raise NeedsSnapshot(
+                f"coordinator {self.coordinator_id}: truncation to {end} ({why}) would go below the applied "
+                f"state at {applied}",
+                end,
+            )
+        removed = self._log.end_offset - end
+        await asyncio.get_running_loop().run_in_executor(self._executor, self._truncate_blocking, end)
+        self._unapplied = [(e, frame) for e, frame in self._unapplied if e <= end]
+        log.info(
+            "coordinator %d: truncated %d uncommitted records from the log to %d (%s)",
+            self.coordinator_id, removed, end, why,
+        )  # fmt: skip
+
+    def _truncate_blocking(self, end: int) -> None:
+        self._log.truncate_to(end)
+        self._epoch_cache.truncate_from_end(end)
+
+    # ------------------------------------------------------------------ fetching
+
+    async def _fetch_once(self) -> None:
+        fetch_offset = self._log.end_offset
+        sent = time.monotonic()
+        response = await self._stub(self._role.leader_address).FetchLog(
+            internal.FetchLogRequest(
+                coordinator_id=self.coordinator_id,
+                replica_node_id=self._role.node_id,
+                leader_epoch=self._role.leader_epoch,
+                fetch_offset=fetch_offset,
+                last_fetched_epoch=self._epoch_cache.latest_epoch,
+                max_bytes=self._settings.replica_fetch_max_bytes,
+                max_wait_ms=self._settings.replica_fetch_wait_max_ms,
+            ),
+            timeout=(self._settings.replica_fetch_wait_max_ms + self._settings.replica_socket_timeout_ms) / 1000,
+        )
+        self._observe_fetch(time.monotonic() - sent, bool(response.frames))
+        if self._closed:
+            return
+        code = response.error_code
+        if code == ErrorCode.OFFSET_OUT_OF_RANGE and fetch_offset < response.log_start_offset:
+            raise NeedsSnapshot(
+                f"coordinator {self.coordinator_id}: fetch offset {fetch_offset} is below the leader's log start "
+                f"{response.log_start_offset}",
+                response.log_start_offset,
+            )
+        if code != ErrorCode.NONE:
+            raise LeaderRefused(f"{pb.ErrorCode.Name(code)}: {response.error_message}")
+        if response.diverging_end_offset >= 0:
+            await self._truncate(
+                response.diverging_end_offset, f"diverged: the leader's epoch {response.diverging_epoch} ends there"
+            )
+            return
+        self.leader_log_end_offset = response.log_end_offset
+        if response.frames:
+            await self._append(response.frames, fetch_offset)
+        self._apply_up_to(min(response.high_watermark, self._log.end_offset))
+
+    async def _append(self, frames: bytes, fetch_offset: int) -> None:
+        decoded = decode_fetched(frames, fetch_offset)
+        for frame in decoded:
+            if frame.leader_epoch > self._role.leader_epoch:
+                raise ValueError(f"fetched a frame of epoch {frame.leader_epoch} > {self._role.leader_epoch}")
+        last = decoded[-1]
+        await asyncio.get_running_loop().run_in_executor(self._executor, self._append_blocking, frames, decoded)
+        self._unapplied.extend((frame.end_offset, records.decode_batch(frame.payload)) for frame in decoded)
+        self._on_flushed()
+        assert self._log.end_offset == last.end_offset
+
+    def _append_blocking(self, frames: bytes, decoded: list[Frame]) -> None:
+        """On the coordinator's thread: append and fdatasync, then note the epochs the frames start."""
+        self._log.append(frames, decoded[-1].end_offset, decoded[-1].leader_epoch)
+        for frame in decoded:
+            self._epoch_cache.assign(frame.leader_epoch, frame.base_offset)
+
+    def _apply_up_to(self, high_watermark: int) -> None:
+        """Applies the fetched records below the high watermark, as the leader applied them."""
+        if high_watermark > self.high_watermark:
+            self.high_watermark = high_watermark
+        ready = [(end, batch) for end, batch in self._unapplied if end <= self.high_watermark]
+        if not ready:
+            return
+        self._unapplied = self._unapplied[len(ready) :]
+        self._store.apply(ready)
+        for end, batch in ready:
+            for record in batch:
+                kinds.replay(self.view, record, end)
+        self.view.forget_applied_files(self._store.applied_offset)
+        if self._on_topic_records is not None and (found := topic_records(ready)):
+            self._on_topic_records(self.coordinator_id, found)
+
+
+def _short(error: BaseException) -> str:
+    if isinstance(error, grpc.aio.AioRpcError):
+        return f"{error.code().name}: {error.details()}"
+    return str(error)

@@ -1,0 +1,377 @@
+"""The leader's side of one coordinator's replicated log (DESIGN §6a, Kafka's `Partition` on the leader).
+
+The leader tracks each follower's log end (the offset it fetches from), keeps
+the high watermark at the minimum log end over the ISR, and tells the pipeline
+when a group's records are committed (acks=all). It shrinks the ISR when a
+follower lags longer than `replica.lag.time.max.ms` and widens it when one
+catches up, each time by a compare-and-set in etcd (AlterPartition); a write
+needs `min.insync.replicas` in the ISR, before and after its append.
+
+Nothing here answers a caller while the node's session may have lapsed: a
+paused leader whose lease expired may have been replaced.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from concurrent.futures import Executor
+from dataclasses import dataclass
+from typing import final
+
+from coordinator.base.clock import Clock
+from coordinator.base.errors import CoordinatorUnavailable, ErrorCode
+from coordinator.base.invariants import check_invariant
+from coordinator.config.settings import Settings, property_name
+from coordinator.runtime.log.epoch_cache import LeaderEpochCache
+from coordinator.runtime.log.segments import MetadataLog
+from coordinator.runtime.replication.role import ReplicaRole
+from protos import internal_pb2 as internal
+
+log = logging.getLogger(__name__)
+
+# Asks etcd to set the coordinator's ISR (the leader's AlterPartition); the ISR etcd holds afterwards, or None.
+AlterIsr = Callable[[tuple[int, ...]], Awaitable[tuple[int, ...] | None]]
+
+
+def refused_fetch(code: ErrorCode, message: str) -> internal.FetchLogResponse:
+    """A FetchLog answer carrying only an error (no frames, not diverging)."""
+    return internal.FetchLogResponse(
+        error_code=code, error_message=message, diverging_epoch=-1, diverging_end_offset=-1
+    )
+
+
+def refused_epoch_end(code: ErrorCode, message: str) -> internal.OffsetForLeaderEpochResponse:
+    """An OffsetForLeaderEpoch answer carrying only an error."""
+    return internal.OffsetForLeaderEpochResponse(error_code=code, error_message=message, leader_epoch=-1, end_offset=-1)
+
+
+class RoleChanged(Exception):
+    """This node no longer leads (or follows) the coordinator as it did: pending records get NOT_COORDINATOR."""
+
+
+@final
+@dataclass(slots=True)
+class FollowerProgress:
+    """What the leader knows of one follower (Kafka's `Replica` state on the leader)."""
+
+    node_id: int
+    log_end_offset: int = -1  # -1 until its first fetch in this epoch
+    last_fetch_ms: int = -1
+    leader_end_at_last_fetch: int = -1
+    last_caught_up_ms: int = -1
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class ReplicaProgress:
+    """One replica as the leader sees it now (DescribeCoordinators' `replica_progress`, the lag gauges)."""
+
+    node_id: int
+    log_end_offset: int  # -1 until the follower has fetched in this epoch
+    lag: int  # offsets behind the leader's log end; -1 while unknown
+    in_sync: bool
+    last_fetch_age_ms: int  # -1 if it has not fetched in this epoch (and for the leader itself)
+    caught_up_age_ms: int
+
+
+@final
+class LeaderReplication:
+    """One coordinator's replication while this node leads it; a new instance per leader epoch."""
+
+    def __init__(
+        self,
+        coordinator_id: int,
+        role: ReplicaRole,
+        settings: Settings,
+        clock: Clock,
+        metadata_log: MetadataLog,
+        epoch_cache: LeaderEpochCache,
+        executor: Executor,
+        high_watermark: int,
+        session_valid: Callable[[], bool],
+        alter_isr: AlterIsr,
+    ) -> None:
+        self.coordinator_id = coordinator_id
+        self._role = role
+        self._settings = settings
+        self._clock = clock
+        self._log = metadata_log
+        self._epoch_cache = epoch_cache
+        self._executor = executor  # the coordinator's thread: log reads never race its appends
+        self._session_valid = session_valid
+        self._alter_isr = alter_isr
+        self.isr = role.isr
+        self.log_end_offset = metadata_log.end_offset  # durable on this node
+        self.high_watermark = high_watermark
+        now = clock.now_ms()
+        self.followers = {
+            node: FollowerProgress(node, last_caught_up_ms=now) for node in role.replicas if node != role.node_id
+        }
+        self._recent: collections.deque[tuple[int, int, bytes]] = collections.deque()  # (base, end, frames)
+        self._recent_bytes = 0
+        self._waiters: list[tuple[int, asyncio.Future[CoordinatorUnavailable | None]]] = []
+        self._new_data = asyncio.Event()
+        self._closed: RoleChanged | None = None
+        self._isr_change: asyncio.Task[None] | None = None
+        self._ticker: asyncio.Task[None] | None = None
+
+    @property
+    def leader_epoch(self) -> int:
+        return self._role.leader_epoch
+
+    def start(self) -> None:
+        self._ticker = asyncio.create_task(self._tick(), name=f"coordinator-{self.coordinator_id}-isr")
+
+    def close(self, reason: str) -> None:
+        """Leadership ended: every waiter learns it, fetchers stop waiting."""
+        if self._closed is None:
+            self._closed = RoleChanged(reason)
+        for _, waiter in self._waiters:
+            if not waiter.done():
+                waiter.set_exception(self._closed)
+        self._waiters = []
+        self._new_data.set()
+        for task in (self._ticker, self._isr_change):
+            if task is not None:
+                task.cancel()
+
+    # ------------------------------------------------------------------ the pipeline's side
+
+    def refuse_write(self) -> CoordinatorUnavailable | None:
+        """Why a write may not be appended now (checked before it is), or None."""
+        if self._closed is not None:
+            return CoordinatorUnavailable(ErrorCode.NOT_COORDINATOR, str(self._closed))
+        if len(self.isr) < self._settings.min_insync_replicas:
+            return CoordinatorUnavailable(
+                ErrorCode.NOT_ENOUGH_REPLICAS,
+                f"coordinator {self.coordinator_id}: {len(self.isr)} in-sync replicas {list(self.isr)} < "
+                f"{property_name('min_insync_replicas')} {self._settings.min_insync_replicas}; nothing was written",
+            )
+        return None
+
+    def appended(self, frames: bytes, base_offset: int, end_offset: int) -> None:
+        """The leader's own log holds these frames durably (called on the loop after the write)."""
+        check_invariant(
+            base_offset == self.log_end_offset,
+            f"coordinator {self.coordinator_id}: frames at {base_offset} after log end {self.log_end_offset}",
+        )
+        self.log_end_offset = end_offset
+        self._recent.append((base_offset, end_offset, frames))
+        self._recent_bytes += len(frames)
+        while self._recent_bytes > self._settings.replica_buffer_bytes and len(self._recent) > 1:
+            self._recent_bytes -= len(self._recent.popleft()[2])
+        self._advance_high_watermark()
+        self._new_data.set()
+
+    async def committed(self, end_offset: int) -> CoordinatorUnavailable | None:
+        """Waits for the high watermark to pass `end_offset`; then None, or the error to answer with.
+
+        The records are committed either way (they get applied); the error says the ISR was below
+        `min.insync.replicas` when they were (NOT_ENOUGH_REPLICAS_AFTER_APPEND), as Kafka answers acks=all.
+        Raises RoleChanged if leadership ends first: then they may never be committed.
+        """
+        if self._closed is not None:
+            raise self._closed
+        if self.high_watermark < end_offset or not self._session_valid():
+            waiter: asyncio.Future[CoordinatorUnavailable | None] = asyncio.get_running_loop().create_future()
+            self._waiters.append((end_offset, waiter))
+            return await waiter
+        return self._after_commit_problem()
+
+    def _after_commit_problem(self) -> CoordinatorUnavailable | None:
+        if len(self.isr) >= self._settings.min_insync_replicas:
+            return None
+        return CoordinatorUnavailable(
+            ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+            f"coordinator {self.coordinator_id}: the ISR {list(self.isr)} shrank below "
+            f"{property_name('min_insync_replicas')} {self._settings.min_insync_replicas} after the append",
+        )
+
+    def _advance_high_watermark(self) -> None:
+        ends = [self.log_end_offset]
+        ends += [self.followers[node].log_end_offset for node in self.isr if node in self.followers]
+        candidate = min(ends)
+        if candidate > self.high_watermark:
+            self.high_watermark = candidate
+        if not self._waiters or not self._session_valid():
+            return  # a lapsed session answers nothing: the node steps down and the waiters learn it
+        problem = self._after_commit_problem()
+        still = []
+        for end_offset, waiter in self._waiters:
+            if end_offset <= self.high_watermark:
+                if not waiter.done():
+                    waiter.set_result(problem)
+            else:
+                still.append((end_offset, waiter))
+        self._waiters = still
+
+    def progress(self) -> list[ReplicaProgress]:
+        """Every replica in assignment order, the leader's own line included (lag 0)."""
+        now = self._clock.now_ms()
+        lines = []
+        for node in self._role.replicas:
+            follower = self.followers.get(node)
+            if follower is None:  # the leader itself
+                lines.append(ReplicaProgress(node, self.log_end_offset, 0, node in self.isr, -1, 0))
+                continue
+            known = follower.log_end_offset >= 0
+            lines.append(
+                ReplicaProgress(
+                    node,
+                    follower.log_end_offset,
+                    self.log_end_offset - follower.log_end_offset if known else -1,
+                    node in self.isr,
+                    now - follower.last_fetch_ms if follower.last_fetch_ms >= 0 else -1,
+                    now - follower.last_caught_up_ms,
+                )
+            )
+        return lines
+
+    def update_isr(self, isr: tuple[int, ...]) -> None:
+        """etcd's ISR changed without a leader change (a dead follower removed, or our own change)."""
+        if isr != self.isr:
+            log.info("coordinator %d: ISR %s -> %s", self.coordinator_id, list(self.isr), list(isr))
+            self.isr = isr
+            self._advance_high_watermark()
+
+    # ------------------------------------------------------------------ followers' fetches
+
+    async def fetch(self, request: internal.FetchLogRequest) -> internal.FetchLogResponse:
+        """One follower fetch: records its progress, then answers frames from its fetch offset (long poll)."""
+        refusal = self._fencing_problem(request.replica_node_id, request.leader_epoch)
+        if refusal is not None:
+            return refusal
+        follower = self.followers[request.replica_node_id]
+        log_start = self._log.position().start_offset
+        offset = request.fetch_offset
+        if offset < log_start or offset > self.log_end_offset:
+            return self._response(
+                ErrorCode.OFFSET_OUT_OF_RANGE,
+                f"fetch offset {offset} outside the leader's log {log_start}..{self.log_end_offset}",
+            )
+        if request.last_fetched_epoch >= 0:
+            epoch, end = self._epoch_cache.end_offset_for(request.last_fetched_epoch, self.log_end_offset)
+            if epoch != request.last_fetched_epoch or end < offset:
+                response = self._response(ErrorCode.NONE, "")
+                response.diverging_epoch, response.diverging_end_offset = epoch, end
+                return response
+        self._record_fetch(follower, offset)
+        if offset == self.log_end_offset and request.max_wait_ms > 0:
+            self._new_data.clear()
+            wait_s = min(request.max_wait_ms, self._settings.replica_fetch_wait_max_ms) / 1000
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._new_data.wait(), wait_s)
+            if self._closed is not None:
+                return self._response(ErrorCode.NOT_LEADER_OR_FOLLOWER, str(self._closed))
+        # Half the message bound leaves room for the one frame always sent, whatever its size.
+        bound = min(self._settings.replica_fetch_max_bytes, self._settings.request_max_bytes // 2)
+        max_bytes = min(max(request.max_bytes, 1), bound)
+        frames = await self._frames_from(offset, max_bytes)
+        return self._response(ErrorCode.NONE, "", frames)
+
+    def _fencing_problem(self, replica: int, epoch: int) -> internal.FetchLogResponse | None:
+        if self._closed is not None:
+            return self._response(ErrorCode.NOT_LEADER_OR_FOLLOWER, str(self._closed))
+        if replica not in self.followers:
+            return self._response(
+                ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                f"node {replica} is not a follower of coordinator {self.coordinator_id} (replicas "
+                f"{list(self._role.replicas)})",
+            )
+        if epoch < self.leader_epoch:
+            return self._response(ErrorCode.FENCED_LEADER_EPOCH, f"leader epoch {epoch} < {self.leader_epoch}")
+        if epoch > self.leader_epoch:
+            return self._response(ErrorCode.UNKNOWN_LEADER_EPOCH, f"leader epoch {epoch} > {self.leader_epoch}")
+        return None
+
+    def _response(self, code: ErrorCode, message: str, frames: bytes = b"") -> internal.FetchLogResponse:
+        return internal.FetchLogResponse(
+            error_code=code,
+            error_message=message,
+            high_watermark=self.high_watermark,
+            log_start_offset=self._log.position().start_offset,
+            log_end_offset=self.log_end_offset,
+            frames=frames,
+            diverging_epoch=-1,
+            diverging_end_offset=-1,
+        )
+
+    def _record_fetch(self, follower: FollowerProgress, offset: int) -> None:
+        """Kafka's rule: caught up at the last fetch if this one starts where the leader's log ended then."""
+        now = self._clock.now_ms()
+        if offset >= self.log_end_offset:
+            follower.last_caught_up_ms = now
+        elif follower.leader_end_at_last_fetch >= 0 and offset >= follower.leader_end_at_last_fetch:
+            follower.last_caught_up_ms = max(follower.last_caught_up_ms, follower.last_fetch_ms)
+        follower.log_end_offset = offset
+        follower.last_fetch_ms = now
+        follower.leader_end_at_last_fetch = self.log_end_offset
+        self._advance_high_watermark()
+        if follower.node_id not in self.isr and offset >= self.high_watermark and offset >= self._epoch_start():
+            self._change_isr((*self.isr, follower.node_id))
+
+    def _epoch_start(self) -> int:
+        """Where this leader's epoch starts: a follower rejoins only once it holds the epoch's first record."""
+        _, end = self._epoch_cache.end_offset_for(self.leader_epoch - 1, self.log_end_offset)
+        return max(end, 0)
+
+    async def _frames_from(self, offset: int, max_bytes: int) -> bytes:
+        """Whole frames from `offset`: from the recent buffer when it starts there, else from the log on disk."""
+        chunks: list[bytes] = []
+        size = 0
+        started = False
+        for base, _end, frames in self._recent:
+            if not started:
+                if base != offset:
+                    continue
+                started = True
+            if chunks and size + len(frames) > max_bytes:
+                break
+            chunks.append(frames)
+            size += len(frames)
+        if started:
+            return b"".join(chunks)
+        if offset >= self.log_end_offset:
+            return b""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, self._log.read_frame_bytes, offset, max_bytes)
+
+    # ------------------------------------------------------------------ the ISR
+
+    async def _tick(self) -> None:
+        """Looks for lagging followers every quarter of the lag bound (Kafka's isr-expiration task)."""
+        interval_s = self._settings.replica_lag_time_max_ms / 4000
+        while True:
+            await asyncio.sleep(interval_s)
+            now = self._clock.now_ms()
+            lagging = {
+                node
+                for node in self.isr
+                if node in self.followers
+                and self.followers[node].log_end_offset < self.log_end_offset
+                and now - self.followers[node].last_caught_up_ms > self._settings.replica_lag_time_max_ms
+            }
+            if lagging:
+                log.warning(
+                    "coordinator %d: followers %s not caught up for %d ms: leaving the ISR",
+                    self.coordinator_id, sorted(lagging), self._settings.replica_lag_time_max_ms,
+                )  # fmt: skip
+                self._change_isr(tuple(n for n in self.isr if n not in lagging))
+
+    def _change_isr(self, isr: tuple[int, ...]) -> None:
+        if self._isr_change is not None and not self._isr_change.done():
+            return  # one change at a time; the next fetch or tick tries again
+        self._isr_change = asyncio.create_task(self._alter(isr))
+
+    async def _alter(self, isr: tuple[int, ...]) -> None:
+        try:
+            stored = await self._alter_isr(isr)
+        except Exception as error:  # etcd unreachable: the next fetch or tick tries again
+            log.warning("coordinator %d: ISR change to %s failed: %s", self.coordinator_id, list(isr), error)
+            return
+        if stored is not None and self._closed is None:
+            self.update_isr(stored)

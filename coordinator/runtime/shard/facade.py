@@ -1,0 +1,350 @@
+"""One coordinator (a shard, leader of one metadata-log partition) as the rest of the node sees it.
+
+Writes go in as typed operations (`submit`); reads go through the read API
+below (`read_snapshot`, `detached_read_snapshot`, `file_facts`, `file_known`,
+`partitions`, `leader_epoch`); nothing outside this package touches the coordinator's
+log, state or view. The work is done by its parts: `lifecycle` (load, serve,
+reload), `loading`, `pipeline` and `snapshots`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NamedTuple, final
+
+import apsw
+
+from coordinator.base.clock import Clock
+from coordinator.base.errors import ErrorCode
+from coordinator.base.metrics import Metrics
+from coordinator.config.settings import Settings
+from coordinator.machine.state import reads
+from coordinator.machine.state.detached_read import DetachedRead
+from coordinator.machine.state.integrity import IntegrityReport
+from coordinator.machine.view import CoordinatorView, FileFacts
+from coordinator.runtime.operation import Operation, RequestT, ResponseT
+from coordinator.runtime.ports import TopicRecordsApplied
+from coordinator.runtime.replication.leader import ReplicaProgress, refused_epoch_end, refused_fetch
+from coordinator.runtime.replication.link import ClusterLink
+from coordinator.runtime.replication.role import ReplicaRole, RoleKind
+from coordinator.runtime.shard.append_ticks import AppendTicks
+from coordinator.runtime.shard.availability import ShardState
+from coordinator.runtime.shard.lifecycle import Lifecycle
+from coordinator.runtime.shard.loading import Loaded
+from coordinator.runtime.shard.pipeline import Pipeline
+from coordinator.runtime.shard.snapshots import SnapshotTaken
+from protos import internal_pb2 as internal
+from snapshot.snapshots import SnapshotCheck
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class ShardStatistics:
+    coordinator_id: int
+    state: str
+    leader_epoch: int
+    queued_operations: int
+    queue_max_operations: int
+    log_start_offset: int
+    log_end_offset: int
+    high_watermark: int
+    applied_offset: int
+    log_flush_count: int
+    log_append_count: int
+    last_snapshot_end_offset: int = -1
+    last_snapshot_created_at_ms: int = -1  # -1 when the coordinator has no snapshot
+    problem: str = ""  # why it is not serving (empty while ACTIVE)
+    replica_lag: int = 0  # a follower's offsets behind its leader's log end, as last fetched (0 on the leader)
+    leader_changes: int = 0  # new leaderships this replica was told of since the node started
+    state_checkpoints: int = 0  # WAL checkpoints of the state on its own thread since it loaded
+    state_checkpoints_in_apply: int = 0  # those an apply ran itself, the WAL past its hard bound
+
+
+class PartitionName(NamedTuple):
+    topic_id: bytes
+    topic_name: str
+    partition: int
+
+
+@final
+class CoordinatorShard:
+    def __init__(
+        self,
+        coordinator_id: int,
+        directory: Path,
+        settings: Settings,
+        clock: Clock,
+        metrics: Metrics | None = None,
+        on_state_change: Callable[[CoordinatorShard], None] | None = None,
+        on_topic_records: TopicRecordsApplied | None = None,
+        role: ReplicaRole | None = None,
+        link: ClusterLink | None = None,
+        ticks: AppendTicks | None = None,
+    ) -> None:
+        self.coordinator_id = coordinator_id
+        self.directory = directory
+        self._settings = settings
+        self._on_state_change = on_state_change
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"coordinator-{coordinator_id}")
+        self._lifecycle = Lifecycle(
+            coordinator_id,
+            directory,
+            settings,
+            clock,
+            metrics or Metrics(),
+            self._executor,
+            self._state_changed,
+            on_topic_records,
+            role,
+            link,
+            ticks,
+        )
+        self._snapshots = self._lifecycle.snapshots
+
+    def _state_changed(self) -> None:
+        if self._on_state_change is not None:
+            self._on_state_change(self)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    @property
+    def state(self) -> ShardState:
+        return self._lifecycle.state
+
+    @property
+    def problem(self) -> str:
+        """Why the coordinator is not serving; empty while it serves."""
+        return self._lifecycle.problem
+
+    async def load(self) -> None:
+        """Loads the coordinator and keeps it serving; raises the first attempt's failure.
+
+        After a failure the coordinator goes on by itself: it loads again with bounded backoff
+        (unless only an operator can settle it), and after a failure while serving, it answers
+        what was waiting and loads again.
+        """
+        first_attempt = self._lifecycle.start()
+        self._snapshots.start()
+        failure = await first_attempt
+        if failure is not None:
+            raise failure
+
+    async def close(self) -> None:
+        """Finishes every queued and in-flight operation, then closes the log and state."""
+        self._lifecycle.stop()
+        await self._snapshots.stop()
+        await self._lifecycle.wait_closed()
+        self._executor.shutdown(wait=True)
+        self._snapshots.shutdown()
+        self._lifecycle.release_directory()
+
+    def require_active(self) -> None:
+        """Raises CoordinatorUnavailable with the code a caller should see in this state."""
+        self._lifecycle.require_active()
+
+    def require_leader(self) -> None:
+        """As require_active, and NOT_COORDINATOR where this node only follows the coordinator."""
+        self._lifecycle.require_leader()
+
+    @property
+    def role(self) -> ReplicaRole | None:
+        """What etcd says this node is for the coordinator; None alone (the leader, factor 1)."""
+        return self._lifecycle.role
+
+    @property
+    def leads(self) -> bool:
+        """Whether this node leads the coordinator (always, alone)."""
+        role = self._lifecycle.role
+        return role is None or (role.kind is RoleKind.LEADER and self._lifecycle.leader is not None)
+
+    @property
+    def served_role(self) -> str:
+        """LEADER or FOLLOWER as this replica serves now (etcd's role may be ahead while it reloads), or why not."""
+        if self.leads:
+            return RoleKind.LEADER.value
+        if self._lifecycle.follower is not None:
+            return RoleKind.FOLLOWER.value
+        role = self._lifecycle.role
+        return role.kind.value if role is not None and role.kind is not RoleKind.LEADER else "LOADING"
+
+    def set_role(self, role: ReplicaRole) -> None:
+        self._lifecycle.set_role(role)
+
+    def report_damage(self, error: Exception) -> None:
+        """A read met a damaged state: the coordinator goes out of service, sets the state aside and rebuilds it."""
+        self._lifecycle.report_damage(error)
+
+    # ------------------------------------------------------------------ writes
+
+    def has_room(self) -> bool:
+        pipeline = self._lifecycle.pipeline
+        return pipeline is None or pipeline.has_room()
+
+    def submit(self, operation: Operation[RequestT, ResponseT], may_linger: bool = False) -> asyncio.Future[ResponseT]:
+        """Queues an operation; its future resolves with the check's response once applied.
+
+        `may_linger`: the caller saw other operations under way, so the group may wait for more
+        (`append.linger.ms`); a lone caller's operation is written at once.
+        """
+        self.require_leader()
+        return self._serving_pipeline().submit(operation, may_linger)
+
+    async def wait_applied(self, offset: int) -> None:
+        """Returns once SQLite holds every record below `offset` (a strict read's barrier)."""
+        self.require_active()
+        if self._lifecycle.follower is not None:
+            return  # a follower serves what it applied: everything below its high watermark
+        await self._serving_pipeline().wait_applied(offset)
+
+    @property
+    def speculative_end_offset(self) -> int:
+        """The log end counting records checked but not yet written: what a strict read waits for."""
+        follower = self._lifecycle.follower
+        if follower is not None:
+            return follower.statistics().applied_offset
+        pipeline = self._lifecycle.pipeline
+        return 0 if pipeline is None else pipeline.speculative_end_offset
+
+    def _view(self) -> CoordinatorView:
+        follower = self._lifecycle.follower
+        return follower.view if follower is not None else self._serving_pipeline().view
+
+    def _serving_pipeline(self) -> Pipeline:
+        pipeline = self._lifecycle.pipeline
+        assert pipeline is not None  # ACTIVE: loaded, with its pipeline
+        return pipeline
+
+    # ------------------------------------------------------------------ reads (callers check require_active first)
+
+    def read_snapshot(self) -> AbstractContextManager[apsw.Connection]:
+        """A read transaction on the committed state: every query inside sees the same state."""
+        return self._serving_loaded().store.read_snapshot()
+
+    def detached_read_snapshot(self) -> DetachedRead:
+        """A read transaction of its own that may stay open across awaits (a stream's pages); close it when done.
+
+        Its snapshot is the committed state at its first read. It ends when the coordinator's files close (a
+        reload, a stop): its next read then raises DetachedReadClosed.
+        """
+        return self._serving_loaded().store.detached_read()
+
+    def file_facts(self, object_key: str) -> FileFacts | None:
+        """The committed file with this key, read at once (no transaction)."""
+        return reads.file_facts(self._serving_loaded().store.reader, object_key)
+
+    def file_known(self, object_key: str) -> bool:
+        """Whether this coordinator knows the key, counting commits not yet applied."""
+        return self._view().file_known(object_key)
+
+    def partitions(self) -> list[PartitionName]:
+        """Every partition of this coordinator, creations not yet applied included."""
+        view = self._view()
+        return [PartitionName(p.topic_id, p.topic_name, p.partition) for p in view.partitions()]
+
+    @property
+    def leader_epoch(self) -> int:
+        """The leader epoch this coordinator serves in; -1 while it is not serving."""
+        role = self._lifecycle.role
+        if role is not None:
+            return role.leader_epoch if self.state is ShardState.ACTIVE else -1
+        pipeline = self._lifecycle.pipeline
+        return pipeline.view.leader_epoch if self.state is ShardState.ACTIVE and pipeline is not None else -1
+
+    def _serving_loaded(self) -> Loaded:
+        self.require_active()
+        loaded = self._lifecycle.loaded
+        assert loaded is not None  # ACTIVE: loaded
+        return loaded
+
+    # ------------------------------------------------------------------ statistics and snapshots
+
+    def statistics(self) -> ShardStatistics:
+        # After a failure the last pipeline's figures stay (log end, high watermark); the files are closed.
+        loaded = self._lifecycle.loaded
+        pipeline = self._lifecycle.pipeline
+        flow = pipeline.statistics() if pipeline is not None else None
+        follower = self._lifecycle.follower.statistics() if self._lifecycle.follower is not None else None
+        leader = self._lifecycle.leader
+        last_snapshot = self._snapshots.last_snapshot
+        return ShardStatistics(
+            coordinator_id=self.coordinator_id,
+            state=self.state.value,
+            leader_epoch=self.leader_epoch,
+            queued_operations=flow.queued_operations if flow else 0,
+            queue_max_operations=self._settings.queue_max_operations,
+            log_start_offset=loaded.metadata_log.position().start_offset if loaded else -1,
+            log_end_offset=follower.log_end_offset if follower else flow.log_end_offset if flow else 0,
+            high_watermark=(
+                follower.high_watermark
+                if follower
+                else leader.high_watermark
+                if leader
+                else flow.high_watermark
+                if flow
+                else 0
+            ),
+            applied_offset=loaded.store.applied_offset if loaded else -1,
+            log_flush_count=loaded.metadata_log.flush_count - loaded.flush_count_at_load if loaded else 0,
+            log_append_count=self._lifecycle.append_count,
+            last_snapshot_end_offset=last_snapshot.snapshot_id.end_offset if last_snapshot else -1,
+            last_snapshot_created_at_ms=last_snapshot.created_at_ms if last_snapshot else -1,
+            problem=self.problem,
+            replica_lag=follower.lag if follower else 0,
+            leader_changes=self._lifecycle.leader_changes,
+            state_checkpoints=loaded.store.checkpoints_completed if loaded else 0,
+            state_checkpoints_in_apply=loaded.store.checkpoints_in_apply if loaded else 0,
+        )
+
+    def replica_progress(self) -> list[ReplicaProgress]:
+        """Every replica's log end, lag and fetch ages as this leader sees them; empty where it does not lead."""
+        leader = self._lifecycle.leader
+        return leader.progress() if leader is not None and self.state is ShardState.ACTIVE else []
+
+    async def create_snapshot(self) -> SnapshotTaken:
+        """Snapshots the applied state now, then prunes the log below the snapshots kept."""
+        return await self._snapshots.create_snapshot()
+
+    async def check_state(self) -> IntegrityReport:
+        """Checks the state file now; a damaged one takes the coordinator out of service to rebuild it."""
+        return await self._snapshots.check_state()
+
+    async def list_snapshots(self, verify: bool) -> list[SnapshotCheck]:
+        """The coordinator's snapshots, newest first; with `verify`, each read and checked."""
+        return await self._snapshots.list_snapshots(verify)
+
+    # ------------------------------------------------------------------ replication (DESIGN §6a)
+
+    async def fetch_log(self, request: internal.FetchLogRequest) -> internal.FetchLogResponse:
+        """A follower's fetch, answered by this node's leader of the coordinator."""
+        leader = self._lifecycle.leader
+        if leader is None or self.state is not ShardState.ACTIVE:
+            return refused_fetch(ErrorCode.NOT_LEADER_OR_FOLLOWER, self._not_leader_here())
+        return await leader.fetch(request)
+
+    def _not_leader_here(self) -> str:
+        role = self._lifecycle.role
+        who = f"node {role.leader_node_id} (epoch {role.leader_epoch})" if role is not None else "unknown"
+        return f"this node does not lead coordinator {self.coordinator_id} now; its leader is {who}"
+
+    def offset_for_leader_epoch(
+        self, request: internal.OffsetForLeaderEpochRequest
+    ) -> internal.OffsetForLeaderEpochResponse:
+        """Where the largest epoch <= the one asked ends in this leader's log (KIP-101)."""
+        leader = self._lifecycle.leader
+        loaded = self._lifecycle.loaded
+        if leader is None or loaded is None or self.state is not ShardState.ACTIVE:
+            return refused_epoch_end(ErrorCode.NOT_LEADER_OR_FOLLOWER, self._not_leader_here())
+        if request.current_leader_epoch != leader.leader_epoch:
+            code = ErrorCode.FENCED_LEADER_EPOCH
+            if request.current_leader_epoch > leader.leader_epoch:
+                code = ErrorCode.UNKNOWN_LEADER_EPOCH
+            return refused_epoch_end(
+                code, f"leader epoch {request.current_leader_epoch}, the leader's is {leader.leader_epoch}"
+            )
+        epoch, end = loaded.epoch_cache.end_offset_for(request.leader_epoch, leader.log_end_offset)
+        return internal.OffsetForLeaderEpochResponse(error_code=ErrorCode.NONE, leader_epoch=epoch, end_offset=end)

@@ -1,0 +1,443 @@
+"""A coordinator's lifecycle: load, serve, and after a failure load again (DESIGN §3, §6).
+
+A failed write or apply answers every operation not yet answered at once
+(COORDINATOR_NOT_AVAILABLE, retriable), takes the coordinator out of service
+and loads it again from SQLite plus the log; a load that fails for a reason
+that may pass (a full disk, an I/O error) is tried again with bounded backoff,
+so the coordinator serves again by itself once the cause is gone. Damage that
+only an operator can settle (a log damaged inside, a state ahead of its log)
+keeps it out of service, saying where and what.
+
+In a cluster the coordinator serves in the role etcd gives this node
+(DESIGN §6a): leader (the pipeline, waiting on the replication's high
+watermark) or follower (fetching the leader's log). A change of leadership
+drops what is pending (NOT_COORDINATOR to its callers), closes the files and
+loads again in the new role.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from concurrent.futures import Executor
+from pathlib import Path
+from typing import final
+
+from coordinator.base.backoff import Backoff
+from coordinator.base.clock import Clock
+from coordinator.base.errors import CoordinatorUnavailable, ErrorCode
+from coordinator.base.invariants import check_invariant
+from coordinator.base.metrics import Metrics
+from coordinator.config.settings import Settings
+from coordinator.runtime.ports import TopicRecordsApplied
+from coordinator.runtime.replication.follower import Follower, NeedsSnapshot
+from coordinator.runtime.replication.leader import LeaderReplication, RoleChanged
+from coordinator.runtime.replication.link import ClusterLink
+from coordinator.runtime.replication.role import ReplicaRole, RoleKind
+from coordinator.runtime.replication.snapshot_transfer import install_snapshot
+from coordinator.runtime.shard.append_ticks import AppendTicks
+from coordinator.runtime.shard.availability import TRANSITIONS, ShardState, not_leading, unavailable
+from coordinator.runtime.shard.directory import CoordinatorDirectory
+from coordinator.runtime.shard.loading import NEEDS_OPERATOR, Loaded, close_loaded, failure_kind
+from coordinator.runtime.shard.pipeline import Pipeline
+from coordinator.runtime.shard.snapshots import SnapshotScheduler
+
+log = logging.getLogger(__name__)
+
+
+@final
+class Lifecycle:
+    """The state callers see, the load-serve-reload loop, and the files a load opened."""
+
+    def __init__(
+        self,
+        coordinator_id: int,
+        directory: Path,
+        settings: Settings,
+        clock: Clock,
+        metrics: Metrics,
+        executor: Executor,
+        on_state_change: Callable[[], None],
+        on_topic_records: TopicRecordsApplied | None,
+        role: ReplicaRole | None = None,
+        link: ClusterLink | None = None,
+        ticks: AppendTicks | None = None,
+    ) -> None:
+        self.coordinator_id = coordinator_id
+        self._ticks = ticks  # the process's append ticks, shared with its other coordinators
+        self._role = role  # None: alone, the leader of everything
+        self._link = link
+        self._role_changed = asyncio.Event()
+        self._leader: LeaderReplication | None = None
+        self._loaded_role: ReplicaRole | None = role  # the role the files were loaded in
+        self._follower: Follower | None = None
+        self._directory = CoordinatorDirectory(coordinator_id, directory, settings)
+        self._settings = settings
+        self._clock = clock
+        self._metrics = metrics
+        self._executor = executor  # the coordinator's own thread: loads, log writes, closes
+        # Snapshots read the files a load opened and take turns with loads (`files_lock`).
+        self.snapshots = SnapshotScheduler(coordinator_id, directory, settings, clock, executor, self)
+        self._on_state_change = on_state_change
+        self._on_topic_records = on_topic_records
+        self._state = ShardState.LOADING
+        self._closing = False
+        self._stopping = asyncio.Event()  # set by close: ends a wait between load attempts
+        self._task: asyncio.Task[None] | None = None
+        self._problem = ""  # why the coordinator is not serving, for callers, DescribeCoordinators and the log
+        self._loaded: Loaded | None = None
+        # The last pipeline stays after a failure: its statistics (log end, high watermark) are still reported.
+        self._pipeline: Pipeline | None = None
+        self._earlier_append_count = 0  # operations appended by the pipelines of earlier loads
+        self.leader_changes = 0  # new leaderships (leader node or epoch) etcd told this replica of since start
+
+    # ------------------------------------------------------------------ facts
+
+    @property
+    def state(self) -> ShardState:
+        return self._state
+
+    @property
+    def problem(self) -> str:
+        return self._problem
+
+    @property
+    def loaded(self) -> Loaded | None:
+        """The open log and state; None while not loaded."""
+        return self._loaded
+
+    @property
+    def closing(self) -> bool:
+        return self._closing
+
+    @property
+    def role(self) -> ReplicaRole | None:
+        return self._role
+
+    @property
+    def leader(self) -> LeaderReplication | None:
+        """The leader's replication while this node leads the coordinator in a cluster."""
+        return self._leader
+
+    @property
+    def follower(self) -> Follower | None:
+        """The fetcher while this node follows the coordinator."""
+        return self._follower
+
+    @property
+    def pipeline(self) -> Pipeline | None:
+        """The current pipeline, or the last one after a failure; None before the first load."""
+        return self._pipeline
+
+    @property
+    def append_count(self) -> int:
+        current = self._pipeline.statistics().log_append_count if self._pipeline is not None else 0
+        return self._earlier_append_count + current
+
+    def require_active(self) -> None:
+        """Raises CoordinatorUnavailable with the code a caller should see in this state."""
+        refusal = unavailable(self.coordinator_id, self._state, self._closing, self._problem, self._role)
+        if refusal is not None:
+            raise refusal
+
+    def require_leader(self) -> None:
+        """As require_active, and NOT_COORDINATOR on a follower (writes and ListOffsets go to the leader)."""
+        self.require_active()
+        leading = self._leader is not None and self._loaded_role is not None
+        refusal = not_leading(self.coordinator_id, self._role, self._loaded_role if leading else None)
+        if refusal is not None:
+            raise refusal
+
+    def set_role(self, role: ReplicaRole) -> None:
+        """etcd says what this node now is for the coordinator; a new leadership means a new load."""
+        current = self._role
+        self._role = role
+        if current is not None and current.same_leadership(role):
+            if self._leader is not None:
+                self._leader.update_isr(role.isr)
+            return
+        if current is not None:
+            self.leader_changes += 1
+        log.info(
+            "coordinator %d: %s -> %s (leader node %d, epoch %d)",
+            self.coordinator_id, current.kind.value if current else "none", role.kind.value, role.leader_node_id,
+            role.leader_epoch,
+        )  # fmt: skip
+        reason = RoleChanged(
+            f"coordinator {self.coordinator_id}: leadership moved to node {role.leader_node_id} "
+            f"(epoch {role.leader_epoch}); retry there"
+        )
+        self._role_changed.set()
+        self._interrupt(reason)
+
+    def _interrupt(self, reason: RoleChanged) -> None:
+        """Ends whatever serves now: the leader's waiters and pipeline, or the follower's fetching."""
+        if self._leader is not None:
+            self._leader.close(str(reason))
+        if self._state is ShardState.ACTIVE and self._pipeline is not None and self._leader is not None:
+            self._pipeline.report_damage(reason)
+        if self._follower is not None:
+            self._follower.close()
+
+    def _observe_fetch(self, seconds: float, returned_frames: bool) -> None:
+        self._metrics.replica_fetch.labels(str(self.coordinator_id), "frames" if returned_frames else "none").observe(
+            seconds
+        )
+
+    def report_damage(self, error: Exception) -> None:
+        """A read met a damaged state: the coordinator goes out of service, sets the state aside and rebuilds it."""
+        if self._state is ShardState.ACTIVE and self._pipeline is not None and self._pipeline.report_damage(error):
+            log.error("coordinator %d: a read met damage in its state: %s", self.coordinator_id, error)
+
+    def _transition(self, target: ShardState) -> None:
+        check_invariant(
+            target in TRANSITIONS[self._state], f"coordinator {self.coordinator_id}: {self._state} -> {target}"
+        )
+        self._state = target
+        self._on_state_change()
+
+    # ------------------------------------------------------------------ load, serve, load again
+
+    def start(self) -> asyncio.Future[BaseException | None]:
+        """Starts the loop; the future resolves once the first load attempt is over, with its failure if any."""
+        first_attempt: asyncio.Future[BaseException | None] = asyncio.get_running_loop().create_future()
+        self._task = asyncio.create_task(self._live(first_attempt), name=f"coordinator-{self.coordinator_id}")
+        self._task.add_done_callback(self._ended)
+        return first_attempt
+
+    async def _live(self, first_attempt: asyncio.Future[BaseException | None]) -> None:
+        """Load, serve, and after a failure load again, until closed or an operator is needed."""
+        backoff = Backoff(self._settings.reload_backoff_ms, self._settings.reload_backoff_max_ms)
+        while not self._closing:
+            if self._role is not None and self._role.kind in (RoleKind.OFFLINE, RoleKind.NOT_REPLICA):
+                if not first_attempt.done():
+                    first_attempt.set_result(None)
+                await self._wait_for_role()
+                continue
+            failure = await self._attempt_load()
+            if not first_attempt.done():
+                first_attempt.set_result(failure)
+            if failure is None:
+                backoff.succeeded()
+                failure = await self._serve()
+                if self.closing and (failure is None or isinstance(failure, RoleChanged)):
+                    await self._step_aside("closing")
+                    return
+                if failure is None or isinstance(failure, RoleChanged):
+                    await self._step_aside(str(failure or "leadership changed"))
+                    continue  # load again at once, in the new role
+                if isinstance(failure, NeedsSnapshot):
+                    await self._step_aside(str(failure))
+                    await self._install_snapshot(failure, backoff)
+                    continue
+                await self._take_out_of_service(failure)
+                continue  # the first load after a failure while serving is at once
+            if isinstance(failure, NEEDS_OPERATOR):
+                return
+            wait_ms = backoff.failed()
+            self._problem = f"{self._problem}; loading again in {wait_ms} ms"
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), wait_ms / 1000)
+        if not first_attempt.done():
+            first_attempt.set_result(CoordinatorUnavailable(ErrorCode.NOT_COORDINATOR, "closed while loading"))
+
+    async def _wait_for_role(self) -> None:
+        """No leader known (or no replica here): wait until etcd says otherwise, or close."""
+        self._role_changed.clear()
+        stopping = asyncio.ensure_future(self._stopping.wait())
+        changed = asyncio.ensure_future(self._role_changed.wait())
+        await asyncio.wait([stopping, changed], return_when=asyncio.FIRST_COMPLETED)
+        stopping.cancel()
+        changed.cancel()
+
+    async def _install_snapshot(self, reason: NeedsSnapshot, backoff: Backoff) -> None:
+        """The follower cannot go on from its own files: it installs the leader's newest snapshot."""
+        role = self._role
+        if role is None or role.kind is not RoleKind.FOLLOWER or self._link is None:
+            return  # no longer following: the next load is in the new role
+        log.warning("coordinator %d: %s; fetching the leader's snapshot", self.coordinator_id, reason)
+        try:
+            await install_snapshot(
+                self.coordinator_id, self._directory.path, role, self._settings, self._link.internal_stub
+            )
+        except Exception as error:  # the leader gone, a damaged transfer: the next load tries again
+            wait_ms = backoff.failed()
+            log.error("coordinator %d: snapshot fetch failed (%s); again in %d ms", self.coordinator_id, error, wait_ms)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), wait_ms / 1000)
+
+    async def _serve(self) -> BaseException | None:
+        """Runs the leader's pipeline or the follower's fetching until it ends; its failure, if any."""
+        if self._role is not self._loaded_role and not (
+            self._role is not None and self._loaded_role is not None and self._role.same_leadership(self._loaded_role)
+        ):
+            return RoleChanged(f"coordinator {self.coordinator_id}: the role changed while loading")
+        if self._follower is not None:
+            return await self._follower.run()
+        assert self._pipeline is not None
+        return await self._pipeline.run()
+
+    async def _step_aside(self, reason: str) -> None:
+        """Leadership (or following) ended: LOADING again, pending callers get NOT_COORDINATOR, files close."""
+        # LOADING first: an ACTIVE coordinator has a pipeline or a follower to read from, and another coordinator
+        # going ACTIVE while this one closes its files reads every ACTIVE one's partitions (the node's catalog).
+        if self._state is ShardState.ACTIVE and not self._closing:
+            self._transition(ShardState.LOADING)
+        await self._end_serving(CoordinatorUnavailable(ErrorCode.NOT_COORDINATOR, reason))
+
+    async def _end_serving(self, answer: CoordinatorUnavailable) -> None:
+        """Closes the leader's replication, answers everything waiting with `answer`, closes log and state."""
+        if self._leader is not None:
+            self._leader.close(answer.message)
+        if self._pipeline is not None and self._follower is None:
+            await self._pipeline.fail_everything(answer)
+        self._leader, self._follower = None, None
+        async with self.snapshots.files_lock:
+            await asyncio.get_running_loop().run_in_executor(self._executor, self._close_files)
+
+    async def _attempt_load(self) -> BaseException | None:
+        """One load: ACTIVE and None, or FAILED (nothing left open) and the reason."""
+        if self._state is not ShardState.LOADING:
+            self._transition(ShardState.LOADING)
+        started = time.monotonic()
+        loop = asyncio.get_running_loop()
+        plan_role = self._role
+        try:
+            async with self.snapshots.files_lock:  # a snapshot copy never reads a state being reopened
+                loaded = await loop.run_in_executor(self._executor, self._load_blocking, plan_role)
+        except Exception as error:
+            self._out_of_service(error, "cannot load")
+            return error
+        if self._pipeline is not None:
+            self._earlier_append_count += self._pipeline.statistics().log_append_count
+        self._loaded = loaded
+        role = self._loaded_role = plan_role
+        if role is not None and role.kind is RoleKind.FOLLOWER:
+            self._pipeline = None
+            assert self._link is not None
+            self._follower = Follower(
+                self.coordinator_id, role, self._settings, loaded.metadata_log, loaded.epoch_cache, loaded.store,
+                loaded.view, loaded.unapplied, self._executor, self._link.internal_stub, self.snapshots.log_grew,
+                self._on_topic_records, self._observe_fetch,
+            )  # fmt: skip
+            if self._closing:
+                self._follower.close()
+        else:
+            self._leader = self._leader_replication(loaded) if role is not None else None
+            self._pipeline = Pipeline(
+                self.coordinator_id,
+                self._settings,
+                self._clock,
+                self._metrics,
+                loaded.metadata_log,
+                loaded.store,
+                loaded.view,
+                loaded.end_offset,
+                self._executor,
+                self.snapshots.log_grew,
+                self._on_topic_records,
+                self._leader,
+                loaded.unapplied,
+                self._ticks,
+            )
+            if self._closing:  # closed while loading: the pipeline only drains, and nothing waits for followers
+                self._pipeline.close()
+                if self._leader is not None:
+                    self._leader.close("the node is shutting down")
+        self._problem = ""
+        self._transition(ShardState.ACTIVE)
+        log.info(
+            "coordinator %d loaded in %.2fs: replayed %d log batches, log end %d, leader epoch %d",
+            self.coordinator_id, time.monotonic() - started, loaded.replayed, loaded.end_offset,
+            loaded.view.leader_epoch,
+        )  # fmt: skip
+        return None
+
+    def _leader_replication(self, loaded: Loaded) -> LeaderReplication:
+        role, link = self._role, self._link
+        assert role is not None and link is not None
+        coordinator_id, epoch = self.coordinator_id, role.leader_epoch
+
+        async def alter_isr(isr: tuple[int, ...]) -> tuple[int, ...] | None:
+            return await link.alter_isr(coordinator_id, epoch, isr)
+
+        leader = LeaderReplication(
+            coordinator_id, role, self._settings, self._clock, loaded.metadata_log, loaded.epoch_cache,
+            self._executor, loaded.store.applied_offset, link.session_valid, alter_isr,
+        )  # fmt: skip
+        leader.start()
+        return leader
+
+    def _load_blocking(self, role: ReplicaRole | None) -> Loaded:
+        """On the coordinator's thread: takes the directory, opens log and state; on failure leaves nothing open."""
+        loaded = self._directory.open(role)
+        self.snapshots.note_newest_snapshot(loaded)
+        return loaded
+
+    def _out_of_service(self, error: BaseException, what: str) -> None:
+        """FAILED, with the reason said once: to callers, in DescribeCoordinators, a metric and the log."""
+        kind = failure_kind(error)
+        self._problem = f"{what}: {error}" if isinstance(error, NEEDS_OPERATOR) else f"{what}: {kind}: {error}"
+        self._metrics.coordinator_failures.labels(str(self.coordinator_id), kind).inc()
+        log.error("coordinator %d out of service (%s): %s", self.coordinator_id, kind, self._problem)
+        self._directory.failed(error)
+        self._transition(ShardState.FAILED)
+
+    async def _take_out_of_service(self, error: BaseException) -> None:
+        """Answers everything waiting at once (retriable), then closes log and state for the next load."""
+        self._out_of_service(error, "failed")
+        await self._end_serving(
+            CoordinatorUnavailable(
+                ErrorCode.COORDINATOR_NOT_AVAILABLE, f"coordinator {self.coordinator_id} failed ({error}); retry"
+            )
+        )
+
+    def _ended(self, task: asyncio.Task[None]) -> None:
+        """The loop ends on close or when an operator is needed; anything else is a bug, reported loudly."""
+        if task.cancelled() or task.exception() is None:
+            return
+        log.critical("coordinator %d lifecycle died", self.coordinator_id, exc_info=task.exception())
+        if self._state is not ShardState.FAILED and self._state is not ShardState.CLOSED:
+            self._problem = f"internal error: {task.exception()}"
+            self._transition(ShardState.FAILED)
+        if self._pipeline is not None:
+            self._pipeline.fail_queued(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"coordinator {self.coordinator_id} failed")
+
+    # ------------------------------------------------------------------ close
+
+    def stop(self) -> None:
+        """Refuses new work, lets the pipeline drain and ends the loop (close's first half)."""
+        self._closing = True
+        self._stopping.set()
+        if self._follower is not None:
+            self._follower.close()
+        if self._pipeline is not None:
+            self._pipeline.close()
+        if self._leader is not None:
+            # The node's calls are drained by now (the server stops first): what followers have not confirmed is
+            # answered NOT_COORDINATOR at once. Waiting would gain nothing, and with the followers gone (the last
+            # node to stop) the ISR cannot shrink any more, so the wait would last the whole drain timeout.
+            self._leader.close("the node is shutting down")
+
+    async def wait_closed(self) -> None:
+        """Waits for the loop to end, then closes log and state, marking a clean close (close's second half)."""
+        if self._task is not None:
+            await asyncio.wait([self._task])  # its failure, if any, was reported by _ended
+        serving = self._state is ShardState.ACTIVE
+        if self._state != ShardState.CLOSED:
+            self._transition(ShardState.CLOSED)
+        loop = asyncio.get_running_loop()
+        closed_cleanly = await loop.run_in_executor(self._executor, self._close_files)
+        if serving and closed_cleanly:
+            await loop.run_in_executor(self._executor, self._directory.closed_cleanly)
+
+    def release_directory(self) -> None:
+        self._directory.release()
+
+    def _close_files(self) -> bool:
+        """Closes log and state (on the coordinator's thread); False if either failed to close."""
+        loaded, self._loaded = self._loaded, None
+        return True if loaded is None else close_loaded(loaded, self.coordinator_id)

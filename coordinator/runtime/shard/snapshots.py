@@ -1,0 +1,232 @@
+"""A coordinator's snapshots (DESIGN §6): when to take one, taking it, pruning the log below it.
+
+Copies run on a thread of their own so that neither the event loop nor the
+log writer waits for them; `files_lock` keeps a copy, a state check and a
+reload of the state from overlapping.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from concurrent.futures import Executor, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol, final
+
+from coordinator.base.backoff import Backoff
+from coordinator.base.clock import Clock
+from coordinator.base.errors import CoordinatorUnavailable
+from coordinator.config.settings import Settings
+from coordinator.machine.state.integrity import IntegrityReport, check_integrity
+from coordinator.machine.state.reads import StateDamaged
+from coordinator.runtime.shard.loading import Loaded
+from coordinator.runtime.shard.pruning import PruneResult, delete_snapshots, prune_log
+from snapshot.snapshots import (
+    SnapshotCheck,
+    SnapshotManifest,
+    check_snapshots,
+    list_snapshots,
+    snapshot_directory,
+    take_snapshot,
+)
+
+log = logging.getLogger(__name__)
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class SnapshotTaken:
+    manifest: SnapshotManifest
+    pruned: PruneResult
+
+
+class SnapshotSubject(Protocol):
+    """The coordinator as its snapshots see it."""
+
+    @property
+    def loaded(self) -> Loaded | None: ...
+
+    def require_active(self) -> None: ...
+
+    def report_damage(self, error: Exception) -> None: ...
+
+
+@final
+class SnapshotScheduler:
+    """Takes a snapshot every N bytes of log or T time ("changed and interval passed"), and on demand."""
+
+    def __init__(
+        self,
+        coordinator_id: int,
+        directory: Path,
+        settings: Settings,
+        clock: Clock,
+        log_executor: Executor,
+        subject: SnapshotSubject,
+    ) -> None:
+        self.coordinator_id = coordinator_id
+        self._directory = directory
+        self._settings = settings
+        self._clock = clock
+        self._log_executor = log_executor  # pruning deletes segments on the log's own thread
+        self._subject = subject
+        self._snapshots = snapshot_directory(directory)
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"snapshot-{coordinator_id}")
+        self.files_lock = asyncio.Lock()  # a copy never reads a state being reopened or restored
+        self._wakeup = asyncio.Event()
+        self._worker: asyncio.Task[None] | None = None
+        self._closing = False
+        self._last_snapshot: SnapshotManifest | None = None
+        self._last_snapshot_at_ms = 0
+        self._log_bytes_at_snapshot = 0  # the log's appended_bytes when the last snapshot was taken
+
+    @property
+    def last_snapshot(self) -> SnapshotManifest | None:
+        return self._last_snapshot
+
+    def start(self) -> None:
+        self._worker = asyncio.create_task(self._run(), name=f"coordinator-{self.coordinator_id}-snapshots")
+
+    async def stop(self) -> None:
+        self._closing = True
+        self._wakeup.set()
+        if self._worker is not None:
+            await self._worker
+
+    def shutdown(self) -> None:
+        self._executor.shutdown(wait=True)
+
+    def note_newest_snapshot(self, loaded: Loaded) -> None:
+        """Starts the triggers from the newest snapshot on disk, counting the log tail after it (blocking)."""
+        newest = next(iter(list_snapshots(self._snapshots)), None)
+        self._last_snapshot = newest
+        self._last_snapshot_at_ms = newest.created_at_ms if newest else self._clock.now_ms()
+        end = newest.snapshot_id.end_offset if newest else loaded.position.start_offset
+        metadata_log = loaded.metadata_log
+        self._log_bytes_at_snapshot = metadata_log.appended_bytes - metadata_log.bytes_after(end)
+
+    def log_grew(self) -> None:
+        """After each log write: wakes the worker when enough log was written since the last snapshot."""
+        if self._bytes_due():
+            self._wakeup.set()
+
+    # ------------------------------------------------------------------ triggers
+
+    def _bytes_due(self) -> bool:
+        interval = self._settings.snapshot_interval_bytes
+        loaded = self._subject.loaded
+        return (
+            interval > 0
+            and loaded is not None
+            and loaded.metadata_log.appended_bytes - self._log_bytes_at_snapshot >= interval
+        )
+
+    def _time_left_s(self) -> float | None:
+        """Seconds until the time trigger, None without one."""
+        interval = self._settings.snapshot_interval_ms
+        if interval <= 0:
+            return None
+        return max(0.0, (self._last_snapshot_at_ms + interval - self._clock.now_ms()) / 1000)
+
+    def _due(self) -> bool:
+        loaded = self._subject.loaded
+        try:
+            self._subject.require_active()
+        except CoordinatorUnavailable:
+            return False
+        if loaded is None:
+            return False
+        if self._bytes_due():
+            return True
+        changed = (
+            self._last_snapshot is None or loaded.store.applied_offset != self._last_snapshot.snapshot_id.end_offset
+        )
+        return changed and self._time_left_s() == 0
+
+    async def _run(self) -> None:
+        """Waits for "enough log or time since the last snapshot" or close; a failure is logged and retried."""
+        backoff = Backoff(self._settings.snapshot_retry_backoff_ms, self._settings.snapshot_retry_backoff_max_ms)
+        while not self._closing:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wakeup.wait(), self._time_left_s())
+            self._wakeup.clear()
+            if self._closing or not self._due():
+                if self._time_left_s() == 0:  # nothing applied since: look again one interval later
+                    self._last_snapshot_at_ms = self._clock.now_ms()
+                continue
+            try:
+                await self.create_snapshot()
+                backoff.succeeded()
+            except Exception as error:  # best effort: the log still holds everything; try again later
+                wait_ms = backoff.failed()
+                log.error(
+                    "coordinator %d: snapshot failed (%s: %s); retrying in %d ms",
+                    self.coordinator_id, type(error).__name__, error, wait_ms,
+                )  # fmt: skip
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wakeup.wait(), wait_ms / 1000)
+
+    # ------------------------------------------------------------------ on demand
+
+    async def create_snapshot(self) -> SnapshotTaken:
+        """Snapshots the applied state now (copy on the snapshot thread), then prunes (on the log's thread)."""
+        self._subject.require_active()
+        loop = asyncio.get_running_loop()
+        async with self.files_lock:
+            self._subject.require_active()
+            loaded = self._subject.loaded
+            assert loaded is not None
+            log_bytes_before = loaded.metadata_log.appended_bytes
+            now_ms = self._clock.now_ms()
+            started = time.monotonic()
+            manifest = await loop.run_in_executor(
+                self._executor,
+                take_snapshot,
+                self._directory / "state.sqlite",
+                self._snapshots,
+                self._settings.snapshot_copy_step_pages,
+                now_ms,
+                self._settings.snapshot_copy_max_bytes_per_second,
+            )
+            copied_s = time.monotonic() - started
+            self._last_snapshot, self._last_snapshot_at_ms = manifest, now_ms
+            self._log_bytes_at_snapshot = log_bytes_before
+            pruned = await loop.run_in_executor(
+                self._log_executor,
+                prune_log,
+                self._snapshots,
+                loaded.metadata_log,
+                self._settings.snapshot_retained_count,
+            )
+            # Freeing a state-sized file takes tens of milliseconds: on the snapshot thread, not the log's.
+            await loop.run_in_executor(self._executor, delete_snapshots, self._snapshots, pruned.deleted_snapshots)
+        log.info(
+            "coordinator %d: snapshot %s (%d bytes) in %.2fs; log starts at %d (%d segments, %d snapshots pruned)",
+            self.coordinator_id, manifest.snapshot_id, manifest.size_bytes, copied_s, pruned.log_start_offset,
+            len(pruned.deleted_segments), len(pruned.deleted_snapshots),
+        )  # fmt: skip
+        return SnapshotTaken(manifest, pruned)
+
+    async def check_state(self) -> IntegrityReport:
+        """Checks the state file now (on the snapshot thread); a damaged one takes the coordinator out to rebuild it."""
+        self._subject.require_active()
+        loop = asyncio.get_running_loop()
+        async with self.files_lock:  # never while the state is being reopened or restored
+            self._subject.require_active()
+            report = await loop.run_in_executor(self._executor, check_integrity, self._directory / "state.sqlite")
+        log.info(
+            "coordinator %d: checked state.sqlite (%d MB) on demand in %.2fs: %s",
+            self.coordinator_id, report.size_bytes // 1_000_000, report.seconds, report.problem or "ok",
+        )  # fmt: skip
+        if report.problem is not None:
+            self._subject.report_damage(StateDamaged(report.problem))
+        return report
+
+    async def list_snapshots(self, verify: bool) -> list[SnapshotCheck]:
+        """The coordinator's snapshots, newest first; with `verify`, each read and checked (off the loop)."""
+        if not verify:
+            return [SnapshotCheck(m, None) for m in list_snapshots(self._snapshots)]
+        return await asyncio.get_running_loop().run_in_executor(self._executor, check_snapshots, self._snapshots)

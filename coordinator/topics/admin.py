@@ -1,0 +1,147 @@
+"""CreatePartitions and DeleteTopics: run the plans of `coordinator.topics.rules`, one topic at a time.
+
+In a cluster a coordinator this node only follows gets its part from its
+leader: the part is sent there (`ChangeTopic`), and applied there as here.
+
+The catalog is not touched here: it follows the coordinators' applied records,
+which are reported before the parts' futures resolve, so an answer never runs
+ahead of it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from typing import TypeVar, final
+
+from coordinator.base.errors import CoordinatorUnavailable, ErrorCode, Overloaded
+from coordinator.base.result import ItemError
+from coordinator.cluster.peers import PeerClient, change_topic_at
+from coordinator.config.settings import property_name
+from coordinator.runtime.node_coordinators import NodeCoordinators, wire_code
+from coordinator.runtime.shard import Operation
+from coordinator.topics import partition_checks
+from coordinator.topics.rules import CreatePlan, DeletePlan, TopicLimits, plan_create_partitions, plan_delete_topic
+from protos import coordinator_pb2 as pb
+from protos import internal_pb2 as internal
+
+_DONE = ItemError(ErrorCode.NONE, "")
+RequestT = TypeVar("RequestT")
+
+
+@final
+class TopicAdmin:
+    def __init__(self, coordinators: NodeCoordinators, peers: PeerClient | None = None) -> None:
+        self._coordinators = coordinators
+        self._peers = peers
+        self._lock = asyncio.Lock()  # topic creation and deletion are serialised node-wide
+        settings = coordinators.settings
+        self._limits = TopicLimits(
+            len(coordinators.shards), settings.topic_partitions_max, property_name("topic_partitions_max")
+        )
+
+    async def create_partitions(self, request: pb.CreatePartitionsRequest) -> pb.CreatePartitionsResponse:
+        self._coordinators.limit_items(len(request.topics), "topics")
+        response = pb.CreatePartitionsResponse()
+        async with self._lock:
+            for topic in request.topics:
+                unavailable = self._coordinators.unavailable_for_topic_changes()
+                plan = plan_create_partitions(self._coordinators.catalog, topic, self._limits, unavailable)
+                outcome = plan if isinstance(plan, ItemError) else await self._create(plan, request.timeout_ms)
+                response.topics.add(
+                    topic_id=topic.topic_id, error_code=wire_code(outcome.error_code), error_message=outcome.message
+                )
+        return response
+
+    async def delete_topics(self, request: pb.DeleteTopicsRequest) -> pb.DeleteTopicsResponse:
+        self._coordinators.limit_items(len(request.topic_ids), "topics")
+        response = pb.DeleteTopicsResponse()
+        async with self._lock:
+            for topic_id in request.topic_ids:
+                unavailable = self._coordinators.unavailable_for_topic_changes()
+                plan = plan_delete_topic(self._coordinators.catalog, topic_id, unavailable)
+                outcome = plan if isinstance(plan, ItemError) else await self._delete(plan, request.timeout_ms)
+                response.topics.add(
+                    topic_id=topic_id, error_code=wire_code(outcome.error_code), error_message=outcome.message
+                )
+        return response
+
+    async def _create(self, plan: CreatePlan, timeout_ms: int) -> ItemError:
+        parts = {
+            coordinator_id: partition_checks.CreatePartitions(plan.topic_id, plan.topic_name, wanted_here)
+            for coordinator_id, wanted_here in plan.partitions_by_coordinator.items()
+        }
+        remote = await self._forward(
+            {
+                c: internal.ChangeTopicRequest(
+                    coordinator_id=c, topic_id=p.topic_id, topic_name=p.topic_name, partitions=p.partitions
+                )
+                for c, p in parts.items()
+            },
+            timeout_ms,
+        )
+        operations = {
+            c: Operation(partition_checks.check_create_partitions, p) for c, p in parts.items() if self._leads(c)
+        }
+        return remote if remote is not _DONE else await self._run(operations, timeout_ms)
+
+    async def _delete(self, plan: DeletePlan, timeout_ms: int) -> ItemError:
+        request = partition_checks.DeleteTopic(plan.topic_id)
+        remote = await self._forward(
+            {c: internal.ChangeTopicRequest(coordinator_id=c, topic_id=plan.topic_id, delete=True)
+             for c in plan.coordinator_ids},
+            timeout_ms,
+        )  # fmt: skip
+        operations = {
+            c: Operation(partition_checks.check_delete_topic, request) for c in plan.coordinator_ids if self._leads(c)
+        }
+        return remote if remote is not _DONE else await self._run(operations, timeout_ms)
+
+    def _leads(self, coordinator_id: int) -> bool:
+        return self._coordinators.shard(coordinator_id).leads
+
+    async def _forward(self, parts: Mapping[int, internal.ChangeTopicRequest], timeout_ms: int) -> ItemError:
+        """Sends the parts of coordinators this node follows to their leaders; the first failure, or done."""
+        remote = {c: part for c, part in parts.items() if not self._leads(c)}
+        if not remote:
+            return _DONE
+        timeout_s = self._coordinators.timeout_s(timeout_ms)
+        calls = []
+        for coordinator_id, part in remote.items():
+            role = self._coordinators.shard(coordinator_id).role
+            if self._peers is None or role is None or not role.leader_address:
+                return ItemError(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"coordinator {coordinator_id} has no leader")
+            part.timeout_ms = int(timeout_s * 1000)
+            calls.append(change_topic_at(self._peers, role.leader_address, part, timeout_s))
+        for code, message in await asyncio.gather(*calls):
+            if code != ErrorCode.NONE:
+                return ItemError(ErrorCode(code), message)
+        return _DONE
+
+    async def change_here(self, request: internal.ChangeTopicRequest) -> internal.ChangeTopicResponse:
+        """Another node's part of a topic change, for a coordinator this node leads."""
+        if not self._coordinators.hosts(request.coordinator_id):
+            return internal.ChangeTopicResponse(
+                error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER, error_message=f"no coordinator {request.coordinator_id}"
+            )
+        if request.delete:
+            deletion = Operation(partition_checks.check_delete_topic, partition_checks.DeleteTopic(request.topic_id))
+            outcome = await self._run({request.coordinator_id: deletion}, request.timeout_ms)
+        else:
+            wanted = partition_checks.CreatePartitions(request.topic_id, request.topic_name, tuple(request.partitions))
+            creation = Operation(partition_checks.check_create_partitions, wanted)
+            outcome = await self._run({request.coordinator_id: creation}, request.timeout_ms)
+        return internal.ChangeTopicResponse(error_code=outcome.error_code, error_message=outcome.message)
+
+    async def _run(self, operations: Mapping[int, Operation[RequestT, None]], timeout_ms: int) -> ItemError:
+        """Runs one topic's parts; the first coordinator's failure is the topic's answer."""
+        if not operations:
+            return _DONE
+        try:
+            self._coordinators.require_room(operations)
+        except Overloaded as error:
+            return ItemError(ErrorCode.COORDINATOR_NOT_AVAILABLE, str(error))
+        for outcome in (await self._coordinators.run_parts(operations, timeout_ms)).values():
+            if isinstance(outcome, CoordinatorUnavailable):
+                return ItemError(outcome.error_code, outcome.message)
+        return _DONE
