@@ -3,9 +3,9 @@
 Every in-process node runs on one event loop, in one background thread (grpc.aio binds to a
 single loop per process); the test talks to it with ordinary synchronous gRPC stubs, so every
 call still goes through the real server, edge and router. Each node has a `ManualClock`: its
-WAL-file workers run a cycle only when the test advances the clock past their next wake-up, and
-`advance()` returns once every cycle it started has ended, so a test proves that something did
-*not* happen by moving time, not by sleeping.
+background loops (WAL-file workers, snapshots, reloads) run a cycle only when the test advances the
+clock past their next wake-up, and `advance()` returns once every cycle it started has ended, so a
+test proves that something did *not* happen by moving time, not by sleeping.
 
 `InProcessNode` answers to what tests use of `tests.harness.ServerProcess` (start, stop, restart,
 stub, port, address, health, settings, output). What needs a process of its own stays there: the
@@ -223,25 +223,23 @@ class InProcessNode:
 
 
 def advance_together(nodes: Sequence[InProcessNode], duration_ms: int) -> None:
-    """Advances the clock the `nodes` share, one wake-up at a time, letting each cycle end before the next.
+    """Advances the clock the `nodes` share, one wake-up at a time, letting each wake-up's work end before the next.
 
-    The file workers of `nodes` must be the only loops that sleep on the clock: each is asleep
-    again exactly when its cycle has ended, which is what is waited for.
+    Every background loop of a node waits through its clock (file workers, snapshots, reloads, ...): after each
+    step the clock's `wait_idle` returns once every loop it woke is asleep again or ended, whatever their number.
+    Before the first step, every file worker must have reached its first sleep.
     """
     clocks = {id(node.clock): node.clock for node in nodes}
     assert len(clocks) == 1, "the nodes advanced together share one clock"
     clock = nodes[0].clock
     workers = sum(len(node.file_workers) for node in nodes if node.is_running())
     target_ms = clock.now_ms() + duration_ms
-
-    def all_asleep() -> None:
-        wait_until(lambda: clock.sleepers() >= workers, f"{workers} file workers wait on the clock")
-
-    all_asleep()
+    wait_until(lambda: clock.sleepers() >= workers, f"{workers} file workers wait on the clock")
+    clock.wait_idle(WAIT_S)
     while True:
         wake_up_ms = clock.next_wake_up_ms()
         if wake_up_ms is None or wake_up_ms > target_ms:
             clock.advance(target_ms - clock.now_ms())
             return
         clock.advance(max(0, wake_up_ms - clock.now_ms()))
-        all_asleep()
+        clock.wait_idle(WAIT_S)

@@ -18,11 +18,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from dataclasses import replace
-from typing import Protocol
+from typing import Any, Protocol
 
+from coordinator.base.clock import Clock
 from coordinator.cluster.assignment import (
     NO_LEADER,
     CoordinatorAssignment,
@@ -30,21 +30,24 @@ from coordinator.cluster.assignment import (
     assign_replicas,
     isr_changed,
 )
-from coordinator.cluster.etcd_store import (
+from coordinator.cluster.store import (
     ClusterConfig,
     ClusterStore,
     NodeEndpoint,
+    NodeIdTaken,
     NodeSession,
     SessionExpired,
     VersionedAssignment,
-    etcd_client,
-    parse_etcd_endpoints,
 )
 from coordinator.config.settings import Settings
 from coordinator.runtime.replication.role import ReplicaRole, RoleKind
 from protos import internal_pb2_grpc as internal_grpc
 
 log = logging.getLogger(__name__)
+FORMING_WAIT_MAX_MS = 600_000  # a cluster that has not formed by then is misconfigured: say so and stop
+REGISTER_WAIT_EXTRA_MS = 5_000  # beyond two session timeouts, for a previous lease of this node to expire
+REGISTER_RETRY_MS = 500
+RENEWAL_WAIT_MIN_MS = 50  # a renewal is given at least this long, even when the session is about to lapse
 
 
 class RoleHolder(Protocol):
@@ -83,13 +86,12 @@ def role_of(
 class ClusterController:
     """The node's etcd session and the coordinators' roles; also the replication's `ClusterLink`."""
 
-    def __init__(self, settings: Settings, endpoint: NodeEndpoint) -> None:
+    def __init__(self, settings: Settings, endpoint: NodeEndpoint, store: ClusterStore, clock: Clock) -> None:
         self._settings = settings
         self._endpoint = endpoint
         self._stubs: StubSource | None = None
-        timeout_s = settings.etcd_request_timeout_ms / 1000
-        self._store = ClusterStore(etcd_client(parse_etcd_endpoints(settings.etcd_endpoints), timeout_s),
-                                   settings.etcd_prefix)  # fmt: skip
+        self._store = store
+        self._clock = clock
         self._session: NodeSession | None = None
         self.config = ClusterConfig(settings.coordinators, settings.replication_factor)
         self.assignments: dict[int, VersionedAssignment] = {}
@@ -106,7 +108,7 @@ class ClusterController:
         self.config = await self._store.form(
             ClusterConfig(self._settings.coordinators, self._settings.replication_factor)
         )
-        deadline = time.monotonic() + 600
+        deadline_ms = self._clock.monotonic_ms() + FORMING_WAIT_MAX_MS
         while True:
             self.live = await self._store.live_nodes()
             self.assignments = await self._store.assignments()
@@ -121,7 +123,7 @@ class ClusterController:
                     if coordinator_id not in self.assignments:
                         await self._store.compare_and_set(coordinator_id, 0, assignment)
                 continue
-            if time.monotonic() > deadline:
+            if self._clock.monotonic_ms() > deadline_ms:
                 raise TimeoutError(
                     f"the cluster did not form: {len(self.live)} nodes registered, replication factor "
                     f"{self.config.replication_factor}"
@@ -130,19 +132,19 @@ class ClusterController:
                 "waiting for the cluster to form: %d of %d nodes registered",
                 len(self.live), self.config.replication_factor,
             )  # fmt: skip
-            await asyncio.sleep(self._settings.cluster_refresh_interval_ms / 1000)
+            await self._clock.sleep_ms(self._settings.cluster_refresh_interval_ms)
 
     async def _register(self) -> NodeSession:
         ttl_s = self._settings.node_session_timeout_ms // 1000
-        deadline = time.monotonic() + 2 * ttl_s + 5
+        deadline_ms = self._clock.monotonic_ms() + 2 * ttl_s * 1000 + REGISTER_WAIT_EXTRA_MS
         while True:  # after a crash, the node's previous lease may live until its TTL ends
             try:
-                return await self._store.register_node(self._endpoint, ttl_s)
-            except RuntimeError as error:
-                if time.monotonic() > deadline:
+                return NodeSession(await self._store.register_node(self._endpoint, ttl_s), ttl_s, self._clock)
+            except NodeIdTaken as error:
+                if self._clock.monotonic_ms() > deadline_ms:
                     raise
                 log.info("%s; waiting for its lease to expire", error)
-                await asyncio.sleep(0.5)
+                await self._clock.sleep_ms(REGISTER_RETRY_MS)
 
     def initial_roles(self) -> dict[int, ReplicaRole]:
         return {
@@ -170,14 +172,14 @@ class ClusterController:
                 await task
         if self._session is not None:
             with contextlib.suppress(Exception):
-                await self._store.revoke(self._session)
+                await self._store.revoke(self._session.lease_id)
         with contextlib.suppress(Exception):
             await self._store.close()
 
     # ------------------------------------------------------------------ ClusterLink
 
     def session_valid(self) -> bool:
-        return self._session is not None and self._session.valid_for_s() > 0
+        return self._session is not None and self._session.valid_for_ms() > 0
 
     async def alter_isr(self, coordinator_id: int, leader_epoch: int, isr: tuple[int, ...]) -> tuple[int, ...] | None:
         for _ in range(3):  # a concurrent change (an election, a dead follower removed) moves the revision
@@ -201,18 +203,18 @@ class ClusterController:
     # ------------------------------------------------------------------ loops
 
     async def _keep_alive(self) -> None:
-        interval_s = self._settings.node_heartbeat_interval_ms / 1000
+        interval_ms = self._settings.node_heartbeat_interval_ms
         stepped_down = False
         while True:
             session = self._session
             assert session is not None
-            sent_at = time.monotonic()
+            sent_at_ms = self._clock.monotonic_ms()
             try:
                 # One renewal waits one heartbeat at most, then the next is sent: a renewal that reached a member
                 # as etcd's leader died waits there for the next leader (etcd checks once per election timeout)
                 # even after one is elected, while a new one is answered at once. Waiting out the first for the
                 # whole session made every node step down on an etcd leader's loss, with no lease expiring.
-                await asyncio.wait_for(session.renew(), timeout=max(0.05, min(interval_s, session.valid_for_s())))
+                await self._within(session.renew(), max(RENEWAL_WAIT_MIN_MS, min(interval_ms, session.valid_for_ms())))
                 stepped_down = False
             except SessionExpired:
                 log.error("node %d: etcd let its session expire; registering again", self._endpoint.node_id)
@@ -225,7 +227,22 @@ class ClusterController:
                 log.error("node %d: session may have lapsed: stepping down as leader", self._endpoint.node_id)
                 self._step_down()
                 stepped_down = True
-            await asyncio.sleep(max(0.0, interval_s - (time.monotonic() - sent_at)))
+            await self._clock.sleep_ms(interval_ms - (self._clock.monotonic_ms() - sent_at_ms))
+
+    async def _within(self, call: Coroutine[Any, Any, None], timeout_ms: int) -> None:
+        """Runs `call` for at most `timeout_ms` of the clock's time; TimeoutError (and the call cancelled) past it."""
+        running = asyncio.ensure_future(call)
+        timer = asyncio.Event()
+        running.add_done_callback(lambda _: timer.set())
+        try:
+            if not await self._clock.wait_event(timer, timeout_ms):
+                raise TimeoutError(f"no answer within {timeout_ms} ms")
+        finally:
+            if not running.done():
+                running.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await running
+        running.result()
 
     def _step_down(self) -> None:
         if self._session is not None:
@@ -233,13 +250,12 @@ class ClusterController:
         self._apply_roles()
 
     async def _refresh_loop(self) -> None:
-        interval_s = self._settings.cluster_refresh_interval_ms / 1000
         while True:
             try:
                 await self._refresh()
             except Exception as error:  # etcd unreachable: roles stay as they are; the session decides leadership
                 log.warning("cluster refresh failed: %s", error)
-            await asyncio.sleep(interval_s)
+            await self._clock.sleep_ms(self._settings.cluster_refresh_interval_ms)
 
     async def _refresh(self) -> None:
         live = await self._store.live_nodes()

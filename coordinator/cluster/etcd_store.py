@@ -1,48 +1,23 @@
-"""The cluster's metadata in etcd: node sessions (leases), the cluster's fixed configuration, and one key per
-coordinator holding its assignment, changed only by transactions that compare the key's revision.
+"""The cluster store (`store.ClusterStore`) in a real etcd: node sessions as leases, the configuration, and one
+key per coordinator holding its assignment as JSON, changed only by transactions that compare the key's revision.
 
-Keys, under a prefix (default `/diskless`):
-
-- `nodes/<id>`: a live node's endpoint, attached to its session lease: it vanishes when the lease expires;
-- `config`: the cluster's coordinator count and replication factor, written once by the first node;
-- `coordinators/<id>`: a `CoordinatorAssignment` as JSON.
+Keys under a prefix (default `/diskless`): `nodes/<id>`, `config`, `coordinators/<id>` (see `store`).
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import time
-from dataclasses import dataclass
 from typing import Any
 
 import aetcd
 
 from coordinator.cluster.assignment import CoordinatorAssignment
+from coordinator.cluster.store import ClusterConfig, NodeEndpoint, NodeIdTaken, VersionedAssignment
+from coordinator.config.settings import Settings
 
 log = logging.getLogger(__name__)
 DEFAULT_PREFIX = "/diskless"
-
-
-@dataclass(frozen=True, slots=True)
-class NodeEndpoint:
-    node_id: int
-    host: str
-    port: int
-
-
-@dataclass(frozen=True, slots=True)
-class ClusterConfig:
-    coordinators: int
-    replication_factor: int
-
-
-@dataclass(frozen=True, slots=True)
-class VersionedAssignment:
-    """An assignment with the etcd revision it was read at: the compare of the next change."""
-
-    assignment: CoordinatorAssignment
-    revision: int
 
 
 def parse_etcd_endpoints(text: str) -> list[tuple[str, int]]:
@@ -68,48 +43,24 @@ def etcd_client(endpoints: list[tuple[str, int]], timeout_s: float) -> aetcd.Cli
     return aetcd.Client(host=before_last_port, port=int(last_port), timeout=timeout_s)
 
 
-class NodeSession:
-    """A node's membership: its key under a lease that is kept alive, and how long it is surely still valid.
+class EtcdLease:
+    """A lease in etcd, kept alive by `refresh`."""
 
-    `valid_for_s()` is what the node's leadership hangs on: once it reaches zero the node must
-    act as if its lease had expired (it may have), so it stops leading before any other node
-    can be elected in its place.
-    """
-
-    def __init__(self, lease: Any, ttl_s: float) -> None:
+    def __init__(self, lease: Any) -> None:
         self._lease = lease
-        self._ttl_s = ttl_s
-        self._renewed_at = time.monotonic()
 
     @property
     def lease_id(self) -> int:
         return int(self._lease.id)
 
-    def valid_for_s(self) -> float:
-        return max(0.0, self._renewed_at + self._ttl_s - time.monotonic())
-
-    async def renew(self) -> None:
-        """Refreshes the lease; the validity counts from before the request (the lease may have been renewed later).
-
-        Raises SessionExpired when etcd no longer knows the lease: the node's key is gone with it.
-        """
-        sent_at = time.monotonic()
+    async def refresh(self) -> int:
         reply = await self._lease.refresh()
-        if reply is None or int(reply.TTL) <= 0:
-            self._renewed_at = -self._ttl_s
-            raise SessionExpired(f"lease {self.lease_id} expired in etcd")
-        self._renewed_at = sent_at
-
-    def lapse(self) -> None:
-        """Treats the session as lapsed from now (a node stepping down of its own accord)."""
-        self._renewed_at = -self._ttl_s
+        return 0 if reply is None else int(reply.TTL)
 
 
-class SessionExpired(Exception):
-    """etcd let the node's lease expire: the node is gone from the cluster until it registers again."""
+class EtcdClusterStore:
+    """The cluster store (`store.ClusterStore`) in etcd, through aetcd."""
 
-
-class ClusterStore:
     def __init__(self, client: aetcd.Client, prefix: str = DEFAULT_PREFIX) -> None:
         self._client = client
         self._prefix = prefix.rstrip("/")
@@ -122,8 +73,7 @@ class ClusterStore:
 
     # ------------------------------------------------------------------ nodes
 
-    async def register_node(self, endpoint: NodeEndpoint, ttl_s: int) -> NodeSession:
-        """Grants a lease and puts the node's key under it; fails if another live node holds the id."""
+    async def register_node(self, endpoint: NodeEndpoint, ttl_s: int) -> EtcdLease:
         lease = await self._client.lease(ttl_s)
         key = self._key("nodes", endpoint.node_id)
         value = json.dumps({"host": endpoint.host, "port": endpoint.port}).encode()
@@ -133,12 +83,11 @@ class ClusterStore:
         )
         if not created:
             await self._client.revoke_lease(lease.id)
-            raise RuntimeError(f"node id {endpoint.node_id} is registered by a live node already")
-        return NodeSession(lease, ttl_s)
+            raise NodeIdTaken(f"node id {endpoint.node_id} is registered by a live node already")
+        return EtcdLease(lease)
 
-    async def revoke(self, session: NodeSession) -> None:
-        """Ends the session at once (a clean stop): the node's key goes, other nodes elect without waiting."""
-        await self._client.revoke_lease(session.lease_id)
+    async def revoke(self, lease_id: int) -> None:
+        await self._client.revoke_lease(lease_id)
 
     async def live_nodes(self) -> dict[int, NodeEndpoint]:
         nodes = {}
@@ -149,7 +98,6 @@ class ClusterStore:
         return nodes
 
     async def first_registered(self, count: int) -> list[int]:
-        """The `count` live nodes registered first (by their keys' creation revision): the nodes a cluster forms on."""
         kvs = await self._client.get_prefix(self._key("nodes") + b"/")
         ordered = sorted(kvs, key=lambda kv: (int(kv.create_revision), kv.key))
         return [int(kv.key.rsplit(b"/", 1)[1]) for kv in ordered[:count]]
@@ -157,7 +105,6 @@ class ClusterStore:
     # ------------------------------------------------------------------ the cluster's configuration
 
     async def form(self, wanted: ClusterConfig) -> ClusterConfig:
-        """Stores the configuration if none is stored yet; returns the stored one (the first node's)."""
         key = self._key("config")
         value = json.dumps({"coordinators": wanted.coordinators, "replication_factor": wanted.replication_factor})
         transactions = self._client.transactions
@@ -171,7 +118,6 @@ class ClusterStore:
     # ------------------------------------------------------------------ coordinators
 
     async def assignments(self) -> dict[int, VersionedAssignment]:
-        """Every coordinator's assignment, read in one request."""
         found = {}
         for kv in await self._client.get_prefix(self._key("coordinators") + b"/"):
             coordinator_id = int(kv.key.rsplit(b"/", 1)[1])
@@ -187,7 +133,6 @@ class ClusterStore:
     async def compare_and_set(
         self, coordinator_id: int, expected_revision: int, assignment: CoordinatorAssignment
     ) -> bool:
-        """Writes the assignment only if the key is still at `expected_revision` (0: only if absent)."""
         key = self._key("coordinators", coordinator_id)
         transactions = self._client.transactions
         compare = (
@@ -197,3 +142,9 @@ class ClusterStore:
             compare=[compare], success=[transactions.put(key, assignment.to_json())], failure=[]
         )
         return bool(succeeded)
+
+
+def etcd_cluster_store(settings: Settings) -> EtcdClusterStore:
+    """The store a node's settings name (`--etcd`, its prefix and request timeout)."""
+    client = etcd_client(parse_etcd_endpoints(settings.etcd_endpoints), settings.etcd_request_timeout_ms / 1000)
+    return EtcdClusterStore(client, settings.etcd_prefix)

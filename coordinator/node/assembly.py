@@ -29,7 +29,8 @@ from grpc_reflection.v1alpha import reflection
 from coordinator.base.clock import Clock, SystemClock
 from coordinator.base.metrics import GaugeCollector, Metrics, serve_metrics
 from coordinator.cluster.controller import ClusterController
-from coordinator.cluster.etcd_store import NodeEndpoint
+from coordinator.cluster.etcd_store import etcd_cluster_store
+from coordinator.cluster.store import NodeEndpoint
 from coordinator.config.settings import Settings, SettingsError, property_name
 from coordinator.edge.access_control import AccessControl
 from coordinator.edge.gate import (
@@ -307,7 +308,9 @@ async def _start(
     layout: ProcessLayout | None = None
     if settings.clustered:
         # The port is bound before joining: the address registered in etcd is the one that will answer.
-        cluster = ClusterController(settings, advertised_endpoint(settings, host, port))
+        cluster = ClusterController(
+            settings, advertised_endpoint(settings, host, port), etcd_cluster_store(settings), clock or SystemClock()
+        )
         config = await cluster.join()
         settings = dataclasses.replace(settings, coordinators=config.coordinators)
         roles = dict(cluster.initial_roles())

@@ -24,7 +24,7 @@ from coordinator.base.clock import Clock
 from coordinator.base.errors import CoordinatorUnavailable, PassedOn, PeerUnreachable
 from coordinator.client.channels import channel_credentials
 from coordinator.client.routing_client import RoutingClient, RoutingError
-from coordinator.cluster.etcd_store import NodeEndpoint
+from coordinator.cluster.store import NodeEndpoint
 from coordinator.config.settings import Settings
 from coordinator.edge.tls import tls_files
 from coordinator.node.node import Node

@@ -23,6 +23,7 @@ from typing import Any, final
 import grpc
 
 from coordinator.base.backoff import Backoff
+from coordinator.base.clock import Clock
 from coordinator.base.errors import ErrorCode
 from coordinator.config.settings import Settings
 from coordinator.machine import kinds, records
@@ -92,6 +93,7 @@ class Follower:
         coordinator_id: int,
         role: ReplicaRole,
         settings: Settings,
+        clock: Clock,
         metadata_log: MetadataLog,
         epoch_cache: LeaderEpochCache,
         store: StateStore,
@@ -107,6 +109,7 @@ class Follower:
         self._observe_fetch = observe_fetch  # each answered fetch's round trip, long-poll wait included
         self._role = role
         self._settings = settings
+        self._clock = clock
         self._log = metadata_log
         self._epoch_cache = epoch_cache
         self._store = store
@@ -156,7 +159,8 @@ class Follower:
                         self.coordinator_id, self._role.leader_node_id, failures + 1, _short(error), wait_ms,
                     )  # fmt: skip
                 failures += 1
-                await self._sleep(wait_ms / 1000)
+                self._wake.clear()
+                await self._clock.wait_event(self._wake, wait_ms)
         return None
 
     async def _unless_closed(self, step: Coroutine[Any, Any, None]) -> None:
@@ -173,11 +177,6 @@ class Follower:
                 await running
             return
         running.result()
-
-    async def _sleep(self, seconds: float) -> None:
-        self._wake.clear()
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._wake.wait(), seconds)
 
     # ------------------------------------------------------------------ truncation
 

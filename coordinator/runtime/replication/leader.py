@@ -344,9 +344,9 @@ class LeaderReplication:
 
     async def _tick(self) -> None:
         """Looks for lagging followers every quarter of the lag bound (Kafka's isr-expiration task)."""
-        interval_s = self._settings.replica_lag_time_max_ms / 4000
+        interval_ms = max(1, self._settings.replica_lag_time_max_ms // 4)
         while True:
-            await asyncio.sleep(interval_s)
+            await self._clock.sleep_ms(interval_ms)
             now = self._clock.now_ms()
             lagging = {
                 node

@@ -18,7 +18,6 @@ loads again in the new role.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -239,8 +238,7 @@ class Lifecycle:
                 return
             wait_ms = backoff.failed()
             self._problem = f"{self._problem}; loading again in {wait_ms} ms"
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stopping.wait(), wait_ms / 1000)
+            await self._clock.wait_event(self._stopping, wait_ms)
         if not first_attempt.done():
             first_attempt.set_result(CoordinatorUnavailable(ErrorCode.NOT_COORDINATOR, "closed while loading"))
 
@@ -266,8 +264,7 @@ class Lifecycle:
         except Exception as error:  # the leader gone, a damaged transfer: the next load tries again
             wait_ms = backoff.failed()
             log.error("coordinator %d: snapshot fetch failed (%s); again in %d ms", self.coordinator_id, error, wait_ms)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stopping.wait(), wait_ms / 1000)
+            await self._clock.wait_event(self._stopping, wait_ms)
 
     async def _serve(self) -> BaseException | None:
         """Runs the leader's pipeline or the follower's fetching until it ends; its failure, if any."""
@@ -319,9 +316,9 @@ class Lifecycle:
             self._pipeline = None
             assert self._link is not None
             self._follower = Follower(
-                self.coordinator_id, role, self._settings, loaded.metadata_log, loaded.epoch_cache, loaded.store,
-                loaded.view, loaded.unapplied, self._executor, self._link.internal_stub, self.snapshots.log_grew,
-                self._on_topic_records, self._observe_fetch,
+                self.coordinator_id, role, self._settings, self._clock, loaded.metadata_log, loaded.epoch_cache,
+                loaded.store, loaded.view, loaded.unapplied, self._executor, self._link.internal_stub,
+                self.snapshots.log_grew, self._on_topic_records, self._observe_fetch,
             )  # fmt: skip
             if self._closing:
                 self._follower.close()

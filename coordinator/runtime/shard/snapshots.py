@@ -8,7 +8,6 @@ reload of the state from overlapping.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from concurrent.futures import Executor, ThreadPoolExecutor
@@ -124,12 +123,12 @@ class SnapshotScheduler:
             and loaded.metadata_log.appended_bytes - self._log_bytes_at_snapshot >= interval
         )
 
-    def _time_left_s(self) -> float | None:
-        """Seconds until the time trigger, None without one."""
+    def _time_left_ms(self) -> int | None:
+        """Milliseconds of the clock until the time trigger, None without one."""
         interval = self._settings.snapshot_interval_ms
         if interval <= 0:
             return None
-        return max(0.0, (self._last_snapshot_at_ms + interval - self._clock.now_ms()) / 1000)
+        return max(0, self._last_snapshot_at_ms + interval - self._clock.now_ms())
 
     def _due(self) -> bool:
         loaded = self._subject.loaded
@@ -144,17 +143,16 @@ class SnapshotScheduler:
         changed = (
             self._last_snapshot is None or loaded.store.applied_offset != self._last_snapshot.snapshot_id.end_offset
         )
-        return changed and self._time_left_s() == 0
+        return changed and self._time_left_ms() == 0
 
     async def _run(self) -> None:
         """Waits for "enough log or time since the last snapshot" or close; a failure is logged and retried."""
         backoff = Backoff(self._settings.snapshot_retry_backoff_ms, self._settings.snapshot_retry_backoff_max_ms)
         while not self._closing:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wakeup.wait(), self._time_left_s())
+            await self._clock.wait_event(self._wakeup, self._time_left_ms())
             self._wakeup.clear()
             if self._closing or not self._due():
-                if self._time_left_s() == 0:  # nothing applied since: look again one interval later
+                if self._time_left_ms() == 0:  # nothing applied since: look again one interval later
                     self._last_snapshot_at_ms = self._clock.now_ms()
                 continue
             try:
@@ -166,8 +164,7 @@ class SnapshotScheduler:
                     "coordinator %d: snapshot failed (%s: %s); retrying in %d ms",
                     self.coordinator_id, type(error).__name__, error, wait_ms,
                 )  # fmt: skip
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wakeup.wait(), wait_ms / 1000)
+                await self._clock.wait_event(self._wakeup, wait_ms)
 
     # ------------------------------------------------------------------ on demand
 

@@ -1,0 +1,130 @@
+"""The cluster's metadata as the controller sees it (DESIGN §6a): a Protocol with two implementations.
+
+`etcd_store.EtcdClusterStore` keeps it in a real etcd; `memory_store.MemoryClusterStore` keeps it in this
+process with etcd's semantics (revisions, compare-and-put, leases that expire on a `Clock`, watches), so that
+a whole cluster runs in one process on one clock. What the controller asks of either:
+
+- `nodes/<id>`: a live node's endpoint, under its session lease: it vanishes when the lease expires;
+- `config`: the cluster's coordinator count and replication factor, written once by the first node;
+- `coordinators/<id>`: a `CoordinatorAssignment`, changed only by a compare-and-set on the key's revision.
+
+A node's session (`NodeSession`) is the same for both: how long it is surely still valid is counted on the
+node's clock from before each renewal was sent.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from coordinator.base.clock import Clock
+from coordinator.cluster.assignment import CoordinatorAssignment
+
+
+@dataclass(frozen=True, slots=True)
+class NodeEndpoint:
+    node_id: int
+    host: str
+    port: int
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterConfig:
+    coordinators: int
+    replication_factor: int
+
+
+@dataclass(frozen=True, slots=True)
+class VersionedAssignment:
+    """An assignment with the revision it was read at: the compare of the next change."""
+
+    assignment: CoordinatorAssignment
+    revision: int
+
+
+class SessionExpired(Exception):
+    """The store let the node's lease expire: the node is gone from the cluster until it registers again."""
+
+
+class NodeIdTaken(Exception):
+    """Another live node holds the id (or this node's previous lease has not expired yet)."""
+
+
+class Lease(Protocol):
+    @property
+    def lease_id(self) -> int: ...
+
+    async def refresh(self) -> int:
+        """Keeps the lease alive; the seconds it has left as the store says, 0 or less once it expired."""
+        ...
+
+
+class ClusterStore(Protocol):
+    async def register_node(self, endpoint: NodeEndpoint, ttl_s: int) -> Lease:
+        """Grants a lease and puts the node's key under it; NodeIdTaken if another live node holds the id."""
+        ...
+
+    async def revoke(self, lease_id: int) -> None:
+        """Ends a session at once (a clean stop): the node's key goes, other nodes elect without waiting."""
+        ...
+
+    async def live_nodes(self) -> dict[int, NodeEndpoint]: ...
+
+    async def first_registered(self, count: int) -> list[int]:
+        """The `count` live nodes registered first (their keys' creation revision): the nodes a cluster forms on."""
+        ...
+
+    async def form(self, wanted: ClusterConfig) -> ClusterConfig:
+        """Stores the configuration if none is stored yet; returns the stored one (the first node's)."""
+        ...
+
+    async def assignments(self) -> dict[int, VersionedAssignment]:
+        """Every coordinator's assignment, read at one revision."""
+        ...
+
+    async def assignment(self, coordinator_id: int) -> VersionedAssignment | None: ...
+
+    async def compare_and_set(
+        self, coordinator_id: int, expected_revision: int, assignment: CoordinatorAssignment
+    ) -> bool:
+        """Writes the assignment only if the key is still at `expected_revision` (0: only if absent)."""
+        ...
+
+    async def close(self) -> None: ...
+
+
+class NodeSession:
+    """A node's membership: its lease, kept alive, and how long it is surely still valid.
+
+    `valid_for_ms()` is what the node's leadership hangs on: once it reaches zero the node must
+    act as if its lease had expired (it may have), so it stops leading before any other node
+    can be elected in its place.
+    """
+
+    def __init__(self, lease: Lease, ttl_s: int, clock: Clock) -> None:
+        self._lease = lease
+        self._ttl_ms = ttl_s * 1000
+        self._clock = clock
+        self._renewed_at_ms = clock.monotonic_ms()
+
+    @property
+    def lease_id(self) -> int:
+        return self._lease.lease_id
+
+    def valid_for_ms(self) -> int:
+        return max(0, self._renewed_at_ms + self._ttl_ms - self._clock.monotonic_ms())
+
+    async def renew(self) -> None:
+        """Refreshes the lease; the validity counts from before the request (the lease may have been renewed later).
+
+        Raises SessionExpired when the store no longer knows the lease: the node's key is gone with it.
+        """
+        sent_at_ms = self._clock.monotonic_ms()
+        if await self._lease.refresh() <= 0:
+            self.lapse()
+            raise SessionExpired(f"lease {self.lease_id} expired")
+        self._renewed_at_ms = sent_at_ms
+
+    def lapse(self) -> None:
+        """Treats the session as lapsed from now (a node stepping down of its own accord)."""
+        self._renewed_at_ms = self._clock.monotonic_ms() - self._ttl_ms
