@@ -39,11 +39,6 @@ def _refusals(store: StateStore, record: rec.MetadataRecord) -> tuple[str, str]:
     return str(in_view.value), str(in_state.value)
 
 
-def test_every_record_kind_has_one_interpreter_with_both_effects() -> None:
-    names = {field.name for field in rec.MetadataRecord.DESCRIPTOR.oneofs_by_name["record"].fields}
-    assert set(kinds.KINDS) == names
-
-
 def test_a_file_id_out_of_order_is_refused_by_both_effects_alike(store: StateStore) -> None:
     record = records.file_committed(5, "wal/a", 100, 1, [0], 1000, [])
     in_view, in_state = _refusals(store, record)

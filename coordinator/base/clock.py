@@ -58,6 +58,30 @@ class SystemClock:
         return event.is_set()
 
 
+@final
+class LoopClock:
+    """An event loop's own time as the clock, from `epoch_ms`: on a simulated loop whose time jumps to its next
+    timer once every task waits (tests/simulation/), every wait of every node follows that one clock."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, epoch_ms: int) -> None:
+        self._loop = loop
+        self._epoch_ms = epoch_ms
+
+    def now_ms(self) -> int:
+        return self._epoch_ms + self.monotonic_ms()
+
+    def monotonic_ms(self) -> int:
+        return int(self._loop.time() * 1000)
+
+    async def sleep_ms(self, duration_ms: int) -> None:
+        await asyncio.sleep(max(0, duration_ms) / 1000)
+
+    async def wait_event(self, event: asyncio.Event, timeout_ms: int | None) -> bool:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(event.wait(), None if timeout_ms is None else max(0, timeout_ms) / 1000)
+        return event.is_set()
+
+
 @dataclass(slots=True)
 class _Sleeper:
     wake_at_ms: int

@@ -7,12 +7,12 @@ discovery (`spark.coordinator_client`) both read endpoints through these rules (
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import final
 
 from coordinator.client.request_parts import PartitionKey
+from coordinator.edge.rpcs import ServedBy
 from protos import coordinator_pb2 as pb
 
 # Per-item answers that mean "ask again where the coordinator is now": refresh the route, retry the item.
@@ -24,13 +24,6 @@ UNSPECIFIED_HOSTS = frozenset({"", "0.0.0.0", "::"})
 PORT_MAX = 65535
 # A reader process that could not be reached is skipped for this long; its replica's own address serves meanwhile.
 READER_RETRY_S = 1.0
-
-
-class Access(enum.Enum):
-    """Where an operation is served: writes and ListOffsets on the leader; FindBatches, DescribeFiles on a replica."""
-
-    LEADER = "leader"
-    REPLICA = "replica"
 
 
 def target(host: str, port: int) -> str:
@@ -90,13 +83,14 @@ class CoordinatorRoute:
     leader_address: str | None
     replicas: tuple[ReplicaRoute, ...]
 
-    def address_for(self, access: Access, preferred_node_id: int | None = None) -> str | None:
-        """The address that serves `access`; a read goes to the preferred node when it holds a replica."""
-        if access is Access.REPLICA and preferred_node_id is not None:
+    def address_for(self, access: ServedBy, preferred_node_id: int | None = None) -> str | None:
+        """The address that serves `access` (LEADER or REPLICA, as a method's row says); a read goes to the preferred
+        node when it holds a replica."""
+        if access is ServedBy.REPLICA and preferred_node_id is not None:
             for replica in self.replicas:
                 if replica.node_id == preferred_node_id:
                     return replica.address
-        if self.leader_address is not None or access is Access.LEADER:
+        if self.leader_address is not None or access is ServedBy.LEADER:
             return self.leader_address
         # No leader: an in-sync replica still serves reads up to its high watermark.
         return next((r.address for r in self.replicas if r.in_sync), None)
@@ -161,14 +155,14 @@ class RoutingTable:
         self.single_address: str | None = None  # set while every route is one address (a node alone)
         self.readers = ReaderRotation()
 
-    def address_of(self, key: PartitionKey, access: Access) -> str | None:
+    def address_of(self, key: PartitionKey, access: ServedBy) -> str | None:
         coordinator_id = self.partitions.get(key)
         route = None if coordinator_id is None else self.routes.get(coordinator_id)
         return None if route is None else route.address_for(access, self.read_node_id)
 
     def cover(self) -> list[str] | None:
         """One read address per coordinator, deduplicated; None if a coordinator has none."""
-        addresses = [route.address_for(Access.REPLICA, self.read_node_id) for route in self.routes.values()]
+        addresses = [route.address_for(ServedBy.REPLICA, self.read_node_id) for route in self.routes.values()]
         if not addresses or any(a is None for a in addresses):
             self.coordinators_known = False
             return None

@@ -3,9 +3,10 @@
 It bootstraps from one or more node addresses and asks FindCoordinator where each partition's
 coordinator is, caching partition → coordinator id (an assignment never moves, DESIGN §2) and
 coordinator id → route (leader address, leader epoch, every replica's address). A request is split
-by where its items are served: CommitFile, DeleteRecords and ListOffsets to the coordinator's leader,
-FindBatches and DescribeFiles to a replica (the leader unless `read_node_id` names another replica);
-parts for one node travel in one call, and the answers are merged in request order.
+by where its items are served, as each method's row says (coordinator/edge/rpcs.py): CommitFile,
+DeleteRecords and ListOffsets to the coordinator's leader, FindBatches and DescribeFiles to a replica
+(the leader unless `read_node_id` names another replica); parts for one node travel in one call, and
+the answers are merged in request order.
 
 Items answered NOT_COORDINATOR, NOT_LEADER_OR_FOLLOWER, COORDINATOR_NOT_AVAILABLE or
 COORDINATOR_LOAD_IN_PROGRESS, and parts whose node is UNAVAILABLE or unreachable, are retried after a
@@ -47,13 +48,8 @@ from coordinator.client.request_parts import (
     partition_results,
     trim_to_fetch_budget,
 )
-from coordinator.client.routes import (
-    RETRIABLE_CODES,
-    Access,
-    CoordinatorRoute,
-    RoutingTable,
-    parse_bootstrap,
-)
+from coordinator.client.routes import RETRIABLE_CODES, CoordinatorRoute, RoutingTable, parse_bootstrap
+from coordinator.edge.rpcs import BY_METHOD, ServedBy
 from protos import coordinator_pb2 as pb
 
 DEADLINE_MS_DEFAULT = 30_000
@@ -157,7 +153,6 @@ class RoutingClient:
             results[index] = commit_error(problem)
         results = await self._route_items(
             "CommitFile",
-            Access.LEADER,
             keys,
             lambda indices: commit_part(request, indices),
             lambda response: list(response.batches),
@@ -171,17 +166,16 @@ class RoutingClient:
         """From each coordinator's read replica, under the call's one byte budget in request order."""
         return await self._partitioned(
             "FindBatches",
-            Access.REPLICA,
             request,
             pb.FindBatchesResponse(),
             lambda merged: trim_to_fetch_budget(request, merged),
         )
 
     async def list_offsets(self, request: pb.ListOffsetsRequest) -> pb.ListOffsetsResponse:
-        return await self._partitioned("ListOffsets", Access.LEADER, request, pb.ListOffsetsResponse())
+        return await self._partitioned("ListOffsets", request, pb.ListOffsetsResponse())
 
     async def delete_records(self, request: pb.DeleteRecordsRequest) -> pb.DeleteRecordsResponse:
-        return await self._partitioned("DeleteRecords", Access.LEADER, request, pb.DeleteRecordsResponse())
+        return await self._partitioned("DeleteRecords", request, pb.DeleteRecordsResponse())
 
     async def describe_files(self, request: pb.DescribeFilesRequest) -> pb.DescribeFilesResponse:
         """Every key asked of a replica of every coordinator; per key, what they know together."""
@@ -248,7 +242,6 @@ class RoutingClient:
     async def _partitioned(
         self,
         method: str,
-        access: Access,
         request: Any,
         empty_response: MessageT,
         after_merge: Callable[[MessageT], None] | None = None,
@@ -263,7 +256,6 @@ class RoutingClient:
         prior: list[Any] = [None] * len(keys) if fast is None else partition_results(fast)
         results = await self._route_items(
             method,
-            access,
             keys,
             lambda indices: partition_part(request, indices),
             partition_results,
@@ -279,7 +271,6 @@ class RoutingClient:
     async def _route_items(
         self,
         method: str,
-        access: Access,
         keys: Sequence[PartitionKey],
         part_of: Callable[[Sequence[int]], object],
         results_of: Callable[[Any], list[Any]],
@@ -287,7 +278,9 @@ class RoutingClient:
         deadline: float,
         skip: frozenset[int] = frozenset(),
     ) -> list[Any]:
-        """Sends every unanswered or retriable item to where it is served until none is left or the deadline passes."""
+        """Sends every unanswered or retriable item to where it is served (the method's row says: its coordinator's
+        leader or a replica) until none is left or the deadline passes."""
+        access = BY_METHOD[method].served_by
         pending = [i for i, r in enumerate(results) if i not in skip and (r is None or r.error_code in RETRIABLE_CODES)]
         for index in pending:
             if results[index] is not None:  # answered retriably on the fast path: its route is stale
@@ -333,7 +326,7 @@ class RoutingClient:
         return results
 
     async def _group(
-        self, keys: Sequence[PartitionKey], pending: Sequence[int], access: Access, deadline: float
+        self, keys: Sequence[PartitionKey], pending: Sequence[int], access: ServedBy, deadline: float
     ) -> tuple[dict[str, list[int]], str | None]:
         """Pending items by the address that serves them (ascending within each); why some have none."""
         unrouted = [keys[i] for i in pending if self._table.address_of(keys[i], access) is None]
@@ -403,10 +396,11 @@ class RoutingClient:
         self, request: pb.CommitFileRequest, keys: Sequence[PartitionKey]
     ) -> dict[int, Any]:
         """Batches refused here because their parts go to several nodes (the overlap rule spans the file)."""
-        pending = [i for i in range(len(keys)) if self._table.address_of(keys[i], Access.LEADER) is None]
+        access = BY_METHOD["CommitFile"].served_by
+        pending = [i for i in range(len(keys)) if self._table.address_of(keys[i], access) is None]
         if pending:
             await self._refresh([keys[i] for i in pending], self._deadline(), everything=False)
-        if len({self._table.address_of(k, Access.LEADER) for k in keys}) <= 1:
+        if len({self._table.address_of(k, access) for k in keys}) <= 1:
             return {}
         return {i: p for i, p in enumerate(commit_structure_problems(request)) if p is not None}
 
@@ -425,7 +419,7 @@ class RoutingClient:
     async def _refresh(self, keys: Sequence[PartitionKey], deadline: float, everything: bool) -> str | None:
         """Asks FindCoordinator about `keys` (and DescribeCoordinators when `everything`); why no node answered."""
         async with self._refreshing:  # concurrent callers wait for one refresh rather than repeat it
-            keys = [k for k in keys if self._table.address_of(k, Access.LEADER) is None]
+            keys = [k for k in keys if self._table.address_of(k, ServedBy.LEADER) is None]  # no route known
             if not keys and not (everything and not self._table.coordinators_known):
                 return None
             problems = []

@@ -1,4 +1,4 @@
-"""The client side of calls between coordinators (protos/internal.proto), over gRPC.
+"""The client side of calls between coordinators (protos/internal.proto), over a transport (gRPC, or in memory).
 
 Every call goes through a socket to the node that leads the target
 coordinator, even when that node is this one, so one code path serves both:
@@ -20,8 +20,8 @@ from typing import Any, TypeVar
 import grpc
 
 from coordinator.base.errors import PeerUnreachable
+from coordinator.cluster.transport import GrpcTransport, Transport
 from coordinator.config.settings import Settings
-from coordinator.edge.tls import tls_files
 from coordinator.machine.view import FileFacts
 from protos import coordinator_pb2 as pb
 from protos import coordinator_pb2_grpc as pb_grpc
@@ -47,10 +47,12 @@ class PeerAddress:
 
 
 class PeerClient:
-    def __init__(self, settings: Settings, address_of: Callable[[int], PeerAddress]) -> None:
+    def __init__(
+        self, settings: Settings, address_of: Callable[[int], PeerAddress], transport: Transport | None = None
+    ) -> None:
         self._settings = settings
         self._address_of = address_of
-        self._channels: dict[str, grpc.aio.Channel] = {}
+        self._transport: Transport = transport if transport is not None else GrpcTransport(settings)
 
     def _stub(self, coordinator_id: int) -> internal_grpc.CoordinatorInternalAsyncStub:
         address = self._address_of(coordinator_id)
@@ -59,37 +61,12 @@ class PeerClient:
         return self.internal_stub(address.target)
 
     def internal_stub(self, target: str) -> internal_grpc.CoordinatorInternalAsyncStub:
-        """A stub of the internal service at HOST:PORT, on one channel per address."""
-        return internal_grpc.CoordinatorInternalStub(self._channel(target))
+        """A stub of the internal service at HOST:PORT (one channel per address over gRPC)."""
+        return self._transport.internal_stub(target)
 
     def coordinator_stub(self, target: str) -> pb_grpc.DisklessCoordinatorAsyncStub:
         """A stub of the brokers' service at HOST:PORT (a call forwarded as a broker would make it)."""
-        return pb_grpc.DisklessCoordinatorStub(self._channel(target))
-
-    def _channel(self, target: str) -> grpc.aio.Channel:
-        channel = self._channels.get(target)
-        if channel is None:
-            credentials = self._credentials()
-            options = [
-                ("grpc.max_send_message_length", self._settings.request_max_bytes),
-                ("grpc.max_receive_message_length", self._settings.request_max_bytes),  # followers' fetches
-            ]
-            channel = (
-                grpc.aio.secure_channel(target, credentials, options=options)
-                if credentials is not None
-                else grpc.aio.insecure_channel(target, options=options)
-            )
-            self._channels[target] = channel
-        return channel
-
-    def _credentials(self) -> grpc.ChannelCredentials | None:
-        files = tls_files(self._settings)
-        if files is None:
-            return None
-        key, certificate, ca = files.read()
-        return grpc.ssl_channel_credentials(
-            root_certificates=ca if ca is not None else certificate, private_key=key, certificate_chain=certificate
-        )
+        return self._transport.coordinator_stub(target)
 
     async def hand_over(self, from_id: int, to_id: int, files: Sequence[FileFacts], timeout_s: float) -> None:
         """Makes `to_id` the owner of `files`; returns once it recorded them, raises PeerError otherwise."""
@@ -142,9 +119,7 @@ class PeerClient:
         return known
 
     async def close(self) -> None:
-        for channel in self._channels.values():
-            await channel.close()
-        self._channels.clear()
+        await self._transport.close()
 
 
 def _describe(error: grpc.RpcError) -> str:

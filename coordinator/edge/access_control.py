@@ -8,7 +8,8 @@ from pathlib import Path
 
 from coordinator.base.errors import PermissionDenied, Unauthenticated
 from coordinator.base.logging_output import EveryInterval
-from coordinator.edge.acl_file import RPC_PERMISSIONS, AclFile, Permission
+from coordinator.edge.acl_file import AclFile, Permission
+from coordinator.edge.rpcs import PERMISSIONS
 from coordinator.edge.tls import ANONYMOUS, principal_of
 
 log = logging.getLogger(__name__)
@@ -28,7 +29,7 @@ class AccessControl:
     def __init__(self, acl_path: Path | None, tls: bool, client_auth: str, acl_reload_interval_s: float) -> None:
         self._acl = AclFile(acl_path, acl_reload_interval_s) if acl_path is not None else None
         self._certificate_required = tls and client_auth == "required"
-        self.permissions: dict[str, Permission] = dict(RPC_PERMISSIONS)
+        self.permissions: Mapping[str, Permission] = PERMISSIONS  # every service's (coordinator/edge/rpcs.py)
         self._denial_log = EveryInterval(DENIAL_LOG_INTERVAL_S)
 
     def _log_denial(self, key: tuple[str, str, str], line: str) -> None:

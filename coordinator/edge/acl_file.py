@@ -33,19 +33,6 @@ IMPLIED = {
     Permission.INTERNAL: {Permission.DESCRIBE},
 }
 
-RPC_PERMISSIONS = {
-    "CreatePartitions": Permission.CLUSTER_ACTION,
-    "DeleteTopics": Permission.CLUSTER_ACTION,
-    "CommitFile": Permission.CLUSTER_ACTION,
-    "DeleteRecords": Permission.CLUSTER_ACTION,
-    "ListOffsets": Permission.CLUSTER_ACTION,
-    "FindBatches": Permission.CLUSTER_ACTION,
-    "DescribeFiles": Permission.DESCRIBE,
-    "FindCoordinator": Permission.DESCRIBE,
-    "DescribeCoordinators": Permission.DESCRIBE,
-    "ListFileKeys": Permission.DESCRIBE,  # what DescribeFiles answers, for every file at once
-}
-
 
 class AclError(ValueError):
     """The ACL file does not parse; the message names the line."""

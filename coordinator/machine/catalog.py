@@ -2,9 +2,10 @@
 
 It is derived from the coordinators' records, never patched by callers:
 rebuilt from every loaded coordinator's partitions when one (re)loads, and
-kept current from the `partition_created` and `topic_deleted` records each
-coordinator reports once SQLite applied them (before their callers are
-answered). It routes every request and enforces the topic-wide naming rules.
+kept current from the records each coordinator reports once SQLite applied
+them (before their callers are answered): of each kind that changes the
+catalog (`coordinator.machine.kinds`), the partitions it creates and the topics
+it deletes. It routes every request and enforces the topic-wide naming rules.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, final
 
+from coordinator.machine import kinds
 from protos import records_pb2 as rec
 
 
@@ -67,14 +69,17 @@ class TopicCatalog:
             self._add_partitions(placed.topic_id, placed.topic_name, {placed.partition: placed.coordinator_id})
 
     def apply_records(self, coordinator_id: int, records: Sequence[rec.MetadataRecord]) -> None:
-        """Follows a coordinator's applied records, in log order; kinds other than the topic ones are ignored."""
+        """Follows a coordinator's applied records, in log order; kinds that do not change the catalog are ignored."""
         for record in records:
-            kind = record.WhichOneof("record")
-            if kind == "partition_created":
-                created = record.partition_created
+            found = kinds.find(record)
+            if found is None or not found[0].changes_catalog:
+                continue
+            kind, body = found
+            changes = kind.partition_changes(body)
+            for created in changes.created:
                 self._add_partitions(created.topic_id, created.topic_name, {created.partition: coordinator_id})
-            elif kind == "topic_deleted":
-                self._remove_partitions(record.topic_deleted.topic_id, coordinator_id)
+            for topic_id in changes.deleted_topics:
+                self._remove_partitions(topic_id, coordinator_id)
 
     def _add_partitions(self, topic_id: bytes, name: str, assignment: Mapping[int, int]) -> None:
         entry = self._topics.get(topic_id)

@@ -1,45 +1,19 @@
-"""The CoordinatorAdmin gRPC service (protos/admin.proto): snapshots on demand and their listing.
+"""The CoordinatorAdmin RPCs' answers (protos/admin.proto): snapshots on demand, their listing, state checks.
 
-Calls go through the node's call gate (readiness, access control, metrics,
-the error table) like the broker contract's; each coordinator answers for
-itself, so one coordinator that is loading or failed does not fail the call.
+The node's Router answers them (rows in coordinator/edge/rpcs.py) through the node's call gate, like the broker
+contract's calls; each coordinator answers for itself, so one coordinator that is loading or failed does not fail
+the call.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Protocol, TypeVar
-
-import grpc
+from collections.abc import Sequence
 
 from coordinator.base.errors import CoordinatorUnavailable, ErrorCode, MalformedRequest
-from coordinator.edge.acl_file import Permission
-from coordinator.node.router import Router
+from coordinator.config.settings import Settings
 from coordinator.runtime.shard import CoordinatorShard
 from protos import admin_pb2 as admin
-from protos import admin_pb2_grpc as admin_grpc
 from snapshot.snapshots import SnapshotManifest
-
-ADMIN_SERVICE_NAME = admin.DESCRIPTOR.services_by_name["CoordinatorAdmin"].full_name
-# Taking a snapshot changes the node (files, log start): ALTER; listing is read-only.
-# CheckState may take a coordinator out of service to rebuild it: an ALTER, like taking a snapshot.
-ADMIN_PERMISSIONS = {
-    "CreateSnapshot": Permission.ALTER,
-    "ListSnapshots": Permission.DESCRIBE,
-    "CheckState": Permission.ALTER,
-}
-Response = TypeVar("Response")
-
-
-class Gate(Protocol):
-    """edge.CallGate, as this service sees it."""
-
-    def call(
-        self,
-        method: str,
-        context: grpc.aio.ServicerContext[Any, Any],
-        handler: Callable[[], Awaitable[Response] | Response],
-    ) -> Awaitable[Response]: ...
 
 
 def snapshot_info(manifest: SnapshotManifest) -> admin.SnapshotInfo:
@@ -54,83 +28,79 @@ def snapshot_info(manifest: SnapshotManifest) -> admin.SnapshotInfo:
     )
 
 
-class CoordinatorAdminService(admin_grpc.CoordinatorAdminServicer):
-    def __init__(self, router: Router, gate: Gate) -> None:
-        self._router = router
-        self._gate = gate
+def _shards_asked(
+    shards: Sequence[CoordinatorShard], settings: Settings, coordinator_ids: Sequence[int]
+) -> list[tuple[int, CoordinatorShard | None]]:
+    if len(coordinator_ids) > settings.request_max_items:
+        raise MalformedRequest(f"{len(coordinator_ids)} coordinator ids; at most request.max.items")
+    wanted = list(coordinator_ids) or [s.coordinator_id for s in shards]
+    return [(i, shards[i] if 0 <= i < len(shards) else None) for i in wanted]
 
-    def _shards(self, coordinator_ids: Sequence[int]) -> list[tuple[int, CoordinatorShard | None]]:
-        if len(coordinator_ids) > self._router.settings.request_max_items:
-            raise MalformedRequest(f"{len(coordinator_ids)} coordinator ids; at most request.max.items")
-        shards = self._router.shards
-        wanted = list(coordinator_ids) or [s.coordinator_id for s in shards]
-        return [(i, shards[i] if 0 <= i < len(shards) else None) for i in wanted]
 
-    async def CreateSnapshot(self, request: Any, context: Any) -> admin.CreateSnapshotResponse:
-        return await self._gate.call("CreateSnapshot", context, lambda: self._create(request))
+async def check_state(
+    shards: Sequence[CoordinatorShard], settings: Settings, request: admin.CheckStateRequest
+) -> admin.CheckStateResponse:
+    response = admin.CheckStateResponse()
+    for coordinator_id, shard in _shards_asked(shards, settings, request.coordinator_ids):
+        result = response.results.add(coordinator_id=coordinator_id)
+        if shard is None:
+            result.error_code, result.error_message = ErrorCode.NOT_COORDINATOR, _not_hosted(coordinator_id)
+            continue
+        try:
+            report = await shard.check_state()
+        except CoordinatorUnavailable as error:
+            result.error_code, result.error_message = error.error_code, error.message
+            continue
+        result.sound = report.problem is None
+        result.problem = report.problem or ""
+        result.seconds = report.seconds
+        result.state_bytes = report.size_bytes
+    return response
 
-    async def ListSnapshots(self, request: Any, context: Any) -> admin.ListSnapshotsResponse:
-        return await self._gate.call("ListSnapshots", context, lambda: self._list(request))
 
-    async def CheckState(self, request: Any, context: Any) -> admin.CheckStateResponse:
-        return await self._gate.call("CheckState", context, lambda: self._check_state(request))
+async def create_snapshot(
+    shards: Sequence[CoordinatorShard], settings: Settings, request: admin.CreateSnapshotRequest
+) -> admin.CreateSnapshotResponse:
+    response = admin.CreateSnapshotResponse()
+    for coordinator_id, shard in _shards_asked(shards, settings, request.coordinator_ids):
+        result = response.results.add(coordinator_id=coordinator_id, log_start_offset=-1)
+        if shard is None:
+            result.error_code, result.error_message = ErrorCode.NOT_COORDINATOR, _not_hosted(coordinator_id)
+            continue
+        try:
+            taken = await shard.create_snapshot()
+        except CoordinatorUnavailable as error:
+            result.error_code, result.error_message = error.error_code, error.message
+            continue
+        except Exception as error:  # a failed copy is this coordinator's answer, not the call's
+            result.error_code = ErrorCode.KAFKA_STORAGE_ERROR
+            result.error_message = f"snapshot failed: {type(error).__name__}: {error}"
+            continue
+        result.snapshot.CopyFrom(snapshot_info(taken.manifest))
+        result.log_start_offset = taken.pruned.log_start_offset
+        result.deleted_segments = len(taken.pruned.deleted_segments)
+        result.deleted_snapshots = len(taken.pruned.deleted_snapshots)
+    return response
 
-    async def _check_state(self, request: admin.CheckStateRequest) -> admin.CheckStateResponse:
-        response = admin.CheckStateResponse()
-        for coordinator_id, shard in self._shards(request.coordinator_ids):
-            result = response.results.add(coordinator_id=coordinator_id)
-            if shard is None:
-                result.error_code, result.error_message = ErrorCode.NOT_COORDINATOR, _not_hosted(coordinator_id)
-                continue
-            try:
-                report = await shard.check_state()
-            except CoordinatorUnavailable as error:
-                result.error_code, result.error_message = error.error_code, error.message
-                continue
-            result.sound = report.problem is None
-            result.problem = report.problem or ""
-            result.seconds = report.seconds
-            result.state_bytes = report.size_bytes
-        return response
 
-    async def _create(self, request: admin.CreateSnapshotRequest) -> admin.CreateSnapshotResponse:
-        response = admin.CreateSnapshotResponse()
-        for coordinator_id, shard in self._shards(request.coordinator_ids):
-            result = response.results.add(coordinator_id=coordinator_id, log_start_offset=-1)
-            if shard is None:
-                result.error_code, result.error_message = ErrorCode.NOT_COORDINATOR, _not_hosted(coordinator_id)
-                continue
-            try:
-                taken = await shard.create_snapshot()
-            except CoordinatorUnavailable as error:
-                result.error_code, result.error_message = error.error_code, error.message
-                continue
-            except Exception as error:  # a failed copy is this coordinator's answer, not the call's
-                result.error_code = ErrorCode.KAFKA_STORAGE_ERROR
-                result.error_message = f"snapshot failed: {type(error).__name__}: {error}"
-                continue
-            result.snapshot.CopyFrom(snapshot_info(taken.manifest))
-            result.log_start_offset = taken.pruned.log_start_offset
-            result.deleted_segments = len(taken.pruned.deleted_segments)
-            result.deleted_snapshots = len(taken.pruned.deleted_snapshots)
-        return response
-
-    async def _list(self, request: admin.ListSnapshotsRequest) -> admin.ListSnapshotsResponse:
-        response = admin.ListSnapshotsResponse()
-        for coordinator_id, shard in self._shards(request.coordinator_ids):
-            entry = response.coordinators.add(coordinator_id=coordinator_id, log_start_offset=-1, log_end_offset=-1)
-            if shard is None:
-                entry.error_code, entry.error_message = ErrorCode.NOT_COORDINATOR, _not_hosted(coordinator_id)
-                continue
-            statistics = shard.statistics()
-            entry.log_start_offset, entry.log_end_offset = statistics.log_start_offset, statistics.log_end_offset
-            for check in await shard.list_snapshots(request.verify):
-                entry.snapshots.add(
-                    info=snapshot_info(check.manifest),
-                    verified=request.verify and check.problem is None,
-                    problem=check.problem or "",
-                )
-        return response
+async def list_snapshots(
+    shards: Sequence[CoordinatorShard], settings: Settings, request: admin.ListSnapshotsRequest
+) -> admin.ListSnapshotsResponse:
+    response = admin.ListSnapshotsResponse()
+    for coordinator_id, shard in _shards_asked(shards, settings, request.coordinator_ids):
+        entry = response.coordinators.add(coordinator_id=coordinator_id, log_start_offset=-1, log_end_offset=-1)
+        if shard is None:
+            entry.error_code, entry.error_message = ErrorCode.NOT_COORDINATOR, _not_hosted(coordinator_id)
+            continue
+        statistics = shard.statistics()
+        entry.log_start_offset, entry.log_end_offset = statistics.log_start_offset, statistics.log_end_offset
+        for check in await shard.list_snapshots(request.verify):
+            entry.snapshots.add(
+                info=snapshot_info(check.manifest),
+                verified=request.verify and check.problem is None,
+                problem=check.problem or "",
+            )
+    return response
 
 
 def _not_hosted(coordinator_id: int) -> str:

@@ -44,25 +44,16 @@ from coordinator.edge.gate import (
 from coordinator.edge.loop import EdgeLoop, NodeHop
 from coordinator.edge.tls import TlsFiles, is_loopback, server_credentials, tls_files
 from coordinator.node import gauges
-from coordinator.node.admin_service import ADMIN_PERMISSIONS, ADMIN_SERVICE_NAME, CoordinatorAdminService
 from coordinator.node.node import Node
 from coordinator.node.processes import commit_process
 from coordinator.node.processes.commit_process import CommitProcessPlan
 from coordinator.node.processes.front import NodeFront, node_layout
 from coordinator.node.processes.layout import ProcessLayout
 from coordinator.node.router import Endpoint
-from coordinator.node.services import (
-    INTERNAL_PERMISSIONS,
-    INTERNAL_SERVICE_NAME,
-    SERVICE_NAME,
-    CoordinatorInternalService,
-    DisklessCoordinatorService,
-)
+from coordinator.node.services import SERVICE_NAME, servicers
 from coordinator.reads.readers.supervisor import ReadProcesses
 from coordinator.runtime.replication.role import ReplicaRole
 from coordinator.runtime.shard import ShardState
-from protos import admin_pb2, internal_pb2
-from protos import coordinator_pb2 as pb
 
 log = logging.getLogger(__name__)
 Response = TypeVar("Response")
@@ -264,9 +255,8 @@ async def _open(server: grpc.aio.Server, services: list[tuple[ServiceDescriptor,
         add_service(server, service, servicer, gate)
     health_service = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_service, server)
-    reflection.enable_server_reflection(
-        (SERVICE_NAME, ADMIN_SERVICE_NAME, INTERNAL_SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), server
-    )
+    names = (*(service.full_name for service, _ in services), health.SERVICE_NAME, reflection.SERVICE_NAME)
+    reflection.enable_server_reflection(names, server)
     await set_health(health_service, health_pb2.HealthCheckResponse.NOT_SERVING)
     await server.start()
     return health_service
@@ -339,16 +329,7 @@ async def _start(
     metrics.watch(GaugeCollector(lambda: [*admission_gauges(admission), *grpc_call_counts()]))
     hop = NodeHop(asyncio.get_running_loop()) if edge is not None else None
     gate = CallGate(access, metrics, admission, hop=hop)
-    access.permissions.update(ADMIN_PERMISSIONS)
-    access.permissions.update(INTERNAL_PERMISSIONS)
-    services: list[tuple[ServiceDescriptor, object]] = [
-        (pb.DESCRIPTOR.services_by_name["DisklessCoordinator"], DisklessCoordinatorService(node.router, gate)),
-        (admin_pb2.DESCRIPTOR.services_by_name["CoordinatorAdmin"], CoordinatorAdminService(node.router, gate)),
-        (
-            internal_pb2.DESCRIPTOR.services_by_name["CoordinatorInternal"],
-            CoordinatorInternalService(node.router, gate),
-        ),
-    ]
+    services = servicers(node.router, gate)  # one method per row of coordinator/edge/rpcs.py
     health_service = await on_edge(edge, _open(server, services, gate))
     node.router.endpoint = Endpoint(host.strip("[]"), port)
     metrics_server = None

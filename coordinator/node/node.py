@@ -14,8 +14,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
 from coordinator.base.clock import Clock, SystemClock
+from coordinator.base.executors import ExecutorFactory, thread_executor
 from coordinator.base.metrics import Metrics
 from coordinator.cluster.peers import PeerAddress, PeerClient
+from coordinator.cluster.transport import Transport
 from coordinator.config.settings import Settings
 from coordinator.files.object_store import ObjectStore, StoreConfig, open_object_store
 from coordinator.files.workers import FileWorker
@@ -43,6 +45,8 @@ class Node:
         roles: Mapping[int, ReplicaRole | None] | None = None,
         link: ClusterLink | None = None,
         catalog_address: str | None = None,
+        transport: Transport | None = None,
+        executors: ExecutorFactory = thread_executor,
     ) -> None:
         self.settings = settings
         clock = clock or SystemClock()
@@ -60,6 +64,7 @@ class Node:
                 None if roles is None else roles[i],
                 link,
                 ticks,
+                executors,
             )
             for i in range(settings.coordinators)
         ]
@@ -75,7 +80,8 @@ class Node:
         self.outside_partitions: Callable[[], Iterable[PlacedPartition]] = lambda: ()
         # Whether the rest of the node serves (its commit processes, seen from its first process).
         self.others_serving: Callable[[], bool] = lambda: True
-        self.peers = PeerClient(settings, self._peer_address)
+        # Calls to other nodes: gRPC sockets, or the simulated cluster's in-memory network.
+        self.peers = PeerClient(settings, self._peer_address, transport)
         self.router = Router(self.shards, settings, clock, self.metrics, self.catalog, self.peers, self._catalog_holder)
         self._clock = clock
         self.object_store: ObjectStore | None = None

@@ -3,12 +3,17 @@
 Every list in a request gets one result per item, in request order. Items
 whose coordinator is not here, or cannot serve now, get that coordinator's
 error; the others go on.
+
+Each RPC's row (coordinator/edge/rpcs.py) names the Router method that answers it. A process that does not answer
+every call itself (a node's first process, spread over commit processes) gets its placement at construction: what
+answers those calls there instead.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
-from typing import Any, TypeVar, cast
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeAlias, final
 
 from coordinator.base.clock import Clock
 from coordinator.base.errors import ErrorCode
@@ -16,9 +21,11 @@ from coordinator.base.metrics import Metrics
 from coordinator.cluster.peers import PeerClient, forward_call
 from coordinator.commits.commit_file import CommitFiles
 from coordinator.config.settings import Settings
+from coordinator.edge.rpcs import NoReplica, Rpc
 from coordinator.files import describe_files, handover
 from coordinator.files.list_file_keys import FileKeyStreams
 from coordinator.machine.catalog import TopicCatalog
+from coordinator.node import admin_service
 from coordinator.reads import find_batches, find_coordinator, list_offsets
 from coordinator.reads.find_coordinator import Endpoint
 from coordinator.runtime.node_coordinators import Elsewhere, NodeCoordinators
@@ -27,12 +34,29 @@ from coordinator.runtime.replication.snapshot_transfer import stream_snapshot
 from coordinator.runtime.shard import CoordinatorShard
 from coordinator.topics import delete_records
 from coordinator.topics.admin import TopicAdmin
+from protos import admin_pb2 as admin
 from protos import coordinator_pb2 as pb
 from protos import internal_pb2 as internal
 
-__all__ = ["Endpoint", "Router"]
+__all__ = ["Answer", "Endpoint", "Placed", "Placement", "Router"]
 
-RequestT = TypeVar("RequestT")
+# A request -> its response, an awaitable of it, or (a stream) an async iterator of its messages.
+Answer: TypeAlias = Callable[[Any], Any]
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class Placed:
+    """What answers an RPC in this process instead of the Router method its row names."""
+
+    answer: Answer
+    # The call goes on to another process of this node: one passed on already is answered by the Router method
+    # here instead, never passed on twice.
+    passes_on: bool = False
+
+
+# Called with the Router once it is made: by method name, what answers the RPCs this process answers otherwise.
+Placement: TypeAlias = Callable[["Router"], Mapping[str, Placed]]
 
 
 class Router:
@@ -46,12 +70,9 @@ class Router:
         peers: PeerClient | None = None,
         catalog_holder: Callable[[], str | None] = lambda: None,
         elsewhere: Elsewhere | None = None,
+        placement: Placement | None = None,
     ) -> None:
         self.shards = list(shards)
-        # What answers a call another process of this node passed on here: this router, except in a node's first
-        # process when spread over commit processes (coordinator/node/processes/front.py), where it is one that never
-        # passes calls on again.
-        self.local: Router = self
         self.settings = settings
         self.catalog = catalog  # derived from the coordinators' records by the node; read here
         self.endpoint = Endpoint("127.0.0.1", 0)  # set by the server once it listens
@@ -62,24 +83,42 @@ class Router:
         self._peers = peers
         # Where catalog calls go when this node holds no replica at all (a node added after the cluster formed).
         self._catalog_holder = catalog_holder
+        self._placement: Mapping[str, Placed] = placement(self) if placement is not None else {}
 
-    def _forwarded(self, method: str, request: RequestT, timeout_ms: int = 0) -> Awaitable[Any] | None:
-        """The call passed on to a node that holds the catalog, where this one holds none; else None."""
-        holder = self._catalog_holder() if self._peers is not None else None
-        if holder is None or self._peers is None:
-            return None
-        return forward_call(self._peers, holder, method, request, self._coordinators.timeout_s(timeout_ms))
+    @property
+    def coordinators(self) -> NodeCoordinators:
+        return self._coordinators
+
+    def answer(self, rpc: Rpc) -> Placed:
+        """What answers `rpc` in this process: its placement here, else the Router method its row names."""
+        placed = self._placement.get(rpc.method)
+        return placed if placed is not None else Placed(self.answer_here(rpc))
+
+    def answer_here(self, rpc: Rpc) -> Answer:
+        """The Router method the row names; passed on whole to the catalog holder where the row says so and this node
+        holds no replica."""
+        handler: Answer = getattr(self, rpc.handler)
+        if rpc.no_replica is NoReplica.HERE:
+            return handler
+        return self._or_catalog_holder(rpc.method, handler)
+
+    def _or_catalog_holder(self, method: str, handler: Answer) -> Answer:
+        def answer(request: Any) -> Any:
+            holder = self._catalog_holder() if self._peers is not None else None
+            if holder is None or self._peers is None:
+                return handler(request)
+            # The call's own timeout where it carries one (a topic change); else the node's.
+            timeout_ms = request.timeout_ms if "timeout_ms" in request.DESCRIPTOR.fields_by_name else 0
+            return forward_call(self._peers, holder, method, request, self._coordinators.timeout_s(timeout_ms))
+
+        return answer
+
+    # ------------------------------------------------------------------ the broker contract (protos/coordinator.proto)
 
     async def create_partitions(self, request: pb.CreatePartitionsRequest) -> pb.CreatePartitionsResponse:
-        forwarded = self._forwarded("CreatePartitions", request, request.timeout_ms)
-        if forwarded is not None:
-            return cast(pb.CreatePartitionsResponse, await forwarded)
         return await self._topic_admin.create_partitions(request)
 
     async def delete_topics(self, request: pb.DeleteTopicsRequest) -> pb.DeleteTopicsResponse:
-        forwarded = self._forwarded("DeleteTopics", request, request.timeout_ms)
-        if forwarded is not None:
-            return cast(pb.DeleteTopicsResponse, await forwarded)
         return await self._topic_admin.delete_topics(request)
 
     async def commit_file(self, request: pb.CommitFileRequest) -> pb.CommitFileResponse:
@@ -102,12 +141,7 @@ class Router:
         """Every key a coordinator led here knows, in pages of one snapshot (the orphan scan's known keys)."""
         return self._file_keys.list_file_keys(request)
 
-    def find_coordinator(
-        self, request: pb.FindCoordinatorRequest
-    ) -> pb.FindCoordinatorResponse | Awaitable[pb.FindCoordinatorResponse]:
-        forwarded = self._forwarded("FindCoordinator", request)
-        if forwarded is not None:
-            return cast(Awaitable[pb.FindCoordinatorResponse], forwarded)
+    def find_coordinator(self, request: pb.FindCoordinatorRequest) -> pb.FindCoordinatorResponse:
         return find_coordinator.find_coordinator(self._coordinators, self.endpoint, request)
 
     def describe_coordinators(self, request: pb.DescribeCoordinatorsRequest) -> pb.DescribeCoordinatorsResponse:
@@ -146,6 +180,17 @@ class Router:
                 f"this node does not lead coordinator {request.coordinator_id} in epoch {request.current_leader_epoch}"
             )
         return stream_snapshot(shard.directory, request.coordinator_id)
+
+    # ------------------------------------------------------------------ operators (protos/admin.proto)
+
+    async def create_snapshot(self, request: admin.CreateSnapshotRequest) -> admin.CreateSnapshotResponse:
+        return await admin_service.create_snapshot(self.shards, self.settings, request)
+
+    async def list_snapshots(self, request: admin.ListSnapshotsRequest) -> admin.ListSnapshotsResponse:
+        return await admin_service.list_snapshots(self.shards, self.settings, request)
+
+    async def check_state(self, request: admin.CheckStateRequest) -> admin.CheckStateResponse:
+        return await admin_service.check_state(self.shards, self.settings, request)
 
 
 async def _refused_snapshot(message: str) -> AsyncIterator[internal.FetchSnapshotChunk]:

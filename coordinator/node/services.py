@@ -1,122 +1,106 @@
-"""The node's own gRPC services: the DisklessCoordinator contract and the calls between coordinators.
+"""The node's own gRPC services, built from the RPC table (coordinator/edge/rpcs.py): one method per row.
 
 Each method hands its call to the gate (coordinator/edge/gate.py: readiness, access, metrics, the error table)
-with the router's operation to run; the router answers per item.
+with what answers the row in this process (`Router.answer`); the router answers per item.
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any, TypeAlias, final
+
+from google.protobuf.descriptor import ServiceDescriptor
 
 from coordinator.base.errors import CallRejected, grpc_status_of
-from coordinator.edge.acl_file import Permission
-from coordinator.edge.gate import CallGate
-from coordinator.node.router import Router
-from protos import coordinator_pb2 as pb
-from protos import coordinator_pb2_grpc as pb_grpc
-from protos import internal_pb2
-from protos import internal_pb2_grpc as internal_grpc
+from coordinator.edge.gate import CallGate, Context
+from coordinator.edge.rpcs import Rpc, Service, Stream, rows_of
+from coordinator.node.router import Answer, Router
 
-SERVICE_NAME = pb.DESCRIPTOR.services_by_name["DisklessCoordinator"].full_name
 # Marks a call a node's first process passed on to its own processes (coordinator/node/processes/front.py).
 PASSED_ON = ("x-diskless-passed-on", "1")
-Response = TypeVar("Response")
+SERVICE_NAME = Service.COORDINATOR.descriptor.full_name  # the service the standard health service reports on
+# A coroutine function; for a stream, an async generator function.
+ServiceMethod: TypeAlias = Callable[[Any, Context], Any]
+# What answers a call, chosen by its context: where a call may be passed on, one passed on already is not.
+AnswerFor: TypeAlias = Callable[[Context], Answer]
 
 
-class DisklessCoordinatorService(pb_grpc.DisklessCoordinatorServicer):
-    def __init__(self, router: Router, gate: CallGate) -> None:
-        self._router = router
-        self._gate = gate
+@final
+class ServiceMethods:
+    """One service's methods, by their names in the protos, as `coordinator.edge.gate.add_service` serves them
+    (a method of the service with no row is an AttributeError there, when the server starts)."""
 
-    def _call(
-        self, method: str, context: Any, handler: Callable[[], Awaitable[Response] | Response]
-    ) -> Awaitable[Response]:
-        return self._gate.call(method, context, handler)
-
-    def _answering(self, context: Any) -> Router:
-        """The router, or its local part for a call the node passed on to itself (never passed on again)."""
-        local = self._router.local
-        if local is self._router or PASSED_ON not in (context.invocation_metadata() or ()):
-            return self._router
-        return local
-
-    async def CreatePartitions(self, request: pb.CreatePartitionsRequest, context: Any) -> pb.CreatePartitionsResponse:
-        return await self._call("CreatePartitions", context, lambda: self._router.create_partitions(request))
-
-    async def DeleteTopics(self, request: pb.DeleteTopicsRequest, context: Any) -> pb.DeleteTopicsResponse:
-        return await self._call("DeleteTopics", context, lambda: self._router.delete_topics(request))
-
-    async def CommitFile(self, request: pb.CommitFileRequest, context: Any) -> pb.CommitFileResponse:
-        return await self._call("CommitFile", context, lambda: self._answering(context).commit_file(request))
-
-    async def DeleteRecords(self, request: pb.DeleteRecordsRequest, context: Any) -> pb.DeleteRecordsResponse:
-        return await self._call("DeleteRecords", context, lambda: self._answering(context).delete_records(request))
-
-    async def ListOffsets(self, request: pb.ListOffsetsRequest, context: Any) -> pb.ListOffsetsResponse:
-        return await self._call("ListOffsets", context, lambda: self._answering(context).list_offsets(request))
-
-    # The answer is serialized already (coordinator/machine/batch_entries.py); the edge sends bytes as they are.
-    async def FindBatches(self, request: pb.FindBatchesRequest, context: Any) -> bytes:  # type: ignore[override]
-        return await self._call("FindBatches", context, lambda: self._router.find_batches(request))
-
-    async def DescribeFiles(self, request: pb.DescribeFilesRequest, context: Any) -> pb.DescribeFilesResponse:
-        return await self._call("DescribeFiles", context, lambda: self._answering(context).describe_files(request))
-
-    async def FindCoordinator(self, request: pb.FindCoordinatorRequest, context: Any) -> pb.FindCoordinatorResponse:
-        return await self._call("FindCoordinator", context, lambda: self._router.find_coordinator(request))
-
-    async def DescribeCoordinators(
-        self, request: pb.DescribeCoordinatorsRequest, context: Any
-    ) -> pb.DescribeCoordinatorsResponse:
-        return await self._call("DescribeCoordinators", context, lambda: self._router.describe_coordinators(request))
-
-    async def ListFileKeys(self, request: pb.ListFileKeysRequest, context: Any) -> AsyncIterator[pb.ListFileKeysPage]:
-        pages = self._gate.stream("ListFileKeys", context, lambda: self._router.list_file_keys(request))
-        async with contextlib.aclosing(pages) as stream:
-            async for page in stream:
-                yield page
+    def __init__(self, methods: dict[str, ServiceMethod]) -> None:
+        for name, method in methods.items():
+            setattr(self, name, method)
 
 
-INTERNAL_SERVICE_NAME = internal_pb2.DESCRIPTOR.services_by_name["CoordinatorInternal"].full_name
-INTERNAL_PERMISSIONS = {
-    name: Permission.INTERNAL
-    for name in ("HandOverFiles", "KnownFiles", "FetchLog", "OffsetForLeaderEpoch", "FetchSnapshot", "ChangeTopic")
-}
+def servicers(router: Router, gate: CallGate) -> list[tuple[ServiceDescriptor, object]]:
+    """Every service of the node, a method per row, each answered as `router` places it."""
+    built: list[tuple[ServiceDescriptor, object]] = []
+    for service in Service:
+        methods = {rpc.method: service_method(rpc, router, gate) for rpc in rows_of(service)}
+        built.append((service.descriptor, ServiceMethods(methods)))
+    return built
 
 
-class CoordinatorInternalService(internal_grpc.CoordinatorInternalServicer):
-    """Calls between coordinators (protos/internal.proto), through the same gate as every call."""
+def service_method(rpc: Rpc, router: Router, gate: CallGate) -> ServiceMethod:
+    placed = router.answer(rpc)
+    answer_for = (
+        _unless_passed_on(placed.answer, router.answer_here(rpc)) if placed.passes_on else _always(placed.answer)
+    )
+    if rpc.stream is Stream.GATED:
+        return _gated_stream(rpc.method, answer_for, gate)
+    if rpc.stream is Stream.ACL_ONLY:
+        return _acl_only_stream(rpc.method, answer_for, gate)
+    return _unary(rpc.method, answer_for, gate)
 
-    def __init__(self, router: Router, gate: CallGate) -> None:
-        self._router = router
-        self._gate = gate
 
-    async def HandOverFiles(self, request: Any, context: Any) -> internal_pb2.HandOverFilesResponse:
-        return await self._gate.call("HandOverFiles", context, lambda: self._router.hand_over_files(request))
+def _unary(method: str, answer_for: AnswerFor, gate: CallGate) -> Callable[[Any, Context], Awaitable[Any]]:
+    # FindBatches' answer is serialized already (coordinator/machine/batch_entries.py): the edge sends it as it is.
+    async def call(request: Any, context: Context) -> Any:
+        return await gate.call(method, context, lambda: answer_for(context)(request))
 
-    async def KnownFiles(self, request: Any, context: Any) -> internal_pb2.KnownFilesResponse:
-        return await self._gate.call("KnownFiles", context, lambda: self._router.known_files(request))
+    return call
 
-    async def FetchLog(self, request: Any, context: Any) -> internal_pb2.FetchLogResponse:
-        return await self._gate.call("FetchLog", context, lambda: self._router.fetch_log(request))
 
-    async def OffsetForLeaderEpoch(self, request: Any, context: Any) -> internal_pb2.OffsetForLeaderEpochResponse:
-        return await self._gate.call(
-            "OffsetForLeaderEpoch", context, lambda: self._router.offset_for_leader_epoch(request)
-        )
+def _gated_stream(method: str, answer_for: AnswerFor, gate: CallGate) -> Callable[[Any, Context], AsyncIterator[Any]]:
+    async def stream(request: Any, context: Context) -> AsyncIterator[Any]:
+        items = gate.stream(method, context, lambda: answer_for(context)(request))
+        async with contextlib.aclosing(items) as opened:
+            async for item in opened:
+                yield item
 
-    async def ChangeTopic(self, request: Any, context: Any) -> internal_pb2.ChangeTopicResponse:
-        return await self._gate.call("ChangeTopic", context, lambda: self._router.change_topic(request))
+    return stream
 
-    async def FetchSnapshot(self, request: Any, context: Any) -> AsyncIterator[internal_pb2.FetchSnapshotChunk]:
-        # A stream: admitted here by the same ACL as every internal call, outside the unary gate.
+
+def _acl_only_stream(
+    method: str, answer_for: AnswerFor, gate: CallGate
+) -> Callable[[Any, Context], AsyncIterator[Any]]:
+    async def stream(request: Any, context: Context) -> AsyncIterator[Any]:
+        # Admitted here by the same ACL as every call of its service, outside the gate's readiness and metrics.
         try:
-            self._gate.access.admit("FetchSnapshot", context.auth_context())
+            gate.access.admit(method, context.auth_context())
         except CallRejected as error:
             code, message = grpc_status_of(error)
             await context.abort(code, message)
-        async with contextlib.aclosing(self._gate.node_items(lambda: self._router.fetch_snapshot(request))) as chunks:
-            async for chunk in chunks:
-                yield chunk
+        async with contextlib.aclosing(gate.node_items(lambda: answer_for(context)(request))) as items:
+            async for item in items:
+                yield item
+
+    return stream
+
+
+def _always(answer: Answer) -> AnswerFor:
+    return lambda context: answer
+
+
+def _unless_passed_on(answer: Answer, here: Answer) -> AnswerFor:
+    """`answer` (which passes the call on to another process of this node), or `here` for a call passed on already;
+    the metadata is read only for such calls."""
+
+    def answer_for(context: Context) -> Answer:
+        return here if PASSED_ON in (context.invocation_metadata() or ()) else answer
+
+    return answer_for

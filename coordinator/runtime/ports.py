@@ -11,20 +11,18 @@ from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from coordinator.base.errors import CoordinatorUnavailable
+from coordinator.machine import kinds
 from protos import records_pb2 as rec
 
 AppliedFrame = tuple[int, Sequence[rec.MetadataRecord]]  # (end offset of the frame, its records)
 
-# Record kinds that change the node's topic catalog; the pipeline reports them once applied.
-TOPIC_RECORD_KINDS = frozenset({"partition_created", "topic_deleted"})
-
 
 def topic_records(applied: Sequence[AppliedFrame]) -> list[rec.MetadataRecord]:
-    """The records of TOPIC_RECORD_KINDS among applied frames, in log order."""
-    return [record for _, frame in applied for record in frame if record.WhichOneof("record") in TOPIC_RECORD_KINDS]
+    """The records among applied frames that change the node's topic catalog (their kind says so), in log order."""
+    return [record for _, frame in applied for record in frame if kinds.changes_catalog(record)]
 
 
-# Told (coordinator id, records of TOPIC_RECORD_KINDS in log order) after SQLite applied them and before
+# Told (coordinator id, the topic_records in log order) after SQLite applied them and before
 # any caller of their group is answered, so an answer never runs ahead of the catalog.
 TopicRecordsApplied = Callable[[int, Sequence[rec.MetadataRecord]], None]
 

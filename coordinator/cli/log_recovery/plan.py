@@ -15,7 +15,7 @@ from pathlib import Path
 import apsw
 
 from coordinator.cli.log_recovery.record_descriptions import LostRecord, Names, describe_record
-from coordinator.machine import records
+from coordinator.machine import kinds, records
 from coordinator.runtime.log.damage import LogDamage
 from coordinator.runtime.log.frame import Frame, FrameSearchIncomplete, decode_frame, verifying_frames_after
 from coordinator.runtime.log.inspection import LogScan, scan_log
@@ -263,16 +263,17 @@ def _replay_offsets(frames: Iterator[Frame], names: Names, next_offsets: dict[in
     """Moves `next_offsets` (partition key -> next offset) through frames, learning names as it goes."""
     for frame in frames:
         for record in records.decode_batch(frame.payload):
-            names.learn(record)
-            kind = record.WhichOneof("record")
-            if kind == "partition_created":
-                next_offsets[record.partition_created.partition_key] = 0
-            elif kind == "file_committed":
-                for batch in records.unpack_batches(record.file_committed.packed_batches):
-                    key = batch.partition_key
-                    next_offsets[key] = max(next_offsets.get(key, 0), batch.last_offset + 1)
-            elif kind == "topic_deleted":
-                topic_id = record.topic_deleted.topic_id
+            found = kinds.find(record)
+            if found is None:
+                continue
+            kind, body = found
+            names.learn(kind.names_given(body))
+            changes = kind.partition_changes(body)
+            for created in changes.created:
+                next_offsets[created.partition_key] = 0
+            for key, next_offset in changes.next_offsets:
+                next_offsets[key] = max(next_offsets.get(key, 0), next_offset)
+            for topic_id in changes.deleted_topics:
                 for key in [k for k, (_, t, _) in names.partitions.items() if t == topic_id]:
                     next_offsets.pop(key, None)
 

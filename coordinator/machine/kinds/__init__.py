@@ -1,16 +1,26 @@
-"""The metadata log's record interpreter: what each record kind does to the view and to SQLite.
+"""The metadata log's record kinds: the one registry of what each kind of record does and means.
 
-One `RecordKind` per kind of record (protos/records.proto) holds both of its
-effects, with the invariants they share, in one place:
+One `RecordKind` per kind of record (protos/records.proto) holds, in one place:
 
-- `replay(view, record, end_offset)`: into the speculative view, as the leader
+- `replay(view, body, end_offset)`: its effect on the speculative view, as the leader
   checks operations (and a follower takes its leader's records);
-- `apply(transaction, record)`: into the SQLite state, inside the transaction
+- `apply(transaction, body)`: its effect on the SQLite state, inside the transaction
   of `StateStore.apply`, whether after the leader's write, on a follower, or
-  replaying the log at start.
+  replaying the log at start; both effects check the same invariants;
+- `changes_catalog` and `partition_changes(body)`: what the node's topic catalog follows
+  (coordinator.machine.catalog, reported by coordinator.runtime.ports.topic_records), and the
+  next offsets a log recovery follows;
+- `names_given(body)` and `describe(body, names)`: a record for an operator
+  (coordinator/cli/log_recovery), as data that the command only formats.
+
+Every other module reaches a record's kind through `find` (or `replay`, `apply`,
+`changes_catalog`) below, never by matching oneof names; tests/test_record_kinds.py fails when
+a field of the oneof has no kind here, or when a kind's hooks fail on a record of its kind.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from coordinator.machine.kinds.files import (
     FileCommittedKind,
@@ -19,35 +29,58 @@ from coordinator.machine.kinds.files import (
     FileHandedOverKind,
     FileOwnershipTakenKind,
 )
-from coordinator.machine.kinds.kind import RecordKind
+from coordinator.machine.kinds.kind import (
+    CreatedPartition,
+    NamesGiven,
+    PartitionChanges,
+    RecordDescription,
+    RecordKind,
+    RecordNames,
+)
 from coordinator.machine.kinds.leadership import LeaderChangeKind
 from coordinator.machine.kinds.partitions import PartitionCreatedKind, RecordsDeletedKind, TopicDeletedKind
 from coordinator.machine.transaction import StateTransaction
 from coordinator.machine.view import CoordinatorView
 from protos import records_pb2 as rec
 
-KINDS: dict[str, RecordKind] = {
-    kind.name: kind
-    for kind in (
-        LeaderChangeKind(),
-        PartitionCreatedKind(),
-        TopicDeletedKind(),
-        RecordsDeletedKind(),
-        FileCommittedKind(),
-        FileOwnershipTakenKind(),
-        FileHandedOverKind(),
-        FileDeletionScheduledKind(),
-        FileDeletedKind(),
-    )
-}
+# Typed as the protocol, so that mypy checks each kind's class against RecordKind.
+_REGISTERED: tuple[RecordKind, ...] = (
+    LeaderChangeKind(),
+    PartitionCreatedKind(),
+    TopicDeletedKind(),
+    RecordsDeletedKind(),
+    FileCommittedKind(),
+    FileOwnershipTakenKind(),
+    FileHandedOverKind(),
+    FileDeletionScheduledKind(),
+    FileDeletedKind(),
+)
+KINDS: dict[str, RecordKind] = {kind.name: kind for kind in _REGISTERED}
+# The pipeline asks of every applied record whether the catalog follows it: a set lookup by name is cheapest.
+_CATALOG_KIND_NAMES = frozenset(kind.name for kind in _REGISTERED if kind.changes_catalog)
 
 
-def _kind_of(record: rec.MetadataRecord) -> tuple[RecordKind, object]:
+def find(record: rec.MetadataRecord) -> tuple[RecordKind, Any] | None:
+    """The record's kind and its body (the oneof's message); None for a record with no kind set."""
     name = record.WhichOneof("record")
-    kind = KINDS.get(name) if name is not None else None
+    if name is None:
+        return None
+    kind = KINDS.get(name)
     if kind is None:
         raise AssertionError(f"unknown metadata record {name!r}")
     return kind, getattr(record, name)
+
+
+def _kind_of(record: rec.MetadataRecord) -> tuple[RecordKind, Any]:
+    found = find(record)
+    if found is None:
+        raise AssertionError("metadata record with no kind set")
+    return found
+
+
+def changes_catalog(record: rec.MetadataRecord) -> bool:
+    """Whether the node's topic catalog follows this record (its kind's `changes_catalog`)."""
+    return record.WhichOneof("record") in _CATALOG_KIND_NAMES
 
 
 def replay(view: CoordinatorView, record: rec.MetadataRecord, end_offset: int) -> None:
@@ -62,4 +95,16 @@ def apply(transaction: StateTransaction, record: rec.MetadataRecord) -> None:
     kind.apply(transaction, body)
 
 
-__all__ = ["KINDS", "RecordKind", "apply", "replay"]
+__all__ = [
+    "KINDS",
+    "CreatedPartition",
+    "NamesGiven",
+    "PartitionChanges",
+    "RecordDescription",
+    "RecordKind",
+    "RecordNames",
+    "apply",
+    "changes_catalog",
+    "find",
+    "replay",
+]

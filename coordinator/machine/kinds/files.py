@@ -7,9 +7,18 @@ counters); a file's ownership and deletion time live in SQLite alone.
 from __future__ import annotations
 
 from coordinator.machine.batch_entries import batch_entry
-from coordinator.machine.kinds.kind import batch_discontinuity, next_id_after
+from coordinator.machine.kinds.kind import (
+    NO_NAMES,
+    NO_PARTITION_CHANGES,
+    NamesGiven,
+    PartitionChanges,
+    RecordDescription,
+    RecordNames,
+    batch_discontinuity,
+    next_id_after,
+)
 from coordinator.machine.producers import WindowEntry, advance_packed_window, advance_window
-from coordinator.machine.records import BATCH_LAYOUT
+from coordinator.machine.records import BATCH_LAYOUT, unpack_batches
 from coordinator.machine.transaction import StateTransaction
 from coordinator.machine.view import CoordinatorView
 from protos import records_pb2 as rec
@@ -28,6 +37,7 @@ class FileCommittedKind:
     """A WAL file committed here with the batches it accepted: offsets, producer windows, live batches."""
 
     name = "file_committed"
+    changes_catalog = False
 
     def replay(self, view: CoordinatorView, committed: rec.FileCommitted, end_offset: int) -> None:
         view.next_file_id = next_id_after("file id", committed.file_id, view.next_file_id)
@@ -118,11 +128,54 @@ class FileCommittedKind:
         transaction.add_live_batches(len(batches))
         transaction.db.executemany("INSERT INTO batches VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
 
+    def partition_changes(self, committed: rec.FileCommitted) -> PartitionChanges:
+        batches = unpack_batches(committed.packed_batches)
+        return PartitionChanges(next_offsets=tuple((batch.partition_key, batch.last_offset + 1) for batch in batches))
+
+    def names_given(self, committed: rec.FileCommitted) -> NamesGiven:
+        return NamesGiven(files=((committed.file_id, committed.object_key),))
+
+    def describe(self, committed: rec.FileCommitted, names: RecordNames) -> RecordDescription:
+        batches = unpack_batches(committed.packed_batches)
+        parts = []
+        for batch in batches:
+            producer = (
+                f" producer {batch.producer_id} epoch {batch.producer_epoch} sequences "
+                f"{batch.base_sequence}..{batch.last_sequence}"
+                if batch.producer_id >= 0
+                else ""
+            )
+            parts.append(
+                f"{names.partition(batch.partition_key)} offsets {batch.base_offset}..{batch.last_offset}{producer}"
+            )
+        summary = (
+            f"file committed: {committed.object_key} ({committed.file_size} bytes, broker "
+            f"{committed.uploader_broker_id}, append time {committed.append_time_ms}): {len(batches)} "
+            f"batch{'' if len(batches) == 1 else 'es'}" + (": " + "; ".join(parts) if parts else "")
+        )
+        fields = {
+            "object_key": committed.object_key,
+            "file_id": committed.file_id,
+            "batches": [
+                {
+                    "partition": names.partition(b.partition_key),
+                    "base_offset": b.base_offset,
+                    "last_offset": b.last_offset,
+                    "producer_id": b.producer_id,
+                    "base_sequence": b.base_sequence,
+                    "last_sequence": b.last_sequence,
+                }
+                for b in batches
+            ],
+        }
+        return RecordDescription(summary, fields)
+
 
 class FileOwnershipTakenKind:
     """This coordinator became a file's owner: a file it knew, or a new one recorded without batches."""
 
     name = "file_ownership_taken"
+    changes_catalog = False
 
     def replay(self, view: CoordinatorView, taken: rec.FileOwnershipTaken, end_offset: int) -> None:
         if taken.new_file:
@@ -155,6 +208,21 @@ class FileOwnershipTakenKind:
             ),
         )
 
+    def partition_changes(self, taken: rec.FileOwnershipTaken) -> PartitionChanges:
+        return NO_PARTITION_CHANGES  # a file taken over brings no batch
+
+    def names_given(self, taken: rec.FileOwnershipTaken) -> NamesGiven:
+        return NamesGiven(files=((taken.file_id, taken.object_key),))
+
+    def describe(self, taken: rec.FileOwnershipTaken, names: RecordNames) -> RecordDescription:
+        origin = (
+            "coordinators before it" if taken.from_coordinator_id < 0 else f"coordinator {taken.from_coordinator_id}"
+        )
+        return RecordDescription(
+            f"file ownership taken: {names.file(taken.file_id)} from {origin}",
+            {"object_key": taken.object_key, "file_id": taken.file_id, "from": taken.from_coordinator_id},
+        )
+
 
 def _file_leaves(transaction: StateTransaction, file_id: int, how: str) -> None:
     """A file this coordinator owns with no live batch leaves the state (handed over or deleted)."""
@@ -169,6 +237,7 @@ class FileHandedOverKind:
     """The next owner recorded the file as its own: it leaves this coordinator."""
 
     name = "file_handed_over"
+    changes_catalog = False
 
     def replay(self, view: CoordinatorView, handed_over: rec.FileHandedOver, end_offset: int) -> None:
         pass  # only the committed state holds a file's ownership
@@ -176,11 +245,25 @@ class FileHandedOverKind:
     def apply(self, transaction: StateTransaction, handed_over: rec.FileHandedOver) -> None:
         _file_leaves(transaction, handed_over.file_id, "handed over")
 
+    def partition_changes(self, handed_over: rec.FileHandedOver) -> PartitionChanges:
+        return NO_PARTITION_CHANGES
+
+    def names_given(self, handed_over: rec.FileHandedOver) -> NamesGiven:
+        return NO_NAMES
+
+    def describe(self, handed_over: rec.FileHandedOver, names: RecordNames) -> RecordDescription:
+        file = names.file(handed_over.file_id)
+        return RecordDescription(
+            f"file handed over: {file} to coordinator {handed_over.to_coordinator_id}",
+            {"file": file, "to_coordinator_id": handed_over.to_coordinator_id},
+        )
+
 
 class FileDeletionScheduledKind:
     """The last owner of an idle file set the time after which its object may be deleted."""
 
     name = "file_deletion_scheduled"
+    changes_catalog = False
 
     def replay(self, view: CoordinatorView, scheduled: rec.FileDeletionScheduled, end_offset: int) -> None:
         pass  # only the committed state holds a file's deletion time
@@ -193,14 +276,38 @@ class FileDeletionScheduledKind:
             f"deletion of file {scheduled.file_id} scheduled, but it is not an idle file owned last here",
         )
 
+    def partition_changes(self, scheduled: rec.FileDeletionScheduled) -> PartitionChanges:
+        return NO_PARTITION_CHANGES
+
+    def names_given(self, scheduled: rec.FileDeletionScheduled) -> NamesGiven:
+        return NO_NAMES
+
+    def describe(self, scheduled: rec.FileDeletionScheduled, names: RecordNames) -> RecordDescription:
+        file = names.file(scheduled.file_id)
+        return RecordDescription(
+            f"file deletion scheduled: {file} after {scheduled.delete_after_ms} ms",
+            {"file": file, "delete_after_ms": scheduled.delete_after_ms},
+        )
+
 
 class FileDeletedKind:
     """The file's object is deleted from object storage: the file leaves the state."""
 
     name = "file_deleted"
+    changes_catalog = False
 
     def replay(self, view: CoordinatorView, deleted: rec.FileDeleted, end_offset: int) -> None:
         pass  # the view holds no committed file
 
     def apply(self, transaction: StateTransaction, deleted: rec.FileDeleted) -> None:
         _file_leaves(transaction, deleted.file_id, "deleted")
+
+    def partition_changes(self, deleted: rec.FileDeleted) -> PartitionChanges:
+        return NO_PARTITION_CHANGES
+
+    def names_given(self, deleted: rec.FileDeleted) -> NamesGiven:
+        return NO_NAMES  # the file's object key stays known, for describing the records that name it
+
+    def describe(self, deleted: rec.FileDeleted, names: RecordNames) -> RecordDescription:
+        file = names.file(deleted.file_id)
+        return RecordDescription(f"file deleted: {file}", {"file": file})

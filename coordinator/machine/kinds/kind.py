@@ -1,7 +1,13 @@
-"""What a record kind is to the interpreter, and the invariants both of its effects check."""
+"""What a record kind is: its two effects, what the node and the operator tools ask of it, and shared invariants.
+
+A record names partitions by a coordinator-local key and files by id. The node's topic catalog, the
+pipeline that reports records to it, and the operator's log recovery (coordinator/cli/log_recovery)
+ask each kind what its records do and mean, as plain data, instead of matching oneof names.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from coordinator.base.invariants import InvariantViolation, check_invariant
@@ -9,14 +15,90 @@ from coordinator.machine.transaction import StateTransaction
 from coordinator.machine.view import CoordinatorView
 
 
+@dataclass(frozen=True, slots=True)
+class CreatedPartition:
+    """A user partition a record assigns to its coordinator, empty (next offset 0)."""
+
+    partition_key: int
+    topic_id: bytes
+    topic_name: str
+    partition: int
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionChanges:
+    """What a record does to its coordinator's partitions.
+
+    The topic catalog follows `created` and `deleted_topics`; a log recovery follows all three to
+    know each partition's next offset before and after the records it gives up.
+    """
+
+    created: tuple[CreatedPartition, ...] = ()
+    deleted_topics: tuple[bytes, ...] = ()  # topic ids: each partition of theirs on the coordinator goes
+    next_offsets: tuple[tuple[int, int], ...] = ()  # (partition key, next offset) as batches are added, in order
+
+
+@dataclass(frozen=True, slots=True)
+class NamesGiven:
+    """What a record tells of names used by other records: partitions, files' object keys, the leader's node."""
+
+    partitions: tuple[CreatedPartition, ...] = ()
+    files: tuple[tuple[int, str], ...] = ()  # (file id, object key)
+    leader_node_id: int | None = None  # None: the record names no leader
+
+
+NO_PARTITION_CHANGES = PartitionChanges()
+NO_NAMES = NamesGiven()
+
+
+class RecordNames(Protocol):
+    """Partition keys and file ids in Kafka terms, as far as known, for describing a record to an operator."""
+
+    def partition(self, key: int) -> str: ...
+
+    def file(self, file_id: int) -> str: ...
+
+    def topic_names(self, topic_id: bytes) -> list[str]: ...  # sorted; empty when none is known
+
+
+@dataclass(frozen=True, slots=True)
+class RecordDescription:
+    """One record for an operator: a line in Kafka terms, starting with its kind in words, and the same as fields."""
+
+    summary: str
+    fields: dict[str, Any]
+
+
 class RecordKind(Protocol):
-    """One kind of metadata record: its effect on the speculative view and on SQLite."""
+    """One kind of metadata record: everything done with it, live, in replay and by the operator tools.
+
+    `body` is the message in the record's oneof field `name`; a kind's own class narrows its type.
+    """
 
     name: str  # the field of MetadataRecord's `record` oneof
+    # It creates or deletes partitions, so the node's topic catalog follows it. A flag, not derived from
+    # partition_changes: the pipeline asks it of every applied record, and a commit's changes unpack its batches.
+    changes_catalog: bool
 
-    def replay(self, view: CoordinatorView, body: Any, end_offset: int) -> None: ...
+    def replay(self, view: CoordinatorView, body: Any, end_offset: int) -> None:
+        """Its effect on the speculative view, for a record appended in a log batch ending at `end_offset`."""
+        ...
 
-    def apply(self, transaction: StateTransaction, body: Any) -> None: ...
+    def apply(self, transaction: StateTransaction, body: Any) -> None:
+        """Its effect on the SQLite state, inside `transaction`."""
+        ...
+
+    def partition_changes(self, body: Any) -> PartitionChanges:
+        """Partitions it creates, topics it deletes, next offsets it moves: the topic catalog and log recovery."""
+        ...
+
+    def names_given(self, body: Any) -> NamesGiven:
+        """The names it gives to keys and ids in other records, gathered by log recovery to describe them."""
+        ...
+
+    def describe(self, body: Any, names: RecordNames) -> RecordDescription:
+        """What it held, for an operator: `diskless log recover` lists each record it gives up."""
+        ...
 
 
 def next_id_after(what: str, given: int, expected: int) -> int:

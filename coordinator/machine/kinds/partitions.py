@@ -3,7 +3,17 @@
 from __future__ import annotations
 
 from coordinator.base.invariants import check_invariant
-from coordinator.machine.kinds.kind import check_log_start_moves, next_id_after
+from coordinator.machine.kinds.kind import (
+    NO_NAMES,
+    NO_PARTITION_CHANGES,
+    CreatedPartition,
+    NamesGiven,
+    PartitionChanges,
+    RecordDescription,
+    RecordNames,
+    check_log_start_moves,
+    next_id_after,
+)
 from coordinator.machine.transaction import StateTransaction
 from coordinator.machine.view import CoordinatorView, PartitionView
 from protos import records_pb2 as rec
@@ -13,6 +23,7 @@ class PartitionCreatedKind:
     """One user partition assigned to this coordinator, under the next partition key, empty."""
 
     name = "partition_created"
+    changes_catalog = True
 
     def replay(self, view: CoordinatorView, created: rec.PartitionCreated, end_offset: int) -> None:
         view.next_partition_key = next_id_after("partition key", created.partition_key, view.next_partition_key)
@@ -30,11 +41,29 @@ class PartitionCreatedKind:
             (created.partition_key, created.topic_id, created.topic_name, created.partition),
         )
 
+    def partition_changes(self, created: rec.PartitionCreated) -> PartitionChanges:
+        return PartitionChanges(created=(_created_partition(created),))
+
+    def names_given(self, created: rec.PartitionCreated) -> NamesGiven:
+        return NamesGiven(partitions=(_created_partition(created),))
+
+    def describe(self, created: rec.PartitionCreated, names: RecordNames) -> RecordDescription:
+        topic_id = created.topic_id.hex()
+        return RecordDescription(
+            f"partition created: {created.topic_name}-{created.partition} (topic id {topic_id})",
+            {"topic": created.topic_name, "topic_id": topic_id, "partition": created.partition},
+        )
+
+
+def _created_partition(created: rec.PartitionCreated) -> CreatedPartition:
+    return CreatedPartition(created.partition_key, created.topic_id, created.topic_name, created.partition)
+
 
 class TopicDeletedKind:
     """Every partition of the topic on this coordinator goes, with its batches and producer state."""
 
     name = "topic_deleted"
+    changes_catalog = True
 
     def replay(self, view: CoordinatorView, deleted: rec.TopicDeleted, end_offset: int) -> None:
         for partition in view.partitions_of_topic(deleted.topic_id):
@@ -52,11 +81,25 @@ class TopicDeletedKind:
             db.execute("DELETE FROM partitions WHERE partition_key = ?", (key,))
         transaction.deleted_partition_keys.update(keys)
 
+    def partition_changes(self, deleted: rec.TopicDeleted) -> PartitionChanges:
+        return PartitionChanges(deleted_topics=(deleted.topic_id,))
+
+    def names_given(self, deleted: rec.TopicDeleted) -> NamesGiven:
+        return NO_NAMES  # its partitions' names stay known, for describing the records that name them
+
+    def describe(self, deleted: rec.TopicDeleted, names: RecordNames) -> RecordDescription:
+        topics, topic_id = names.topic_names(deleted.topic_id), deleted.topic_id.hex()
+        return RecordDescription(
+            f"topic deleted: {', '.join(topics) or 'name unknown'} (topic id {topic_id})",
+            {"topic_id": topic_id, "topics": topics},
+        )
+
 
 class RecordsDeletedKind:
     """A partition's log start moves forward; the batches wholly below it go."""
 
     name = "records_deleted"
+    changes_catalog = False
 
     def replay(self, view: CoordinatorView, deleted: rec.RecordsDeleted, end_offset: int) -> None:
         partition = view.partitions_by_key[deleted.partition_key]
@@ -81,3 +124,16 @@ class RecordsDeletedKind:
             (deleted.log_start_offset, deleted.partition_key),
         )
         transaction.remove_batches_below(deleted.partition_key, deleted.log_start_offset)
+
+    def partition_changes(self, deleted: rec.RecordsDeleted) -> PartitionChanges:
+        return NO_PARTITION_CHANGES  # the log start moves; the next offset stays
+
+    def names_given(self, deleted: rec.RecordsDeleted) -> NamesGiven:
+        return NO_NAMES
+
+    def describe(self, deleted: rec.RecordsDeleted, names: RecordNames) -> RecordDescription:
+        partition = names.partition(deleted.partition_key)
+        return RecordDescription(
+            f"records deleted: {partition} log start offset moved to {deleted.log_start_offset}",
+            {"partition": partition, "log_start_offset": deleted.log_start_offset},
+        )

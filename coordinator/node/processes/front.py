@@ -8,15 +8,18 @@ DeleteRecords and DescribeFiles are passed on by this process's own routing clie
 under the same rules as a broker's; FindBatches is read here from the state files, as a reader reads them.
 CreatePartitions and DeleteTopics run here (every commit process sends them here), each coordinator's part
 sent to the process leading it; the catalog is read again once they are done.
+
+Each RPC's row (coordinator/edge/rpcs.py) says which of these it gets (`Front`); this process's Router is made with
+that placement, and a row this process cannot serve as it says stops the node at start-up (`front_route_problem`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import socket
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from multiprocessing.connection import Connection
-from typing import Any, TypeVar, cast, final
+from typing import Any, TypeVar, final
 
 import grpc
 
@@ -26,12 +29,14 @@ from coordinator.client.channels import channel_credentials
 from coordinator.client.routing_client import RoutingClient, RoutingError
 from coordinator.cluster.store import NodeEndpoint
 from coordinator.config.settings import Settings
+from coordinator.edge.loop import outcome_of
+from coordinator.edge.rpcs import RPCS, Front, Rpc
 from coordinator.edge.tls import tls_files
 from coordinator.node.node import Node
 from coordinator.node.processes.commit_process import CommitProcessPlan
 from coordinator.node.processes.layout import ProcessLayout, fixed_ports
 from coordinator.node.processes.supervisor import CommitProcesses
-from coordinator.node.router import Router
+from coordinator.node.router import Answer, Placed, Router
 from coordinator.node.services import PASSED_ON
 from coordinator.reads.find_batches import find_batches
 from coordinator.reads.readers.board import StatusBoard
@@ -39,6 +44,17 @@ from coordinator.reads.readers.state_files import ReaderCoordinators, unavailabl
 from protos import coordinator_pb2 as pb
 
 T = TypeVar("T")
+# How this process reads a call from the commit processes' state files (Front.STATE_FILES), by method.
+STATE_FILE_READS: Mapping[str, Callable[[ReaderCoordinators, Any], Any]] = {"FindBatches": find_batches}
+# The calls answered here from the catalog naming this process's readers (Front.CATALOG): the answer's endpoints are
+# FindCoordinator's.
+CATALOG_READS = frozenset({"FindCoordinator"})
+# The calls asked of every commit process and merged (Front.EVERY_PROCESS): the merge is DescribeCoordinators'.
+MERGED = frozenset({"DescribeCoordinators"})
+
+
+class FrontRouteMissing(ValueError):
+    """A row's `front` that this process has no way to serve for the row's method."""
 
 
 async def _passed_on(call: Awaitable[T]) -> T:
@@ -80,83 +96,87 @@ def forwarding_client(node: Node, layout: ProcessLayout) -> RoutingClient:
     )
 
 
+def front_route_problem(rpc: Rpc) -> str | None:
+    """Why this process could not serve `rpc` as its row's `front` says, or None."""
+    if rpc.front is Front.LEADING_PROCESS and not callable(getattr(RoutingClient, rpc.handler, None)):
+        return f"{rpc.method}: the routing client has no {rpc.handler} to pass it on with"
+    if rpc.front is Front.STATE_FILES and rpc.method not in STATE_FILE_READS:
+        return f"{rpc.method}: no read of it from the state files (STATE_FILE_READS)"
+    if rpc.front is Front.CATALOG and rpc.method not in CATALOG_READS:
+        return f"{rpc.method}: its answer has no endpoints to name the readers in (CATALOG_READS)"
+    if rpc.front is Front.EVERY_PROCESS and rpc.method not in MERGED:
+        return f"{rpc.method}: no merge of the commit processes' answers to it (MERGED)"
+    return None
+
+
 @final
-class FrontRouter(Router):
-    def __init__(
-        self, node: Node, clock: Clock, layout: ProcessLayout, board: StatusBoard, view: ReaderCoordinators
-    ) -> None:
-        super().__init__(
-            node.shards, node.settings, clock, node.metrics, node.catalog, node.peers, elsewhere=board_elsewhere(board)
-        )
-        self.local = Router(
-            node.shards, node.settings, clock, node.metrics, node.catalog, node.peers, elsewhere=board_elsewhere(board)
-        )
+class FrontAnswers:
+    """What answers here each call this process does not answer as any process does (each row's `front`)."""
+
+    def __init__(self, node: Node, layout: ProcessLayout, view: ReaderCoordinators, client: RoutingClient) -> None:
         self._node = node
         self._layout = layout
         self._view = view
-        self._client = forwarding_client(node, layout)
+        self._client = client
 
-    async def close(self) -> None:
-        await self._client.close()
+    def placement(self, router: Router) -> dict[str, Placed]:
+        """By method, the answers of every row not answered HERE; raises FrontRouteMissing for a row it cannot."""
+        problems = [problem for problem in map(front_route_problem, RPCS) if problem is not None]
+        if problems:
+            raise FrontRouteMissing(
+                "the first process of a node spread over processes cannot serve " + "; ".join(problems)
+            )
+        return {rpc.method: self._placed(rpc, router) for rpc in RPCS if rpc.front is not Front.HERE}
 
-    # ------------------------------------------------------------------ passed on to the commit processes
+    def _placed(self, rpc: Rpc, router: Router) -> Placed:
+        # The Router method itself where the catalog is held here: such a call is never passed on to a holder.
+        here: Answer = getattr(router, rpc.handler)
+        if rpc.front is Front.LEADING_PROCESS:
+            send: Answer = getattr(self._client, rpc.handler)  # split by coordinator as a broker's call
+            return Placed(lambda request: _passed_on(send(request)), passes_on=True)
+        if rpc.front is Front.STATE_FILES:
+            read = STATE_FILE_READS[rpc.method]
+            return Placed(lambda request: read(self._view, request))
+        if rpc.front is Front.CATALOG_CHANGE:
+            return Placed(lambda request: self._then_read_catalog(here, request))
+        if rpc.front is Front.CATALOG:
+            return Placed(lambda request: self._naming_readers(router, here(request)))
+        if rpc.front is Front.EVERY_PROCESS:
+            return Placed(lambda request: self._describe_coordinators(router, request))
+        raise FrontRouteMissing(f"{rpc.method}: {rpc.front} is answered by the Router method itself")
 
-    async def commit_file(self, request: pb.CommitFileRequest) -> pb.CommitFileResponse:
-        return await _passed_on(self._client.commit_file(request))
-
-    async def delete_records(self, request: pb.DeleteRecordsRequest) -> pb.DeleteRecordsResponse:
-        return await _passed_on(self._client.delete_records(request))
-
-    async def list_offsets(self, request: pb.ListOffsetsRequest) -> pb.ListOffsetsResponse:
-        return await _passed_on(self._client.list_offsets(request))
-
-    async def describe_files(self, request: pb.DescribeFilesRequest) -> pb.DescribeFilesResponse:  # type: ignore[override]
-        return await _passed_on(self._client.describe_files(request))
-
-    def find_batches(self, request: pb.FindBatchesRequest) -> bytes:
-        """Read here from the state files, as the reader processes read them."""
-        return find_batches(self._view, request)
-
-    # ------------------------------------------------------------------ the catalog, held here
-
-    async def create_partitions(self, request: pb.CreatePartitionsRequest) -> pb.CreatePartitionsResponse:
+    async def _then_read_catalog(self, here: Answer, request: Any) -> Any:
         try:
-            return await super().create_partitions(request)
+            return await outcome_of(lambda: here(request))
         finally:
             self._node.rebuild_catalog()
 
-    async def delete_topics(self, request: pb.DeleteTopicsRequest) -> pb.DeleteTopicsResponse:
-        try:
-            return await super().delete_topics(request)
-        finally:
-            self._node.rebuild_catalog()
-
-    def find_coordinator(self, request: pb.FindCoordinatorRequest) -> pb.FindCoordinatorResponse:
-        response = cast(pb.FindCoordinatorResponse, super().find_coordinator(request))
-        readers = self.endpoint.read_addresses
+    def _naming_readers(self, router: Router, response: pb.FindCoordinatorResponse) -> pb.FindCoordinatorResponse:
+        readers = router.endpoint.read_addresses
         for endpoint in response.coordinators:
             for replica in endpoint.replicas:
                 replica.read_addresses[:] = readers
         return response
 
-    async def describe_coordinators(  # type: ignore[override]
-        self, request: pb.DescribeCoordinatorsRequest
+    async def _describe_coordinators(
+        self, router: Router, request: pb.DescribeCoordinatorsRequest
     ) -> pb.DescribeCoordinatorsResponse:
         """Each commit process describes the coordinators it leads; merged in the order asked."""
-        self._coordinators.limit_items(len(request.coordinator_ids), "coordinator ids")
-        count = len(self.shards)
+        router.coordinators.limit_items(len(request.coordinator_ids), "coordinator ids")
+        count = len(router.shards)
         wanted = list(request.coordinator_ids) or list(range(count))
         by_process: dict[int, list[int]] = {}
         for coordinator_id in wanted:
             if 0 <= coordinator_id < count:
                 by_process.setdefault(self._layout.owner(coordinator_id), []).append(coordinator_id)
-        answers = await asyncio.gather(*(self._describe_at(i, ids) for i, ids in by_process.items()))
+        timeout_s = router.coordinators.timeout_s(0)
+        answers = await asyncio.gather(*(self._describe_at(i, ids, timeout_s) for i, ids in by_process.items()))
         described: dict[int, pb.CoordinatorDescription] = {}
         for answer in answers:
             for description in answer:
                 described.setdefault(description.coordinator_id, description)
         response = pb.DescribeCoordinatorsResponse()
-        readers = self.endpoint.read_addresses
+        readers = router.endpoint.read_addresses
         for coordinator_id in wanted:
             found = described.get(coordinator_id)
             if found is not None:
@@ -172,10 +192,11 @@ class FrontRouter(Router):
             )
         return response
 
-    async def _describe_at(self, index: int, coordinator_ids: Sequence[int]) -> list[pb.CoordinatorDescription]:
+    async def _describe_at(
+        self, index: int, coordinator_ids: Sequence[int], timeout_s: float
+    ) -> list[pb.CoordinatorDescription]:
         address = self._layout.address(index)
         request = pb.DescribeCoordinatorsRequest(coordinator_ids=coordinator_ids)
-        timeout_s = self._coordinators.timeout_s(0)
         try:
             answer = await self._node.peers.coordinator_stub(address).DescribeCoordinators(request, timeout=timeout_s)
         except grpc.RpcError as error:
@@ -220,7 +241,18 @@ class NodeFront:
         self._view = ReaderCoordinators(
             settings, [shard.directory for shard in node.shards], self.board, self.processes.report_damage
         )
-        self.router = FrontRouter(node, clock, layout, self.board, self._view)
+        self._client = forwarding_client(node, layout)
+        answers = FrontAnswers(node, layout, self._view, self._client)
+        self.router = Router(
+            node.shards,
+            settings,
+            clock,
+            node.metrics,
+            node.catalog,
+            node.peers,
+            elsewhere=board_elsewhere(self.board),
+            placement=answers.placement,
+        )
         node.router = self.router
         node.outside_partitions = self._view.placed_partitions
         node.others_serving = self.processes.all_serving
@@ -228,7 +260,7 @@ class NodeFront:
     async def stop(self) -> None:
         """Stops the commit processes (each drains its calls), then closes what reads their state."""
         await self.processes.stop()
-        await self.router.close()
+        await self._client.close()
         self._view.close()
 
 

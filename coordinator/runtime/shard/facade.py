@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +20,7 @@ import apsw
 
 from coordinator.base.clock import Clock
 from coordinator.base.errors import ErrorCode
+from coordinator.base.executors import ExecutorFactory, thread_executor
 from coordinator.base.metrics import Metrics
 from coordinator.config.settings import Settings
 from coordinator.machine.state import reads
@@ -85,12 +85,13 @@ class CoordinatorShard:
         role: ReplicaRole | None = None,
         link: ClusterLink | None = None,
         ticks: AppendTicks | None = None,
+        executors: ExecutorFactory = thread_executor,
     ) -> None:
         self.coordinator_id = coordinator_id
         self.directory = directory
         self._settings = settings
         self._on_state_change = on_state_change
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"coordinator-{coordinator_id}")
+        self._executor = executors(f"coordinator-{coordinator_id}")
         self._lifecycle = Lifecycle(
             coordinator_id,
             directory,
@@ -103,6 +104,7 @@ class CoordinatorShard:
             role,
             link,
             ticks,
+            executors,
         )
         self._snapshots = self._lifecycle.snapshots
 

@@ -28,6 +28,7 @@ from typing import final
 from coordinator.base.backoff import Backoff
 from coordinator.base.clock import Clock
 from coordinator.base.errors import CoordinatorUnavailable, ErrorCode
+from coordinator.base.executors import ExecutorFactory, thread_executor
 from coordinator.base.invariants import check_invariant
 from coordinator.base.metrics import Metrics
 from coordinator.config.settings import Settings
@@ -64,6 +65,7 @@ class Lifecycle:
         role: ReplicaRole | None = None,
         link: ClusterLink | None = None,
         ticks: AppendTicks | None = None,
+        executors: ExecutorFactory = thread_executor,
     ) -> None:
         self.coordinator_id = coordinator_id
         self._ticks = ticks  # the process's append ticks, shared with its other coordinators
@@ -79,7 +81,9 @@ class Lifecycle:
         self._metrics = metrics
         self._executor = executor  # the coordinator's own thread: loads, log writes, closes
         # Snapshots read the files a load opened and take turns with loads (`files_lock`).
-        self.snapshots = SnapshotScheduler(coordinator_id, directory, settings, clock, executor, self)
+        self.snapshots = SnapshotScheduler(
+            coordinator_id, directory, settings, clock, executor, self, executors(f"snapshot-{coordinator_id}")
+        )
         self._on_state_change = on_state_change
         self._on_topic_records = on_topic_records
         self._state = ShardState.LOADING

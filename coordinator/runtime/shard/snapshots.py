@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from concurrent.futures import Executor, ThreadPoolExecutor
+from concurrent.futures import Executor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, final
@@ -65,6 +65,7 @@ class SnapshotScheduler:
         clock: Clock,
         log_executor: Executor,
         subject: SnapshotSubject,
+        executor: Executor,
     ) -> None:
         self.coordinator_id = coordinator_id
         self._directory = directory
@@ -73,7 +74,7 @@ class SnapshotScheduler:
         self._log_executor = log_executor  # pruning deletes segments on the log's own thread
         self._subject = subject
         self._snapshots = snapshot_directory(directory)
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"snapshot-{coordinator_id}")
+        self._executor = executor  # copies and checks, on a thread of their own beside the log's
         self.files_lock = asyncio.Lock()  # a copy never reads a state being reopened or restored
         self._wakeup = asyncio.Event()
         self._worker: asyncio.Task[None] | None = None

@@ -1,0 +1,171 @@
+"""Calls between nodes in this process (`transport.Transport`), for a simulated cluster, with a network's faults.
+
+`MemoryNetwork` holds each running node's router by its address. A stub's call copies the request through its
+bytes (no object is shared between nodes, as over a socket), runs the target router's handler for the method, and
+copies the answer back: the handler is the one the RPC's row names (coordinator/edge/rpcs.py). What a network does
+wrong is decided by the network's seeded random source, so a run replays from its seed: a call may be dropped
+before it arrives or after it ran (its answer lost), delayed (on the clock), or delivered twice; two nodes may be
+partitioned; a node that is down answers nothing. Every failure is the `grpc.aio.AioRpcError` a real channel
+raises (UNAVAILABLE, DEADLINE_EXCEEDED), so callers take the paths they take over gRPC.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, cast, final
+
+import grpc
+
+from coordinator.base.clock import Clock
+from coordinator.edge.rpcs import BY_METHOD
+from protos import coordinator_pb2_grpc as pb_grpc
+from protos import internal_pb2_grpc as internal_grpc
+
+
+@dataclass(slots=True)
+class NetworkFaults:
+    """The share of calls each fault hits (0 to 1), and how long a delayed call waits, at most."""
+
+    drop_request: float = 0.0
+    drop_answer: float = 0.0
+    duplicate: float = 0.0
+    delay: float = 0.0
+    delay_max_ms: int = 0
+
+
+def _unavailable(details: str) -> grpc.aio.AioRpcError:
+    return grpc.aio.AioRpcError(grpc.StatusCode.UNAVAILABLE, grpc.aio.Metadata(), grpc.aio.Metadata(), details)
+
+
+def _copied(message: Any) -> Any:
+    return type(message).FromString(message.SerializeToString())
+
+
+@final
+class MemoryNetwork:
+    def __init__(self, clock: Clock, seed: int) -> None:
+        self._clock = clock
+        self.random = random.Random(seed)
+        self._routers: dict[str, object] = {}
+        self._partitioned: set[frozenset[str]] = set()
+        self.faults = NetworkFaults()
+        self.calls = 0
+        self.dropped = 0
+
+    def attach(self, address: str, router: object) -> None:
+        """The node at `address` answers from now on (it started)."""
+        self._routers[address] = router
+
+    def detach(self, address: str) -> None:
+        """The node at `address` answers nothing from now on (it stopped or was killed)."""
+        self._routers.pop(address, None)
+
+    def partition(self, first: str, second: str) -> None:
+        self._partitioned.add(frozenset((first, second)))
+
+    def heal(self) -> None:
+        self._partitioned.clear()
+
+    def transport(self, address: str) -> MemoryTransport:
+        """The transport of the node at `address`: its calls come from there."""
+        return MemoryTransport(self, address)
+
+    async def call(self, source: str, target: str, method: str, request: Any, timeout_s: float | None) -> Any:
+        self.calls += 1
+        await self._maybe_delay()
+        router = self._reachable(source, target, method)
+        if self.random.random() < self.faults.drop_request:
+            self.dropped += 1
+            raise _unavailable(f"{method} to {target}: request lost")
+        answer = await self._run(router, method, request, timeout_s)
+        if self.random.random() < self.faults.duplicate:
+            answer = await self._run(router, method, request, timeout_s)
+        await self._maybe_delay()
+        self._reachable(source, target, method)  # a partition or a crash meanwhile loses the answer
+        if self.random.random() < self.faults.drop_answer:
+            self.dropped += 1
+            raise _unavailable(f"{method} to {target}: answer lost")
+        return _copied(answer)
+
+    def stream(self, source: str, target: str, method: str, request: Any) -> AsyncIterator[Any]:
+        router = self._reachable(source, target, method)
+        handler = cast(Callable[[Any], AsyncIterator[Any]], getattr(router, BY_METHOD[method].handler))
+        return self._streamed(source, target, method, handler(_copied(request)))
+
+    async def _streamed(self, source: str, target: str, method: str, items: AsyncIterator[Any]) -> AsyncIterator[Any]:
+        async for item in items:
+            self._reachable(source, target, method)
+            yield _copied(item)
+
+    async def _run(self, router: object, method: str, request: Any, timeout_s: float | None) -> Any:
+        handler = cast(Callable[[Any], Any], getattr(router, BY_METHOD[method].handler))
+        answer = handler(_copied(request))
+        if isinstance(answer, Awaitable):
+            try:
+                return await asyncio.wait_for(answer, timeout_s)
+            except TimeoutError:
+                raise grpc.aio.AioRpcError(
+                    grpc.StatusCode.DEADLINE_EXCEEDED, grpc.aio.Metadata(), grpc.aio.Metadata(), "deadline exceeded"
+                ) from None
+        return answer
+
+    def _reachable(self, source: str, target: str, method: str) -> object:
+        if frozenset((source, target)) in self._partitioned or source not in self._routers:
+            raise _unavailable(f"{method} to {target}: no route from {source}")
+        router = self._routers.get(target)
+        if router is None:
+            raise _unavailable(f"{method} to {target}: connection refused")
+        return router
+
+    async def _maybe_delay(self) -> None:
+        if self.faults.delay_max_ms > 0 and self.random.random() < self.faults.delay:
+            await self._clock.sleep_ms(self.random.randint(1, self.faults.delay_max_ms))
+
+
+@final
+class _Stream:
+    """What a server-streaming call returns over gRPC, as the caller uses it: iterated, then cancelled."""
+
+    def __init__(self, items: AsyncIterator[Any]) -> None:
+        self._items = items
+
+    def __aiter__(self) -> AsyncIterator[Any]:
+        return self._items
+
+    def cancel(self) -> bool:
+        return True
+
+
+@final
+class _Stub:
+    """Any method of a service: a unary call returns an awaitable answer, a stream an iterable call."""
+
+    def __init__(self, network: MemoryNetwork, source: str, target: str) -> None:
+        self._network, self._source, self._target = network, source, target
+
+    def __getattr__(self, method: str) -> Callable[..., Any]:
+        if BY_METHOD[method].streams:
+            return lambda request, timeout=None: _Stream(
+                self._network.stream(self._source, self._target, method, request)
+            )
+        return lambda request, timeout=None: self._network.call(self._source, self._target, method, request, timeout)
+
+
+@final
+class MemoryTransport:
+    def __init__(self, network: MemoryNetwork, address: str) -> None:
+        self._network = network
+        self._address = address
+
+    def internal_stub(self, target: str) -> internal_grpc.CoordinatorInternalAsyncStub:
+        # The same calls as gRPC's stub, made in memory: typed as the stub its callers expect.
+        return cast("internal_grpc.CoordinatorInternalAsyncStub", _Stub(self._network, self._address, target))
+
+    def coordinator_stub(self, target: str) -> pb_grpc.DisklessCoordinatorAsyncStub:
+        return cast("pb_grpc.DisklessCoordinatorAsyncStub", _Stub(self._network, self._address, target))
+
+    async def close(self) -> None:
+        return None

@@ -1,0 +1,79 @@
+"""An event loop on simulated time: when no callback is ready and no I/O is pending, time jumps to the next timer.
+
+The loop's `time()` is a number it keeps; `select` never blocks: it polls the real selector (the loop's own
+wake-up pipe, the only descriptor a simulated cluster has) and, with nothing there, moves the time by the
+timeout the loop asked to wait, which is exactly the distance to its earliest timer. So `asyncio.sleep`,
+`wait_for` and every `LoopClock` wait take no wall time, in the order their deadlines say. With nothing ready,
+no timer and no I/O, every task waits on something that cannot happen: `SimulationStalled`.
+
+Blocking calls go to the loop's default executor, an inline one (the nodes' own executors are inline too): with
+no other thread, a run is a function of its seed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import selectors
+from typing import Any, final
+
+from coordinator.base.executors import InlineExecutor
+
+START_S = 1_000.0  # the loop's time at start; a clock's epoch is added on top
+
+
+class SimulationStalled(RuntimeError):
+    """Nothing is ready and nothing is scheduled: every task waits for something that will never come."""
+
+
+@final
+class _JumpingSelector(selectors.BaseSelector):
+    def __init__(self, loop: SimulatedLoop, real: selectors.BaseSelector) -> None:
+        self._loop = loop
+        self._real = real
+
+    def select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:
+        events = self._real.select(0)
+        if events or timeout == 0:
+            return events
+        if timeout is None:
+            raise SimulationStalled("no task can go on: nothing is ready, no timer is set")
+        self._loop.jump(timeout)
+        return []
+
+    def register(self, fileobj: Any, events: int, data: Any = None) -> selectors.SelectorKey:
+        return self._real.register(fileobj, events, data)
+
+    def unregister(self, fileobj: Any) -> selectors.SelectorKey:
+        return self._real.unregister(fileobj)
+
+    def modify(self, fileobj: Any, events: int, data: Any = None) -> selectors.SelectorKey:
+        return self._real.modify(fileobj, events, data)
+
+    def get_key(self, fileobj: Any) -> selectors.SelectorKey:
+        return self._real.get_key(fileobj)
+
+    def get_map(self) -> Any:
+        return self._real.get_map()
+
+    def close(self) -> None:
+        self._real.close()
+
+
+@final
+class SimulatedLoop(asyncio.SelectorEventLoop):
+    def __init__(self) -> None:
+        self._simulated_s = START_S
+        super().__init__(_JumpingSelector(self, selectors.DefaultSelector()))
+        self._inline = InlineExecutor()
+        self.jumped_s = 0.0
+
+    def run_in_executor(self, executor: Any, func: Any, *args: Any) -> asyncio.Future[Any]:
+        """The default executor (`asyncio.to_thread`'s) is the inline one; asyncio allows only a thread pool there."""
+        return super().run_in_executor(executor if executor is not None else self._inline, func, *args)
+
+    def time(self) -> float:
+        return self._simulated_s
+
+    def jump(self, seconds: float) -> None:
+        self._simulated_s += seconds
+        self.jumped_s += seconds

@@ -1,0 +1,155 @@
+"""One registration per record kind (coordinator.machine.kinds): every kind is registered, and every place that
+asks what a record does or means (the topic catalog, the pipeline's report to it, a log recovery's offsets and
+descriptions) gets it from the kind, never by matching oneof names."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from coordinator.cli.log_recovery.plan import _replay_offsets
+from coordinator.cli.log_recovery.record_descriptions import Names, describe_record
+from coordinator.machine import kinds, records
+from coordinator.machine.catalog import TopicCatalog
+from coordinator.machine.kinds import CreatedPartition, NamesGiven, PartitionChanges
+from coordinator.machine.records import CommittedBatch
+from coordinator.runtime.log.frame import Frame
+from coordinator.runtime.ports import topic_records
+from protos import records_pb2 as rec
+
+REPO = Path(__file__).resolve().parent.parent
+TOPIC = bytes(range(1, 17))
+CREATED = CreatedPartition(0, TOPIC, "orders", 2)
+PRODUCED = CommittedBatch(7, 0, 0, 100, 0, 9, 1700, 42, 1, 0, 9, 2, 0)  # partition key 0, offsets 0..9
+UNNAMED = CommittedBatch(8, 1, 100, 50, 3, 3, 1700, -1, -1, -1, -1, 2, 0)  # partition key 1, no producer
+
+# One record of each kind, built where records are built, in an order a log could hold them. A new kind
+# fails test_every_kind_has_a_sample_record until it has a row here and in EXPECTED.
+SAMPLES: dict[str, rec.MetadataRecord] = {
+    "leader_change": records.leader_change(3, 5),
+    "partition_created": records.partition_created(0, TOPIC, "orders", 2),
+    "records_deleted": records.records_deleted(0, 4),
+    "file_committed": records.file_committed(8, "wal/a", 100, 1, [0], 1000, [PRODUCED, UNNAMED]),
+    "file_ownership_taken": records.file_ownership_taken(9, True, "wal/b", 50, 2, [1, 0], 900, -1),
+    "file_handed_over": records.file_handed_over(8, 1),
+    "file_deletion_scheduled": records.file_deletion_scheduled(8, 5000),
+    "file_deleted": records.file_deleted(8),
+    "topic_deleted": records.topic_deleted(TOPIC),
+}
+
+# What each sample does to the partitions, the names it gives, and its description once orders-2 is known.
+EXPECTED: dict[str, tuple[PartitionChanges, NamesGiven, str]] = {
+    "leader_change": (PartitionChanges(), NamesGiven(leader_node_id=5), "leader change: epoch 3 on node 5"),
+    "partition_created": (
+        PartitionChanges(created=(CREATED,)),
+        NamesGiven(partitions=(CREATED,)),
+        f"partition created: orders-2 (topic id {TOPIC.hex()})",
+    ),
+    "records_deleted": (PartitionChanges(), NamesGiven(), "records deleted: orders-2 log start offset moved to 4"),
+    "file_committed": (
+        PartitionChanges(next_offsets=((0, 10), (1, 4))),
+        NamesGiven(files=((8, "wal/a"),)),
+        "file committed: wal/a (100 bytes, broker 1, append time 1000): 2 batches: orders-2 offsets 0..9 producer 42 "
+        "epoch 1 sequences 0..9; partition key 1 (name unknown) offsets 3..3",
+    ),
+    "file_ownership_taken": (
+        PartitionChanges(),
+        NamesGiven(files=((9, "wal/b"),)),
+        "file ownership taken: wal/b (file id 9) from coordinators before it",
+    ),
+    "file_handed_over": (PartitionChanges(), NamesGiven(), "file handed over: wal/a (file id 8) to coordinator 1"),
+    "file_deletion_scheduled": (
+        PartitionChanges(),
+        NamesGiven(),
+        "file deletion scheduled: wal/a (file id 8) after 5000 ms",
+    ),
+    "file_deleted": (PartitionChanges(), NamesGiven(), "file deleted: wal/a (file id 8)"),
+    "topic_deleted": (
+        PartitionChanges(deleted_topics=(TOPIC,)),
+        NamesGiven(),
+        f"topic deleted: orders (topic id {TOPIC.hex()})",
+    ),
+}
+
+
+def _body(name: str) -> object:
+    return getattr(SAMPLES[name], name)
+
+
+def test_every_oneof_field_of_a_metadata_record_has_one_registered_kind() -> None:
+    fields = {field.name for field in rec.MetadataRecord.DESCRIPTOR.oneofs_by_name["record"].fields}
+    assert set(kinds.KINDS) == fields, f"fields with no kind: {fields - set(kinds.KINDS)}"
+    assert all(kind.name == name for name, kind in kinds.KINDS.items())
+
+
+def test_every_kind_has_a_sample_record_of_its_kind() -> None:
+    assert set(SAMPLES) == set(EXPECTED) == set(kinds.KINDS)
+    for name, record in SAMPLES.items():
+        found = kinds.find(record)
+        assert found is not None and found[0] is kinds.KINDS[name], name
+
+
+@pytest.mark.parametrize("name", sorted(kinds.KINDS))
+def test_a_kind_says_what_its_record_does_to_partitions_and_names(name: str) -> None:
+    kind = kinds.KINDS[name]
+    changes, given, _ = EXPECTED[name]
+    assert kind.partition_changes(_body(name)) == changes
+    assert kind.names_given(_body(name)) == given
+    # The flag the pipeline filters by (without unpacking a commit's batches) agrees with what the catalog follows.
+    assert kind.changes_catalog == bool(changes.created or changes.deleted_topics)
+    assert kinds.changes_catalog(SAMPLES[name]) == kind.changes_catalog
+
+
+@pytest.mark.parametrize("name", sorted(kinds.KINDS))
+def test_a_kind_describes_a_record_of_its_kind_for_an_operator(name: str) -> None:
+    names = Names(partitions={0: ("orders", TOPIC, 2)}, files={8: "wal/a", 9: "wal/b"})
+    described = describe_record(SAMPLES[name], names)
+    assert described.kind == name
+    assert described.summary == EXPECTED[name][2]
+    assert described.summary.startswith(name.replace("_", " ") + ": ")
+    assert described.fields and json.loads(json.dumps(described.fields)) == described.fields  # as report.json has it
+
+
+def test_names_unknown_are_described_by_key_and_id() -> None:
+    described = [describe_record(record, Names()).summary for record in SAMPLES.values()]
+    assert "records deleted: partition key 0 (name unknown) log start offset moved to 4" in described
+    assert "file deleted: file id 8" in described
+    assert f"topic deleted: name unknown (topic id {TOPIC.hex()})" in described
+    empty = describe_record(rec.MetadataRecord(), Names())  # no field set (or one this version does not know)
+    assert (empty.kind, empty.summary, empty.fields) == ("empty", "a record of no known kind", {})
+
+
+def test_the_pipeline_reports_and_the_catalog_follows_only_the_kinds_that_change_it() -> None:
+    applied = [(end + 1, [record]) for end, record in enumerate(SAMPLES.values())]
+    reported = topic_records(applied)
+    assert reported == [SAMPLES["partition_created"], SAMPLES["topic_deleted"]]
+    catalog = TopicCatalog()
+    catalog.apply_records(4, list(SAMPLES.values())[:-1])  # all but the topic's deletion
+    assert catalog.topic_id_of("orders") == TOPIC and catalog.coordinator_of(TOPIC, 2) == 4
+    catalog.apply_records(4, [SAMPLES["topic_deleted"]])
+    assert catalog.topic(TOPIC) is None and catalog.topic_id_of("orders") is None
+
+
+def test_a_recovery_follows_next_offsets_and_names_through_records_of_every_kind() -> None:
+    frames = [Frame(offset, 1, 1, records.encode_batch([record])) for offset, record in enumerate(SAMPLES.values())]
+    names, next_offsets = Names(), {}
+    _replay_offsets(iter(frames[:-1]), names, next_offsets)
+    assert next_offsets == {0: 10, 1: 4}
+    assert names.partitions == {0: ("orders", TOPIC, 2)} and names.files == {8: "wal/a", 9: "wal/b"}
+    assert names.leader_node_id == 5
+    _replay_offsets(iter(frames[-1:]), names, next_offsets)  # the topic's partitions go; an unnamed one stays
+    assert next_offsets == {1: 4}
+
+
+def test_only_the_registry_matches_a_record_by_its_oneof_field() -> None:
+    registry = REPO / "coordinator" / "machine" / "kinds" / "__init__.py"
+    matches = ('WhichOneof("record")', "WhichOneof('record')")
+    matching = [
+        str(path.relative_to(REPO))
+        for package in ("coordinator", "bench")
+        for path in sorted((REPO / package).rglob("*.py"))
+        if path != registry and any(match in path.read_text() for match in matches)
+    ]
+    assert not matching, f"ask coordinator.machine.kinds (find, changes_catalog) instead: {matching}"

@@ -1,0 +1,313 @@
+"""A cluster in one process on one simulated clock (tests/simulation/): seeded randomized runs, and the replication's
+rules one scenario at a time (a follower cut off and back, a deposed leader's tail truncated, a follower past the
+leader's log start installing a snapshot, the high watermark waiting for the in-sync replicas).
+
+A failure names its seed; `DISKLESS_SIM_SEEDS=7 DISKLESS_SIM_STEPS=500 pytest tests/test_simulation.py -k seeded`
+replays it exactly (`DISKLESS_SIM_SEEDS=1-200` runs a range).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from collections.abc import Awaitable, Callable, Coroutine
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+
+from coordinator.cluster.assignment import CoordinatorAssignment
+from protos import coordinator_pb2 as pb
+from tests.harness import batch
+from tests.simulation.cluster import SimCluster, SimNode
+from tests.simulation.loop import SimulatedLoop
+from tests.simulation.workload import TOPIC_ID, Acknowledged, RunReport, SimulationFailure, Workload
+
+T = TypeVar("T")
+FAST_SEEDS = (1, 2, 3)
+FAST_STEPS = 300
+SLOW_SEEDS = tuple(range(100, 110))
+SLOW_STEPS = 1000
+
+
+def _seeds(default: tuple[int, ...]) -> tuple[int, ...]:
+    text = os.environ.get("DISKLESS_SIM_SEEDS")
+    if not text:
+        return default
+    first, _, last = text.partition("-")
+    return tuple(range(int(first), int(last or first) + 1))
+
+
+def _steps(default: int) -> int:
+    return int(os.environ.get("DISKLESS_SIM_STEPS", default))
+
+
+def simulate(root: Path, seed: int, work: Callable[[SimCluster], Coroutine[Any, Any, T]], **cluster: Any) -> T:
+    """Runs `work` on a fresh cluster, on a simulated loop of its own; every node is crashed at the end."""
+    loop = SimulatedLoop()
+
+    async def run() -> T:
+        sim = SimCluster(root, loop, seed, **cluster)
+        try:
+            return await work(sim)
+        finally:
+            await sim.close()
+
+    try:
+        return loop.run_until_complete(run())
+    finally:
+        loop.close()
+
+
+def _run(root: Path, seed: int, steps: int) -> RunReport:
+    report = simulate(root, seed, lambda sim: Workload(sim, seed, steps).run())
+    print(
+        f"seed {seed}: {report.steps} steps in {report.wall_s:.2f} s ({report.steps_per_s:.0f} steps/s, "
+        f"{report.simulated_s:.0f} s simulated), {report.acknowledged} batches acknowledged, {report.refused} refused"
+    )
+    return report
+
+
+# ---------------------------------------------------------------------------- seeded runs
+
+
+@pytest.mark.parametrize("seed", _seeds(FAST_SEEDS))
+def test_seeded_run_loses_no_acknowledged_batch_and_replicas_converge(tmp_path: Path, seed: int) -> None:
+    report = _run(tmp_path, seed, _steps(FAST_STEPS))
+    assert report.acknowledged > 0, "the run acknowledged nothing: it checked nothing"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", SLOW_SEEDS)
+def test_seeded_long_run_loses_no_acknowledged_batch_and_replicas_converge(tmp_path: Path, seed: int) -> None:
+    report = _run(tmp_path, seed, SLOW_STEPS)
+    assert report.acknowledged > 0, "the run acknowledged nothing: it checked nothing"
+
+
+def test_a_seed_replays_exactly(tmp_path: Path) -> None:
+    first = _run(tmp_path / "first", 11, 150)
+    second = _run(tmp_path / "second", 11, 150)
+    assert first.trace == second.trace
+    assert any(line.startswith("commit ") for line in first.trace), "the trace holds no commit"
+
+
+def test_the_checks_fail_on_an_offset_acknowledged_twice_or_by_two_leaders_of_one_epoch(tmp_path: Path) -> None:
+    async def work(sim: SimCluster) -> None:
+        workload = Workload(sim, 5, 0)
+        workload._acknowledge(Acknowledged(0, 1, 7, "wal/a", 0, 3, 1))
+        with pytest.raises(SimulationFailure, match=r"seed 5.*acknowledged twice"):
+            workload._acknowledge(Acknowledged(0, 1, 7, "wal/b", 0, 3, 2))
+        with pytest.raises(SimulationFailure, match="nodes 0 and 2 both acknowledged in leader epoch 3"):
+            workload._acknowledge(Acknowledged(1, 1, 9, "wal/c", 2, 3, 2))
+
+    simulate(tmp_path, 5, work)
+
+
+def test_the_end_check_fails_on_a_batch_that_is_not_where_it_was_acknowledged(tmp_path: Path) -> None:
+    async def work(sim: SimCluster) -> None:
+        workload = Workload(sim, 6, 5)
+        await workload.run()
+        acked = next(iter(workload.acknowledged.values()))
+        moved = Acknowledged(acked.partition, acked.coordinator_id, acked.offset, "wal/elsewhere", 0, 1, 0)
+        with pytest.raises(SimulationFailure, match="lost or moved"):
+            workload._check_found(moved, required=True)
+
+    simulate(tmp_path, 6, work)
+
+
+# ---------------------------------------------------------------------------- replication, one rule at a time
+
+
+async def _topic(sim: SimCluster) -> None:
+    node = sim.running()[0].node
+    assert node is not None
+    topic = pb.CreatePartitionsRequest.Topic(topic_id=TOPIC_ID, name="orders", num_partitions=4)
+    answer = await node.router.create_partitions(pb.CreatePartitionsRequest(topics=[topic], timeout_ms=5000))
+    assert answer.topics[0].error_code == pb.NONE, answer
+    await asyncio.sleep(1)
+
+
+def _partition_of(sim: SimCluster, coordinator_id: int) -> int:
+    from coordinator.machine.topic_names import coordinator_for_new_partition
+
+    return next(p for p in range(64) if coordinator_for_new_partition(TOPIC_ID, p, sim.coordinators) == coordinator_id)
+
+
+async def _commit(sim_node: SimNode, partition: int, key: str, timeout_ms: int = 3000) -> int:
+    """The offset acknowledged, or the error code's negative."""
+    assert sim_node.node is not None
+    request = pb.CommitFileRequest(
+        object_key=key, object_format=1, file_size=100, uploader_broker_id=1,
+        owner_ids=[sim_node.node.router.catalog.coordinator_of(TOPIC_ID, partition) or 0],
+        batches=[batch(TOPIC_ID, partition)], timeout_ms=timeout_ms,
+    )  # fmt: skip
+    result = (await sim_node.node.router.commit_file(request)).batches[0]
+    return result.assigned_base_offset if result.error_code == pb.NONE else -result.error_code
+
+
+async def _assignment(sim: SimCluster, coordinator_id: int) -> CoordinatorAssignment:
+    kv = sim.etcd.get(f"/diskless/coordinators/{coordinator_id}")
+    assert kv is not None
+    return CoordinatorAssignment.from_json(kv.value)
+
+
+async def _until(what: str, condition: Callable[[], Awaitable[bool] | bool], within_s: float = 60.0) -> None:
+    """Lets simulated time pass until `condition` holds; fails after `within_s` of it."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within_s
+    while True:
+        value = condition()
+        if value if isinstance(value, bool) else await value:
+            return
+        assert loop.time() < deadline, f"not within {within_s} s of simulated time: {what}"
+        await asyncio.sleep(0.1)
+
+
+def _leader(sim: SimCluster, coordinator_id: int) -> SimNode:
+    leaders = [n for n in sim.leaders(coordinator_id) if not n.paused]
+    assert len(leaders) == 1, f"coordinator {coordinator_id}: leaders {[n.node_id for n in leaders]}"
+    return leaders[0]
+
+
+def test_a_follower_cut_off_leaves_the_isr_writes_go_on_and_it_rejoins_once_caught_up(tmp_path: Path) -> None:
+    async def work(sim: SimCluster) -> None:
+        await sim.start_all()
+        await _topic(sim)
+        leader = _leader(sim, 0)
+        follower = next(n for n in sim.nodes if n.node_id != leader.node_id)
+        partition = _partition_of(sim, 0)
+        sim.network.partition(leader.address, follower.address)
+        lag_ms = leader.settings.replica_lag_time_max_ms
+        for i in range(3):
+            assert await _commit(leader, partition, f"wal/cut/{i}", timeout_ms=lag_ms * 3) == i
+        assert follower.node_id not in (await _assignment(sim, 0)).isr
+        follower_end = follower.shard(0).statistics().log_end_offset
+        assert follower_end < leader.shard(0).statistics().log_end_offset
+        sim.network.heal()
+
+        async def back_in_sync() -> bool:
+            return follower.node_id in (await _assignment(sim, 0)).isr
+
+        await _until("the follower is back in the ISR", back_in_sync)
+        assert follower.shard(0).statistics().log_end_offset == leader.shard(0).statistics().log_end_offset
+
+    simulate(tmp_path, 21, work)
+
+
+def test_with_every_follower_cut_off_nothing_is_acknowledged_until_they_are_back(tmp_path: Path) -> None:
+    """Kafka's rule: the ISR shrinks to the leader, and below min.insync.replicas a write is refused, not lost."""
+
+    async def work(sim: SimCluster) -> None:
+        await sim.start_all()
+        await _topic(sim)
+        leader = _leader(sim, 0)
+        partition = _partition_of(sim, 0)
+        assert await _commit(leader, partition, "wal/isr/0") == 0
+        for other in sim.nodes:
+            if other is not leader:
+                sim.network.partition(leader.address, other.address)
+        refused = await _commit(leader, partition, "wal/isr/1", timeout_ms=60_000)
+        assert -refused in (pb.NOT_ENOUGH_REPLICAS, pb.NOT_ENOUGH_REPLICAS_AFTER_APPEND), refused
+        assert (await _assignment(sim, 0)).isr == (leader.node_id,)
+        assert -(await _commit(leader, partition, "wal/isr/2")) == pb.NOT_ENOUGH_REPLICAS
+        sim.network.heal()
+
+        async def in_sync_again() -> bool:
+            return len((await _assignment(sim, 0)).isr) >= leader.settings.min_insync_replicas
+
+        await _until("the followers are back in the ISR", in_sync_again)
+        assert await _commit(leader, partition, "wal/isr/3") >= 1
+
+    simulate(tmp_path, 22, work)
+
+
+def test_a_deposed_leader_truncates_what_it_appended_alone_at_the_epoch_boundary(tmp_path: Path) -> None:
+    async def work(sim: SimCluster) -> None:
+        await sim.start_all()
+        await _topic(sim)
+        old = _leader(sim, 0)
+        partition = _partition_of(sim, 0)
+        assert await _commit(old, partition, "wal/trunc/0") == 0
+        sim.pause(old.node_id)  # cut off from the followers and etcd: its appends stay its own
+        alone = asyncio.ensure_future(_commit(old, partition, "wal/trunc/alone", timeout_ms=60_000))
+        await asyncio.sleep(0.5)
+        appended_alone = old.shard(0).statistics().log_end_offset
+        await _until("another node leads", lambda: any(n is not old for n in sim.leaders(0)))
+        new = next(n for n in sim.leaders(0) if n is not old)
+        assert new.shard(0).leader_epoch > 1
+        assert await _commit(new, partition, "wal/trunc/1") == 1
+        assert await alone < 0, "the deposed leader acknowledged a write it holds alone"
+        sim.resume_all()
+        await _until("the old leader follows and caught up", lambda: (
+            not old.shard(0).leads
+            and old.shard(0).statistics().log_end_offset == new.shard(0).statistics().log_end_offset
+        ))  # fmt: skip
+        assert old.shard(0).statistics().log_end_offset <= max(appended_alone, new.shard(0).statistics().log_end_offset)
+        found = (
+            pb.FindBatchesResponse.FromString(
+                new.node.router.find_batches(  # type: ignore[union-attr]
+                    pb.FindBatchesRequest(
+                        fetch_max_bytes=2**31 - 1,
+                        topics=[
+                            pb.FindBatchesRequest.Topic(
+                                topic_id=TOPIC_ID,
+                                partitions=[
+                                    pb.FindBatchesRequest.Partition(
+                                        partition=partition, offset=0, max_partition_fetch_bytes=2**31 - 1
+                                    )
+                                ],
+                            )
+                        ],
+                    )
+                )
+            )
+            .topics[0]
+            .partitions[0]
+        )
+        assert [b.object_key for b in found.batches] == ["wal/trunc/0", "wal/trunc/1"]
+
+    simulate(tmp_path, 23, work)
+
+
+def test_a_follower_behind_the_leaders_log_start_installs_the_leaders_snapshot(tmp_path: Path) -> None:
+    settings = {
+        "diskless.coordinator.log.segment.bytes": "4096",
+        "diskless.coordinator.snapshot.interval.bytes": "0",
+        "diskless.coordinator.snapshot.interval.ms": "0",
+    }
+
+    async def work(sim: SimCluster) -> None:
+        await sim.start_all()
+        await _topic(sim)
+        leader = _leader(sim, 0)
+        behind = next(n for n in sim.nodes if n is not leader)
+        partition = _partition_of(sim, 0)
+        await sim.crash(behind.node_id)
+        for i in range(120):
+            assert await _commit(leader, partition, f"wal/snap/{i:03}") == i
+        for _ in range(2):  # the snapshots kept: the log below the oldest of them goes
+            await leader.shard(0).create_snapshot()
+        log_start = leader.shard(0).statistics().log_start_offset
+        assert log_start > 0, "the leader kept its whole log: nothing to test"
+        await sim.start(behind.node_id)
+        await _until("the follower caught up", lambda: (
+            behind.up and behind.shard(0).statistics().log_end_offset == leader.shard(0).statistics().log_end_offset
+        ))  # fmt: skip
+        assert behind.shard(0).statistics().log_start_offset >= log_start
+        assert behind.shard(0).statistics().applied_offset == leader.shard(0).statistics().applied_offset
+
+    simulate(tmp_path, 24, work, settings=settings)
+
+
+def test_the_in_memory_cluster_keeps_its_assignment_as_etcd_does(tmp_path: Path) -> None:
+    """The simulation's etcd holds what a real one would: the JSON the etcd store writes, one key per coordinator."""
+
+    async def work(sim: SimCluster) -> None:
+        await sim.start_all()
+        kv = sim.etcd.get("/diskless/coordinators/0")
+        assert kv is not None
+        value = json.loads(kv.value)
+        assert sorted(value["replicas"]) == [0, 1, 2] and value["leader"] in (0, 1, 2)
+
+    simulate(tmp_path, 25, work)
