@@ -321,7 +321,8 @@ def s3_store_under_test(moto_server: MotoServer) -> Iterator[ObjectStoreUnderTes
     under_test.close()
 
 
-@pytest.fixture(params=["local", "s3"])
+# The s3 cases start moto's server (once a session): they are in the slow lane, the local ones are not.
+@pytest.fixture(params=["local", pytest.param("s3", marks=pytest.mark.slow)])
 def object_store_under_test(request: pytest.FixtureRequest) -> ObjectStoreUnderTest:
     under_test: ObjectStoreUnderTest = request.getfixturevalue(f"{request.param}_store_under_test")
     return under_test

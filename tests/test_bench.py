@@ -20,6 +20,7 @@ TINY_RUN_TIMEOUT_S = 240
 TINY_KILLS = 2
 
 
+@pytest.mark.slow
 def test_tiny_run_writes_results_for_every_system(tmp_path: Path) -> None:
     out = tmp_path / "results"
     # --no-install: the test never runs apt-get; without PostgreSQL only the two PostgreSQL peers are skipped.
@@ -64,6 +65,7 @@ def test_scenarios_choose_a_subset_and_unknown_names_are_refused(capsys: pytest.
     assert "unknown scenarios ['no such scenario']" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_tiny_replicated_run_compares_three_nodes_with_one_and_loses_nothing_acknowledged_over_its_kills(
     tmp_path: Path,
 ) -> None:

@@ -23,6 +23,8 @@ from tests.harness import batch, fetch_all_batches
 from tests.history import History, check_history, first_acknowledged_after
 from tests.producers import Load
 
+pytestmark = pytest.mark.slow
+
 FAILOVER_TARGET_S = 5.0  # DESIGN §6a: a new leader serves within 5 s of a kill -9
 
 

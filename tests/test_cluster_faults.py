@@ -39,6 +39,8 @@ from tests.history import (
 )
 from tests.producers import Load
 
+pytestmark = pytest.mark.slow
+
 NODES = 3
 COORDINATORS = 3  # one led by each node at first, so any node's fault moves a leadership
 PARTITIONS = 6  # one producer each, two per coordinator

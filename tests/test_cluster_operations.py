@@ -21,6 +21,8 @@ from tests.cluster_harness import CLUSTER_SETTINGS, Cluster, wait_for
 from tests.harness import REPO, ServerProcess, batch
 from tests.test_metrics import scrape, total
 
+pytestmark = pytest.mark.slow
+
 METRICS = {"diskless.metrics.listen": "127.0.0.1:0"}
 
 

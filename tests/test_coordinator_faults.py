@@ -38,6 +38,8 @@ from tests.harness import (
     laid_out,
 )
 
+pytestmark = pytest.mark.slow
+
 COORDINATORS = 2
 PARTITIONS = 4
 PRODUCER_ID = 4242

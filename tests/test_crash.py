@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import grpc
+import pytest
 
 from protos import coordinator_pb2 as pb
 from protos import coordinator_pb2_grpc as pb_grpc
@@ -32,6 +33,8 @@ from tests.harness import (
     fetch_all_batches,
     laid_out,
 )
+
+pytestmark = pytest.mark.slow
 
 ROUNDS = int(os.environ.get("DISKLESS_CRASH_ROUNDS", "3"))
 COMMITTERS = 16

@@ -32,6 +32,8 @@ from tests.test_coordinator_faults import (
     wait_for,
 )
 
+pytestmark = pytest.mark.slow
+
 DISK_BYTES = 32 * 1024 * 1024
 FILLER_CHUNK_BYTES = 1024 * 1024
 COMMITS_MAX = 500  # commits tried on the full disk before the test gives up waiting for a refusal

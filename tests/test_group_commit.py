@@ -15,6 +15,8 @@ from protos import coordinator_pb2 as pb
 from protos import coordinator_pb2_grpc as pb_grpc
 from tests.harness import Broker, ServerProcess, batch, describe_coordinators, fetch_all_batches, laid_out, new_topic_id
 
+pytestmark = pytest.mark.slow
+
 PARTITIONS = 8
 
 

@@ -553,6 +553,7 @@ def restart_unchecked(node: Node) -> UncheckedServer:
     return server.start()
 
 
+@pytest.mark.slow
 def test_a_node_refuses_a_damaged_coordinator_and_recovers_it_from_the_whole_log(node: Node) -> None:
     node.commit(96)
     assert node.server.stop() == 0
@@ -597,6 +598,7 @@ def test_a_node_refuses_a_damaged_coordinator_and_recovers_it_from_the_whole_log
     assert (answer.error_code, answer.assigned_base_offset) == (pb.NONE, expected)
 
 
+@pytest.mark.slow
 def test_a_damaged_coordinator_without_state_still_refuses_then_recovers_from_a_snapshot(node: Node) -> None:
     node.commit(40)
     create_snapshots(node.server)
@@ -627,6 +629,7 @@ def test_a_damaged_coordinator_without_state_still_refuses_then_recovers_from_a_
     assert_served_after_recovery(node, damage, report)
 
 
+@pytest.mark.slow
 def test_describe_coordinators_names_the_damage(node: Node) -> None:
     node.commit(24)
     assert node.server.stop() == 0
@@ -639,6 +642,7 @@ def test_describe_coordinators_names_the_damage(node: Node) -> None:
         server.stop()
 
 
+@pytest.mark.slow
 def test_recover_refuses_a_running_node_and_wants_one_coordinator(node: Node) -> None:
     done = recover(node, 0)
     assert done.returncode == 2 and "in use" in done.stderr and done.stderr.count("\n") == 1, done.stderr

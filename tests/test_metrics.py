@@ -10,12 +10,15 @@ import urllib.request
 from pathlib import Path
 
 import grpc
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from protos import admin_pb2 as admin_pb
 from protos import admin_pb2_grpc as admin_grpc
 from protos import coordinator_pb2 as pb
 from tests.harness import Broker, ServerProcess, batch, laid_out
+
+pytestmark = pytest.mark.slow
 
 METRICS_LINE = re.compile(r"metrics at http://([\d.]+):(\d+)/metrics")
 

@@ -1051,4 +1051,4 @@ pytestmark = pytest.mark.timeout(max(300, (EXAMPLES + PROCESS_EXAMPLES) * STEPS)
 InProcessMachine.TestCase.settings = machine_settings(EXAMPLES)
 TestCoordinatorModel = InProcessMachine.TestCase
 ProcessMachine.TestCase.settings = machine_settings(PROCESS_EXAMPLES)
-TestCoordinatorModelWithKills = ProcessMachine.TestCase
+TestCoordinatorModelWithKills = pytest.mark.slow(ProcessMachine.TestCase)  # `diskless serve` with kill -9

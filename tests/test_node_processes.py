@@ -55,6 +55,7 @@ def commit_processes(node: ServerProcess) -> dict[int, tuple[int, int]]:
     return found
 
 
+@pytest.mark.slow
 def test_find_coordinator_names_the_commit_process_leading_each_coordinator_and_the_listen_address_serves_all(
     node: ServerProcess,
 ) -> None:
@@ -90,6 +91,7 @@ def test_find_coordinator_names_the_commit_process_leading_each_coordinator_and_
     assert fetch(node.stub, new_topic_id(), 0, 0).error_code == pb.UNKNOWN_TOPIC_OR_PARTITION
 
 
+@pytest.mark.slow
 def test_a_routing_client_commits_to_each_commit_process_directly(node: ServerProcess) -> None:
     import asyncio
 
@@ -130,6 +132,7 @@ def test_a_routing_client_commits_to_each_commit_process_directly(node: ServerPr
         assert [b.base_offset for b in result.batches] == sorted(acknowledged.offsets[p]), result
 
 
+@pytest.mark.slow
 def test_a_killed_commit_process_is_started_again_and_loses_nothing_acknowledged(node: ServerProcess) -> None:
     node.start()
     acknowledged = fill(node, commits=40)

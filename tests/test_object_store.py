@@ -417,6 +417,7 @@ def s3_store(s3_store_under_test: ObjectStoreUnderTest) -> ObjectStore:
     return s3_store_under_test.open()
 
 
+@pytest.mark.slow
 def test_s3_missing_bucket_fails_every_call_naming_it(s3_store_under_test: ObjectStoreUnderTest) -> None:
     config = s3_store_under_test.config
     store = open_object_store(dataclasses.replace(config, s3_bucket="no-such-bucket-here"))
@@ -434,6 +435,7 @@ def test_s3_missing_bucket_fails_every_call_naming_it(s3_store_under_test: Objec
         store.close()
 
 
+@pytest.mark.slow
 def test_s3_per_key_delete_errors_are_failures_except_missing_keys(
     s3_store: ObjectStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -454,6 +456,7 @@ def test_s3_per_key_delete_errors_are_failures_except_missing_keys(
     assert outcome.failed == {"denied": "AccessDenied: Access Denied"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("code", "status"), [("SlowDown", 503), ("InternalError", 500), ("AccessDenied", 403)])
 def test_s3_error_answers_become_object_store_errors(
     s3_store: ObjectStore, monkeypatch: pytest.MonkeyPatch, code: str, status: int

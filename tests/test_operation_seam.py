@@ -157,7 +157,7 @@ def test_the_catalog_follows_created_and_deleted_partitions_and_is_rebuilt_on_lo
             deleted = await node.router.delete_topics(pb.DeleteTopicsRequest(topic_ids=[other.topic_id]))
             assert deleted.topics[0].error_code == pb.NONE
             assert node.catalog.topic(other.topic_id) is None and node.catalog.topic_id_of("gone") is None
-            with node.shards[0].read_snapshot() as db:
+            with node.shards[0].read_transaction() as db:
                 assert db.execute("SELECT count(*) FROM partitions").fetchall()[0][0] == sum(
                     1 for c in holders.values() if c == 0
                 )

@@ -47,6 +47,7 @@ def test_every_command_has_help() -> None:
         assert done.returncode == 0 and "usage: diskless" in done.stdout, done.stderr
 
 
+@pytest.mark.slow
 def test_commands_against_a_running_node(filled: Any) -> None:
     server, _ = filled
     created = as_json("snapshot", "create", "--bootstrap", server.address)["snapshots"]
@@ -79,6 +80,7 @@ def test_commands_against_a_running_node(filled: Any) -> None:
     assert unreachable.returncode == 2 and "UNAVAILABLE" in unreachable.stderr
 
 
+@pytest.mark.slow
 def test_commands_on_a_stopped_data_dir_and_a_restore_the_next_start_continues(filled: Any) -> None:
     server, topics = filled
     data_dir = str(server.data_dir)

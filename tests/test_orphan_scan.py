@@ -178,6 +178,7 @@ def scene_scan(scene: Scene, spark: SparkSession, capsys: pytest.CaptureFixture[
 # ---------------------------------------------------------------------- the story, on each backend
 
 
+@pytest.mark.slow
 def test_scan_finds_and_deletes_only_orphans(
     object_store_under_test: ObjectStoreUnderTest,
     spark: SparkSession,
@@ -335,6 +336,7 @@ def faulty_scan(
                 "--manifest-dir", str(scene.properties.parent / "manifests"), *argv)  # fmt: skip
 
 
+@pytest.mark.slow
 def test_describe_files_errors_at_the_recheck_keep_the_files(
     faulty_scene: tuple[Scene, FaultyNode, str], spark: SparkSession, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -354,6 +356,7 @@ def test_describe_files_errors_at_the_recheck_keep_the_files(
     assert scene.existing(scene.orphans) == {scene.orphans[0]}
 
 
+@pytest.mark.slow
 def test_a_file_committed_after_the_known_keys_were_read_is_not_deleted(
     faulty_scene: tuple[Scene, FaultyNode, str], spark: SparkSession
 ) -> None:
@@ -378,6 +381,7 @@ def test_a_file_committed_after_the_known_keys_were_read_is_not_deleted(
     assert "kept by recheck 1" in report.to_table()
 
 
+@pytest.mark.slow
 def test_a_coordinator_that_cannot_tell_all_its_keys_aborts_the_scan(
     faulty_scene: tuple[Scene, FaultyNode, str], spark: SparkSession, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -395,6 +399,7 @@ def test_a_coordinator_that_cannot_tell_all_its_keys_aborts_the_scan(
     assert scene.existing(scene.orphans) == set(scene.orphans)
 
 
+@pytest.mark.slow
 def test_a_coordinator_that_cannot_answer_aborts_before_listing(
     faulty_scene: tuple[Scene, FaultyNode, str], capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -419,6 +424,7 @@ def test_a_coordinator_that_cannot_answer_aborts_before_listing(
     scene.server.start()  # the fixture stops it
 
 
+@pytest.mark.slow
 def test_a_store_that_cannot_be_listed_aborts_the_scan(
     faulty_scene: tuple[Scene, FaultyNode, str],
     local_store_under_test: ObjectStoreUnderTest,
@@ -433,6 +439,7 @@ def test_a_store_that_cannot_be_listed_aborts_the_scan(
     assert scene.existing(scene.orphans) == set(scene.orphans)
 
 
+@pytest.mark.slow
 def test_scan_over_mutual_tls(
     local_store_under_test: ObjectStoreUnderTest,
     spark: SparkSession,
@@ -472,6 +479,7 @@ def test_scan_over_mutual_tls(
         server.stop()
 
 
+@pytest.mark.slow
 def test_a_replicated_cluster_is_scanned_with_each_coordinators_keys_from_its_leader(
     local_store_under_test: ObjectStoreUnderTest,
     spark: SparkSession,
@@ -612,6 +620,7 @@ def test_pacer_spreads_deletes_over_time() -> None:
 # ---------------------------------------------------------------------- spark-submit, periodic, and the benchmark
 
 
+@pytest.mark.slow
 def test_spark_submit_runs_periodic_scans(local_store_under_test: ObjectStoreUnderTest, tmp_path: Path) -> None:
     config = local_store_under_test.config
     server = ServerProcess(tmp_path / "data", 4, {**local_store_under_test.settings, **COORDINATOR_SETTINGS}).start()
@@ -647,6 +656,7 @@ def test_spark_submit_runs_periodic_scans(local_store_under_test: ObjectStoreUnd
         server.stop()
 
 
+@pytest.mark.slow
 def test_benchmark_runs_at_a_tiny_size(spark: SparkSession, tmp_path: Path) -> None:
     from bench.orphan_scan import run_benchmark
 
@@ -657,6 +667,7 @@ def test_benchmark_runs_at_a_tiny_size(spark: SparkSession, tmp_path: Path) -> N
     assert results["spark"]["phases_s"].keys() == {"coordinators", "listing", "known keys", "anti-join", "manifest"}
 
 
+@pytest.mark.slow
 def test_benchmark_runs_on_moto_at_a_tiny_size(spark: SparkSession, tmp_path: Path) -> None:
     from bench.orphan_scan_s3 import run_s3_benchmark
 

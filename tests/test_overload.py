@@ -22,6 +22,7 @@ from tests.harness import Broker, ServerProcess, batch, fetch_all_batches, high_
 from tests.test_metrics import scrape, total
 
 
+@pytest.mark.slow
 def test_overload_is_refused_and_nothing_refused_is_written(tmp_path: Path) -> None:
     server = ServerProcess(
         tmp_path / "data",
@@ -105,6 +106,7 @@ async def _burst(
         return await asyncio.gather(*(one() for _ in range(count)))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("setting", "value", "reason"),
     [
@@ -154,6 +156,7 @@ def test_past_a_bound_calls_are_refused_at_once_and_nothing_refused_is_written(
         assert server.stop() == 0
 
 
+@pytest.mark.slow
 def test_a_call_with_too_little_deadline_left_is_refused_and_one_without_a_deadline_runs(tmp_path: Path) -> None:
     server = ServerProcess(
         tmp_path / "data",
@@ -193,6 +196,7 @@ def test_a_negative_bound_is_refused_at_start(name: str) -> None:
         validated(Settings().with_overrides({name: "-1"}))
 
 
+@pytest.mark.slow
 def test_calls_grpc_cancels_before_the_node_takes_them_up_show_in_the_metrics(tmp_path: Path) -> None:
     """Past diskless.server.max.pending.calls gRPC cancels calls the node never saw: never run, still counted."""
     server = ServerProcess(

@@ -33,7 +33,7 @@ MIB = 1024 * 1024
 TEN_PARTITIONS = Shape("10x10", 10, 10, 10)  # one batch per partition per file: nothing coalesces
 FILES = 120  # 120 batches of 1000 bytes per partition: a 1 MiB request over 10 partitions stops inside them
 
-pytestmark = pytest.mark.skipif(find_binaries() is None, reason="PostgreSQL is not installed")
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(find_binaries() is None, reason="PostgreSQL is not installed")]
 
 
 @pytest.fixture(scope="module")

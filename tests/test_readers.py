@@ -116,6 +116,7 @@ def node(tmp_path: Path) -> Iterator[ServerProcess]:
         node.kill()
 
 
+@pytest.mark.slow
 def test_a_reader_answers_find_batches_as_the_node_does(server: ServerProcess) -> None:
     reader = reader_stub(wait_reader(server))
     broker = Broker(server.stub, 4)
@@ -145,6 +146,7 @@ def test_a_reader_answers_find_batches_as_the_node_does(server: ServerProcess) -
     assert [len(p.batches) for p in answer.topics[0].partitions] == [1, 1]
 
 
+@pytest.mark.slow
 def test_a_reader_serves_find_batches_only_through_the_node_edge(server: ServerProcess) -> None:
     address = wait_reader(server)
     reader = reader_stub(address)
@@ -162,6 +164,7 @@ def test_a_reader_serves_find_batches_only_through_the_node_edge(server: ServerP
     assert malformed.value.code() == grpc.StatusCode.INVALID_ARGUMENT
 
 
+@pytest.mark.slow
 def test_the_routing_client_reads_from_the_reader_and_metrics_count_it(server: ServerProcess) -> None:
     wait_reader(server)
     broker = Broker(server.stub, 4)
@@ -180,6 +183,7 @@ def test_the_routing_client_reads_from_the_reader_and_metrics_count_it(server: S
     assert 'diskless_reader_up{reader="0"} 1.0' in metrics(server)
 
 
+@pytest.mark.slow
 def test_a_killed_reader_is_started_again_and_clients_fall_back_meanwhile(server: ServerProcess) -> None:
     address = wait_reader(server)
     broker = Broker(server.stub, 4)
@@ -203,6 +207,7 @@ def test_a_killed_reader_is_started_again_and_clients_fall_back_meanwhile(server
     reader_pids_at_stop.extend(reader_pids(server))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("damage", DAMAGES)
 def test_damage_a_reader_meets_is_rebuilt_by_the_node_and_then_served(node: ServerProcess, damage: str) -> None:
     node.start()
@@ -229,6 +234,7 @@ def test_damage_a_reader_meets_is_rebuilt_by_the_node_and_then_served(node: Serv
     assert_every_acknowledged_batch_served(node, acknowledged)
 
 
+@pytest.mark.slow
 def test_a_coordinator_out_of_service_answers_its_code_on_the_reader(node: ServerProcess) -> None:
     node.start()
     acknowledged = fill(node, commits=20)

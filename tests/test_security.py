@@ -69,24 +69,28 @@ def describe(stub: pb_grpc.DisklessCoordinatorStub) -> pb.DescribeCoordinatorsRe
     return stub.DescribeCoordinators(pb.DescribeCoordinatorsRequest(), timeout=10)
 
 
+@pytest.mark.slow
 def test_plaintext_caller_never_reaches_a_tls_server(cluster: Cluster) -> None:
     with grpc.insecure_channel(cluster.server.address) as channel, pytest.raises(grpc.RpcError) as refused:
         describe(pb_grpc.DisklessCoordinatorStub(channel))
     assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
 
 
+@pytest.mark.slow
 def test_caller_without_a_certificate_is_refused(cluster: Cluster) -> None:
     with pytest.raises(grpc.RpcError) as refused:
         describe(cluster.stub(None))
     assert refused.value.code() == grpc.StatusCode.UNAVAILABLE  # refused at the TLS handshake
 
 
+@pytest.mark.slow
 def test_certificate_from_another_ca_is_refused(cluster: Cluster) -> None:
     with pytest.raises(grpc.RpcError) as refused:
         describe(cluster.stub(cluster.stranger))
     assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
 
 
+@pytest.mark.slow
 def test_broker_with_cluster_action_commits_and_finds_its_coordinator(cluster: Cluster) -> None:
     stub = cluster.stub(cluster.broker)
     topic = Broker(stub, 4).create_topic("secured", 2)
@@ -94,6 +98,7 @@ def test_broker_with_cluster_action_commits_and_finds_its_coordinator(cluster: C
     assert [b.error_code for b in response.batches] == [pb.NONE, pb.NONE]
 
 
+@pytest.mark.slow
 def test_principal_without_the_permission_is_denied_naming_it_and_logged(cluster: Cluster) -> None:
     stub = cluster.stub(cluster.operator)
     assert len(describe(stub).coordinators) == 4  # DESCRIBE is granted
@@ -110,6 +115,7 @@ def test_principal_without_the_permission_is_denied_naming_it_and_logged(cluster
     raise AssertionError("the denial was not logged with the principal and the RPC")
 
 
+@pytest.mark.slow
 def test_repeated_denials_are_logged_at_a_bounded_rate(cluster: Cluster) -> None:
     stub = cluster.stub(cluster.operator)
     request = pb.CommitFileRequest(object_key="wal/y", object_format=1, file_size=1, owner_ids=[0])
@@ -121,6 +127,7 @@ def test_repeated_denials_are_logged_at_a_bounded_rate(cluster: Cluster) -> None
     assert 1 <= len(lines) <= 2, lines  # one per 10 s interval (the test before may have logged the first)
 
 
+@pytest.mark.slow
 def test_acl_change_takes_effect_without_restart(cluster: Cluster) -> None:
     operator = cluster.stub(cluster.operator)
     broker = cluster.stub(cluster.broker)
@@ -144,6 +151,7 @@ def test_acl_change_takes_effect_without_restart(cluster: Cluster) -> None:
     assert len(describe(broker).coordinators) == 4
 
 
+@pytest.mark.slow
 def test_server_certificate_is_reloaded_without_restart(cluster: Cluster) -> None:
     old_ca_stub = cluster.stub(cluster.broker)
     assert len(describe(old_ca_stub).coordinators) == 4
@@ -166,8 +174,11 @@ def test_server_certificate_is_reloaded_without_restart(cluster: Cluster) -> Non
 @pytest.mark.parametrize(
     ("settings", "flags", "reason"),
     [
-        ({"diskless.listen": "0.0.0.0:0"}, [], "not a loopback address"),
-        ({"diskless.listen": "0.0.0.0:0"}, ["--allow-plaintext"], "without authorisation"),
+        # check_exposure's two refusals are tested in-process below: their process cases are slow.
+        pytest.param({"diskless.listen": "0.0.0.0:0"}, [], "not a loopback address", marks=pytest.mark.slow),
+        pytest.param(
+            {"diskless.listen": "0.0.0.0:0"}, ["--allow-plaintext"], "without authorisation", marks=pytest.mark.slow
+        ),
         ({"diskless.ssl.client.auth": "requested"}, [], "requested"),
         ({"diskless.ssl.certificate.location": "/nonexistent.crt"}, [], "diskless.ssl.key.location"),
         ({"diskless.ssl.ca.location": "/x.crt"}, [], "need TLS"),
@@ -215,6 +226,7 @@ def test_loopback_addresses(host: str, loopback: bool) -> None:
     assert is_loopback(host) is loopback
 
 
+@pytest.mark.slow
 def test_operator_commands_speak_mutual_tls_and_obey_the_acl(cluster: Cluster) -> None:
     certificate, key = cluster.operator.write(cluster.tls_dir, "operator")
     tls = ["--bootstrap", cluster.server.address, "--ca", str(cluster.tls_dir / "ca.crt"),
@@ -233,6 +245,7 @@ def test_operator_commands_speak_mutual_tls_and_obey_the_acl(cluster: Cluster) -
     assert "ALTER" in refused.stderr
 
 
+@pytest.mark.slow
 def test_a_reader_process_obeys_the_same_tls_and_acl(cluster: Cluster) -> None:
     """FindBatches served by a reader process (diskless.server.read.processes, default 1): the node's TLS and ACL."""
     broker_stub = cluster.stub(cluster.broker)

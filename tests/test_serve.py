@@ -17,6 +17,7 @@ from protos import coordinator_pb2 as pb
 from tests.harness import REPO, Broker, ServerProcess, batch, laid_out
 
 
+@pytest.mark.slow
 def test_startup_line_names_the_address_and_the_data_dir(fresh_server: ServerProcess) -> None:
     fresh_server.start()
     line = next(line for line in fresh_server.output if "listening on" in line)
@@ -25,6 +26,7 @@ def test_startup_line_names_the_address_and_the_data_dir(fresh_server: ServerPro
     assert "4 coordinators" in line
 
 
+@pytest.mark.slow
 def test_reflection_lists_the_service_and_health(fresh_server: ServerProcess) -> None:
     fresh_server.start()
     with grpc.insecure_channel(fresh_server.address) as channel:
@@ -35,6 +37,7 @@ def test_reflection_lists_the_service_and_health(fresh_server: ServerProcess) ->
     assert "grpc.health.v1.Health" in services
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
 def test_signal_drains_in_flight_commits_and_exits_zero(fresh_server: ServerProcess, signum: int) -> None:
     fresh_server.start()
@@ -85,6 +88,7 @@ def test_signal_drains_in_flight_commits_and_exits_zero(fresh_server: ServerProc
         assert found.topics[0].partitions[0].batches[0].base_offset == offset
 
 
+@pytest.mark.slow
 def test_properties_file_environment_and_flags_in_that_order(tmp_path: Path) -> None:
     server = ServerProcess(tmp_path / "data", settings={"diskless.coordinator.commit.max.batches": "2"}).start()
     try:
@@ -111,10 +115,19 @@ def test_properties_file_environment_and_flags_in_that_order(tmp_path: Path) -> 
 @pytest.mark.parametrize(
     ("content", "named"),
     [
-        ("diskless.coordinator.queue.max.operations=0\n", "diskless.coordinator.queue.max.operations"),
-        ("diskless.coordinator.queue.max.operations=many\n", "diskless.coordinator.queue.max.operations"),
+        # One case in the fast lane (tests/test_settings.py has the rules in-process); the rest are slow.
+        pytest.param(
+            "diskless.coordinator.queue.max.operations=0\n",
+            "diskless.coordinator.queue.max.operations",
+            marks=pytest.mark.slow,
+        ),
+        pytest.param(
+            "diskless.coordinator.queue.max.operations=many\n",
+            "diskless.coordinator.queue.max.operations",
+            marks=pytest.mark.slow,
+        ),
         ("diskless.no.such.setting=1\n", "diskless.no.such.setting"),
-        ("diskless.listen=nowhere\n", "diskless.listen"),
+        pytest.param("diskless.listen=nowhere\n", "diskless.listen", marks=pytest.mark.slow),
     ],
 )
 def test_a_bad_setting_refuses_to_start_and_names_it(tmp_path: Path, content: str, named: str) -> None:
@@ -131,6 +144,7 @@ def test_a_bad_setting_refuses_to_start_and_names_it(tmp_path: Path, content: st
     assert named in finished.stderr
 
 
+@pytest.mark.slow
 def test_an_address_in_use_is_one_line_and_exit_1(fresh_server: ServerProcess, tmp_path: Path) -> None:
     fresh_server.start()
     finished = subprocess.run(

@@ -30,6 +30,8 @@ from tests.snapshot_helpers import (
     snapshot_names,
 )
 
+pytestmark = pytest.mark.slow
+
 SETTINGS = {
     **MANUAL_SNAPSHOTS,
     "diskless.coordinator.snapshot.retained.count": "1",

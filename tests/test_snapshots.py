@@ -113,6 +113,7 @@ def test_snapshots_every_interval_bytes_keep_the_newest_k_and_prune_the_log_belo
         stop_if_running(server)
 
 
+@pytest.mark.slow
 def test_snapshot_every_interval_ms_only_when_something_was_applied(tmp_path: Path) -> None:
     server = start_process(tmp_path, **{"diskless.coordinator.snapshot.interval.ms": "300"})
     try:
@@ -165,6 +166,7 @@ def test_on_demand_snapshots_under_steady_commits_are_consistent_points(tmp_path
         stop_if_running(server)
 
 
+@pytest.mark.slow
 def test_state_rebuilt_from_a_snapshot_and_the_log_tail_equals_a_full_replay(tmp_path: Path) -> None:
     """I1: delete SQLite after a snapshot pruned the log; the restart restores it; it equals the whole log's."""
     server = start_process(tmp_path)

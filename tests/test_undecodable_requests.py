@@ -70,6 +70,7 @@ def test_a_string_that_is_not_utf8_is_undecodable(node: ServerProcess) -> None:
     assert "request is not a valid CommitFileRequest" in (refused.value.details() or "")
 
 
+@pytest.mark.slow
 def test_a_flood_of_undecodable_requests_is_counted_logged_briefly_and_harmless(node: ServerProcess) -> None:
     before = scrape(node)
     lines_before = len(node.output)

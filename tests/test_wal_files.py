@@ -272,6 +272,7 @@ def test_a_topic_deleted_while_its_file_holds_another_topics_batches(cluster: Cl
     cluster.wait_deleted(key)
 
 
+@pytest.mark.slow
 def test_a_restart_between_the_receivers_record_and_the_senders(
     object_store_under_test: ObjectStoreUnderTest, tmp_path: Path
 ) -> None:

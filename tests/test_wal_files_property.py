@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import final
 
+import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
@@ -309,4 +310,4 @@ def history_settings(examples: int) -> settings:
 InProcessHistories.TestCase.settings = history_settings(EXAMPLES)
 test_wal_file_histories = InProcessHistories.TestCase
 ProcessHistories.TestCase.settings = history_settings(PROCESS_EXAMPLES)
-test_wal_file_histories_with_kills = ProcessHistories.TestCase
+test_wal_file_histories_with_kills = pytest.mark.slow(ProcessHistories.TestCase)  # `diskless serve` with kill -9

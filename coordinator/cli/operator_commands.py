@@ -361,7 +361,7 @@ def snapshot_restore(args: argparse.Namespace) -> int:
 
 
 def log_recover(args: argparse.Namespace) -> int:
-    """Recovers a stopped coordinator whose log is damaged inside; a dry run unless --yes (see log/recovery.py)."""
+    """Recovers a stopped coordinator whose log is damaged inside; a dry run unless --yes (log_recovery/apply.py)."""
     found = _coordinator_directories(args)
     if len(found) != 1 or not args.coordinator:
         raise CommandFailed("log recover needs one --coordinator")

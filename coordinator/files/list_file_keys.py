@@ -93,7 +93,7 @@ class FileKeyStreams:
     ) -> AsyncGenerator[pb.ListFileKeysPage, None]:
         coordinator_id, epoch = shard.coordinator_id, shard.leader_epoch
         started_ms = self._clock.now_ms()
-        snapshot = shard.detached_read_snapshot()
+        snapshot = shard.open_detached_read()
         try:
             applied_offset = await snapshot.read(reads.applied_offset)  # the first read takes the snapshot
             keys = await snapshot.read(reads.file_keys)

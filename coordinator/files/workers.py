@@ -46,12 +46,6 @@ log = logging.getLogger(__name__)
 
 RequestT = TypeVar("RequestT")
 
-# The file-worker conditions on a coordinator's files (all with no live batch here).
-_TO_HAND_OVER = "owned = 1 AND is_last_owner = 0 AND file_id > ?"
-_AWAITING_OWNERSHIP = "owned = 0 AND committed_at_ms <= ? AND file_id > ?"
-_TO_SCHEDULE = "owned = 1 AND is_last_owner = 1 AND delete_after_ms < 0"
-_DUE_FOR_DELETION = "owned = 1 AND is_last_owner = 1 AND delete_after_ms >= 0 AND delete_after_ms <= ?"
-
 
 @final
 @dataclass(frozen=True, slots=True)
@@ -162,9 +156,9 @@ class FileWorker:
                 self._metrics.file_transitions.labels(labels, step).inc(value)
         return counts
 
-    def _idle(self, condition: str, bindings: tuple[int, ...]) -> list[FileFacts]:
-        with self._shard.read_snapshot() as db:
-            return reads.idle_files(db, condition, bindings, self._limit)
+    def _idle(self, query: reads.IdleFilesQuery, bindings: tuple[int, ...]) -> list[FileFacts]:
+        with self._shard.read_transaction() as db:
+            return reads.idle_files(db, query, bindings, self._limit)
 
     async def _submit(self, operation: Operation[RequestT, int]) -> int:
         """Appends the operation's records through the pipeline; returns its answer once applied."""
@@ -187,7 +181,7 @@ class FileWorker:
     # ------------------------------------------------------------------ 1. hand-over
 
     async def _hand_over(self, counts: CycleCounts) -> None:
-        files = self._idle(_TO_HAND_OVER, (self._hand_over_cursor,))
+        files = self._idle(reads.IdleFilesQuery.TO_HAND_OVER, (self._hand_over_cursor,))
         self._hand_over_cursor = files[-1].file_id if len(files) == self._limit else -1
         by_target: dict[int, list[FileFacts]] = defaultdict(list)
         for facts in files:
@@ -215,7 +209,7 @@ class FileWorker:
         if now_ms < self._next_probe_pass_ms or not self._probe_backoff.ready(now_ms):
             return
         committed_before = now_ms - self._settings.file_handover_probe_delay_ms
-        files = self._idle(_AWAITING_OWNERSHIP, (committed_before, self._probe_cursor))
+        files = self._idle(reads.IdleFilesQuery.AWAITING_OWNERSHIP, (committed_before, self._probe_cursor))
         if len(files) == self._limit:
             self._probe_cursor = files[-1].file_id
         else:
@@ -248,7 +242,7 @@ class FileWorker:
     # ------------------------------------------------------------------ 3. and 4. deletion
 
     async def _schedule_deletions(self, counts: CycleCounts) -> None:
-        files = self._idle(_TO_SCHEDULE, ())
+        files = self._idle(reads.IdleFilesQuery.TO_SCHEDULE, ())
         if files:
             refs = [FileRef(f.file_id, f.object_key) for f in files]
             schedule = DeletionSchedule(tuple(refs), self._settings.file_deletion_grace_period_ms)
@@ -258,7 +252,7 @@ class FileWorker:
         now_ms = self._clock.now_ms()
         if not self._store_backoff.ready(now_ms):
             return
-        files = self._idle(_DUE_FOR_DELETION, (now_ms,))
+        files = self._idle(reads.IdleFilesQuery.DUE_FOR_DELETION, (now_ms,))
         if not files:
             return
         by_key = {f.object_key: f for f in files}

@@ -1,4 +1,4 @@
-"""One open SQLite transaction of `StateStore.apply`: what the record interpreter writes through.
+"""One open SQLite transaction of `StateStore.apply`: what the record kinds write through.
 
 It carries the counters (`meta`) and the producer windows of the transaction,
 and defers the writes that would otherwise repeat once per record: each

@@ -1,4 +1,5 @@
-"""The node's router: each RPC goes to its operation (`coordinator.operations`), which splits it by coordinator.
+"""The node's router: each RPC goes to its operation in a domain package (commits, topics, files, reads), which
+splits it by coordinator.
 
 Every list in a request gets one result per item, in request order. Items
 whose coordinator is not here, or cannot serve now, get that coordinator's

@@ -18,7 +18,7 @@ PartitionResult = pb.FindBatchesResponse.PartitionResult
 
 
 def find_batches(coordinators: ReadingCoordinators[ReadableT], request: pb.FindBatchesRequest) -> bytes:
-    """The serialized FindBatchesResponse: headers built here, each batch's entry as stored (fetch_wire).
+    """The serialized FindBatchesResponse: headers built here, each batch's entry as stored (machine/batch_entries).
 
     The same rules whether the node's loop serves the call or a reader process (coordinator/reads/readers/).
     """
@@ -44,7 +44,7 @@ def find_batches(coordinators: ReadingCoordinators[ReadableT], request: pb.FindB
                     shard.require_active()
                     db = opened.get(route)
                     if db is None:
-                        db = opened[route] = snapshots.enter_context(shard.read_snapshot())
+                        db = opened[route] = snapshots.enter_context(shard.read_transaction())
                     found = reads.partition_offsets(db, topic.topic_id, item.partition)
                     if found is None:
                         result.error_code = pb.UNKNOWN_TOPIC_OR_PARTITION

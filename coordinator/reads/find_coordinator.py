@@ -116,7 +116,7 @@ def _describe(
         return
     description.leader.CopyFrom(endpoint_of(coordinators, endpoint, shard.coordinator_id))
     try:
-        with shard.read_snapshot() as db:
+        with shard.read_transaction() as db:
             counts = reads.coordinator_counts(db)
     except reads.DAMAGE_ERRORS as error:
         damaged = coordinators.damaged(shard, error)

@@ -43,7 +43,7 @@ def _read_offsets(coordinators: NodeCoordinators, coordinator_id: int, its: list
     """Answers one coordinator's items from one read transaction of its committed state."""
     shard = coordinators.shard(coordinator_id)
     try:
-        with shard.read_snapshot() as db:
+        with shard.read_transaction() as db:
             for topic_id, timestamp, result in its:
                 found = reads.partition_offsets(db, topic_id, result.partition)
                 if found is None:

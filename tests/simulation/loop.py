@@ -4,7 +4,8 @@ The loop's `time()` is a number it keeps; `select` never blocks: it polls the re
 wake-up pipe, the only descriptor a simulated cluster has) and, with nothing there, moves the time by the
 timeout the loop asked to wait, which is exactly the distance to its earliest timer. So `asyncio.sleep`,
 `wait_for` and every `LoopClock` wait take no wall time, in the order their deadlines say. With nothing ready,
-no timer and no I/O, every task waits on something that cannot happen: `SimulationStalled`.
+no timer and no I/O, every task waits on something that cannot happen; a million turns without time passing is a
+task that never waits (a livelock): both are `SimulationStalled`.
 
 Blocking calls go to the loop's default executor, an inline one (the nodes' own executors are inline too): with
 no other thread, a run is a function of its seed.
@@ -19,6 +20,9 @@ from typing import Any, final
 from coordinator.base.executors import InlineExecutor
 
 START_S = 1_000.0  # the loop's time at start; a clock's epoch is added on top
+# A run's busiest instant (every node loading, catching up) takes some thousands of turns; a million is a task
+# that goes round without ever waiting for time.
+TURNS_WITHOUT_TIME_MAX = 1_000_000
 
 
 class SimulationStalled(RuntimeError):
@@ -34,6 +38,7 @@ class _JumpingSelector(selectors.BaseSelector):
     def select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:
         events = self._real.select(0)
         if events or timeout == 0:
+            self._loop.turn_without_time()
             return events
         if timeout is None:
             raise SimulationStalled("no task can go on: nothing is ready, no timer is set")
@@ -66,6 +71,7 @@ class SimulatedLoop(asyncio.SelectorEventLoop):
         super().__init__(_JumpingSelector(self, selectors.DefaultSelector()))
         self._inline = InlineExecutor()
         self.jumped_s = 0.0
+        self._turns_without_time = 0
 
     def run_in_executor(self, executor: Any, func: Any, *args: Any) -> asyncio.Future[Any]:
         """The default executor (`asyncio.to_thread`'s) is the inline one; asyncio allows only a thread pool there."""
@@ -77,3 +83,12 @@ class SimulatedLoop(asyncio.SelectorEventLoop):
     def jump(self, seconds: float) -> None:
         self._simulated_s += seconds
         self.jumped_s += seconds
+        self._turns_without_time = 0
+
+    def turn_without_time(self) -> None:
+        """One more turn of the loop with work ready and no time passing; too many in a row is a livelock."""
+        self._turns_without_time += 1
+        if self._turns_without_time > TURNS_WITHOUT_TIME_MAX:
+            raise SimulationStalled(
+                f"{TURNS_WITHOUT_TIME_MAX} turns of the loop without time passing: some task never waits (a livelock)"
+            )

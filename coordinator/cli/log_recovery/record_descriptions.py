@@ -1,4 +1,4 @@
-"""Metadata records in Kafka terms, for an operator reading what a recovery gives up (log/recovery.py).
+"""Metadata records in Kafka terms, for an operator reading what a recovery gives up (apply.py).
 
 Records name partitions by a coordinator-local key and files by id; `Names` maps them back to
 topic, partition and object key from whatever is at hand (the state, a snapshot, the log). What

@@ -1,5 +1,5 @@
 """A coordinator's SQLite state: a cache of its metadata log, never the truth.
 
-With its snapshots (`snapshots`: copies by SQLite's backup API, restore) and the pruning of the
-snapshots and log segments no longer needed (`pruning`) (DESIGN §6).
+Its snapshots (copies by SQLite's backup API, snapshot/snapshots.py) are taken and pruned by the runtime
+(coordinator/runtime/shard/snapshots.py, pruning.py) (DESIGN §6).
 """

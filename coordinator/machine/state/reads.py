@@ -1,7 +1,8 @@
-"""Read-only queries on a coordinator's committed SQLite state (run inside `read_snapshot`)."""
+"""Read-only queries on a coordinator's committed SQLite state (run inside `read_transaction`)."""
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
@@ -195,12 +196,22 @@ def _first_offset_of_file_or_later(db: apsw.Connection, partition_key: int, file
     return last_offset if found_file_id == file_id else None
 
 
-def idle_files(db: apsw.Connection, condition: str, bindings: tuple[Any, ...], limit: int) -> list[FileFacts]:
-    """Files with no live batch here that also meet `condition` (a fixed SQL condition of the file workers)."""
+class IdleFilesQuery(enum.Enum):
+    """What the file workers look for among a coordinator's files with no live batch here, and the values each
+    condition binds, in order."""
+
+    TO_HAND_OVER = "owned = 1 AND is_last_owner = 0 AND file_id > ?"  # after file id
+    AWAITING_OWNERSHIP = "owned = 0 AND committed_at_ms <= ? AND file_id > ?"  # committed before, after file id
+    TO_SCHEDULE = "owned = 1 AND is_last_owner = 1 AND delete_after_ms < 0"
+    DUE_FOR_DELETION = "owned = 1 AND is_last_owner = 1 AND delete_after_ms >= 0 AND delete_after_ms <= ?"  # now
+
+
+def idle_files(db: apsw.Connection, query: IdleFilesQuery, bindings: tuple[int, ...], limit: int) -> list[FileFacts]:
+    """Files with no live batch here that also meet the query's condition, in file id order, at most `limit`."""
     return [
         _file_facts(row)
         for row in db.execute(
-            f"SELECT {_FILE_COLUMNS} FROM files WHERE live_batches = 0 AND ({condition}) ORDER BY file_id LIMIT ?",
+            f"SELECT {_FILE_COLUMNS} FROM files WHERE live_batches = 0 AND ({query.value}) ORDER BY file_id LIMIT ?",
             (*bindings, limit),
         )
     ]

@@ -216,7 +216,7 @@ class StateStore:
         """A committed file's batches on these partitions (on the writer's connection, as `committed_file`)."""
         return reads.file_batches(self._writer, file_id, partition_keys)
 
-    def read_snapshot(self) -> contextlib.AbstractContextManager[apsw.Connection]:
+    def read_transaction(self) -> contextlib.AbstractContextManager[apsw.Connection]:
         """A read transaction: every query inside sees the same committed state."""
         return read_transaction(self.reader)
 

@@ -1,7 +1,7 @@
 """A reader process's view of the node's coordinators: their state files, read-only, as the board allows.
 
-It satisfies `operations.routing.ReadingCoordinators`, so the reader runs the node's own FindBatches
-(`operations.find_batches`): one set of fetch rules. Partition -> coordinator comes from the coordinators'
+It satisfies `coordinator.runtime.node_coordinators.ReadingCoordinators`, so the reader runs the node's own FindBatches
+(`coordinator.reads.find_batches`): one set of fetch rules. Partition -> coordinator comes from the coordinators'
 `partitions` tables, cached per topic; a topic missing from the cache, or cached longer than
 ROUTE_CACHE_S (a topic deleted and created again under the same id), is looked up again.
 """
@@ -85,8 +85,8 @@ class StateFile:
             self._generation = status.generation
         self.read_generation = self._generation
 
-    def read_snapshot(self) -> contextlib.AbstractContextManager[apsw.Connection]:
-        assert self._connection is not None, "read_snapshot before require_active"
+    def read_transaction(self) -> contextlib.AbstractContextManager[apsw.Connection]:
+        assert self._connection is not None, "read_transaction before require_active"
         return read_transaction(self._connection)
 
     def close(self) -> None:
@@ -145,7 +145,7 @@ class ReaderCoordinators:
         for state in self._files:
             try:
                 state.require_active()
-                with state.read_snapshot() as db:
+                with state.read_transaction() as db:
                     for (partition,) in db.execute("SELECT partition FROM partitions WHERE topic_id = ?", (topic_id,)):
                         found[partition] = state.coordinator_id
             except CoordinatorUnavailable:
@@ -160,7 +160,7 @@ class ReaderCoordinators:
         for state in self._files:
             try:
                 state.require_active()
-                with state.read_snapshot() as db:
+                with state.read_transaction() as db:
                     rows = db.execute("SELECT topic_id, topic_name, partition FROM partitions").fetchall()
             except CoordinatorUnavailable:
                 continue

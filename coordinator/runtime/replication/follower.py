@@ -4,7 +4,7 @@ On becoming a follower it asks the leader where its own last epoch ends and
 truncates its log there (KIP-101/KIP-279), never blindly to its high
 watermark. Then it fetches from its log end, appends and fdatasyncs what the
 leader sends, and applies records up to the leader's high watermark through
-the same interpreter as the leader (`StateStore.apply`, `kinds.replay`).
+the same record kinds as the leader (`StateStore.apply`, `kinds.replay`).
 Records are never applied past the high watermark, so truncation never goes
 below what SQLite holds.
 """
@@ -67,6 +67,22 @@ class FollowerStatistics:
     def lag(self) -> int:
         """Offsets behind the leader's log end as the last fetch said (0 before the first answer)."""
         return max(0, self.leader_log_end_offset - self.log_end_offset) if self.leader_log_end_offset >= 0 else 0
+
+
+def divergence_end(leader_epoch: int, leader_end_offset: int, own_epoch: int, own_end_offset: int, applied: int) -> int:
+    """Where a follower truncates its log, given the leader's latest epoch at or below the follower's latest epoch
+    and where it ends on the leader, and the follower's own latest epoch at or below the leader's one and where that
+    one ends here (KIP-279's rule): at the smaller of the two ends.
+
+    The leader's end alone is not enough: a follower whose latest epoch the leader never had (a leader deposed
+    before anything of it was committed) may hold that epoch's records at offsets the leader fills with an older
+    epoch's. Truncating to the leader's end alone truncates nothing there, the next fetch diverges again, and the
+    follower never catches up. Its own end of the leader's epoch is where its unknown epoch began.
+    A leader that knows no epoch that old, or a follower that holds none, keeps only what is committed here.
+    """
+    if leader_epoch < 0 or own_epoch < 0:
+        return applied
+    return min(leader_end_offset, own_end_offset)
 
 
 def decode_fetched(frames: bytes, expected_base: int) -> list[Frame]:
@@ -195,11 +211,14 @@ class Follower:
         )
         if response.error_code != ErrorCode.NONE:
             raise LeaderRefused(f"{pb.ErrorCode.Name(response.error_code)}: {response.error_message}")
-        end = response.end_offset
-        if response.leader_epoch < 0:
-            end = self._store.applied_offset  # the leader knows no epoch this old: keep only what is committed
-        if end < self._log.end_offset:
+        end = self._divergence_end(response.leader_epoch, response.end_offset)
+        if end < self._log.end_offset or self._epoch_cache.latest_epoch > max(response.leader_epoch, -1):
             await self._truncate(end, f"leader's epoch {response.leader_epoch} ends at {response.end_offset}")
+
+    def _divergence_end(self, leader_epoch: int, leader_end_offset: int) -> int:
+        """Where this replica's log stops agreeing with the leader's, from the leader's answer for our latest epoch."""
+        own_epoch, own_end = self._epoch_cache.end_offset_for(leader_epoch, self._log.end_offset)
+        return divergence_end(leader_epoch, leader_end_offset, own_epoch, own_end, self._store.applied_offset)
 
     async def _truncate(self, end: int, why: str) -> None:
         applied = self._store.applied_offset
@@ -251,9 +270,9 @@ class Follower:
         if code != ErrorCode.NONE:
             raise LeaderRefused(f"{pb.ErrorCode.Name(code)}: {response.error_message}")
         if response.diverging_end_offset >= 0:
-            await self._truncate(
-                response.diverging_end_offset, f"diverged: the leader's epoch {response.diverging_epoch} ends there"
-            )
+            end = self._divergence_end(response.diverging_epoch, response.diverging_end_offset)
+            await self._truncate(end, f"diverged: the leader's epoch {response.diverging_epoch} ends at "
+                                      f"{response.diverging_end_offset}")  # fmt: skip
             return
         self.leader_log_end_offset = response.log_end_offset
         if response.frames:

@@ -1,7 +1,7 @@
 """One coordinator (a shard, leader of one metadata-log partition) as the rest of the node sees it.
 
 Writes go in as typed operations (`submit`); reads go through the read API
-below (`read_snapshot`, `detached_read_snapshot`, `file_facts`, `file_known`,
+below (`read_transaction`, `open_detached_read`, `file_facts`, `file_known`,
 `partitions`, `leader_epoch`); nothing outside this package touches the coordinator's
 log, state or view. The work is done by its parts: `lifecycle` (load, serve,
 reload), `loading`, `pipeline` and `snapshots`.
@@ -223,11 +223,11 @@ class CoordinatorShard:
 
     # ------------------------------------------------------------------ reads (callers check require_active first)
 
-    def read_snapshot(self) -> AbstractContextManager[apsw.Connection]:
+    def read_transaction(self) -> AbstractContextManager[apsw.Connection]:
         """A read transaction on the committed state: every query inside sees the same state."""
-        return self._serving_loaded().store.read_snapshot()
+        return self._serving_loaded().store.read_transaction()
 
-    def detached_read_snapshot(self) -> DetachedRead:
+    def open_detached_read(self) -> DetachedRead:
         """A read transaction of its own that may stay open across awaits (a stream's pages); close it when done.
 
         Its snapshot is the committed state at its first read. It ends when the coordinator's files close (a
