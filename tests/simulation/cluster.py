@@ -6,8 +6,9 @@ Each node is what `diskless serve --etcd` assembles, less the gRPC server: its c
 registered on the network under its address. Faults are what a node meets in a data center:
 
 - `crash`: the node stops answering and stops renewing its session at once (nothing is said to anyone: etcd lets
-  its lease expire after the session timeout), then its files are closed; `start` brings it back on the same
-  data directory, once its old lease is gone;
+  its lease expire after the session timeout), then its files are closed without the clean-close mark, so its
+  next load verifies every state as after kill -9 (what an in-process crash cannot do is lose the page cache:
+  the real-process tests kill -9); `start` brings it back on the same data directory, once its old lease is gone;
 - `pause`: cut off from every node and from etcd while it keeps running (a long GC pause, a partition), then
   `resume`: its session lapses meanwhile, so it must stop leading before another node is elected;
 - partitions between two nodes, and the network's and etcd's faults.
@@ -32,7 +33,8 @@ from coordinator.cluster.memory_transport import MemoryNetwork
 from coordinator.cluster.store import NodeEndpoint
 from coordinator.config.loading import load_settings
 from coordinator.config.settings import Settings
-from coordinator.node.node import Node
+from coordinator.machine.state.integrity import take_clean_close_mark
+from coordinator.node.node import Node, coordinator_directory
 from coordinator.reads.find_coordinator import Endpoint
 from coordinator.runtime.shard import CoordinatorShard
 
@@ -178,6 +180,9 @@ class SimCluster:
         sim.node, sim.controller, sim.paused = None, None, False
         await controller.close()  # its revoke cannot reach etcd
         await node.close()
+        # A crash leaves no clean-close mark: the next load verifies each state as after kill -9.
+        for coordinator_id in range(self.coordinators):
+            take_clean_close_mark(coordinator_directory(sim.data_dir, coordinator_id))
 
     def pause(self, node_id: int) -> None:
         """Cut off from every node and from etcd, still running."""
