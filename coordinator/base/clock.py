@@ -53,9 +53,7 @@ class SystemClock:
         await asyncio.sleep(max(0, duration_ms) / 1000)
 
     async def wait_event(self, event: asyncio.Event, timeout_ms: int | None) -> bool:
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(event.wait(), None if timeout_ms is None else max(0, timeout_ms) / 1000)
-        return event.is_set()
+        return await _wait_event_on_loop(event, timeout_ms)
 
 
 @final
@@ -77,9 +75,14 @@ class LoopClock:
         await asyncio.sleep(max(0, duration_ms) / 1000)
 
     async def wait_event(self, event: asyncio.Event, timeout_ms: int | None) -> bool:
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(event.wait(), None if timeout_ms is None else max(0, timeout_ms) / 1000)
-        return event.is_set()
+        return await _wait_event_on_loop(event, timeout_ms)
+
+
+async def _wait_event_on_loop(event: asyncio.Event, timeout_ms: int | None) -> bool:
+    """`Clock.wait_event` on the running loop's own time (the system clock's, or a simulated loop's)."""
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(event.wait(), None if timeout_ms is None else max(0, timeout_ms) / 1000)
+    return event.is_set()
 
 
 @dataclass(slots=True)

@@ -282,23 +282,19 @@ class Workload:
         if first is None or first.base_offset != acked.offset or first.object_key != acked.object_key:
             raise self.fail(f"{acked} lost or moved: found {first} (high watermark {result.high_watermark})")
 
-    def _find(self, sim: Any, partition: int, offset: int) -> pb.FindBatchesResponse.PartitionResult:
+    def _find(
+        self, sim: Any, partition: int, offset: int, batches_max: int = 1
+    ) -> pb.FindBatchesResponse.PartitionResult:
+        """FindBatches at a node from `offset`: up to `batches_max` batches (0: as many as fit in one answer)."""
+        wanted = pb.FindBatchesRequest.Partition(
+            partition=partition, offset=offset, max_partition_fetch_bytes=INT32_MAX
+        )
         request = pb.FindBatchesRequest(
             fetch_max_bytes=INT32_MAX,
-            max_batches_per_partition=1,
-            topics=[
-                pb.FindBatchesRequest.Topic(
-                    topic_id=TOPIC_ID,
-                    partitions=[
-                        pb.FindBatchesRequest.Partition(
-                            partition=partition, offset=offset, max_partition_fetch_bytes=INT32_MAX
-                        )
-                    ],
-                )
-            ],
+            max_batches_per_partition=batches_max,
+            topics=[pb.FindBatchesRequest.Topic(topic_id=TOPIC_ID, partitions=[wanted])],
         )
-        answer = pb.FindBatchesResponse.FromString(sim.node.router.find_batches(request))
-        return answer.topics[0].partitions[0]
+        return pb.FindBatchesResponse.FromString(sim.node.router.find_batches(request)).topics[0].partitions[0]
 
     async def _settle(self) -> None:
         """Every node running and reachable, the network and etcd sound; then time for the cluster to heal."""
@@ -337,7 +333,7 @@ class Workload:
         leader = self.cluster.leaders(coordinator_id)[0]
         offset, expected = 0, 0
         while True:
-            result = self._find_all(leader, partition, offset)
+            result = self._find(leader, partition, offset, batches_max=0)
             if result.error_code != pb.NONE:
                 raise self.fail(f"partition {partition}: {pb.ErrorCode.Name(result.error_code)}")
             for found in result.batches:
@@ -351,23 +347,6 @@ class Workload:
                     )
                 return
             offset = expected
-
-    def _find_all(self, sim: Any, partition: int, offset: int) -> pb.FindBatchesResponse.PartitionResult:
-        request = pb.FindBatchesRequest(
-            fetch_max_bytes=INT32_MAX,
-            max_batches_per_partition=0,
-            topics=[
-                pb.FindBatchesRequest.Topic(
-                    topic_id=TOPIC_ID,
-                    partitions=[
-                        pb.FindBatchesRequest.Partition(
-                            partition=partition, offset=offset, max_partition_fetch_bytes=INT32_MAX
-                        )
-                    ],
-                )
-            ],
-        )
-        return pb.FindBatchesResponse.FromString(sim.node.router.find_batches(request)).topics[0].partitions[0]
 
 
 _RETRIABLE = {
