@@ -612,3 +612,35 @@ class ListFileKeysPage(_message.Message):
     last: bool
     key_count: int
     def __init__(self, error_code: _Optional[_Union[ErrorCode, str]] = ..., error_message: _Optional[str] = ..., coordinator_id: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., applied_offset: _Optional[int] = ..., object_keys: _Optional[_Iterable[str]] = ..., states: _Optional[_Iterable[_Union[FileState, str]]] = ..., last: _Optional[bool] = ..., key_count: _Optional[int] = ...) -> None: ...
+
+class DescribeProduceGatewaysRequest(_message.Message):
+    __slots__ = ("brokers",)
+    class Broker(_message.Message):
+        __slots__ = ("broker_id", "rack")
+        BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+        RACK_FIELD_NUMBER: _ClassVar[int]
+        broker_id: int
+        rack: str
+        def __init__(self, broker_id: _Optional[int] = ..., rack: _Optional[str] = ...) -> None: ...
+    BROKERS_FIELD_NUMBER: _ClassVar[int]
+    brokers: _containers.RepeatedCompositeFieldContainer[DescribeProduceGatewaysRequest.Broker]
+    def __init__(self, brokers: _Optional[_Iterable[_Union[DescribeProduceGatewaysRequest.Broker, _Mapping]]] = ...) -> None: ...
+
+class DescribeProduceGatewaysResponse(_message.Message):
+    __slots__ = ("error_code", "error_message", "gateways")
+    class Gateway(_message.Message):
+        __slots__ = ("coordinator_id", "rack", "broker_ids")
+        COORDINATOR_ID_FIELD_NUMBER: _ClassVar[int]
+        RACK_FIELD_NUMBER: _ClassVar[int]
+        BROKER_IDS_FIELD_NUMBER: _ClassVar[int]
+        coordinator_id: int
+        rack: str
+        broker_ids: _containers.RepeatedScalarFieldContainer[int]
+        def __init__(self, coordinator_id: _Optional[int] = ..., rack: _Optional[str] = ..., broker_ids: _Optional[_Iterable[int]] = ...) -> None: ...
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    GATEWAYS_FIELD_NUMBER: _ClassVar[int]
+    error_code: ErrorCode
+    error_message: str
+    gateways: _containers.RepeatedCompositeFieldContainer[DescribeProduceGatewaysResponse.Gateway]
+    def __init__(self, error_code: _Optional[_Union[ErrorCode, str]] = ..., error_message: _Optional[str] = ..., gateways: _Optional[_Iterable[_Union[DescribeProduceGatewaysResponse.Gateway, _Mapping]]] = ...) -> None: ...

@@ -84,6 +84,11 @@ class DisklessCoordinatorStub:
                 request_serializer=protos_dot_coordinator__pb2.ListFileKeysRequest.SerializeToString,
                 response_deserializer=protos_dot_coordinator__pb2.ListFileKeysPage.FromString,
                 _registered_method=True)
+        self.DescribeProduceGateways = channel.unary_unary(
+                '/diskless.coordinator.v1.DisklessCoordinator/DescribeProduceGateways',
+                request_serializer=protos_dot_coordinator__pb2.DescribeProduceGatewaysRequest.SerializeToString,
+                response_deserializer=protos_dot_coordinator__pb2.DescribeProduceGatewaysResponse.FromString,
+                _registered_method=True)
 
 
 class DisklessCoordinatorServicer:
@@ -156,6 +161,14 @@ class DisklessCoordinatorServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DescribeProduceGateways(self, request, context):
+        """Which brokers of each rack producers should send a coordinator's partitions to
+        (KIP-1164 "Reducing multi-DC commit operations").
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_DisklessCoordinatorServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -208,6 +221,11 @@ def add_DisklessCoordinatorServicer_to_server(servicer, server):
                     servicer.ListFileKeys,
                     request_deserializer=protos_dot_coordinator__pb2.ListFileKeysRequest.FromString,
                     response_serializer=protos_dot_coordinator__pb2.ListFileKeysPage.SerializeToString,
+            ),
+            'DescribeProduceGateways': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribeProduceGateways,
+                    request_deserializer=protos_dot_coordinator__pb2.DescribeProduceGatewaysRequest.FromString,
+                    response_serializer=protos_dot_coordinator__pb2.DescribeProduceGatewaysResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -480,6 +498,33 @@ class DisklessCoordinator:
             '/diskless.coordinator.v1.DisklessCoordinator/ListFileKeys',
             protos_dot_coordinator__pb2.ListFileKeysRequest.SerializeToString,
             protos_dot_coordinator__pb2.ListFileKeysPage.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DescribeProduceGateways(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/diskless.coordinator.v1.DisklessCoordinator/DescribeProduceGateways',
+            protos_dot_coordinator__pb2.DescribeProduceGatewaysRequest.SerializeToString,
+            protos_dot_coordinator__pb2.DescribeProduceGatewaysResponse.FromString,
             options,
             channel_credentials,
             insecure,

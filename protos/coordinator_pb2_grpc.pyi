@@ -66,6 +66,10 @@ class DisklessCoordinatorStub:
     and streamed in pages: what the orphan scan anti-joins its listing of object storage against.
     Only the coordinator's leader answers; elsewhere the one page says NOT_COORDINATOR.
     """
+    DescribeProduceGateways: _grpc.UnaryUnaryMultiCallable[_coordinator_pb2.DescribeProduceGatewaysRequest, _coordinator_pb2.DescribeProduceGatewaysResponse]
+    """Which brokers of each rack producers should send a coordinator's partitions to
+    (KIP-1164 "Reducing multi-DC commit operations").
+    """
 
 @_typing.type_check_only
 class DisklessCoordinatorAsyncStub(DisklessCoordinatorStub):
@@ -87,6 +91,10 @@ class DisklessCoordinatorAsyncStub(DisklessCoordinatorStub):
     for: live, awaiting hand-over, awaiting deletion), read from one snapshot of its committed state
     and streamed in pages: what the orphan scan anti-joins its listing of object storage against.
     Only the coordinator's leader answers; elsewhere the one page says NOT_COORDINATOR.
+    """
+    DescribeProduceGateways: _aio.UnaryUnaryMultiCallable[_coordinator_pb2.DescribeProduceGatewaysRequest, _coordinator_pb2.DescribeProduceGatewaysResponse]  # type: ignore[assignment]
+    """Which brokers of each rack producers should send a coordinator's partitions to
+    (KIP-1164 "Reducing multi-DC commit operations").
     """
 
 class DisklessCoordinatorServicer(metaclass=_abc_1.ABCMeta):
@@ -166,6 +174,16 @@ class DisklessCoordinatorServicer(metaclass=_abc_1.ABCMeta):
         for: live, awaiting hand-over, awaiting deletion), read from one snapshot of its committed state
         and streamed in pages: what the orphan scan anti-joins its listing of object storage against.
         Only the coordinator's leader answers; elsewhere the one page says NOT_COORDINATOR.
+        """
+
+    @_abc_1.abstractmethod
+    def DescribeProduceGateways(
+        self,
+        request: _coordinator_pb2.DescribeProduceGatewaysRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_coordinator_pb2.DescribeProduceGatewaysResponse, _abc.Awaitable[_coordinator_pb2.DescribeProduceGatewaysResponse]]:
+        """Which brokers of each rack producers should send a coordinator's partitions to
+        (KIP-1164 "Reducing multi-DC commit operations").
         """
 
 def add_DisklessCoordinatorServicer_to_server(servicer: DisklessCoordinatorServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

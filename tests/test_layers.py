@@ -58,6 +58,7 @@ PURE_CORE = {
     "coordinator.topics.rules",
     "coordinator.files.ownership",
     "coordinator.cluster.assignment",
+    "coordinator.reads.produce_gateways",
     "coordinator.runtime.operation",
     "coordinator.runtime.ports",
 }

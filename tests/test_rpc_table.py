@@ -46,6 +46,7 @@ OLD_PERMISSIONS = {
     "DescribeFiles": Permission.DESCRIBE,
     "FindCoordinator": Permission.DESCRIBE,
     "DescribeCoordinators": Permission.DESCRIBE,
+    "DescribeProduceGateways": Permission.DESCRIBE,  # added with the RPC, not kept by hand before
     "ListFileKeys": Permission.DESCRIBE,
     **{
         name: Permission.INTERNAL
@@ -167,7 +168,9 @@ def test_the_front_process_serves_every_row_as_before() -> None:
         Front.CATALOG_CHANGE: {"CreatePartitions", "DeleteTopics"},
         Front.CATALOG: {"FindCoordinator"},
         Front.EVERY_PROCESS: {"DescribeCoordinators"},
-        Front.HERE: {rpc.method for rpc in RPCS if rpc.service is not Service.COORDINATOR} | {"ListFileKeys"},
+        # DescribeProduceGateways: new with its row; the first process knows every coordinator's leader (its node).
+        Front.HERE: {rpc.method for rpc in RPCS if rpc.service is not Service.COORDINATOR}
+        | {"ListFileKeys", "DescribeProduceGateways"},
     }
 
 

@@ -25,6 +25,16 @@ class SnapshotRow:
 
 
 @dataclass(frozen=True, slots=True)
+class GatewayRow:
+    coordinator_id: int
+    rack: str  # "" for brokers without a rack
+    brokers: str  # the gateway broker ids, ascending, comma-separated
+
+
+GATEWAY_COLUMNS = ("coordinator_id", "rack", "brokers")
+
+
+@dataclass(frozen=True, slots=True)
 class CoordinatorRow:
     coordinator_id: int
     state: str

@@ -44,6 +44,11 @@ def add_operator_commands(commands: Any) -> None:
         "describe", help="per coordinator: applied offset, log start and end, newest snapshot, partitions, files"
     )
     _add_target(describe_parser)
+    describe_parser.add_argument(
+        "--gateways", type=Path, metavar="BROKERS.json",
+        help='instead: each coordinator\'s produce gateways per rack among the brokers of a JSON list of '
+        '{"broker_id": N, "rack": "r"} objects (KIP-1164)',
+    )  # fmt: skip
     describe_parser.set_defaults(run=lambda args: run(describe, args))
 
     snapshot_parser = commands.add_parser("snapshot", help="create, list, verify or restore coordinator snapshots")

@@ -208,6 +208,14 @@ class RoutingClient:
     async def describe_coordinators(self, request: pb.DescribeCoordinatorsRequest) -> pb.DescribeCoordinatorsResponse:
         return await self._any_node("DescribeCoordinators", request)  # type: ignore[no-any-return]
 
+    async def describe_produce_gateways(
+        self, brokers: Iterable[pb.DescribeProduceGatewaysRequest.Broker]
+    ) -> pb.DescribeProduceGatewaysResponse:
+        """Each coordinator's gateways per rack among `brokers`, from any node (each knows every coordinator's
+        leader)."""
+        request = pb.DescribeProduceGatewaysRequest(brokers=brokers)
+        return await self._any_node("DescribeProduceGateways", request)  # type: ignore[no-any-return]
+
     # ------------------------------------------------------------------ routed paths
 
     async def _fast_path(self, method: str, request: Any, deadline: float) -> tuple[Any, bool] | None:

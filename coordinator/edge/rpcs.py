@@ -123,6 +123,10 @@ RPCS: tuple[Rpc, ...] = (
         Front.CATALOG, NoReplica.CATALOG_HOLDER),
     Rpc(Service.COORDINATOR, "DescribeCoordinators", Permission.DESCRIBE, ServedBy.NODE, "describe_coordinators",
         Front.EVERY_PROCESS),
+    # From the node's view of each coordinator's leader: every process holds it (a node's first process too, where
+    # each coordinator's leader is the node), and so does a node holding no replica (etcd names the leaders).
+    Rpc(Service.COORDINATOR, "DescribeProduceGateways", Permission.DESCRIBE, ServedBy.NODE,
+        "describe_produce_gateways", Front.HERE),
     # What DescribeFiles answers, for every file at once; only the coordinator's leader answers.
     Rpc(Service.COORDINATOR, "ListFileKeys", Permission.DESCRIBE, ServedBy.LEADER, "list_file_keys",
         Front.HERE, stream=Stream.GATED),

@@ -148,6 +148,11 @@ class Router:
     def describe_coordinators(self, request: pb.DescribeCoordinatorsRequest) -> pb.DescribeCoordinatorsResponse:
         return find_coordinator.describe_coordinators(self._coordinators, self.endpoint, request)
 
+    def describe_produce_gateways(
+        self, request: pb.DescribeProduceGatewaysRequest
+    ) -> pb.DescribeProduceGatewaysResponse:
+        return find_coordinator.describe_produce_gateways(self._coordinators, request)
+
     # ------------------------------------------------------------------ between coordinators (protos/internal.proto)
 
     async def hand_over_files(self, request: internal.HandOverFilesRequest) -> internal.HandOverFilesResponse:

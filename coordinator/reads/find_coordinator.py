@@ -1,4 +1,5 @@
-"""FindCoordinator and DescribeCoordinators: where each partition's coordinator is, and how it is doing."""
+"""FindCoordinator, DescribeCoordinators and DescribeProduceGateways: where each partition's coordinator is, how it is
+doing, and which brokers of each rack producers send its partitions to."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import final
 from coordinator.base.errors import CoordinatorUnavailable
 from coordinator.base.result import ItemError
 from coordinator.machine.state import reads
+from coordinator.reads.produce_gateways import Broker, duplicate_broker_problem, produce_gateways
 from coordinator.runtime.node_coordinators import NodeCoordinators, set_error, wire_code
 from coordinator.runtime.shard import CoordinatorShard, ShardState
 from protos import coordinator_pb2 as pb
@@ -97,6 +99,34 @@ def describe_coordinators(
             continue
         _describe(coordinators, endpoint, coordinators.shard(coordinator_id), description)
     return response
+
+
+def describe_produce_gateways(
+    coordinators: NodeCoordinators, request: pb.DescribeProduceGatewaysRequest
+) -> pb.DescribeProduceGatewaysResponse:
+    """Each coordinator's gateways per rack (produce_gateways.py), from this node's view of who leads each."""
+    coordinators.limit_items(len(request.brokers), "brokers")
+    brokers = [Broker(b.broker_id, b.rack) for b in request.brokers]
+    problem = duplicate_broker_problem(brokers)
+    if problem is not None:
+        return pb.DescribeProduceGatewaysResponse(error_code=pb.INVALID_REQUEST, error_message=problem)
+    gateways = produce_gateways(brokers, leader_nodes(coordinators))
+    return pb.DescribeProduceGatewaysResponse(
+        gateways=[
+            pb.DescribeProduceGatewaysResponse.Gateway(coordinator_id=g.coordinator_id, rack=g.rack,
+                                                       broker_ids=g.broker_ids)
+            for g in gateways
+        ]
+    )  # fmt: skip
+
+
+def leader_nodes(coordinators: NodeCoordinators) -> dict[int, int]:
+    """Each coordinator's leader node as this node sees it: itself alone (or in a node's processes); in a cluster,
+    as etcd last said (-1 where none is known)."""
+    return {
+        shard.coordinator_id: coordinators.settings.node_id if shard.role is None else shard.role.leader_node_id
+        for shard in coordinators.shards
+    }
 
 
 def _describe(
