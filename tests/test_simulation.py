@@ -311,3 +311,39 @@ def test_the_in_memory_cluster_keeps_its_assignment_as_etcd_does(tmp_path: Path)
         assert sorted(value["replicas"]) == [0, 1, 2] and value["leader"] in (0, 1, 2)
 
     simulate(tmp_path, 25, work)
+
+
+def test_produce_gateways_follow_the_leaders_and_their_changes(tmp_path: Path) -> None:
+    """In a cluster the gateways group each node's coordinators, and follow leadership when a leader is lost."""
+    brokers = [pb.DescribeProduceGatewaysRequest.Broker(broker_id=b, rack="a") for b in range(1, 4)]
+
+    def gateways(sim_node: SimNode) -> dict[int, tuple[int, ...]]:
+        assert sim_node.node is not None
+        answer = sim_node.node.router.describe_produce_gateways(pb.DescribeProduceGatewaysRequest(brokers=brokers))
+        return {g.coordinator_id: tuple(g.broker_ids) for g in answer.gateways}
+
+    def by_leader(sim: SimCluster, asked: SimNode) -> dict[int, set[tuple[int, ...]]]:
+        grouped: dict[int, set[tuple[int, ...]]] = {}
+        for coordinator_id, broker_ids in gateways(asked).items():
+            leader = asked.shard(coordinator_id).role
+            assert leader is not None
+            grouped.setdefault(leader.leader_node_id, set()).add(broker_ids)
+        return grouped
+
+    async def work(sim: SimCluster) -> None:
+        await sim.start_all()
+        asked = sim.nodes[0]
+        # 6 coordinators, 2 led by each of 3 nodes, 3 brokers of one rack: each broker takes one node's pair.
+        grouped = by_leader(sim, asked)
+        assert len(grouped) == 3 and all(len(sets) == 1 for sets in grouped.values()), grouped
+        assert gateways(asked) == gateways(sim.nodes[1]) == gateways(sim.nodes[2])  # every node answers alike
+        victim = next(n for n in sim.nodes if n is not asked)
+        await sim.crash(victim.node_id)
+        await _until("the lost node's coordinators are led elsewhere", lambda: all(
+            asked.shard(c).role is not None and asked.shard(c).role.leader_node_id != victim.node_id  # type: ignore[union-attr]
+            for c in range(sim.coordinators)
+        ))  # fmt: skip
+        regrouped = by_leader(sim, asked)
+        assert victim.node_id not in regrouped and sum(len(s) for s in regrouped.values()) >= 2
+
+    simulate(tmp_path, 26, work, coordinators=6)
