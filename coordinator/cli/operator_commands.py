@@ -1,6 +1,5 @@
 """Operator commands `diskless describe`, `diskless snapshot create|list|verify|restore` and
-`diskless log recover` (DESIGN §6, §9). `diskless describe --gateways BROKERS.json` prints the produce gateways of
-the brokers in the file instead (DESIGN §2).
+`diskless log recover` (DESIGN §6, §9); `diskless describe --gateways` is in `gateways.py`.
 
 Each talks to a running node over gRPC (`--bootstrap HOST:PORT[,...]`, the
 first address that answers) or works on a stopped node's data directory
@@ -15,7 +14,6 @@ command could not run, with a one-line reason on stderr.
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import sys
 from collections.abc import Callable, Iterator
@@ -32,10 +30,8 @@ from coordinator.cli.log_recovery.apply import apply_recovery
 from coordinator.cli.log_recovery.plan import RecoveryRefused, plan_recovery
 from coordinator.cli.log_recovery.report import plan_json_text, report_lines
 from coordinator.cli.output import (
-    GATEWAY_COLUMNS,
     STATE_CHECK_COLUMNS,
     CoordinatorRow,
-    GatewayRow,
     SnapshotRow,
     StateCheckRow,
     print_rows,
@@ -65,7 +61,6 @@ from snapshot.snapshots import (
 )
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:50051"
-BROKER_FORMAT = '{"broker_id": N, "rack": "r"}'  # an entry of a --gateways file; "rack" optional (no rack)
 RPC_TIMEOUT_S = 120.0  # a snapshot of a large state takes seconds; the command waits this long at most
 _COORDINATOR_DIRECTORY = re.compile(r"^coordinator-(\d+)$")
 T = TypeVar("T")
@@ -96,7 +91,7 @@ def _channel_credentials(args: argparse.Namespace) -> grpc.ChannelCredentials | 
         raise CommandFailed(f"cannot read a TLS file: {error}") from error
 
 
-def _call_first(args: argparse.Namespace, call: Callable[[grpc.Channel], T]) -> T:
+def call_first(args: argparse.Namespace, call: Callable[[grpc.Channel], T]) -> T:
     """Runs `call` against the first address of --bootstrap that answers."""
     problems = []
     bootstrap = args.bootstrap
@@ -122,7 +117,7 @@ def _remote_snapshots(args: argparse.Namespace, verify: bool) -> tuple[list[Snap
         return stub.ListSnapshots(request, timeout=RPC_TIMEOUT_S)
 
     rows, errors = [], []
-    for entry in _call_first(args, call).coordinators:
+    for entry in call_first(args, call).coordinators:
         if entry.error_code != pb.NONE:
             errors.append(f"coordinator {entry.coordinator_id}: {entry.error_message}")
         for s in entry.snapshots:
@@ -208,8 +203,6 @@ def _describe_state(coordinator_id: int, directory: Path, position: LogPosition)
 
 
 def describe(args: argparse.Namespace) -> int:
-    if args.gateways is not None:
-        return describe_gateways(args)
     rows: list[CoordinatorRow] = []
     if args.data_dir is not None:
         for coordinator_id, directory in _coordinator_directories(args):
@@ -227,7 +220,7 @@ def describe(args: argparse.Namespace) -> int:
             )
             return described, listed
 
-        described, listed = _call_first(args, call)
+        described, listed = call_first(args, call)
         newest = {
             c.coordinator_id: f"{c.snapshots[0].info.end_offset}-{c.snapshots[0].info.epoch}"
             for c in listed.coordinators
@@ -262,47 +255,6 @@ def describe(args: argparse.Namespace) -> int:
          "live_batches", "error"),
     )  # fmt: skip
     return 1 if any(r.error for r in rows) else 0
-
-
-def describe_gateways(args: argparse.Namespace) -> int:
-    """Each coordinator's produce gateways per rack among the brokers of the --gateways file, as the node says."""
-    if args.data_dir is not None:
-        raise CommandFailed("--gateways asks a running node: use --bootstrap, not --data-dir")
-    request = pb.DescribeProduceGatewaysRequest(brokers=read_brokers(args.gateways))
-
-    def call(channel: grpc.Channel) -> pb.DescribeProduceGatewaysResponse:
-        return pb_grpc.DisklessCoordinatorStub(channel).DescribeProduceGateways(request, timeout=RPC_TIMEOUT_S)
-
-    answer = _call_first(args, call)
-    if answer.error_code != pb.NONE:
-        raise CommandFailed(f"{pb.ErrorCode.Name(answer.error_code)}: {answer.error_message}")
-    wanted = set(args.coordinator or [])
-    rows = [
-        GatewayRow(g.coordinator_id, g.rack, ",".join(map(str, g.broker_ids)))
-        for g in answer.gateways
-        if not wanted or g.coordinator_id in wanted
-    ]
-    print_rows(rows, args.json, "gateways", GATEWAY_COLUMNS)
-    return 0
-
-
-def read_brokers(path: Path) -> list[pb.DescribeProduceGatewaysRequest.Broker]:
-    """The brokers of a --gateways file: a JSON list of BROKER_FORMAT objects."""
-    try:
-        listed = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise CommandFailed(f"cannot read the brokers of {path}: {error}") from None
-    if not isinstance(listed, list):
-        raise CommandFailed(f"{path}: a JSON list of {BROKER_FORMAT} objects expected")
-    brokers = []
-    for position, entry in enumerate(listed):
-        broker_id = entry.get("broker_id") if isinstance(entry, dict) else None
-        rack = entry.get("rack", "") if isinstance(entry, dict) else None
-        well_formed = isinstance(broker_id, int) and not isinstance(broker_id, bool) and 0 <= broker_id < 2**31
-        if not well_formed or not isinstance(rack, str) or set(entry) - {"broker_id", "rack"}:
-            raise CommandFailed(f"{path}: entry {position} is not {BROKER_FORMAT} with N >= 0: {entry!r}")
-        brokers.append(pb.DescribeProduceGatewaysRequest.Broker(broker_id=broker_id, rack=rack))
-    return brokers
 
 
 def _lag_cell(description: pb.CoordinatorDescription) -> str:
@@ -348,7 +300,7 @@ def snapshot_create(args: argparse.Namespace) -> int:
             request = admin.CreateSnapshotRequest(coordinator_ids=args.coordinator or [])
             return admin_pb2_grpc.CoordinatorAdminStub(channel).CreateSnapshot(request, timeout=RPC_TIMEOUT_S)
 
-        for result in _call_first(args, call).results:
+        for result in call_first(args, call).results:
             if result.error_code != pb.NONE:
                 errors.append(f"coordinator {result.coordinator_id}: {result.error_message}")
             else:
@@ -452,7 +404,7 @@ def state_check(args: argparse.Namespace) -> int:
                 admin.CheckStateRequest(coordinator_ids=args.coordinator or []), timeout=RPC_TIMEOUT_S
             )
 
-        for result in _call_first(args, call).results:
+        for result in call_first(args, call).results:
             if result.error_code != pb.NONE:
                 errors.append(f"coordinator {result.coordinator_id}: {result.error_message}")
                 continue

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from coordinator.cli.gateways import describe_gateways
 from coordinator.cli.operator_commands import (
     DEFAULT_BOOTSTRAP,
     describe,
@@ -49,7 +50,7 @@ def add_operator_commands(commands: Any) -> None:
         help='instead: each coordinator\'s produce gateways per rack among the brokers of a JSON list of '
         '{"broker_id": N, "rack": "r"} objects (KIP-1164)',
     )  # fmt: skip
-    describe_parser.set_defaults(run=lambda args: run(describe, args))
+    describe_parser.set_defaults(run=lambda args: run(describe if args.gateways is None else describe_gateways, args))
 
     snapshot_parser = commands.add_parser("snapshot", help="create, list, verify or restore coordinator snapshots")
     actions = snapshot_parser.add_subparsers(dest="action", required=True)
