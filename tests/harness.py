@@ -369,6 +369,16 @@ def coordinators_of(stub: pb_grpc.DisklessCoordinatorStub, topics: dict[bytes, i
     return result
 
 
+def find_batches_request(topic_id: bytes, partition: int, offset: int, batches_max: int = 0) -> pb.FindBatchesRequest:
+    """FindBatches of one partition from `offset`, bounded only by `batches_max` (0: none)."""
+    wanted = pb.FindBatchesRequest.Partition(partition=partition, offset=offset, max_partition_fetch_bytes=INT32_MAX)
+    return pb.FindBatchesRequest(
+        fetch_max_bytes=INT32_MAX,
+        max_batches_per_partition=batches_max,
+        topics=[pb.FindBatchesRequest.Topic(topic_id=topic_id, partitions=[wanted])],
+    )
+
+
 def fetch_all_batches(
     stub: pb_grpc.DisklessCoordinatorStub, topic_id: bytes, partition: int
 ) -> tuple[list[pb.BatchInfo], int, int]:
@@ -376,21 +386,7 @@ def fetch_all_batches(
     batches: list[pb.BatchInfo] = []
     offset = None
     while True:
-        request = pb.FindBatchesRequest(
-            fetch_max_bytes=INT32_MAX,
-            max_batches_per_partition=0,
-            topics=[
-                pb.FindBatchesRequest.Topic(
-                    topic_id=topic_id,
-                    partitions=[
-                        pb.FindBatchesRequest.Partition(
-                            partition=partition, offset=0 if offset is None else offset,
-                            max_partition_fetch_bytes=INT32_MAX,
-                        )
-                    ],
-                )
-            ],
-        )  # fmt: skip
+        request = find_batches_request(topic_id, partition, 0 if offset is None else offset)
         result = stub.FindBatches(request, timeout=30).topics[0].partitions[0]
         if offset is None and result.error_code == pb.OFFSET_OUT_OF_RANGE and result.log_start_offset > 0:
             offset = result.log_start_offset  # records were deleted: start at the log start

@@ -18,8 +18,9 @@ from typing import Any, TypeVar
 import pytest
 
 from coordinator.cluster.assignment import CoordinatorAssignment
+from coordinator.machine.topic_names import coordinator_for_new_partition
 from protos import coordinator_pb2 as pb
-from tests.harness import batch
+from tests.harness import batch, find_batches_request
 from tests.simulation.cluster import SimCluster, SimNode
 from tests.simulation.loop import SimulatedLoop
 from tests.simulation.workload import TOPIC_ID, Acknowledged, RunReport, SimulationFailure, Workload
@@ -129,8 +130,6 @@ async def _topic(sim: SimCluster) -> None:
 
 
 def _partition_of(sim: SimCluster, coordinator_id: int) -> int:
-    from coordinator.machine.topic_names import coordinator_for_new_partition
-
     return next(p for p in range(64) if coordinator_for_new_partition(TOPIC_ID, p, sim.coordinators) == coordinator_id)
 
 
@@ -244,27 +243,9 @@ def test_a_deposed_leader_truncates_what_it_appended_alone_at_the_epoch_boundary
             and old.shard(0).statistics().log_end_offset == new.shard(0).statistics().log_end_offset
         ))  # fmt: skip
         assert old.shard(0).statistics().log_end_offset <= max(appended_alone, new.shard(0).statistics().log_end_offset)
-        found = (
-            pb.FindBatchesResponse.FromString(
-                new.node.router.find_batches(  # type: ignore[union-attr]
-                    pb.FindBatchesRequest(
-                        fetch_max_bytes=2**31 - 1,
-                        topics=[
-                            pb.FindBatchesRequest.Topic(
-                                topic_id=TOPIC_ID,
-                                partitions=[
-                                    pb.FindBatchesRequest.Partition(
-                                        partition=partition, offset=0, max_partition_fetch_bytes=2**31 - 1
-                                    )
-                                ],
-                            )
-                        ],
-                    )
-                )
-            )
-            .topics[0]
-            .partitions[0]
-        )
+        assert new.node is not None
+        answer = new.node.router.find_batches(find_batches_request(TOPIC_ID, partition, 0))
+        found = pb.FindBatchesResponse.FromString(answer).topics[0].partitions[0]
         assert [b.object_key for b in found.batches] == ["wal/trunc/0", "wal/trunc/1"]
 
     simulate(tmp_path, 23, work)

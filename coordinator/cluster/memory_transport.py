@@ -52,8 +52,6 @@ class MemoryNetwork:
         self._routers: dict[str, object] = {}
         self._partitioned: set[frozenset[str]] = set()
         self.faults = NetworkFaults()
-        self.calls = 0
-        self.dropped = 0
 
     def attach(self, address: str, router: object) -> None:
         """The node at `address` answers from now on (it started)."""
@@ -74,11 +72,9 @@ class MemoryNetwork:
         return MemoryTransport(self, address)
 
     async def call(self, source: str, target: str, method: str, request: Any, timeout_s: float | None) -> Any:
-        self.calls += 1
         await self._maybe_delay()
         router = self._reachable(source, target, method)
         if self.random.random() < self.faults.drop_request:
-            self.dropped += 1
             raise _unavailable(f"{method} to {target}: request lost")
         answer = await self._run(router, method, request, timeout_s)
         if self.random.random() < self.faults.duplicate:
@@ -86,7 +82,6 @@ class MemoryNetwork:
         await self._maybe_delay()
         self._reachable(source, target, method)  # a partition or a crash meanwhile loses the answer
         if self.random.random() < self.faults.drop_answer:
-            self.dropped += 1
             raise _unavailable(f"{method} to {target}: answer lost")
         return _copied(answer)
 

@@ -20,7 +20,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Coroutine
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, final
 
@@ -74,8 +74,6 @@ class SimNode:
     controller: ClusterController | None = None
     paused: bool = False
     starting: bool = False  # joining or loading: not yet crashed or paused by the workload
-    incarnation: int = 0
-    tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
     @property
     def address(self) -> str:
@@ -147,7 +145,6 @@ class SimCluster:
     async def _start(self, sim: SimNode) -> None:
         node_id = sim.node_id
         sim.store = self._store()
-        sim.incarnation += 1
         settings = sim.settings
         controller = ClusterController(settings, NodeEndpoint(node_id, "127.0.0.1", BASE_PORT + node_id), sim.store,
                                        self.clock)  # fmt: skip
@@ -190,8 +187,11 @@ class SimCluster:
         assert sim.up and not sim.paused
         sim.paused = True
         sim.store.reachable = False
+        self._cut_off(sim)
+
+    def _cut_off(self, sim: SimNode) -> None:
         for other in self.nodes:
-            if other.node_id != node_id:
+            if other.node_id != sim.node_id:
                 self.network.partition(sim.address, other.address)
 
     def heal_network(self) -> None:
@@ -201,9 +201,7 @@ class SimCluster:
         faults.drop_request = faults.drop_answer = faults.duplicate = faults.delay = 0.0
         for sim in self.nodes:
             if sim.paused:
-                for other in self.nodes:
-                    if other.node_id != sim.node_id:
-                        self.network.partition(sim.address, other.address)
+                self._cut_off(sim)
 
     def resume_all(self) -> None:
         for sim in self.nodes:

@@ -70,7 +70,6 @@ class SimulatedLoop(asyncio.SelectorEventLoop):
         self._simulated_s = START_S
         super().__init__(_JumpingSelector(self, selectors.DefaultSelector()))
         self._inline = InlineExecutor()
-        self.jumped_s = 0.0
         self._turns_without_time = 0
 
     def run_in_executor(self, executor: Any, func: Any, *args: Any) -> asyncio.Future[Any]:
@@ -82,7 +81,6 @@ class SimulatedLoop(asyncio.SelectorEventLoop):
 
     def jump(self, seconds: float) -> None:
         self._simulated_s += seconds
-        self.jumped_s += seconds
         self._turns_without_time = 0
 
     def turn_without_time(self) -> None:

@@ -27,12 +27,11 @@ from typing import Any, final
 
 from coordinator.machine.topic_names import coordinator_for_new_partition
 from protos import coordinator_pb2 as pb
-from tests.harness import batch
+from tests.harness import batch, find_batches_request
 from tests.simulation.cluster import SimCluster
 
 TOPIC_ID = bytes(range(1, 17))
 PARTITIONS = 8
-INT32_MAX = 2**31 - 1
 SAMPLE_CHECKED_PER_STEP = 8
 COMMIT_TIMEOUT_MS = 5_000
 SETTLE_MS = 60_000  # at the end: time for elections, catch-up and ISR changes to settle
@@ -286,23 +285,14 @@ class Workload:
         self, sim: Any, partition: int, offset: int, batches_max: int = 1
     ) -> pb.FindBatchesResponse.PartitionResult:
         """FindBatches at a node from `offset`: up to `batches_max` batches (0: as many as fit in one answer)."""
-        wanted = pb.FindBatchesRequest.Partition(
-            partition=partition, offset=offset, max_partition_fetch_bytes=INT32_MAX
-        )
-        request = pb.FindBatchesRequest(
-            fetch_max_bytes=INT32_MAX,
-            max_batches_per_partition=batches_max,
-            topics=[pb.FindBatchesRequest.Topic(topic_id=TOPIC_ID, partitions=[wanted])],
-        )
+        request = find_batches_request(TOPIC_ID, partition, offset, batches_max)
         return pb.FindBatchesResponse.FromString(sim.node.router.find_batches(request)).topics[0].partitions[0]
 
     async def _settle(self) -> None:
         """Every node running and reachable, the network and etcd sound; then time for the cluster to heal."""
         cluster = self.cluster
-        faults = cluster.network.faults
-        faults.drop_request = faults.drop_answer = faults.duplicate = faults.delay = 0.0
         cluster.resume_all()
-        cluster.network.heal()
+        cluster.heal_network()
         await asyncio.sleep(COMMIT_TIMEOUT_MS / 1000 * 2)  # commits in flight end
         for task in list(self._in_flight):
             await task
