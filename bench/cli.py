@@ -95,6 +95,18 @@ def _profile(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_gateway_arguments(parser: argparse.ArgumentParser) -> None:
+    from bench.gateways import add_arguments
+
+    add_arguments(parser)
+
+
+def _gateways(args: argparse.Namespace) -> int:
+    from bench.gateways import run
+
+    return run(args)
+
+
 def add_bench_commands(parser: argparse.ArgumentParser) -> None:
     """The `bench` subcommands, added to `diskless bench`'s parser (or this module's own)."""
     commands = parser.add_subparsers(dest="bench_command", required=True)
@@ -146,6 +158,16 @@ def add_bench_commands(parser: argparse.ArgumentParser) -> None:
     profile.add_argument("--coordinators", type=int, default=8, help="coordinators of the node (default 8)")
     profile.add_argument("--brokers", type=int, default=16, help="simulated brokers (default 16)")
     profile.set_defaults(run=_profile)
+    gateways = commands.add_parser(
+        "gateways",
+        help="commit calls per WAL file with brokers following the produce gateways, against any partition",
+        description="Starts a 3-node cluster of 12 coordinators on a local etcd and simulated brokers in 3 racks "
+        "(6 and 36 by default); measures commit calls and leader nodes per WAL file, commit p50/p99 and batches/s "
+        "with brokers taking only their gateways' partitions against brokers taking any, alternating runs "
+        "(KIP-1164 'Reducing multi-DC commit operations'). Writes results.json, results.md and gateways.png.",
+    )
+    _add_gateway_arguments(gateways)
+    gateways.set_defaults(run=_gateways)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -202,6 +202,7 @@ def test_parts_go_to_each_coordinator_leader_and_merge_in_request_order(
         async with RoutingClient([first.address]) as client:
             commit = await client.commit_file(commit_request(routed, owners, "wal/routed-split"))
             assert client.single_address is None
+            assert client.calls_sent["CommitFile"] == 2, "one call per node, counted"
             fetches = [await client.find_batches(fetch_request(routed, budget)) for budget in (1, 2500, 10**6)]
             files = await client.describe_files(pb.DescribeFilesRequest(object_keys=["wal/routed-split", "wal/none"]))
             return commit, fetches, files
@@ -235,6 +236,7 @@ def test_a_part_answered_not_coordinator_is_retried_where_the_refreshed_route_po
             stale.where.clear()  # from now on the proxy reports the real node: the coordinators "moved"
             response = await client.commit_file(commit_request(routed, owners, "wal/routed-moved"))
             assert {r.leader_address for r in client.routes().values()} == {server.address}
+            assert client.calls_sent["CommitFile"] == 2, "the refused try and the retry both counted"
             return response
 
     response = run(server, scenario())
