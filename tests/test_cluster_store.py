@@ -8,6 +8,7 @@ store has: revisions, watches and its faults, which the simulation relies on.
 from __future__ import annotations
 
 import asyncio
+import socket
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
@@ -17,7 +18,7 @@ import pytest
 from bench.local_etcd import EtcdCluster
 from coordinator.base.clock import Clock, ManualClock, SystemClock
 from coordinator.cluster.assignment import CoordinatorAssignment, after_nodes_lost
-from coordinator.cluster.etcd_store import EtcdClusterStore, etcd_client, parse_etcd_endpoints
+from coordinator.cluster.etcd_store import EtcdClusterStore, etcd_client, grpc_target, parse_etcd_endpoints
 from coordinator.cluster.memory_store import (
     Compare,
     EtcdUnavailable,
@@ -133,14 +134,54 @@ def test_a_node_vanishes_when_its_session_lease_expires(backend: Backend) -> Non
     assert 0 < valid_for_ms <= 1000
 
 
-@pytest.mark.parametrize("text", ["", "host", "host:", ":2379", "host:0", "host:70000", "a:1,b"])
+@pytest.mark.parametrize("text", ["", "host", "host:", ":2379", "host:0", "host:70000", "a:1,b", "::1:2379", "[]:1"])
 def test_etcd_endpoints_that_are_not_host_port_are_refused(text: str) -> None:
     with pytest.raises(ValueError, match="HOST:PORT"):
         parse_etcd_endpoints(text)
 
 
 def test_etcd_endpoints_parse() -> None:
-    assert parse_etcd_endpoints("127.0.0.1:2379,[::1]:2380") == [("127.0.0.1", 2379), ("[::1]", 2380)]
+    assert parse_etcd_endpoints("127.0.0.1:2379,[::1]:2380,etcd-2.example:2381") == [
+        ("127.0.0.1", 2379), ("[::1]", 2380), ("etcd-2.example", 2381)
+    ]  # fmt: skip
+
+
+def test_several_etcd_endpoints_become_one_grpc_target_of_one_address_family() -> None:
+    v4, v6 = socket.AF_INET, socket.AF_INET6
+    names = {
+        "a": [(v4, "10.0.0.1"), (v6, "fd00::1")],
+        "b": [(v6, "fd00::2"), (v4, "10.0.0.2")],
+        "only6": [(v6, "fd00::3")],
+        "only4": [(v4, "10.0.0.4")],
+        "[::1]": [(v6, "::1")],
+    }
+
+    def resolver(host: str, port: int) -> list[tuple[socket.AddressFamily, str]]:
+        return names[host]
+
+    assert grpc_target([("a", 1), ("b", 2)], resolver) == "ipv4:10.0.0.1:1,10.0.0.2:2"
+    assert grpc_target([("a", 1), ("only6", 3), ("[::1]", 4)], resolver) == "ipv6:[fd00::1]:1,[fd00::3]:3,[::1]:4"
+    assert grpc_target([("only6", 1)], resolver) == "only6:1"  # one endpoint: gRPC resolves it, again on reconnection
+    with pytest.raises(ValueError, match="share no address family"):
+        grpc_target([("only4", 1), ("only6", 2)], resolver)
+    with pytest.raises(ValueError, match="does not resolve"):
+        grpc_target([("127.0.0.1", 1), ("no-such-host.invalid", 2)])
+
+
+@pytest.mark.slow
+def test_a_store_reaches_etcd_through_a_host_name_among_several_endpoints(etcd: EtcdCluster) -> None:
+    _, port = parse_etcd_endpoints(etcd.endpoints)[0]
+
+    async def run() -> list[int]:
+        endpoints = parse_etcd_endpoints(f"localhost:{port},127.0.0.1:{port}")
+        store = EtcdClusterStore(etcd_client(endpoints, timeout_s=5), f"/names-{uuid.uuid4().hex}")
+        try:
+            await store.register_node(NodeEndpoint(4, "127.0.0.1", 9004), ttl_s=30)
+            return sorted(await store.live_nodes())
+        finally:
+            await store.close()
+
+    assert asyncio.run(run()) == [4]
 
 
 def test_a_cluster_forms_on_its_first_registered_nodes_whoever_asks(backend: Backend) -> None:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import logging
+import socket
+from collections.abc import Callable
 from typing import Any
 
 import aetcd
@@ -21,22 +23,55 @@ DEFAULT_PREFIX = "/diskless"
 
 
 def parse_etcd_endpoints(text: str) -> list[tuple[str, int]]:
-    """`HOST:PORT[,HOST:PORT…]` → [(host, port)], with a clear error for anything else."""
+    """`HOST:PORT[,HOST:PORT…]` → [(host, port)], with a clear error for anything else. A host is a name, an IPv4
+    literal or a bracketed IPv6 literal (`[::1]:2379`, kept bracketed)."""
     endpoints = []
     for item in text.split(","):
         host, _, port = item.strip().rpartition(":")
-        if not host or not port.isdigit() or not 0 < int(port) < 65536:
-            raise ValueError(f"--etcd wants HOST:PORT[,HOST:PORT...], got {item.strip()!r}")
+        bare_ipv6 = ":" in host and not (host.startswith("[") and host.endswith("]"))
+        if not host.strip("[]") or bare_ipv6 or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"--etcd wants HOST:PORT[,HOST:PORT...] ([ADDRESS]:PORT for IPv6), got {item.strip()!r}")
         endpoints.append((host, int(port)))
     return endpoints
 
 
-def etcd_client(endpoints: list[tuple[str, int]], timeout_s: float) -> aetcd.Client:
-    """One client reaching every member: aetcd takes one host, gRPC's ipv4 multi-address target several."""
+Resolver = Callable[[str, int], list[tuple[socket.AddressFamily, str]]]
+
+
+def resolve(host: str, port: int) -> list[tuple[socket.AddressFamily, str]]:
+    """The addresses a host name (or literal) stands for, as (family, address); ValueError if it names none."""
+    try:
+        found = socket.getaddrinfo(host.strip("[]"), port, type=socket.SOCK_STREAM)
+    except socket.gaierror as error:
+        raise ValueError(f"--etcd host {host!r} does not resolve: {error}") from None
+    return list(dict.fromkeys((family, str(address[0])) for family, _, _, _, address in found))
+
+
+def grpc_target(endpoints: list[tuple[str, int]], resolver: Resolver = resolve) -> str:
+    """The gRPC target reaching every member. One endpoint: `HOST:PORT` (gRPC's DNS resolver takes names and
+    literals, and resolves again on reconnection). Several: gRPC's `ipv4:` or `ipv6:` list, which takes literals
+    only, so names are resolved here, once, when the node starts (every address of each name, one family for all
+    of them: the first that every endpoint has)."""
     if len(endpoints) == 1:
         host, port = endpoints[0]
-        return aetcd.Client(host=host, port=port, timeout=timeout_s)
-    target = "ipv4:" + ",".join(f"{host}:{port}" for host, port in endpoints)
+        return f"{host}:{port}"
+    resolved = [(resolver(host, port), port) for host, port in endpoints]
+    for family, scheme in ((socket.AF_INET, "ipv4"), (socket.AF_INET6, "ipv6")):
+        if all(any(f == family for f, _ in addresses) for addresses, _ in resolved):
+            listed = [
+                f"[{address}]:{port}" if family == socket.AF_INET6 else f"{address}:{port}"
+                for addresses, port in resolved
+                for f, address in addresses
+                if f == family
+            ]
+            return f"{scheme}:" + ",".join(dict.fromkeys(listed))
+    named = ", ".join(f"{h}:{p}" for h, p in endpoints)
+    raise ValueError(f"--etcd endpoints {named} share no address family (each needs an IPv4, or each an IPv6 address)")
+
+
+def etcd_client(endpoints: list[tuple[str, int]], timeout_s: float) -> aetcd.Client:
+    """One client reaching every member (see `grpc_target`)."""
+    target = grpc_target(endpoints)
     # aetcd dials f"{host}:{port}" (an `_url` it never reads did nothing, and port 0 made the target invalid):
     # the last endpoint's port goes in `port`, everything before it in `host`, and the two join into the target.
     before_last_port, _, last_port = target.rpartition(":")
