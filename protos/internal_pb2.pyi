@@ -67,7 +67,7 @@ class KnownFilesResponse(_message.Message):
     def __init__(self, error_code: _Optional[_Union[_coordinator_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., files: _Optional[_Iterable[_Union[KnownFilesResponse.KnownFile, _Mapping]]] = ...) -> None: ...
 
 class FetchLogRequest(_message.Message):
-    __slots__ = ("coordinator_id", "replica_node_id", "leader_epoch", "fetch_offset", "last_fetched_epoch", "max_bytes", "max_wait_ms")
+    __slots__ = ("coordinator_id", "replica_node_id", "leader_epoch", "fetch_offset", "last_fetched_epoch", "max_bytes", "max_wait_ms", "replica_incarnation")
     COORDINATOR_ID_FIELD_NUMBER: _ClassVar[int]
     REPLICA_NODE_ID_FIELD_NUMBER: _ClassVar[int]
     LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
@@ -75,6 +75,7 @@ class FetchLogRequest(_message.Message):
     LAST_FETCHED_EPOCH_FIELD_NUMBER: _ClassVar[int]
     MAX_BYTES_FIELD_NUMBER: _ClassVar[int]
     MAX_WAIT_MS_FIELD_NUMBER: _ClassVar[int]
+    REPLICA_INCARNATION_FIELD_NUMBER: _ClassVar[int]
     coordinator_id: int
     replica_node_id: int
     leader_epoch: int
@@ -82,7 +83,8 @@ class FetchLogRequest(_message.Message):
     last_fetched_epoch: int
     max_bytes: int
     max_wait_ms: int
-    def __init__(self, coordinator_id: _Optional[int] = ..., replica_node_id: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., fetch_offset: _Optional[int] = ..., last_fetched_epoch: _Optional[int] = ..., max_bytes: _Optional[int] = ..., max_wait_ms: _Optional[int] = ...) -> None: ...
+    replica_incarnation: str
+    def __init__(self, coordinator_id: _Optional[int] = ..., replica_node_id: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., fetch_offset: _Optional[int] = ..., last_fetched_epoch: _Optional[int] = ..., max_bytes: _Optional[int] = ..., max_wait_ms: _Optional[int] = ..., replica_incarnation: _Optional[str] = ...) -> None: ...
 
 class FetchLogResponse(_message.Message):
     __slots__ = ("error_code", "error_message", "high_watermark", "log_start_offset", "log_end_offset", "frames", "diverging_epoch", "diverging_end_offset")

@@ -4,6 +4,7 @@ failover under load with nothing acknowledged lost, the ISR, NOT_ENOUGH_REPLICAS
 
 from __future__ import annotations
 
+import shutil
 import signal
 import threading
 import time
@@ -240,3 +241,48 @@ def test_a_follower_below_the_leaders_log_start_installs_its_snapshot_and_catche
     assert batches == fetch_all_batches(leader.stub, topic_id, 0)[0]
     assert any("installed snapshot" in line for line in follower.output)
     assert cluster.describe(follower, coordinator_id).log_start_offset >= log_start
+
+
+def test_a_node_back_on_an_emptied_data_directory_is_never_elected_and_nothing_acknowledged_is_lost(
+    tmp_path: Path,
+) -> None:
+    """Issue #30's run: a replica in the ISR lost its disk and came back while the other in-sync replicas were down.
+    Before incarnations it was elected with an empty log and the coordinator's batches were gone. Nodes look at
+    etcd every 10 s here, so that nobody takes the dead nodes out of the ISR before the wiped one is back."""
+    cluster = Cluster(tmp_path, settings={"diskless.cluster.refresh.interval.ms": "10000"}).start()
+    try:
+        cluster.wait_fully_in_sync()
+        topic_id = cluster.create_topic("disk", 2)
+        coordinator_id = cluster.coordinator_of(cluster.nodes[0], topic_id, 0)
+        leader = cluster.leader_of(coordinator_id)
+        assert leader is not None
+        for _ in range(5):
+            assert _commit(leader.stub, topic_id, 0, coordinator_id) == pb.NONE
+        wiped = next(n for n in cluster.nodes if n is not leader)
+        wiped_id = cluster.nodes.index(wiped)
+        assert sorted(cluster.describe(leader, coordinator_id).isr) == [0, 1, 2]
+        for node in cluster.nodes:
+            node.kill()
+        shutil.rmtree(wiped.data_dir)
+        wiped.start(wait_serving=False)  # registered and listening once its previous lease expired
+        assert cluster.log_lines(f"node {wiped_id} is not the replica its ISR knew"), "it did not leave the ISR"
+        deadline = time.monotonic() + 12  # beyond the sessions and a refresh: never elected, nothing acknowledged
+        while time.monotonic() < deadline:
+            time.sleep(0.5)
+            try:
+                description = cluster.describe(wiped, coordinator_id)
+                committed = _commit(wiped.stub, topic_id, 0, coordinator_id)
+            except grpc.RpcError as error:  # loading its coordinators
+                assert error.code() == grpc.StatusCode.UNAVAILABLE, error
+                continue
+            assert description.role != "LEADER", description
+            assert committed != pb.NONE, "a write acknowledged by the replica that lost its disk"
+        for node in cluster.nodes:
+            if node is not wiped:
+                node.start(wait_serving=False)
+        wait_for("the wiped node back in sync", cluster.fully_in_sync, timeout_s=60)
+        for node in cluster.nodes:
+            found = wait_for("every batch", lambda n=node: len(fetch_all_batches(n.stub, topic_id, 0)[0]) == 5 or None)
+            assert found
+    finally:
+        cluster.stop()

@@ -11,6 +11,10 @@
   assignments and the live nodes; where a leader's node is gone it elects the
   first live in-sync replica (the pure rule of `assignment.after_nodes_lost`)
   by compare-and-set, and it tells each of its coordinators what it now is.
+- **Incarnations.** The node registers as the incarnation `incarnation.py`
+  gives it; once registered, it tells each ISR it is in whether it is the
+  replica the ISR knew (`assignment.after_restart`): the ISR records its new
+  incarnation, or it leaves the ISR before anyone could elect it.
 """
 
 from __future__ import annotations
@@ -18,18 +22,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Protocol
 
 from coordinator.base.clock import Clock
 from coordinator.cluster.assignment import (
+    NO_INCARNATIONS,
     NO_LEADER,
     CoordinatorAssignment,
     after_nodes_lost,
+    after_restart,
     assign_replicas,
     isr_changed,
 )
+from coordinator.cluster.incarnation import Incarnation, next_incarnation
 from coordinator.cluster.store import (
     ClusterConfig,
     ClusterStore,
@@ -63,7 +70,11 @@ class StubSource(Protocol):
 
 
 def role_of(
-    node_id: int, assignment: CoordinatorAssignment | None, live: dict[int, NodeEndpoint], session_valid: bool
+    node_id: int,
+    assignment: CoordinatorAssignment | None,
+    live: dict[int, NodeEndpoint],
+    session_valid: bool,
+    incarnation: str = "",
 ) -> ReplicaRole:
     """What this node is for a coordinator, from its assignment and the live nodes (pure)."""
     if assignment is None:
@@ -79,16 +90,33 @@ def role_of(
     addresses = tuple((n, f"{live[n].host}:{live[n].port}") for n in assignment.replicas if n in live)
     return ReplicaRole(
         kind, node_id, assignment.leader, assignment.leader_epoch, address, assignment.replicas, assignment.isr,
-        addresses,
+        addresses, incarnation, assignment.incarnations,
     )  # fmt: skip
 
 
-class ClusterController:
-    """The node's etcd session and the coordinators' roles; also the replication's `ClusterLink`."""
+def incarnations_of(live: Mapping[int, NodeEndpoint]) -> dict[int, str]:
+    return {node_id: endpoint.incarnation for node_id, endpoint in live.items()}
 
-    def __init__(self, settings: Settings, endpoint: NodeEndpoint, store: ClusterStore, clock: Clock) -> None:
+
+class ClusterController:
+    """The node's etcd session and the coordinators' roles; also the replication's `ClusterLink`.
+
+    `replica_on_disk(c)`: whether this node's data directory holds a log of coordinator c (a replica the ISR may
+    have known); the node's incarnation is read from (and written to) its data directory when it joins.
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        endpoint: NodeEndpoint,
+        store: ClusterStore,
+        clock: Clock,
+        replica_on_disk: Callable[[int], bool],
+    ) -> None:
         self._settings = settings
         self._endpoint = endpoint
+        self._replica_on_disk = replica_on_disk
+        self._incarnation = Incarnation("", "")
         self._stubs: StubSource | None = None
         self._store = store
         self._clock = clock
@@ -103,7 +131,14 @@ class ClusterController:
     # ------------------------------------------------------------------ joining
 
     async def join(self) -> ClusterConfig:
-        """Registers the node, stores or reads the configuration, waits for the cluster to form."""
+        """Registers the node, stores or reads the configuration, waits for the cluster to form, then tells each
+        ISR this node is in whether it is the replica the ISR knew."""
+        self._incarnation = next_incarnation(self._settings.data_dir)
+        self._endpoint = replace(self._endpoint, incarnation=self._incarnation.current)
+        log.info(
+            "node %d starts as incarnation %s (previous %s)",
+            self._endpoint.node_id, self._incarnation.current, self._incarnation.previous or "none",
+        )  # fmt: skip
         self._session = await self._register()
         self.config = await self._store.form(
             ClusterConfig(self._settings.coordinators, self._settings.replication_factor)
@@ -113,12 +148,15 @@ class ClusterController:
             self.live = await self._store.live_nodes()
             self.assignments = await self._store.assignments()
             if len(self.assignments) == self.config.coordinators:
+                await self._reconcile_incarnation()
                 return self.config
             if len(self.live) >= self.config.replication_factor:
                 # DESIGN §6a: the first `replication.factor` registered nodes, whoever computes it, so that
                 # concurrent formers write one assignment and every node it names holds every coordinator.
                 formers = await self._store.first_registered(self.config.replication_factor)
-                fresh = assign_replicas(self.config.coordinators, formers, self.config.replication_factor)
+                fresh = assign_replicas(
+                    self.config.coordinators, formers, self.config.replication_factor, incarnations_of(self.live)
+                )
                 for coordinator_id, assignment in fresh.items():
                     if coordinator_id not in self.assignments:
                         await self._store.compare_and_set(coordinator_id, 0, assignment)
@@ -134,6 +172,37 @@ class ClusterController:
             )  # fmt: skip
             await self._clock.sleep_ms(self._settings.cluster_refresh_interval_ms)
 
+    async def _reconcile_incarnation(self) -> None:
+        """Each ISR holding this node records its new incarnation, or loses it (`assignment.after_restart`)."""
+        node_id = self._endpoint.node_id
+        for coordinator_id in sorted(self.assignments):
+            for _ in range(3):  # a concurrent change moves the revision: read again
+                current = await self._store.assignment(coordinator_id)
+                if current is None:
+                    break
+                changed = after_restart(
+                    current.assignment, node_id, self._incarnation.previous, self._incarnation.current,
+                    self._replica_on_disk(coordinator_id),
+                )  # fmt: skip
+                if changed is None:
+                    self.assignments[coordinator_id] = current
+                    break
+                if await self._store.compare_and_set(coordinator_id, current.revision, changed):
+                    if node_id not in changed.isr:
+                        log.warning(
+                            "coordinator %d: node %d is not the replica its ISR knew (incarnation %s, the ISR's %s): "
+                            "left the ISR %s until it has caught up again",
+                            coordinator_id, node_id, self._incarnation.current,
+                            current.assignment.incarnation_of(node_id) or "unknown", list(changed.isr),
+                        )  # fmt: skip
+                    self.assignments[coordinator_id] = replace(current, assignment=changed, revision=-1)
+                    break
+
+    @property
+    def incarnation(self) -> str:
+        """The incarnation this node runs as (followers send it with each fetch)."""
+        return self._incarnation.current
+
     async def _register(self) -> NodeSession:
         ttl_s = self._settings.node_session_timeout_ms // 1000
         deadline_ms = self._clock.monotonic_ms() + 2 * ttl_s * 1000 + REGISTER_WAIT_EXTRA_MS
@@ -148,7 +217,7 @@ class ClusterController:
 
     def initial_roles(self) -> dict[int, ReplicaRole]:
         return {
-            c: role_of(self._endpoint.node_id, v.assignment, self.live, self.session_valid())
+            c: role_of(self._endpoint.node_id, v.assignment, self.live, self.session_valid(), self.incarnation)
             for c, v in self.assignments.items()
         }
 
@@ -181,12 +250,24 @@ class ClusterController:
     def session_valid(self) -> bool:
         return self._session is not None and self._session.valid_for_ms() > 0
 
-    async def alter_isr(self, coordinator_id: int, leader_epoch: int, isr: tuple[int, ...]) -> tuple[int, ...] | None:
+    async def alter_isr(
+        self,
+        coordinator_id: int,
+        leader_epoch: int,
+        isr: tuple[int, ...],
+        joined: Mapping[int, str] = NO_INCARNATIONS,
+    ) -> tuple[int, ...] | None:
         for _ in range(3):  # a concurrent change (an election, a dead follower removed) moves the revision
             current = await self._store.assignment(coordinator_id)
             if current is None or current.assignment.leader_epoch != leader_epoch:
                 return None
-            changed = isr_changed(current.assignment, self._endpoint.node_id, isr)
+            live = (
+                incarnations_of(await self._store.live_nodes()) if set(joined) - set(current.assignment.isr) else None
+            )
+            changed = isr_changed(
+                current.assignment, self._endpoint.node_id, isr, {**joined, self._endpoint.node_id: self.incarnation},
+                live,
+            )  # fmt: skip
             if isinstance(changed, str):
                 log.warning("coordinator %d: ISR change refused: %s", coordinator_id, changed)
                 return None
@@ -261,7 +342,7 @@ class ClusterController:
         live = await self._store.live_nodes()
         assignments = await self._store.assignments()
         for coordinator_id, versioned in assignments.items():
-            elected = after_nodes_lost(versioned.assignment, live) if self.session_valid() else None
+            elected = after_nodes_lost(versioned.assignment, incarnations_of(live)) if self.session_valid() else None
             if elected is None:
                 continue
             if await self._store.compare_and_set(coordinator_id, versioned.revision, elected):
@@ -281,5 +362,11 @@ class ClusterController:
         for holder in self._holders:
             versioned = self.assignments.get(holder.coordinator_id)
             holder.set_role(
-                role_of(self._endpoint.node_id, versioned.assignment if versioned else None, self.live, valid)
+                role_of(
+                    self._endpoint.node_id,
+                    versioned.assignment if versioned else None,
+                    self.live,
+                    valid,
+                    self.incarnation,
+                )
             )

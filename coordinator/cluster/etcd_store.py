@@ -111,7 +111,7 @@ class EtcdClusterStore:
     async def register_node(self, endpoint: NodeEndpoint, ttl_s: int) -> EtcdLease:
         lease = await self._client.lease(ttl_s)
         key = self._key("nodes", endpoint.node_id)
-        value = json.dumps({"host": endpoint.host, "port": endpoint.port}).encode()
+        value = json.dumps({"host": endpoint.host, "port": endpoint.port, "incarnation": endpoint.incarnation}).encode()
         transactions = self._client.transactions
         created, _ = await self._client.transaction(
             compare=[transactions.create(key) == 0], success=[transactions.put(key, value, lease=lease)], failure=[]
@@ -129,7 +129,7 @@ class EtcdClusterStore:
         for kv in await self._client.get_prefix(self._key("nodes") + b"/"):
             node_id = int(kv.key.rsplit(b"/", 1)[1])
             value = json.loads(kv.value)
-            nodes[node_id] = NodeEndpoint(node_id, value["host"], int(value["port"]))
+            nodes[node_id] = NodeEndpoint(node_id, value["host"], int(value["port"]), str(value.get("incarnation", "")))
         return nodes
 
     async def first_registered(self, count: int) -> list[int]:

@@ -270,7 +270,7 @@ class MemoryClusterStore:
         await self.reach()
         lease_id = self.etcd.grant(ttl_s)
         key = self._key("nodes", endpoint.node_id)
-        value = json.dumps({"host": endpoint.host, "port": endpoint.port}).encode()
+        value = json.dumps({"host": endpoint.host, "port": endpoint.port, "incarnation": endpoint.incarnation}).encode()
         if not self.etcd.transaction([Compare(key, "create", 0)], [Put(key, value, lease_id)]):
             self.etcd.revoke(lease_id)
             raise NodeIdTaken(f"node id {endpoint.node_id} is registered by a live node already")
@@ -286,7 +286,7 @@ class MemoryClusterStore:
         for kv in self.etcd.get_prefix(self._key("nodes") + "/"):
             node_id = int(kv.key.rsplit("/", 1)[1])
             value = json.loads(kv.value)
-            nodes[node_id] = NodeEndpoint(node_id, value["host"], int(value["port"]))
+            nodes[node_id] = NodeEndpoint(node_id, value["host"], int(value["port"]), str(value.get("incarnation", "")))
         return nodes
 
     async def first_registered(self, count: int) -> list[int]:

@@ -26,6 +26,7 @@ class NodeEndpoint:
     node_id: int
     host: str
     port: int
+    incarnation: str = ""  # the node's data directory's identity and start count (`incarnation.py`)
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,6 +17,7 @@ import gc
 import logging
 import signal
 from collections.abc import Awaitable, Callable, Coroutine
+from functools import partial
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any, TypeVar, final
@@ -44,7 +45,7 @@ from coordinator.edge.gate import (
 from coordinator.edge.loop import EdgeLoop, NodeHop
 from coordinator.edge.tls import TlsFiles, is_loopback, server_credentials, tls_files
 from coordinator.node import gauges
-from coordinator.node.node import Node
+from coordinator.node.node import Node, replica_on_disk
 from coordinator.node.processes import commit_process
 from coordinator.node.processes.commit_process import CommitProcessPlan
 from coordinator.node.processes.front import NodeFront, node_layout
@@ -299,8 +300,9 @@ async def _start(
     if settings.clustered:
         # The port is bound before joining: the address registered in etcd is the one that will answer.
         cluster = ClusterController(
-            settings, advertised_endpoint(settings, host, port), etcd_cluster_store(settings), clock or SystemClock()
-        )
+            settings, advertised_endpoint(settings, host, port), etcd_cluster_store(settings), clock or SystemClock(),
+            replica_on_disk=partial(replica_on_disk, settings.data_dir),
+        )  # fmt: skip
         config = await cluster.join()
         settings = dataclasses.replace(settings, coordinators=config.coordinators)
         roles = dict(cluster.initial_roles())

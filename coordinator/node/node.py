@@ -36,6 +36,12 @@ def coordinator_directory(data_dir: Path, coordinator_id: int) -> Path:
     return data_dir / f"coordinator-{coordinator_id}"
 
 
+def replica_on_disk(data_dir: Path, coordinator_id: int) -> bool:
+    """Whether the data directory holds a log of the coordinator (its log directory with a segment in it)."""
+    log_directory = coordinator_directory(data_dir, coordinator_id) / "log"
+    return log_directory.is_dir() and any(log_directory.glob("*.log"))
+
+
 class Node:
     def __init__(
         self,

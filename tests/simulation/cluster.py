@@ -19,8 +19,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import shutil
 from collections.abc import Coroutine
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, final
 
@@ -34,7 +36,7 @@ from coordinator.cluster.store import NodeEndpoint
 from coordinator.config.loading import load_settings
 from coordinator.config.settings import Settings
 from coordinator.machine.state.integrity import take_clean_close_mark
-from coordinator.node.node import Node, coordinator_directory
+from coordinator.node.node import Node, coordinator_directory, replica_on_disk
 from coordinator.reads.find_coordinator import Endpoint
 from coordinator.runtime.shard import CoordinatorShard
 
@@ -147,7 +149,7 @@ class SimCluster:
         sim.store = self._store()
         settings = sim.settings
         controller = ClusterController(settings, NodeEndpoint(node_id, "127.0.0.1", BASE_PORT + node_id), sim.store,
-                                       self.clock)  # fmt: skip
+                                       self.clock, partial(replica_on_disk, sim.data_dir))  # fmt: skip
         config = await controller.join()
         assert config.coordinators == self.coordinators
         node = Node(
@@ -180,6 +182,13 @@ class SimCluster:
         # A crash leaves no clean-close mark: the next load verifies each state as after kill -9.
         for coordinator_id in range(self.coordinators):
             take_clean_close_mark(coordinator_directory(sim.data_dir, coordinator_id))
+
+    def wipe(self, node_id: int) -> None:
+        """A stopped node's disk lost: its data directory emptied (an operator replacing a failed disk)."""
+        sim = self.nodes[node_id]
+        assert sim.down, f"node {node_id} must be stopped before its disk is wiped"
+        shutil.rmtree(sim.data_dir)
+        sim.data_dir.mkdir(parents=True)
 
     def pause(self, node_id: int) -> None:
         """Cut off from every node and from etcd, still running."""

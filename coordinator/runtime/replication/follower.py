@@ -250,6 +250,7 @@ class Follower:
                 coordinator_id=self.coordinator_id,
                 replica_node_id=self._role.node_id,
                 leader_epoch=self._role.leader_epoch,
+                replica_incarnation=self._role.node_incarnation,
                 fetch_offset=fetch_offset,
                 last_fetched_epoch=self._epoch_cache.latest_epoch,
                 max_bytes=self._settings.replica_fetch_max_bytes,

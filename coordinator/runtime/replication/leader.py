@@ -17,9 +17,10 @@ import asyncio
 import collections
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import Executor
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import final
 
 from coordinator.base.clock import Clock
@@ -34,7 +35,8 @@ from protos import internal_pb2 as internal
 log = logging.getLogger(__name__)
 
 # Asks etcd to set the coordinator's ISR (the leader's AlterPartition); the ISR etcd holds afterwards, or None.
-AlterIsr = Callable[[tuple[int, ...]], Awaitable[tuple[int, ...] | None]]
+NO_INCARNATIONS: Mapping[int, str] = MappingProxyType({})
+AlterIsr = Callable[[tuple[int, ...], Mapping[int, str]], Awaitable[tuple[int, ...] | None]]
 
 
 def refused_fetch(code: ErrorCode, message: str) -> internal.FetchLogResponse:
@@ -59,6 +61,7 @@ class FollowerProgress:
     """What the leader knows of one follower (Kafka's `Replica` state on the leader)."""
 
     node_id: int
+    incarnation: str = ""  # the follower node's incarnation, as its fetches say
     log_end_offset: int = -1  # -1 until its first fetch in this epoch
     last_fetch_ms: int = -1
     leader_end_at_last_fetch: int = -1
@@ -105,6 +108,7 @@ class LeaderReplication:
         self._session_valid = session_valid
         self._alter_isr = alter_isr
         self.isr = role.isr
+        self.isr_incarnations = dict(role.isr_incarnations)  # node -> the incarnation it was in sync as
         self.log_end_offset = metadata_log.end_offset  # durable on this node
         self.high_watermark = high_watermark
         now = clock.now_ms()
@@ -231,8 +235,9 @@ class LeaderReplication:
             )
         return lines
 
-    def update_isr(self, isr: tuple[int, ...]) -> None:
+    def update_isr(self, isr: tuple[int, ...], incarnations: Mapping[int, str]) -> None:
         """etcd's ISR changed without a leader change (a dead follower removed, or our own change)."""
+        self.isr_incarnations = {n: incarnations[n] for n in isr if incarnations.get(n)}
         if isr != self.isr:
             log.info("coordinator %d: ISR %s -> %s", self.coordinator_id, list(self.isr), list(isr))
             self.isr = isr
@@ -245,7 +250,7 @@ class LeaderReplication:
         refusal = self._fencing_problem(request.replica_node_id, request.leader_epoch)
         if refusal is not None:
             return refusal
-        follower = self.followers[request.replica_node_id]
+        follower = self._follower_as(request.replica_node_id, request.replica_incarnation)
         log_start = self._log.position().start_offset
         offset = request.fetch_offset
         if offset < log_start or offset > self.log_end_offset:
@@ -272,6 +277,28 @@ class LeaderReplication:
         max_bytes = min(max(request.max_bytes, 1), bound)
         frames = await self._frames_from(offset, max_bytes)
         return self._response(ErrorCode.NONE, "", frames)
+
+    def _follower_as(self, node: int, incarnation: str) -> FollowerProgress:
+        """The follower's progress, started afresh when it fetches as a new incarnation (a restarted node): a member
+        of the ISR that is not the incarnation the ISR knew leaves it at once (KIP-903), to join again once caught
+        up."""
+        follower = self.followers[node]
+        if follower.incarnation != incarnation:
+            if follower.incarnation:
+                log.info(
+                    "coordinator %d: node %d fetches as incarnation %s (was %s)",
+                    self.coordinator_id, node, incarnation or "unknown", follower.incarnation,
+                )  # fmt: skip
+                follower = self.followers[node] = FollowerProgress(node)
+            follower.incarnation = incarnation
+        recorded = self.isr_incarnations.get(node, "")
+        if node in self.isr and recorded and recorded != incarnation:
+            log.warning(
+                "coordinator %d: node %d fetches as incarnation %s, not the %s the ISR knew: leaving the ISR",
+                self.coordinator_id, node, incarnation or "unknown", recorded,
+            )  # fmt: skip
+            self._change_isr(tuple(n for n in self.isr if n != node))
+        return follower
 
     def _fencing_problem(self, replica: int, epoch: int) -> internal.FetchLogResponse | None:
         if self._closed is not None:
@@ -312,7 +339,7 @@ class LeaderReplication:
         follower.leader_end_at_last_fetch = self.log_end_offset
         self._advance_high_watermark()
         if follower.node_id not in self.isr and offset >= self.high_watermark and offset >= self._epoch_start():
-            self._change_isr((*self.isr, follower.node_id))
+            self._change_isr((*self.isr, follower.node_id), {follower.node_id: follower.incarnation})
 
     def _epoch_start(self) -> int:
         """Where this leader's epoch starts: a follower rejoins only once it holds the epoch's first record."""
@@ -362,16 +389,16 @@ class LeaderReplication:
                 )  # fmt: skip
                 self._change_isr(tuple(n for n in self.isr if n not in lagging))
 
-    def _change_isr(self, isr: tuple[int, ...]) -> None:
+    def _change_isr(self, isr: tuple[int, ...], joined: Mapping[int, str] = NO_INCARNATIONS) -> None:
         if self._isr_change is not None and not self._isr_change.done():
             return  # one change at a time; the next fetch or tick tries again
-        self._isr_change = asyncio.create_task(self._alter(isr))
+        self._isr_change = asyncio.create_task(self._alter(isr, joined))
 
-    async def _alter(self, isr: tuple[int, ...]) -> None:
+    async def _alter(self, isr: tuple[int, ...], joined: Mapping[int, str]) -> None:
         try:
-            stored = await self._alter_isr(isr)
+            stored = await self._alter_isr(isr, joined)
         except Exception as error:  # etcd unreachable: the next fetch or tick tries again
             log.warning("coordinator %d: ISR change to %s failed: %s", self.coordinator_id, list(isr), error)
             return
         if stored is not None and self._closed is None:
-            self.update_isr(stored)
+            self.update_isr(stored, {**self.isr_incarnations, **joined})

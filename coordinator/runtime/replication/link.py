@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Protocol
 
 from protos import internal_pb2_grpc as internal_grpc
@@ -12,8 +13,11 @@ class ClusterLink(Protocol):
         """Whether this node's etcd lease is surely still alive: a leader answers nothing once it may not be."""
         ...
 
-    async def alter_isr(self, coordinator_id: int, leader_epoch: int, isr: tuple[int, ...]) -> tuple[int, ...] | None:
-        """The leader's ISR change, by compare-and-set in etcd; the stored ISR, or None when refused."""
+    async def alter_isr(
+        self, coordinator_id: int, leader_epoch: int, isr: tuple[int, ...], joined: Mapping[int, str]
+    ) -> tuple[int, ...] | None:
+        """The leader's ISR change, by compare-and-set in etcd; the stored ISR, or None when refused. `joined`: the
+        incarnation each joining member fetched as."""
         ...
 
     def internal_stub(self, address: str) -> internal_grpc.CoordinatorInternalAsyncStub:

@@ -23,6 +23,8 @@ class ReplicaRole:
     replicas: tuple[int, ...]
     isr: tuple[int, ...]
     replica_addresses: tuple[tuple[int, str], ...] = ()  # (node id, HOST:PORT) of the live replicas
+    node_incarnation: str = ""  # this node's incarnation (a follower sends it with each fetch)
+    isr_incarnations: tuple[tuple[int, str], ...] = ()  # the incarnation each ISR member was in sync as
 
     def same_leadership(self, other: ReplicaRole) -> bool:
         """Whether `other` differs at most in its ISR (no reload needed to follow it)."""

@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import Executor
 from pathlib import Path
 from typing import final
@@ -160,7 +160,7 @@ class Lifecycle:
         self._role = role
         if current is not None and current.same_leadership(role):
             if self._leader is not None:
-                self._leader.update_isr(role.isr)
+                self._leader.update_isr(role.isr, dict(role.isr_incarnations))
             return
         if current is not None:
             self.leader_changes += 1
@@ -362,8 +362,8 @@ class Lifecycle:
         assert role is not None and link is not None
         coordinator_id, epoch = self.coordinator_id, role.leader_epoch
 
-        async def alter_isr(isr: tuple[int, ...]) -> tuple[int, ...] | None:
-            return await link.alter_isr(coordinator_id, epoch, isr)
+        async def alter_isr(isr: tuple[int, ...], joined: Mapping[int, str]) -> tuple[int, ...] | None:
+            return await link.alter_isr(coordinator_id, epoch, isr, joined)
 
         leader = LeaderReplication(
             coordinator_id, role, self._settings, self._clock, loaded.metadata_log, loaded.epoch_cache,
