@@ -187,3 +187,21 @@ class ChangeTopicResponse(_message.Message):
     error_code: _coordinator_pb2.ErrorCode
     error_message: str
     def __init__(self, error_code: _Optional[_Union[_coordinator_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ...) -> None: ...
+
+class KnownPartitionsRequest(_message.Message):
+    __slots__ = ("topic_id", "partitions")
+    TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    topic_id: bytes
+    partitions: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, topic_id: _Optional[bytes] = ..., partitions: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class KnownPartitionsResponse(_message.Message):
+    __slots__ = ("topic_name", "partitions", "coordinator_ids")
+    TOPIC_NAME_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    COORDINATOR_IDS_FIELD_NUMBER: _ClassVar[int]
+    topic_name: str
+    partitions: _containers.RepeatedScalarFieldContainer[int]
+    coordinator_ids: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, topic_name: _Optional[str] = ..., partitions: _Optional[_Iterable[int]] = ..., coordinator_ids: _Optional[_Iterable[int]] = ...) -> None: ...

@@ -64,6 +64,11 @@ class CoordinatorInternalStub:
                 request_serializer=protos_dot_internal__pb2.ChangeTopicRequest.SerializeToString,
                 response_deserializer=protos_dot_internal__pb2.ChangeTopicResponse.FromString,
                 _registered_method=True)
+        self.KnownPartitions = channel.unary_unary(
+                '/diskless.coordinator.v1.CoordinatorInternal/KnownPartitions',
+                request_serializer=protos_dot_internal__pb2.KnownPartitionsRequest.SerializeToString,
+                response_deserializer=protos_dot_internal__pb2.KnownPartitionsResponse.FromString,
+                _registered_method=True)
 
 
 class CoordinatorInternalServicer:
@@ -118,6 +123,15 @@ class CoordinatorInternalServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def KnownPartitions(self, request, context):
+        """Which of a topic's partitions the node knows, and their coordinators, from its catalog only: a node
+        that does not know a partition asks the leader of the coordinator it would be on before answering
+        UNKNOWN_TOPIC_OR_PARTITION (read your writes across the cluster).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_CoordinatorInternalServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -150,6 +164,11 @@ def add_CoordinatorInternalServicer_to_server(servicer, server):
                     servicer.ChangeTopic,
                     request_deserializer=protos_dot_internal__pb2.ChangeTopicRequest.FromString,
                     response_serializer=protos_dot_internal__pb2.ChangeTopicResponse.SerializeToString,
+            ),
+            'KnownPartitions': grpc.unary_unary_rpc_method_handler(
+                    servicer.KnownPartitions,
+                    request_deserializer=protos_dot_internal__pb2.KnownPartitionsRequest.FromString,
+                    response_serializer=protos_dot_internal__pb2.KnownPartitionsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -314,6 +333,33 @@ class CoordinatorInternal:
             '/diskless.coordinator.v1.CoordinatorInternal/ChangeTopic',
             protos_dot_internal__pb2.ChangeTopicRequest.SerializeToString,
             protos_dot_internal__pb2.ChangeTopicResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def KnownPartitions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/diskless.coordinator.v1.CoordinatorInternal/KnownPartitions',
+            protos_dot_internal__pb2.KnownPartitionsRequest.SerializeToString,
+            protos_dot_internal__pb2.KnownPartitionsResponse.FromString,
             options,
             channel_credentials,
             insecure,

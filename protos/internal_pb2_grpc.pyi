@@ -64,6 +64,11 @@ class CoordinatorInternalStub:
     """One coordinator's part of a topic change (CreatePartitions, DeleteTopics),
     sent by the node that took the call to the coordinator's leader.
     """
+    KnownPartitions: _grpc.UnaryUnaryMultiCallable[_internal_pb2.KnownPartitionsRequest, _internal_pb2.KnownPartitionsResponse]
+    """Which of a topic's partitions the node knows, and their coordinators, from its catalog only: a node
+    that does not know a partition asks the leader of the coordinator it would be on before answering
+    UNKNOWN_TOPIC_OR_PARTITION (read your writes across the cluster).
+    """
 
 @_typing.type_check_only
 class CoordinatorInternalAsyncStub(CoordinatorInternalStub):
@@ -91,6 +96,11 @@ class CoordinatorInternalAsyncStub(CoordinatorInternalStub):
     ChangeTopic: _aio.UnaryUnaryMultiCallable[_internal_pb2.ChangeTopicRequest, _internal_pb2.ChangeTopicResponse]  # type: ignore[assignment]
     """One coordinator's part of a topic change (CreatePartitions, DeleteTopics),
     sent by the node that took the call to the coordinator's leader.
+    """
+    KnownPartitions: _aio.UnaryUnaryMultiCallable[_internal_pb2.KnownPartitionsRequest, _internal_pb2.KnownPartitionsResponse]  # type: ignore[assignment]
+    """Which of a topic's partitions the node knows, and their coordinators, from its catalog only: a node
+    that does not know a partition asks the leader of the coordinator it would be on before answering
+    UNKNOWN_TOPIC_OR_PARTITION (read your writes across the cluster).
     """
 
 class CoordinatorInternalServicer(metaclass=_abc_1.ABCMeta):
@@ -152,6 +162,17 @@ class CoordinatorInternalServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_internal_pb2.ChangeTopicResponse, _abc.Awaitable[_internal_pb2.ChangeTopicResponse]]:
         """One coordinator's part of a topic change (CreatePartitions, DeleteTopics),
         sent by the node that took the call to the coordinator's leader.
+        """
+
+    @_abc_1.abstractmethod
+    def KnownPartitions(
+        self,
+        request: _internal_pb2.KnownPartitionsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_internal_pb2.KnownPartitionsResponse, _abc.Awaitable[_internal_pb2.KnownPartitionsResponse]]:
+        """Which of a topic's partitions the node knows, and their coordinators, from its catalog only: a node
+        that does not know a partition asks the leader of the coordinator it would be on before answering
+        UNKNOWN_TOPIC_OR_PARTITION (read your writes across the cluster).
         """
 
 def add_CoordinatorInternalServicer_to_server(servicer: CoordinatorInternalServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -246,3 +246,23 @@ def test_every_node_stops_on_sigterm_without_waiting_out_its_drain_the_last_one_
         assert node.stop() == 0
         took = time.monotonic() - started
         assert took < float(CLUSTER_SETTINGS["diskless.shutdown.drain.timeout.ms"]) / 1000, (node.arguments, took)
+
+
+def test_a_topic_is_known_on_every_node_at_once_after_one_acknowledged_it(cluster: Cluster) -> None:
+    """Issue #30's run: CreatePartitions answered by a node, then FindCoordinator at once on it and on the others
+    (before, 4 of 5 tries answered UNKNOWN_TOPIC_OR_PARTITION for up to half a second)."""
+    cluster.wait_fully_in_sync()
+    for attempt in range(5):
+        creator = cluster.nodes[attempt % len(cluster.nodes)]
+        topic_id = uuid.uuid4().bytes
+        topic = pb.CreatePartitionsRequest.Topic(topic_id=topic_id, name=f"at-once-{attempt}", num_partitions=8)
+        answer = creator.stub.CreatePartitions(pb.CreatePartitionsRequest(topics=[topic]), timeout=30)
+        assert answer.topics[0].error_code == pb.NONE, answer
+        for node in (creator, *(n for n in cluster.nodes if n is not creator)):
+            found = node.stub.FindCoordinator(
+                pb.FindCoordinatorRequest(topics=[pb.FindCoordinatorRequest.Topic(topic_id=topic_id,
+                                                                                  partitions=range(8))]),
+                timeout=10,
+            )  # fmt: skip
+            codes = [p.error_code for p in found.topics[0].partitions]
+            assert codes == [pb.NONE] * 8, (attempt, cluster.nodes.index(node), codes)

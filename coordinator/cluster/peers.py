@@ -145,3 +145,16 @@ async def forward_call(peers: PeerClient, target: str, method: str, request: Req
         return await getattr(peers.coordinator_stub(target), method)(request, timeout=timeout_s)
     except grpc.RpcError as error:
         raise PeerUnreachable(f"{method} forwarded to {target}: {_describe(error)}") from error
+
+
+async def known_partitions_at(
+    peers: PeerClient, address: str, request: internal.KnownPartitionsRequest, timeout_s: float
+) -> internal.KnownPartitionsResponse:
+    """Which of a topic's partitions the node at `address` knows; PeerError when it cannot be asked."""
+    try:
+        response: internal.KnownPartitionsResponse = await peers.internal_stub(address).KnownPartitions(
+            request, timeout=timeout_s
+        )
+    except grpc.RpcError as error:
+        raise PeerError(f"asking {address} which partitions it knows: {_describe(error)}") from None
+    return response

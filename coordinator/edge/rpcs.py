@@ -144,6 +144,7 @@ RPCS: tuple[Rpc, ...] = (
     Rpc(Service.INTERNAL, "FetchSnapshot", Permission.INTERNAL, ServedBy.LEADER, "fetch_snapshot", Front.HERE,
         stream=Stream.ACL_ONLY),
     Rpc(Service.INTERNAL, "ChangeTopic", Permission.INTERNAL, ServedBy.LEADER, "change_topic", Front.HERE),
+    Rpc(Service.INTERNAL, "KnownPartitions", Permission.INTERNAL, ServedBy.NODE, "known_partitions", Front.HERE),
 )
 # fmt: on
 

@@ -81,6 +81,12 @@ class TopicCatalog:
             for topic_id in changes.deleted_topics:
                 self._remove_partitions(topic_id, coordinator_id)
 
+    def learn(self, topic_id: bytes, name: str, assignment: Mapping[int, int]) -> None:
+        """Partitions this node's replicas have not applied yet, known as created (by this node's own acknowledgement
+        of their creation, or from the leader of their coordinator): they are answered at once, not after the
+        replicas catch up. Their records, when applied, say the same."""
+        self._add_partitions(topic_id, name, assignment)
+
     def _add_partitions(self, topic_id: bytes, name: str, assignment: Mapping[int, int]) -> None:
         entry = self._topics.get(topic_id)
         if entry is None:

@@ -142,8 +142,8 @@ class Router:
         """Every key a coordinator led here knows, in pages of one snapshot (the orphan scan's known keys)."""
         return self._file_keys.list_file_keys(request)
 
-    def find_coordinator(self, request: pb.FindCoordinatorRequest) -> pb.FindCoordinatorResponse:
-        return find_coordinator.find_coordinator(self._coordinators, self.endpoint, request)
+    async def find_coordinator(self, request: pb.FindCoordinatorRequest) -> pb.FindCoordinatorResponse:
+        return await find_coordinator.find_coordinator_asking(self._coordinators, self.endpoint, request, self._peers)
 
     def describe_coordinators(self, request: pb.DescribeCoordinatorsRequest) -> pb.DescribeCoordinatorsResponse:
         return find_coordinator.describe_coordinators(self._coordinators, self.endpoint, request)
@@ -154,6 +154,9 @@ class Router:
         return find_coordinator.describe_produce_gateways(self._coordinators, request)
 
     # ------------------------------------------------------------------ between coordinators (protos/internal.proto)
+
+    def known_partitions(self, request: internal.KnownPartitionsRequest) -> internal.KnownPartitionsResponse:
+        return find_coordinator.known_partitions(self._coordinators, request)
 
     async def hand_over_files(self, request: internal.HandOverFilesRequest) -> internal.HandOverFilesResponse:
         return await handover.hand_over_files(self._coordinators, request)

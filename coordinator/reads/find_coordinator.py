@@ -3,16 +3,24 @@ doing, and which brokers of each rack producers send its partitions to."""
 
 from __future__ import annotations
 
+import asyncio
+import logging
+from collections import defaultdict
 from dataclasses import dataclass
 from typing import final
 
 from coordinator.base.errors import CoordinatorUnavailable
 from coordinator.base.result import ItemError
+from coordinator.cluster.peers import PeerClient, PeerError, known_partitions_at
 from coordinator.machine.state import reads
+from coordinator.machine.topic_names import coordinator_for_new_partition
 from coordinator.reads.produce_gateways import Broker, duplicate_broker_problem, produce_gateways
 from coordinator.runtime.node_coordinators import NodeCoordinators, set_error, wire_code
 from coordinator.runtime.shard import CoordinatorShard, ShardState
 from protos import coordinator_pb2 as pb
+from protos import internal_pb2 as internal
+
+log = logging.getLogger(__name__)
 
 
 @final
@@ -83,6 +91,77 @@ def find_coordinator(
                 named.add(route)
     response.coordinators.extend(endpoint_of(coordinators, endpoint, c) for c in sorted(named))
     return response
+
+
+async def find_coordinator_asking(
+    coordinators: NodeCoordinators, endpoint: Endpoint, request: pb.FindCoordinatorRequest, peers: PeerClient | None
+) -> pb.FindCoordinatorResponse:
+    """FindCoordinator, where a partition this node does not know is asked of the leader of the coordinator it would
+    be on (placement is a function of topic and partition) before it is answered unknown: a topic created through
+    another node is known here before this node's replicas apply it (read your writes, DESIGN §6a). A partition
+    that leader cannot be asked about answers COORDINATOR_NOT_AVAILABLE (retriable), never a false unknown."""
+    answer = find_coordinator(coordinators, endpoint, request)
+    if peers is None:
+        return answer
+    asks: defaultdict[tuple[str, bytes], list[int]] = defaultdict(list)
+    for topic in answer.topics:
+        for result in topic.partitions:
+            if result.error_code == pb.UNKNOWN_TOPIC_OR_PARTITION:
+                address = _leader_elsewhere(coordinators, topic.topic_id, result.partition)
+                if address is not None:
+                    asks[(address, topic.topic_id)].append(result.partition)
+    if not asks:
+        return answer
+    timeout_s = coordinators.timeout_s(0)
+    replies = await asyncio.gather(
+        *(known_partitions_at(peers, address, internal.KnownPartitionsRequest(topic_id=topic_id, partitions=ps),
+                              timeout_s) for (address, topic_id), ps in asks.items()),
+        return_exceptions=True,
+    )  # fmt: skip
+    unconfirmed: dict[tuple[bytes, int], str] = {}
+    for ((_, topic_id), partitions), reply in zip(asks.items(), replies, strict=True):
+        if isinstance(reply, PeerError):
+            unconfirmed.update({(topic_id, p): str(reply) for p in partitions})
+        elif isinstance(reply, BaseException):
+            raise reply
+        elif reply.partitions:
+            learned = dict(zip(reply.partitions, reply.coordinator_ids, strict=True))
+            coordinators.catalog.learn(topic_id, reply.topic_name, learned)
+    answer = find_coordinator(coordinators, endpoint, request)
+    for topic in answer.topics:
+        for result in topic.partitions:
+            # FindCoordinator's results carry no message: the node logs why.
+            if (topic.topic_id, result.partition) in unconfirmed and result.error_code == pb.UNKNOWN_TOPIC_OR_PARTITION:
+                result.error_code = pb.COORDINATOR_NOT_AVAILABLE
+    if unconfirmed:
+        log.warning("FindCoordinator: %d partitions unknown here and not confirmed elsewhere: %s", len(unconfirmed),
+                    next(iter(unconfirmed.values())))  # fmt: skip
+    return answer
+
+
+def _leader_elsewhere(coordinators: NodeCoordinators, topic_id: bytes, partition: int) -> str | None:
+    """HOST:PORT of the leader of the coordinator the partition would be on, when that is another node."""
+    if partition < 0:
+        return None
+    shard = coordinators.shard(coordinator_for_new_partition(topic_id, partition, len(coordinators.shards)))
+    role = shard.role
+    if role is None or not role.leader_address or role.leader_node_id == role.node_id:
+        return None
+    return role.leader_address
+
+
+def known_partitions(
+    coordinators: NodeCoordinators, request: internal.KnownPartitionsRequest
+) -> internal.KnownPartitionsResponse:
+    """Which of the topic's partitions this node's catalog knows (never asks further)."""
+    coordinators.limit_items(len(request.partitions), "partitions")
+    entry = coordinators.catalog.topic(request.topic_id)
+    if entry is None:
+        return internal.KnownPartitionsResponse()
+    known = [p for p in request.partitions if p in entry.partitions]
+    return internal.KnownPartitionsResponse(
+        topic_name=entry.name, partitions=known, coordinator_ids=[entry.partitions[p] for p in known]
+    )
 
 
 def describe_coordinators(

@@ -3,9 +3,10 @@
 In a cluster a coordinator this node only follows gets its part from its
 leader: the part is sent there (`ChangeTopic`), and applied there as here.
 
-The catalog is not touched here: it follows the coordinators' applied records,
-which are reported before the parts' futures resolve, so an answer never runs
-ahead of it.
+The catalog follows the coordinators' applied records; a creation this node
+acknowledged is also put in it at once (`TopicCatalog.learn`), since the
+replicas this node only follows apply it later: a node answers every call after
+its acknowledgement with the topic in place (read your writes, DESIGN §6a).
 """
 
 from __future__ import annotations
@@ -48,6 +49,10 @@ class TopicAdmin:
                 unavailable = self._coordinators.unavailable_for_topic_changes()
                 plan = plan_create_partitions(self._coordinators.catalog, topic, self._limits, unavailable)
                 outcome = plan if isinstance(plan, ItemError) else await self._create(plan, request.timeout_ms)
+                if not isinstance(plan, ItemError) and outcome.error_code == ErrorCode.NONE:
+                    self._coordinators.catalog.learn(plan.topic_id, plan.topic_name, {
+                        p: c for c, partitions in plan.partitions_by_coordinator.items() for p in partitions
+                    })  # fmt: skip
                 response.topics.add(
                     topic_id=topic.topic_id, error_code=wire_code(outcome.error_code), error_message=outcome.message
                 )

@@ -195,7 +195,7 @@ class Workload:
         if asked is None:
             return
         topic = pb.FindCoordinatorRequest.Topic(topic_id=TOPIC_ID, partitions=[partition])
-        found = asked.router.find_coordinator(pb.FindCoordinatorRequest(topics=[topic]))
+        found = await asked.router.find_coordinator(pb.FindCoordinatorRequest(topics=[topic]))
         endpoint = next((e for e in found.coordinators if e.coordinator_id == coordinator_id), None)
         if endpoint is None or endpoint.port == 0:
             return
