@@ -52,12 +52,14 @@ class KnownFilesRequest(_message.Message):
 class KnownFilesResponse(_message.Message):
     __slots__ = ("error_code", "error_message", "files")
     class KnownFile(_message.Message):
-        __slots__ = ("object_key", "coordinator_ids")
+        __slots__ = ("object_key", "coordinator_ids", "states")
         OBJECT_KEY_FIELD_NUMBER: _ClassVar[int]
         COORDINATOR_IDS_FIELD_NUMBER: _ClassVar[int]
+        STATES_FIELD_NUMBER: _ClassVar[int]
         object_key: str
         coordinator_ids: _containers.RepeatedScalarFieldContainer[int]
-        def __init__(self, object_key: _Optional[str] = ..., coordinator_ids: _Optional[_Iterable[int]] = ...) -> None: ...
+        states: _containers.RepeatedScalarFieldContainer[_coordinator_pb2.FileState]
+        def __init__(self, object_key: _Optional[str] = ..., coordinator_ids: _Optional[_Iterable[int]] = ..., states: _Optional[_Iterable[_Union[_coordinator_pb2.FileState, str]]] = ...) -> None: ...
     ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
     ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
     FILES_FIELD_NUMBER: _ClassVar[int]

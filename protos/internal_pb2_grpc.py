@@ -85,8 +85,12 @@ class CoordinatorInternalServicer:
 
     def KnownFiles(self, request, context):
         """Which of these object keys the given coordinators know (committed or
-        being committed): a coordinator waiting for a file's ownership asks the
-        owners before it whether anyone will ever hand it over.
+        being committed, from the moment a commit is queued): a coordinator
+        waiting for a file's ownership asks the owners before it whether anyone
+        will ever hand it over; a replica that does not lead a coordinator asks
+        its leader before it answers DescribeFiles. Only the coordinators'
+        leader answers (elsewhere NOT_COORDINATOR): only it sees every commit
+        in flight.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -47,8 +47,12 @@ class CoordinatorInternalStub:
     """
     KnownFiles: _grpc.UnaryUnaryMultiCallable[_internal_pb2.KnownFilesRequest, _internal_pb2.KnownFilesResponse]
     """Which of these object keys the given coordinators know (committed or
-    being committed): a coordinator waiting for a file's ownership asks the
-    owners before it whether anyone will ever hand it over.
+    being committed, from the moment a commit is queued): a coordinator
+    waiting for a file's ownership asks the owners before it whether anyone
+    will ever hand it over; a replica that does not lead a coordinator asks
+    its leader before it answers DescribeFiles. Only the coordinators'
+    leader answers (elsewhere NOT_COORDINATOR): only it sees every commit
+    in flight.
     """
     FetchLog: _grpc.UnaryUnaryMultiCallable[_internal_pb2.FetchLogRequest, _internal_pb2.FetchLogResponse]
     """Replication. A follower fetches the leader's log from its own log end;
@@ -80,8 +84,12 @@ class CoordinatorInternalAsyncStub(CoordinatorInternalStub):
     """
     KnownFiles: _aio.UnaryUnaryMultiCallable[_internal_pb2.KnownFilesRequest, _internal_pb2.KnownFilesResponse]  # type: ignore[assignment]
     """Which of these object keys the given coordinators know (committed or
-    being committed): a coordinator waiting for a file's ownership asks the
-    owners before it whether anyone will ever hand it over.
+    being committed, from the moment a commit is queued): a coordinator
+    waiting for a file's ownership asks the owners before it whether anyone
+    will ever hand it over; a replica that does not lead a coordinator asks
+    its leader before it answers DescribeFiles. Only the coordinators'
+    leader answers (elsewhere NOT_COORDINATOR): only it sees every commit
+    in flight.
     """
     FetchLog: _aio.UnaryUnaryMultiCallable[_internal_pb2.FetchLogRequest, _internal_pb2.FetchLogResponse]  # type: ignore[assignment]
     """Replication. A follower fetches the leader's log from its own log end;
@@ -122,8 +130,12 @@ class CoordinatorInternalServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_internal_pb2.KnownFilesResponse, _abc.Awaitable[_internal_pb2.KnownFilesResponse]]:
         """Which of these object keys the given coordinators know (committed or
-        being committed): a coordinator waiting for a file's ownership asks the
-        owners before it whether anyone will ever hand it over.
+        being committed, from the moment a commit is queued): a coordinator
+        waiting for a file's ownership asks the owners before it whether anyone
+        will ever hand it over; a replica that does not lead a coordinator asks
+        its leader before it answers DescribeFiles. Only the coordinators'
+        leader answers (elsewhere NOT_COORDINATOR): only it sees every commit
+        in flight.
         """
 
     @_abc_1.abstractmethod

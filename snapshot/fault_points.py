@@ -1,9 +1,10 @@
-"""Fault points: named steps of the product code where a test can make the process fail.
+"""Fault points: named steps of the product code where a test can make the process fail, or hold it there.
 
 Product code calls `reach(step)` at each step a crash test must be able to stop at; it does nothing
 unless a test installed a hook. Only tests install one, in the process they start
-(tests/crashing_serve.py ends the process at a step named on its command line): nothing in the
-environment or the settings turns a fault point on.
+(tests/crashing_serve.py ends the process at a step named on its command line; a test of an in-process
+node may hold a step until it lets it go): nothing in the environment or the settings turns a fault
+point on.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ STEPS = {
     "snapshot.after_rename": "a snapshot renamed into place, the log not pruned",
     "prune.midway": "pruning, one log segment deleted and the rest not",
     "handover.after_peer": "a WAL-file hand-over the receiver recorded and the sender did not",
+    "log.append": "a group of checked operations about to be written to the metadata log, on the writer's thread",
 }
 
 Hook = Callable[[str], None]

@@ -85,6 +85,12 @@ def test_a_commit_is_on_every_replica_and_followers_serve_reads_but_not_writes(c
             )
         )  # fmt: skip
         assert offsets.topics[0].partitions[0].error_code == pb.NOT_COORDINATOR
+        # DescribeFiles: what it does not hold of a coordinator it follows, a node asks that one's leader.
+        keys = ["wal/never", found[0].object_key]
+        files = follower.stub.DescribeFiles(pb.DescribeFilesRequest(object_keys=keys)).files
+        assert [(f.error_code, f.state) for f in files] == [
+            (pb.NONE, pb.FILE_STATE_UNKNOWN), (pb.NONE, pb.FILE_STATE_LIVE)
+        ], files  # fmt: skip
     endpoint = leader.stub.FindCoordinator(
         pb.FindCoordinatorRequest(topics=[pb.FindCoordinatorRequest.Topic(topic_id=topic_id, partitions=[0])])
     ).coordinators[0]

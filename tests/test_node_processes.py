@@ -89,6 +89,10 @@ def test_find_coordinator_names_the_commit_process_leading_each_coordinator_and_
     )
     assert [p.offset for p in offsets.topics[0].partitions] == [30 * 3] * PARTITIONS, offsets
     assert fetch(node.stub, new_topic_id(), 0, 0).error_code == pb.UNKNOWN_TOPIC_OR_PARTITION
+    # DescribeFiles: each commit process answers for the coordinators it leads and asks the others (KnownFiles).
+    key = next(iter(acknowledged.offsets[0].values()))[0]
+    files = node.stub.DescribeFiles(pb.DescribeFilesRequest(object_keys=[key, "wal/never-committed"])).files
+    assert [(f.error_code, f.state) for f in files] == [(pb.NONE, pb.FILE_STATE_LIVE), (pb.NONE, pb.FILE_STATE_UNKNOWN)]
 
 
 @pytest.mark.slow

@@ -16,8 +16,11 @@ from typing import Any, TypeVar
 
 import grpc
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from coordinator.client.channels import RETRIABLE_CODE_BYTES
+from coordinator.client.request_parts import merge_file_answers
 from coordinator.client.routes import RETRIABLE_CODES
 from coordinator.client.routing_client import RoutingClient, RoutingError
 from protos import coordinator_pb2 as pb
@@ -314,3 +317,61 @@ def test_the_fast_path_byte_scan_never_misses_a_retriable_item(code: int) -> Non
     }
     for method, answer in answers.items():
         assert RETRIABLE_CODE_BYTES[method].search(answer.SerializeToString()), method
+
+
+# ---------------------------------------------------------------- DescribeFiles: merging the nodes' answers
+
+
+def _file(state: int = pb.FILE_STATE_UNKNOWN, *ids: int, error: int = pb.NONE) -> pb.DescribeFilesResponse.FileResult:
+    return pb.DescribeFilesResponse.FileResult(
+        object_key="wal/k", error_code=error, state=state, has_live_batches=state == pb.FILE_STATE_LIVE,
+        coordinator_ids=ids,
+    )  # fmt: skip
+
+
+def test_a_file_any_node_knows_is_known_and_unknown_needs_every_nodes_word() -> None:
+    unknown, in_flight = _file(), _file(pb.FILE_STATE_LIVE, 2)  # a node describes a commit in flight as it will land
+    unavailable = _file(error=pb.COORDINATOR_NOT_AVAILABLE)
+    merged = merge_file_answers([unknown, in_flight, unknown])
+    assert (merged.error_code, merged.state, merged.has_live_batches, list(merged.coordinator_ids)) == (
+        pb.NONE, pb.FILE_STATE_LIVE, True, [2]
+    )  # fmt: skip
+    # Known wins over another node's error: whatever that node would say, the file must not be deleted.
+    assert merge_file_answers([unavailable, _file(pb.FILE_STATE_AWAITING_DELETION, 1)]).state == (
+        pb.FILE_STATE_AWAITING_DELETION
+    )
+    # Nobody knows it: an error anywhere is the answer, never UNKNOWN; UNKNOWN only when every node said so.
+    assert merge_file_answers([unknown, unavailable, unknown]).error_code == pb.COORDINATOR_NOT_AVAILABLE
+    assert merge_file_answers([unknown, unknown]).state == pb.FILE_STATE_UNKNOWN
+    assert merge_file_answers([unknown, unknown]).error_code == pb.NONE
+
+
+_STATES = st.sampled_from(
+    [pb.FILE_STATE_UNKNOWN, pb.FILE_STATE_LIVE, pb.FILE_STATE_AWAITING_HANDOVER, pb.FILE_STATE_AWAITING_DELETION]
+)
+_ANSWERS = st.lists(
+    st.one_of(
+        st.builds(lambda s, c: _file(s, *([] if s == pb.FILE_STATE_UNKNOWN else [c])), _STATES, st.integers(0, 7)),
+        st.sampled_from(sorted(RETRIABLE_CODES)).map(lambda code: _file(error=code)),
+    ),
+    min_size=1,
+    max_size=6,
+)
+
+
+@given(_ANSWERS)
+def test_merged_file_answers_follow_the_brokers_deletion_rule(
+    answers: list[pb.DescribeFilesResponse.FileResult],
+) -> None:
+    """The model: known if any node knows it (the most alive state), else an error if any, else UNKNOWN."""
+    merged = merge_file_answers(answers)
+    known = [a.state for a in answers if a.error_code == pb.NONE and a.state != pb.FILE_STATE_UNKNOWN]
+    if known:
+        assert merged.error_code == pb.NONE and merged.state == min(known)  # the enum is ordered most alive first
+        assert merged.has_live_batches == (pb.FILE_STATE_LIVE in known)
+    elif any(a.error_code != pb.NONE for a in answers):
+        assert merged.error_code != pb.NONE
+    else:
+        assert (merged.error_code, merged.state) == (pb.NONE, pb.FILE_STATE_UNKNOWN)
+    deletable = merged.error_code == pb.NONE and merged.state == pb.FILE_STATE_UNKNOWN
+    assert deletable == all(a.error_code == pb.NONE and a.state == pb.FILE_STATE_UNKNOWN for a in answers)

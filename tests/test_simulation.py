@@ -1,6 +1,7 @@
 """A cluster in one process on one simulated clock (tests/simulation/): seeded randomized runs, and the replication's
 rules one scenario at a time (a follower cut off and back, a deposed leader's tail truncated, a follower past the
-leader's log start installing a snapshot, the high watermark waiting for the in-sync replicas).
+leader's log start installing a snapshot, the high watermark waiting for the in-sync replicas, DescribeFiles while a
+commit waits for them).
 
 A failure names its seed; `DISKLESS_SIM_SEEDS=7 DISKLESS_SIM_STEPS=500 pytest tests/test_simulation.py -k seeded`
 replays it exactly (`DISKLESS_SIM_SEEDS=1-200` runs a range).
@@ -17,9 +18,12 @@ from typing import Any, TypeVar
 
 import pytest
 
+from coordinator.client.request_parts import merge_file_answers
+from coordinator.client.routes import RoutingTable
 from coordinator.cluster.assignment import CoordinatorAssignment
 from coordinator.machine.topic_names import coordinator_for_new_partition
 from protos import coordinator_pb2 as pb
+from protos import internal_pb2 as internal
 from tests.harness import batch, find_batches_request
 from tests.simulation.cluster import SimCluster, SimNode
 from tests.simulation.loop import SimulatedLoop
@@ -328,3 +332,72 @@ def test_produce_gateways_follow_the_leaders_and_their_changes(tmp_path: Path) -
         assert victim.node_id not in regrouped and sum(len(s) for s in regrouped.values()) >= 2
 
     simulate(tmp_path, 26, work, coordinators=6)
+
+
+async def _describe(sim_node: SimNode, key: str) -> pb.DescribeFilesResponse.FileResult:
+    assert sim_node.node is not None
+    return (await sim_node.node.router.describe_files(pb.DescribeFilesRequest(object_keys=[key]))).files[0]
+
+
+async def _describe_routed(sim: SimCluster, read_node: SimNode, key: str) -> pb.DescribeFilesResponse.FileResult:
+    """As the routing client asks (coordinator/client/routing_client.py): a replica of every coordinator, preferring
+    `read_node`, from a route table learned from DescribeCoordinators; the answers merged per key."""
+    assert read_node.node is not None
+    table = RoutingTable(read_node_id=read_node.node_id)
+    described = read_node.node.router.describe_coordinators(pb.DescribeCoordinatorsRequest())
+    table.learn_described(described, read_node.address)
+    addresses = table.cover()
+    assert addresses, f"no replica of every coordinator in {table.routes}"
+    by_address = {n.address: n for n in sim.running()}
+    return merge_file_answers([await _describe(by_address[a], key) for a in addresses])
+
+
+def test_describe_files_never_answers_unknown_while_a_commit_awaits_its_in_sync_replicas(tmp_path: Path) -> None:
+    """Issue #29: the commit is written on the leader and one follower; the other follower, cut off from the leader,
+    holds the high watermark back until it leaves the ISR. Asked meanwhile, no node says FILE_STATE_UNKNOWN."""
+
+    async def work(sim: SimCluster) -> None:
+        await sim.start_all()
+        await _topic(sim)
+        leader = _leader(sim, 0)
+        cut, fetching = (n for n in sim.nodes if n is not leader)
+        partition = _partition_of(sim, 0)
+        key = "wal/awaiting-isr"
+        sim.network.partition(leader.address, cut.address)
+        lag_ms = leader.settings.replica_lag_time_max_ms
+        end = leader.shard(0).statistics().log_end_offset
+        commit = asyncio.ensure_future(_commit(leader, partition, key, timeout_ms=lag_ms * 3))
+        await _until("the commit is on the leader's and one follower's log", lambda: (
+            leader.shard(0).statistics().log_end_offset > end
+            and fetching.shard(0).statistics().log_end_offset == leader.shard(0).statistics().log_end_offset
+        ))  # fmt: skip
+        assert not commit.done() and cut.node_id in (await _assignment(sim, 0)).isr
+        # The leader knows the commit it accepted; the follower that fetched it knows it from its log.
+        for knowing in (leader, fetching):
+            answer = await _describe(knowing, key)
+            assert (answer.error_code, answer.state, list(answer.coordinator_ids)) == (
+                pb.NONE, pb.FILE_STATE_LIVE, [0]
+            ), (knowing.node_id, answer)  # fmt: skip
+        # The follower cut off from its leader cannot ask it: a retriable error, never UNKNOWN.
+        answer = await _describe(cut, key)
+        assert answer.error_code == pb.COORDINATOR_NOT_AVAILABLE, answer
+        for read_node in sim.nodes:
+            routed = await _describe_routed(sim, read_node, key)
+            assert routed.error_code != pb.NONE or routed.state != pb.FILE_STATE_UNKNOWN, (read_node.node_id, routed)
+        assert (await _describe_routed(sim, fetching, key)).state == pb.FILE_STATE_LIVE
+        # Only the leader answers KnownFiles: a follower cannot see the commits in flight.
+        assert fetching.node is not None
+        refused = fetching.node.router.known_files(internal.KnownFilesRequest(coordinator_ids=[0], object_keys=[key]))
+        assert refused.error_code == pb.NOT_COORDINATOR, refused
+        # The cut-off follower leaves the ISR, the commit lands; once healed every node describes it as committed.
+        assert await commit == 0
+        sim.network.heal()
+
+        async def everywhere_live() -> bool:
+            answers = [await _describe(n, key) for n in sim.nodes]
+            return all(a.error_code == pb.NONE and a.state == pb.FILE_STATE_LIVE for a in answers)
+
+        await _until("every node describes the landed commit", everywhere_live)
+        assert (await _describe_routed(sim, cut, key)).state == pb.FILE_STATE_LIVE
+
+    simulate(tmp_path, 27, work)

@@ -136,13 +136,21 @@ def describe_part(request: pb.DescribeFilesRequest, indices: Sequence[int]) -> p
 
 
 def merge_file_answers(answers: Sequence[pb.DescribeFilesResponse.FileResult]) -> pb.DescribeFilesResponse.FileResult:
-    """One key's result from every node's: the first error if any node had one, else the union of what they know."""
-    for answer in answers:
-        if answer.error_code != pb.NONE:
-            return answer
+    """One key's result from every node's, for a broker deciding whether it may delete the file.
+
+    A file any node knows is known, a commit in flight included (a node describes it as it will land): the union
+    of the known answers, whatever the other nodes said, errors included. Otherwise the first error, if any node
+    had one: nobody concludes a file unknown without every coordinator's word. Only then FILE_STATE_UNKNOWN.
+    """
+    known = [a for a in answers if a.error_code == pb.NONE and a.state != pb.FILE_STATE_UNKNOWN]
+    if not known:
+        for answer in answers:
+            if answer.error_code != pb.NONE:
+                return answer
+        known = list(answers)  # every node answered, and none knows the file
     merged = pb.DescribeFilesResponse.FileResult(object_key=answers[0].object_key, error_code=pb.NONE)
-    merged.coordinator_ids.extend(sorted({c for answer in answers for c in answer.coordinator_ids}))
-    states = {answer.state for answer in answers}
-    merged.has_live_batches = any(answer.has_live_batches for answer in answers)
+    merged.coordinator_ids.extend(sorted({c for answer in known for c in answer.coordinator_ids}))
+    states = {answer.state for answer in known}
+    merged.has_live_batches = any(answer.has_live_batches for answer in known)
     merged.state = next((s for s in _STATES_MOST_ALIVE_FIRST if s in states), pb.FILE_STATE_UNKNOWN)
     return merged

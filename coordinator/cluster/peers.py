@@ -96,12 +96,13 @@ class PeerClient:
 
     async def known_files(
         self, coordinator_ids: Sequence[int], object_keys: Sequence[str], timeout_s: float
-    ) -> dict[str, set[int]]:
-        """For each key, which of `coordinator_ids` know it; raises PeerError unless every one answered."""
+    ) -> dict[str, dict[int, int]]:
+        """For each key, which of `coordinator_ids` know it and its FileState in each (commits in flight counted), as
+        their leaders say; raises PeerError unless every one answered."""
         by_target: dict[str, list[int]] = {}
         for coordinator_id in coordinator_ids:
             by_target.setdefault(self._address_of(coordinator_id).target, []).append(coordinator_id)
-        known: dict[str, set[int]] = {key: set() for key in object_keys}
+        known: dict[str, dict[int, int]] = {key: {} for key in object_keys}
         for group in by_target.values():
             request = internal.KnownFilesRequest(coordinator_ids=group, object_keys=object_keys)
             try:
@@ -115,7 +116,10 @@ class PeerClient:
                 )
             for found in response.files:
                 if found.object_key in known:
-                    known[found.object_key].update(found.coordinator_ids)
+                    states: list[int] = list(found.states)
+                    if len(states) != len(found.coordinator_ids):  # a leader from before states were sent: known
+                        states = [pb.FILE_STATE_LIVE] * len(found.coordinator_ids)
+                    known[found.object_key].update(zip(found.coordinator_ids, states, strict=True))
         return known
 
     async def close(self) -> None:

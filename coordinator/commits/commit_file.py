@@ -72,6 +72,7 @@ class CommitFiles:
                     tuple([problems[i] for i in indexes]),
                 ),
                 append_time_ms,
+                object_key=request.object_key,  # known to DescribeFiles from the moment it is queued
             )
             for coordinator_id, indexes in by_coordinator.items()
         }

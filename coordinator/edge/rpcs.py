@@ -117,6 +117,8 @@ RPCS: tuple[Rpc, ...] = (
         Front.LEADING_PROCESS),
     Rpc(Service.COORDINATOR, "FindBatches", Permission.CLUSTER_ACTION, ServedBy.REPLICA, "find_batches",
         Front.STATE_FILES),
+    # Any replica answers; one that does not lead a coordinator asks its leader (KnownFiles) about every key it does
+    # not hold itself, since only the leader sees the commits in flight (coordinator/files/describe_files.py).
     Rpc(Service.COORDINATOR, "DescribeFiles", Permission.DESCRIBE, ServedBy.REPLICA, "describe_files",
         Front.LEADING_PROCESS),
     Rpc(Service.COORDINATOR, "FindCoordinator", Permission.DESCRIBE, ServedBy.NODE, "find_coordinator",

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from coordinator.base.errors import CoordinatorUnavailable
 from coordinator.files import ownership
+from coordinator.files.describe_files import file_state_here
+from coordinator.machine.state import reads
 from coordinator.runtime.node_coordinators import NodeCoordinators, wire_code
 from coordinator.runtime.shard import CoordinatorShard, Operation
 from protos import coordinator_pb2 as pb
@@ -30,7 +32,10 @@ async def hand_over_files(
 
 
 def known_files(coordinators: NodeCoordinators, request: internal.KnownFilesRequest) -> internal.KnownFilesResponse:
-    """Which of the given coordinators know each key, counting commits not yet applied."""
+    """Which of the given coordinators know each key, and its state there, counting commits not yet applied.
+
+    Only a coordinator's leader answers: a follower cannot see the commits its leader has in flight.
+    """
     coordinators.limit_items(len(request.object_keys), "object keys")
     coordinators.limit_items(len(request.coordinator_ids), "coordinator ids")
     shards: list[CoordinatorShard] = []
@@ -42,12 +47,21 @@ def known_files(coordinators: NodeCoordinators, request: internal.KnownFilesRequ
             )
         shard = coordinators.shard(coordinator_id)
         try:
-            shard.require_active()
+            shard.require_leader()
         except CoordinatorUnavailable as error:
             return internal.KnownFilesResponse(error_code=wire_code(error.error_code), error_message=error.message)
         shards.append(shard)
     response = internal.KnownFilesResponse()
     for object_key in request.object_keys:
-        known = [shard.coordinator_id for shard in shards if shard.file_known(object_key)]
-        response.files.add(object_key=object_key, coordinator_ids=known)
+        found = response.files.add(object_key=object_key)
+        for shard in shards:
+            try:
+                state = file_state_here(shard, object_key)
+            except reads.DAMAGE_ERRORS as error:
+                damaged = coordinators.damaged(shard, error)
+                code = wire_code(damaged.error_code)
+                return internal.KnownFilesResponse(error_code=code, error_message=damaged.message)
+            if state is not None:
+                found.coordinator_ids.append(shard.coordinator_id)
+                found.states.append(state)  # type: ignore[arg-type]  # a FileState value
     return response

@@ -135,8 +135,9 @@ class Router:
         """The serialized answer (coordinator/machine/batch_entries.py)."""
         return find_batches.find_batches(self._coordinators, request)
 
-    def describe_files(self, request: pb.DescribeFilesRequest) -> pb.DescribeFilesResponse:
-        return describe_files.describe_files(self._coordinators, request)
+    async def describe_files(self, request: pb.DescribeFilesRequest) -> pb.DescribeFilesResponse:
+        """Commits in flight included; a coordinator not led here is asked of its leader for what it lacks."""
+        return await describe_files.describe_files(self._coordinators, self._peers, request)
 
     def list_file_keys(self, request: pb.ListFileKeysRequest) -> AsyncGenerator[pb.ListFileKeysPage, None]:
         """Every key a coordinator led here knows, in pages of one snapshot (the orphan scan's known keys)."""

@@ -30,6 +30,9 @@ class Operation(Generic[RequestT, ResponseT]):
     # A time read once for the whole call (a commit's append time is the same on every coordinator it
     # reaches); None lets the shard read its clock when it checks.
     now_ms: int | None = None
+    # The WAL file the operation may record here (a commit's object key): the coordinator counts it known from
+    # the moment the operation is queued, so that nobody concludes the file unknown while it may still land.
+    object_key: str | None = None
 
     def run(self, view: CoordinatorView, shard_now_ms: int) -> Result[ResponseT]:
         return self.check(view, self.request, shard_now_ms if self.now_ms is None else self.now_ms)

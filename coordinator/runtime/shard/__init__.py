@@ -3,7 +3,7 @@
 from coordinator.runtime.operation import Check, Operation
 from coordinator.runtime.ports import TopicRecordsApplied
 from coordinator.runtime.shard.availability import ShardState
-from coordinator.runtime.shard.facade import CoordinatorShard, PartitionName, ShardStatistics
+from coordinator.runtime.shard.facade import CoordinatorShard, FileInFlight, PartitionName, ShardStatistics
 from coordinator.runtime.shard.loading import NEEDS_OPERATOR, failure_kind
 from coordinator.runtime.shard.snapshots import SnapshotTaken
 from coordinator.runtime.shard.state_opening import LoadFailed
@@ -12,6 +12,7 @@ __all__ = [
     "NEEDS_OPERATOR",
     "Check",
     "CoordinatorShard",
+    "FileInFlight",
     "LoadFailed",
     "Operation",
     "PartitionName",

@@ -1,7 +1,7 @@
 """One coordinator (a shard, leader of one metadata-log partition) as the rest of the node sees it.
 
 Writes go in as typed operations (`submit`); reads go through the read API
-below (`read_transaction`, `open_detached_read`, `file_facts`, `file_known`,
+below (`read_transaction`, `open_detached_read`, `file_facts`, `file_in_flight`,
 `partitions`, `leader_epoch`); nothing outside this package touches the coordinator's
 log, state or view. The work is done by its parts: `lifecycle` (load, serve,
 reload), `loading`, `pipeline` and `snapshots`.
@@ -39,6 +39,7 @@ from coordinator.runtime.shard.loading import Loaded
 from coordinator.runtime.shard.pipeline import Pipeline
 from coordinator.runtime.shard.snapshots import SnapshotTaken
 from protos import internal_pb2 as internal
+from protos import records_pb2 as rec
 from snapshot.snapshots import SnapshotCheck
 
 
@@ -63,6 +64,16 @@ class ShardStatistics:
     leader_changes: int = 0  # new leaderships this replica was told of since the node started
     state_checkpoints: int = 0  # WAL checkpoints of the state on its own thread since it loaded
     state_checkpoints_in_apply: int = 0  # those an apply ran itself, the WAL past its hard bound
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class FileInFlight:
+    """A file this replica will hold once what is in flight lands: a record not yet applied adds it, or (on the
+    leader) a commit naming it waits in the queue, not yet checked."""
+
+    committed: rec.FileCommitted | None  # the commit's record, checked and not yet applied; else None
+    queued: bool = False  # only a queued commit names it: how it will be recorded is not decided yet
 
 
 class PartitionName(NamedTuple):
@@ -239,9 +250,21 @@ class CoordinatorShard:
         """The committed file with this key, read at once (no transaction)."""
         return reads.file_facts(self._serving_loaded().store.reader, object_key)
 
-    def file_known(self, object_key: str) -> bool:
-        """Whether this coordinator knows the key, counting commits not yet applied."""
-        return self._view().file_known(object_key)
+    def file_in_flight(self, object_key: str) -> FileInFlight | None:
+        """The file with this key as records not yet applied, or a commit still queued, will add it; None if none.
+
+        On the leader: a commit from the moment it is queued (checked, written, awaiting the in-sync replicas)
+        until it is applied; a failure that drops them (the pipeline's, a new leadership) takes the coordinator
+        out of service until it has loaded again from its log. On a follower: the records it fetched and has not
+        applied; what its leader holds beyond them, it cannot know.
+        """
+        view = self._view()
+        if view.file_pending(object_key):
+            return FileInFlight(view.pending_commit(object_key))
+        pipeline = self._lifecycle.pipeline
+        if self._lifecycle.follower is None and pipeline is not None and pipeline.file_queued(object_key):
+            return FileInFlight(None, queued=True)
+        return None
 
     def partitions(self) -> list[PartitionName]:
         """Every partition of this coordinator, creations not yet applied included."""

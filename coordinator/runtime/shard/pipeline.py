@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
@@ -45,6 +46,7 @@ from coordinator.runtime.ports import (
 )
 from coordinator.runtime.shard.append_ticks import AppendTicks
 from protos import records_pb2 as rec
+from snapshot import fault_points
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +55,9 @@ class _Waiting(Protocol):
     """An operation in the pipeline, whatever its response type."""
 
     may_linger: bool
+
+    @property
+    def object_key(self) -> str | None: ...
 
     def abandoned(self) -> bool: ...
 
@@ -70,6 +75,10 @@ class _Queued(Generic[RequestT, ResponseT]):
     future: asyncio.Future[ResponseT]
     may_linger: bool
     result: Result[ResponseT] | None = None
+
+    @property
+    def object_key(self) -> str | None:
+        return self.operation.object_key
 
     def abandoned(self) -> bool:
         """The caller gave up (its timeout), or the operation was already answered."""
@@ -140,6 +149,9 @@ class Pipeline:
         self._on_topic_records = on_topic_records
         self._replication = replication  # None alone: a durable local write is the high watermark
         self._queue: asyncio.Queue[_Waiting] = asyncio.Queue(maxsize=settings.queue_max_operations)
+        # The object keys the queued operations may record, counted until each is taken from the queue (checked,
+        # its records then in the view, or dropped): DescribeFiles and KnownFiles count them known (DESIGN §5).
+        self._queued_keys: Counter[str] = Counter()
         self._wakeup = asyncio.Event()
         self._wakeup.set()  # the first pass finds whatever is queued
         self._group = _Group()
@@ -173,6 +185,8 @@ class Pipeline:
             )
         queued = _Queued(operation, asyncio.get_running_loop().create_future(), may_linger)
         self._queue.put_nowait(queued)
+        if operation.object_key is not None:
+            self._queued_keys[operation.object_key] += 1
         self._wakeup.set()
         return queued.future
 
@@ -186,6 +200,10 @@ class Pipeline:
     @property
     def speculative_end_offset(self) -> int:
         return self._next_offset
+
+    def file_queued(self, object_key: str) -> bool:
+        """Whether an operation still in the queue (not yet checked) may record this key."""
+        return self._queued_keys[object_key] > 0
 
     def statistics(self) -> PipelineStatistics:
         return PipelineStatistics(
@@ -237,7 +255,7 @@ class Pipeline:
         group_max = self._settings.group_commit_max_operations if self._settings.pipeline_enable else 1
         epoch = view.leader_epoch
         while not self._queue.empty() and len(group.operations) < group_max:
-            operation = self._queue.get_nowait()
+            operation = self._take_queued()
             if operation.abandoned():  # the caller gave up before the check
                 continue
             try:
@@ -313,6 +331,7 @@ class Pipeline:
 
     def _write(self, frames: bytes, end_offset: int, epoch: int) -> None:
         """On the coordinator's thread, which runs no Python while the loop checks."""
+        fault_points.reach("log.append")  # a test may hold a group here: its operations stay in flight
         self._log.append(frames, end_offset, epoch)
 
     def _finish_flush(self) -> None:
@@ -381,4 +400,16 @@ class Pipeline:
 
     def fail_queued(self, code: ErrorCode, message: str) -> None:
         while not self._queue.empty():
-            self._queue.get_nowait().fail(CoordinatorUnavailable(code, message))
+            self._take_queued().fail(CoordinatorUnavailable(code, message))
+
+    def _take_queued(self) -> _Waiting:
+        """The next queued operation; its key is no longer counted queued (checked at once, or dropped)."""
+        operation = self._queue.get_nowait()
+        object_key = operation.object_key
+        if object_key is not None:
+            remaining = self._queued_keys[object_key] - 1
+            if remaining > 0:
+                self._queued_keys[object_key] = remaining
+            else:
+                del self._queued_keys[object_key]
+        return operation
