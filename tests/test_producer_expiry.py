@@ -85,6 +85,10 @@ def test_an_idle_producer_is_forgotten_and_its_next_batch_is_a_new_producers_whi
         assert producers.produce(IDLE[0], 70) == pb.OUT_OF_ORDER_SEQUENCE_NUMBER  # known again
         assert producers.count() == 2
         coordinator_id = producers.coordinator_id
+        scraped = node.loop.call(lambda: node.node.metrics.render().decode())
+        assert f'diskless_coordinator_producers{{coordinator="{coordinator_id}"}} 2.0' in scraped
+        assert f'diskless_producers_expired_total{{coordinator="{coordinator_id}"}} {float(len(IDLE))}' in scraped
+        assert f'diskless_coordinator_state_bytes{{coordinator="{coordinator_id}"}}' in scraped
     finally:
         node.stop()
     kept = _producer_rows(tmp_path / "data", coordinator_id)
