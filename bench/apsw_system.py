@@ -18,7 +18,14 @@ import apsw
 from bench.systems import Counters, FindOutcome, FindPosition, process_cpu_s, process_write_bytes
 from bench.workload import CommitSpec
 from coordinator.machine.batch_entries import batch_entry
-from coordinator.machine.producers import ProducerWindow, WindowEntry, advance_window, decode_window, encode_window
+from coordinator.machine.producers import (
+    ProducerWindow,
+    WindowEntry,
+    advance_window,
+    decode_window,
+    effective_timestamp,
+    encode_window,
+)
 from coordinator.machine.state.reads import one_row
 from coordinator.machine.state.schema import STATEMENTS
 
@@ -53,10 +60,10 @@ class RawApswSystem:
                 self.db.execute(statement)
         for key, high_watermark in self.db.execute("SELECT partition_key, high_watermark FROM partitions"):
             self._high_watermarks[key] = high_watermark
-        for key, producer_id, epoch, window in self.db.execute(
-            "SELECT partition_key, producer_id, producer_epoch, window FROM producers"
+        for key, producer_id, epoch, window, last_timestamp in self.db.execute(
+            "SELECT partition_key, producer_id, producer_epoch, window, last_timestamp FROM producers"
         ):
-            self._windows[(key, producer_id)] = decode_window(epoch, window)
+            self._windows[(key, producer_id)] = decode_window(epoch, window, last_timestamp)
         for name, table, column in (
             ("partition_key", "partitions", "partition_key"),
             ("batch_id", "batches", "batch_id"),
@@ -106,7 +113,10 @@ class RawApswSystem:
                          b.producer_epoch, b.base_sequence, b.last_sequence, 2, 0, file_id,
                          APPEND_TIME_MS, entry))  # fmt: skip
             windows[window_key] = advance_window(
-                window, b.producer_epoch, WindowEntry(b.base_sequence, b.last_sequence, base, APPEND_TIME_MS, 0)
+                window,
+                b.producer_epoch,
+                WindowEntry(b.base_sequence, b.last_sequence, base, APPEND_TIME_MS, 0),
+                effective_timestamp(b.max_timestamp, 0, APPEND_TIME_MS),
             )
             batch_id += 1
         with self.db:
@@ -130,9 +140,12 @@ class RawApswSystem:
                 [(end, key) for key, end in touched.items()],
             )
             self.db.executemany(
-                "INSERT OR REPLACE INTO producers (partition_key, producer_id, producer_epoch, window) "
-                "VALUES (?,?,?,?)",
-                [(key, producer, w.epoch, encode_window(w)) for (key, producer), w in windows.items()],
+                "INSERT OR REPLACE INTO producers (partition_key, producer_id, producer_epoch, window, last_timestamp) "
+                "VALUES (?,?,?,?,?)",
+                [
+                    (key, producer, w.epoch, encode_window(w), w.last_timestamp)
+                    for (key, producer), w in windows.items()
+                ],
             )
         high_watermarks.update(touched)
         self._windows.update(windows)

@@ -102,8 +102,30 @@ class FileDeleted(_message.Message):
     file_id: int
     def __init__(self, file_id: _Optional[int] = ...) -> None: ...
 
+class ProducersExpired(_message.Message):
+    __slots__ = ("expired_before_ms", "producers")
+    EXPIRED_BEFORE_MS_FIELD_NUMBER: _ClassVar[int]
+    PRODUCERS_FIELD_NUMBER: _ClassVar[int]
+    expired_before_ms: int
+    producers: _containers.RepeatedCompositeFieldContainer[ExpiredProducer]
+    def __init__(self, expired_before_ms: _Optional[int] = ..., producers: _Optional[_Iterable[_Union[ExpiredProducer, _Mapping]]] = ...) -> None: ...
+
+class ExpiredProducer(_message.Message):
+    __slots__ = ("partition_key", "producer_id", "producer_epoch", "last_batch_offset", "last_timestamp")
+    PARTITION_KEY_FIELD_NUMBER: _ClassVar[int]
+    PRODUCER_ID_FIELD_NUMBER: _ClassVar[int]
+    PRODUCER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    LAST_BATCH_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    LAST_TIMESTAMP_FIELD_NUMBER: _ClassVar[int]
+    partition_key: int
+    producer_id: int
+    producer_epoch: int
+    last_batch_offset: int
+    last_timestamp: int
+    def __init__(self, partition_key: _Optional[int] = ..., producer_id: _Optional[int] = ..., producer_epoch: _Optional[int] = ..., last_batch_offset: _Optional[int] = ..., last_timestamp: _Optional[int] = ...) -> None: ...
+
 class MetadataRecord(_message.Message):
-    __slots__ = ("leader_change", "partition_created", "topic_deleted", "file_committed", "records_deleted", "file_ownership_taken", "file_handed_over", "file_deletion_scheduled", "file_deleted")
+    __slots__ = ("leader_change", "partition_created", "topic_deleted", "file_committed", "records_deleted", "file_ownership_taken", "file_handed_over", "file_deletion_scheduled", "file_deleted", "producers_expired")
     LEADER_CHANGE_FIELD_NUMBER: _ClassVar[int]
     PARTITION_CREATED_FIELD_NUMBER: _ClassVar[int]
     TOPIC_DELETED_FIELD_NUMBER: _ClassVar[int]
@@ -113,6 +135,7 @@ class MetadataRecord(_message.Message):
     FILE_HANDED_OVER_FIELD_NUMBER: _ClassVar[int]
     FILE_DELETION_SCHEDULED_FIELD_NUMBER: _ClassVar[int]
     FILE_DELETED_FIELD_NUMBER: _ClassVar[int]
+    PRODUCERS_EXPIRED_FIELD_NUMBER: _ClassVar[int]
     leader_change: LeaderChange
     partition_created: PartitionCreated
     topic_deleted: TopicDeleted
@@ -122,7 +145,8 @@ class MetadataRecord(_message.Message):
     file_handed_over: FileHandedOver
     file_deletion_scheduled: FileDeletionScheduled
     file_deleted: FileDeleted
-    def __init__(self, leader_change: _Optional[_Union[LeaderChange, _Mapping]] = ..., partition_created: _Optional[_Union[PartitionCreated, _Mapping]] = ..., topic_deleted: _Optional[_Union[TopicDeleted, _Mapping]] = ..., file_committed: _Optional[_Union[FileCommitted, _Mapping]] = ..., records_deleted: _Optional[_Union[RecordsDeleted, _Mapping]] = ..., file_ownership_taken: _Optional[_Union[FileOwnershipTaken, _Mapping]] = ..., file_handed_over: _Optional[_Union[FileHandedOver, _Mapping]] = ..., file_deletion_scheduled: _Optional[_Union[FileDeletionScheduled, _Mapping]] = ..., file_deleted: _Optional[_Union[FileDeleted, _Mapping]] = ...) -> None: ...
+    producers_expired: ProducersExpired
+    def __init__(self, leader_change: _Optional[_Union[LeaderChange, _Mapping]] = ..., partition_created: _Optional[_Union[PartitionCreated, _Mapping]] = ..., topic_deleted: _Optional[_Union[TopicDeleted, _Mapping]] = ..., file_committed: _Optional[_Union[FileCommitted, _Mapping]] = ..., records_deleted: _Optional[_Union[RecordsDeleted, _Mapping]] = ..., file_ownership_taken: _Optional[_Union[FileOwnershipTaken, _Mapping]] = ..., file_handed_over: _Optional[_Union[FileHandedOver, _Mapping]] = ..., file_deletion_scheduled: _Optional[_Union[FileDeletionScheduled, _Mapping]] = ..., file_deleted: _Optional[_Union[FileDeleted, _Mapping]] = ..., producers_expired: _Optional[_Union[ProducersExpired, _Mapping]] = ...) -> None: ...
 
 class RecordBatch(_message.Message):
     __slots__ = ("records",)

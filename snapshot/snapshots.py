@@ -27,6 +27,7 @@ directory fsynced. A snapshot exists once its manifest does; start-up deletes
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -202,6 +203,16 @@ def remove_incomplete(directory: Path) -> list[Path]:
     if removed:
         fsync_directory(directory)
     return removed
+
+
+def snapshots_bytes(directory: Path) -> int:
+    """Bytes of the snapshots kept: data files and manifests, not a copy under way (a file gone meanwhile counts 0)."""
+    total = 0
+    for path in directory.iterdir() if directory.is_dir() else ():
+        if path.name.endswith((DATA_SUFFIX, MANIFEST_SUFFIX)):
+            with contextlib.suppress(FileNotFoundError):
+                total += path.stat().st_size
+    return total
 
 
 def delete_snapshot(manifest: SnapshotManifest) -> None:

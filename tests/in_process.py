@@ -225,16 +225,19 @@ class InProcessNode:
 def advance_together(nodes: Sequence[InProcessNode], duration_ms: int) -> None:
     """Advances the clock the `nodes` share, one wake-up at a time, letting each wake-up's work end before the next.
 
-    Every background loop of a node waits through its clock (file workers, snapshots, reloads, ...): after each
-    step the clock's `wait_idle` returns once every loop it woke is asleep again or ended, whatever their number.
-    Before the first step, every file worker must have reached its first sleep.
+    Every background loop of a node waits through its clock (file workers, producer expiry, snapshots, reloads,
+    ...): after each step the clock's `wait_idle` returns once every loop it woke is asleep again or ended,
+    whatever their number. Before the first step, every file and producer-expiry worker must have reached its
+    first sleep.
     """
     clocks = {id(node.clock): node.clock for node in nodes}
     assert len(clocks) == 1, "the nodes advanced together share one clock"
     clock = nodes[0].clock
-    workers = sum(len(node.file_workers) for node in nodes if node.is_running())
+    workers = sum(
+        len(node.file_workers) + len(node.node.producer_expiry_workers) for node in nodes if node.is_running()
+    )
     target_ms = clock.now_ms() + duration_ms
-    wait_until(lambda: clock.sleepers() >= workers, f"{workers} file workers wait on the clock")
+    wait_until(lambda: clock.sleepers() >= workers, f"{workers} file and producer-expiry workers wait on the clock")
     clock.wait_idle(WAIT_S)
     while True:
         wake_up_ms = clock.next_wake_up_ms()

@@ -52,6 +52,7 @@ PURE_CORE = {
     "coordinator.machine.view",
     "coordinator.base.result",
     "coordinator.commits.parts",
+    "coordinator.commits.producer_expiry",
     "coordinator.commits.retries",
     "coordinator.commits.rules",
     "coordinator.topics.partition_checks",

@@ -14,7 +14,7 @@ from coordinator.cli.log_recovery.record_descriptions import Names, describe_rec
 from coordinator.machine import kinds, records
 from coordinator.machine.catalog import TopicCatalog
 from coordinator.machine.kinds import CreatedPartition, NamesGiven, PartitionChanges
-from coordinator.machine.records import CommittedBatch
+from coordinator.machine.records import CommittedBatch, ExpiredProducer
 from coordinator.runtime.log.frame import Frame
 from coordinator.runtime.ports import topic_records
 from protos import records_pb2 as rec
@@ -36,6 +36,7 @@ SAMPLES: dict[str, rec.MetadataRecord] = {
     "file_handed_over": records.file_handed_over(8, 1),
     "file_deletion_scheduled": records.file_deletion_scheduled(8, 5000),
     "file_deleted": records.file_deleted(8),
+    "producers_expired": records.producers_expired(1500, [ExpiredProducer(0, 42, 1, 0, 1000)]),
     "topic_deleted": records.topic_deleted(TOPIC),
 }
 
@@ -66,6 +67,12 @@ EXPECTED: dict[str, tuple[PartitionChanges, NamesGiven, str]] = {
         "file deletion scheduled: wal/a (file id 8) after 5000 ms",
     ),
     "file_deleted": (PartitionChanges(), NamesGiven(), "file deleted: wal/a (file id 8)"),
+    "producers_expired": (
+        PartitionChanges(),
+        NamesGiven(),
+        "producers expired: 1 with a last batch older than 1500: orders-2 producer 42 epoch 1 last batch at offset 0, "
+        "timestamp 1000",
+    ),
     "topic_deleted": (
         PartitionChanges(deleted_topics=(TOPIC,)),
         NamesGiven(),

@@ -39,6 +39,10 @@ def test_precedence_defaults_file_environment_flags(tmp_path: Path) -> None:
         {"diskless.coordinator.log.segment.bytes": "100"},
         {"diskless.node.id": "-1"},
         {"diskless.listen": "127.0.0.1:99999"},
+        {"diskless.coordinator.producer.id.expiration.ms": "0"},
+        {"diskless.coordinator.producer.id.expiration.check.interval.ms": "-5"},
+        {"diskless.coordinator.producer.id.expiration.batch.max": "0"},
+        {"diskless.coordinator.producer.id.expiration.batch.max": "100001"},
     ],
 )
 def test_nonsense_is_refused_with_the_setting_named(overrides: dict[str, str]) -> None:

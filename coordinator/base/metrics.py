@@ -86,6 +86,11 @@ class Metrics:
             ["coordinator", "step"],
             registry=self.registry,
         )
+        self.producers_expired = Counter(
+            "diskless_producers_expired", "Idempotent producers' states (one per partition) this node forgot as the "
+            "coordinator's leader, their last batch older than diskless.coordinator.producer.id.expiration.ms.",
+            ["coordinator"], registry=r,
+        )  # fmt: skip
         self.coordinator_failures = Counter(
             "diskless_coordinator_failures",
             "Times a coordinator went out of service, by kind (disk_full, io_error, log_damaged, state_damaged, "

@@ -30,6 +30,7 @@ from coordinator.machine.producers import (
     WindowEntry,
     advance_window,
     check_producer,
+    effective_timestamp,
 )
 from coordinator.machine.topic_names import TOPIC_ID_BYTES, topic_id_problem
 from coordinator.machine.view import CoordinatorView
@@ -240,6 +241,7 @@ def check_commit_part(view: CoordinatorView, part: CommitPart, now_ms: int) -> R
                 window,  # type: ignore[arg-type]
                 producer_epoch,
                 WindowEntry(base_sequence, last_sequence, assigned, now_ms, timestamp_type),
+                effective_timestamp(max_timestamp, timestamp_type, now_ms),
             )
         else:
             assigned = high_watermarks.get(key, partition.high_watermark)

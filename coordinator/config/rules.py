@@ -8,6 +8,8 @@ from coordinator.config.settings import STATE_VERIFY_MODES, Settings, SettingsEr
 
 READ_PROCESSES_MAX = 64  # each reader holds one connection per coordinator and its own gRPC server
 NODE_PROCESSES_MAX = 64  # commit processes of one node: one per core is the point
+# Producers in one expiry record: a step of the pass holds its coordinator's loop a few milliseconds per thousand.
+PRODUCER_EXPIRATION_BATCH_MAX = 100_000
 
 
 def validated(settings: Settings) -> Settings:
@@ -90,6 +92,7 @@ def check(settings: Settings) -> None:
     _snapshots(settings)
     _storage(settings)
     _files(settings)
+    _producers(settings)
     _replication(settings)
     if settings.drain_timeout_ms < 0:
         raise SettingsError(f"{property_name('drain_timeout_ms')} must be >= 0")
@@ -178,6 +181,19 @@ def _files(settings: Settings) -> None:
         raise SettingsError(
             f"{property_name('orphan_scan_key_pattern')} is not a regular expression: {error}"
         ) from None
+
+
+def _producers(settings: Settings) -> None:
+    for attr in (
+        "producer_id_expiration_ms", "producer_id_expiration_check_interval_ms", "producer_id_expiration_batch_max",
+    ):  # fmt: skip
+        if getattr(settings, attr) <= 0:
+            raise SettingsError(f"{property_name(attr)} must be > 0, got {getattr(settings, attr)}")
+    if settings.producer_id_expiration_batch_max > PRODUCER_EXPIRATION_BATCH_MAX:
+        raise SettingsError(
+            f"{property_name('producer_id_expiration_batch_max')} must be <= {PRODUCER_EXPIRATION_BATCH_MAX}, "
+            f"got {settings.producer_id_expiration_batch_max}"
+        )
 
 
 def _snapshots(settings: Settings) -> None:

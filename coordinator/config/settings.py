@@ -294,6 +294,24 @@ class Settings:
     file_retry_backoff_max_ms: int = _setting(
         "diskless.coordinator.file.retry.backoff.max.ms", 30000, "cap of the wait between hand-over or deletion retries"
     )
+    producer_id_expiration_ms: int = _setting(
+        "diskless.coordinator.producer.id.expiration.ms",
+        86400000,
+        "an idempotent producer whose last batch on a partition has an effective timestamp older than this is "
+        "forgotten there; its next batch is an unknown producer's (Kafka's producer.id.expiration.ms)",
+    )
+    producer_id_expiration_check_interval_ms: int = _setting(
+        "diskless.coordinator.producer.id.expiration.check.interval.ms",
+        600000,
+        "how often each coordinator's leader looks for expired producers (Kafka's "
+        "producer.id.expiration.check.interval.ms)",
+    )
+    producer_id_expiration_batch_max: int = _setting(
+        "diskless.coordinator.producer.id.expiration.batch.max",
+        1000,
+        "producers one step of an expiry pass reads and expires at most (one record); a pass goes over every "
+        "producer in such steps, letting commits run between them (<= 100000)",
+    )
     orphan_scan_interval_ms: int = _setting(
         "diskless.coordinator.orphan.scan.interval.ms",
         86400000,

@@ -1,8 +1,9 @@
-"""Idempotent-producer rules (DESIGN §4): duplicates, epochs, sequences.
+"""Idempotent-producer rules (DESIGN §4): duplicates, epochs, sequences; and when a producer's state expires (§4a).
 
-A producer's state per partition is its epoch and the last five batches it
-wrote (Kafka's `ProducerStateEntry`). The same pure functions advance the
-speculative view and the SQLite state, so both agree by construction.
+A producer's state per partition is its epoch, the last five batches it
+wrote and the effective timestamp of the last one (Kafka's `ProducerStateEntry`
+with its `lastTimestamp`). The same pure functions advance the speculative view
+and the SQLite state, so both agree by construction.
 """
 
 from __future__ import annotations
@@ -12,10 +13,12 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from coordinator.base.errors import ErrorCode
+from protos import coordinator_pb2 as pb
 
 PRODUCER_WINDOW_BATCHES = 5
 SEQUENCE_MODULUS = 2**31  # sequences wrap from 2^31-1 to 0
 PRODUCER_EPOCH_MAX = 32767  # Kafka's producer epoch is an int16
+LOG_APPEND_TIME = pb.LOG_APPEND_TIME
 
 
 # NamedTuples, not dataclasses: three of each are made per idempotent batch on the commit path.
@@ -30,6 +33,21 @@ class WindowEntry(NamedTuple):
 class ProducerWindow(NamedTuple):
     epoch: int
     entries: tuple[WindowEntry, ...]  # oldest first, at most PRODUCER_WINDOW_BATCHES
+    last_timestamp: int  # the effective timestamp of the producer's last batch: what its expiry is decided by
+
+
+def effective_timestamp(max_timestamp: int, timestamp_type: int, append_time_ms: int) -> int:
+    """A batch's effective timestamp (DESIGN §4, §4a): its append time for LOG_APPEND_TIME or no timestamp (-1)."""
+    return append_time_ms if timestamp_type == LOG_APPEND_TIME or max_timestamp < 0 else max_timestamp
+
+
+def producer_expired(last_timestamp: int, expired_before_ms: int) -> bool:
+    """Whether a producer whose last batch has this effective timestamp is forgotten (DESIGN §4a).
+
+    `expired_before_ms` is the check's now - `diskless.coordinator.producer.id.expiration.ms`: "older than" the
+    expiration, so a producer whose last batch is exactly that old is kept.
+    """
+    return last_timestamp < expired_before_ms
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,11 +96,19 @@ def check_producer(
     return ACCEPT
 
 
-def advance_window(window: ProducerWindow | None, epoch: int, entry: WindowEntry) -> ProducerWindow:
-    """The window after an accepted batch: a new epoch starts an empty window."""
+def advance_window(
+    window: ProducerWindow | None, epoch: int, entry: WindowEntry, last_timestamp: int
+) -> ProducerWindow:
+    """The window after an accepted batch whose effective timestamp is `last_timestamp`: a new epoch starts an
+    empty window."""
     if window is None or window.epoch != epoch:
-        return ProducerWindow(epoch, (entry,))
-    return ProducerWindow(epoch, (*window.entries, entry)[-PRODUCER_WINDOW_BATCHES:])
+        return ProducerWindow(epoch, (entry,), last_timestamp)
+    return ProducerWindow(epoch, (*window.entries, entry)[-PRODUCER_WINDOW_BATCHES:], last_timestamp)
+
+
+def last_batch_offset(window: ProducerWindow) -> int:
+    """The assigned base offset of the producer's last batch (-1 for a window without entries)."""
+    return window.entries[-1].base_offset if window.entries else -1
 
 
 _ENTRY = struct.Struct("<iiqqb")
@@ -94,17 +120,36 @@ def encode_window(window: ProducerWindow) -> bytes:
     return b"".join([pack(*entry) for entry in window.entries])
 
 
-PackedWindow = tuple[int, bytes]  # (epoch, entries packed oldest first): how SQLite and its writer hold a window
+# (epoch, entries packed oldest first, last batch's effective timestamp): how SQLite and its writer hold a window.
+PackedWindow = tuple[int, bytes, int]
 _PACKED_WINDOW_BYTES = PRODUCER_WINDOW_BATCHES * _ENTRY.size
+_BASE_OFFSET_AT = 8  # of an entry: after its two int32 sequences
 
 
-def advance_packed_window(window: PackedWindow | None, epoch: int, entry: WindowEntry) -> PackedWindow:
+def advance_packed_window(
+    window: PackedWindow | None, epoch: int, entry: WindowEntry, last_timestamp: int
+) -> PackedWindow:
     """advance_window on the packed form: the writer only stores windows, so it never unpacks them."""
     packed = _ENTRY.pack(*entry)
     if window is None or window[0] != epoch:
-        return epoch, packed
-    return epoch, (window[1] + packed)[-_PACKED_WINDOW_BYTES:]
+        return epoch, packed, last_timestamp
+    return epoch, (window[1] + packed)[-_PACKED_WINDOW_BYTES:], last_timestamp
 
 
-def decode_window(epoch: int, packed: bytes) -> ProducerWindow:
-    return ProducerWindow(epoch, tuple(map(WindowEntry._make, _ENTRY.iter_unpack(packed))))
+def packed_last_batch_offset(window: PackedWindow) -> int:
+    """last_batch_offset on the packed form."""
+    packed = window[1]
+    if not packed:
+        return -1
+    (base_offset,) = struct.unpack_from("<q", packed, len(packed) - _ENTRY.size + _BASE_OFFSET_AT)
+    return int(base_offset)
+
+
+def packed_last_append_time(packed: bytes) -> int:
+    """The append time of a packed window's last entry (-1 without entries): what a state of schema 4, which did not
+    keep the last batch's timestamp, takes for it."""
+    return int(_ENTRY.unpack_from(packed, len(packed) - _ENTRY.size)[3]) if packed else -1
+
+
+def decode_window(epoch: int, packed: bytes, last_timestamp: int) -> ProducerWindow:
+    return ProducerWindow(epoch, tuple(map(WindowEntry._make, _ENTRY.iter_unpack(packed))), last_timestamp)

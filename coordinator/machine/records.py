@@ -125,6 +125,32 @@ def file_deleted(file_id: int) -> rec.MetadataRecord:
     return rec.MetadataRecord(file_deleted=rec.FileDeleted(file_id=file_id))
 
 
+class ExpiredProducer(NamedTuple):
+    """A producer's state on one partition as the expiry decision saw it (DESIGN §4a)."""
+
+    partition_key: int
+    producer_id: int
+    producer_epoch: int
+    last_batch_offset: int  # assigned base offset of its last batch
+    last_timestamp: int  # that batch's effective timestamp
+
+
+def producers_expired(expired_before_ms: int, producers: Sequence[ExpiredProducer]) -> rec.MetadataRecord:
+    return rec.MetadataRecord(
+        producers_expired=rec.ProducersExpired(
+            expired_before_ms=expired_before_ms,
+            producers=[rec.ExpiredProducer(**producer._asdict()) for producer in producers],
+        )
+    )
+
+
+def expired_producers(expired: rec.ProducersExpired) -> list[ExpiredProducer]:
+    return [
+        ExpiredProducer(p.partition_key, p.producer_id, p.producer_epoch, p.last_batch_offset, p.last_timestamp)
+        for p in expired.producers
+    ]
+
+
 def encode_batch(records: Sequence[rec.MetadataRecord]) -> bytes:
     """The payload of one log frame: all records of one operation."""
     return rec.RecordBatch(records=records).SerializeToString()

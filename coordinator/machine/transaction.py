@@ -3,7 +3,7 @@
 It carries the counters (`meta`) and the producer windows of the transaction,
 and defers the writes that would otherwise repeat once per record: each
 partition's high watermark is written once per transaction (and checked
-against SQLite then), producer windows once at `finish`.
+against SQLite then), producer windows (changed or expired) once at `finish`.
 """
 
 from __future__ import annotations
@@ -32,6 +32,9 @@ class StateTransaction:
         self.committed_windows = committed_windows
         # (partition key, producer id) -> window after this transaction's batches so far.
         self.changed_windows: dict[tuple[int, int], PackedWindow] = {}
+        # (partition key, producer id) whose committed window this transaction expired (DESIGN §4a); a window in
+        # changed_windows as well is the producer's again, written after the expiry.
+        self.expired_windows: set[tuple[int, int]] = set()
         # partition key -> (high watermark in SQLite, after this transaction's batches so far): written once
         # per partition per transaction, not once per record, and checked against SQLite when written.
         self.high_watermarks: dict[int, tuple[int, int]] = {}
@@ -73,6 +76,20 @@ class StateTransaction:
 
     def add_live_batches(self, count: int) -> None:
         self.meta["live_batch_count"] += count
+
+    def producer_window(self, partition_key: int, producer_id: int) -> PackedWindow | None:
+        """The producer's window after this transaction's records so far."""
+        window_key = (partition_key, producer_id)
+        window = self.changed_windows.get(window_key)
+        if window is None and window_key not in self.expired_windows:
+            window = self.committed_windows.get(partition_key, {}).get(producer_id)
+        return window
+
+    def expire_window(self, partition_key: int, producer_id: int) -> None:
+        """The producer's state on the partition goes (its window as `producer_window` gives it)."""
+        window_key = (partition_key, producer_id)
+        self.changed_windows.pop(window_key, None)
+        self.expired_windows.add(window_key)
 
     # Writes.
 
@@ -119,9 +136,13 @@ class StateTransaction:
         self.write_high_watermarks()
         for key in self.deleted_partition_keys:
             self.changed_windows = {k: w for k, w in self.changed_windows.items() if k[0] != key}
+        if self.expired_windows:  # before the windows written after an expiry in this transaction
+            self.db.executemany(
+                "DELETE FROM producers WHERE partition_key = ? AND producer_id = ?", list(self.expired_windows)
+            )
         if self.changed_windows:
             self.db.executemany(
-                "INSERT OR REPLACE INTO producers (partition_key, producer_id, producer_epoch, window) "
-                "VALUES (?,?,?,?)",
-                [(key, producer, epoch, packed) for (key, producer), (epoch, packed) in self.changed_windows.items()],
+                "INSERT OR REPLACE INTO producers (partition_key, producer_id, producer_epoch, window, last_timestamp) "
+                "VALUES (?,?,?,?,?)",
+                [(key, producer, *window) for (key, producer), window in self.changed_windows.items()],
             )

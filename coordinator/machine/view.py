@@ -131,6 +131,13 @@ class CoordinatorView:
         del self.partition_index[(partition.topic_id, partition.partition)]
         self.producer_windows.pop(partition.key, None)
 
+    def remove_producer(self, partition_key: int, producer_id: int) -> None:
+        windows = self.producer_windows.get(partition_key)
+        if windows is not None:
+            windows.pop(producer_id, None)
+            if not windows:
+                del self.producer_windows[partition_key]
+
     def add_pending_file(self, object_key: str, end_offset: int, committed: rec.FileCommitted | None = None) -> None:
         """A file recorded by a log batch ending at `end_offset`, known here until SQLite holds it."""
         self._pending_files[object_key] = (end_offset, committed)

@@ -169,6 +169,7 @@ class RunningServer:
         if self.cluster is not None:
             self.cluster.start()
         self.node.start_file_workers()
+        self.node.start_producer_expiry()
         if self.readers is not None:  # SERVING means FindCoordinator names the readers: clients learn them at once
             await self.readers.wait_first_starts()
         if not loaded:

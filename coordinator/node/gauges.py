@@ -33,6 +33,8 @@ def coordinator_gauges(node: Node) -> Iterator[tuple[str, str, str, dict[str, st
         yield ("diskless_coordinator_state_checkpoints_in_apply", "WAL checkpoints an apply ran itself, the WAL past "
                "eight thresholds (the thread found no moment to finish).", "counter", labels,
                statistics.state_checkpoints_in_apply)  # fmt: skip
+        yield ("diskless_coordinator_producers", "Idempotent producers' states (one per partition) this replica keeps.",
+               "gauge", labels, statistics.producer_count)  # fmt: skip
         role = shard.role
         yield ("diskless_coordinator_leader", "1 when this node leads the coordinator (always, alone).", "gauge",
                labels, 1.0 if shard.leads else 0.0)  # fmt: skip
@@ -66,3 +68,9 @@ def coordinator_gauges(node: Node) -> Iterator[tuple[str, str, str, dict[str, st
                labels, description.files_awaiting_handover)  # fmt: skip
         yield ("diskless_coordinator_files_awaiting_deletion", "Files with no live batch, to delete after grace.",
                "gauge", labels, description.files_awaiting_deletion)  # fmt: skip
+        yield ("diskless_coordinator_state_bytes", "The SQLite state on this node (database and WAL).", "gauge",
+               labels, description.state_bytes)  # fmt: skip
+        yield ("diskless_coordinator_log_bytes", "The metadata-log segments on this node.", "gauge", labels,
+               description.log_bytes)  # fmt: skip
+        yield ("diskless_coordinator_snapshot_bytes", "Every snapshot kept on this node.", "gauge", labels,
+               description.snapshot_bytes)  # fmt: skip

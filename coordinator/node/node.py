@@ -18,6 +18,7 @@ from coordinator.base.executors import ExecutorFactory, thread_executor
 from coordinator.base.metrics import Metrics
 from coordinator.cluster.peers import PeerAddress, PeerClient
 from coordinator.cluster.transport import Transport
+from coordinator.commits.producer_expiry_worker import ProducerExpiryWorker
 from coordinator.config.settings import Settings
 from coordinator.files.object_store import ObjectStore, StoreConfig, open_object_store
 from coordinator.files.workers import FileWorker
@@ -92,6 +93,7 @@ class Node:
         self._clock = clock
         self.object_store: ObjectStore | None = None
         self.file_workers: list[FileWorker] = []
+        self.producer_expiry_workers: list[ProducerExpiryWorker] = []
 
     def _peer_address(self, coordinator_id: int) -> PeerAddress:
         """The node leading the coordinator: alone, this node's own address; in a cluster, etcd's leader."""
@@ -174,8 +176,17 @@ class Node:
         for worker in self.file_workers:
             worker.start()
 
+    def start_producer_expiry(self) -> None:
+        """Starts each coordinator's producer-expiry worker (it acts only where the coordinator is led here)."""
+        self.producer_expiry_workers = [
+            ProducerExpiryWorker(shard, self.settings, self._clock, self.metrics) for shard in self.shards
+        ]
+        for worker in self.producer_expiry_workers:
+            worker.start()
+
     async def close(self) -> None:
         await asyncio.gather(*(worker.stop() for worker in self.file_workers))
+        await asyncio.gather(*(worker.stop() for worker in self.producer_expiry_workers))
         await self.peers.close()
         await asyncio.gather(*(shard.close() for shard in self.shards))
         if self.object_store is not None:

@@ -245,6 +245,11 @@ def _describe(
     description.log_flush_count = statistics.log_flush_count
     description.log_append_count = statistics.log_append_count
     description.last_snapshot_end_offset = statistics.last_snapshot_end_offset
+    usage = shard.disk_usage()
+    description.state_bytes = usage.state_bytes
+    description.log_bytes = usage.log_bytes
+    description.snapshot_bytes = usage.snapshot_bytes
+    description.producer_count = statistics.producer_count
     role = shard.role
     description.node_id = coordinators.settings.node_id
     description.role = shard.served_role

@@ -168,6 +168,7 @@ class SimCluster:
         await node.load()
         controller.start()
         node.start_file_workers()
+        node.start_producer_expiry()
 
     async def crash(self, node_id: int) -> None:
         """Gone at once for everyone (no lease revoked: etcd lets it expire); then its files are closed."""

@@ -17,7 +17,7 @@ from coordinator.machine.kinds.kind import (
     batch_discontinuity,
     next_id_after,
 )
-from coordinator.machine.producers import WindowEntry, advance_packed_window, advance_window
+from coordinator.machine.producers import WindowEntry, advance_packed_window, advance_window, effective_timestamp
 from coordinator.machine.records import BATCH_LAYOUT, unpack_batches
 from coordinator.machine.transaction import StateTransaction
 from coordinator.machine.view import CoordinatorView
@@ -47,7 +47,7 @@ class FileCommittedKind:
         producers = view.producer_windows
         next_batch_id = view.next_batch_id
         # Fields unpacked into locals: this loop runs once per batch.
-        for (batch_id, key, _, _, base_offset, last_offset, _, producer_id, producer_epoch, base_sequence,
+        for (batch_id, key, _, _, base_offset, last_offset, max_timestamp, producer_id, producer_epoch, base_sequence,
              last_sequence, _, timestamp_type) in BATCH_LAYOUT.iter_unpack(committed.packed_batches):  # fmt: skip
             partition = partitions[key]
             broken = batch_discontinuity(
@@ -65,6 +65,7 @@ class FileCommittedKind:
                     windows.get(producer_id),
                     producer_epoch,
                     WindowEntry(base_sequence, last_sequence, base_offset, append_time, timestamp_type),
+                    effective_timestamp(max_timestamp, timestamp_type, append_time),
                 )
         view.next_batch_id = next_batch_id
 
@@ -95,6 +96,7 @@ class FileCommittedKind:
         high_watermarks = transaction.high_watermarks
         changed_windows = transaction.changed_windows
         committed_windows = transaction.committed_windows
+        expired_windows = transaction.expired_windows
         next_batch_id = transaction.next_batch_id
         # Fields unpacked into locals: this loop runs once per batch. A partition's first batch in the
         # transaction is taken at its word here; write_high_watermarks checks it against SQLite.
@@ -111,13 +113,14 @@ class FileCommittedKind:
             high_watermarks[key] = (before, last_offset + 1)
             if producer_id >= 0:
                 window_key = (key, producer_id)
-                window = changed_windows.get(window_key)
-                if window is None:
+                window = changed_windows.get(window_key)  # transaction.producer_window, inlined
+                if window is None and window_key not in expired_windows:
                     window = committed_windows.get(key, {}).get(producer_id)
                 changed_windows[window_key] = advance_packed_window(
                     window,
                     producer_epoch,
                     WindowEntry(base_sequence, last_sequence, base_offset, append_time, timestamp_type),
+                    effective_timestamp(max_timestamp, timestamp_type, append_time),
                 )
             entry = batch_entry(
                 batch_id, object_key, magic, byte_offset, size, base_offset, last_offset, append_time, max_timestamp,

@@ -217,6 +217,18 @@ def idle_files(db: apsw.Connection, query: IdleFilesQuery, bindings: tuple[int, 
     ]
 
 
+def producers_after(db: apsw.Connection, after: tuple[int, int], limit: int) -> list[tuple[int, int, int]]:
+    """(partition key, producer id, last batch's effective timestamp) of the producers after `after` in key order,
+    at most `limit`: one step of the expiry pass, its cost bounded by the rows it reads (the table's own order)."""
+    return list(
+        db.execute(
+            "SELECT partition_key, producer_id, last_timestamp FROM producers "
+            "WHERE (partition_key, producer_id) > (?, ?) ORDER BY partition_key, producer_id LIMIT ?",
+            (*after, limit),
+        )
+    )
+
+
 def file_state(facts: FileFacts) -> int:
     """The DescribeFiles state of a file as this coordinator sees it."""
     if facts.live_batches > 0:

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 4
+from collections.abc import Callable
+
+import apsw
+
+from coordinator.machine.producers import packed_last_append_time
+
+SCHEMA_VERSION = 5
 
 # meta holds counters and the applied log offset, updated in the same
 # transaction as the state they describe.
@@ -62,17 +68,35 @@ STATEMENTS = (
         entry BLOB,
         PRIMARY KEY (partition_key, last_offset)
     ) WITHOUT ROWID""",
+    # last_timestamp: the effective timestamp of the producer's last batch, which its expiry is decided by (DESIGN
+    # §4a). No index on it: the expiry pass reads the table in key order, a bounded step at a time
+    # (coordinator/commits/producer_expiry_worker.py), so the commit path writes no second B-tree per producer.
     """CREATE TABLE IF NOT EXISTS producers (
         partition_key INTEGER NOT NULL,
         producer_id INTEGER NOT NULL,
         producer_epoch INTEGER NOT NULL,
         window BLOB NOT NULL,
+        last_timestamp INTEGER NOT NULL,
         PRIMARY KEY (partition_key, producer_id)
     ) WITHOUT ROWID""",
 )
 
+# A step of a migration: a statement, or a function of the writer's connection for what SQL cannot say.
+MigrationStep = str | Callable[[apsw.Connection], None]
+
+
+def _last_timestamps_from_windows(db: apsw.Connection) -> None:
+    """Schema 4 kept no last-batch timestamp: each producer takes its last batch's append time (exact for
+    LOG_APPEND_TIME batches; for others the time it was written, which is near its own timestamp)."""
+    rows = [
+        (packed_last_append_time(window), key, producer_id)
+        for key, producer_id, window in db.execute("SELECT partition_key, producer_id, window FROM producers")
+    ]
+    db.executemany("UPDATE producers SET last_timestamp = ? WHERE partition_key = ? AND producer_id = ?", rows)
+
+
 # Schema 1 -> 2: WAL-file ownership. A file was owned where it was first committed (its first owner).
-MIGRATIONS = {
+MIGRATIONS: dict[int, tuple[MigrationStep, ...]] = {
     1: (
         "ALTER TABLE files ADD COLUMN owned INTEGER NOT NULL DEFAULT 0",
         "ALTER TABLE files ADD COLUMN delete_after_ms INTEGER NOT NULL DEFAULT -1",
@@ -93,6 +117,12 @@ MIGRATIONS = {
         "ALTER TABLE files ADD COLUMN part_batches INTEGER NOT NULL DEFAULT 0",
         "UPDATE files SET part_batches = live_batches",
         "UPDATE meta SET value = 4 WHERE name = 'schema_version'",
+    ),
+    # Schema 4 -> 5: each producer's last batch's effective timestamp, for its expiry (DESIGN §4a).
+    4: (
+        "ALTER TABLE producers ADD COLUMN last_timestamp INTEGER NOT NULL DEFAULT -1",
+        _last_timestamps_from_windows,
+        "UPDATE meta SET value = 5 WHERE name = 'schema_version'",
     ),
 }
 

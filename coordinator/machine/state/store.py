@@ -143,6 +143,7 @@ class StateStore:
         self._detached_reads: set[DetachedRead] = set()  # open on threads of their own; closed before the store
         # The committed producer windows, packed as stored, kept in memory so apply never reads them back.
         self.producer_windows = self._read_producer_windows()
+        self.producer_count = sum(map(len, self.producer_windows.values()))  # (partition, producer) states kept
 
     def _migrate(self) -> None:
         """Brings a state file of an older schema to this one, in the open transaction."""
@@ -150,18 +151,21 @@ class StateStore:
             self._writer.execute("SELECT value FROM meta WHERE name = 'schema_version'"), "the schema version"
         )
         while version in MIGRATIONS:
-            for statement in MIGRATIONS[version]:
-                self._writer.execute(statement)
+            for step in MIGRATIONS[version]:
+                if isinstance(step, str):
+                    self._writer.execute(step)
+                else:
+                    step(self._writer)
             (version,) = reads.one_row(
                 self._writer.execute("SELECT value FROM meta WHERE name = 'schema_version'"), "the schema version"
             )
 
     def _read_producer_windows(self) -> dict[int, dict[int, PackedWindow]]:
         windows: dict[int, dict[int, PackedWindow]] = {}
-        for key, producer_id, epoch, window in self._writer.execute(
-            "SELECT partition_key, producer_id, producer_epoch, window FROM producers"
+        for key, producer_id, epoch, window, last_timestamp in self._writer.execute(
+            "SELECT partition_key, producer_id, producer_epoch, window, last_timestamp FROM producers"
         ):
-            windows.setdefault(key, {})[producer_id] = (epoch, window)
+            windows.setdefault(key, {})[producer_id] = (epoch, window, last_timestamp)
         return windows
 
     @property
@@ -186,6 +190,27 @@ class StateStore:
             self._checkpoints.close()
         self._writer.close()
 
+    def _follow_producer_windows(self, transaction: StateTransaction) -> None:
+        """The committed windows in memory after a transaction: expiries first, then the windows written after."""
+        windows_of = self.producer_windows
+        count = self.producer_count
+        for key, producer_id in transaction.expired_windows:
+            windows = windows_of.get(key)
+            if windows is not None and windows.pop(producer_id, None) is not None:
+                count -= 1
+                if not windows:
+                    del windows_of[key]
+        for key in transaction.deleted_partition_keys:
+            count -= len(windows_of.pop(key, ()))
+        for (key, producer_id), window in transaction.changed_windows.items():
+            windows = windows_of.get(key)
+            if windows is None:
+                windows = windows_of[key] = {}
+            if producer_id not in windows:
+                count += 1
+            windows[producer_id] = window
+        self.producer_count = count
+
     # ------------------------------------------------------------------ loading
 
     def load_view(self) -> CoordinatorView:
@@ -204,8 +229,8 @@ class StateStore:
         ):
             view.load_partition(PartitionView(*row))
         for key, windows in self.producer_windows.items():
-            for producer_id, (epoch, packed) in windows.items():
-                view.load_producer(key, producer_id, decode_window(epoch, packed))
+            for producer_id, (epoch, packed, last_timestamp) in windows.items():
+                view.load_producer(key, producer_id, decode_window(epoch, packed, last_timestamp))
         return view
 
     def committed_file(self, object_key: str) -> FileFacts | None:
@@ -261,9 +286,6 @@ class StateStore:
             self.meta = dict(self._writer.execute("SELECT name, value FROM meta"))
             raise
         self.meta = meta
-        for key in transaction.deleted_partition_keys:
-            self.producer_windows.pop(key, None)
-        for (key, producer_id), window in transaction.changed_windows.items():
-            self.producer_windows.setdefault(key, {})[producer_id] = window
+        self._follow_producer_windows(transaction)
         if self._checkpoints is not None:
             self._checkpoints.written()

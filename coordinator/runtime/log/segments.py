@@ -16,6 +16,7 @@ is one of two things, told apart by what comes after it:
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from bisect import bisect_left
@@ -72,6 +73,14 @@ class MetadataLog:
             if self._segments[index + 1] > offset:
                 total += (self.directory / segment_name(base_offset)).stat().st_size
         return total + self._active_size
+
+    def size_bytes(self) -> int:
+        """Bytes of every segment on disk (read from any thread: a segment pruned meanwhile counts as gone)."""
+        total = self._active_size
+        for base_offset in self._segments[:-1]:
+            with contextlib.suppress(FileNotFoundError):
+                total += (self.directory / segment_name(base_offset)).stat().st_size
+        return total
 
     def _active_path(self) -> Path:
         return self.directory / segment_name(self._segments[-1])

@@ -40,7 +40,7 @@ from coordinator.runtime.shard.pipeline import Pipeline
 from coordinator.runtime.shard.snapshots import SnapshotTaken
 from protos import internal_pb2 as internal
 from protos import records_pb2 as rec
-from snapshot.snapshots import SnapshotCheck
+from snapshot.snapshots import SnapshotCheck, snapshot_directory, snapshots_bytes
 
 
 @final
@@ -64,6 +64,17 @@ class ShardStatistics:
     leader_changes: int = 0  # new leaderships this replica was told of since the node started
     state_checkpoints: int = 0  # WAL checkpoints of the state on its own thread since it loaded
     state_checkpoints_in_apply: int = 0  # those an apply ran itself, the WAL past its hard bound
+    producer_count: int = 0  # idempotent producers' states (one per partition) its committed state keeps
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class DiskUsage:
+    """Bytes a coordinator's replica takes on this node's disk."""
+
+    state_bytes: int  # the SQLite state: database and its WAL
+    log_bytes: int  # the metadata-log segments
+    snapshot_bytes: int  # every snapshot kept
 
 
 @final
@@ -323,6 +334,17 @@ class CoordinatorShard:
             leader_changes=self._lifecycle.leader_changes,
             state_checkpoints=loaded.store.checkpoints_completed if loaded else 0,
             state_checkpoints_in_apply=loaded.store.checkpoints_in_apply if loaded else 0,
+            producer_count=loaded.store.producer_count if loaded else 0,
+        )
+
+    def disk_usage(self) -> DiskUsage:
+        """What the replica's files take now (a few stat calls); the coordinator must be serving."""
+        loaded = self._serving_loaded()
+        state = loaded.store.path
+        return DiskUsage(
+            state_bytes=_file_bytes(state) + _file_bytes(state.with_name(state.name + "-wal")),
+            log_bytes=loaded.metadata_log.size_bytes(),
+            snapshot_bytes=snapshots_bytes(snapshot_directory(self.directory)),
         )
 
     def replica_progress(self) -> list[ReplicaProgress]:
@@ -373,3 +395,10 @@ class CoordinatorShard:
             )
         epoch, end = loaded.epoch_cache.end_offset_for(request.leader_epoch, leader.log_end_offset)
         return internal.OffsetForLeaderEpochResponse(error_code=ErrorCode.NONE, leader_epoch=epoch, end_offset=end)
+
+
+def _file_bytes(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return 0
