@@ -29,6 +29,7 @@ class ErrorCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     INVALID_PARTITIONS: _ClassVar[ErrorCode]
     INVALID_CONFIG: _ClassVar[ErrorCode]
     INVALID_REQUEST: _ClassVar[ErrorCode]
+    POLICY_VIOLATION: _ClassVar[ErrorCode]
     OUT_OF_ORDER_SEQUENCE_NUMBER: _ClassVar[ErrorCode]
     DUPLICATE_SEQUENCE_NUMBER: _ClassVar[ErrorCode]
     INVALID_PRODUCER_EPOCH: _ClassVar[ErrorCode]
@@ -39,6 +40,7 @@ class ErrorCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     THROTTLING_QUOTA_EXCEEDED: _ClassVar[ErrorCode]
     UNKNOWN_TOPIC_ID: _ClassVar[ErrorCode]
     INCONSISTENT_TOPIC_ID: _ClassVar[ErrorCode]
+    OFFSET_MOVED_TO_TIERED_STORAGE: _ClassVar[ErrorCode]
 
 class TimestampType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -72,6 +74,7 @@ TOPIC_ALREADY_EXISTS: ErrorCode
 INVALID_PARTITIONS: ErrorCode
 INVALID_CONFIG: ErrorCode
 INVALID_REQUEST: ErrorCode
+POLICY_VIOLATION: ErrorCode
 OUT_OF_ORDER_SEQUENCE_NUMBER: ErrorCode
 DUPLICATE_SEQUENCE_NUMBER: ErrorCode
 INVALID_PRODUCER_EPOCH: ErrorCode
@@ -82,6 +85,7 @@ INVALID_RECORD: ErrorCode
 THROTTLING_QUOTA_EXCEEDED: ErrorCode
 UNKNOWN_TOPIC_ID: ErrorCode
 INCONSISTENT_TOPIC_ID: ErrorCode
+OFFSET_MOVED_TO_TIERED_STORAGE: ErrorCode
 CREATE_TIME: TimestampType
 LOG_APPEND_TIME: TimestampType
 NO_TIMESTAMP_TYPE: TimestampType
@@ -93,14 +97,16 @@ FILE_STATE_AWAITING_DELETION: FileState
 class CreatePartitionsRequest(_message.Message):
     __slots__ = ("topics", "timeout_ms")
     class Topic(_message.Message):
-        __slots__ = ("topic_id", "name", "num_partitions")
+        __slots__ = ("topic_id", "name", "num_partitions", "configs")
         TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
         NAME_FIELD_NUMBER: _ClassVar[int]
         NUM_PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+        CONFIGS_FIELD_NUMBER: _ClassVar[int]
         topic_id: bytes
         name: str
         num_partitions: int
-        def __init__(self, topic_id: _Optional[bytes] = ..., name: _Optional[str] = ..., num_partitions: _Optional[int] = ...) -> None: ...
+        configs: _containers.RepeatedCompositeFieldContainer[TopicConfig]
+        def __init__(self, topic_id: _Optional[bytes] = ..., name: _Optional[str] = ..., num_partitions: _Optional[int] = ..., configs: _Optional[_Iterable[_Union[TopicConfig, _Mapping]]] = ...) -> None: ...
     TOPICS_FIELD_NUMBER: _ClassVar[int]
     TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
     topics: _containers.RepeatedCompositeFieldContainer[CreatePartitionsRequest.Topic]
@@ -374,20 +380,22 @@ class BatchInfo(_message.Message):
 class FindBatchesResponse(_message.Message):
     __slots__ = ("throttle_time_ms", "topics")
     class PartitionResult(_message.Message):
-        __slots__ = ("partition", "error_code", "log_start_offset", "high_watermark", "batches", "error_message")
+        __slots__ = ("partition", "error_code", "log_start_offset", "high_watermark", "batches", "error_message", "local_log_start_offset")
         PARTITION_FIELD_NUMBER: _ClassVar[int]
         ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
         LOG_START_OFFSET_FIELD_NUMBER: _ClassVar[int]
         HIGH_WATERMARK_FIELD_NUMBER: _ClassVar[int]
         BATCHES_FIELD_NUMBER: _ClassVar[int]
         ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+        LOCAL_LOG_START_OFFSET_FIELD_NUMBER: _ClassVar[int]
         partition: int
         error_code: ErrorCode
         log_start_offset: int
         high_watermark: int
         batches: _containers.RepeatedCompositeFieldContainer[BatchInfo]
         error_message: str
-        def __init__(self, partition: _Optional[int] = ..., error_code: _Optional[_Union[ErrorCode, str]] = ..., log_start_offset: _Optional[int] = ..., high_watermark: _Optional[int] = ..., batches: _Optional[_Iterable[_Union[BatchInfo, _Mapping]]] = ..., error_message: _Optional[str] = ...) -> None: ...
+        local_log_start_offset: int
+        def __init__(self, partition: _Optional[int] = ..., error_code: _Optional[_Union[ErrorCode, str]] = ..., log_start_offset: _Optional[int] = ..., high_watermark: _Optional[int] = ..., batches: _Optional[_Iterable[_Union[BatchInfo, _Mapping]]] = ..., error_message: _Optional[str] = ..., local_log_start_offset: _Optional[int] = ...) -> None: ...
     class TopicResult(_message.Message):
         __slots__ = ("topic_id", "partitions")
         TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
@@ -652,3 +660,134 @@ class DescribeProduceGatewaysResponse(_message.Message):
     error_message: str
     gateways: _containers.RepeatedCompositeFieldContainer[DescribeProduceGatewaysResponse.Gateway]
     def __init__(self, error_code: _Optional[_Union[ErrorCode, str]] = ..., error_message: _Optional[str] = ..., gateways: _Optional[_Iterable[_Union[DescribeProduceGatewaysResponse.Gateway, _Mapping]]] = ...) -> None: ...
+
+class TopicConfig(_message.Message):
+    __slots__ = ("name", "value")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    value: str
+    def __init__(self, name: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+
+class AlterTopicConfigsRequest(_message.Message):
+    __slots__ = ("topics", "validate_only", "timeout_ms")
+    class Topic(_message.Message):
+        __slots__ = ("topic_id", "set", "delete")
+        TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
+        SET_FIELD_NUMBER: _ClassVar[int]
+        DELETE_FIELD_NUMBER: _ClassVar[int]
+        topic_id: bytes
+        set: _containers.RepeatedCompositeFieldContainer[TopicConfig]
+        delete: _containers.RepeatedScalarFieldContainer[str]
+        def __init__(self, topic_id: _Optional[bytes] = ..., set: _Optional[_Iterable[_Union[TopicConfig, _Mapping]]] = ..., delete: _Optional[_Iterable[str]] = ...) -> None: ...
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    VALIDATE_ONLY_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    topics: _containers.RepeatedCompositeFieldContainer[AlterTopicConfigsRequest.Topic]
+    validate_only: bool
+    timeout_ms: int
+    def __init__(self, topics: _Optional[_Iterable[_Union[AlterTopicConfigsRequest.Topic, _Mapping]]] = ..., validate_only: _Optional[bool] = ..., timeout_ms: _Optional[int] = ...) -> None: ...
+
+class AlterTopicConfigsResponse(_message.Message):
+    __slots__ = ("topics",)
+    class TopicResult(_message.Message):
+        __slots__ = ("topic_id", "error_code", "error_message", "configs")
+        TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
+        ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+        ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+        CONFIGS_FIELD_NUMBER: _ClassVar[int]
+        topic_id: bytes
+        error_code: ErrorCode
+        error_message: str
+        configs: _containers.RepeatedCompositeFieldContainer[ConfigEntry]
+        def __init__(self, topic_id: _Optional[bytes] = ..., error_code: _Optional[_Union[ErrorCode, str]] = ..., error_message: _Optional[str] = ..., configs: _Optional[_Iterable[_Union[ConfigEntry, _Mapping]]] = ...) -> None: ...
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    topics: _containers.RepeatedCompositeFieldContainer[AlterTopicConfigsResponse.TopicResult]
+    def __init__(self, topics: _Optional[_Iterable[_Union[AlterTopicConfigsResponse.TopicResult, _Mapping]]] = ...) -> None: ...
+
+class ConfigEntry(_message.Message):
+    __slots__ = ("name", "value", "is_default")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    IS_DEFAULT_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    value: str
+    is_default: bool
+    def __init__(self, name: _Optional[str] = ..., value: _Optional[str] = ..., is_default: _Optional[bool] = ...) -> None: ...
+
+class DescribeTopicConfigsRequest(_message.Message):
+    __slots__ = ("topic_ids",)
+    TOPIC_IDS_FIELD_NUMBER: _ClassVar[int]
+    topic_ids: _containers.RepeatedScalarFieldContainer[bytes]
+    def __init__(self, topic_ids: _Optional[_Iterable[bytes]] = ...) -> None: ...
+
+class DescribeTopicConfigsResponse(_message.Message):
+    __slots__ = ("topics",)
+    class TopicResult(_message.Message):
+        __slots__ = ("topic_id", "error_code", "error_message", "configs")
+        TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
+        ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+        ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+        CONFIGS_FIELD_NUMBER: _ClassVar[int]
+        topic_id: bytes
+        error_code: ErrorCode
+        error_message: str
+        configs: _containers.RepeatedCompositeFieldContainer[ConfigEntry]
+        def __init__(self, topic_id: _Optional[bytes] = ..., error_code: _Optional[_Union[ErrorCode, str]] = ..., error_message: _Optional[str] = ..., configs: _Optional[_Iterable[_Union[ConfigEntry, _Mapping]]] = ...) -> None: ...
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    topics: _containers.RepeatedCompositeFieldContainer[DescribeTopicConfigsResponse.TopicResult]
+    def __init__(self, topics: _Optional[_Iterable[_Union[DescribeTopicConfigsResponse.TopicResult, _Mapping]]] = ...) -> None: ...
+
+class CommitRemoteLogSegmentsRequest(_message.Message):
+    __slots__ = ("topics", "timeout_ms")
+    class Partition(_message.Message):
+        __slots__ = ("partition", "start_offset", "end_offset", "remote_log_segment_id")
+        PARTITION_FIELD_NUMBER: _ClassVar[int]
+        START_OFFSET_FIELD_NUMBER: _ClassVar[int]
+        END_OFFSET_FIELD_NUMBER: _ClassVar[int]
+        REMOTE_LOG_SEGMENT_ID_FIELD_NUMBER: _ClassVar[int]
+        partition: int
+        start_offset: int
+        end_offset: int
+        remote_log_segment_id: str
+        def __init__(self, partition: _Optional[int] = ..., start_offset: _Optional[int] = ..., end_offset: _Optional[int] = ..., remote_log_segment_id: _Optional[str] = ...) -> None: ...
+    class Topic(_message.Message):
+        __slots__ = ("topic_id", "partitions")
+        TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
+        PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+        topic_id: bytes
+        partitions: _containers.RepeatedCompositeFieldContainer[CommitRemoteLogSegmentsRequest.Partition]
+        def __init__(self, topic_id: _Optional[bytes] = ..., partitions: _Optional[_Iterable[_Union[CommitRemoteLogSegmentsRequest.Partition, _Mapping]]] = ...) -> None: ...
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    topics: _containers.RepeatedCompositeFieldContainer[CommitRemoteLogSegmentsRequest.Topic]
+    timeout_ms: int
+    def __init__(self, topics: _Optional[_Iterable[_Union[CommitRemoteLogSegmentsRequest.Topic, _Mapping]]] = ..., timeout_ms: _Optional[int] = ...) -> None: ...
+
+class CommitRemoteLogSegmentsResponse(_message.Message):
+    __slots__ = ("topics",)
+    class PartitionResult(_message.Message):
+        __slots__ = ("partition", "error_code", "error_message", "log_start_offset", "local_log_start_offset", "remote_log_end_offset")
+        PARTITION_FIELD_NUMBER: _ClassVar[int]
+        ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+        ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+        LOG_START_OFFSET_FIELD_NUMBER: _ClassVar[int]
+        LOCAL_LOG_START_OFFSET_FIELD_NUMBER: _ClassVar[int]
+        REMOTE_LOG_END_OFFSET_FIELD_NUMBER: _ClassVar[int]
+        partition: int
+        error_code: ErrorCode
+        error_message: str
+        log_start_offset: int
+        local_log_start_offset: int
+        remote_log_end_offset: int
+        def __init__(self, partition: _Optional[int] = ..., error_code: _Optional[_Union[ErrorCode, str]] = ..., error_message: _Optional[str] = ..., log_start_offset: _Optional[int] = ..., local_log_start_offset: _Optional[int] = ..., remote_log_end_offset: _Optional[int] = ...) -> None: ...
+    class TopicResult(_message.Message):
+        __slots__ = ("topic_id", "partitions")
+        TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
+        PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+        topic_id: bytes
+        partitions: _containers.RepeatedCompositeFieldContainer[CommitRemoteLogSegmentsResponse.PartitionResult]
+        def __init__(self, topic_id: _Optional[bytes] = ..., partitions: _Optional[_Iterable[_Union[CommitRemoteLogSegmentsResponse.PartitionResult, _Mapping]]] = ...) -> None: ...
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    topics: _containers.RepeatedCompositeFieldContainer[CommitRemoteLogSegmentsResponse.TopicResult]
+    def __init__(self, topics: _Optional[_Iterable[_Union[CommitRemoteLogSegmentsResponse.TopicResult, _Mapping]]] = ...) -> None: ...

@@ -89,6 +89,21 @@ class DisklessCoordinatorStub:
                 request_serializer=protos_dot_coordinator__pb2.DescribeProduceGatewaysRequest.SerializeToString,
                 response_deserializer=protos_dot_coordinator__pb2.DescribeProduceGatewaysResponse.FromString,
                 _registered_method=True)
+        self.AlterTopicConfigs = channel.unary_unary(
+                '/diskless.coordinator.v1.DisklessCoordinator/AlterTopicConfigs',
+                request_serializer=protos_dot_coordinator__pb2.AlterTopicConfigsRequest.SerializeToString,
+                response_deserializer=protos_dot_coordinator__pb2.AlterTopicConfigsResponse.FromString,
+                _registered_method=True)
+        self.DescribeTopicConfigs = channel.unary_unary(
+                '/diskless.coordinator.v1.DisklessCoordinator/DescribeTopicConfigs',
+                request_serializer=protos_dot_coordinator__pb2.DescribeTopicConfigsRequest.SerializeToString,
+                response_deserializer=protos_dot_coordinator__pb2.DescribeTopicConfigsResponse.FromString,
+                _registered_method=True)
+        self.CommitRemoteLogSegments = channel.unary_unary(
+                '/diskless.coordinator.v1.DisklessCoordinator/CommitRemoteLogSegments',
+                request_serializer=protos_dot_coordinator__pb2.CommitRemoteLogSegmentsRequest.SerializeToString,
+                response_deserializer=protos_dot_coordinator__pb2.CommitRemoteLogSegmentsResponse.FromString,
+                _registered_method=True)
 
 
 class DisklessCoordinatorServicer:
@@ -169,6 +184,28 @@ class DisklessCoordinatorServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AlterTopicConfigs(self, request, context):
+        """Topic configurations, by Kafka's names: retention and tiered storage (KIP-405, KIP-950).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DescribeTopicConfigs(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CommitRemoteLogSegments(self, request, context):
+        """A broker's tiered-storage copier reports that a partition's batches below an offset are now
+        held in remote log segments (KIP-405): the coordinator forgets them (KIP-1164 "Metadata log
+        size management").
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_DisklessCoordinatorServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -226,6 +263,21 @@ def add_DisklessCoordinatorServicer_to_server(servicer, server):
                     servicer.DescribeProduceGateways,
                     request_deserializer=protos_dot_coordinator__pb2.DescribeProduceGatewaysRequest.FromString,
                     response_serializer=protos_dot_coordinator__pb2.DescribeProduceGatewaysResponse.SerializeToString,
+            ),
+            'AlterTopicConfigs': grpc.unary_unary_rpc_method_handler(
+                    servicer.AlterTopicConfigs,
+                    request_deserializer=protos_dot_coordinator__pb2.AlterTopicConfigsRequest.FromString,
+                    response_serializer=protos_dot_coordinator__pb2.AlterTopicConfigsResponse.SerializeToString,
+            ),
+            'DescribeTopicConfigs': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribeTopicConfigs,
+                    request_deserializer=protos_dot_coordinator__pb2.DescribeTopicConfigsRequest.FromString,
+                    response_serializer=protos_dot_coordinator__pb2.DescribeTopicConfigsResponse.SerializeToString,
+            ),
+            'CommitRemoteLogSegments': grpc.unary_unary_rpc_method_handler(
+                    servicer.CommitRemoteLogSegments,
+                    request_deserializer=protos_dot_coordinator__pb2.CommitRemoteLogSegmentsRequest.FromString,
+                    response_serializer=protos_dot_coordinator__pb2.CommitRemoteLogSegmentsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -525,6 +577,87 @@ class DisklessCoordinator:
             '/diskless.coordinator.v1.DisklessCoordinator/DescribeProduceGateways',
             protos_dot_coordinator__pb2.DescribeProduceGatewaysRequest.SerializeToString,
             protos_dot_coordinator__pb2.DescribeProduceGatewaysResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AlterTopicConfigs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/diskless.coordinator.v1.DisklessCoordinator/AlterTopicConfigs',
+            protos_dot_coordinator__pb2.AlterTopicConfigsRequest.SerializeToString,
+            protos_dot_coordinator__pb2.AlterTopicConfigsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DescribeTopicConfigs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/diskless.coordinator.v1.DisklessCoordinator/DescribeTopicConfigs',
+            protos_dot_coordinator__pb2.DescribeTopicConfigsRequest.SerializeToString,
+            protos_dot_coordinator__pb2.DescribeTopicConfigsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CommitRemoteLogSegments(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/diskless.coordinator.v1.DisklessCoordinator/CommitRemoteLogSegments',
+            protos_dot_coordinator__pb2.CommitRemoteLogSegmentsRequest.SerializeToString,
+            protos_dot_coordinator__pb2.CommitRemoteLogSegmentsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -70,6 +70,14 @@ class DisklessCoordinatorStub:
     """Which brokers of each rack producers should send a coordinator's partitions to
     (KIP-1164 "Reducing multi-DC commit operations").
     """
+    AlterTopicConfigs: _grpc.UnaryUnaryMultiCallable[_coordinator_pb2.AlterTopicConfigsRequest, _coordinator_pb2.AlterTopicConfigsResponse]
+    """Topic configurations, by Kafka's names: retention and tiered storage (KIP-405, KIP-950)."""
+    DescribeTopicConfigs: _grpc.UnaryUnaryMultiCallable[_coordinator_pb2.DescribeTopicConfigsRequest, _coordinator_pb2.DescribeTopicConfigsResponse]
+    CommitRemoteLogSegments: _grpc.UnaryUnaryMultiCallable[_coordinator_pb2.CommitRemoteLogSegmentsRequest, _coordinator_pb2.CommitRemoteLogSegmentsResponse]
+    """A broker's tiered-storage copier reports that a partition's batches below an offset are now
+    held in remote log segments (KIP-405): the coordinator forgets them (KIP-1164 "Metadata log
+    size management").
+    """
 
 @_typing.type_check_only
 class DisklessCoordinatorAsyncStub(DisklessCoordinatorStub):
@@ -95,6 +103,14 @@ class DisklessCoordinatorAsyncStub(DisklessCoordinatorStub):
     DescribeProduceGateways: _aio.UnaryUnaryMultiCallable[_coordinator_pb2.DescribeProduceGatewaysRequest, _coordinator_pb2.DescribeProduceGatewaysResponse]  # type: ignore[assignment]
     """Which brokers of each rack producers should send a coordinator's partitions to
     (KIP-1164 "Reducing multi-DC commit operations").
+    """
+    AlterTopicConfigs: _aio.UnaryUnaryMultiCallable[_coordinator_pb2.AlterTopicConfigsRequest, _coordinator_pb2.AlterTopicConfigsResponse]  # type: ignore[assignment]
+    """Topic configurations, by Kafka's names: retention and tiered storage (KIP-405, KIP-950)."""
+    DescribeTopicConfigs: _aio.UnaryUnaryMultiCallable[_coordinator_pb2.DescribeTopicConfigsRequest, _coordinator_pb2.DescribeTopicConfigsResponse]  # type: ignore[assignment]
+    CommitRemoteLogSegments: _aio.UnaryUnaryMultiCallable[_coordinator_pb2.CommitRemoteLogSegmentsRequest, _coordinator_pb2.CommitRemoteLogSegmentsResponse]  # type: ignore[assignment]
+    """A broker's tiered-storage copier reports that a partition's batches below an offset are now
+    held in remote log segments (KIP-405): the coordinator forgets them (KIP-1164 "Metadata log
+    size management").
     """
 
 class DisklessCoordinatorServicer(metaclass=_abc_1.ABCMeta):
@@ -184,6 +200,32 @@ class DisklessCoordinatorServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_coordinator_pb2.DescribeProduceGatewaysResponse, _abc.Awaitable[_coordinator_pb2.DescribeProduceGatewaysResponse]]:
         """Which brokers of each rack producers should send a coordinator's partitions to
         (KIP-1164 "Reducing multi-DC commit operations").
+        """
+
+    @_abc_1.abstractmethod
+    def AlterTopicConfigs(
+        self,
+        request: _coordinator_pb2.AlterTopicConfigsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_coordinator_pb2.AlterTopicConfigsResponse, _abc.Awaitable[_coordinator_pb2.AlterTopicConfigsResponse]]:
+        """Topic configurations, by Kafka's names: retention and tiered storage (KIP-405, KIP-950)."""
+
+    @_abc_1.abstractmethod
+    def DescribeTopicConfigs(
+        self,
+        request: _coordinator_pb2.DescribeTopicConfigsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_coordinator_pb2.DescribeTopicConfigsResponse, _abc.Awaitable[_coordinator_pb2.DescribeTopicConfigsResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def CommitRemoteLogSegments(
+        self,
+        request: _coordinator_pb2.CommitRemoteLogSegmentsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_coordinator_pb2.CommitRemoteLogSegmentsResponse, _abc.Awaitable[_coordinator_pb2.CommitRemoteLogSegmentsResponse]]:
+        """A broker's tiered-storage copier reports that a partition's batches below an offset are now
+        held in remote log segments (KIP-405): the coordinator forgets them (KIP-1164 "Metadata log
+        size management").
         """
 
 def add_DisklessCoordinatorServicer_to_server(servicer: DisklessCoordinatorServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

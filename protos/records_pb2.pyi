@@ -124,8 +124,24 @@ class ExpiredProducer(_message.Message):
     last_timestamp: int
     def __init__(self, partition_key: _Optional[int] = ..., producer_id: _Optional[int] = ..., producer_epoch: _Optional[int] = ..., last_batch_offset: _Optional[int] = ..., last_timestamp: _Optional[int] = ...) -> None: ...
 
+class TopicConfigsChanged(_message.Message):
+    __slots__ = ("topic_id", "configs")
+    TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
+    CONFIGS_FIELD_NUMBER: _ClassVar[int]
+    topic_id: bytes
+    configs: _containers.RepeatedCompositeFieldContainer[TopicConfigValue]
+    def __init__(self, topic_id: _Optional[bytes] = ..., configs: _Optional[_Iterable[_Union[TopicConfigValue, _Mapping]]] = ...) -> None: ...
+
+class TopicConfigValue(_message.Message):
+    __slots__ = ("name", "value")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    value: str
+    def __init__(self, name: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+
 class MetadataRecord(_message.Message):
-    __slots__ = ("leader_change", "partition_created", "topic_deleted", "file_committed", "records_deleted", "file_ownership_taken", "file_handed_over", "file_deletion_scheduled", "file_deleted", "producers_expired")
+    __slots__ = ("leader_change", "partition_created", "topic_deleted", "file_committed", "records_deleted", "file_ownership_taken", "file_handed_over", "file_deletion_scheduled", "file_deleted", "producers_expired", "topic_configs_changed")
     LEADER_CHANGE_FIELD_NUMBER: _ClassVar[int]
     PARTITION_CREATED_FIELD_NUMBER: _ClassVar[int]
     TOPIC_DELETED_FIELD_NUMBER: _ClassVar[int]
@@ -136,6 +152,7 @@ class MetadataRecord(_message.Message):
     FILE_DELETION_SCHEDULED_FIELD_NUMBER: _ClassVar[int]
     FILE_DELETED_FIELD_NUMBER: _ClassVar[int]
     PRODUCERS_EXPIRED_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_CONFIGS_CHANGED_FIELD_NUMBER: _ClassVar[int]
     leader_change: LeaderChange
     partition_created: PartitionCreated
     topic_deleted: TopicDeleted
@@ -146,7 +163,8 @@ class MetadataRecord(_message.Message):
     file_deletion_scheduled: FileDeletionScheduled
     file_deleted: FileDeleted
     producers_expired: ProducersExpired
-    def __init__(self, leader_change: _Optional[_Union[LeaderChange, _Mapping]] = ..., partition_created: _Optional[_Union[PartitionCreated, _Mapping]] = ..., topic_deleted: _Optional[_Union[TopicDeleted, _Mapping]] = ..., file_committed: _Optional[_Union[FileCommitted, _Mapping]] = ..., records_deleted: _Optional[_Union[RecordsDeleted, _Mapping]] = ..., file_ownership_taken: _Optional[_Union[FileOwnershipTaken, _Mapping]] = ..., file_handed_over: _Optional[_Union[FileHandedOver, _Mapping]] = ..., file_deletion_scheduled: _Optional[_Union[FileDeletionScheduled, _Mapping]] = ..., file_deleted: _Optional[_Union[FileDeleted, _Mapping]] = ..., producers_expired: _Optional[_Union[ProducersExpired, _Mapping]] = ...) -> None: ...
+    topic_configs_changed: TopicConfigsChanged
+    def __init__(self, leader_change: _Optional[_Union[LeaderChange, _Mapping]] = ..., partition_created: _Optional[_Union[PartitionCreated, _Mapping]] = ..., topic_deleted: _Optional[_Union[TopicDeleted, _Mapping]] = ..., file_committed: _Optional[_Union[FileCommitted, _Mapping]] = ..., records_deleted: _Optional[_Union[RecordsDeleted, _Mapping]] = ..., file_ownership_taken: _Optional[_Union[FileOwnershipTaken, _Mapping]] = ..., file_handed_over: _Optional[_Union[FileHandedOver, _Mapping]] = ..., file_deletion_scheduled: _Optional[_Union[FileDeletionScheduled, _Mapping]] = ..., file_deleted: _Optional[_Union[FileDeleted, _Mapping]] = ..., producers_expired: _Optional[_Union[ProducersExpired, _Mapping]] = ..., topic_configs_changed: _Optional[_Union[TopicConfigsChanged, _Mapping]] = ...) -> None: ...
 
 class RecordBatch(_message.Message):
     __slots__ = ("records",)

@@ -57,6 +57,8 @@ PURE_CORE = {
     "coordinator.commits.rules",
     "coordinator.topics.partition_checks",
     "coordinator.topics.rules",
+    "coordinator.topics.config_checks",
+    "coordinator.topics.topic_configs",
     "coordinator.files.ownership",
     "coordinator.cluster.assignment",
     "coordinator.reads.produce_gateways",

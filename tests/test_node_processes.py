@@ -20,6 +20,7 @@ from grpc_health.v1 import health_pb2
 
 from coordinator.client.routing_client import RoutingClient
 from protos import coordinator_pb2 as pb
+from protos import coordinator_pb2_grpc as pb_grpc
 from tests.harness import Broker, ServerProcess, fetch, new_topic_id
 from tests.test_coordinator_faults import (
     PARTITIONS,
@@ -179,3 +180,36 @@ def _alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+
+
+@pytest.mark.slow
+def test_topic_configs_are_changed_and_read_through_the_listen_address_and_each_commit_process(
+    node: ServerProcess,
+) -> None:
+    """The first process runs AlterTopicConfigs (its commit processes pass it there), asking the process leading each
+    coordinator; every process describes the change; offloads are refused through the listen address as directly."""
+    node.start()
+    topic_id = new_topic_id()
+    created = node.stub.CreatePartitions(pb.CreatePartitionsRequest(topics=[pb.CreatePartitionsRequest.Topic(
+        topic_id=topic_id, name="configured", num_partitions=PARTITIONS,
+        configs=[pb.TopicConfig(name="retention.ms", value="1000")])]))  # fmt: skip
+    assert created.topics[0].error_code == pb.NONE, created
+    stubs = [node.stub]
+    for _, port in commit_processes(node).values():
+        stubs.append(pb_grpc.DisklessCoordinatorStub(grpc.insecure_channel(f"127.0.0.1:{port}")))
+    change = pb.AlterTopicConfigsRequest.Topic(
+        topic_id=topic_id, set=[pb.TopicConfig(name="remote.storage.enable", value="true")], delete=["retention.ms"]
+    )
+    altered = stubs[-1].AlterTopicConfigs(pb.AlterTopicConfigsRequest(topics=[change]), timeout=30)
+    assert altered.topics[0].error_code == pb.NONE, altered
+    for stub in stubs:
+        (result,) = stub.DescribeTopicConfigs(pb.DescribeTopicConfigsRequest(topic_ids=[topic_id]), timeout=30).topics
+        assert {e.name: e.value for e in result.configs if not e.is_default} == {"remote.storage.enable": "true"}
+    offload = pb.CommitRemoteLogSegmentsRequest(topics=[pb.CommitRemoteLogSegmentsRequest.Topic(
+        topic_id=topic_id, partitions=[pb.CommitRemoteLogSegmentsRequest.Partition(partition=p, end_offset=1)
+                                       for p in range(PARTITIONS)])])  # fmt: skip
+    refused = node.stub.CommitRemoteLogSegments(offload, timeout=30).topics[0].partitions
+    assert [r.error_code for r in refused] == [pb.INVALID_REQUEST] * PARTITIONS  # allowed, but not built yet
+    node.restart()
+    (result,) = node.stub.DescribeTopicConfigs(pb.DescribeTopicConfigsRequest(topic_ids=[topic_id]), timeout=30).topics
+    assert {e.name: e.value for e in result.configs if not e.is_default} == {"remote.storage.enable": "true"}

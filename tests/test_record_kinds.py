@@ -30,6 +30,7 @@ UNNAMED = CommittedBatch(8, 1, 100, 50, 3, 3, 1700, -1, -1, -1, -1, 2, 0)  # par
 SAMPLES: dict[str, rec.MetadataRecord] = {
     "leader_change": records.leader_change(3, 5),
     "partition_created": records.partition_created(0, TOPIC, "orders", 2),
+    "topic_configs_changed": records.topic_configs_changed(TOPIC, {"retention.ms": "60000"}),
     "records_deleted": records.records_deleted(0, 4),
     "file_committed": records.file_committed(8, "wal/a", 100, 1, [0], 1000, [PRODUCED, UNNAMED]),
     "file_ownership_taken": records.file_ownership_taken(9, True, "wal/b", 50, 2, [1, 0], 900, -1),
@@ -47,6 +48,11 @@ EXPECTED: dict[str, tuple[PartitionChanges, NamesGiven, str]] = {
         PartitionChanges(created=(CREATED,)),
         NamesGiven(partitions=(CREATED,)),
         f"partition created: orders-2 (topic id {TOPIC.hex()})",
+    ),
+    "topic_configs_changed": (
+        PartitionChanges(),
+        NamesGiven(),
+        f"topic configs changed: orders (topic id {TOPIC.hex()}): retention.ms=60000",
     ),
     "records_deleted": (PartitionChanges(), NamesGiven(), "records deleted: orders-2 log start offset moved to 4"),
     "file_committed": (

@@ -401,3 +401,60 @@ def test_describe_files_never_answers_unknown_while_a_commit_awaits_its_in_sync_
         assert (await _describe_routed(sim, cut, key)).state == pb.FILE_STATE_LIVE
 
     simulate(tmp_path, 27, work)
+
+
+def test_topic_configs_are_changed_through_any_node_and_kept_by_every_replica_across_a_failover(tmp_path: Path) -> None:
+    """DESIGN §4a in a cluster: a change taken by any node reaches every coordinator's leader, even one the node's
+    catalog does not know holds the topic yet; every node then describes it (read your writes) and every replica
+    holds it; after a failover the new leader holds it, and KIP-950's check reads it there."""
+
+    async def describe(sim_node: SimNode) -> dict[str, str] | None:
+        assert sim_node.node is not None
+        request = pb.DescribeTopicConfigsRequest(topic_ids=[TOPIC_ID])
+        (result,) = (await sim_node.node.router.describe_topic_configs(request)).topics
+        return None if result.error_code != pb.NONE else {e.name: e.value for e in result.configs if not e.is_default}
+
+    async def alter(sim_node: SimNode, **values: str) -> pb.AlterTopicConfigsResponse.TopicResult:
+        assert sim_node.node is not None
+        change = [pb.TopicConfig(name=name.replace("_", "."), value=value) for name, value in values.items()]
+        topic = pb.AlterTopicConfigsRequest.Topic(topic_id=TOPIC_ID, set=change)
+        request = pb.AlterTopicConfigsRequest(topics=[topic], timeout_ms=5000)
+        return (await sim_node.node.router.alter_topic_configs(request)).topics[0]
+
+    def held(sim: SimCluster) -> set[tuple[tuple[str, str], ...]]:
+        """What every live replica of every coordinator holds for the topic."""
+        return {
+            tuple(sorted(n.shard(c).topic_configs(TOPIC_ID).items()))
+            for n in sim.running()
+            for c in range(sim.coordinators)
+        }
+
+    async def work(sim: SimCluster) -> None:
+        await sim.start_all()
+        first, other = sim.nodes[0], sim.nodes[1]
+        assert first.node is not None
+        topic = pb.CreatePartitionsRequest.Topic(
+            topic_id=TOPIC_ID, name="orders", num_partitions=6,
+            configs=[pb.TopicConfig(name="remote.storage.enable", value="true")],
+        )  # fmt: skip
+        answer = await first.node.router.create_partitions(pb.CreatePartitionsRequest(topics=[topic], timeout_ms=5000))
+        assert answer.topics[0].error_code == pb.NONE, answer
+        # At once, through another node: it leads some coordinators and sends the others' parts to their leaders.
+        assert (await alter(other, retention_ms="60000")).error_code == pb.NONE
+        wanted = {"remote.storage.enable": "true", "retention.ms": "60000"}
+        assert [await describe(n) for n in sim.running()] == [wanted] * 3
+        await _until("every replica holds it", lambda: held(sim) == {tuple(sorted(wanted.items()))})
+
+        victim = _leader(sim, 0)
+        await sim.crash(victim.node_id)
+        await _until("coordinator 0 has a new leader", lambda: len([n for n in sim.leaders(0) if n.running]) == 1)
+        survivor = next(n for n in sim.running() if n.node_id != victim.node_id)
+        refused = await alter(survivor, remote_storage_enable="false")
+        assert refused.error_code == pb.INVALID_CONFIG, refused  # the new leader holds remote.storage.enable=true
+        done = await alter(survivor, remote_storage_enable="false", remote_log_delete_on_disable="true")
+        assert done.error_code == pb.NONE, done
+        after = {**wanted, "remote.storage.enable": "false", "remote.log.delete.on.disable": "true"}
+        assert [await describe(n) for n in sim.running()] == [after] * 2
+        await _until("every live replica holds it", lambda: held(sim) == {tuple(sorted(after.items()))})
+
+    simulate(tmp_path, 27, work, coordinators=3)

@@ -35,6 +35,16 @@ GATEWAY_COLUMNS = ("coordinator_id", "rack", "brokers")
 
 
 @dataclass(frozen=True, slots=True)
+class ConfigRow:
+    name: str
+    value: str
+    is_default: bool
+
+
+CONFIG_COLUMNS = ("name", "value", "is_default")
+
+
+@dataclass(frozen=True, slots=True)
 class CoordinatorRow:
     coordinator_id: int
     state: str

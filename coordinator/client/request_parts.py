@@ -15,16 +15,32 @@ from coordinator.commits import parts, rules
 from protos import coordinator_pb2 as pb
 
 PartitionKey = tuple[bytes, int]  # (topic id, partition)
-PartitionRequest = pb.FindBatchesRequest | pb.ListOffsetsRequest | pb.DeleteRecordsRequest
-PartitionResponse = pb.FindBatchesResponse | pb.ListOffsetsResponse | pb.DeleteRecordsResponse
-RequestT = TypeVar("RequestT", pb.FindBatchesRequest, pb.ListOffsetsRequest, pb.DeleteRecordsRequest)
-ResponseT = TypeVar("ResponseT", pb.FindBatchesResponse, pb.ListOffsetsResponse, pb.DeleteRecordsResponse)
+PartitionRequest = (
+    pb.FindBatchesRequest | pb.ListOffsetsRequest | pb.DeleteRecordsRequest | pb.CommitRemoteLogSegmentsRequest
+)
+PartitionResponse = (
+    pb.FindBatchesResponse | pb.ListOffsetsResponse | pb.DeleteRecordsResponse | pb.CommitRemoteLogSegmentsResponse
+)
+RequestT = TypeVar(
+    "RequestT",
+    pb.FindBatchesRequest,
+    pb.ListOffsetsRequest,
+    pb.DeleteRecordsRequest,
+    pb.CommitRemoteLogSegmentsRequest,
+)
+ResponseT = TypeVar(
+    "ResponseT",
+    pb.FindBatchesResponse,
+    pb.ListOffsetsResponse,
+    pb.DeleteRecordsResponse,
+    pb.CommitRemoteLogSegmentsResponse,
+)
 
 # The most alive state among the answering coordinators wins (DESIGN §4, as a node merges its own coordinators).
 _STATES_MOST_ALIVE_FIRST = (pb.FILE_STATE_LIVE, pb.FILE_STATE_AWAITING_HANDOVER, pb.FILE_STATE_AWAITING_DELETION)
 
 
-# ------------------------------------------------ by partition: FindBatches, ListOffsets, DeleteRecords
+# ------------------------------------ by partition: FindBatches, ListOffsets, DeleteRecords, CommitRemoteLogSegments
 
 
 def partition_keys(request: PartitionRequest) -> list[PartitionKey]:
@@ -58,7 +74,8 @@ def merge_partition_results(
     request: PartitionRequest, response: ResponseT, results: Sequence[Any], throttle_time_ms: int
 ) -> ResponseT:
     """Fills the empty `response` with `results` (flat, request order) under the request's topics."""
-    response.throttle_time_ms = throttle_time_ms
+    if "throttle_time_ms" in response.DESCRIPTOR.fields_by_name:  # not in every response
+        response.throttle_time_ms = throttle_time_ms  # type: ignore[attr-defined]
     index = 0
     for topic in request.topics:
         count = len(topic.partitions)

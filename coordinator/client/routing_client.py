@@ -4,9 +4,9 @@ It bootstraps from one or more node addresses and asks FindCoordinator where eac
 coordinator is, caching partition → coordinator id (an assignment never moves, DESIGN §2) and
 coordinator id → route (leader address, leader epoch, every replica's address). A request is split
 by where its items are served, as each method's row says (coordinator/edge/rpcs.py): CommitFile,
-DeleteRecords and ListOffsets to the coordinator's leader, FindBatches and DescribeFiles to a replica
-(the leader unless `read_node_id` names another replica); parts for one node travel in one call, and
-the answers are merged in request order.
+DeleteRecords, ListOffsets and CommitRemoteLogSegments to the coordinator's leader, FindBatches and
+DescribeFiles to a replica (the leader unless `read_node_id` names another replica); parts for one node
+travel in one call, and the answers are merged in request order.
 
 Items answered NOT_COORDINATOR, NOT_LEADER_OR_FOLLOWER, COORDINATOR_NOT_AVAILABLE or
 COORDINATOR_LOAD_IN_PROGRESS, and parts whose node is UNAVAILABLE or unreachable, are retried after a
@@ -181,6 +181,12 @@ class RoutingClient:
     async def delete_records(self, request: pb.DeleteRecordsRequest) -> pb.DeleteRecordsResponse:
         return await self._partitioned("DeleteRecords", request, pb.DeleteRecordsResponse())
 
+    async def commit_remote_log_segments(
+        self, request: pb.CommitRemoteLogSegmentsRequest
+    ) -> pb.CommitRemoteLogSegmentsResponse:
+        """Each partition's offload to its coordinator's leader (DESIGN §4a)."""
+        return await self._partitioned("CommitRemoteLogSegments", request, pb.CommitRemoteLogSegmentsResponse())
+
     async def describe_files(self, request: pb.DescribeFilesRequest) -> pb.DescribeFilesResponse:
         """Every key asked of a replica of every coordinator; per key, what they know together."""
         deadline = self._deadline()
@@ -208,6 +214,14 @@ class RoutingClient:
 
     async def delete_topics(self, request: pb.DeleteTopicsRequest) -> pb.DeleteTopicsResponse:
         return await self._any_node("DeleteTopics", request)  # type: ignore[no-any-return]
+
+    async def alter_topic_configs(self, request: pb.AlterTopicConfigsRequest) -> pb.AlterTopicConfigsResponse:
+        """Changes topics' configurations (DESIGN §4a): set, back to default, or only checked (`validate_only`)."""
+        return await self._any_node("AlterTopicConfigs", request)  # type: ignore[no-any-return]
+
+    async def describe_topic_configs(self, request: pb.DescribeTopicConfigsRequest) -> pb.DescribeTopicConfigsResponse:
+        """Every known configuration of each topic, sorted by name, with whether it is at its default."""
+        return await self._any_node("DescribeTopicConfigs", request)  # type: ignore[no-any-return]
 
     async def describe_coordinators(self, request: pb.DescribeCoordinatorsRequest) -> pb.DescribeCoordinatorsResponse:
         return await self._any_node("DescribeCoordinators", request)  # type: ignore[no-any-return]

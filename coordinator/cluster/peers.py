@@ -134,13 +134,18 @@ def _describe(error: grpc.RpcError) -> str:
 
 async def change_topic_at(
     peers: PeerClient, leader_address: str, request: internal.ChangeTopicRequest, timeout_s: float
-) -> tuple[int, str]:
-    """Sends one coordinator's part of a topic change to its leader; (error code, message)."""
+) -> internal.ChangeTopicResponse:
+    """Sends one coordinator's part of a topic change to its leader; its answer (COORDINATOR_NOT_AVAILABLE if none)."""
     try:
-        response = await peers.internal_stub(leader_address).ChangeTopic(request, timeout=timeout_s)
+        response: internal.ChangeTopicResponse = await peers.internal_stub(leader_address).ChangeTopic(
+            request, timeout=timeout_s
+        )
     except grpc.RpcError as error:
-        return pb.COORDINATOR_NOT_AVAILABLE, f"coordinator {request.coordinator_id}'s leader: {_describe(error)}"
-    return response.error_code, response.error_message
+        return internal.ChangeTopicResponse(
+            error_code=pb.COORDINATOR_NOT_AVAILABLE,
+            error_message=f"coordinator {request.coordinator_id}'s leader: {_describe(error)}",
+        )
+    return response
 
 
 async def forward_call(peers: PeerClient, target: str, method: str, request: RequestT, timeout_s: float) -> Any:

@@ -71,6 +71,9 @@ def check(settings: Settings) -> None:
             f"{property_name('read_process_restart_backoff_max_ms')}, got {settings.read_process_restart_backoff_ms} "
             f"and {settings.read_process_restart_backoff_max_ms}"
         )
+    for attr in ("log_retention_ms", "log_retention_bytes"):  # Kafka's: -1 (no limit) or more
+        if getattr(settings, attr) < -1:
+            raise SettingsError(f"{property_name(attr)} must be >= -1 (-1: no limit), got {getattr(settings, attr)}")
     if settings.acl_reload_interval_ms < 0:
         raise SettingsError(f"{property_name('acl_reload_interval_ms')} must be >= 0")
     if settings.log_format not in ("text", "json"):

@@ -154,6 +154,19 @@ class Settings:
     topic_partitions_max: int = _setting(
         "diskless.coordinator.topic.partitions.max", 100000, "partitions a topic may have; more is INVALID_PARTITIONS"
     )
+    # Topic configurations' defaults (DESIGN §4a): a topic without its own retention.ms / retention.bytes takes
+    # these, read when they are used (as Kafka's log.retention.ms and log.retention.bytes).
+    log_retention_ms: int = _setting(
+        "diskless.log.retention.ms",
+        -1,
+        "retention.ms of a topic that sets none: batches older than this go (-1: no time limit; a broker passes its "
+        "topics' own values)",
+    )
+    log_retention_bytes: int = _setting(
+        "diskless.log.retention.bytes",
+        -1,
+        "retention.bytes of a topic that sets none: a partition's oldest batches go while it holds more (-1: no limit)",
+    )
     find_batches_max_results: int = _setting(
         "diskless.coordinator.find.batches.max.results", 10000, "batches one FindBatches call returns at most"
     )

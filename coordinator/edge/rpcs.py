@@ -129,6 +129,16 @@ RPCS: tuple[Rpc, ...] = (
     # each coordinator's leader is the node), and so does a node holding no replica (etcd names the leaders).
     Rpc(Service.COORDINATOR, "DescribeProduceGateways", Permission.DESCRIBE, ServedBy.NODE,
         "describe_produce_gateways", Front.HERE),
+    # Topic configurations (DESIGN §4a): asked of the coordinators' leaders (coordinator/topics/config_admin.py), not
+    # of the catalog, which holds none; taken where topic changes are (the catalog holder), under their lock. A broker
+    # relays its admins' changes; an operator needs the same permission.
+    Rpc(Service.COORDINATOR, "AlterTopicConfigs", Permission.CLUSTER_ACTION, ServedBy.NODE, "alter_topic_configs",
+        Front.HERE, NoReplica.CATALOG_HOLDER),
+    Rpc(Service.COORDINATOR, "DescribeTopicConfigs", Permission.DESCRIBE, ServedBy.NODE, "describe_topic_configs",
+        Front.HERE, NoReplica.CATALOG_HOLDER),
+    # A tiered-storage copier's offload, decided by each partition's coordinator's leader (only its refusals so far).
+    Rpc(Service.COORDINATOR, "CommitRemoteLogSegments", Permission.CLUSTER_ACTION, ServedBy.LEADER,
+        "commit_remote_log_segments", Front.LEADING_PROCESS),
     # What DescribeFiles answers, for every file at once; only the coordinator's leader answers.
     Rpc(Service.COORDINATOR, "ListFileKeys", Permission.DESCRIBE, ServedBy.LEADER, "list_file_keys",
         Front.HERE, stream=Stream.GATED),

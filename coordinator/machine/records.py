@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import struct
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
 from protos import records_pb2 as rec
@@ -55,6 +55,16 @@ def partition_created(partition_key: int, topic_id: bytes, topic_name: str, part
 
 def topic_deleted(topic_id: bytes) -> rec.MetadataRecord:
     return rec.MetadataRecord(topic_deleted=rec.TopicDeleted(topic_id=topic_id))
+
+
+def topic_configs_changed(topic_id: bytes, configs: Mapping[str, str]) -> rec.MetadataRecord:
+    """The topic's configurations set on this coordinator from now on (the others at their defaults)."""
+    return rec.MetadataRecord(
+        topic_configs_changed=rec.TopicConfigsChanged(
+            topic_id=topic_id,
+            configs=[rec.TopicConfigValue(name=name, value=configs[name]) for name in sorted(configs)],
+        )
+    )
 
 
 def records_deleted(partition_key: int, log_start_offset: int) -> rec.MetadataRecord:

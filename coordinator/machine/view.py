@@ -12,12 +12,14 @@ a retried commit of it can be answered from the view (DESIGN §6a).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass
 
 from coordinator.machine.producers import ProducerWindow
 from coordinator.machine.records import CommittedBatch
 from protos import records_pb2 as rec
+
+_NO_CONFIGS: Mapping[str, str] = {}
 
 # (file id, partition keys) -> the file's committed batches on those partitions, in batch id order.
 CommittedBatches = Callable[[int, Collection[int]], list[CommittedBatch]]
@@ -75,6 +77,9 @@ class CoordinatorView:
         # (topic id, partition) -> partition: the commit path's lookup, one dict access per batch.
         self.partition_index: dict[tuple[bytes, int], PartitionView] = {}
         self.producer_windows: dict[int, dict[int, ProducerWindow]] = {}  # partition key -> producer id -> window
+        # topic id -> the configurations set on the topic (canonical values; coordinator/topics/topic_configs.py).
+        # Only topics with a partition here that set some: the others are at their defaults.
+        self._topic_configs: dict[bytes, dict[str, str]] = {}
         # object key -> (log end offset of the batch that recorded it, its FileCommitted or None when the
         # file came by hand-over); dropped once applied.
         self._pending_files: dict[str, tuple[int, rec.FileCommitted | None]] = {}
@@ -93,6 +98,10 @@ class CoordinatorView:
     def producer_window(self, partition_key: int, producer_id: int) -> ProducerWindow | None:
         windows = self.producer_windows.get(partition_key)
         return None if windows is None else windows.get(producer_id)
+
+    def topic_configs(self, topic_id: bytes) -> Mapping[str, str]:
+        """The configurations set on a topic here (empty: every one at its default), pending changes included."""
+        return self._topic_configs.get(topic_id, _NO_CONFIGS)
 
     def file_known(self, object_key: str) -> bool:
         return object_key in self._pending_files or self._committed_file(object_key) is not None
@@ -124,6 +133,13 @@ class CoordinatorView:
     def load_producer(self, partition_key: int, producer_id: int, window: ProducerWindow) -> None:
         self.producer_windows.setdefault(partition_key, {})[producer_id] = window
 
+    def load_topic_configs(self, topic_id: bytes, configs: Mapping[str, str]) -> None:
+        """Sets a topic's configurations (at load, and as a record changes them); empty: all at their defaults."""
+        if configs:
+            self._topic_configs[topic_id] = dict(configs)
+        else:
+            self._topic_configs.pop(topic_id, None)
+
     # ------------------------------------------------------------------ changes, made only by coordinator.machine.kinds
 
     def remove_partition(self, partition: PartitionView) -> None:
@@ -137,6 +153,9 @@ class CoordinatorView:
             windows.pop(producer_id, None)
             if not windows:
                 del self.producer_windows[partition_key]
+
+    def forget_topic_configs(self, topic_id: bytes) -> None:
+        self._topic_configs.pop(topic_id, None)
 
     def add_pending_file(self, object_key: str, end_offset: int, committed: rec.FileCommitted | None = None) -> None:
         """A file recorded by a log batch ending at `end_offset`, known here until SQLite holds it."""

@@ -33,7 +33,7 @@ from coordinator.runtime.node_coordinators import Elsewhere, NodeCoordinators
 from coordinator.runtime.replication.leader import refused_epoch_end, refused_fetch
 from coordinator.runtime.replication.snapshot_transfer import stream_snapshot
 from coordinator.runtime.shard import CoordinatorShard
-from coordinator.topics import delete_records
+from coordinator.topics import delete_records, remote_segments
 from coordinator.topics.admin import TopicAdmin
 from protos import admin_pb2 as admin
 from protos import coordinator_pb2 as pb
@@ -121,6 +121,17 @@ class Router:
 
     async def delete_topics(self, request: pb.DeleteTopicsRequest) -> pb.DeleteTopicsResponse:
         return await self._topic_admin.delete_topics(request)
+
+    async def alter_topic_configs(self, request: pb.AlterTopicConfigsRequest) -> pb.AlterTopicConfigsResponse:
+        return await self._topic_admin.configs.alter_topic_configs(request)
+
+    async def describe_topic_configs(self, request: pb.DescribeTopicConfigsRequest) -> pb.DescribeTopicConfigsResponse:
+        return await self._topic_admin.configs.describe_topic_configs(request)
+
+    async def commit_remote_log_segments(
+        self, request: pb.CommitRemoteLogSegmentsRequest
+    ) -> pb.CommitRemoteLogSegmentsResponse:
+        return await remote_segments.commit_remote_log_segments(self._coordinators, request)
 
     async def commit_file(self, request: pb.CommitFileRequest) -> pb.CommitFileResponse:
         return await self._commits.commit_file(request)

@@ -43,6 +43,8 @@ def fetch_partition(
 ) -> None:
     """Fills `result` for a known partition (error, watermarks) and `entries` with its batches' serialized entries."""
     result.log_start_offset = offsets.log_start_offset
+    # Nothing is tiered yet (DESIGN §4a): the coordinator holds every batch from the log start.
+    result.local_log_start_offset = offsets.log_start_offset
     result.high_watermark = offsets.high_watermark
     if offset < offsets.log_start_offset or offset > offsets.high_watermark:
         result.error_code = pb.OFFSET_OUT_OF_RANGE

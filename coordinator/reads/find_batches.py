@@ -33,7 +33,9 @@ def find_batches(coordinators: ReadingCoordinators[ReadableT], request: pb.FindB
             partitions: list[bytes] = []
             routes = coordinators.route(topic.topic_id, [item.partition for item in topic.partitions])
             for item, route in zip(topic.partitions, routes, strict=True):
-                result = PartitionResult(partition=item.partition, log_start_offset=-1, high_watermark=-1)
+                result = PartitionResult(
+                    partition=item.partition, log_start_offset=-1, high_watermark=-1, local_log_start_offset=-1
+                )
                 entries: list[bytes] = []
                 if isinstance(route, ItemError):
                     set_error(result, route)
@@ -59,7 +61,7 @@ def find_batches(coordinators: ReadingCoordinators[ReadableT], request: pb.FindB
                     damaged = coordinators.damaged(shard, error)
                     entries.clear()
                     set_error(result, damaged)
-                    result.log_start_offset = result.high_watermark = -1
+                    result.log_start_offset = result.high_watermark = result.local_log_start_offset = -1
                 partitions.append(batch_entries.partition_result(result, entries))
             topics.append(batch_entries.topic_result(topic.topic_id, partitions))
     return b"".join(topics)

@@ -1,4 +1,5 @@
 """CreatePartitions and DeleteTopics: run the plans of `coordinator.topics.rules`, one topic at a time.
+(AlterTopicConfigs and DescribeTopicConfigs are `coordinator.topics.config_admin`'s, under the same lock.)
 
 In a cluster a coordinator this node only follows gets its part from its
 leader: the part is sent there (`ChangeTopic`), and applied there as here.
@@ -22,7 +23,9 @@ from coordinator.config.settings import property_name
 from coordinator.runtime.node_coordinators import NodeCoordinators, wire_code
 from coordinator.runtime.shard import Operation
 from coordinator.topics import partition_checks
+from coordinator.topics.config_admin import TopicConfigAdmin
 from coordinator.topics.rules import CreatePlan, DeletePlan, TopicLimits, plan_create_partitions, plan_delete_topic
+from coordinator.topics.topic_configs import configs_at_creation
 from protos import coordinator_pb2 as pb
 from protos import internal_pb2 as internal
 
@@ -35,11 +38,12 @@ class TopicAdmin:
     def __init__(self, coordinators: NodeCoordinators, peers: PeerClient | None = None) -> None:
         self._coordinators = coordinators
         self._peers = peers
-        self._lock = asyncio.Lock()  # topic creation and deletion are serialised node-wide
+        self._lock = asyncio.Lock()  # topic creation, deletion and configuration changes are serialised node-wide
         settings = coordinators.settings
         self._limits = TopicLimits(
             len(coordinators.shards), settings.topic_partitions_max, property_name("topic_partitions_max")
         )
+        self.configs = TopicConfigAdmin(coordinators, peers, self._lock)
 
     async def create_partitions(self, request: pb.CreatePartitionsRequest) -> pb.CreatePartitionsResponse:
         self._coordinators.limit_items(len(request.topics), "topics")
@@ -72,19 +76,27 @@ class TopicAdmin:
         return response
 
     async def _create(self, plan: CreatePlan, timeout_ms: int) -> ItemError:
+        configs = plan.configs
+        if plan.holders and set(plan.partitions_by_coordinator) - set(plan.holders):
+            # Coordinators new to an existing topic take its configurations, as its coordinators hold them now.
+            held = await self.configs.read(plan.topic_id, plan.holders, timeout_ms)
+            if held.error_code != ErrorCode.NONE:
+                return ItemError(held.error_code, held.message)
+            configs = tuple(sorted(held.configs.items()))
         parts = {
-            coordinator_id: partition_checks.CreatePartitions(plan.topic_id, plan.topic_name, wanted_here)
+            coordinator_id: partition_checks.CreatePartitions(plan.topic_id, plan.topic_name, wanted_here, configs)
             for coordinator_id, wanted_here in plan.partitions_by_coordinator.items()
         }
         remote = await self._forward(
             {
                 c: internal.ChangeTopicRequest(
-                    coordinator_id=c, topic_id=p.topic_id, topic_name=p.topic_name, partitions=p.partitions
+                    coordinator_id=c, topic_id=p.topic_id, topic_name=p.topic_name, partitions=p.partitions,
+                    configs=[pb.TopicConfig(name=n, value=v) for n, v in p.configs],
                 )
                 for c, p in parts.items()
             },
             timeout_ms,
-        )
+        )  # fmt: skip
         operations = {
             c: Operation(partition_checks.check_create_partitions, p) for c, p in parts.items() if self._leads(c)
         }
@@ -118,9 +130,9 @@ class TopicAdmin:
                 return ItemError(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"coordinator {coordinator_id} has no leader")
             part.timeout_ms = int(timeout_s * 1000)
             calls.append(change_topic_at(self._peers, role.leader_address, part, timeout_s))
-        for code, message in await asyncio.gather(*calls):
-            if code != ErrorCode.NONE:
-                return ItemError(ErrorCode(code), message)
+        for answer in await asyncio.gather(*calls):
+            if answer.error_code != ErrorCode.NONE:
+                return ItemError(ErrorCode(answer.error_code), answer.error_message)
         return _DONE
 
     async def change_here(self, request: internal.ChangeTopicRequest) -> internal.ChangeTopicResponse:
@@ -129,13 +141,20 @@ class TopicAdmin:
             return internal.ChangeTopicResponse(
                 error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER, error_message=f"no coordinator {request.coordinator_id}"
             )
+        if request.alter_configs:
+            return await self.configs.change_here(request)
         if request.delete:
             deletion = Operation(partition_checks.check_delete_topic, partition_checks.DeleteTopic(request.topic_id))
             outcome = await self._run({request.coordinator_id: deletion}, request.timeout_ms)
-        else:
-            wanted = partition_checks.CreatePartitions(request.topic_id, request.topic_name, tuple(request.partitions))
-            creation = Operation(partition_checks.check_create_partitions, wanted)
-            outcome = await self._run({request.coordinator_id: creation}, request.timeout_ms)
+            return internal.ChangeTopicResponse(error_code=outcome.error_code, error_message=outcome.message)
+        configs = configs_at_creation([(c.name, c.value) for c in request.configs])  # canonical, as the sender's
+        if isinstance(configs, ItemError):
+            return internal.ChangeTopicResponse(error_code=configs.error_code, error_message=configs.message)
+        wanted = partition_checks.CreatePartitions(
+            request.topic_id, request.topic_name, tuple(request.partitions), tuple(sorted(configs.items()))
+        )
+        creation = Operation(partition_checks.check_create_partitions, wanted)
+        outcome = await self._run({request.coordinator_id: creation}, request.timeout_ms)
         return internal.ChangeTopicResponse(error_code=outcome.error_code, error_message=outcome.message)
 
     async def _run(self, operations: Mapping[int, Operation[RequestT, None]], timeout_ms: int) -> ItemError:

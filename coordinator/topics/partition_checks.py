@@ -22,6 +22,8 @@ class CreatePartitions:
     topic_id: bytes
     topic_name: str
     partitions: tuple[int, ...]
+    # The topic's configurations (set on it, canonical): recorded with its first partitions on this coordinator.
+    configs: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,8 +44,13 @@ class DeleteRecordsOutcome:
 
 
 def check_create_partitions(view: CoordinatorView, request: CreatePartitions, now_ms: int) -> Result[None]:
-    """Creates the partitions this coordinator does not have yet (a retry creates nothing twice)."""
+    """Creates the partitions this coordinator does not have yet (a retry creates nothing twice).
+
+    The topic's first partitions here come with its configurations, so that every coordinator holding one of its
+    partitions holds them too (DESIGN §4a); a coordinator that holds the topic already keeps its own.
+    """
     created = []
+    first_here = not view.partitions_of_topic(request.topic_id)
     key = view.next_partition_key
     for partition in request.partitions:
         existing = view.partition(request.topic_id, partition)
@@ -51,6 +58,8 @@ def check_create_partitions(view: CoordinatorView, request: CreatePartitions, no
             continue
         created.append(records.partition_created(key, request.topic_id, request.topic_name, partition))
         key += 1
+    if created and first_here and request.configs:
+        created.append(records.topic_configs_changed(request.topic_id, dict(request.configs)))
     return Result(created, None)
 
 

@@ -1,4 +1,4 @@
-"""Topic-wide rules of CreatePartitions and DeleteTopics (DESIGN §4), as pure plans.
+"""Topic-wide rules of CreatePartitions, DeleteTopics and AlterTopicConfigs (DESIGN §4, §4a), as pure plans and checks.
 
 Each rule reads the node's topic catalog and the request and returns either
 the item's error or a plan: which coordinator creates (or deletes) which
@@ -17,6 +17,7 @@ from coordinator.base.result import ItemError
 from coordinator.machine.catalog import TopicLookup
 from coordinator.machine.topic_names import coordinator_for_new_partition, topic_id_problem, topic_name_problem
 from coordinator.topics.partition_checks import missing_partitions
+from coordinator.topics.topic_configs import altered, configs_at_creation
 from protos import coordinator_pb2 as pb
 
 
@@ -36,6 +37,10 @@ class CreatePlan:
     topic_id: bytes
     topic_name: str
     partitions_by_coordinator: Mapping[int, tuple[int, ...]]
+    # A new topic's configurations (set on it, canonical), from the request.
+    configs: tuple[tuple[str, str], ...] = ()
+    # An existing topic's coordinators: they hold its configurations, which its new partitions' coordinators take.
+    holders: tuple[int, ...] = ()
 
 
 @final
@@ -81,11 +86,21 @@ def plan_create_partitions(
         return ItemError(
             ErrorCode.INVALID_PARTITIONS, f"topic {topic.name!r} has {current} partitions; cannot go down to {wanted}"
         )
+    # A new topic takes the configurations asked for; one that exists keeps its own (the request's are ignored).
+    configs = configs_at_creation([(c.name, c.value) for c in topic.configs]) if entry is None else {}
+    if isinstance(configs, ItemError):
+        return configs
     by_coordinator: dict[int, list[int]] = {}
     for partition in missing_partitions(list(existing), wanted):
         coordinator_id = coordinator_for_new_partition(topic.topic_id, partition, limits.coordinators)
         by_coordinator.setdefault(coordinator_id, []).append(partition)
-    return CreatePlan(topic.topic_id, topic.name, {c: tuple(p) for c, p in by_coordinator.items()})
+    return CreatePlan(
+        topic.topic_id,
+        topic.name,
+        {c: tuple(p) for c, p in by_coordinator.items()},
+        tuple(sorted(configs.items())),
+        tuple(sorted(set(existing.values()))),
+    )
 
 
 def plan_delete_topic(catalog: TopicLookup, topic_id: bytes, unavailable: ItemError | None) -> ItemError | DeletePlan:
@@ -99,3 +114,17 @@ def plan_delete_topic(catalog: TopicLookup, topic_id: bytes, unavailable: ItemEr
     if entry is None:
         return ItemError(ErrorCode.UNKNOWN_TOPIC_ID, f"topic id {topic_id.hex()} is unknown")
     return DeletePlan(topic_id, tuple(sorted(set(entry.partitions.values()))))
+
+
+def check_configs_change(topic: pb.AlterTopicConfigsRequest.Topic, unavailable: ItemError | None) -> ItemError | None:
+    """AlterTopicConfigs' rules for one topic (given once in its request) that the node checks before any coordinator:
+    a well-formed id, every coordinator able to take the change (each one holding the topic makes it), names and values
+    Kafka accepts. What depends on the topic's configuration (KIP-950) each coordinator holding the topic decides on
+    its own view (`coordinator.topics.config_checks`): the node's catalog may trail their leaders."""
+    problem = topic_id_problem(topic.topic_id)
+    if problem:
+        return ItemError(ErrorCode.INVALID_REQUEST, problem)
+    if unavailable is not None:
+        return unavailable
+    result = altered({}, [(c.name, c.value) for c in topic.set], topic.delete)
+    return result if isinstance(result, ItemError) else None

@@ -40,6 +40,7 @@ from coordinator.machine.kinds.kind import (
 from coordinator.machine.kinds.leadership import LeaderChangeKind
 from coordinator.machine.kinds.partitions import PartitionCreatedKind, RecordsDeletedKind, TopicDeletedKind
 from coordinator.machine.kinds.producers import ProducersExpiredKind
+from coordinator.machine.kinds.topic_configs import TopicConfigsChangedKind
 from coordinator.machine.transaction import StateTransaction
 from coordinator.machine.view import CoordinatorView
 from protos import records_pb2 as rec
@@ -56,6 +57,7 @@ _REGISTERED: tuple[RecordKind, ...] = (
     FileDeletionScheduledKind(),
     FileDeletedKind(),
     ProducersExpiredKind(),
+    TopicConfigsChangedKind(),
 )
 KINDS: dict[str, RecordKind] = {kind.name: kind for kind in _REGISTERED}
 # The pipeline asks of every applied record whether the catalog follows it: a set lookup by name is cheapest.

@@ -60,7 +60,7 @@ def _created_partition(created: rec.PartitionCreated) -> CreatedPartition:
 
 
 class TopicDeletedKind:
-    """Every partition of the topic on this coordinator goes, with its batches and producer state."""
+    """Every partition of the topic on this coordinator goes, with its batches, producer state and configurations."""
 
     name = "topic_deleted"
     changes_catalog = True
@@ -68,6 +68,7 @@ class TopicDeletedKind:
     def replay(self, view: CoordinatorView, deleted: rec.TopicDeleted, end_offset: int) -> None:
         for partition in view.partitions_of_topic(deleted.topic_id):
             view.remove_partition(partition)
+        view.forget_topic_configs(deleted.topic_id)
 
     def apply(self, transaction: StateTransaction, deleted: rec.TopicDeleted) -> None:
         transaction.write_high_watermarks()  # before the partitions' rows go
@@ -80,6 +81,7 @@ class TopicDeletedKind:
             db.execute("DELETE FROM producers WHERE partition_key = ?", (key,))
             db.execute("DELETE FROM partitions WHERE partition_key = ?", (key,))
         transaction.deleted_partition_keys.update(keys)
+        db.execute("DELETE FROM topic_configs WHERE topic_id = ?", (deleted.topic_id,))
 
     def partition_changes(self, deleted: rec.TopicDeleted) -> PartitionChanges:
         return PartitionChanges(deleted_topics=(deleted.topic_id,))

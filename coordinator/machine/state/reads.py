@@ -63,6 +63,14 @@ def partition_offsets(db: apsw.Connection, topic_id: bytes, partition: int) -> P
     return None if row is None else PartitionOffsets(*row)
 
 
+def topic_configs(db: apsw.Connection) -> dict[bytes, dict[str, str]]:
+    """The configurations set on each topic here (DESIGN §4a), by topic id."""
+    found: dict[bytes, dict[str, str]] = {}
+    for topic_id, name, value in db.execute("SELECT topic_id, name, value FROM topic_configs"):
+        found.setdefault(bytes(topic_id), {})[str(name)] = str(value)
+    return found
+
+
 def batches_from(db: apsw.Connection, partition_key: int, offset: int, limit: int) -> apsw.Cursor:
     """(entry, size, base offset, last offset) of the batches holding `offset` or later, in offset order.
 

@@ -68,6 +68,15 @@ STATEMENTS = (
         entry BLOB,
         PRIMARY KEY (partition_key, last_offset)
     ) WITHOUT ROWID""",
+    # The configurations set on each topic with a partition here (DESIGN §4a); a name not here is at its default.
+    # New tables need no migration: every open creates what is missing, and an older state file had no
+    # configurations to hold (its log holds no record that sets one).
+    """CREATE TABLE IF NOT EXISTS topic_configs (
+        topic_id BLOB NOT NULL,
+        name TEXT NOT NULL,
+        value TEXT NOT NULL,
+        PRIMARY KEY (topic_id, name)
+    ) WITHOUT ROWID""",
     # last_timestamp: the effective timestamp of the producer's last batch, which its expiry is decided by (DESIGN
     # §4a). No index on it: the expiry pass reads the table in key order, a bounded step at a time
     # (coordinator/commits/producer_expiry_worker.py), so the commit path writes no second B-tree per producer.

@@ -231,6 +231,8 @@ class StateStore:
         for key, windows in self.producer_windows.items():
             for producer_id, (epoch, packed, last_timestamp) in windows.items():
                 view.load_producer(key, producer_id, decode_window(epoch, packed, last_timestamp))
+        for topic_id, configs in reads.topic_configs(self._writer).items():
+            view.load_topic_configs(topic_id, configs)
         return view
 
     def committed_file(self, object_key: str) -> FileFacts | None:

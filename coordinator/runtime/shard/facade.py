@@ -282,6 +282,10 @@ class CoordinatorShard:
         view = self._view()
         return [PartitionName(p.topic_id, p.topic_name, p.partition) for p in view.partitions()]
 
+    def topic_configs(self, topic_id: bytes) -> dict[str, str]:
+        """The configurations set on a topic here (empty: all at their defaults), changes not yet applied included."""
+        return dict(self._view().topic_configs(topic_id))
+
     @property
     def leader_epoch(self) -> int:
         """The leader epoch this coordinator serves in; -1 while it is not serving."""

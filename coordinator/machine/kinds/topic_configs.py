@@ -1,0 +1,68 @@
+"""The TopicConfigsChanged record: a topic's configurations on this coordinator (DESIGN §4a).
+
+Written with a topic's first partitions here (CreatePartitions) and by AlterTopicConfigs, on every coordinator
+holding a partition of the topic. It carries the result (every configuration set, canonical), never the change, so
+replay needs neither the request nor the node's settings. The topic's deletion (TopicDeleted) forgets it. Code
+on the coordinator reads a topic's configurations from its view (`CoordinatorView.topic_configs`, through
+`coordinator.topics.topic_configs.effective_configs`, which adds the defaults).
+"""
+
+from __future__ import annotations
+
+from coordinator.base.invariants import check_invariant
+from coordinator.machine.kinds.kind import (
+    NO_NAMES,
+    NO_PARTITION_CHANGES,
+    NamesGiven,
+    PartitionChanges,
+    RecordDescription,
+    RecordNames,
+)
+from coordinator.machine.transaction import StateTransaction
+from coordinator.machine.view import CoordinatorView
+from protos import records_pb2 as rec
+
+
+def _pairs(changed: rec.TopicConfigsChanged) -> tuple[tuple[str, str], ...]:
+    return tuple((config.name, config.value) for config in changed.configs)
+
+
+class TopicConfigsChangedKind:
+    name = "topic_configs_changed"
+    # The node's catalog holds no configurations: they are read from the coordinators' leaders, never from a copy
+    # that may trail them (coordinator.topics.config_admin).
+    changes_catalog = False
+
+    def replay(self, view: CoordinatorView, changed: rec.TopicConfigsChanged, end_offset: int) -> None:
+        check_invariant(
+            bool(view.partitions_of_topic(changed.topic_id)),
+            f"configurations of topic {changed.topic_id.hex()}, which has no partition here",
+        )
+        view.load_topic_configs(changed.topic_id, dict(_pairs(changed)))
+
+    def apply(self, transaction: StateTransaction, changed: rec.TopicConfigsChanged) -> None:
+        db = transaction.db
+        here = db.execute("SELECT 1 FROM partitions WHERE topic_id = ? LIMIT 1", (changed.topic_id,)).fetchone()
+        check_invariant(
+            here is not None, f"configurations of topic {changed.topic_id.hex()}, which has no partition here"
+        )
+        db.execute("DELETE FROM topic_configs WHERE topic_id = ?", (changed.topic_id,))
+        db.executemany(
+            "INSERT INTO topic_configs (topic_id, name, value) VALUES (?,?,?)",
+            [(changed.topic_id, name, value) for name, value in _pairs(changed)],
+        )
+
+    def partition_changes(self, changed: rec.TopicConfigsChanged) -> PartitionChanges:
+        return NO_PARTITION_CHANGES
+
+    def names_given(self, changed: rec.TopicConfigsChanged) -> NamesGiven:
+        return NO_NAMES
+
+    def describe(self, changed: rec.TopicConfigsChanged, names: RecordNames) -> RecordDescription:
+        topics, topic_id = names.topic_names(changed.topic_id), changed.topic_id.hex()
+        pairs = _pairs(changed)
+        set_here = ", ".join(f"{name}={value}" for name, value in pairs) or "every one at its default"
+        return RecordDescription(
+            f"topic configs changed: {', '.join(topics) or 'name unknown'} (topic id {topic_id}): {set_here}",
+            {"topic_id": topic_id, "topics": topics, "configs": dict(pairs)},
+        )

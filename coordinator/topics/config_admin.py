@@ -1,0 +1,174 @@
+"""AlterTopicConfigs and DescribeTopicConfigs (DESIGN §4a): asked of the coordinators' leaders, never of the catalog.
+
+A topic's configurations live on every coordinator holding one of its partitions (each records them in its own
+log, `coordinator.machine.kinds.topic_configs`). A node's catalog follows its own replicas and may trail their
+leaders, or not know a topic another node just created: so a change goes to every coordinator, each one holding the
+topic makes it on its own view and the others say they hold none of it; a description asks the coordinators the
+catalog names (every coordinator for a topic it does not know) and answers from the first that holds the topic.
+Each part runs through its leader's pipeline, answered once every record before it is applied: a node answers
+with every change acknowledged before, whichever node acknowledged it (DESIGN §6a, read your writes).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from typing import final
+
+from coordinator.base.errors import CoordinatorUnavailable, ErrorCode, Overloaded
+from coordinator.base.result import ItemError
+from coordinator.cluster.peers import PeerClient, change_topic_at
+from coordinator.machine.topic_names import topic_id_problem
+from coordinator.runtime.node_coordinators import NodeCoordinators, set_error
+from coordinator.runtime.shard import Operation
+from coordinator.topics.config_checks import ConfigsOutcome, TopicConfigsChange, check_topic_configs, not_here
+from coordinator.topics.rules import check_configs_change
+from coordinator.topics.topic_configs import ConfigDefaults, config_entries
+from protos import coordinator_pb2 as pb
+from protos import internal_pb2 as internal
+
+
+def wire_entries(stored: Mapping[str, str], defaults: ConfigDefaults) -> list[pb.ConfigEntry]:
+    """Every known configuration, sorted by name, as the contract's ConfigEntry."""
+    return [
+        pb.ConfigEntry(name=e.name, value=e.value, is_default=e.is_default) for e in config_entries(stored, defaults)
+    ]
+
+
+def merged(outcomes: Mapping[int, ConfigsOutcome], every_one_counts: bool) -> ConfigsOutcome:
+    """One topic's answer from its coordinators' (by coordinator id): the configurations of the first holding it.
+
+    `every_one_counts` (a change): any coordinator's failure is the answer, as each must take the change. Else (a
+    read) a failure matters only when no coordinator answered for the topic: it may be the one holding it.
+    """
+    ordered = [outcomes[c] for c in sorted(outcomes)]
+    holding = [o for o in ordered if o.error_code == ErrorCode.NONE]
+    failed = [o for o in ordered if o.error_code not in (ErrorCode.NONE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)]
+    if failed and (every_one_counts or not holding):
+        return failed[0]
+    return holding[0] if holding else ordered[0]
+
+
+def _unavailable(error: CoordinatorUnavailable | ItemError) -> ConfigsOutcome:
+    code = error.error_code
+    return ConfigsOutcome(code, error.message, {})
+
+
+@final
+class TopicConfigAdmin:
+    def __init__(self, coordinators: NodeCoordinators, peers: PeerClient | None, lock: asyncio.Lock) -> None:
+        self._coordinators = coordinators
+        self._peers = peers
+        self._lock = lock  # the node's topic changes, one at a time (coordinator.topics.admin)
+        self._defaults = ConfigDefaults.from_settings(coordinators.settings)
+
+    async def alter_topic_configs(self, request: pb.AlterTopicConfigsRequest) -> pb.AlterTopicConfigsResponse:
+        self._coordinators.limit_items(len(request.topics), "topics")
+        given = Counter(topic.topic_id for topic in request.topics)
+        every_coordinator = range(len(self._coordinators.shards))
+        response = pb.AlterTopicConfigsResponse()
+        async with self._lock:
+            for topic in request.topics:
+                result = response.topics.add(topic_id=topic.topic_id)
+                if given[topic.topic_id] > 1:  # Kafka's "duplicate resource": neither change is made
+                    set_error(result, ItemError(ErrorCode.INVALID_REQUEST, "the topic id is given more than once"))
+                    continue
+                problem = check_configs_change(topic, self._coordinators.unavailable_for_topic_changes())
+                if problem is not None:
+                    set_error(result, problem)
+                    continue
+                set_pairs = tuple((config.name, config.value) for config in topic.set)
+                change = TopicConfigsChange(topic.topic_id, set_pairs, tuple(topic.delete), request.validate_only)
+                outcome = merged(await self._ask(every_coordinator, change, request.timeout_ms), every_one_counts=True)
+                self._answer(result, outcome)
+        return response
+
+    async def describe_topic_configs(self, request: pb.DescribeTopicConfigsRequest) -> pb.DescribeTopicConfigsResponse:
+        self._coordinators.limit_items(len(request.topic_ids), "topics")
+        response = pb.DescribeTopicConfigsResponse()
+        for topic_id in request.topic_ids:
+            result = response.topics.add(topic_id=topic_id)
+            problem = topic_id_problem(topic_id)
+            if problem:
+                set_error(result, ItemError(ErrorCode.INVALID_REQUEST, problem))
+                continue
+            held = self._coordinators.catalog.topic(topic_id)
+            asked = sorted(set(held.partitions.values())) if held is not None else range(len(self._coordinators.shards))
+            self._answer(result, await self.read(topic_id, asked, 0))
+        return response
+
+    async def read(self, topic_id: bytes, coordinator_ids: Iterable[int], timeout_ms: int) -> ConfigsOutcome:
+        """The configurations set on a topic, from the first of these coordinators that holds it."""
+        outcomes = await self._ask(coordinator_ids, TopicConfigsChange(topic_id, validate_only=True), timeout_ms)
+        return merged(outcomes, every_one_counts=False)
+
+    def _answer(
+        self,
+        result: pb.AlterTopicConfigsResponse.TopicResult | pb.DescribeTopicConfigsResponse.TopicResult,
+        outcome: ConfigsOutcome,
+    ) -> None:
+        set_error(result, outcome)
+        if outcome.error_code == ErrorCode.NONE:
+            result.configs.extend(wire_entries(outcome.configs, self._defaults))
+
+    async def change_here(self, request: internal.ChangeTopicRequest) -> internal.ChangeTopicResponse:
+        """Another node's part of a configuration change (or read), for a coordinator this node leads."""
+        change = TopicConfigsChange(
+            request.topic_id,
+            tuple((config.name, config.value) for config in request.configs),
+            tuple(request.delete_configs),
+            request.validate_only,
+        )
+        outcome = (await self._run_here([request.coordinator_id], change, request.timeout_ms))[request.coordinator_id]
+        return internal.ChangeTopicResponse(
+            error_code=outcome.error_code,
+            error_message=outcome.message,
+            configs=[pb.TopicConfig(name=name, value=outcome.configs[name]) for name in sorted(outcome.configs)],
+        )
+
+    # ------------------------------------------------------------------ asking the coordinators' leaders
+
+    async def _ask(
+        self, coordinator_ids: Iterable[int], change: TopicConfigsChange, timeout_ms: int
+    ) -> dict[int, ConfigsOutcome]:
+        """Each coordinator's outcome of the change: run here where this node leads it, else at its leader."""
+        wanted = list(coordinator_ids)
+        here = [c for c in wanted if self._coordinators.shard(c).leads]
+        elsewhere = [c for c in wanted if c not in here]
+        remote = asyncio.gather(*(self._at_leader(c, change, timeout_ms) for c in elsewhere))
+        local = await self._run_here(here, change, timeout_ms)
+        return {**local, **dict(zip(elsewhere, await remote, strict=True))}
+
+    async def _run_here(
+        self, coordinator_ids: Sequence[int], change: TopicConfigsChange, timeout_ms: int
+    ) -> dict[int, ConfigsOutcome]:
+        operations = {c: Operation(check_topic_configs, change) for c in coordinator_ids}
+        if not operations:
+            return {}
+        try:
+            self._coordinators.require_room(operations)
+        except Overloaded as error:
+            refused = ItemError(ErrorCode.COORDINATOR_NOT_AVAILABLE, str(error))
+            return {c: _unavailable(refused) for c in operations}
+        return {
+            c: _unavailable(outcome) if isinstance(outcome, CoordinatorUnavailable) else outcome
+            for c, outcome in (await self._coordinators.run_parts(operations, timeout_ms)).items()
+        }
+
+    async def _at_leader(self, coordinator_id: int, change: TopicConfigsChange, timeout_ms: int) -> ConfigsOutcome:
+        role = self._coordinators.shard(coordinator_id).role
+        if self._peers is None or role is None or not role.leader_address:
+            return ConfigsOutcome(
+                ErrorCode.COORDINATOR_NOT_AVAILABLE, f"coordinator {coordinator_id} has no leader", {}
+            )
+        timeout_s = self._coordinators.timeout_s(timeout_ms)
+        part = internal.ChangeTopicRequest(
+            coordinator_id=coordinator_id, topic_id=change.topic_id, alter_configs=True,
+            configs=[pb.TopicConfig(name=n, value=v) for n, v in change.set_pairs], delete_configs=change.delete,
+            validate_only=change.validate_only, timeout_ms=int(timeout_s * 1000),
+        )  # fmt: skip
+        answer = await change_topic_at(self._peers, role.leader_address, part, timeout_s)
+        configs = {config.name: config.value for config in answer.configs}
+        outcome = ConfigsOutcome(ErrorCode(answer.error_code), answer.error_message, configs)
+        return outcome if outcome.error_code != ErrorCode.UNKNOWN_TOPIC_OR_PARTITION else not_here(change.topic_id)
