@@ -27,10 +27,26 @@ class PartitionCreated(_message.Message):
     def __init__(self, partition_key: _Optional[int] = ..., topic_id: _Optional[bytes] = ..., topic_name: _Optional[str] = ..., partition: _Optional[int] = ...) -> None: ...
 
 class TopicDeleted(_message.Message):
-    __slots__ = ("topic_id",)
+    __slots__ = ("topic_id", "batches_purged_later")
     TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
+    BATCHES_PURGED_LATER_FIELD_NUMBER: _ClassVar[int]
     topic_id: bytes
-    def __init__(self, topic_id: _Optional[bytes] = ...) -> None: ...
+    batches_purged_later: bool
+    def __init__(self, topic_id: _Optional[bytes] = ..., batches_purged_later: _Optional[bool] = ...) -> None: ...
+
+class BatchesPurged(_message.Message):
+    __slots__ = ("ranges",)
+    RANGES_FIELD_NUMBER: _ClassVar[int]
+    ranges: _containers.RepeatedCompositeFieldContainer[PurgedRange]
+    def __init__(self, ranges: _Optional[_Iterable[_Union[PurgedRange, _Mapping]]] = ...) -> None: ...
+
+class PurgedRange(_message.Message):
+    __slots__ = ("partition_key", "below_offset")
+    PARTITION_KEY_FIELD_NUMBER: _ClassVar[int]
+    BELOW_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    partition_key: int
+    below_offset: int
+    def __init__(self, partition_key: _Optional[int] = ..., below_offset: _Optional[int] = ...) -> None: ...
 
 class FileCommitted(_message.Message):
     __slots__ = ("file_id", "object_key", "file_size", "uploader_broker_id", "owner_ids", "append_time_ms", "packed_batches", "rejected_batches")
@@ -103,7 +119,7 @@ class FileDeleted(_message.Message):
     def __init__(self, file_id: _Optional[int] = ...) -> None: ...
 
 class MetadataRecord(_message.Message):
-    __slots__ = ("leader_change", "partition_created", "topic_deleted", "file_committed", "records_deleted", "file_ownership_taken", "file_handed_over", "file_deletion_scheduled", "file_deleted")
+    __slots__ = ("leader_change", "partition_created", "topic_deleted", "file_committed", "records_deleted", "file_ownership_taken", "file_handed_over", "file_deletion_scheduled", "file_deleted", "batches_purged")
     LEADER_CHANGE_FIELD_NUMBER: _ClassVar[int]
     PARTITION_CREATED_FIELD_NUMBER: _ClassVar[int]
     TOPIC_DELETED_FIELD_NUMBER: _ClassVar[int]
@@ -113,6 +129,7 @@ class MetadataRecord(_message.Message):
     FILE_HANDED_OVER_FIELD_NUMBER: _ClassVar[int]
     FILE_DELETION_SCHEDULED_FIELD_NUMBER: _ClassVar[int]
     FILE_DELETED_FIELD_NUMBER: _ClassVar[int]
+    BATCHES_PURGED_FIELD_NUMBER: _ClassVar[int]
     leader_change: LeaderChange
     partition_created: PartitionCreated
     topic_deleted: TopicDeleted
@@ -122,7 +139,8 @@ class MetadataRecord(_message.Message):
     file_handed_over: FileHandedOver
     file_deletion_scheduled: FileDeletionScheduled
     file_deleted: FileDeleted
-    def __init__(self, leader_change: _Optional[_Union[LeaderChange, _Mapping]] = ..., partition_created: _Optional[_Union[PartitionCreated, _Mapping]] = ..., topic_deleted: _Optional[_Union[TopicDeleted, _Mapping]] = ..., file_committed: _Optional[_Union[FileCommitted, _Mapping]] = ..., records_deleted: _Optional[_Union[RecordsDeleted, _Mapping]] = ..., file_ownership_taken: _Optional[_Union[FileOwnershipTaken, _Mapping]] = ..., file_handed_over: _Optional[_Union[FileHandedOver, _Mapping]] = ..., file_deletion_scheduled: _Optional[_Union[FileDeletionScheduled, _Mapping]] = ..., file_deleted: _Optional[_Union[FileDeleted, _Mapping]] = ...) -> None: ...
+    batches_purged: BatchesPurged
+    def __init__(self, leader_change: _Optional[_Union[LeaderChange, _Mapping]] = ..., partition_created: _Optional[_Union[PartitionCreated, _Mapping]] = ..., topic_deleted: _Optional[_Union[TopicDeleted, _Mapping]] = ..., file_committed: _Optional[_Union[FileCommitted, _Mapping]] = ..., records_deleted: _Optional[_Union[RecordsDeleted, _Mapping]] = ..., file_ownership_taken: _Optional[_Union[FileOwnershipTaken, _Mapping]] = ..., file_handed_over: _Optional[_Union[FileHandedOver, _Mapping]] = ..., file_deletion_scheduled: _Optional[_Union[FileDeletionScheduled, _Mapping]] = ..., file_deleted: _Optional[_Union[FileDeleted, _Mapping]] = ..., batches_purged: _Optional[_Union[BatchesPurged, _Mapping]] = ...) -> None: ...
 
 class RecordBatch(_message.Message):
     __slots__ = ("records",)

@@ -36,6 +36,7 @@ SAMPLES: dict[str, rec.MetadataRecord] = {
     "file_handed_over": records.file_handed_over(8, 1),
     "file_deletion_scheduled": records.file_deletion_scheduled(8, 5000),
     "file_deleted": records.file_deleted(8),
+    "batches_purged": records.batches_purged([(0, 10), (1, 2**63 - 1)]),
     "topic_deleted": records.topic_deleted(TOPIC),
 }
 
@@ -66,6 +67,11 @@ EXPECTED: dict[str, tuple[PartitionChanges, NamesGiven, str]] = {
         "file deletion scheduled: wal/a (file id 8) after 5000 ms",
     ),
     "file_deleted": (PartitionChanges(), NamesGiven(), "file deleted: wal/a (file id 8)"),
+    "batches_purged": (
+        PartitionChanges(),
+        NamesGiven(),
+        f"batches purged: orders-2 below offset 10; partition key 1 (name unknown) below offset {2**63 - 1}",
+    ),
     "topic_deleted": (
         PartitionChanges(deleted_topics=(TOPIC,)),
         NamesGiven(),

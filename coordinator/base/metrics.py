@@ -86,6 +86,10 @@ class Metrics:
             ["coordinator", "step"],
             registry=self.registry,
         )
+        self.purged_batches = Counter(
+            "diskless_purged_batches", "Batches of deleted topics removed by the purge passes, by coordinator.",
+            ["coordinator"], registry=r,
+        )  # fmt: skip
         self.coordinator_failures = Counter(
             "diskless_coordinator_failures",
             "Times a coordinator went out of service, by kind (disk_full, io_error, log_damaged, state_damaged, "

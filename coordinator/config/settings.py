@@ -294,6 +294,16 @@ class Settings:
     file_retry_backoff_max_ms: int = _setting(
         "diskless.coordinator.file.retry.backoff.max.ms", 30000, "cap of the wait between hand-over or deletion retries"
     )
+    topic_purge_batch_max: int = _setting(
+        "diskless.coordinator.topic.purge.batch.max",
+        1000,
+        "batches of deleted topics one purge pass of a coordinator's leader removes at most (one record, one apply)",
+    )
+    topic_purge_interval_ms: int = _setting(
+        "diskless.coordinator.topic.purge.interval.ms",
+        100,
+        "pause between two purge passes of a coordinator's leader while deleted topics' batches remain",
+    )
     orphan_scan_interval_ms: int = _setting(
         "diskless.coordinator.orphan.scan.interval.ms",
         86400000,

@@ -39,6 +39,7 @@ from coordinator.machine.kinds.kind import (
 )
 from coordinator.machine.kinds.leadership import LeaderChangeKind
 from coordinator.machine.kinds.partitions import PartitionCreatedKind, RecordsDeletedKind, TopicDeletedKind
+from coordinator.machine.kinds.purges import BatchesPurgedKind
 from coordinator.machine.transaction import StateTransaction
 from coordinator.machine.view import CoordinatorView
 from protos import records_pb2 as rec
@@ -54,6 +55,7 @@ _REGISTERED: tuple[RecordKind, ...] = (
     FileHandedOverKind(),
     FileDeletionScheduledKind(),
     FileDeletedKind(),
+    BatchesPurgedKind(),
 )
 KINDS: dict[str, RecordKind] = {kind.name: kind for kind in _REGISTERED}
 # The pipeline asks of every applied record whether the catalog follows it: a set lookup by name is cheapest.
