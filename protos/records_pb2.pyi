@@ -27,10 +27,26 @@ class PartitionCreated(_message.Message):
     def __init__(self, partition_key: _Optional[int] = ..., topic_id: _Optional[bytes] = ..., topic_name: _Optional[str] = ..., partition: _Optional[int] = ...) -> None: ...
 
 class TopicDeleted(_message.Message):
-    __slots__ = ("topic_id",)
+    __slots__ = ("topic_id", "batches_purged_later")
     TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
+    BATCHES_PURGED_LATER_FIELD_NUMBER: _ClassVar[int]
     topic_id: bytes
-    def __init__(self, topic_id: _Optional[bytes] = ...) -> None: ...
+    batches_purged_later: bool
+    def __init__(self, topic_id: _Optional[bytes] = ..., batches_purged_later: _Optional[bool] = ...) -> None: ...
+
+class BatchesPurged(_message.Message):
+    __slots__ = ("ranges",)
+    RANGES_FIELD_NUMBER: _ClassVar[int]
+    ranges: _containers.RepeatedCompositeFieldContainer[PurgedRange]
+    def __init__(self, ranges: _Optional[_Iterable[_Union[PurgedRange, _Mapping]]] = ...) -> None: ...
+
+class PurgedRange(_message.Message):
+    __slots__ = ("partition_key", "below_offset")
+    PARTITION_KEY_FIELD_NUMBER: _ClassVar[int]
+    BELOW_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    partition_key: int
+    below_offset: int
+    def __init__(self, partition_key: _Optional[int] = ..., below_offset: _Optional[int] = ...) -> None: ...
 
 class FileCommitted(_message.Message):
     __slots__ = ("file_id", "object_key", "file_size", "uploader_broker_id", "owner_ids", "append_time_ms", "packed_batches", "rejected_batches")
@@ -141,7 +157,7 @@ class TopicConfigValue(_message.Message):
     def __init__(self, name: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
 
 class MetadataRecord(_message.Message):
-    __slots__ = ("leader_change", "partition_created", "topic_deleted", "file_committed", "records_deleted", "file_ownership_taken", "file_handed_over", "file_deletion_scheduled", "file_deleted", "producers_expired", "topic_configs_changed")
+    __slots__ = ("leader_change", "partition_created", "topic_deleted", "file_committed", "records_deleted", "file_ownership_taken", "file_handed_over", "file_deletion_scheduled", "file_deleted", "producers_expired", "topic_configs_changed", "batches_purged")
     LEADER_CHANGE_FIELD_NUMBER: _ClassVar[int]
     PARTITION_CREATED_FIELD_NUMBER: _ClassVar[int]
     TOPIC_DELETED_FIELD_NUMBER: _ClassVar[int]
@@ -153,6 +169,7 @@ class MetadataRecord(_message.Message):
     FILE_DELETED_FIELD_NUMBER: _ClassVar[int]
     PRODUCERS_EXPIRED_FIELD_NUMBER: _ClassVar[int]
     TOPIC_CONFIGS_CHANGED_FIELD_NUMBER: _ClassVar[int]
+    BATCHES_PURGED_FIELD_NUMBER: _ClassVar[int]
     leader_change: LeaderChange
     partition_created: PartitionCreated
     topic_deleted: TopicDeleted
@@ -164,7 +181,8 @@ class MetadataRecord(_message.Message):
     file_deleted: FileDeleted
     producers_expired: ProducersExpired
     topic_configs_changed: TopicConfigsChanged
-    def __init__(self, leader_change: _Optional[_Union[LeaderChange, _Mapping]] = ..., partition_created: _Optional[_Union[PartitionCreated, _Mapping]] = ..., topic_deleted: _Optional[_Union[TopicDeleted, _Mapping]] = ..., file_committed: _Optional[_Union[FileCommitted, _Mapping]] = ..., records_deleted: _Optional[_Union[RecordsDeleted, _Mapping]] = ..., file_ownership_taken: _Optional[_Union[FileOwnershipTaken, _Mapping]] = ..., file_handed_over: _Optional[_Union[FileHandedOver, _Mapping]] = ..., file_deletion_scheduled: _Optional[_Union[FileDeletionScheduled, _Mapping]] = ..., file_deleted: _Optional[_Union[FileDeleted, _Mapping]] = ..., producers_expired: _Optional[_Union[ProducersExpired, _Mapping]] = ..., topic_configs_changed: _Optional[_Union[TopicConfigsChanged, _Mapping]] = ...) -> None: ...
+    batches_purged: BatchesPurged
+    def __init__(self, leader_change: _Optional[_Union[LeaderChange, _Mapping]] = ..., partition_created: _Optional[_Union[PartitionCreated, _Mapping]] = ..., topic_deleted: _Optional[_Union[TopicDeleted, _Mapping]] = ..., file_committed: _Optional[_Union[FileCommitted, _Mapping]] = ..., records_deleted: _Optional[_Union[RecordsDeleted, _Mapping]] = ..., file_ownership_taken: _Optional[_Union[FileOwnershipTaken, _Mapping]] = ..., file_handed_over: _Optional[_Union[FileHandedOver, _Mapping]] = ..., file_deletion_scheduled: _Optional[_Union[FileDeletionScheduled, _Mapping]] = ..., file_deleted: _Optional[_Union[FileDeleted, _Mapping]] = ..., producers_expired: _Optional[_Union[ProducersExpired, _Mapping]] = ..., topic_configs_changed: _Optional[_Union[TopicConfigsChanged, _Mapping]] = ..., batches_purged: _Optional[_Union[BatchesPurged, _Mapping]] = ...) -> None: ...
 
 class RecordBatch(_message.Message):
     __slots__ = ("records",)

@@ -38,6 +38,7 @@ SAMPLES: dict[str, rec.MetadataRecord] = {
     "file_deletion_scheduled": records.file_deletion_scheduled(8, 5000),
     "file_deleted": records.file_deleted(8),
     "producers_expired": records.producers_expired(1500, [ExpiredProducer(0, 42, 1, 0, 1000)]),
+    "batches_purged": records.batches_purged([(0, 10), (1, 2**63 - 1)]),
     "topic_deleted": records.topic_deleted(TOPIC),
 }
 
@@ -78,6 +79,11 @@ EXPECTED: dict[str, tuple[PartitionChanges, NamesGiven, str]] = {
         NamesGiven(),
         "producers expired: 1 with a last batch older than 1500: orders-2 producer 42 epoch 1 last batch at offset 0, "
         "timestamp 1000",
+    ),
+    "batches_purged": (
+        PartitionChanges(),
+        NamesGiven(),
+        f"batches purged: orders-2 below offset 10; partition key 1 (name unknown) below offset {2**63 - 1}",
     ),
     "topic_deleted": (
         PartitionChanges(deleted_topics=(TOPIC,)),

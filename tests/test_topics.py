@@ -258,7 +258,10 @@ def test_delete_of_an_unknown_id_is_unknown_topic_id(broker: Broker) -> None:
     assert result.error_message
 
 
-def test_delete_removes_partitions_and_batches_and_unknowns_the_id_everywhere(broker: Broker) -> None:
+def test_delete_removes_partitions_and_batches_and_unknowns_the_id_everywhere(
+    broker: Broker, server: InProcessNode
+) -> None:
+    server.run_purge_passes()  # topics earlier tests deleted leave first: the counts below are this test's
     name = topic_name()
     topic_id = broker.create_topic(name, broker.coordinators)
     keep = broker.create_topic(topic_name(), 1)
@@ -279,6 +282,11 @@ def test_delete_removes_partitions_and_batches_and_unknowns_the_id_everywhere(br
 
     after = broker.stub.DescribeCoordinators(pb.DescribeCoordinatorsRequest()).coordinators
     assert sum(c.partition_count for c in after) == sum(c.partition_count for c in before) - broker.coordinators
+    # The batches leave in the purge's first pass (DESIGN §4a), on the node's clock.
+    assert sum(c.live_batch_count for c in after) == sum(c.live_batch_count for c in before)
+    assert describe_file(broker.stub, only_deleted).state == pb.FILE_STATE_LIVE
+    server.run_purge_passes()
+    after = broker.stub.DescribeCoordinators(pb.DescribeCoordinatorsRequest()).coordinators
     assert sum(c.live_batch_count for c in after) == sum(c.live_batch_count for c in before) - broker.coordinators - 1
     # Files left without live batches go on to deletion; a file shared with a live topic stays live.
     gone = describe_file(broker.stub, only_deleted)

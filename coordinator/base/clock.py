@@ -131,6 +131,9 @@ class ManualClock:
         if event.is_set():
             return True
         if timeout_ms is None:
+            # Waiting for the event alone, the task is as idle as one asleep on the clock: its cycle has ended.
+            with self._lock:
+                self._woken.discard(asyncio.current_task())
             await event.wait()
             return True
         if timeout_ms <= 0:

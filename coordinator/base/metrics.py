@@ -91,6 +91,10 @@ class Metrics:
             "coordinator's leader, their last batch older than diskless.coordinator.producer.id.expiration.ms.",
             ["coordinator"], registry=r,
         )  # fmt: skip
+        self.purged_batches = Counter(
+            "diskless_purged_batches", "Batches of deleted topics removed by the purge passes, by coordinator.",
+            ["coordinator"], registry=r,
+        )  # fmt: skip
         self.coordinator_failures = Counter(
             "diskless_coordinator_failures",
             "Times a coordinator went out of service, by kind (disk_full, io_error, log_damaged, state_damaged, "

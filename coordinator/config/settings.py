@@ -325,6 +325,16 @@ class Settings:
         "producers one step of an expiry pass reads and expires at most (one record); a pass goes over every "
         "producer in such steps, letting commits run between them (<= 100000)",
     )
+    topic_purge_batch_max: int = _setting(
+        "diskless.coordinator.topic.purge.batch.max",
+        1000,
+        "batches of deleted topics one purge pass of a coordinator's leader removes at most (one record, one apply)",
+    )
+    topic_purge_interval_ms: int = _setting(
+        "diskless.coordinator.topic.purge.interval.ms",
+        100,
+        "pause between two purge passes of a coordinator's leader while deleted topics' batches remain",
+    )
     orphan_scan_interval_ms: int = _setting(
         "diskless.coordinator.orphan.scan.interval.ms",
         86400000,

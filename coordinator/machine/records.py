@@ -54,7 +54,17 @@ def partition_created(partition_key: int, topic_id: bytes, topic_name: str, part
 
 
 def topic_deleted(topic_id: bytes) -> rec.MetadataRecord:
-    return rec.MetadataRecord(topic_deleted=rec.TopicDeleted(topic_id=topic_id))
+    """The topic leaves at once for every caller; its batches leave in later passes (`batches_purged`)."""
+    return rec.MetadataRecord(topic_deleted=rec.TopicDeleted(topic_id=topic_id, batches_purged_later=True))
+
+
+def batches_purged(ranges: Sequence[tuple[int, int]]) -> rec.MetadataRecord:
+    """One purge pass: (partition key, below offset) per partition awaiting purge, in key order."""
+    return rec.MetadataRecord(
+        batches_purged=rec.BatchesPurged(
+            ranges=[rec.PurgedRange(partition_key=key, below_offset=below) for key, below in ranges]
+        )
+    )
 
 
 def topic_configs_changed(topic_id: bytes, configs: Mapping[str, str]) -> rec.MetadataRecord:

@@ -131,6 +131,12 @@ class StateTransaction:
         self.db.execute("DELETE FROM batches WHERE partition_key = ? AND last_offset < ?", (partition_key, bound))
         self.add_live_batches(-sum(n for _, n in per_file))
 
+    def has_batches(self, partition_key: int) -> bool:
+        return (
+            self.db.execute("SELECT 1 FROM batches WHERE partition_key = ? LIMIT 1", (partition_key,)).fetchone()
+            is not None
+        )
+
     def finish(self) -> None:
         """The deferred writes, once every record of the transaction is interpreted."""
         self.write_high_watermarks()

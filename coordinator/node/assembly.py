@@ -168,8 +168,7 @@ class RunningServer:
         self._gate.ready = True
         if self.cluster is not None:
             self.cluster.start()
-        self.node.start_file_workers()
-        self.node.start_producer_expiry()
+        self.node.start_workers()
         if self.readers is not None:  # SERVING means FindCoordinator names the readers: clients learn them at once
             await self.readers.wait_first_starts()
         if not loaded:

@@ -5,7 +5,10 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 
+from coordinator.base.errors import CoordinatorUnavailable
+from coordinator.machine.state import reads
 from coordinator.node.node import Node
+from coordinator.runtime.shard import CoordinatorShard, ShardState
 from protos import coordinator_pb2 as pb
 
 
@@ -54,6 +57,10 @@ def coordinator_gauges(node: Node) -> Iterator[tuple[str, str, str, dict[str, st
                    "before its first fetch in the epoch).", "gauge", follower, progress.lag)  # fmt: skip
             yield ("diskless_coordinator_follower_caught_up_age_seconds", "Seconds since a follower was last caught "
                    "up with this leader's log end.", "gauge", follower, progress.caught_up_age_ms / 1000)  # fmt: skip
+        awaiting = _topics_awaiting_purge(shard)
+        if awaiting is not None:
+            yield ("diskless_coordinator_topics_awaiting_purge", "Deleted topics whose batches the purge passes have "
+                   "not all removed yet.", "gauge", labels, awaiting)  # fmt: skip
         if statistics.last_snapshot_created_at_ms >= 0:
             age_s = max(0.0, time.time() - statistics.last_snapshot_created_at_ms / 1000)
             yield ("diskless_coordinator_snapshot_age_seconds", "Seconds since the newest snapshot was taken.",
@@ -74,3 +81,14 @@ def coordinator_gauges(node: Node) -> Iterator[tuple[str, str, str, dict[str, st
                description.log_bytes)  # fmt: skip
         yield ("diskless_coordinator_snapshot_bytes", "Every snapshot kept on this node.", "gauge", labels,
                description.snapshot_bytes)  # fmt: skip
+
+
+def _topics_awaiting_purge(shard: CoordinatorShard) -> float | None:
+    """Read from the committed state (the same on every replica); None where the coordinator does not serve."""
+    if shard.state is not ShardState.ACTIVE:
+        return None
+    try:
+        with shard.read_transaction() as db:
+            return float(reads.topics_awaiting_purge(db))
+    except (CoordinatorUnavailable, *reads.DAMAGE_ERRORS):
+        return None  # a scrape never fails for one coordinator: the damage is the coordinator's to report

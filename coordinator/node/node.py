@@ -22,12 +22,14 @@ from coordinator.commits.producer_expiry_worker import ProducerExpiryWorker
 from coordinator.config.settings import Settings
 from coordinator.files.object_store import ObjectStore, StoreConfig, open_object_store
 from coordinator.files.workers import FileWorker
+from coordinator.machine import kinds
 from coordinator.machine.catalog import PlacedPartition, TopicCatalog
 from coordinator.node.router import Router
 from coordinator.runtime.replication.link import ClusterLink
 from coordinator.runtime.replication.role import ReplicaRole, RoleKind
 from coordinator.runtime.shard import CoordinatorShard, ShardState
 from coordinator.runtime.shard.append_ticks import AppendTicks
+from coordinator.topics.purge_worker import TopicPurger
 from protos import records_pb2 as rec
 
 log = logging.getLogger(__name__)
@@ -94,6 +96,7 @@ class Node:
         self.object_store: ObjectStore | None = None
         self.file_workers: list[FileWorker] = []
         self.producer_expiry_workers: list[ProducerExpiryWorker] = []
+        self.topic_purgers: list[TopicPurger] = []
 
     def _peer_address(self, coordinator_id: int) -> PeerAddress:
         """The node leading the coordinator: alone, this node's own address; in a cluster, etcd's leader."""
@@ -148,6 +151,8 @@ class Node:
     def _shard_state_changed(self, shard: CoordinatorShard) -> None:
         if shard.state is ShardState.ACTIVE and self._loaded:
             self.rebuild_catalog()  # back in service: its partitions are known again
+        if shard.state is ShardState.ACTIVE and self.topic_purgers:
+            self.topic_purgers[shard.coordinator_id].wake()  # a new leader goes on with a purge left half done
         self._health_changed.set()
         for listener in self.state_listeners:
             listener(shard)
@@ -163,34 +168,43 @@ class Node:
         self.catalog.rebuild([*here, *self.outside_partitions()])
 
     def _topic_records_applied(self, coordinator_id: int, records: Sequence[rec.MetadataRecord]) -> None:
-        """A coordinator applied partition creations or topic deletions: the catalog follows."""
+        """A coordinator applied partition creations or topic deletions: the catalog follows, the purge starts."""
         self.catalog.apply_records(coordinator_id, records)
+        if self.topic_purgers and any(_deletes_topics(record) for record in records):
+            self.topic_purgers[coordinator_id].wake()
 
-    def start_file_workers(self) -> None:
-        """Starts each coordinator's hand-over and deletion worker (once the node answers calls)."""
+    def start_workers(self) -> None:
+        """Starts each coordinator's WAL-file worker, topic purger and producer-expiry worker (once the node answers
+        calls; each acts only where the coordinator is led here)."""
         self.object_store = open_object_store(StoreConfig.from_settings(self.settings))
         self.file_workers = [
             FileWorker(shard, self.settings, self._clock, self.object_store, self.peers, self.metrics)
             for shard in self.shards
         ]
-        for worker in self.file_workers:
-            worker.start()
-
-    def start_producer_expiry(self) -> None:
-        """Starts each coordinator's producer-expiry worker (it acts only where the coordinator is led here)."""
+        self.topic_purgers = [TopicPurger(shard, self.settings, self._clock, self.metrics) for shard in self.shards]
         self.producer_expiry_workers = [
             ProducerExpiryWorker(shard, self.settings, self._clock, self.metrics) for shard in self.shards
         ]
-        for worker in self.producer_expiry_workers:
+        for worker in self.file_workers:
             worker.start()
+        for purger in self.topic_purgers:
+            purger.start()
+        for expiry in self.producer_expiry_workers:
+            expiry.start()
 
     async def close(self) -> None:
         await asyncio.gather(*(worker.stop() for worker in self.file_workers))
         await asyncio.gather(*(worker.stop() for worker in self.producer_expiry_workers))
+        await asyncio.gather(*(purger.stop() for purger in self.topic_purgers))
         await self.peers.close()
         await asyncio.gather(*(shard.close() for shard in self.shards))
         if self.object_store is not None:
             self.object_store.close()
+
+
+def _deletes_topics(record: rec.MetadataRecord) -> bool:
+    found = kinds.find(record)
+    return found is not None and bool(found[0].partition_changes(found[1]).deleted_topics)
 
 
 def _hosted(shard: CoordinatorShard) -> bool:

@@ -167,8 +167,7 @@ class SimCluster:
         self.network.attach(sim.address, node.router)
         await node.load()
         controller.start()
-        node.start_file_workers()
-        node.start_producer_expiry()
+        node.start_workers()
 
     async def crash(self, node_id: int) -> None:
         """Gone at once for everyone (no lease revoked: etcd lets it expire); then its files are closed."""

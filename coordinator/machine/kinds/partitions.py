@@ -60,7 +60,9 @@ def _created_partition(created: rec.PartitionCreated) -> CreatedPartition:
 
 
 class TopicDeletedKind:
-    """Every partition of the topic on this coordinator goes, with its batches, producer state and configurations."""
+    """Every partition of the topic on this coordinator goes, with its producer state and configurations; its batches
+    at once, or (`batches_purged_later`) in the bounded passes of BatchesPurged, the partition awaiting purge
+    meanwhile."""
 
     name = "topic_deleted"
     changes_catalog = True
@@ -77,7 +79,15 @@ class TopicDeletedKind:
             key for (key,) in db.execute("SELECT partition_key FROM partitions WHERE topic_id = ?", (deleted.topic_id,))
         ]
         for key in keys:
-            transaction.remove_batches_below(key, None)
+            if not deleted.batches_purged_later:
+                transaction.remove_batches_below(key, None)  # a record of before the field: everything at once
+            elif transaction.has_batches(key):
+                # Set aside under its key (never given again): a new topic may take its name, even its id.
+                db.execute(
+                    "INSERT INTO partitions_awaiting_purge (partition_key, topic_id, topic_name, partition) "
+                    "SELECT partition_key, topic_id, topic_name, partition FROM partitions WHERE partition_key = ?",
+                    (key,),
+                )
             db.execute("DELETE FROM producers WHERE partition_key = ?", (key,))
             db.execute("DELETE FROM partitions WHERE partition_key = ?", (key,))
         transaction.deleted_partition_keys.update(keys)
@@ -93,7 +103,7 @@ class TopicDeletedKind:
         topics, topic_id = names.topic_names(deleted.topic_id), deleted.topic_id.hex()
         return RecordDescription(
             f"topic deleted: {', '.join(topics) or 'name unknown'} (topic id {topic_id})",
-            {"topic_id": topic_id, "topics": topics},
+            {"topic_id": topic_id, "topics": topics, "batches_purged_later": deleted.batches_purged_later},
         )
 
 

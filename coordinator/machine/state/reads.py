@@ -308,3 +308,25 @@ def next_key_page(keys: apsw.Cursor, max_keys: int, max_bytes: int) -> KeyPage:
         states.append(row[1])
         size += (len(key) if key.isascii() else len(key.encode())) + KEY_FRAMING_BYTES
     return KeyPage(object_keys, states, exhausted=False)
+
+
+def partitions_awaiting_purge(db: apsw.Connection, limit: int) -> list[int]:
+    """Keys of deleted topics' partitions whose batches are still being purged, in key order, at most `limit`."""
+    return [key for (key,) in db.execute(
+        "SELECT partition_key FROM partitions_awaiting_purge ORDER BY partition_key LIMIT ?", (limit,)
+    )]  # fmt: skip
+
+
+def first_last_offsets(db: apsw.Connection, partition_key: int, limit: int) -> list[int]:
+    """The last offsets of a partition's first `limit` batches, ascending (the clustered key's order)."""
+    return [offset for (offset,) in db.execute(
+        "SELECT last_offset FROM batches WHERE partition_key = ? ORDER BY last_offset LIMIT ?", (partition_key, limit)
+    )]  # fmt: skip
+
+
+def topics_awaiting_purge(db: apsw.Connection) -> int:
+    """Deleted topics some of whose batches are still here."""
+    (count,) = one_row(
+        db.execute("SELECT count(DISTINCT topic_id) FROM partitions_awaiting_purge"), "the topics awaiting purge"
+    )
+    return int(count)

@@ -68,6 +68,15 @@ STATEMENTS = (
         entry BLOB,
         PRIMARY KEY (partition_key, last_offset)
     ) WITHOUT ROWID""",
+    # Partitions of deleted topics whose batches are still being purged (DESIGN §4a): gone for every caller (not in
+    # `partitions`), their batches leave in bounded passes and the row with the last of them. A table an older
+    # state file gains empty on open: its code removed a deleted topic's batches at once.
+    """CREATE TABLE IF NOT EXISTS partitions_awaiting_purge (
+        partition_key INTEGER PRIMARY KEY,
+        topic_id BLOB NOT NULL,
+        topic_name TEXT NOT NULL,
+        partition INTEGER NOT NULL
+    )""",
     # The configurations set on each topic with a partition here (DESIGN §4a); a name not here is at its default.
     # New tables need no migration: every open creates what is missing, and an older state file had no
     # configurations to hold (its log holds no record that sets one).

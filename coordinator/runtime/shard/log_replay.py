@@ -11,7 +11,7 @@ from coordinator.machine import records
 from coordinator.machine.state.store import AppliedFrame, StateStore
 from coordinator.runtime.log.segments import MetadataLog
 
-DUMPED_TABLES = ("meta", "partitions", "files", "batches", "producers", "topic_configs")
+DUMPED_TABLES = ("meta", "partitions", "partitions_awaiting_purge", "files", "batches", "producers", "topic_configs")
 REPLAY_CHUNK_DEFAULT = 2000
 
 
