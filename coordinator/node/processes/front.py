@@ -140,7 +140,7 @@ class FrontAnswers:
         if rpc.front is Front.CATALOG_CHANGE:
             return Placed(lambda request: self._then_read_catalog(here, request))
         if rpc.front is Front.CATALOG:
-            return Placed(lambda request: self._naming_readers(router, here(request)))
+            return Placed(lambda request: self._naming_readers(router, here, request))
         if rpc.front is Front.EVERY_PROCESS:
             return Placed(lambda request: self._describe_coordinators(router, request))
         raise FrontRouteMissing(f"{rpc.method}: {rpc.front} is answered by the Router method itself")
@@ -151,7 +151,8 @@ class FrontAnswers:
         finally:
             self._node.rebuild_catalog()
 
-    def _naming_readers(self, router: Router, response: pb.FindCoordinatorResponse) -> pb.FindCoordinatorResponse:
+    async def _naming_readers(self, router: Router, here: Answer, request: Any) -> pb.FindCoordinatorResponse:
+        response: pb.FindCoordinatorResponse = await outcome_of(lambda: here(request))
         readers = router.endpoint.read_addresses
         for endpoint in response.coordinators:
             for replica in endpoint.replicas:
