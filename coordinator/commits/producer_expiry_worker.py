@@ -14,7 +14,6 @@ and a pass stops at the first step after leadership is lost (its operation, if u
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from dataclasses import dataclass
 
@@ -26,16 +25,11 @@ from coordinator.config.settings import Settings
 from coordinator.machine.producers import producer_expired
 from coordinator.machine.state import reads
 from coordinator.runtime.shard import CoordinatorShard, Operation, ShardState
+from coordinator.runtime.shard.worker import CoordinatorWorker
 
 log = logging.getLogger(__name__)
 
 _BEFORE_EVERY_KEY = (-1, -1)  # partition keys and producer ids are >= 0
-
-
-def _consume(future: asyncio.Future[int]) -> None:
-    """Retrieves a late future's outcome so a timed-out step leaves no unobserved exception."""
-    if not future.cancelled():
-        future.exception()
 
 
 @dataclass(slots=True)
@@ -47,31 +41,16 @@ class ExpiryPass:
     expired: int = 0  # producers whose state the pass's records removed
 
 
-class ProducerExpiryWorker:
+class ProducerExpiryWorker(CoordinatorWorker):
+    task_name = "producer-expiry"
+
     def __init__(self, shard: CoordinatorShard, settings: Settings, clock: Clock, metrics: Metrics) -> None:
-        self._shard = shard
+        super().__init__(shard, settings.request_timeout_ms / 1000)
         self._clock = clock
         self._metrics = metrics
         self._expiration_ms = settings.producer_id_expiration_ms
         self._interval_ms = settings.producer_id_expiration_check_interval_ms
         self._step_max = settings.producer_id_expiration_batch_max
-        self._timeout_s = settings.request_timeout_ms / 1000
-        self._task: asyncio.Task[None] | None = None
-
-    @property
-    def coordinator_id(self) -> int:
-        return self._shard.coordinator_id
-
-    def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.create_task(self._run(), name=f"producer-expiry-{self.coordinator_id}")
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
 
     async def _run(self) -> None:
         while True:
@@ -106,7 +85,8 @@ class ProducerExpiryWorker:
             )
             if candidates:
                 expired = await self._submit(
-                    Operation(check_expire_producers, ExpiryRequest(candidates, self._expiration_ms))
+                    Operation(check_expire_producers, ExpiryRequest(candidates, self._expiration_ms)),
+                    "the producer expiry",
                 )
                 done.expired += expired
                 if expired:
@@ -121,12 +101,3 @@ class ProducerExpiryWorker:
                 self.coordinator_id, done.expired, done.examined, self._expiration_ms,
             )  # fmt: skip
         return done
-
-    async def _submit(self, operation: Operation[ExpiryRequest, int]) -> int:
-        """Appends the operation's records through the pipeline; returns its answer once applied."""
-        future = self._shard.submit(operation)
-        done, _ = await asyncio.wait({future}, timeout=self._timeout_s)
-        if not done:
-            future.add_done_callback(_consume)
-            raise TimeoutError(f"coordinator {self.coordinator_id} did not apply the producer expiry in time")
-        return future.result()

@@ -21,7 +21,6 @@ hand-overs, a failing target never stops deletions):
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -40,6 +39,7 @@ from coordinator.files.ownership import FileRef
 from coordinator.machine.state import reads
 from coordinator.machine.view import CoordinatorView, FileFacts
 from coordinator.runtime.shard import CoordinatorShard, Operation, ShardState
+from coordinator.runtime.shard.worker import CoordinatorWorker
 from snapshot.fault_points import reach
 
 log = logging.getLogger(__name__)
@@ -60,12 +60,6 @@ def _check_schedule_deletions(view: CoordinatorView, schedule: DeletionSchedule,
     return ownership.check_schedule_deletions(view, schedule.files, now_ms, schedule.grace_period_ms)
 
 
-def _consume(future: asyncio.Future[int]) -> None:
-    """Retrieves a late future's outcome so a timed-out cycle leaves no unobserved exception."""
-    if not future.cancelled():
-        future.exception()
-
-
 @dataclass(slots=True)
 class CycleCounts:
     handed_over: int = 0
@@ -75,7 +69,9 @@ class CycleCounts:
     failures: list[str] = field(default_factory=list)
 
 
-class FileWorker:
+class FileWorker(CoordinatorWorker):
+    task_name = "file-worker"
+
     def __init__(
         self,
         shard: CoordinatorShard,
@@ -85,14 +81,13 @@ class FileWorker:
         peers: PeerClient,
         metrics: Metrics,
     ) -> None:
-        self._shard = shard
+        super().__init__(shard, settings.request_timeout_ms / 1000)
         self._settings = settings
         self._clock = clock
         self._store = store
         self._peers = peers
         self._metrics = metrics
         self._limit = settings.file_worker_max_files
-        self._timeout_s = settings.request_timeout_ms / 1000
 
         def new_backoff() -> Backoff:
             return Backoff(settings.file_retry_backoff_ms, settings.file_retry_backoff_max_ms)
@@ -104,22 +99,6 @@ class FileWorker:
         self._hand_over_cursor = -1
         self._probe_cursor = -1
         self._next_probe_pass_ms = 0
-        self._task: asyncio.Task[None] | None = None
-
-    @property
-    def coordinator_id(self) -> int:
-        return self._shard.coordinator_id
-
-    def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.create_task(self._run(), name=f"file-worker-{self.coordinator_id}")
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
 
     async def _run(self) -> None:
         while True:
@@ -160,15 +139,6 @@ class FileWorker:
         with self._shard.read_transaction() as db:
             return reads.idle_files(db, query, bindings, self._limit)
 
-    async def _submit(self, operation: Operation[RequestT, int]) -> int:
-        """Appends the operation's records through the pipeline; returns its answer once applied."""
-        future = self._shard.submit(operation)
-        done, _ = await asyncio.wait({future}, timeout=self._timeout_s)
-        if not done:
-            future.add_done_callback(_consume)
-            raise TimeoutError(f"coordinator {self.coordinator_id} did not apply the operation in time")
-        return future.result()
-
     def _failed(self, counts: CycleCounts, step: str, what: str, backoff: Backoff, error: Exception) -> None:
         wait_ms = backoff.failed(self._clock.now_ms())
         counts.failures.append(f"{what}: {error}")
@@ -197,7 +167,7 @@ class FileWorker:
                 await self._peers.hand_over(self.coordinator_id, target, handed, self._timeout_s)
                 reach("handover.after_peer")  # the next owner has the files, this one not yet forgotten them
                 refs = [FileRef(f.file_id, f.object_key) for f in handed]
-                counts.handed_over += await self._submit(Operation(ownership.check_handed_over, tuple(refs)))
+                counts.handed_over += await self._apply(Operation(ownership.check_handed_over, tuple(refs)))
                 backoff.succeeded()
             except (PeerError, TimeoutError) as error:
                 self._failed(counts, "hand_over", f"hand-over to coordinator {target}", backoff, error)
@@ -229,7 +199,7 @@ class FileWorker:
                 known = await self._peers.known_files(owners_before, [f.object_key for f in waiting], self._timeout_s)
                 unclaimed = [FileRef(f.file_id, f.object_key) for f in waiting if not known[f.object_key]]
                 if unclaimed:
-                    counts.taken += await self._submit(Operation(ownership.check_take_files, tuple(unclaimed)))
+                    counts.taken += await self._apply(Operation(ownership.check_take_files, tuple(unclaimed)))
                     log.info(
                         "coordinator %d: took %d files no owner before it knows (commits that missed them)",
                         self.coordinator_id, len(unclaimed),
@@ -246,7 +216,7 @@ class FileWorker:
         if files:
             refs = [FileRef(f.file_id, f.object_key) for f in files]
             schedule = DeletionSchedule(tuple(refs), self._settings.file_deletion_grace_period_ms)
-            counts.scheduled += await self._submit(Operation(_check_schedule_deletions, schedule))
+            counts.scheduled += await self._apply(Operation(_check_schedule_deletions, schedule))
 
     async def _delete_due(self, counts: CycleCounts) -> None:
         now_ms = self._clock.now_ms()
@@ -263,7 +233,7 @@ class FileWorker:
             return
         if outcome.deleted:
             refs = [FileRef(by_key[key].file_id, key) for key in outcome.deleted]
-            counts.deleted += await self._submit(Operation(ownership.check_files_deleted, tuple(refs)))
+            counts.deleted += await self._apply(Operation(ownership.check_files_deleted, tuple(refs)))
         if outcome.failed:
             key, why = next(iter(outcome.failed.items()))
             self._failed(
@@ -275,3 +245,6 @@ class FileWorker:
             )
         else:
             self._store_backoff.succeeded()
+
+    async def _apply(self, operation: Operation[RequestT, int]) -> int:
+        return await self._submit(operation, "the file operation")

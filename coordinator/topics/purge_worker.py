@@ -17,7 +17,6 @@ run left half done. Every pass is on the clock: a test's clock decides when it r
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from dataclasses import dataclass
 from typing import final
@@ -29,7 +28,8 @@ from coordinator.base.metrics import Metrics
 from coordinator.config.settings import Settings
 from coordinator.machine.state import reads
 from coordinator.runtime.shard import CoordinatorShard, Operation, ShardState
-from coordinator.topics.purge import PurgePlan, check_purge, finishes, select_purge
+from coordinator.runtime.shard.worker import CoordinatorWorker
+from coordinator.topics.purge import check_purge, finishes, select_purge
 
 log = logging.getLogger(__name__)
 
@@ -44,46 +44,25 @@ class PurgePass:
 _NOTHING_LEFT = PurgePass(0, more=False)
 
 
-def _consume(future: asyncio.Future[int]) -> None:
-    """Retrieves a late future's outcome so a timed-out pass leaves no unobserved exception."""
-    if not future.cancelled():
-        future.exception()
-
-
 @final
-class TopicPurger:
+class TopicPurger(CoordinatorWorker):
+    task_name = "topic-purger"
+
     def __init__(self, shard: CoordinatorShard, settings: Settings, clock: Clock, metrics: Metrics) -> None:
-        self._shard = shard
+        super().__init__(shard, settings.request_timeout_ms / 1000)
         self._clock = clock
         self._batch_max = settings.topic_purge_batch_max
         self._interval_ms = settings.topic_purge_interval_ms
-        self._timeout_s = settings.request_timeout_ms / 1000
         self._purged = metrics.purged_batches.labels(str(shard.coordinator_id))
         self._backoff = Backoff(self._interval_ms, max(self._interval_ms, settings.file_retry_backoff_max_ms))
         self._wake = asyncio.Event()
         self._wake.set()  # a first look once started: a purge may be left from before
-        self._task: asyncio.Task[None] | None = None
         # Waiting (to be woken, or on the clock) rather than in a pass: tests advance a clock only then.
         self.parked = False
-
-    @property
-    def coordinator_id(self) -> int:
-        return self._shard.coordinator_id
 
     def wake(self) -> None:
         """Something may await purge now (a topic deleted, the coordinator back in service): look after the interval."""
         self._wake.set()
-
-    def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.create_task(self._run(), name=f"topic-purger-{self.coordinator_id}")
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
 
     async def _run(self) -> None:
         while True:
@@ -132,14 +111,6 @@ class TopicPurger:
             if not awaiting:
                 return _NOTHING_LEFT
             plan = select_purge(awaiting, lambda key, count: reads.first_last_offsets(db, key, count), self._batch_max)
-        purged = await self._submit(plan)
+        purged = await self._submit(Operation(check_purge, plan), "a purge pass")
         self._purged.inc(purged)
         return PurgePass(purged, more=not finishes(plan, awaiting))
-
-    async def _submit(self, plan: PurgePlan) -> int:
-        future = self._shard.submit(Operation(check_purge, plan))
-        done, _ = await asyncio.wait({future}, timeout=self._timeout_s)
-        if not done:
-            future.add_done_callback(_consume)
-            raise TimeoutError(f"coordinator {self.coordinator_id} did not apply a purge pass in time")
-        return future.result()
