@@ -255,6 +255,11 @@ def test_a_pass_of_bounded_steps_removes_what_kafkas_rounds_remove(
         assert view.log_start_offset == (original[key][removed[key] - 1].last_offset + 1 if removed[key] else 0)
         if not stored[key]:
             assert view.log_start_offset in (0, view.high_watermark)
+            continue
+        _, retention_ms, retention_bytes = partitions[key]  # the first kept batch is expired by neither rule
+        first = stored[key][0]
+        assert retention_ms < 0 or first.timestamp >= NOW_MS - retention_ms
+        assert retention_bytes < 0 or sum(b.size for b in stored[key]) - first.size < retention_bytes
 
 
 def _view_with(partition: PartitionView, configs: dict[str, str]) -> CoordinatorView:
