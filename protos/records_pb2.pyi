@@ -48,6 +48,20 @@ class PurgedRange(_message.Message):
     below_offset: int
     def __init__(self, partition_key: _Optional[int] = ..., below_offset: _Optional[int] = ...) -> None: ...
 
+class RetentionApplied(_message.Message):
+    __slots__ = ("starts",)
+    STARTS_FIELD_NUMBER: _ClassVar[int]
+    starts: _containers.RepeatedCompositeFieldContainer[RetainedStart]
+    def __init__(self, starts: _Optional[_Iterable[_Union[RetainedStart, _Mapping]]] = ...) -> None: ...
+
+class RetainedStart(_message.Message):
+    __slots__ = ("partition_key", "log_start_offset")
+    PARTITION_KEY_FIELD_NUMBER: _ClassVar[int]
+    LOG_START_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    partition_key: int
+    log_start_offset: int
+    def __init__(self, partition_key: _Optional[int] = ..., log_start_offset: _Optional[int] = ...) -> None: ...
+
 class FileCommitted(_message.Message):
     __slots__ = ("file_id", "object_key", "file_size", "uploader_broker_id", "owner_ids", "append_time_ms", "packed_batches", "rejected_batches")
     FILE_ID_FIELD_NUMBER: _ClassVar[int]
@@ -157,7 +171,7 @@ class TopicConfigValue(_message.Message):
     def __init__(self, name: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
 
 class MetadataRecord(_message.Message):
-    __slots__ = ("leader_change", "partition_created", "topic_deleted", "file_committed", "records_deleted", "file_ownership_taken", "file_handed_over", "file_deletion_scheduled", "file_deleted", "producers_expired", "topic_configs_changed", "batches_purged")
+    __slots__ = ("leader_change", "partition_created", "topic_deleted", "file_committed", "records_deleted", "file_ownership_taken", "file_handed_over", "file_deletion_scheduled", "file_deleted", "producers_expired", "topic_configs_changed", "batches_purged", "retention_applied")
     LEADER_CHANGE_FIELD_NUMBER: _ClassVar[int]
     PARTITION_CREATED_FIELD_NUMBER: _ClassVar[int]
     TOPIC_DELETED_FIELD_NUMBER: _ClassVar[int]
@@ -170,6 +184,7 @@ class MetadataRecord(_message.Message):
     PRODUCERS_EXPIRED_FIELD_NUMBER: _ClassVar[int]
     TOPIC_CONFIGS_CHANGED_FIELD_NUMBER: _ClassVar[int]
     BATCHES_PURGED_FIELD_NUMBER: _ClassVar[int]
+    RETENTION_APPLIED_FIELD_NUMBER: _ClassVar[int]
     leader_change: LeaderChange
     partition_created: PartitionCreated
     topic_deleted: TopicDeleted
@@ -182,7 +197,8 @@ class MetadataRecord(_message.Message):
     producers_expired: ProducersExpired
     topic_configs_changed: TopicConfigsChanged
     batches_purged: BatchesPurged
-    def __init__(self, leader_change: _Optional[_Union[LeaderChange, _Mapping]] = ..., partition_created: _Optional[_Union[PartitionCreated, _Mapping]] = ..., topic_deleted: _Optional[_Union[TopicDeleted, _Mapping]] = ..., file_committed: _Optional[_Union[FileCommitted, _Mapping]] = ..., records_deleted: _Optional[_Union[RecordsDeleted, _Mapping]] = ..., file_ownership_taken: _Optional[_Union[FileOwnershipTaken, _Mapping]] = ..., file_handed_over: _Optional[_Union[FileHandedOver, _Mapping]] = ..., file_deletion_scheduled: _Optional[_Union[FileDeletionScheduled, _Mapping]] = ..., file_deleted: _Optional[_Union[FileDeleted, _Mapping]] = ..., producers_expired: _Optional[_Union[ProducersExpired, _Mapping]] = ..., topic_configs_changed: _Optional[_Union[TopicConfigsChanged, _Mapping]] = ..., batches_purged: _Optional[_Union[BatchesPurged, _Mapping]] = ...) -> None: ...
+    retention_applied: RetentionApplied
+    def __init__(self, leader_change: _Optional[_Union[LeaderChange, _Mapping]] = ..., partition_created: _Optional[_Union[PartitionCreated, _Mapping]] = ..., topic_deleted: _Optional[_Union[TopicDeleted, _Mapping]] = ..., file_committed: _Optional[_Union[FileCommitted, _Mapping]] = ..., records_deleted: _Optional[_Union[RecordsDeleted, _Mapping]] = ..., file_ownership_taken: _Optional[_Union[FileOwnershipTaken, _Mapping]] = ..., file_handed_over: _Optional[_Union[FileHandedOver, _Mapping]] = ..., file_deletion_scheduled: _Optional[_Union[FileDeletionScheduled, _Mapping]] = ..., file_deleted: _Optional[_Union[FileDeleted, _Mapping]] = ..., producers_expired: _Optional[_Union[ProducersExpired, _Mapping]] = ..., topic_configs_changed: _Optional[_Union[TopicConfigsChanged, _Mapping]] = ..., batches_purged: _Optional[_Union[BatchesPurged, _Mapping]] = ..., retention_applied: _Optional[_Union[RetentionApplied, _Mapping]] = ...) -> None: ...
 
 class RecordBatch(_message.Message):
     __slots__ = ("records",)

@@ -230,19 +230,24 @@ class InProcessNode:
 def advance_together(nodes: Sequence[InProcessNode], duration_ms: int) -> None:
     """Advances the clock the `nodes` share, one wake-up at a time, letting each wake-up's work end before the next.
 
-    Every background loop of a node waits through its clock (file workers, topic purgers, producer expiry,
+    Every background loop of a node waits through its clock (file workers, topic purgers, producer expiry, retention,
     snapshots, reloads, ...): after each step the clock's `wait_idle` returns once every loop it woke is asleep again
-    or ended, whatever their number. Before the first step, every file and producer-expiry worker must have reached
-    its first sleep, every topic purger its wait.
+    or ended, whatever their number. Before the first step, every file, producer-expiry and retention worker must
+    have reached its first sleep, every topic purger its wait.
     """
     clocks = {id(node.clock): node.clock for node in nodes}
     assert len(clocks) == 1, "the nodes advanced together share one clock"
     clock = nodes[0].clock
     running = [node for node in nodes if node.is_running()]
-    workers = sum(len(node.file_workers) + len(node.node.producer_expiry_workers) for node in running)
+    workers = sum(
+        len(node.file_workers) + len(node.node.producer_expiry_workers) + len(node.node.retention_workers)
+        for node in running
+    )
     purgers = [purger for node in running for purger in node.node.topic_purgers]
     target_ms = clock.now_ms() + duration_ms
-    wait_until(lambda: clock.sleepers() >= workers, f"{workers} file and producer-expiry workers wait on the clock")
+    wait_until(
+        lambda: clock.sleepers() >= workers, f"{workers} file, producer-expiry and retention workers wait on the clock"
+    )
     # A topic purger waits on the clock between passes, or to be woken when nothing awaits purge.
     wait_until(lambda: all(purger.parked for purger in purgers), "every topic purger waits")
     clock.wait_idle(WAIT_S)

@@ -39,6 +39,7 @@ SAMPLES: dict[str, rec.MetadataRecord] = {
     "file_deleted": records.file_deleted(8),
     "producers_expired": records.producers_expired(1500, [ExpiredProducer(0, 42, 1, 0, 1000)]),
     "batches_purged": records.batches_purged([(0, 10), (1, 2**63 - 1)]),
+    "retention_applied": records.retention_applied([(0, 6)]),
     "topic_deleted": records.topic_deleted(TOPIC),
 }
 
@@ -85,6 +86,7 @@ EXPECTED: dict[str, tuple[PartitionChanges, NamesGiven, str]] = {
         NamesGiven(),
         f"batches purged: orders-2 below offset 10; partition key 1 (name unknown) below offset {2**63 - 1}",
     ),
+    "retention_applied": (PartitionChanges(), NamesGiven(), "retention applied: orders-2 log start offset moved to 6"),
     "topic_deleted": (
         PartitionChanges(deleted_topics=(TOPIC,)),
         NamesGiven(),

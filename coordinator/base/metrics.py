@@ -95,6 +95,14 @@ class Metrics:
             "diskless_purged_batches", "Batches of deleted topics removed by the purge passes, by coordinator.",
             ["coordinator"], registry=r,
         )  # fmt: skip
+        self.retention_expired_batches = Counter(
+            "diskless_retention_expired_batches", "Batches removed by retention (retention.ms, retention.bytes) as "
+            "the coordinator's leader, by coordinator.", ["coordinator"], registry=r,
+        )  # fmt: skip
+        self.retention_expired_bytes = Counter(
+            "diskless_retention_expired_bytes", "Bytes (batch sizes) of the batches removed by retention as the "
+            "coordinator's leader, by coordinator.", ["coordinator"], registry=r,
+        )  # fmt: skip
         self.coordinator_failures = Counter(
             "diskless_coordinator_failures",
             "Times a coordinator went out of service, by kind (disk_full, io_error, log_damaged, state_damaged, "

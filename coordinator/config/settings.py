@@ -335,6 +335,18 @@ class Settings:
         100,
         "pause between two purge passes of a coordinator's leader while deleted topics' batches remain",
     )
+    retention_check_interval_ms: int = _setting(
+        "diskless.coordinator.retention.check.interval.ms",
+        300000,
+        "how often each coordinator's leader removes its partitions' expired batches by retention.ms and "
+        "retention.bytes (Kafka's log.retention.check.interval.ms)",
+    )
+    retention_batch_max: int = _setting(
+        "diskless.coordinator.retention.batch.max",
+        1000,
+        "batches one retention step removes at most (one record, one apply; a partition looked at costs at least "
+        "one); a retention pass goes over every partition in such steps, letting commits run between them",
+    )
     orphan_scan_interval_ms: int = _setting(
         "diskless.coordinator.orphan.scan.interval.ms",
         86400000,

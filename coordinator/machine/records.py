@@ -67,6 +67,15 @@ def batches_purged(ranges: Sequence[tuple[int, int]]) -> rec.MetadataRecord:
     )
 
 
+def retention_applied(starts: Sequence[tuple[int, int]]) -> rec.MetadataRecord:
+    """One retention step: (partition key, new log start offset) per partition whose oldest batches expired."""
+    return rec.MetadataRecord(
+        retention_applied=rec.RetentionApplied(
+            starts=[rec.RetainedStart(partition_key=key, log_start_offset=start) for key, start in starts]
+        )
+    )
+
+
 def topic_configs_changed(topic_id: bytes, configs: Mapping[str, str]) -> rec.MetadataRecord:
     """The topic's configurations set on this coordinator from now on (the others at their defaults)."""
     return rec.MetadataRecord(

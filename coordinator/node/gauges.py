@@ -61,6 +61,11 @@ def coordinator_gauges(node: Node) -> Iterator[tuple[str, str, str, dict[str, st
         if awaiting is not None:
             yield ("diskless_coordinator_topics_awaiting_purge", "Deleted topics whose batches the purge passes have "
                    "not all removed yet.", "gauge", labels, awaiting)  # fmt: skip
+        if node.retention_workers and node.retention_workers[shard.coordinator_id].leads():
+            retention = node.retention_workers[shard.coordinator_id]
+            yield ("diskless_coordinator_retention_pass_age_seconds", "Seconds (node clock) since the leader's last "
+                   "retention pass ended here (since the node started, before the first).", "gauge", labels,
+                   retention.last_pass_age_ms() / 1000)  # fmt: skip
         if statistics.last_snapshot_created_at_ms >= 0:
             age_s = max(0.0, time.time() - statistics.last_snapshot_created_at_ms / 1000)
             yield ("diskless_coordinator_snapshot_age_seconds", "Seconds since the newest snapshot was taken.",

@@ -30,6 +30,7 @@ from coordinator.runtime.replication.role import ReplicaRole, RoleKind
 from coordinator.runtime.shard import CoordinatorShard, ShardState
 from coordinator.runtime.shard.append_ticks import AppendTicks
 from coordinator.topics.purge_worker import TopicPurger
+from coordinator.topics.retention_worker import RetentionWorker
 from protos import records_pb2 as rec
 
 log = logging.getLogger(__name__)
@@ -97,6 +98,7 @@ class Node:
         self.file_workers: list[FileWorker] = []
         self.producer_expiry_workers: list[ProducerExpiryWorker] = []
         self.topic_purgers: list[TopicPurger] = []
+        self.retention_workers: list[RetentionWorker] = []
 
     def _peer_address(self, coordinator_id: int) -> PeerAddress:
         """The node leading the coordinator: alone, this node's own address; in a cluster, etcd's leader."""
@@ -174,8 +176,8 @@ class Node:
             self.topic_purgers[coordinator_id].wake()
 
     def start_workers(self) -> None:
-        """Starts each coordinator's WAL-file worker, topic purger and producer-expiry worker (once the node answers
-        calls; each acts only where the coordinator is led here)."""
+        """Starts each coordinator's WAL-file worker, topic purger, producer-expiry worker and retention worker (once
+        the node answers calls; each acts only where the coordinator is led here)."""
         self.object_store = open_object_store(StoreConfig.from_settings(self.settings))
         self.file_workers = [
             FileWorker(shard, self.settings, self._clock, self.object_store, self.peers, self.metrics)
@@ -189,13 +191,19 @@ class Node:
             worker.start()
         for purger in self.topic_purgers:
             purger.start()
+        self.retention_workers = [
+            RetentionWorker(shard, self.settings, self._clock, self.metrics) for shard in self.shards
+        ]
         for expiry in self.producer_expiry_workers:
             expiry.start()
+        for retention in self.retention_workers:
+            retention.start()
 
     async def close(self) -> None:
         await asyncio.gather(*(worker.stop() for worker in self.file_workers))
         await asyncio.gather(*(worker.stop() for worker in self.producer_expiry_workers))
         await asyncio.gather(*(purger.stop() for purger in self.topic_purgers))
+        await asyncio.gather(*(worker.stop() for worker in self.retention_workers))
         await self.peers.close()
         await asyncio.gather(*(shard.close() for shard in self.shards))
         if self.object_store is not None:

@@ -11,7 +11,7 @@ import apsw
 
 from coordinator.machine.batch_entries import batch_entry
 from coordinator.machine.records import CommittedBatch
-from coordinator.machine.view import FileFacts
+from coordinator.machine.view import FileFacts, PartitionView
 from protos import coordinator_pb2 as pb
 
 
@@ -330,3 +330,33 @@ def topics_awaiting_purge(db: apsw.Connection) -> int:
         db.execute("SELECT count(DISTINCT topic_id) FROM partitions_awaiting_purge"), "the topics awaiting purge"
     )
     return int(count)
+
+
+def partitions_from(db: apsw.Connection, first_key: int, limit: int) -> list[PartitionView]:
+    """The partitions with key >= `first_key`, in key order, at most `limit` (a retention step's walk)."""
+    return [
+        PartitionView(key, bytes(topic_id), name, partition, log_start, high_watermark)
+        for key, topic_id, name, partition, log_start, high_watermark in db.execute(
+            "SELECT partition_key, topic_id, topic_name, partition, log_start_offset, high_watermark FROM partitions "
+            "WHERE partition_key >= ? ORDER BY partition_key LIMIT ?",
+            (first_key, limit),
+        )
+    ]
+
+
+def retention_batches(db: apsw.Connection, partition_key: int, offset: int, limit: int) -> apsw.Cursor:
+    """(last offset, size, effective timestamp) of the batches holding `offset` or later, oldest first; lazily."""
+    return db.execute(
+        f"SELECT last_offset, size, {_EFFECTIVE_TIMESTAMP} FROM batches "
+        "WHERE partition_key = ? AND last_offset >= ? ORDER BY last_offset LIMIT ?",
+        (partition_key, offset, limit),
+    )
+
+
+def partition_bytes(db: apsw.Connection, partition_key: int) -> int:
+    """The sizes of a partition's stored batches, summed (retention.bytes compares it; one range of the key)."""
+    (total,) = one_row(
+        db.execute("SELECT coalesce(sum(size), 0) FROM batches WHERE partition_key = ?", (partition_key,)),
+        f"the bytes of partition key {partition_key}",
+    )
+    return int(total)
