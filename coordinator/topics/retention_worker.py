@@ -13,7 +13,6 @@ deletion (DESIGN §5) as after DeleteRecords. Nothing is kept between passes: a 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from dataclasses import dataclass
 from functools import partial
@@ -26,16 +25,11 @@ from coordinator.base.metrics import Metrics
 from coordinator.config.settings import Settings
 from coordinator.machine.state import reads
 from coordinator.runtime.shard import CoordinatorShard, Operation, ShardState
-from coordinator.topics.retention import RetentionOutcome, RetentionStep, StoredBatch, check_retention, select_retention
+from coordinator.runtime.shard.worker import CoordinatorWorker
+from coordinator.topics.retention import RetentionStep, StoredBatch, check_retention, select_retention
 from coordinator.topics.topic_configs import ConfigDefaults
 
 log = logging.getLogger(__name__)
-
-
-def _consume(future: asyncio.Future[RetentionOutcome]) -> None:
-    """Retrieves a late future's outcome so a timed-out step leaves no unobserved exception."""
-    if not future.cancelled():
-        future.exception()
 
 
 def _stored_batches(db: apsw.Connection, partition_key: int, offset: int, limit: int) -> list[StoredBatch]:
@@ -53,36 +47,25 @@ class RetentionPass:
     bytes: int = 0
 
 
-class RetentionWorker:
+class RetentionWorker(CoordinatorWorker):
+    task_name = "retention"
+
     def __init__(self, shard: CoordinatorShard, settings: Settings, clock: Clock, metrics: Metrics) -> None:
-        self._shard = shard
+        super().__init__(shard, settings.request_timeout_ms / 1000)
         self._clock = clock
         self._defaults = ConfigDefaults.from_settings(settings)
         self._interval_ms = settings.retention_check_interval_ms
         self._batch_max = settings.retention_batch_max
-        self._timeout_s = settings.request_timeout_ms / 1000
         coordinator = str(shard.coordinator_id)
         self._expired_batches = metrics.retention_expired_batches.labels(coordinator)
         self._expired_bytes = metrics.retention_expired_bytes.labels(coordinator)
-        self._task: asyncio.Task[None] | None = None
         # When the last pass here ended, on the node's clock (the worker's start before the first): a gauge's age.
         self.last_pass_ms = clock.now_ms()
-
-    @property
-    def coordinator_id(self) -> int:
-        return self._shard.coordinator_id
 
     def start(self) -> None:
         if self._task is None:
             self.last_pass_ms = self._clock.now_ms()
-            self._task = asyncio.create_task(self._run(), name=f"retention-{self.coordinator_id}")
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        super().start()
 
     async def _run(self) -> None:
         while True:
@@ -113,7 +96,7 @@ class RetentionWorker:
             done.steps += 1
             next_key = step.resume_key
             if step.moves:
-                outcome = await self._submit(step)
+                outcome = await self._submit(Operation(check_retention, step), "a retention step")
                 done.partitions += len(outcome.applied_keys)
                 done.batches += outcome.batches
                 done.bytes += outcome.bytes
@@ -146,12 +129,3 @@ class RetentionWorker:
                 self._clock.now_ms(),
                 self._batch_max,
             )
-
-    async def _submit(self, step: RetentionStep) -> RetentionOutcome:
-        """Appends the step's record through the pipeline; returns its outcome once applied."""
-        future = self._shard.submit(Operation(check_retention, step))
-        done, _ = await asyncio.wait({future}, timeout=self._timeout_s)
-        if not done:
-            future.add_done_callback(_consume)
-            raise TimeoutError(f"coordinator {self.coordinator_id} did not apply a retention step in time")
-        return future.result()
