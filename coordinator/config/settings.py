@@ -335,6 +335,12 @@ class Settings:
         100,
         "pause between two purge passes of a coordinator's leader while deleted topics' batches remain",
     )
+    remote_segment_batch_max: int = _setting(
+        "diskless.coordinator.remote.segment.batch.max",
+        1000,
+        "batches one CommitRemoteLogSegments call may take out of a coordinator at most (one apply); a segment "
+        "naming more is refused (INVALID_REQUEST): the copier commits smaller segments",
+    )
     orphan_scan_interval_ms: int = _setting(
         "diskless.coordinator.orphan.scan.interval.ms",
         86400000,

@@ -41,6 +41,7 @@ from coordinator.machine.kinds.leadership import LeaderChangeKind
 from coordinator.machine.kinds.partitions import PartitionCreatedKind, RecordsDeletedKind, TopicDeletedKind
 from coordinator.machine.kinds.producers import ProducersExpiredKind
 from coordinator.machine.kinds.purges import BatchesPurgedKind
+from coordinator.machine.kinds.tiering import RemoteLogSegmentsCommittedKind
 from coordinator.machine.kinds.topic_configs import TopicConfigsChangedKind
 from coordinator.machine.transaction import StateTransaction
 from coordinator.machine.view import CoordinatorView
@@ -60,6 +61,7 @@ _REGISTERED: tuple[RecordKind, ...] = (
     ProducersExpiredKind(),
     TopicConfigsChangedKind(),
     BatchesPurgedKind(),
+    RemoteLogSegmentsCommittedKind(),
 )
 KINDS: dict[str, RecordKind] = {kind.name: kind for kind in _REGISTERED}
 # The pipeline asks of every applied record whether the catalog follows it: a set lookup by name is cheapest.

@@ -28,7 +28,7 @@ class PartitionCreatedKind:
     def replay(self, view: CoordinatorView, created: rec.PartitionCreated, end_offset: int) -> None:
         view.next_partition_key = next_id_after("partition key", created.partition_key, view.next_partition_key)
         view.load_partition(
-            PartitionView(created.partition_key, created.topic_id, created.topic_name, created.partition, 0, 0)
+            PartitionView(created.partition_key, created.topic_id, created.topic_name, created.partition, 0, 0, 0)
         )
 
     def apply(self, transaction: StateTransaction, created: rec.PartitionCreated) -> None:
@@ -36,8 +36,8 @@ class PartitionCreatedKind:
             "partition key", created.partition_key, transaction.next_partition_key
         )
         transaction.db.execute(
-            "INSERT INTO partitions (partition_key, topic_id, topic_name, partition, log_start_offset, high_watermark) "
-            "VALUES (?,?,?,?,0,0)",
+            "INSERT INTO partitions (partition_key, topic_id, topic_name, partition, log_start_offset, high_watermark, "
+            "local_log_start_offset, remote_max_timestamp) VALUES (?,?,?,?,0,0,0,-1)",
             (created.partition_key, created.topic_id, created.topic_name, created.partition),
         )
 
@@ -108,7 +108,11 @@ class TopicDeletedKind:
 
 
 class RecordsDeletedKind:
-    """A partition's log start moves forward; the batches wholly below it go."""
+    """A partition's log start moves forward; the batches wholly below it go.
+
+    Below the local log start (DESIGN §4a) only the log start moves: the broker expired remote data, and the
+    coordinator holds no batch there. At or past it the local log start moves too, and nothing is remote any more.
+    """
 
     name = "records_deleted"
     changes_catalog = False
@@ -119,6 +123,7 @@ class RecordsDeletedKind:
             deleted.partition_key, partition.log_start_offset, deleted.log_start_offset, partition.high_watermark
         )
         partition.log_start_offset = deleted.log_start_offset
+        partition.local_log_start_offset = max(partition.local_log_start_offset, deleted.log_start_offset)
 
     def apply(self, transaction: StateTransaction, deleted: rec.RecordsDeleted) -> None:
         transaction.write_high_watermarks()  # the log start is checked against the high watermark
@@ -131,8 +136,11 @@ class RecordsDeletedKind:
         assert row is not None
         log_start_offset, high_watermark = row
         check_log_start_moves(deleted.partition_key, log_start_offset, deleted.log_start_offset, high_watermark)
+        # At or past the local start, nothing is remote any more: its highest timestamp is forgotten with it.
         db.execute(
-            "UPDATE partitions SET log_start_offset = ? WHERE partition_key = ?",
+            "UPDATE partitions SET log_start_offset = ?1, "
+            "remote_max_timestamp = CASE WHEN ?1 >= local_log_start_offset THEN -1 ELSE remote_max_timestamp END, "
+            "local_log_start_offset = max(local_log_start_offset, ?1) WHERE partition_key = ?2",
             (deleted.log_start_offset, deleted.partition_key),
         )
         transaction.remove_batches_below(deleted.partition_key, deleted.log_start_offset)
