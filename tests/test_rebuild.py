@@ -430,7 +430,8 @@ def test_a_schema_2_state_is_migrated_in_place_and_answers_the_same(filled: Fill
         db = apsw.Connection(str(coordinator_dir(filled, coordinator_id) / "state.sqlite"))
         assert db.execute("SELECT value FROM meta WHERE name = 'schema_version'").fetchall() == [(6,)]
         assert db.execute(
-            "SELECT count(*) FROM partitions WHERE local_log_start_offset != log_start_offset OR remote_max_timestamp != -1"
+            "SELECT count(*) FROM partitions "
+            "WHERE local_log_start_offset != log_start_offset OR remote_max_timestamp != -1"
         ).fetchall() == [(0,)]
         assert db.execute("SELECT count(*) FROM files WHERE part_batches < live_batches").fetchall() == [(0,)]
         assert db.execute("SELECT count(*) FROM producers WHERE last_timestamp < 0").fetchall() == [(0,)]
