@@ -5,9 +5,11 @@ batches one call removes, and the positions across a restart, a log replay and a
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 from pathlib import Path
 
+from coordinator.client.routing_client import RoutingClient
 from coordinator.config.settings import Settings
 from coordinator.reads.find_batches import find_batches
 from coordinator.reads.readers.board import Status, StatusBoard
@@ -189,6 +191,8 @@ def test_one_call_takes_at_most_the_bound_of_batches_out_of_a_coordinator(tmp_pa
         first, second = node.stub.CommitRemoteLogSegments(request).topics[0].partitions
         assert (first.error_code, second.error_code) == (pb.NONE, pb.INVALID_REQUEST)
         assert positions(offload(broker, topic_id, (0, 2), partition=1)[0]) == (pb.NONE, 0, 2, 1)
+        registry = node.node.metrics.registry
+        assert registry.get_sample_value("diskless_offloaded_batches_total", {"coordinator": "0"}) == 4
     finally:
         node.stop()
 
@@ -258,3 +262,23 @@ def test_a_reader_process_answers_find_batches_below_the_local_start_as_the_node
     assert [(r.error_code, r.local_log_start_offset) for r in results] == [
         (pb.OFFSET_MOVED_TO_TIERED_STORAGE, 2), (pb.OFFSET_MOVED_TO_TIERED_STORAGE, 2), (pb.NONE, 2), (pb.NONE, 2),
     ]  # fmt: skip
+
+
+def test_the_routing_client_offloads_each_partition_at_its_coordinators_leader(
+    server: InProcessNode, broker: Broker
+) -> None:
+    topic_id = tiered_topic(broker, partitions=4)
+    for partition in range(4):
+        commit(broker, topic_id, 2, TIMESTAMP, partition=partition)
+    parts = [pb.CommitRemoteLogSegmentsRequest.Partition(partition=p, start_offset=0, end_offset=2) for p in range(4)]
+    request = pb.CommitRemoteLogSegmentsRequest(
+        topics=[pb.CommitRemoteLogSegmentsRequest.Topic(topic_id=topic_id, partitions=parts)]
+    )
+
+    async def call() -> pb.CommitRemoteLogSegmentsResponse:
+        async with RoutingClient(["127.0.0.1:1", server.address], deadline_ms=10_000) as client:
+            return await client.commit_remote_log_segments(request)
+
+    answered = asyncio.run(call()).topics[0].partitions
+    assert [(r.partition, *positions(r)) for r in answered] == [(p, pb.NONE, 0, 2, 1) for p in range(4)]
+    assert {fetch(broker.stub, topic_id, p, 0).error_code for p in range(4)} == {pb.OFFSET_MOVED_TO_TIERED_STORAGE}

@@ -55,11 +55,12 @@ class SegmentOutcome:
     log_start_offset: int = -1
     local_log_start_offset: int = -1
     remote_log_end_offset: int = -1
+    offloaded_batches: int = 0  # the batches this item takes out of the coordinator
 
 
-def _positions(log_start: int, local_start: int) -> SegmentOutcome:
+def _positions(log_start: int, local_start: int, offloaded_batches: int = 0) -> SegmentOutcome:
     remote_end = local_start - 1 if log_start < local_start else -1
-    return SegmentOutcome(ErrorCode.NONE, "", log_start, local_start, remote_end)
+    return SegmentOutcome(ErrorCode.NONE, "", log_start, local_start, remote_end, offloaded_batches)
 
 
 def retention_removes_local_batches(configs: TopicConfigs, log_start_offset: int, local_log_start_offset: int) -> bool:
@@ -112,7 +113,7 @@ def _offload(
         return SegmentOutcome(ErrorCode.INVALID_REQUEST, message), None
     call.local_starts[partition.key] = end
     call.batches_left -= len(last_offsets)
-    return _positions(log_start, end), records.remote_log_segments_committed(partition.key, end)
+    return _positions(log_start, end, len(last_offsets)), records.remote_log_segments_committed(partition.key, end)
 
 
 def _policy_problem(configs: TopicConfigs) -> SegmentOutcome | None:
@@ -173,12 +174,14 @@ async def commit_remote_log_segments(
         c: Operation(check_commit_remote_log_segments, RemoteSegments(tuple(its), defaults, batch_max))
         for c, its in items.items()
     }
+    offloaded = coordinators.metrics.offloaded_batches
     for coordinator_id, outcome in (await coordinators.run_parts(operations, request.timeout_ms)).items():
         for index, result in enumerate(slots[coordinator_id]):
             if isinstance(outcome, CoordinatorUnavailable):
                 set_error(result, outcome)
                 continue
             answer = outcome[index]
+            offloaded.labels(str(coordinator_id)).inc(answer.offloaded_batches)
             set_error(result, answer)
             result.log_start_offset = answer.log_start_offset
             result.local_log_start_offset = answer.local_log_start_offset
