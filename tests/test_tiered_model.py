@@ -16,8 +16,12 @@ from coordinator.machine.state import reads
 from coordinator.reads import offset_lookup
 from coordinator.topics import partition_checks
 from coordinator.topics.config_checks import TopicConfigsChange, check_topic_configs
-from coordinator.topics.remote_segments import RemoteSegments, check_commit_remote_log_segments
-from coordinator.topics.topic_configs import ConfigDefaults
+from coordinator.topics.remote_segments import (
+    RemoteSegments,
+    check_commit_remote_log_segments,
+    retention_removes_local_batches,
+)
+from coordinator.topics.topic_configs import ConfigDefaults, TopicConfigs
 from protos import coordinator_pb2 as pb
 from tests.harness import batch
 from tests.test_producer_expiry_core import TOPIC, Coordinator, _commit, _coordinator
@@ -187,3 +191,18 @@ def test_positions_follow_the_model_through_offloads_deletions_and_kip_950(
             if number % 3 == 2 or number == len(operations) - 1:
                 _check_state(coordinator, model, timestamps)
         coordinator.store.close()
+
+
+def test_retention_removes_local_batches_only_where_tiering_leaves_them_to_it() -> None:
+    """The hook retention consults (DESIGN §4a): never with tiering on; with copies disabled ("retain") only once
+    nothing is remote; never tiered, or remote data deleted: as any topic."""
+
+    def configs(enable: bool, copy_disable: bool) -> TopicConfigs:
+        return TopicConfigs(-1, -1, enable, copy_disable, False)
+
+    assert not retention_removes_local_batches(configs(True, False), 0, 0)
+    assert not retention_removes_local_batches(configs(True, False), 0, 5)
+    assert not retention_removes_local_batches(configs(True, True), 0, 5)
+    assert retention_removes_local_batches(configs(True, True), 5, 5)
+    assert retention_removes_local_batches(configs(False, False), 5, 5)
+    assert retention_removes_local_batches(configs(False, True), 0, 0)
