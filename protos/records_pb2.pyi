@@ -170,8 +170,16 @@ class TopicConfigValue(_message.Message):
     value: str
     def __init__(self, name: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
 
+class RemoteLogSegmentsCommitted(_message.Message):
+    __slots__ = ("partition_key", "local_log_start_offset")
+    PARTITION_KEY_FIELD_NUMBER: _ClassVar[int]
+    LOCAL_LOG_START_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    partition_key: int
+    local_log_start_offset: int
+    def __init__(self, partition_key: _Optional[int] = ..., local_log_start_offset: _Optional[int] = ...) -> None: ...
+
 class MetadataRecord(_message.Message):
-    __slots__ = ("leader_change", "partition_created", "topic_deleted", "file_committed", "records_deleted", "file_ownership_taken", "file_handed_over", "file_deletion_scheduled", "file_deleted", "producers_expired", "topic_configs_changed", "batches_purged", "retention_applied")
+    __slots__ = ("leader_change", "partition_created", "topic_deleted", "file_committed", "records_deleted", "file_ownership_taken", "file_handed_over", "file_deletion_scheduled", "file_deleted", "producers_expired", "topic_configs_changed", "batches_purged", "retention_applied", "remote_log_segments_committed")
     LEADER_CHANGE_FIELD_NUMBER: _ClassVar[int]
     PARTITION_CREATED_FIELD_NUMBER: _ClassVar[int]
     TOPIC_DELETED_FIELD_NUMBER: _ClassVar[int]
@@ -185,6 +193,7 @@ class MetadataRecord(_message.Message):
     TOPIC_CONFIGS_CHANGED_FIELD_NUMBER: _ClassVar[int]
     BATCHES_PURGED_FIELD_NUMBER: _ClassVar[int]
     RETENTION_APPLIED_FIELD_NUMBER: _ClassVar[int]
+    REMOTE_LOG_SEGMENTS_COMMITTED_FIELD_NUMBER: _ClassVar[int]
     leader_change: LeaderChange
     partition_created: PartitionCreated
     topic_deleted: TopicDeleted
@@ -198,7 +207,8 @@ class MetadataRecord(_message.Message):
     topic_configs_changed: TopicConfigsChanged
     batches_purged: BatchesPurged
     retention_applied: RetentionApplied
-    def __init__(self, leader_change: _Optional[_Union[LeaderChange, _Mapping]] = ..., partition_created: _Optional[_Union[PartitionCreated, _Mapping]] = ..., topic_deleted: _Optional[_Union[TopicDeleted, _Mapping]] = ..., file_committed: _Optional[_Union[FileCommitted, _Mapping]] = ..., records_deleted: _Optional[_Union[RecordsDeleted, _Mapping]] = ..., file_ownership_taken: _Optional[_Union[FileOwnershipTaken, _Mapping]] = ..., file_handed_over: _Optional[_Union[FileHandedOver, _Mapping]] = ..., file_deletion_scheduled: _Optional[_Union[FileDeletionScheduled, _Mapping]] = ..., file_deleted: _Optional[_Union[FileDeleted, _Mapping]] = ..., producers_expired: _Optional[_Union[ProducersExpired, _Mapping]] = ..., topic_configs_changed: _Optional[_Union[TopicConfigsChanged, _Mapping]] = ..., batches_purged: _Optional[_Union[BatchesPurged, _Mapping]] = ..., retention_applied: _Optional[_Union[RetentionApplied, _Mapping]] = ...) -> None: ...
+    remote_log_segments_committed: RemoteLogSegmentsCommitted
+    def __init__(self, leader_change: _Optional[_Union[LeaderChange, _Mapping]] = ..., partition_created: _Optional[_Union[PartitionCreated, _Mapping]] = ..., topic_deleted: _Optional[_Union[TopicDeleted, _Mapping]] = ..., file_committed: _Optional[_Union[FileCommitted, _Mapping]] = ..., records_deleted: _Optional[_Union[RecordsDeleted, _Mapping]] = ..., file_ownership_taken: _Optional[_Union[FileOwnershipTaken, _Mapping]] = ..., file_handed_over: _Optional[_Union[FileHandedOver, _Mapping]] = ..., file_deletion_scheduled: _Optional[_Union[FileDeletionScheduled, _Mapping]] = ..., file_deleted: _Optional[_Union[FileDeleted, _Mapping]] = ..., producers_expired: _Optional[_Union[ProducersExpired, _Mapping]] = ..., topic_configs_changed: _Optional[_Union[TopicConfigsChanged, _Mapping]] = ..., batches_purged: _Optional[_Union[BatchesPurged, _Mapping]] = ..., retention_applied: _Optional[_Union[RetentionApplied, _Mapping]] = ..., remote_log_segments_committed: _Optional[_Union[RemoteLogSegmentsCommitted, _Mapping]] = ...) -> None: ...
 
 class RecordBatch(_message.Message):
     __slots__ = ("records",)

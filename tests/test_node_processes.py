@@ -209,7 +209,7 @@ def test_topic_configs_are_changed_and_read_through_the_listen_address_and_each_
         topic_id=topic_id, partitions=[pb.CommitRemoteLogSegmentsRequest.Partition(partition=p, end_offset=1)
                                        for p in range(PARTITIONS)])])  # fmt: skip
     refused = node.stub.CommitRemoteLogSegments(offload, timeout=30).topics[0].partitions
-    assert [r.error_code for r in refused] == [pb.INVALID_REQUEST] * PARTITIONS  # allowed, but not built yet
+    assert [r.error_code for r in refused] == [pb.OFFSET_OUT_OF_RANGE] * PARTITIONS  # allowed; nothing to offload
     node.restart()
     (result,) = node.stub.DescribeTopicConfigs(pb.DescribeTopicConfigsRequest(topic_ids=[topic_id]), timeout=30).topics
     assert {e.name: e.value for e in result.configs if not e.is_default} == {"remote.storage.enable": "true"}

@@ -33,6 +33,7 @@ SAMPLES: dict[str, rec.MetadataRecord] = {
     "topic_configs_changed": records.topic_configs_changed(TOPIC, {"retention.ms": "60000"}),
     "records_deleted": records.records_deleted(0, 4),
     "file_committed": records.file_committed(8, "wal/a", 100, 1, [0], 1000, [PRODUCED, UNNAMED]),
+    "remote_log_segments_committed": records.remote_log_segments_committed(0, 10),
     "file_ownership_taken": records.file_ownership_taken(9, True, "wal/b", 50, 2, [1, 0], 900, -1),
     "file_handed_over": records.file_handed_over(8, 1),
     "file_deletion_scheduled": records.file_deletion_scheduled(8, 5000),
@@ -62,6 +63,11 @@ EXPECTED: dict[str, tuple[PartitionChanges, NamesGiven, str]] = {
         NamesGiven(files=((8, "wal/a"),)),
         "file committed: wal/a (100 bytes, broker 1, append time 1000): 2 batches: orders-2 offsets 0..9 producer 42 "
         "epoch 1 sequences 0..9; partition key 1 (name unknown) offsets 3..3",
+    ),
+    "remote_log_segments_committed": (
+        PartitionChanges(),
+        NamesGiven(),
+        "remote log segments committed: orders-2 local log start offset moved to 10",
     ),
     "file_ownership_taken": (
         PartitionChanges(),

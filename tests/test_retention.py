@@ -165,14 +165,18 @@ def test_retention_bytes_keeps_the_newest_batches_that_fit_and_log_append_time_c
     assert_state_equals_log_rebuild(node.data_dir, node.coordinators, tmp_path / "rebuilt")
 
 
-def test_a_topic_with_remote_storage_enabled_keeps_everything_here(node: InProcessNode) -> None:
+def test_tiering_on_keeps_everything_here_and_copies_disabled_expire_once_nothing_is_remote(
+    node: InProcessNode,
+) -> None:
+    """DESIGN §4a: while tiering is on, batches leave only by offload; with `remote.log.copy.disable=true` the
+    coordinator's retention removes diskless batches once nothing is remote (here nothing ever was)."""
     broker = Broker(node.stub, node.coordinators)
     tiered = create(broker, 1, retention_ms="1", remote_storage_enable="true")
     retained = create(broker, 1, retention_ms="1", remote_storage_enable="true", remote_log_copy_disable="true")
     for topic in (tiered, retained):
         commit_one(broker, topic, 0)
     node.advance(2 * INTERVAL_MS)
-    assert offsets(node, tiered) == (0, 1) and offsets(node, retained) == (0, 1)
+    assert offsets(node, tiered) == (0, 1) and offsets(node, retained) == (1, 1)
 
 
 # ---------------------------------------------------------------- the choice of a step, against a model
@@ -222,7 +226,7 @@ def test_a_pass_of_bounded_steps_removes_what_kafkas_rounds_remove(
             offset += records
             stored[key].append(StoredBatch(offset - 1, size, timestamp))
         topic_id = bytes([key]) * 16
-        views[key] = PartitionView(key, topic_id, "t", 0, 0, offset)
+        views[key] = PartitionView(key, topic_id, "t", 0, 0, offset, 0)
         configs[topic_id] = {"retention.ms": str(retention_ms), "retention.bytes": str(retention_bytes)}
     expected = {
         key: kafka_rounds(stored[key], retention_ms, retention_bytes)
@@ -275,15 +279,15 @@ def test_the_check_keeps_only_moves_the_speculative_view_still_allows() -> None:
     move = LogStartMove(0, topic_id, 5, 5, 500, effective_configs(configs, DEFAULTS))
     step = RetentionStep((move,), DEFAULTS, None, None)
 
-    applied = check_retention(_view_with(PartitionView(0, topic_id, "t", 0, 0, 9), configs), step, NOW_MS)
+    applied = check_retention(_view_with(PartitionView(0, topic_id, "t", 0, 0, 9, 0), configs), step, NOW_MS)
     assert [r.retention_applied.starts[0].log_start_offset for r in applied.records] == [5]
     assert (applied.response.batches, applied.response.bytes, applied.response.applied_keys) == (5, 500, {0})
     # DeleteRecords went further meanwhile; the limits changed; the topic went; remote storage was enabled.
     for view in (
-        _view_with(PartitionView(0, topic_id, "t", 0, 6, 9), configs),
-        _view_with(PartitionView(0, topic_id, "t", 0, 0, 9), {"retention.ms": "20"}),
+        _view_with(PartitionView(0, topic_id, "t", 0, 6, 9, 6), configs),
+        _view_with(PartitionView(0, topic_id, "t", 0, 0, 9, 0), {"retention.ms": "20"}),
         CoordinatorView(0, lambda key: None),
-        _view_with(PartitionView(0, topic_id, "t", 0, 0, 9), {**configs, "remote.storage.enable": "true"}),
+        _view_with(PartitionView(0, topic_id, "t", 0, 0, 9, 0), {**configs, "remote.storage.enable": "true"}),
     ):
         refused = check_retention(view, step, NOW_MS)
         assert (refused.records, refused.response.batches, refused.response.applied_keys) == ([], 0, frozenset())

@@ -103,6 +103,10 @@ class Metrics:
             "diskless_retention_expired_bytes", "Bytes (batch sizes) of the batches removed by retention as the "
             "coordinator's leader, by coordinator.", ["coordinator"], registry=r,
         )  # fmt: skip
+        self.offloaded_batches = Counter(
+            "diskless_offloaded_batches", "Batches taken out by CommitRemoteLogSegments (now remote), by coordinator.",
+            ["coordinator"], registry=r,
+        )  # fmt: skip
         self.coordinator_failures = Counter(
             "diskless_coordinator_failures",
             "Times a coordinator went out of service, by kind (disk_full, io_error, log_damaged, state_damaged, "

@@ -115,9 +115,10 @@ def _retry_problem(view: CoordinatorView, part: CommitPart, first: FirstCommit) 
     partitions = view.partitions_by_key
     for stored in first.batches:
         partition = partitions.get(stored.partition_key)
-        # Deleted in the view: a DeleteRecords or DeleteTopics, perhaps not yet applied, removed it.
-        if partition is None or stored.last_offset < partition.log_start_offset:
-            return "and some of its batches were deleted since"
+        # Gone in the view: a DeleteRecords, DeleteTopics or an offload to remote storage (below the local log start,
+        # DESIGN §4a), perhaps not yet applied, removed it.
+        if partition is None or stored.last_offset < partition.local_log_start_offset:
+            return "and some of its batches were deleted or offloaded since"
     if first.missing:
         return f"and {first.missing} of its batches here were rejected then or deleted since"
     accepted = [batch for batch, problem in zip(part.batches, part.problems, strict=True) if problem is None]

@@ -347,6 +347,12 @@ class Settings:
         "batches one retention step removes at most (one record, one apply; a partition looked at costs at least "
         "one); a retention pass goes over every partition in such steps, letting commits run between them",
     )
+    remote_segment_batch_max: int = _setting(
+        "diskless.coordinator.remote.segment.batch.max",
+        1000,
+        "batches one CommitRemoteLogSegments call may take out of a coordinator at most (one apply); a segment "
+        "naming more is refused (INVALID_REQUEST): the copier commits smaller segments",
+    )
     orphan_scan_interval_ms: int = _setting(
         "diskless.coordinator.orphan.scan.interval.ms",
         86400000,

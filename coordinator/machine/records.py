@@ -92,6 +92,15 @@ def records_deleted(partition_key: int, log_start_offset: int) -> rec.MetadataRe
     )
 
 
+def remote_log_segments_committed(partition_key: int, local_log_start_offset: int) -> rec.MetadataRecord:
+    """The partition's batches below `local_log_start_offset` are remote now (DESIGN §4a, KIP-405)."""
+    return rec.MetadataRecord(
+        remote_log_segments_committed=rec.RemoteLogSegmentsCommitted(
+            partition_key=partition_key, local_log_start_offset=local_log_start_offset
+        )
+    )
+
+
 def file_committed(
     file_id: int,
     object_key: str,

@@ -16,13 +16,16 @@ from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass
 
 from coordinator.machine.producers import ProducerWindow
-from coordinator.machine.records import CommittedBatch
+from coordinator.machine.records import CommittedBatch, unpack_batches
 from protos import records_pb2 as rec
 
 _NO_CONFIGS: Mapping[str, str] = {}
 
 # (file id, partition keys) -> the file's committed batches on those partitions, in batch id order.
 CommittedBatches = Callable[[int, Collection[int]], list[CommittedBatch]]
+# (partition key, from offset, below offset, limit) -> the last offsets of the committed batches whose last offset is
+# in [from, below), ascending, at most `limit`.
+CommittedLastOffsets = Callable[[int, int, int, int], list[int]]
 
 
 @dataclass(slots=True)
@@ -31,8 +34,16 @@ class PartitionView:
     topic_id: bytes
     topic_name: str
     partition: int
-    log_start_offset: int
+    log_start_offset: int  # the earliest offset anywhere, remote storage included
     high_watermark: int
+    # The first offset whose batch the coordinator still holds (DESIGN §4a): below it, down to the log start, the
+    # records are in remote log segments. Equal to the log start while nothing is remote.
+    local_log_start_offset: int
+
+    @property
+    def remote_log_end_offset(self) -> int:
+        """The last offset held remotely; -1 when nothing is."""
+        return self.local_log_start_offset - 1 if self.log_start_offset < self.local_log_start_offset else -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +70,7 @@ class CoordinatorView:
         coordinator_id: int,
         committed_file: Callable[[str], FileFacts | None],
         committed_batches: CommittedBatches | None = None,
+        committed_last_offsets: CommittedLastOffsets | None = None,
         *,
         next_partition_key: int = 0,
         next_batch_id: int = 0,
@@ -68,6 +80,7 @@ class CoordinatorView:
         self.coordinator_id = coordinator_id
         self._committed_file = committed_file
         self._committed_batches = committed_batches
+        self._committed_last_offsets = committed_last_offsets
         self.next_partition_key = next_partition_key
         self.next_batch_id = next_batch_id
         self.next_file_id = next_file_id
@@ -123,6 +136,28 @@ class CoordinatorView:
         if self._committed_batches is None or not partition_keys:
             return []
         return self._committed_batches(file_id, partition_keys)
+
+    def last_offsets_between(self, partition_key: int, from_offset: int, below_offset: int, limit: int) -> list[int]:
+        """The last offsets of the partition's batches (committed, then pending) whose last offset is in
+        [from_offset, below_offset), ascending, at most `limit`.
+
+        Pending batches are read from their FileCommitted records only when the committed ones fall short: the
+        ones above the committed high watermark, which a copier rarely names (it read what it copied from
+        committed state).
+        """
+        found: list[int] = []
+        if self._committed_last_offsets is not None:
+            found = self._committed_last_offsets(partition_key, from_offset, below_offset, limit)
+        if len(found) >= limit or (found and found[-1] == below_offset - 1):
+            return found
+        pending = sorted(
+            batch.last_offset
+            for _, committed in self._pending_files.values()
+            if committed is not None
+            for batch in unpack_batches(committed.packed_batches)
+            if batch.partition_key == partition_key and from_offset <= batch.last_offset < below_offset
+        )
+        return (found + [offset for offset in pending if not found or offset > found[-1]])[:limit]
 
     # ------------------------------------------------------------------ loading
 

@@ -43,14 +43,20 @@ def fetch_partition(
 ) -> None:
     """Fills `result` for a known partition (error, watermarks) and `entries` with its batches' serialized entries."""
     result.log_start_offset = offsets.log_start_offset
-    # Nothing is tiered yet (DESIGN §4a): the coordinator holds every batch from the log start.
-    result.local_log_start_offset = offsets.log_start_offset
+    result.local_log_start_offset = offsets.local_log_start_offset
     result.high_watermark = offsets.high_watermark
     if offset < offsets.log_start_offset or offset > offsets.high_watermark:
         result.error_code = pb.OFFSET_OUT_OF_RANGE
         result.error_message = (
             f"offset {offset} is outside {offsets.log_start_offset}..{offsets.high_watermark} "
             "(log start..high watermark)"
+        )
+        return
+    if offset < offsets.local_log_start_offset:  # DESIGN §4a: the broker reads it from remote storage
+        result.error_code = pb.OFFSET_MOVED_TO_TIERED_STORAGE
+        result.error_message = (
+            f"offset {offset} is in remote log segments: {offsets.log_start_offset}..{offsets.local_log_start_offset} "
+            "(log start..local log start)"
         )
         return
     if offset == offsets.high_watermark or budget.spent:

@@ -26,12 +26,18 @@ def list_offset(db: apsw.Connection, offsets: reads.PartitionOffsets, timestamp:
     log_start = offsets.log_start_offset
     if timestamp == LATEST:
         return ErrorCode.NONE, -1, offsets.high_watermark
-    if timestamp in (EARLIEST, EARLIEST_LOCAL):
+    if timestamp == EARLIEST:
         return ErrorCode.NONE, -1, log_start
+    if timestamp == EARLIEST_LOCAL:
+        return ErrorCode.NONE, -1, offsets.local_log_start_offset
     if timestamp == LATEST_TIERED:
-        return ErrorCode.NONE, -1, -1  # nothing is tiered
+        return ErrorCode.NONE, -1, offsets.remote_log_end_offset
     if timestamp == MAX_TIMESTAMP:
+        # From the batches held here, as Kafka answers it from its local segments.
         found = reads.max_timestamp_batch(db, offsets.partition_key)
+    elif offsets.remote_log_end_offset >= 0 and timestamp <= offsets.remote_max_timestamp:
+        # A remote batch may be the first at or after it (DESIGN §4a): the broker asks its remote storage.
+        return ErrorCode.OFFSET_MOVED_TO_TIERED_STORAGE, -1, -1
     else:
         found = reads.first_batch_at_or_after(db, offsets.partition_key, timestamp)
     if found is None:

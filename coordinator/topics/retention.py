@@ -26,6 +26,7 @@ from coordinator.base.invariants import check_invariant
 from coordinator.base.result import Result
 from coordinator.machine import records
 from coordinator.machine.view import CoordinatorView, PartitionView
+from coordinator.topics.remote_segments import retention_removes_local_batches
 from coordinator.topics.topic_configs import ConfigDefaults, TopicConfigs, effective_configs
 
 
@@ -72,13 +73,11 @@ class RetentionOutcome:
 def retention_allowed_below(configs: TopicConfigs, partition: PartitionView) -> int | None:
     """The offset below which retention may remove a partition's batches; None: it removes none of them.
 
-    DESIGN §4a: while tiering is on, retention never removes a batch that is not remote yet (expiry is the tiered
-    copier's and remote storage's), and with `remote.log.copy.disable=true` it removes diskless batches only once
-    nothing is remote. Until the coordinator knows per partition what is remote (the local log start of the tiered
-    offload work), any topic with `remote.storage.enable=true` keeps everything here; that work refines this one
-    function (e.g. copy disabled and log start == local log start → the high watermark).
+    DESIGN §4a: while tiering is on, retention never removes a batch that is not remote yet (a batch leaves by an
+    offload; expiry is the tiered copier's and remote storage's), and with `remote.log.copy.disable=true` it removes
+    diskless batches only once nothing is remote (`remote_segments.retention_removes_local_batches`).
     """
-    if configs.remote_storage_enable:
+    if not retention_removes_local_batches(configs, partition.log_start_offset, partition.local_log_start_offset):
         return None
     return partition.high_watermark
 

@@ -28,7 +28,7 @@ class PartitionCreatedKind:
     def replay(self, view: CoordinatorView, created: rec.PartitionCreated, end_offset: int) -> None:
         view.next_partition_key = next_id_after("partition key", created.partition_key, view.next_partition_key)
         view.load_partition(
-            PartitionView(created.partition_key, created.topic_id, created.topic_name, created.partition, 0, 0)
+            PartitionView(created.partition_key, created.topic_id, created.topic_name, created.partition, 0, 0, 0)
         )
 
     def apply(self, transaction: StateTransaction, created: rec.PartitionCreated) -> None:
@@ -36,8 +36,8 @@ class PartitionCreatedKind:
             "partition key", created.partition_key, transaction.next_partition_key
         )
         transaction.db.execute(
-            "INSERT INTO partitions (partition_key, topic_id, topic_name, partition, log_start_offset, high_watermark) "
-            "VALUES (?,?,?,?,0,0)",
+            "INSERT INTO partitions (partition_key, topic_id, topic_name, partition, log_start_offset, high_watermark, "
+            "local_log_start_offset, remote_max_timestamp) VALUES (?,?,?,?,0,0,0,-1)",
             (created.partition_key, created.topic_id, created.topic_name, created.partition),
         )
 
@@ -108,34 +108,21 @@ class TopicDeletedKind:
 
 
 class RecordsDeletedKind:
-    """A partition's log start moves forward; the batches wholly below it go."""
+    """A partition's log start moves forward; the batches wholly below it go.
+
+    Below the local log start (DESIGN §4a) only the log start moves: the broker expired remote data, and the
+    coordinator holds no batch there. At or past it the local log start moves too, and nothing is remote any more.
+    """
 
     name = "records_deleted"
     changes_catalog = False
 
     def replay(self, view: CoordinatorView, deleted: rec.RecordsDeleted, end_offset: int) -> None:
-        partition = view.partitions_by_key[deleted.partition_key]
-        check_log_start_moves(
-            deleted.partition_key, partition.log_start_offset, deleted.log_start_offset, partition.high_watermark
-        )
-        partition.log_start_offset = deleted.log_start_offset
+        replay_log_start(view, deleted.partition_key, deleted.log_start_offset)
 
     def apply(self, transaction: StateTransaction, deleted: rec.RecordsDeleted) -> None:
         transaction.write_high_watermarks()  # the log start is checked against the high watermark
-        db = transaction.db
-        row = db.execute(
-            "SELECT log_start_offset, high_watermark FROM partitions WHERE partition_key = ?",
-            (deleted.partition_key,),
-        ).fetchone()
-        check_invariant(row is not None, f"log start moves in partition {deleted.partition_key}, which is not here")
-        assert row is not None
-        log_start_offset, high_watermark = row
-        check_log_start_moves(deleted.partition_key, log_start_offset, deleted.log_start_offset, high_watermark)
-        db.execute(
-            "UPDATE partitions SET log_start_offset = ? WHERE partition_key = ?",
-            (deleted.log_start_offset, deleted.partition_key),
-        )
-        transaction.remove_batches_below(deleted.partition_key, deleted.log_start_offset)
+        apply_log_start(transaction, deleted.partition_key, deleted.log_start_offset)
 
     def partition_changes(self, deleted: rec.RecordsDeleted) -> PartitionChanges:
         return NO_PARTITION_CHANGES  # the log start moves; the next offset stays
@@ -149,3 +136,33 @@ class RecordsDeletedKind:
             f"records deleted: {partition} log start offset moved to {deleted.log_start_offset}",
             {"partition": partition, "log_start_offset": deleted.log_start_offset},
         )
+
+
+def replay_log_start(view: CoordinatorView, partition_key: int, log_start_offset: int) -> None:
+    """A partition's log start moved forward (DeleteRecords, retention), in the view; the local start follows it."""
+    partition = view.partitions_by_key.get(partition_key)
+    check_invariant(partition is not None, f"log start moves in partition {partition_key}, which is not here")
+    assert partition is not None
+    check_log_start_moves(partition_key, partition.log_start_offset, log_start_offset, partition.high_watermark)
+    partition.log_start_offset = log_start_offset
+    partition.local_log_start_offset = max(partition.local_log_start_offset, log_start_offset)
+
+
+def apply_log_start(transaction: StateTransaction, partition_key: int, log_start_offset: int) -> None:
+    """The same in SQLite, the batches below it removed (their files go on as DESIGN §5 says). The caller has
+    written the high watermarks it is checked against."""
+    db = transaction.db
+    row = db.execute(
+        "SELECT log_start_offset, high_watermark FROM partitions WHERE partition_key = ?", (partition_key,)
+    ).fetchone()
+    check_invariant(row is not None, f"log start moves in partition {partition_key}, which is not here")
+    assert row is not None
+    check_log_start_moves(partition_key, row[0], log_start_offset, row[1])
+    # At or past the local start, nothing is remote any more: its highest timestamp is forgotten with it.
+    db.execute(
+        "UPDATE partitions SET log_start_offset = ?1, "
+        "remote_max_timestamp = CASE WHEN ?1 >= local_log_start_offset THEN -1 ELSE remote_max_timestamp END, "
+        "local_log_start_offset = max(local_log_start_offset, ?1) WHERE partition_key = ?2",
+        (log_start_offset, partition_key),
+    )
+    transaction.remove_batches_below(partition_key, log_start_offset)

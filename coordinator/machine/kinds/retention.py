@@ -8,7 +8,6 @@ DESIGN §5: hand-over, then deletion).
 
 from __future__ import annotations
 
-from coordinator.base.invariants import check_invariant
 from coordinator.machine.kinds.kind import (
     NO_NAMES,
     NO_PARTITION_CHANGES,
@@ -16,8 +15,8 @@ from coordinator.machine.kinds.kind import (
     PartitionChanges,
     RecordDescription,
     RecordNames,
-    check_log_start_moves,
 )
+from coordinator.machine.kinds.partitions import apply_log_start, replay_log_start
 from coordinator.machine.transaction import StateTransaction
 from coordinator.machine.view import CoordinatorView
 from protos import records_pb2 as rec
@@ -29,29 +28,12 @@ class RetentionAppliedKind:
 
     def replay(self, view: CoordinatorView, applied: rec.RetentionApplied, end_offset: int) -> None:
         for start in applied.starts:
-            partition = view.partitions_by_key.get(start.partition_key)
-            check_invariant(partition is not None, f"retention in partition {start.partition_key}, which is not here")
-            assert partition is not None
-            check_log_start_moves(
-                start.partition_key, partition.log_start_offset, start.log_start_offset, partition.high_watermark
-            )
-            partition.log_start_offset = start.log_start_offset
+            replay_log_start(view, start.partition_key, start.log_start_offset)
 
     def apply(self, transaction: StateTransaction, applied: rec.RetentionApplied) -> None:
         transaction.write_high_watermarks()  # the log starts are checked against the high watermarks
-        db = transaction.db
         for start in applied.starts:
-            key = start.partition_key
-            row = db.execute(
-                "SELECT log_start_offset, high_watermark FROM partitions WHERE partition_key = ?", (key,)
-            ).fetchone()
-            check_invariant(row is not None, f"retention in partition {key}, which is not here")
-            assert row is not None
-            check_log_start_moves(key, row[0], start.log_start_offset, row[1])
-            db.execute(
-                "UPDATE partitions SET log_start_offset = ? WHERE partition_key = ?", (start.log_start_offset, key)
-            )
-            transaction.remove_batches_below(key, start.log_start_offset)
+            apply_log_start(transaction, start.partition_key, start.log_start_offset)
 
     def partition_changes(self, applied: rec.RetentionApplied) -> PartitionChanges:
         return NO_PARTITION_CHANGES  # log starts move; next offsets stay

@@ -5,6 +5,11 @@ holding a partition of the topic. It carries the result (every configuration set
 replay needs neither the request nor the node's settings. The topic's deletion (TopicDeleted) forgets it. Code
 on the coordinator reads a topic's configurations from its view (`CoordinatorView.topic_configs`, through
 `coordinator.topics.topic_configs.effective_configs`, which adds the defaults).
+
+KIP-950's "delete" (DESIGN §4a): a topic whose configuration, once changed, has `remote.storage.enable=false` and
+`remote.log.delete.on.disable=true` keeps nothing remote: each of its partitions' log start moves to the local log
+start and the remote range is forgotten, as the record is applied (the two defaults are false, not node settings:
+the record alone decides). Offloads re-enabled later go on from the local start, offsets continuous.
 """
 
 from __future__ import annotations
@@ -22,6 +27,17 @@ from coordinator.machine.transaction import StateTransaction
 from coordinator.machine.view import CoordinatorView
 from protos import records_pb2 as rec
 
+# Kafka's names (coordinator.topics.topic_configs holds them with their rules; machine/ may not import topics/).
+_REMOTE_STORAGE_ENABLE = "remote.storage.enable"
+_REMOTE_LOG_DELETE_ON_DISABLE = "remote.log.delete.on.disable"
+
+
+def _forgets_remote_data(configs: dict[str, str]) -> bool:
+    """Remote storage off with its data deleted (KIP-950): nothing of the topic stays remote."""
+    return configs.get(_REMOTE_STORAGE_ENABLE, "false") != "true" and (
+        configs.get(_REMOTE_LOG_DELETE_ON_DISABLE, "false") == "true"
+    )
+
 
 def _pairs(changed: rec.TopicConfigsChanged) -> tuple[tuple[str, str], ...]:
     return tuple((config.name, config.value) for config in changed.configs)
@@ -38,7 +54,11 @@ class TopicConfigsChangedKind:
             bool(view.partitions_of_topic(changed.topic_id)),
             f"configurations of topic {changed.topic_id.hex()}, which has no partition here",
         )
-        view.load_topic_configs(changed.topic_id, dict(_pairs(changed)))
+        configs = dict(_pairs(changed))
+        view.load_topic_configs(changed.topic_id, configs)
+        if _forgets_remote_data(configs):
+            for partition in view.partitions_of_topic(changed.topic_id):
+                partition.log_start_offset = partition.local_log_start_offset
 
     def apply(self, transaction: StateTransaction, changed: rec.TopicConfigsChanged) -> None:
         db = transaction.db
@@ -51,6 +71,12 @@ class TopicConfigsChangedKind:
             "INSERT INTO topic_configs (topic_id, name, value) VALUES (?,?,?)",
             [(changed.topic_id, name, value) for name, value in _pairs(changed)],
         )
+        if _forgets_remote_data(dict(_pairs(changed))):
+            db.execute(
+                "UPDATE partitions SET log_start_offset = local_log_start_offset, remote_max_timestamp = -1 "
+                "WHERE topic_id = ? AND log_start_offset < local_log_start_offset",
+                (changed.topic_id,),
+            )
 
     def partition_changes(self, changed: rec.TopicConfigsChanged) -> PartitionChanges:
         return NO_PARTITION_CHANGES

@@ -35,6 +35,13 @@ class PartitionOffsets:
     partition_key: int
     log_start_offset: int
     high_watermark: int
+    local_log_start_offset: int  # DESIGN §4a: the first offset whose batch is held here
+    remote_max_timestamp: int  # the highest effective timestamp offloaded and still remote; -1 if none
+
+    @property
+    def remote_log_end_offset(self) -> int:
+        """The last offset held remotely; -1 when nothing is."""
+        return self.local_log_start_offset - 1 if self.log_start_offset < self.local_log_start_offset else -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,7 +64,8 @@ def one_row(cursor: apsw.Cursor, what: str) -> Any:
 
 def partition_offsets(db: apsw.Connection, topic_id: bytes, partition: int) -> PartitionOffsets | None:
     row = db.execute(
-        "SELECT partition_key, log_start_offset, high_watermark FROM partitions WHERE topic_id = ? AND partition = ?",
+        "SELECT partition_key, log_start_offset, high_watermark, local_log_start_offset, remote_max_timestamp "
+        "FROM partitions WHERE topic_id = ? AND partition = ?",
         (topic_id, partition),
     ).fetchone()
     return None if row is None else PartitionOffsets(*row)
@@ -97,6 +105,17 @@ def batch_entry_of(db: apsw.Connection, partition_key: int, last_offset: int) ->
         f"the file of the batch ending at {last_offset} of partition key {partition_key}",
     )
     return batch_entry(*row)
+
+
+def last_offsets_between(
+    db: apsw.Connection, partition_key: int, from_offset: int, below_offset: int, limit: int
+) -> list[int]:
+    """The last offsets of a partition's batches in [from_offset, below_offset), ascending, at most `limit`."""
+    return [offset for (offset,) in db.execute(
+        "SELECT last_offset FROM batches WHERE partition_key = ? AND last_offset >= ? AND last_offset < ? "
+        "ORDER BY last_offset LIMIT ?",
+        (partition_key, from_offset, below_offset, limit),
+    )]  # fmt: skip
 
 
 def first_batch_at_or_after(db: apsw.Connection, partition_key: int, timestamp: int) -> tuple[int, int] | None:
@@ -335,10 +354,10 @@ def topics_awaiting_purge(db: apsw.Connection) -> int:
 def partitions_from(db: apsw.Connection, first_key: int, limit: int) -> list[PartitionView]:
     """The partitions with key >= `first_key`, in key order, at most `limit` (a retention step's walk)."""
     return [
-        PartitionView(key, bytes(topic_id), name, partition, log_start, high_watermark)
-        for key, topic_id, name, partition, log_start, high_watermark in db.execute(
-            "SELECT partition_key, topic_id, topic_name, partition, log_start_offset, high_watermark FROM partitions "
-            "WHERE partition_key >= ? ORDER BY partition_key LIMIT ?",
+        PartitionView(key, bytes(topic_id), name, partition, log_start, high_watermark, local_start)
+        for key, topic_id, name, partition, log_start, high_watermark, local_start in db.execute(
+            "SELECT partition_key, topic_id, topic_name, partition, log_start_offset, high_watermark, "
+            "local_log_start_offset FROM partitions WHERE partition_key >= ? ORDER BY partition_key LIMIT ?",
             (first_key, limit),
         )
     ]

@@ -8,7 +8,7 @@ import apsw
 
 from coordinator.machine.producers import packed_last_append_time
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 # meta holds counters and the applied log offset, updated in the same
 # transaction as the state they describe.
@@ -17,6 +17,9 @@ STATEMENTS = (
         name TEXT PRIMARY KEY,
         value INTEGER NOT NULL
     ) WITHOUT ROWID""",
+    # Tiered storage (DESIGN §4a, KIP-405): below local_log_start_offset, down to log_start_offset, the records are in
+    # remote log segments; remote_max_timestamp is the highest effective timestamp offloaded and still remote (-1
+    # while nothing is), which says whether a timestamp query is remote storage's to answer.
     """CREATE TABLE IF NOT EXISTS partitions (
         partition_key INTEGER PRIMARY KEY,
         topic_id BLOB NOT NULL,
@@ -24,6 +27,8 @@ STATEMENTS = (
         partition INTEGER NOT NULL,
         log_start_offset INTEGER NOT NULL,
         high_watermark INTEGER NOT NULL,
+        local_log_start_offset INTEGER NOT NULL,
+        remote_max_timestamp INTEGER NOT NULL,
         UNIQUE (topic_id, partition)
     )""",
     # part_batches: the well-formed batches of the file's commit here, stored or rejected (0 for a file
@@ -141,6 +146,13 @@ MIGRATIONS: dict[int, tuple[MigrationStep, ...]] = {
         "ALTER TABLE producers ADD COLUMN last_timestamp INTEGER NOT NULL DEFAULT -1",
         _last_timestamps_from_windows,
         "UPDATE meta SET value = 5 WHERE name = 'schema_version'",
+    ),
+    # Schema 5 -> 6: tiered storage (DESIGN §4a). Nothing was remote before: the local log start is the log start.
+    5: (
+        "ALTER TABLE partitions ADD COLUMN local_log_start_offset INTEGER NOT NULL DEFAULT 0",
+        "ALTER TABLE partitions ADD COLUMN remote_max_timestamp INTEGER NOT NULL DEFAULT -1",
+        "UPDATE partitions SET local_log_start_offset = log_start_offset",
+        "UPDATE meta SET value = 6 WHERE name = 'schema_version'",
     ),
 }
 

@@ -219,13 +219,15 @@ class StateStore:
             self.coordinator_id,
             self.committed_file,
             self.committed_batches,
+            self.committed_last_offsets,
             next_partition_key=self.meta["next_partition_key"],
             next_batch_id=self.meta["next_batch_id"],
             next_file_id=self.meta["next_file_id"],
             leader_epoch=self.meta["leader_epoch"],
         )
         for row in self._writer.execute(
-            "SELECT partition_key, topic_id, topic_name, partition, log_start_offset, high_watermark FROM partitions"
+            "SELECT partition_key, topic_id, topic_name, partition, log_start_offset, high_watermark, "
+            "local_log_start_offset FROM partitions"
         ):
             view.load_partition(PartitionView(*row))
         for key, windows in self.producer_windows.items():
@@ -242,6 +244,10 @@ class StateStore:
     def committed_batches(self, file_id: int, partition_keys: Collection[int]) -> list[CommittedBatch]:
         """A committed file's batches on these partitions (on the writer's connection, as `committed_file`)."""
         return reads.file_batches(self._writer, file_id, partition_keys)
+
+    def committed_last_offsets(self, partition_key: int, from_offset: int, below_offset: int, limit: int) -> list[int]:
+        """Last offsets of a partition's committed batches in [from, below), ascending (the writer's, as above)."""
+        return reads.last_offsets_between(self._writer, partition_key, from_offset, below_offset, limit)
 
     def read_transaction(self) -> contextlib.AbstractContextManager[apsw.Connection]:
         """A read transaction: every query inside sees the same committed state."""
