@@ -92,19 +92,20 @@ def test_a_flood_of_find_batches_is_shed_within_the_bound_and_everything_is_rele
             "diskless.coordinator.find.batches.max.results": str(MAX_RESULTS),
             "diskless.server.max.inflight.response.bytes": str(BOUND),
             "diskless.server.max.pending.ms": "60000",
+            "diskless.server.min.remaining.deadline.ms": "0",
         },
     ).start()
     try:
         topic = _filled(node, 30)
         request = find_batches_request(topic, 0, 0)
 
-        async def flood(calls: int) -> list[grpc.StatusCode]:
+        async def flood(calls: int, timeout_s: float = 30) -> list[grpc.StatusCode]:
             async with grpc.aio.insecure_channel(node.address) as channel:
                 stub = pb_grpc.DisklessCoordinatorStub(channel)
 
                 async def one() -> grpc.StatusCode:
                     try:
-                        await stub.FindBatches(request, timeout=30)
+                        await stub.FindBatches(request, timeout=timeout_s)
                     except grpc.aio.AioRpcError as error:
                         return error.code()
                     return grpc.StatusCode.OK
@@ -116,6 +117,10 @@ def test_a_flood_of_find_batches_is_shed_within_the_bound_and_everything_is_rele
         admission = _admission(node)
         wait_until(lambda: admission.statistics().response_bytes == 0, "every answer's bytes are released")
         assert POTENTIAL <= admission.statistics().peak_response_bytes <= BOUND
+        # Calls whose callers give up (deadlines far too short) release what they held as well.
+        codes = asyncio.run(flood(300, timeout_s=0.05))
+        assert grpc.StatusCode.DEADLINE_EXCEEDED in codes, set(codes)
+        wait_until(lambda: admission.statistics().response_bytes == 0, "the given-up calls' bytes are released")
         # Released: the node answers again.
         assert node.stub.FindBatches(request, timeout=10).topics[0].partitions[0].error_code == pb.NONE
     finally:
