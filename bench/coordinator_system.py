@@ -61,6 +61,8 @@ class CoordinatorServer:
         self.process: subprocess.Popen[str] | None = None
         self.port = 0  # 0 until the first start has bound one
         self.output: list[str] = []
+        # The source tree the node runs from (bench.read_overload runs an older commit's node beside this bench).
+        self.tree = REPO
         self._listening = threading.Event()
 
     @property
@@ -77,8 +79,8 @@ class CoordinatorServer:
             [sys.executable, *self._profiler(), "-m", "coordinator", "serve", "--data-dir", str(self.data_dir),
              "--listen", f"127.0.0.1:{self.port}", "--coordinators", str(self.coordinators), "--config", str(config),
              *self.arguments],
-            cwd=REPO, env=dict(os.environ, PYTHONUNBUFFERED="1"), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            text=True,
+            cwd=self.tree, env=dict(os.environ, PYTHONUNBUFFERED="1", PYTHONPATH=str(self.tree)), text=True,
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
         )  # fmt: skip
         # A thread reads the output, so the wait below has a deadline even if the node prints nothing.
         threading.Thread(target=self._drain, args=(self.process,), daemon=True).start()

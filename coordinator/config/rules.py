@@ -39,7 +39,7 @@ def check(settings: Settings) -> None:
     for attr in ("max_pending_calls", "max_pending_ms"):
         if getattr(settings, attr) <= 0:
             raise SettingsError(f"{property_name(attr)} must be > 0, got {getattr(settings, attr)}")
-    for attr in ("max_inflight_request_bytes", "min_remaining_deadline_ms"):
+    for attr in ("max_inflight_request_bytes", "max_inflight_response_bytes", "min_remaining_deadline_ms"):
         if getattr(settings, attr) < 0:
             raise SettingsError(f"{property_name(attr)} must be >= 0 (0: off), got {getattr(settings, attr)}")
     if settings.state_checkpoint_pages < 0:

@@ -76,6 +76,15 @@ class Settings:
         "RESOURCE_EXHAUSTED, but a call alone is always taken (0: no bound). Parsed, a request takes a few times "
         "its size in memory; the bound also caps the work queued ahead of an admitted call",
     )
+    max_inflight_response_bytes: int = _setting(
+        "diskless.server.max.inflight.response.bytes",
+        128 * 1024 * 1024,
+        "answer bytes of the FindBatches calls the node (and each reader process) works on or is still sending at "
+        "once: a call holds its answer's bound (find.batches.max.results entries of the longest object key, at most "
+        "request.max.bytes) until the answer is built, then the answer's size until gRPC has sent it; past it a "
+        "call is refused at once with RESOURCE_EXHAUSTED, before any work, but a call alone is always taken "
+        "(0: no bound)",
+    )
     min_remaining_deadline_ms: int = _setting(
         "diskless.server.min.remaining.deadline.ms",
         50,

@@ -3,8 +3,10 @@
 Every call of the node's own services comes in as bytes: the gate first admits
 it within the node's bounds (calls and request bytes in progress, deadline
 left), refusing the excess at once with RESOURCE_EXHAUSTED, then parses it
-(bytes that are not a valid request get INVALID_ARGUMENT), then runs it with
-exceptions mapped to gRPC statuses through one table (`errors.grpc_status_of`).
+(bytes that are not a valid request get INVALID_ARGUMENT), then, for a method
+whose answer can be far larger than its request (FindBatches), admits the
+answer's bytes within their own bound, then runs it with exceptions mapped to
+gRPC statuses through one table (`errors.grpc_status_of`).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import json
 import logging
 import math
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Collection, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, NoReturn, TypeAlias, TypeVar, final
 
@@ -60,6 +62,9 @@ class AdmissionStatistics:
     peak_request_bytes: int
     max_calls: int
     max_request_bytes: int  # 0: no bound
+    response_bytes: int = 0
+    peak_response_bytes: int = 0
+    max_response_bytes: int = 0  # 0: no bound
 
 
 @final
@@ -70,14 +75,19 @@ class Admission:
     the node accepts at all can run. Every `take` is paired with a `release` in a `finally`.
     """
 
-    def __init__(self, max_calls: int, max_request_bytes: int, min_remaining_deadline_ms: int) -> None:
+    def __init__(
+        self, max_calls: int, max_request_bytes: int, min_remaining_deadline_ms: int, max_response_bytes: int = 0
+    ) -> None:
         self._max_calls = max_calls
         self._max_request_bytes = max_request_bytes
+        self._max_response_bytes = max_response_bytes
         self._min_remaining_s = min_remaining_deadline_ms / 1000
         self._calls = 0
         self._request_bytes = 0
+        self._response_bytes = 0
         self._peak_calls = 0
         self._peak_request_bytes = 0
+        self._peak_response_bytes = 0
 
     def refusal(self, size: int, time_remaining_s: float | None) -> tuple[str, str] | None:
         """Why a call of `size` request bytes cannot be taken up now, as (metric reason, message); None if it can."""
@@ -114,11 +124,55 @@ class Admission:
             f"admission released more than it took: {self._calls} calls, {self._request_bytes} bytes",
         )
 
+    def response_refusal(self, size: int) -> tuple[str, str] | None:
+        """Why an answer of up to `size` bytes cannot be taken on now, as (metric reason, message); None if it can.
+
+        As for requests, an answer alone is always taken (the message-size limit bounds it).
+        """
+        if self._max_response_bytes and self._response_bytes and self._response_bytes + size > self._max_response_bytes:
+            return "response_bytes", (
+                f"the node is overloaded: {self._response_bytes} answer bytes in progress, with this call's up to "
+                f"{size} past its bound ({property_name('max_inflight_response_bytes')}={self._max_response_bytes}); "
+                "retry with backoff"
+            )
+        return None
+
+    def take_response(self, size: int) -> None:
+        self._response_bytes += size
+        self._peak_response_bytes = max(self._peak_response_bytes, self._response_bytes)
+
+    def release_response(self, size: int) -> None:
+        self._response_bytes -= size
+        check_invariant(self._response_bytes >= 0, f"admission released more answer bytes than it took: {size}")
+
     def statistics(self) -> AdmissionStatistics:
         return AdmissionStatistics(
             self._calls, self._request_bytes, self._peak_calls, self._peak_request_bytes, self._max_calls,
-            self._max_request_bytes,
+            self._max_request_bytes, self._response_bytes, self._peak_response_bytes, self._max_response_bytes,
         )  # fmt: skip
+
+
+@final
+class AnswerHold:
+    """The answer bytes one call holds in its admission: its potential size until built, then its actual size,
+    until gRPC is done with the call (sent, failed or cancelled), whichever comes first of that and `release`."""
+
+    def __init__(self, admission: Admission, size: int) -> None:
+        self._admission = admission
+        self.size = size
+        self.released = False
+        admission.take_response(size)
+
+    def built(self, size: int) -> None:
+        """The answer is built: it holds its own size from now on (at most what was taken: it shrinks)."""
+        if not self.released and size < self.size:
+            self._admission.release_response(self.size - size)
+            self.size = size
+
+    def release(self) -> None:
+        if not self.released:
+            self.released = True
+            self._admission.release_response(self.size)
 
 
 class CallGate:
@@ -131,8 +185,12 @@ class CallGate:
         admission: Admission | None = None,
         on_answered: Callable[[str, grpc.StatusCode, float], None] | None = None,
         hop: NodeHop | None = None,
+        answer_bounds: Mapping[str, Callable[[Any], int]] | None = None,
     ) -> None:
         self.access = access
+        # By method: the most bytes a parsed request's answer can take (FindBatches'), admitted against
+        # the admission's bound of answer bytes before any work, and held until gRPC has sent the answer.
+        self._answer_bounds = dict(answer_bounds or {})
         # None: the gRPC server runs on the node's own loop; else the work of an admitted call hops there.
         self._hop = hop
         self.metrics = metrics
@@ -254,9 +312,43 @@ class CallGate:
         self.admission.take(size)
         try:
             request = await self.parse(method, raw, request_type, context)
-            return await run(request, context)
+            answer_bound = self._answer_bounds.get(method)
+            if answer_bound is None:
+                return await run(request, context)
+            return await self._run_bounded(method, request, answer_bound(request), run, context)
         finally:
             self.admission.release(size)
+
+    async def _run_bounded(
+        self,
+        method: str,
+        request: Any,
+        potential: int,
+        run: Callable[[Any, Context], Awaitable[Response]],
+        context: Context,
+    ) -> Response:
+        """Runs a call whose answer bytes are admitted: refused at once past the bound, before any work; else its
+        potential answer bytes are held while it runs, then its answer's own until gRPC is done with the call."""
+        refusal = self.admission.response_refusal(potential)
+        if refusal is not None:
+            reason, message = refusal
+            self.metrics.shed_calls.labels(method, reason).inc()
+            await self._refuse(method, Shed(message), context, ("shed", reason), f"refusing {method}")
+        hold = AnswerHold(self.admission, potential)
+        try:
+            # gRPC calls this once the call is over, the answer sent or not (cancelled, failed, deadline).
+            context.add_done_callback(lambda _: hold.release())  # type: ignore[arg-type]  # stubs: a class, no Protocol
+        except Exception:
+            hold.release()
+            raise
+        try:
+            answer = await run(request, context)
+        except BaseException:
+            hold.release()  # nothing will be sent but a status
+            raise
+        if isinstance(answer, bytes | Message):
+            hold.built(len(answer) if isinstance(answer, bytes) else answer.ByteSize())
+        return answer
 
     async def parse(self, method: str, raw: bytes, request_type: type[Message], context: Context) -> Any:
         """The request, or INVALID_ARGUMENT with the reason when its bytes are not one (counted, logged briefly)."""
@@ -430,3 +522,9 @@ def admission_gauges(admission: Admission) -> Iterator[tuple[str, str, str, dict
     yield ("diskless_server_request_bytes_in_progress_peak",
            "Most request bytes in progress at once since the node started.", "gauge", {},
            statistics.peak_request_bytes)  # fmt: skip
+    yield ("diskless_server_response_bytes_in_progress",
+           "Answer bytes held by the calls admitted whose answers are bounded (FindBatches), not yet sent.", "gauge",
+           {}, statistics.response_bytes)  # fmt: skip
+    yield ("diskless_server_response_bytes_in_progress_peak",
+           "Most answer bytes in progress at once since the node started.", "gauge", {},
+           statistics.peak_response_bytes)  # fmt: skip

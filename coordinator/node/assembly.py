@@ -52,6 +52,7 @@ from coordinator.node.processes.front import NodeFront, node_layout
 from coordinator.node.processes.layout import ProcessLayout
 from coordinator.node.router import Endpoint
 from coordinator.node.services import SERVICE_NAME, servicers
+from coordinator.reads.find_batches import answer_bound
 from coordinator.reads.readers.supervisor import ReadProcesses
 from coordinator.runtime.replication.role import ReplicaRole
 from coordinator.runtime.shard import ShardState
@@ -150,6 +151,7 @@ class RunningServer:
         self.port = port
         self.tls = tls
         self._gate = gate
+        self.admission = gate.admission  # what the edge works on at once (its gauges; tests read it)
         self._health_service = health_service
         self._metrics_server = metrics_server
         self._health_tracker: asyncio.Task[None] | None = None
@@ -326,11 +328,13 @@ async def _start(
         settings.acl_reload_interval_ms / 1000,
     )
     admission = Admission(
-        settings.max_concurrent_rpcs, settings.max_inflight_request_bytes, settings.min_remaining_deadline_ms
-    )
+        settings.max_concurrent_rpcs, settings.max_inflight_request_bytes, settings.min_remaining_deadline_ms,
+        settings.max_inflight_response_bytes,
+    )  # fmt: skip
     metrics.watch(GaugeCollector(lambda: [*admission_gauges(admission), *grpc_call_counts()]))
     hop = NodeHop(asyncio.get_running_loop()) if edge is not None else None
-    gate = CallGate(access, metrics, admission, hop=hop)
+    # FindBatches' answers are bounded too: a small request can ask for up to the message bound.
+    gate = CallGate(access, metrics, admission, hop=hop, answer_bounds={"FindBatches": partial(answer_bound, settings)})
     services = servicers(node.router, gate)  # one method per row of coordinator/edge/rpcs.py
     health_service = await on_edge(edge, _open(server, services, gate))
     node.router.endpoint = Endpoint(host.strip("[]"), port)

@@ -8,13 +8,37 @@ import apsw
 
 from coordinator.base.errors import CoordinatorUnavailable
 from coordinator.base.result import ItemError
+from coordinator.config.settings import Settings
 from coordinator.machine import batch_entries
+from coordinator.machine.object_keys import OBJECT_KEY_MAX_BYTES
 from coordinator.machine.state import reads
 from coordinator.reads import byte_budget
 from coordinator.runtime.node_coordinators import ReadableT, ReadingCoordinators, set_error
 from protos import coordinator_pb2 as pb
 
 PartitionResult = pb.FindBatchesResponse.PartitionResult
+# The most bytes one batch's entry takes in an answer: every integer at its longest varint, the longest object key.
+ENTRY_MAX_BYTES = len(
+    batch_entries.batch_entry(-1, "k" * OBJECT_KEY_MAX_BYTES, 2**31 - 1, -1, -1, -1, -1, -1, -1, 2**31 - 1)
+)
+# A partition's own fields and framing (an error message is a sentence), and a topic's (its id and framing).
+PARTITION_MAX_BYTES = 2048
+TOPIC_MAX_BYTES = 64
+
+
+def answer_bound(settings: Settings, request: pb.FindBatchesRequest) -> int:
+    """The most bytes `request`'s answer can take, known before any work: what the edge admits (gate.py).
+
+    An answer holds at most find.batches.max.results batches (fewer when max_batches_per_partition says so),
+    each at most ENTRY_MAX_BYTES, and never more than the message bound. fetch_max_bytes does not bound it: it
+    counts the bytes of the batches in their files, not of their entries here.
+    """
+    partitions = sum(len(topic.partitions) for topic in request.topics)
+    batches = settings.find_batches_max_results
+    if request.max_batches_per_partition > 0:
+        batches = min(batches, partitions * request.max_batches_per_partition)
+    size = batches * ENTRY_MAX_BYTES + partitions * PARTITION_MAX_BYTES + len(request.topics) * TOPIC_MAX_BYTES
+    return min(settings.request_max_bytes, size)
 
 
 def find_batches(coordinators: ReadingCoordinators[ReadableT], request: pb.FindBatchesRequest) -> bytes:

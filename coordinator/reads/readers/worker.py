@@ -17,6 +17,7 @@ import asyncio
 import logging
 import signal
 from dataclasses import dataclass
+from functools import partial
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any, final
@@ -29,7 +30,7 @@ from coordinator.config.settings import Settings
 from coordinator.edge.access_control import AccessControl
 from coordinator.edge.gate import Admission, CallGate, add_service, grpc_server
 from coordinator.edge.tls import server_credentials, tls_files
-from coordinator.reads.find_batches import find_batches
+from coordinator.reads.find_batches import answer_bound, find_batches
 from coordinator.reads.readers.board import StatusBoard
 from coordinator.reads.readers.counters import CallCounts
 from coordinator.reads.readers.state_files import ReaderCoordinators, reader_coordinators
@@ -107,13 +108,17 @@ async def serve_reads(plan: ReaderPlan, board: StatusBoard, counts: CallCounts, 
         settings.acl_reload_interval_ms / 1000,
     )
     admission = Admission(
-        settings.max_concurrent_rpcs, settings.max_inflight_request_bytes, settings.min_remaining_deadline_ms
-    )
+        settings.max_concurrent_rpcs, settings.max_inflight_request_bytes, settings.min_remaining_deadline_ms,
+        settings.max_inflight_response_bytes,
+    )  # fmt: skip
 
     def answered(method: str, code: grpc.StatusCode, seconds: float) -> None:
         counts.add(plan.index, code, seconds)
 
-    gate = CallGate(access, Metrics(), admission, on_answered=answered)
+    gate = CallGate(
+        access, Metrics(), admission, on_answered=answered,
+        answer_bounds={"FindBatches": partial(answer_bound, settings)},
+    )  # fmt: skip
     reported: set[tuple[int, int]] = set()
 
     def report_damage(coordinator_id: int, generation: int, what: str) -> None:
