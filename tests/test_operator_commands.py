@@ -67,6 +67,8 @@ def test_commands_against_a_running_node(filled: Any) -> None:
         assert row["newest_snapshot"] == next(s["snapshot"] for s in created if s["coordinator_id"] == coordinator_id)
         assert row["live_batches"] == description.live_batch_count > 0
         assert row["partitions"] == description.partition_count and row["live_files"] == description.live_file_count
+        assert row["state_bytes"] > 0 and row["log_bytes"] > 0 and row["snapshot_bytes"] > 0, row
+        assert row["producers"] == description.producer_count
     table = diskless("describe", "--bootstrap", server.address)
     assert table.returncode == 0 and table.stdout.splitlines()[0].split()[:4] == [
         "coordinator_id",

@@ -246,13 +246,17 @@ def describe(args: argparse.Namespace) -> int:
                     c.high_watermark,
                     ",".join(map(str, c.replica_node_ids)),
                     _lag_cell(c),
+                    c.producer_count,
+                    c.state_bytes,
+                    c.log_bytes,
+                    c.snapshot_bytes,
                 )
             )
     print_rows(
         rows, args.json, "coordinators",
         ("coordinator_id", "state", "role", "leader", "leader_epoch", "replicas", "isr", "lag", "applied_offset",
          "high_watermark", "log_start_offset", "log_end_offset", "newest_snapshot", "partitions", "live_files",
-         "live_batches", "error"),
+         "live_batches", "producers", "state_bytes", "log_bytes", "snapshot_bytes", "error"),
     )  # fmt: skip
     return 1 if any(r.error for r in rows) else 0
 

@@ -66,6 +66,11 @@ class CoordinatorRow:
     # On the leader: each follower's offsets behind its log end (NODE:LAG, comma-separated; ? before a first
     # fetch); on a follower: its own lag behind the leader.
     lag: str = ""
+    # What this replica keeps (DESIGN §4a), from a running node; -1 read offline.
+    producers: int = -1
+    state_bytes: int = -1
+    log_bytes: int = -1
+    snapshot_bytes: int = -1
 
 
 @dataclass(frozen=True, slots=True)
