@@ -38,13 +38,14 @@ class StatePlace:
     cache_bytes: int
     checkpoint_pages: int
     check_restored: bool  # a restored snapshot passes PRAGMA integrity_check first
+    checksums: bool = True  # pages and WAL frames verified on every read (diskless.coordinator.state.page.checksums)
 
     @property
     def path(self) -> Path:
         return self.directory / "state.sqlite"
 
     def open_store(self) -> StateStore:
-        return StateStore(self.path, self.coordinator_id, self.cache_bytes, self.checkpoint_pages)
+        return StateStore(self.path, self.coordinator_id, self.cache_bytes, self.checkpoint_pages, self.checksums)
 
 
 def open_state(place: StatePlace, position: LogPosition, verify: bool, rebuild_reason: str) -> StateStore:

@@ -1,0 +1,192 @@
+"""A SQLite WAL file whose every page read is checked against the WAL's own frame checksums.
+
+SQLite's checksum VFS (cksumvfs) verifies the pages of a database file only:
+it leaves the WAL to SQLite, whose frames carry a running checksum (each
+frame's covers its page number, its commit size and its page, starting from
+the one before it) that SQLite checks only when it recovers the WAL after a
+crash, never when it reads a page from it. A bit flipped in a WAL frame on
+disk would be served, and a checkpoint would copy it into the database file
+under a fresh page checksum. `WalFile` checks the frame of every page read
+(one read of the frame's header with its page, one of the previous frame's
+checksum), the checkpoint's reads included, and refuses a mismatch with
+SQLITE_IOERR_DATA, as cksumvfs does for a database page.
+
+Frames the writer's own transaction is rewriting are the one exception: a
+page written twice in one transaction is overwritten in its frame, and SQLite
+rewrites the checksums from there on only at the commit. Until then this
+handle does not check those frames (other connections never read them: they
+are not committed).
+
+The checksum is SQLite's (wal.c, walChecksumBytes): over 32-bit words, in
+pairs, s1 += a + s2; s2 += b + s1. One pair is a linear step,
+(s1, s2) <- M (s1, s2) + (a, a + b) with M = [[1, 1], [1, 2]] mod 2^32, so a
+whole frame is one product of precomputed powers of M with its words
+(`FrameChecksum`), in C through numpy rather than a Python loop per word.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import cast, final
+
+import apsw
+import numpy as np
+import numpy.typing as npt
+
+WAL_HEADER_BYTES = 32
+FRAME_HEADER_BYTES = 24
+_MASK = 0xFFFFFFFF
+_PAGE_SIZES = frozenset(1 << n for n in range(9, 17))  # SQLite's page sizes, 512..65536
+
+
+@final
+class FrameChecksum:
+    """SQLite's WAL checksum over a frame's first 8 header bytes and its page, for one page size."""
+
+    def __init__(self, page_size: int) -> None:
+        pairs = (8 + page_size) // 8
+        a, b, c, d = 1, 0, 0, 1  # M^0
+        powers = np.zeros((pairs + 1, 4), dtype=np.uint64)
+        for k in range(pairs + 1):
+            powers[k] = (a, b, c, d)
+            a, b, c, d = (a + c) & _MASK, (b + d) & _MASK, (a + 2 * c) & _MASK, (b + 2 * d) & _MASK
+        self._last = tuple(int(v) for v in powers[pairs])  # M^pairs: how the starting sums carry through
+        weights = powers[:pairs][::-1]  # pair i is carried by M^(pairs - 1 - i)
+        # s = sum_i M^k (x_i, x_i + y_i): as one product with the words (x_0, y_0, x_1, y_1, ...).
+        self._weights = np.zeros((2, 2 * pairs), dtype=np.uint64)
+        self._weights[0, 0::2] = weights[:, 0] + weights[:, 1]
+        self._weights[0, 1::2] = weights[:, 1]
+        self._weights[1, 0::2] = weights[:, 2] + weights[:, 3]
+        self._weights[1, 1::2] = weights[:, 3]
+
+    def compute(self, frame_words: npt.NDArray[np.uint64], s1: int, s2: int) -> tuple[int, int]:
+        """The running checksum after the frame's words (its header's first 8 bytes, then its page)."""
+        sums = self._weights @ frame_words  # uint64 arithmetic wraps mod 2^64, which keeps it exact mod 2^32
+        a, b, c, d = self._last
+        return (a * s1 + b * s2 + int(sums[0])) & _MASK, (c * s1 + d * s2 + int(sums[1])) & _MASK
+
+
+_checksums: dict[int, FrameChecksum] = {}
+_checksums_lock = threading.Lock()
+
+
+def frame_checksum(page_size: int) -> FrameChecksum:
+    with _checksums_lock:
+        checksum = _checksums.get(page_size)
+        if checksum is None:
+            checksum = _checksums[page_size] = FrameChecksum(page_size)
+        return checksum
+
+
+def reference_checksum(data: bytes, s1: int, s2: int, big_endian: bool) -> tuple[int, int]:
+    """SQLite's loop, word by word (the tests hold `FrameChecksum` to it)."""
+    words = np.frombuffer(data, dtype=">u4" if big_endian else "<u4")
+    for i in range(0, len(words), 2):
+        s1 = (s1 + int(words[i]) + s2) & _MASK
+        s2 = (s2 + int(words[i + 1]) + s1) & _MASK
+    return s1, s2
+
+
+def damage_error(message: str) -> apsw.IOError:
+    """What a read of a damaged page raises: SQLITE_IOERR_DATA, as cksumvfs reports a page's checksum fault."""
+    error = apsw.exception_for(apsw.SQLITE_IOERR_DATA)
+    error.args = (message,)
+    return cast(apsw.IOError, error)
+
+
+@final
+class WalFile(apsw.VFSFile):
+    """A WAL opened through the checksum VFS: page reads checked, the writer's rewrites followed."""
+
+    def __init__(self, base_vfs: str, name: apsw.URIFilename | str | None, flags: list[int]) -> None:
+        super().__init__(base_vfs, name, flags)
+        self._name = name.filename() if isinstance(name, apsw.URIFilename) else str(name)
+        self._page_size = 0  # from the WAL header, once read or written (it never changes for a database)
+        # What this handle wrote in the WAL's current generation (from its last header write at offset 0):
+        self._frames_written = 0  # frames 0 .. n-1 seen written (appended) by this handle
+        self._header_just_written = -1  # the frame whose header was this handle's last write
+        self._rewriting_from = -1  # >= 0: frames from here on carry stale checksums until the commit rewrites them
+
+    # ------------------------------------------------------------------ reads
+
+    def xRead(self, amount: int, offset: int) -> bytes:
+        frame = self._page_frame(amount, offset)
+        if frame < 0 or 0 <= self._rewriting_from <= frame:
+            return super().xRead(amount, offset)
+        whole = super().xRead(FRAME_HEADER_BYTES + amount, offset - FRAME_HEADER_BYTES)
+        self._verify(frame, whole)
+        return whole[FRAME_HEADER_BYTES:]
+
+    def _page_frame(self, amount: int, offset: int) -> int:
+        """The frame whose page this read is (a page's bytes at a frame's page offset), else -1."""
+        if amount not in _PAGE_SIZES:
+            return -1  # headers, a checksum, a whole frame (recovery, rewrites): SQLite checks those itself
+        frame, rest = divmod(offset - WAL_HEADER_BYTES - FRAME_HEADER_BYTES, FRAME_HEADER_BYTES + amount)
+        return frame if rest == 0 and frame >= 0 else -1
+
+    def _verify(self, frame: int, whole: bytes) -> None:
+        header = super().xRead(WAL_HEADER_BYTES, 0)
+        page_size = int.from_bytes(header[8:12], "big")
+        page_size = 65536 if page_size == 1 else page_size
+        if page_size != len(whole) - FRAME_HEADER_BYTES:
+            raise damage_error(
+                f"{self._name}: its header says pages of {page_size} bytes, a read of frame {frame} "
+                f"asks {len(whole) - FRAME_HEADER_BYTES}"
+            )
+        if frame == 0:
+            previous = header[24:32]  # the WAL header's own checksum starts the chain
+        else:
+            previous_end = WAL_HEADER_BYTES + frame * (FRAME_HEADER_BYTES + page_size)
+            previous = super().xRead(8, previous_end - (FRAME_HEADER_BYTES + page_size) + 16)
+        big_endian = bool(int.from_bytes(header[0:4], "big") & 1)
+        words = np.frombuffer(whole, dtype=">u4" if big_endian else "<u4")
+        # The frame header's first 8 bytes (page number, commit size), then the page; not its salts and checksum.
+        frame_words = np.concatenate((words[0:2], words[FRAME_HEADER_BYTES // 4 :])).astype(np.uint64)
+        s1, s2 = frame_checksum(page_size).compute(
+            frame_words, int.from_bytes(previous[0:4], "big"), int.from_bytes(previous[4:8], "big")
+        )
+        if (s1, s2) != (int.from_bytes(whole[16:20], "big"), int.from_bytes(whole[20:24], "big")):
+            raise damage_error(
+                f"{self._name}: frame {frame} (page {int.from_bytes(whole[0:4], 'big')}, its page at offset "
+                f"{WAL_HEADER_BYTES + frame * (FRAME_HEADER_BYTES + page_size) + FRAME_HEADER_BYTES}) fails its "
+                "checksum"
+            )
+
+    # ------------------------------------------------------------------ writes: follow the writer's rewrites
+
+    def xWrite(self, data: bytes, offset: int) -> None:
+        super().xWrite(data, offset)
+        if offset == 0:  # a new generation of the WAL begins with its header
+            self._page_size = _header_page_size(data)
+            self._frames_written, self._header_just_written, self._rewriting_from = 0, -1, -1
+            return
+        page_size = self._known_page_size()
+        if page_size == 0:
+            return
+        frame, rest = divmod(offset - WAL_HEADER_BYTES, FRAME_HEADER_BYTES + page_size)
+        if rest == 0 and len(data) == FRAME_HEADER_BYTES:  # a frame's header: appended, or rewritten at a commit
+            if frame >= self._frames_written:
+                self._frames_written = frame + 1
+            elif frame == self._frames_written - 1 and self._rewriting_from >= 0:
+                self._rewriting_from = -1  # the commit rewrote every checksum from the first overwritten frame
+            self._header_just_written = frame
+            return
+        overwritten = rest == FRAME_HEADER_BYTES and len(data) == page_size and frame != self._header_just_written
+        if overwritten and (self._rewriting_from < 0 or frame < self._rewriting_from):
+            # A page written again within its transaction, in place: its frame's checksum (and every later one)
+            # is stale until the commit rewrites them.
+            self._rewriting_from = frame
+        self._header_just_written = -1
+
+    def _known_page_size(self) -> int:
+        if self._page_size == 0:
+            header = super().xRead(WAL_HEADER_BYTES, 0)
+            self._page_size = _header_page_size(header) if len(header) == WAL_HEADER_BYTES else 0
+        return self._page_size
+
+
+def _header_page_size(header: bytes) -> int:
+    if len(header) < 12:
+        return 0
+    page_size = int.from_bytes(header[8:12], "big")
+    return 65536 if page_size == 1 else (page_size if page_size in _PAGE_SIZES else 0)
