@@ -36,6 +36,8 @@ VFS_NAME = "diskless-checksums"  # cksumvfs for database files, the WAL's frames
 PLAIN_VFS = "cksmvfs"  # cksumvfs alone: pages of a checksummed file verified, the WAL not (checksums off)
 CHECKSUM_BYTES = 8  # cksumvfs works on files whose pages reserve exactly this many bytes
 BUSY_TIMEOUT_MS = 5000
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+_RESERVE_OFFSET = 20  # in the header: the bytes each page reserves at its end
 
 _lock = threading.Lock()
 _vfs: _ChecksumVfs | None = None
@@ -51,7 +53,8 @@ class _DatabaseFile(apsw.VFSFile):
     def __init__(self, name: str | apsw.URIFilename | None, flags: list[int]) -> None:
         super().__init__(PLAIN_VFS, name, flags)
         self._name = name.filename() if isinstance(name, apsw.URIFilename) else str(name)
-        self._read_only = bool(flags[1] & apsw.SQLITE_OPEN_READONLY)
+        self._read_only = bool((flags[0] | flags[1]) & apsw.SQLITE_OPEN_READONLY)
+        self._checksummed = False  # the header said 8 reserved bytes once
 
     def xLock(self, level: int) -> None:
         try:
@@ -65,11 +68,22 @@ class _DatabaseFile(apsw.VFSFile):
 
     def xRead(self, amount: int, offset: int) -> bytes:
         try:
-            return super().xRead(amount, offset)
+            data = super().xRead(amount, offset)
         except apsw.IOError as error:
             if not is_checksum_damage(error):
                 raise
             raise damage_error(f"{self._name}: the page at offset {offset} fails its checksum") from None
+        if offset == 0 and len(data) > _RESERVE_OFFSET and data.startswith(_SQLITE_MAGIC):
+            # cksumvfs reads the reserve from the header each time it reads the first page, and checks nothing
+            # when it is not 8: a bit flipped there would turn the checks off. A file never loses its checksums.
+            if data[_RESERVE_OFFSET] == CHECKSUM_BYTES:
+                self._checksummed = True
+            elif self._checksummed:
+                raise damage_error(
+                    f"{self._name}: its header says pages reserve {data[_RESERVE_OFFSET]} bytes, "
+                    f"not the {CHECKSUM_BYTES} of their checksums"
+                )
+        return data
 
 
 class _ChecksumVfs(apsw.VFS):
