@@ -38,6 +38,7 @@ CHECKSUM_BYTES = 8  # cksumvfs works on files whose pages reserve exactly this m
 BUSY_TIMEOUT_MS = 5000
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 _RESERVE_OFFSET = 20  # in the header: the bytes each page reserves at its end
+_CONTEXT_DEPTH_MAX = 4  # exceptions raised while handling another, followed back this far
 
 _lock = threading.Lock()
 _vfs: _ChecksumVfs | None = None
@@ -129,8 +130,19 @@ def connect(path: Path, flags: int, page_checksums: bool = True) -> apsw.Connect
 
 
 def is_checksum_damage(error: BaseException) -> bool:
-    """A read met a page or a WAL frame whose checksum does not match (SQLITE_IOERR_DATA)."""
-    return isinstance(error, apsw.IOError) and getattr(error, "extendedresult", None) == apsw.SQLITE_IOERR_DATA
+    """A read met a page or a WAL frame whose checksum does not match (SQLITE_IOERR_DATA).
+
+    Also when the damage is what the error happened while handling: SQLite rolls a transaction back by itself
+    on an I/O error, so leaving `with connection:` then fails its own ROLLBACK, and apsw raises that instead.
+    """
+    seen: BaseException | None = error
+    for _ in range(_CONTEXT_DEPTH_MAX):
+        if seen is None:
+            return False
+        if isinstance(seen, apsw.IOError) and getattr(seen, "extendedresult", None) == apsw.SQLITE_IOERR_DATA:
+            return True
+        seen = seen.__context__
+    return False
 
 
 def reserved_bytes(connection: apsw.Connection) -> int:

@@ -161,6 +161,8 @@ def wal_page_offsets(wal: Path, page_size: int = 4096) -> list[int]:
     newest: dict[int, int] = {}
     for k in range(frames):
         header = WAL_HEADER_BYTES + k * (FRAME_HEADER_BYTES + page_size)
+        if data[header + 8 : header + 16] != data[16:24]:
+            break  # the WAL's salts end its current frames: what follows is left from before it started over
         newest[int.from_bytes(data[header : header + 4], "big")] = header + FRAME_HEADER_BYTES
     return sorted(newest.values())
 

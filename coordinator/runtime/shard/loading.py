@@ -49,7 +49,13 @@ _DISK_FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
 def is_state_damage(error: BaseException) -> bool:
     """The state file itself is damaged (a corrupt page, a page or WAL frame failing its checksum, rows that
     break an invariant): the next load sets it aside and rebuilds it."""
-    return isinstance(error, apsw.CorruptError | apsw.NotADBError | StateDamaged) or is_checksum_damage(error)
+    if is_checksum_damage(error):
+        return True
+    # SQLite ends a transaction by itself on some errors: leaving `with connection:` then fails its ROLLBACK.
+    for seen in (error, error.__context__):
+        if isinstance(seen, apsw.CorruptError | apsw.NotADBError | StateDamaged):
+            return True
+    return False
 
 
 def failure_kind(error: BaseException) -> str:
