@@ -26,7 +26,9 @@ whole frame is one product of precomputed powers of M with its words
 
 from __future__ import annotations
 
+import struct
 import threading
+from dataclasses import dataclass
 from typing import cast, final
 
 import apsw
@@ -36,6 +38,11 @@ import numpy.typing as npt
 WAL_HEADER_BYTES = 32
 FRAME_HEADER_BYTES = 24
 _MASK = 0xFFFFFFFF
+_FRAME_HEADER = struct.Struct(">IIIIII")  # page number, commit size, salts, checksum
+_CHECKSUM = struct.Struct(">II")
+# A frame's first two header words as its checksum reads them: in the WAL's byte order (its magic's last bit).
+_BIG_ENDIAN_WORDS = struct.Struct(">II")
+_LITTLE_ENDIAN_WORDS = struct.Struct("<II")
 _PAGE_SIZES = frozenset(1 << n for n in range(9, 17))  # SQLite's page sizes, 512..65536
 
 
@@ -44,6 +51,7 @@ class FrameChecksum:
     """SQLite's WAL checksum over a frame's first 8 header bytes and its page, for one page size."""
 
     def __init__(self, page_size: int) -> None:
+        self.page_size = page_size
         pairs = (8 + page_size) // 8
         a, b, c, d = 1, 0, 0, 1  # M^0
         powers = np.zeros((pairs + 1, 4), dtype=np.uint64)
@@ -52,18 +60,28 @@ class FrameChecksum:
             a, b, c, d = (a + c) & _MASK, (b + d) & _MASK, (a + 2 * c) & _MASK, (b + 2 * d) & _MASK
         self._last = tuple(int(v) for v in powers[pairs])  # M^pairs: how the starting sums carry through
         weights = powers[:pairs][::-1]  # pair i is carried by M^(pairs - 1 - i)
-        # s = sum_i M^k (x_i, x_i + y_i): as one product with the words (x_0, y_0, x_1, y_1, ...).
-        self._weights = np.zeros((2, 2 * pairs), dtype=np.uint64)
-        self._weights[0, 0::2] = weights[:, 0] + weights[:, 1]
-        self._weights[0, 1::2] = weights[:, 1]
-        self._weights[1, 0::2] = weights[:, 2] + weights[:, 3]
-        self._weights[1, 1::2] = weights[:, 3]
+        # s = sum_i M^k (x_i, x_i + y_i): the weight of each word (x_0, y_0, x_1, y_1, ...) in s1 and in s2.
+        per_word = np.zeros((2, 2 * pairs), dtype=np.uint64)
+        per_word[0, 0::2] = weights[:, 0] + weights[:, 1]
+        per_word[0, 1::2] = weights[:, 1]
+        per_word[1, 0::2] = weights[:, 2] + weights[:, 3]
+        per_word[1, 1::2] = weights[:, 3]
+        per_word &= _MASK
+        # The header's two words apart (Python ints), the page's as uint32: a uint32 dot product wraps mod 2^32,
+        # exactly the arithmetic wanted, with no copy of the page.
+        self._header = tuple(int(v) for v in (per_word[0, 0], per_word[0, 1], per_word[1, 0], per_word[1, 1]))
+        self._page_s1 = np.ascontiguousarray(per_word[0, 2:], dtype=np.uint32)
+        self._page_s2 = np.ascontiguousarray(per_word[1, 2:], dtype=np.uint32)
 
-    def compute(self, frame_words: npt.NDArray[np.uint64], s1: int, s2: int) -> tuple[int, int]:
-        """The running checksum after the frame's words (its header's first 8 bytes, then its page)."""
-        sums = self._weights @ frame_words  # uint64 arithmetic wraps mod 2^64, which keeps it exact mod 2^32
+    def compute(self, header: tuple[int, int], page: npt.NDArray[np.uint32], s1: int, s2: int) -> tuple[int, int]:
+        """The running checksum after a frame: its header's first two words, then its page's words."""
         a, b, c, d = self._last
-        return (a * s1 + b * s2 + int(sums[0])) & _MASK, (c * s1 + d * s2 + int(sums[1])) & _MASK
+        h1x, h1y, h2x, h2y = self._header
+        x, y = header
+        return (
+            (a * s1 + b * s2 + h1x * x + h1y * y + int(np.dot(self._page_s1, page))) & _MASK,
+            (c * s1 + d * s2 + h2x * x + h2y * y + int(np.dot(self._page_s2, page))) & _MASK,
+        )
 
 
 _checksums: dict[int, FrameChecksum] = {}
@@ -95,6 +113,23 @@ def damage_error(message: str) -> apsw.IOError:
 
 
 @final
+@dataclass(frozen=True, slots=True)
+class _WalHeader:
+    big_endian: bool  # the checksums' byte order
+    page_size: int
+    salt1: int
+    salt2: int
+    checksum: tuple[int, int]  # of the header itself: where the frames' chain starts
+
+    @classmethod
+    def parse(cls, data: bytes) -> _WalHeader:
+        if len(data) < WAL_HEADER_BYTES:
+            return cls(False, 0, 0, 0, (0, 0))
+        magic, _version, page_size, _sequence, salt1, salt2, check1, check2 = struct.unpack_from(">8I", data)
+        return cls(bool(magic & 1), 65536 if page_size == 1 else page_size, salt1, salt2, (check1, check2))
+
+
+@final
 class WalFile(apsw.VFSFile):
     """A WAL opened through the checksum VFS: page reads checked, the writer's rewrites followed."""
 
@@ -102,6 +137,8 @@ class WalFile(apsw.VFSFile):
         super().__init__(base_vfs, name, flags)
         self._name = name.filename() if isinstance(name, apsw.URIFilename) else str(name)
         self._page_size = 0  # from the WAL header, once read or written (it never changes for a database)
+        self._wal_header: _WalHeader | None = None  # as last read; read again when a frame's salts differ
+        self._checksum: FrameChecksum | None = None
         # What this handle wrote in the WAL's current generation (from its last header write at offset 0):
         self._frames_written = 0  # frames 0 .. n-1 seen written (appended) by this handle
         self._header_just_written = -1  # the frame whose header was this handle's last write
@@ -125,29 +162,32 @@ class WalFile(apsw.VFSFile):
         return frame if rest == 0 and frame >= 0 else -1
 
     def _verify(self, frame: int, whole: bytes) -> None:
-        header = super().xRead(WAL_HEADER_BYTES, 0)
-        page_size = int.from_bytes(header[8:12], "big")
-        page_size = 65536 if page_size == 1 else page_size
-        if page_size != len(whole) - FRAME_HEADER_BYTES:
+        _page, _commit, salt1, salt2, stored1, stored2 = _FRAME_HEADER.unpack_from(whole)
+        header = self._wal_header
+        if header is None or (salt1, salt2) != (header.salt1, header.salt2):  # none yet, or the WAL started over
+            header = self._wal_header = _WalHeader.parse(super().xRead(WAL_HEADER_BYTES, 0))
+        page_size = len(whole) - FRAME_HEADER_BYTES
+        if header.page_size != page_size or (salt1, salt2) != (header.salt1, header.salt2):
             raise damage_error(
-                f"{self._name}: its header says pages of {page_size} bytes, a read of frame {frame} "
-                f"asks {len(whole) - FRAME_HEADER_BYTES}"
+                f"{self._name}: frame {frame} does not belong to the WAL (salts {salt1:08x} {salt2:08x}, pages of "
+                f"{page_size} bytes; its header says {header.salt1:08x} {header.salt2:08x}, {header.page_size})"
             )
         if frame == 0:
-            previous = header[24:32]  # the WAL header's own checksum starts the chain
+            previous = header.checksum  # the WAL header's own checksum starts the chain
         else:
-            previous_end = WAL_HEADER_BYTES + frame * (FRAME_HEADER_BYTES + page_size)
-            previous = super().xRead(8, previous_end - (FRAME_HEADER_BYTES + page_size) + 16)
-        big_endian = bool(int.from_bytes(header[0:4], "big") & 1)
-        words = np.frombuffer(whole, dtype=">u4" if big_endian else "<u4")
-        # The frame header's first 8 bytes (page number, commit size), then the page; not its salts and checksum.
-        frame_words = np.concatenate((words[0:2], words[FRAME_HEADER_BYTES // 4 :])).astype(np.uint64)
-        s1, s2 = frame_checksum(page_size).compute(
-            frame_words, int.from_bytes(previous[0:4], "big"), int.from_bytes(previous[4:8], "big")
-        )
-        if (s1, s2) != (int.from_bytes(whole[16:20], "big"), int.from_bytes(whole[20:24], "big")):
+            frame_start = WAL_HEADER_BYTES + frame * (FRAME_HEADER_BYTES + page_size)
+            previous = _CHECKSUM.unpack(super().xRead(8, frame_start - (FRAME_HEADER_BYTES + page_size) + 16))
+        words = _BIG_ENDIAN_WORDS if header.big_endian else _LITTLE_ENDIAN_WORDS
+        page = np.frombuffer(whole, dtype=">u4" if header.big_endian else "<u4", offset=FRAME_HEADER_BYTES)
+        if header.big_endian:
+            page = page.astype(np.uint32)  # native order for the dot product
+        checksum = self._checksum
+        if checksum is None or checksum.page_size != page_size:
+            checksum = self._checksum = frame_checksum(page_size)
+        computed = checksum.compute(words.unpack_from(whole), page, *previous)
+        if computed != (stored1, stored2):
             raise damage_error(
-                f"{self._name}: frame {frame} (page {int.from_bytes(whole[0:4], 'big')}, its page at offset "
+                f"{self._name}: frame {frame} (page {_page}, its page at offset "
                 f"{WAL_HEADER_BYTES + frame * (FRAME_HEADER_BYTES + page_size) + FRAME_HEADER_BYTES}) fails its "
                 "checksum"
             )
