@@ -29,6 +29,7 @@ from __future__ import annotations
 import struct
 import threading
 from dataclasses import dataclass
+from pathlib import Path
 from typing import cast, final
 
 import apsw
@@ -230,3 +231,51 @@ def _header_page_size(header: bytes) -> int:
         return 0
     page_size = int.from_bytes(header[8:12], "big")
     return 65536 if page_size == 1 else (page_size if page_size in _PAGE_SIZES else 0)
+
+
+WAL_MAGIC = 0x377F0682  # its last bit: the checksums' byte order
+_HEADER_CHECKSUM_WORDS = 6  # the WAL header's checksum covers its first 24 bytes
+
+
+def wal_damage(path: Path) -> str | None:
+    """What is damaged inside a WAL left by a crash, before SQLite recovers it; None if nothing is.
+
+    SQLite's recovery keeps the frames up to the first one that fails its
+    checksum and silently drops the rest: right for a torn tail (frames a
+    crash cut short, never synced, never checkpointed), wrong for a bit
+    flipped in a frame that later frames follow. Those later frames may
+    already be copied into the file by a checkpoint, and the recovered state
+    would mix pages of two moments. So a failing frame followed by one that
+    verifies (against the stored checksum of the frame before it, with the
+    WAL's salts) is damage, and so is a header that does not verify while
+    frames follow it: the caller sets the state aside and rebuilds it.
+    """
+    with open(path, "rb") as file:
+        header_bytes = file.read(WAL_HEADER_BYTES)
+        if len(header_bytes) < WAL_HEADER_BYTES:
+            return None  # nothing written, or the header cut short with no frame after it
+        header = _WalHeader.parse(header_bytes)
+        magic = int.from_bytes(header_bytes[0:4], "big")
+        header_sums = reference_checksum(header_bytes[:24], 0, 0, header.big_endian)
+        header_sound = magic & ~1 == WAL_MAGIC and header.page_size in _PAGE_SIZES and header_sums == header.checksum
+        page_size = header.page_size if header_sound else 0
+        frame_bytes = FRAME_HEADER_BYTES + page_size
+        if not header_sound:
+            rest = file.read(1)
+            return f"{path}: its header does not verify, with frames after it" if rest else None
+        checksum = frame_checksum(page_size)
+        dtype = ">u4" if header.big_endian else "<u4"
+        words = _BIG_ENDIAN_WORDS if header.big_endian else _LITTLE_ENDIAN_WORDS
+        previous, first_bad, frame = header.checksum, -1, 0
+        while len(data := file.read(frame_bytes)) == frame_bytes:
+            _page, _commit, salt1, salt2, stored1, stored2 = _FRAME_HEADER.unpack_from(data)
+            page = np.frombuffer(data, dtype=dtype, offset=FRAME_HEADER_BYTES).astype(np.uint32)
+            verifies = (salt1, salt2) == (header.salt1, header.salt2) and checksum.compute(
+                words.unpack_from(data), page, *previous
+            ) == (stored1, stored2)
+            if not verifies and first_bad < 0:
+                first_bad = frame
+            elif verifies and first_bad >= 0:
+                return f"{path}: frame {first_bad} fails its checksum, and frame {frame} after it verifies"
+            previous, frame = (stored1, stored2), frame + 1
+    return None

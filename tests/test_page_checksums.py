@@ -23,12 +23,20 @@ from coordinator.machine import records
 from coordinator.machine.records import CommittedBatch
 from coordinator.machine.state.integrity import check_integrity
 from coordinator.machine.state.store import StateCorrupt, StateStore, open_reader
+from coordinator.runtime.log.segments import LogPosition
 from coordinator.runtime.shard.log_replay import logical_dump
+from coordinator.runtime.shard.state_opening import StatePlace, open_state
 from snapshot import page_checksums
 from snapshot.durable_files import file_checksum
 from snapshot.page_checksums import CHECKSUM_BYTES, is_checksum_damage
 from snapshot.snapshots import restore_newest, snapshot_directory, take_snapshot
-from snapshot.wal_frames import FRAME_HEADER_BYTES, WAL_HEADER_BYTES, FrameChecksum, reference_checksum
+from snapshot.wal_frames import (
+    FRAME_HEADER_BYTES,
+    WAL_HEADER_BYTES,
+    FrameChecksum,
+    reference_checksum,
+    wal_damage,
+)
 
 TOPIC = b"\x03" * 16
 PARTITIONS = 16
@@ -311,3 +319,42 @@ def test_an_empty_file_left_by_a_crash_gets_checksums_too(tmp_path: Path) -> Non
     store = StateStore(path, 0)
     store.close()
     assert reserved_bytes(path) == CHECKSUM_BYTES
+
+
+def crash_image(store_path: Path, into: Path) -> Path:
+    """The state file and its WAL as a crash would leave them (copied while the store is open)."""
+    into.mkdir()
+    for suffix in ("", "-wal"):
+        shutil.copyfile(store_path.with_name(store_path.name + suffix), into / f"state.sqlite{suffix}")
+    return into / "state.sqlite"
+
+
+def test_a_wal_left_by_a_crash_is_checked_before_sqlite_recovers_it(tmp_path: Path) -> None:
+    """SQLite's recovery would silently drop every frame from a damaged one on; a torn tail it may drop."""
+    path = tmp_path / "state.sqlite"
+    store = StateStore(path, 0, checkpoint_pages=1_000_000)
+    fill(store, 30)
+    sound = crash_image(path, tmp_path / "sound")
+    assert wal_damage(sound.with_name("state.sqlite-wal")) is None
+    inside = crash_image(path, tmp_path / "inside")
+    frames = sorted(wal_page_offsets(inside.with_name("state.sqlite-wal")))
+    flip_bit(inside.with_name("state.sqlite-wal"), frames[len(frames) // 2] + 77, 0)
+    problem = wal_damage(inside.with_name("state.sqlite-wal"))
+    assert problem is not None and "fails its checksum, and frame" in problem
+    torn = crash_image(path, tmp_path / "torn")
+    wal = torn.with_name("state.sqlite-wal")
+    with open(wal, "r+b") as file:  # the last frame cut short, the one before it garbled: a torn tail
+        file.truncate(wal.stat().st_size - 1000)
+    flip_bit(wal, wal.stat().st_size - 5000, 3)
+    assert wal_damage(wal) is None
+    header = crash_image(path, tmp_path / "header")
+    flip_bit(header.with_name("state.sqlite-wal"), 17, 0)  # a salt of the header
+    assert "header does not verify" in (wal_damage(header.with_name("state.sqlite-wal")) or "")
+    store.close()
+
+    # At load, a damaged WAL sets the state aside (rebuilt from snapshots and the log), as a damaged file does.
+    place = StatePlace(0, inside.parent, 1 << 20, 1000, check_restored=True)
+    reopened = open_state(place, LogPosition(0, 1000, 1), verify=False, rebuild_reason="")
+    assert reopened.applied_offset == 0, "rebuilt: the whole log replays into a new state"
+    reopened.close()
+    assert list(inside.parent.glob("state.sqlite.corrupt-*"))
