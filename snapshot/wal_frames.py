@@ -45,6 +45,7 @@ _CHECKSUM = struct.Struct(">II")
 _BIG_ENDIAN_WORDS = struct.Struct(">II")
 _LITTLE_ENDIAN_WORDS = struct.Struct("<II")
 _PAGE_SIZES = frozenset(1 << n for n in range(9, 17))  # SQLite's page sizes, 512..65536
+VERIFIED_FRAMES_MAX = 128  # frames a WAL handle remembers as checked (about 0.5 MB at 4 KiB pages)
 
 
 @final
@@ -140,6 +141,10 @@ class WalFile(apsw.VFSFile):
         self._page_size = 0  # from the WAL header, once read or written (it never changes for a database)
         self._wal_header: _WalHeader | None = None  # as last read; read again when a frame's salts differ
         self._checksum: FrameChecksum | None = None
+        # Frames this handle checked, as read (header and page): a reader reads the same few pages again after
+        # every commit (SQLite starts its page cache over when the WAL changes), and bytes equal to checked ones
+        # are sound. Equal bytes, not the same frame: a frame's bytes differ once rewritten or damaged.
+        self._verified: dict[int, bytes] = {}
         # What this handle wrote in the WAL's current generation (from its last header write at offset 0):
         self._frames_written = 0  # frames 0 .. n-1 seen written (appended) by this handle
         self._header_just_written = -1  # the frame whose header was this handle's last write
@@ -152,7 +157,11 @@ class WalFile(apsw.VFSFile):
         if frame < 0 or 0 <= self._rewriting_from <= frame:
             return super().xRead(amount, offset)
         whole = super().xRead(FRAME_HEADER_BYTES + amount, offset - FRAME_HEADER_BYTES)
-        self._verify(frame, whole)
+        if self._verified.get(frame) != whole:  # the very bytes this handle checked before need no second check
+            self._verify(frame, whole)
+            if len(self._verified) >= VERIFIED_FRAMES_MAX:
+                self._verified.clear()
+            self._verified[frame] = whole
         return whole[FRAME_HEADER_BYTES:]
 
     def _page_frame(self, amount: int, offset: int) -> int:
