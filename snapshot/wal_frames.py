@@ -11,11 +11,14 @@ under a fresh page checksum. `WalFile` checks the frame of every page read
 checksum), the checkpoint's reads included, and refuses a mismatch with
 SQLITE_IOERR_DATA, as cksumvfs does for a database page.
 
-Frames the writer's own transaction is rewriting are the one exception: a
-page written twice in one transaction is overwritten in its frame, and SQLite
-rewrites the checksums from there on only at the commit. Until then this
-handle does not check those frames (other connections never read them: they
-are not committed).
+Frames of the transaction being written are the one exception: a page
+written twice in one transaction is overwritten in its frame, and SQLite
+rewrites the checksums from there on only at the commit. A frame that fails
+its check is refused only if it is committed (at or below the WAL index's
+last committed frame, read from the -shm file then): a later one is the
+writer's own, read back within its transaction (no other connection reads
+past the frames committed when its read began). Watching the writer's writes
+instead would cost a Python call on each of them.
 
 The checksum is SQLite's (wal.c, walChecksumBytes): over 32-bit words, in
 pairs, s1 += a + s2; s2 += b + s1. One pair is a linear step,
@@ -27,6 +30,7 @@ whole frame is one product of precomputed powers of M with its words
 from __future__ import annotations
 
 import struct
+import sys
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,6 +49,7 @@ _CHECKSUM = struct.Struct(">II")
 _BIG_ENDIAN_WORDS = struct.Struct(">II")
 _LITTLE_ENDIAN_WORDS = struct.Struct("<II")
 _PAGE_SIZES = frozenset(1 << n for n in range(9, 17))  # SQLite's page sizes, 512..65536
+_INDEX_HEADER_BYTES = 48  # a copy of the WAL index's header at the start of the -shm file (mxFrame at 16)
 VERIFIED_FRAMES_MAX = 128  # frames a WAL handle remembers as checked (about 0.5 MB at 4 KiB pages)
 
 
@@ -133,32 +138,32 @@ class _WalHeader:
 
 @final
 class WalFile(apsw.VFSFile):
-    """A WAL opened through the checksum VFS: page reads checked, the writer's rewrites followed."""
+    """A WAL opened through the checksum VFS: every page read checked against its frame's checksum."""
 
     def __init__(self, base_vfs: str, name: apsw.URIFilename | str | None, flags: list[int]) -> None:
         super().__init__(base_vfs, name, flags)
         self._name = name.filename() if isinstance(name, apsw.URIFilename) else str(name)
-        self._page_size = 0  # from the WAL header, once read or written (it never changes for a database)
         self._wal_header: _WalHeader | None = None  # as last read; read again when a frame's salts differ
         self._checksum: FrameChecksum | None = None
         # Frames this handle checked, as read (header and page): a reader reads the same few pages again after
         # every commit (SQLite starts its page cache over when the WAL changes), and bytes equal to checked ones
         # are sound. Equal bytes, not the same frame: a frame's bytes differ once rewritten or damaged.
         self._verified: dict[int, bytes] = {}
-        # What this handle wrote in the WAL's current generation (from its last header write at offset 0):
-        self._frames_written = 0  # frames 0 .. n-1 seen written (appended) by this handle
-        self._header_just_written = -1  # the frame whose header was this handle's last write
-        self._rewriting_from = -1  # >= 0: frames from here on carry stale checksums until the commit rewrites them
 
     # ------------------------------------------------------------------ reads
 
     def xRead(self, amount: int, offset: int) -> bytes:
         frame = self._page_frame(amount, offset)
-        if frame < 0 or 0 <= self._rewriting_from <= frame:
+        if frame < 0:
             return super().xRead(amount, offset)
         whole = super().xRead(FRAME_HEADER_BYTES + amount, offset - FRAME_HEADER_BYTES)
         if self._verified.get(frame) != whole:  # the very bytes this handle checked before need no second check
-            self._verify(frame, whole)
+            try:
+                self._verify(frame, whole)
+            except apsw.IOError:
+                if frame + 1 > self._committed_frames():
+                    return whole[FRAME_HEADER_BYTES:]  # the writer's own frame, in its transaction: see above
+                raise
             if len(self._verified) >= VERIFIED_FRAMES_MAX:
                 self._verified.clear()
             self._verified[frame] = whole
@@ -202,44 +207,22 @@ class WalFile(apsw.VFSFile):
                 "checksum"
             )
 
-    # ------------------------------------------------------------------ writes: follow the writer's rewrites
+    def _committed_frames(self) -> int:
+        """The WAL index's last committed frame (counted from 1), the newer of its two header copies.
 
-    def xWrite(self, data: bytes, offset: int) -> None:
-        super().xWrite(data, offset)
-        if offset == 0:  # a new generation of the WAL begins with its header
-            self._page_size = _header_page_size(data)
-            self._frames_written, self._header_just_written, self._rewriting_from = 0, -1, -1
-            return
-        page_size = self._known_page_size()
-        if page_size == 0:
-            return
-        frame, rest = divmod(offset - WAL_HEADER_BYTES, FRAME_HEADER_BYTES + page_size)
-        if rest == 0 and len(data) == FRAME_HEADER_BYTES:  # a frame's header: appended, or rewritten at a commit
-            if frame >= self._frames_written:
-                self._frames_written = frame + 1
-            elif frame == self._frames_written - 1 and self._rewriting_from >= 0:
-                self._rewriting_from = -1  # the commit rewrote every checksum from the first overwritten frame
-            self._header_just_written = frame
-            return
-        overwritten = rest == FRAME_HEADER_BYTES and len(data) == page_size and frame != self._header_just_written
-        if overwritten and (self._rewriting_from < 0 or frame < self._rewriting_from):
-            # A page written again within its transaction, in place: its frame's checksum (and every later one)
-            # is stale until the commit rewrites them.
-            self._rewriting_from = frame
-        self._header_just_written = -1
-
-    def _known_page_size(self) -> int:
-        if self._page_size == 0:
-            header = super().xRead(WAL_HEADER_BYTES, 0)
-            self._page_size = _header_page_size(header) if len(header) == WAL_HEADER_BYTES else 0
-        return self._page_size
-
-
-def _header_page_size(header: bytes) -> int:
-    if len(header) < 12:
-        return 0
-    page_size = int.from_bytes(header[8:12], "big")
-    return 65536 if page_size == 1 else (page_size if page_size in _PAGE_SIZES else 0)
+        In the -shm file SQLite maps as shared memory (in this machine's byte order); when it cannot be read,
+        every frame counts as committed (a failing frame is refused).
+        """
+        shm = self._name[: -len("-wal")] + "-shm" if self._name.endswith("-wal") else ""
+        try:
+            with open(shm, "rb") as file:
+                header = file.read(2 * _INDEX_HEADER_BYTES)
+        except OSError:
+            return 2**32
+        if len(header) < 2 * _INDEX_HEADER_BYTES:
+            return 2**32
+        copies = (header[16:20], header[_INDEX_HEADER_BYTES + 16 : _INDEX_HEADER_BYTES + 20])
+        return max(int.from_bytes(copy, sys.byteorder) for copy in copies)
 
 
 WAL_MAGIC = 0x377F0682  # its last bit: the checksums' byte order
