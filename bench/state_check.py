@@ -26,9 +26,11 @@ from bench.state import build_coordinator_state
 
 CHECK_SCRIPT = """
 import sys, time, apsw
+from pathlib import Path
+from snapshot import page_checksums  # as the node checks: every page's checksum verified too
 path, pragma = sys.argv[1], sys.argv[2]
 started = time.monotonic()
-connection = apsw.Connection(path, flags=apsw.SQLITE_OPEN_READWRITE)
+connection = page_checksums.connect(Path(path), apsw.SQLITE_OPEN_READWRITE)
 rows = [row[0] for row in connection.execute(f"PRAGMA {pragma}(5)")]
 print(time.monotonic() - started, rows == ["ok"])
 """

@@ -10,6 +10,12 @@ holds a read transaction for the whole copy: without it the backup restarts
 whenever the writer commits and never ends under steady load; with it the
 copy is one consistent point (WAL mode lets the writer go on meanwhile).
 The id is read inside that transaction, so it names exactly what is copied.
+The backup API copies pages as they are, the bytes each reserves with them,
+so a copy of a state with page checksums has them too: the source's pages
+(and WAL frames) are verified as the copy reads them (a damaged state fails
+its snapshot, never passes its damage on under a fresh file CRC), and the
+restored copy's pages are verified on every read like any state's
+(snapshot/page_checksums.py).
 
 The copy shares a small node with the commit path, so it is kept gentle
 (measured on 2 cores with snapshots back to back, bench/recovery.py): it is
@@ -39,7 +45,7 @@ from pathlib import Path
 
 import apsw
 
-from snapshot import fault_points
+from snapshot import fault_points, page_checksums
 from snapshot.durable_files import (
     PART_SUFFIX,
     ChecksumMismatch,
@@ -247,6 +253,7 @@ def take_snapshot(
     copy_step_pages: int,
     now_ms: int,
     copy_bytes_per_second_max: int = COPY_BYTES_PER_SECOND_MAX,
+    checksums: bool = True,
 ) -> SnapshotManifest:
     """Copies the committed state at `state_path` into a new snapshot (runs on a thread of its own).
 
@@ -254,9 +261,8 @@ def take_snapshot(
     (nothing was applied since). Commits go on during the copy.
     """
     directory.mkdir(parents=True, exist_ok=True)
-    source = apsw.Connection(str(state_path), flags=apsw.SQLITE_OPEN_READONLY)
+    source = page_checksums.connect(state_path, apsw.SQLITE_OPEN_READONLY, checksums)
     try:
-        source.set_busy_timeout(5000)
         source.execute("BEGIN")
         try:
             applied_offset, epoch, coordinator_id = _read_position(source)
@@ -339,7 +345,8 @@ def _backup(
     if row is None:
         raise apsw.CorruptError(f"{source.filename}: PRAGMA page_size gave no row")
     (page_size,) = row
-    destination = apsw.Connection(str(target))
+    # cksumvfs: the copy's pages keep their checksums (the header page, changed by the copy, gets a new one).
+    destination = apsw.Connection(str(target), vfs=page_checksums.vfs_name(False))
     try:
         # The target is a scratch file until renamed: no journal, no syncs (one fsync at the end).
         destination.execute("PRAGMA journal_mode=OFF")

@@ -28,6 +28,7 @@ from coordinator.runtime.log.segments import SEGMENT_SUFFIX
 from protos import admin_pb2
 from protos import admin_pb2_grpc as admin_grpc
 from protos import coordinator_pb2 as pb
+from snapshot import page_checksums
 from tests.harness import (
     Broker,
     ServerProcess,
@@ -149,7 +150,9 @@ def table_pages(state: Path, table: str) -> tuple[int, int, list[int]]:
     The node is stopped; a crash may leave newer copies of pages in the WAL, which would hide damage
     written into the file.
     """
-    connection = apsw.Connection(str(state))
+    # Through the checksum VFS, as the node opens it: a plain SQLite's checkpoint would copy the WAL's pages into
+    # the file without their page checksums (each would then read as damaged).
+    connection = page_checksums.connect(state, apsw.SQLITE_OPEN_READWRITE)
     connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     (page_size,) = connection.execute("PRAGMA page_size").fetchone()
     (root,) = connection.execute("SELECT rootpage FROM sqlite_master WHERE name = ?", (table,)).fetchone()

@@ -48,6 +48,7 @@ from protos import admin_pb2 as admin
 from protos import admin_pb2_grpc
 from protos import coordinator_pb2 as pb
 from protos import coordinator_pb2_grpc as pb_grpc
+from snapshot import page_checksums
 from snapshot.durable_files import ChecksumMismatch
 from snapshot.snapshots import (
     SnapshotError,
@@ -178,7 +179,7 @@ def _describe_state(coordinator_id: int, directory: Path, position: LogPosition)
         )  # fmt: skip
     try:
         # Read-write without create (the lock is held): closing it leaves no -wal/-shm behind.
-        connection = apsw.Connection(str(state), flags=apsw.SQLITE_OPEN_READWRITE)
+        connection = page_checksums.connect(state, apsw.SQLITE_OPEN_READWRITE)
         try:
             connection.execute("BEGIN")
             (applied,) = reads.one_row(
@@ -291,6 +292,7 @@ def snapshot_create(args: argparse.Namespace) -> int:
                     settings.snapshot_copy_step_pages,
                     _now_ms(),
                     settings.snapshot_copy_max_bytes_per_second,
+                    settings.state_page_checksums,
                 )
                 metadata_log = MetadataLog(directory / "log", settings.log_segment_bytes)
                 try:

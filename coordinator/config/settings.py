@@ -217,6 +217,14 @@ class Settings:
         "state's own while applies go on (0: by SQLite itself past 1000 pages, inside the apply that passes them, on "
         "the node's event loop; a baseline)",
     )
+    state_page_checksums: bool = _setting(
+        "diskless.coordinator.state.page.checksums",
+        True,
+        "every page of a coordinator's SQLite state carries a checksum verified on each read (SQLite's cksumvfs), and "
+        "every page read from its WAL is checked against the WAL's frame checksums; a mismatch is damage: the "
+        "coordinator goes out of service and rebuilds its state. A state file without them is converted when it "
+        "loads (VACUUM). false: new files without checksums, the WAL unchecked (files that have them stay verified)",
+    )
     replay_batch_operations: int = _setting(
         "diskless.coordinator.replay.batch.operations", 2000, "log batches applied per SQLite transaction on replay"
     )

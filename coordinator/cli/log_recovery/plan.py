@@ -20,6 +20,7 @@ from coordinator.runtime.log.damage import LogDamage
 from coordinator.runtime.log.frame import Frame, FrameSearchIncomplete, decode_frame, verifying_frames_after
 from coordinator.runtime.log.inspection import LogScan, scan_log
 from coordinator.runtime.log.segment_files import LogPosition, segment_bases, segment_name
+from snapshot import page_checksums
 from snapshot.snapshots import (
     SnapshotManifest,
     list_snapshots,
@@ -111,7 +112,7 @@ def _read_sqlite(path: Path, writable: bool) -> _StateFacts:
     is a self-contained file, opened read-only.
     """
     flags = apsw.SQLITE_OPEN_READWRITE if writable else apsw.SQLITE_OPEN_READONLY
-    connection = apsw.Connection(str(path), flags=flags)
+    connection = page_checksums.connect(path, flags)
     try:
         connection.execute("BEGIN")
         partitions = {

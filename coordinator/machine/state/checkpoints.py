@@ -29,20 +29,25 @@ from typing import final
 
 import apsw
 
+from snapshot import page_checksums
+
 log = logging.getLogger(__name__)
 
 CHECKPOINT_PAGES_DEFAULT = 1000  # diskless.coordinator.state.checkpoint.pages (SQLite's own default)
 PASSES_MAX = 4  # passes of one checkpoint on the thread, each copying what the writer added during the last
 HARD_BOUND_FACTOR = 8  # WAL pages past this many thresholds: the apply checkpoints itself
-_DAMAGE = (apsw.CorruptError, apsw.NotADBError)  # the state file itself is damaged
+_DAMAGE = (apsw.CorruptError, apsw.NotADBError)  # the state file itself is damaged (or, below, fails a checksum)
 
 
 @final
 class WalCheckpoints:
     """The checkpoints of one state file; `written` after each commit of its writer, `close` before the writer's."""
 
-    def __init__(self, path: Path, coordinator_id: int, threshold_pages: int, writer: apsw.Connection) -> None:
+    def __init__(
+        self, path: Path, coordinator_id: int, threshold_pages: int, writer: apsw.Connection, checksums: bool = True
+    ) -> None:
         self._path = path
+        self._checksums = checksums
         self._coordinator_id = coordinator_id
         self._threshold_pages = threshold_pages
         self._writer = writer
@@ -52,6 +57,7 @@ class WalCheckpoints:
         self._connection: apsw.Connection | None = None  # used only on that thread
         self._running: Future[None] | None = None
         self.completed = 0  # on the thread
+        self._damage: apsw.Error | None = None  # met by the thread; the next apply raises it
         self.completed_in_apply = 0  # past the hard bound
         writer.set_wal_hook(self._wal_hook)  # replaces SQLite's automatic checkpoint
 
@@ -60,7 +66,13 @@ class WalCheckpoints:
         return apsw.SQLITE_OK
 
     def written(self) -> None:
-        """After a commit of the writer: starts a checkpoint past the threshold, or runs one past the hard bound."""
+        """After a commit of the writer: starts a checkpoint past the threshold, or runs one past the hard bound.
+
+        Raises the damage the thread met (a page or a WAL frame failing its checksum, a corrupt page): the
+        coordinator goes out of service and rebuilds its state.
+        """
+        if self._damage is not None:
+            raise self._damage
         running = self._running is not None and not self._running.done()
         if self._past_hard_bound():
             if running:  # the loop never waits for the thread: the first apply after its pass does this
@@ -70,6 +82,8 @@ class WalCheckpoints:
             except _DAMAGE:
                 raise  # the apply's caller takes the coordinator out of service and rebuilds the state
             except apsw.Error as error:  # the transaction is committed; its pages wait in the WAL for the next try
+                if page_checksums.is_checksum_damage(error):
+                    raise
                 log.warning("coordinator %d: a checkpoint of %s failed: %s", self._coordinator_id, self._path, error)
                 return
             self.completed_in_apply += 1
@@ -88,7 +102,9 @@ class WalCheckpoints:
     def _checkpoint(self) -> None:
         try:
             if self._connection is None:
-                connection = apsw.Connection(str(self._path), flags=apsw.SQLITE_OPEN_READWRITE)
+                # Through the checksum VFS, like the writer: the frames it copies are checked (a damaged one is
+                # refused, never copied into the file under a fresh page checksum), the pages it writes get theirs.
+                connection = page_checksums.connect(self._path, apsw.SQLITE_OPEN_READWRITE, self._checksums)
                 # A connection learns that the file is in WAL mode when it first reads it; until then a
                 # checkpoint does nothing and says (-1, -1).
                 connection.execute("PRAGMA journal_mode").fetchall()
@@ -103,6 +119,8 @@ class WalCheckpoints:
         except apsw.Error as error:  # busy, a full or failing disk: the WAL keeps the pages; try again later
             log.warning("coordinator %d: a checkpoint of %s failed: %s", self._coordinator_id, self._path, error)
             self._next_try_pages = self._wal_pages + self._threshold_pages
+            if isinstance(error, _DAMAGE) or page_checksums.is_checksum_damage(error):
+                self._damage = error
 
     def close(self) -> None:
         """Waits for a running checkpoint and closes its connection, so that the writer's close is the last one."""

@@ -23,8 +23,9 @@ from typing import TypeVar, final
 
 import apsw
 
+from snapshot import page_checksums
+
 T = TypeVar("T")
-BUSY_TIMEOUT_MS = 5000  # as the store's own connections: a read waits out a checkpoint's brief lock
 
 
 class DetachedReadClosed(Exception):
@@ -33,8 +34,9 @@ class DetachedReadClosed(Exception):
 
 @final
 class DetachedRead:
-    def __init__(self, path: Path, on_close: Callable[[DetachedRead], None]) -> None:
+    def __init__(self, path: Path, on_close: Callable[[DetachedRead], None], checksums: bool = True) -> None:
         self._path = path
+        self._checksums = checksums
         self._on_close = on_close
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="detached-read")
         self._lock = threading.Lock()  # the loop and the store's thread may close it at once
@@ -56,8 +58,8 @@ class DetachedRead:
         if self._closed:
             raise DetachedReadClosed(f"the read of {self._path} was closed")
         if self._connection is None:
-            self._connection = apsw.Connection(str(self._path), flags=apsw.SQLITE_OPEN_READONLY)
-            self._connection.set_busy_timeout(BUSY_TIMEOUT_MS)
+            # Busy timeout as the store's own connections: a read waits out a checkpoint's brief lock.
+            self._connection = page_checksums.connect(self._path, apsw.SQLITE_OPEN_READONLY, self._checksums)
             self._connection.execute("BEGIN")  # deferred: the snapshot is taken by the query's first read
         return query(self._connection)
 

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import apsw
 
+from snapshot import page_checksums
 from snapshot.durable_files import fsync_directory
 
 CLEAN_CLOSE_MARK = "state.closed-cleanly"  # beside state.sqlite; present only between a clean close and a load
@@ -33,11 +34,14 @@ class IntegrityReport:
 
 
 def check_integrity(path: Path) -> IntegrityReport:
-    """Runs `PRAGMA integrity_check` on the state file (and its WAL) through a connection of its own."""
+    """Runs `PRAGMA integrity_check` on the state file (and its WAL) through a connection of its own.
+
+    Through the checksum VFS: reading every page, it verifies every page's checksum (and every WAL frame's).
+    """
     started = time.monotonic()
     size = path.stat().st_size if path.exists() else 0
     try:
-        connection = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READWRITE)
+        connection = page_checksums.connect(path, apsw.SQLITE_OPEN_READWRITE)
         try:
             rows = [row[0] for row in connection.execute(f"PRAGMA integrity_check({PROBLEMS_REPORTED_MAX})")]
         finally:

@@ -9,6 +9,7 @@ friends go through a separate connection (WAL mode) and see committed state.
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Collection, Iterator, Sequence
 from pathlib import Path
 
@@ -21,10 +22,15 @@ from coordinator.machine.records import CommittedBatch
 from coordinator.machine.state import reads
 from coordinator.machine.state.checkpoints import CHECKPOINT_PAGES_DEFAULT, WalCheckpoints
 from coordinator.machine.state.detached_read import DetachedRead
+from coordinator.machine.state.integrity import check_integrity
 from coordinator.machine.state.schema import META_DEFAULTS, MIGRATIONS, SCHEMA_VERSION, STATEMENTS
 from coordinator.machine.transaction import StateTransaction
 from coordinator.machine.view import CoordinatorView, FileFacts, PartitionView
 from protos import records_pb2 as rec
+from snapshot import page_checksums
+from snapshot.page_checksums import CHECKSUM_BYTES, is_checksum_damage
+
+log = logging.getLogger(__name__)
 
 WRITER_CACHE_BYTES_DEFAULT = 64 * 1024 * 1024  # diskless.coordinator.state.cache.bytes
 BATCH_ID_SPACE = 2**40  # batch ids are unique across coordinators: coordinator id in the high bits
@@ -40,11 +46,40 @@ class StateCorrupt(Exception):
     """The SQLite file cannot be read as this coordinator's state."""
 
 
-def _connect(path: Path, *, readonly: bool) -> apsw.Connection:
+def _connect(path: Path, *, readonly: bool, checksums: bool) -> apsw.Connection:
     flags = apsw.SQLITE_OPEN_READONLY if readonly else apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE
-    connection = apsw.Connection(str(path), flags=flags)
-    connection.set_busy_timeout(5000)
-    return connection
+    return page_checksums.connect(path, flags, checksums)
+
+
+def _is_new(path: Path) -> bool:
+    """No file, or an empty one with nothing in a WAL beside it: the next write creates the database."""
+    wal = path.with_name(path.name + "-wal")
+    return not path.exists() or (path.stat().st_size == 0 and (not wal.exists() or wal.stat().st_size == 0))
+
+
+def _open_writer(path: Path, checksums: bool) -> apsw.Connection:
+    """The writer's connection; a new file gets page checksums, an older file without them is converted first."""
+    new = _is_new(path)
+    writer = _connect(path, readonly=False, checksums=checksums)
+    if not checksums:
+        return writer
+    if new:
+        page_checksums.reserve_page_checksums(writer)  # before the first write, which lays out the pages
+        return writer
+    reserved = page_checksums.reserved_bytes(writer)
+    if reserved == CHECKSUM_BYTES:
+        return writer
+    writer.close()
+    if reserved != 0:
+        raise StateCorrupt(f"{path}: its pages reserve {reserved} bytes, not the {CHECKSUM_BYTES} of checksums")
+    # Written before page checksums: checked as a whole (the only check a file without them allows), then
+    # rewritten with them. Once per file; damage found here sets it aside for a rebuild like any other.
+    report = check_integrity(path)
+    if report.problem is not None:
+        raise StateCorrupt(report.problem)
+    page_checksums.add_page_checksums(path)
+    log.warning("%s: added page checksums (VACUUM, %.2fs for the check)", path, report.seconds)
+    return _connect(path, readonly=False, checksums=checksums)
 
 
 def truncation_problem(path: Path) -> str | None:
@@ -73,9 +108,9 @@ def truncation_problem(path: Path) -> str | None:
     return None
 
 
-def open_reader(path: Path) -> apsw.Connection:
+def open_reader(path: Path, checksums: bool = True) -> apsw.Connection:
     """A read-only connection to a state file (WAL mode: it reads committed transactions, also from another process)."""
-    return _connect(path, readonly=True)
+    return _connect(path, readonly=True, checksums=checksums)
 
 
 @contextlib.contextmanager
@@ -102,14 +137,18 @@ class StateStore:
         coordinator_id: int,
         cache_bytes: int = WRITER_CACHE_BYTES_DEFAULT,
         checkpoint_pages: int = CHECKPOINT_PAGES_DEFAULT,
+        checksums: bool = True,
     ) -> None:
         self.path = path
         self.coordinator_id = coordinator_id
+        self.checksums = (
+            checksums  # pages and WAL frames verified on every read (diskless.coordinator.state.page.checksums)
+        )
         problem = truncation_problem(path)
         if problem is not None:
             raise StateCorrupt(problem)
         try:
-            self._writer = _connect(path, readonly=False)
+            self._writer = _open_writer(path, checksums)
             self._writer.execute("PRAGMA journal_mode=WAL")
             # The log is the durable copy: a lost SQLite commit is replayed from it.
             self._writer.execute("PRAGMA synchronous=NORMAL")
@@ -126,7 +165,9 @@ class StateStore:
                 )
                 self._migrate()
             self.meta = dict(self._writer.execute("SELECT name, value FROM meta"))
-        except _ENVIRONMENT_ERRORS:
+        except _ENVIRONMENT_ERRORS as error:
+            if is_checksum_damage(error):  # a page or a WAL frame that fails its checksum: damage
+                raise StateCorrupt(f"{path}: {error}") from error
             raise  # a full or failing disk is not a damaged state: it is reported (and retried) as what it is
         except apsw.Error as error:
             raise StateCorrupt(f"{path}: {error}") from error
@@ -138,8 +179,8 @@ class StateStore:
         # 0: SQLite's automatic checkpoint, inside the apply that passes its threshold (a baseline).
         self._checkpoints: WalCheckpoints | None = None
         if checkpoint_pages > 0:
-            self._checkpoints = WalCheckpoints(path, coordinator_id, checkpoint_pages, self._writer)
-        self.reader = open_reader(path)
+            self._checkpoints = WalCheckpoints(path, coordinator_id, checkpoint_pages, self._writer, checksums)
+        self.reader = open_reader(path, checksums)
         self._detached_reads: set[DetachedRead] = set()  # open on threads of their own; closed before the store
         # The committed producer windows, packed as stored, kept in memory so apply never reads them back.
         self.producer_windows = self._read_producer_windows()
@@ -258,7 +299,7 @@ class StateStore:
 
         The store closes it when it closes (its next read then raises DetachedReadClosed).
         """
-        detached = DetachedRead(self.path, self._detached_reads.discard)
+        detached = DetachedRead(self.path, self._detached_reads.discard, self.checksums)
         self._detached_reads.add(detached)
         return detached
 

@@ -58,9 +58,10 @@ def unavailable_for(coordinator_id: int, status: Status) -> CoordinatorUnavailab
 class StateFile:
     """One coordinator's state file, read-only: a connection per generation, reopened when the board's moves on."""
 
-    def __init__(self, coordinator_id: int, path: Path, board: StatusBoard) -> None:
+    def __init__(self, coordinator_id: int, path: Path, board: StatusBoard, checksums: bool = True) -> None:
         self.coordinator_id = coordinator_id
         self._path = path
+        self._checksums = checksums  # pages and WAL frames verified, as the node's own reads
         self._board = board
         self._connection: apsw.Connection | None = None
         self._generation = -1
@@ -76,7 +77,7 @@ class StateFile:
         if status.generation != self._generation:
             self.close()
             try:
-                self._connection = open_reader(self._path)
+                self._connection = open_reader(self._path, self._checksums)
             except apsw.Error as error:  # replaced or removed since the board was written: the next call sees why
                 raise CoordinatorUnavailable(
                     ErrorCode.COORDINATOR_NOT_AVAILABLE,
@@ -104,7 +105,10 @@ class ReaderCoordinators:
         self, settings: Settings, directories: Sequence[Path], board: StatusBoard, report_damage: DamageReport
     ) -> None:
         self.settings = settings
-        self._files = [StateFile(i, directory / STATE_FILE, board) for i, directory in enumerate(directories)]
+        self._files = [
+            StateFile(i, directory / STATE_FILE, board, settings.state_page_checksums)
+            for i, directory in enumerate(directories)
+        ]
         self._report_damage = report_damage
         self._topics: dict[bytes, tuple[float, Mapping[int, int]]] = {}  # topic id -> (looked up at, partitions)
 

@@ -36,15 +36,26 @@ from coordinator.runtime.ports import AppliedFrame
 from coordinator.runtime.replication.role import ReplicaRole, RoleKind
 from coordinator.runtime.shard.log_replay import replay_log
 from coordinator.runtime.shard.state_opening import LoadFailed, StatePlace, open_state, replace_state
+from snapshot.page_checksums import is_checksum_damage
 from snapshot.snapshots import remove_incomplete, snapshot_directory
 
 log = logging.getLogger(__name__)
 
 # Failures that loading again cannot cure: the coordinator stays out of service until an operator acts.
 NEEDS_OPERATOR = (LoadFailed, CorruptLogError)
-# Failures that mean the state file itself is damaged: the next load sets it aside and rebuilds it.
-STATE_DAMAGE = (apsw.CorruptError, apsw.NotADBError, StateDamaged)
 _DISK_FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
+
+
+def is_state_damage(error: BaseException) -> bool:
+    """The state file itself is damaged (a corrupt page, a page or WAL frame failing its checksum, rows that
+    break an invariant): the next load sets it aside and rebuilds it."""
+    if is_checksum_damage(error):
+        return True
+    # SQLite ends a transaction by itself on some errors: leaving `with connection:` then fails its ROLLBACK.
+    for seen in (error, error.__context__):
+        if isinstance(seen, apsw.CorruptError | apsw.NotADBError | StateDamaged):
+            return True
+    return False
 
 
 def failure_kind(error: BaseException) -> str:
@@ -55,7 +66,7 @@ def failure_kind(error: BaseException) -> str:
         return "needs_operator"
     if isinstance(error, apsw.FullError) or (isinstance(error, OSError) and error.errno in _DISK_FULL_ERRNOS):
         return "disk_full"
-    if isinstance(error, apsw.CorruptError | apsw.NotADBError | StateCorrupt | StateDamaged):
+    if isinstance(error, StateCorrupt) or is_state_damage(error):
         return "state_damaged"
     if isinstance(error, OSError | apsw.IOError | apsw.CantOpenError | apsw.ReadOnlyError):
         return "io_error"
@@ -105,6 +116,7 @@ def open_coordinator(plan: LoadPlan) -> Loaded:
         settings.state_cache_bytes,
         settings.state_checkpoint_pages,
         settings.state_verify_on_load != "never",
+        settings.state_page_checksums,
     )
     store: StateStore | None = None
     try:
@@ -115,7 +127,9 @@ def open_coordinator(plan: LoadPlan) -> Loaded:
         try:
             replayed = _replay(plan, store, metadata_log, position)
             view = store.load_view()
-        except apsw.CorruptError as error:  # SQLite finds damage only when a read touches it
+        except apsw.Error as error:  # SQLite finds damage only when a read touches it
+            if not is_state_damage(error):
+                raise
             store.close()
             store = None
             store = replace_state(place, f"{place.path}: {error}", position)

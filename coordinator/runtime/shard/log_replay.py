@@ -10,6 +10,7 @@ import apsw
 from coordinator.machine import records
 from coordinator.machine.state.store import AppliedFrame, StateStore
 from coordinator.runtime.log.segments import MetadataLog
+from snapshot import page_checksums
 
 DUMPED_TABLES = ("meta", "partitions", "partitions_awaiting_purge", "files", "batches", "producers", "topic_configs")
 REPLAY_CHUNK_DEFAULT = 2000
@@ -57,7 +58,7 @@ def rebuild_from_log(coordinator_dir: Path, coordinator_id: int, target: Path, e
 
 def logical_dump(path: Path) -> dict[str, list[tuple[Any, ...]]]:
     """Every row of every state table, sorted: two states are equal when their dumps are."""
-    connection = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
+    connection = page_checksums.connect(path, apsw.SQLITE_OPEN_READONLY)
     try:
         return {
             table: sorted(tuple(row) for row in connection.execute(f"SELECT * FROM {table}")) for table in DUMPED_TABLES

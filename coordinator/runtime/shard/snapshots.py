@@ -21,7 +21,7 @@ from coordinator.base.errors import CoordinatorUnavailable
 from coordinator.config.settings import Settings
 from coordinator.machine.state.integrity import IntegrityReport, check_integrity
 from coordinator.machine.state.reads import StateDamaged
-from coordinator.runtime.shard.loading import Loaded
+from coordinator.runtime.shard.loading import Loaded, is_state_damage
 from coordinator.runtime.shard.pruning import PruneResult, delete_snapshots, prune_log
 from snapshot.snapshots import (
     SnapshotCheck,
@@ -180,15 +180,21 @@ class SnapshotScheduler:
             log_bytes_before = loaded.metadata_log.appended_bytes
             now_ms = self._clock.now_ms()
             started = time.monotonic()
-            manifest = await loop.run_in_executor(
-                self._executor,
-                take_snapshot,
-                self._directory / "state.sqlite",
-                self._snapshots,
-                self._settings.snapshot_copy_step_pages,
-                now_ms,
-                self._settings.snapshot_copy_max_bytes_per_second,
-            )
+            try:
+                manifest = await loop.run_in_executor(
+                    self._executor,
+                    take_snapshot,
+                    self._directory / "state.sqlite",
+                    self._snapshots,
+                    self._settings.snapshot_copy_step_pages,
+                    now_ms,
+                    self._settings.snapshot_copy_max_bytes_per_second,
+                    self._settings.state_page_checksums,
+                )
+            except Exception as error:
+                if is_state_damage(error):  # the copy read a damaged page: the state is rebuilt, the copy dropped
+                    self._subject.report_damage(error)
+                raise
             copied_s = time.monotonic() - started
             self._last_snapshot, self._last_snapshot_at_ms = manifest, now_ms
             self._log_bytes_at_snapshot = log_bytes_before

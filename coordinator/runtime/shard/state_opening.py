@@ -21,6 +21,7 @@ from coordinator.machine.state.integrity import check_integrity
 from coordinator.machine.state.store import StateCorrupt, StateStore
 from coordinator.runtime.log.segments import LogPosition
 from snapshot.snapshots import list_snapshots, restore_newest, snapshot_directory
+from snapshot.wal_frames import wal_damage
 
 log = logging.getLogger(__name__)
 
@@ -38,13 +39,14 @@ class StatePlace:
     cache_bytes: int
     checkpoint_pages: int
     check_restored: bool  # a restored snapshot passes PRAGMA integrity_check first
+    checksums: bool = True  # pages and WAL frames verified on every read (diskless.coordinator.state.page.checksums)
 
     @property
     def path(self) -> Path:
         return self.directory / "state.sqlite"
 
     def open_store(self) -> StateStore:
-        return StateStore(self.path, self.coordinator_id, self.cache_bytes, self.checkpoint_pages)
+        return StateStore(self.path, self.coordinator_id, self.cache_bytes, self.checkpoint_pages, self.checksums)
 
 
 def open_state(place: StatePlace, position: LogPosition, verify: bool, rebuild_reason: str) -> StateStore:
@@ -59,6 +61,11 @@ def open_state(place: StatePlace, position: LogPosition, verify: bool, rebuild_r
         return replace_state(place, f"{path} is missing", position)
     if rebuild_reason:
         return replace_state(place, f"a read of {path} met damage ({rebuild_reason})", position)
+    wal = path.with_name(path.name + "-wal")
+    if place.checksums and wal.exists():  # left by a crash (or by readers still open): checked before SQLite
+        problem = wal_damage(wal)  # recovers it, which would drop every frame after a damaged one
+        if problem is not None:
+            return replace_state(place, problem, position)
     if verify:
         report = check_integrity(path)
         log.info(
