@@ -93,6 +93,7 @@ def test_elect_leaders_gives_leadership_back_after_a_failover_and_nothing_acknow
         table = capsys.readouterr().out.splitlines()
         assert table[0].split()[:2] == ["coordinator_id", "outcome"]
         assert all("already preferred" in line for line in table[1:]) and len(table) == 1 + len(preferred)
+        assert cluster.log_lines("never retrieved") == []
     except BaseException:
         cluster.print_state()
         raise
@@ -130,6 +131,7 @@ def test_leadership_goes_back_by_itself_within_the_check_interval(tmp_path: Path
                 f"node {victim_id}: failover {failover_s:.2f} s; restarted and in sync in {in_sync_s:.2f} s; "
                 f"leading its coordinators again {time.monotonic() - restarted_at:.2f} s after its restart"
             )
+        assert cluster.log_lines("never retrieved") == []
     except BaseException:
         cluster.print_state()
         raise

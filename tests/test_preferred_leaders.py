@@ -14,6 +14,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from coordinator.cluster.assignment import NO_LEADER, CoordinatorAssignment, preferred_leader_election
+from coordinator.cluster.preferred_leaders import CAS_ATTEMPTS, ElectionOutcome, elect_preferred_leaders
+from coordinator.cluster.store import VersionedAssignment
 from coordinator.config.settings import Settings
 from coordinator.node.leader_elections import elect_leaders
 from protos import admin_pb2 as admin
@@ -59,6 +61,31 @@ def test_a_coordinator_without_a_leader_gets_its_preferred_replica_and_a_stale_o
     assert preferred_leader_election(leaderless, {1: "a.3", 2: "b.1"}) is None  # restarted, not yet recorded
     out_of_sync = CoordinatorAssignment((1, 2, 3), 2, 4, 9, (2, 3))
     assert preferred_leader_election(out_of_sync, {1: "", 2: "", 3: ""}) is None
+
+
+class _Contended:
+    """A store whose every compare-and-set loses: another node changes the key each time."""
+
+    def __init__(self, assignment: CoordinatorAssignment) -> None:
+        self.assignment_now = assignment
+        self.attempts = 0
+
+    async def assignment(self, coordinator_id: int) -> VersionedAssignment:
+        return VersionedAssignment(self.assignment_now, 10 + self.attempts)
+
+    async def compare_and_set(self, coordinator_id: int, revision: int, assignment: CoordinatorAssignment) -> bool:
+        self.attempts += 1
+        return False
+
+
+def test_an_election_that_keeps_losing_its_compare_and_set_gives_up_and_says_so() -> None:
+    store = _Contended(CoordinatorAssignment((1, 2, 3), 2, 4, 9, (1, 2, 3)))
+    (result,) = asyncio.run(elect_preferred_leaders(store, [0], {1: "", 2: "", 3: ""}))  # type: ignore[arg-type]
+    assert store.attempts == CAS_ATTEMPTS
+    assert (result.outcome, result.preferred, result.leader, result.leader_epoch) == (
+        ElectionOutcome.NOT_POSSIBLE, 1, 2, 4
+    )  # fmt: skip
+    assert "try again" in result.reason
 
 
 # ---------------------------------------------------------------------------- the simulated cluster

@@ -163,8 +163,9 @@ class ClusterController:
         self._holders: list[RoleHolder] = []
         self._tasks: list[asyncio.Task[None]] = []
         self.leader_changes = 0  # elections this node won or saw (a metric)
-        # A refresh and a preferred election each read etcd, change it and set the roles from what they read: one at
-        # a time, or a refresh that read before an election would set the roles back to the older leader epoch.
+        # A refresh reads etcd, changes it and sets the roles from what it read; a preferred election sets the roles
+        # from what it wrote. One at a time, or a refresh that read before an election would set them back to the
+        # older leader epoch.
         self._changing = asyncio.Lock()
 
     # ------------------------------------------------------------------ joining
@@ -399,10 +400,10 @@ class ClusterController:
         """
         if not self.session_valid():
             raise ElectionRefused(f"node {self._endpoint.node_id}: its etcd session is not valid")
-        async with self._changing:
-            live = incarnations_of(await self._store.live_nodes())
-            wanted = sorted(set(coordinator_ids)) if coordinator_ids else range(self.config.coordinators)
-            results = await elect_preferred_leaders(self._store, wanted, live)
+        live = incarnations_of(await self._store.live_nodes())
+        wanted = sorted(set(coordinator_ids)) if coordinator_ids else range(self.config.coordinators)
+        results = await elect_preferred_leaders(self._store, wanted, live)
+        async with self._changing:  # not around the etcd calls: a slow etcd must not hold the refresh back
             for result in results:
                 if result.outcome is ElectionOutcome.ELECTED and result.assignment is not None:
                     self.leader_changes += 1

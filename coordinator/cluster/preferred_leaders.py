@@ -53,6 +53,7 @@ async def elect_preferred_leaders(
 
 
 async def _elect_one(store: ClusterStore, coordinator_id: int, live: Mapping[int, str]) -> PreferredElection:
+    current: VersionedAssignment | None = None
     for _ in range(CAS_ATTEMPTS):
         current = await store.assignment(coordinator_id)
         if current is None:
@@ -81,7 +82,9 @@ async def _elect_one(store: ClusterStore, coordinator_id: int, live: Mapping[int
                 coordinator_id, ElectionOutcome.ELECTED, preferred, preferred, elected.leader_epoch,
                 assignment=VersionedAssignment(elected, -1),
             )  # fmt: skip
+    assert current is not None  # read at least once: CAS_ATTEMPTS > 0
+    last = current.assignment
     return PreferredElection(
-        coordinator_id, ElectionOutcome.NOT_POSSIBLE, NO_LEADER, NO_LEADER, -1,
-        f"the coordinator's assignment changed {CAS_ATTEMPTS} times under the election: try again",
+        coordinator_id, ElectionOutcome.NOT_POSSIBLE, last.replicas[0], last.leader, last.leader_epoch,
+        f"the coordinator's assignment changed {CAS_ATTEMPTS} times under the election: try again", current,
     )  # fmt: skip
