@@ -15,12 +15,9 @@
   gives it; once registered, it tells each ISR it is in whether it is the
   replica the ISR knew (`assignment.after_restart`): the ISR records its new
   incarnation, or it leaves the ISR before anyone could elect it.
-- **Preferred leaders.** With `cluster.auto.leader.rebalance.enable`, every
-  `cluster.leader.imbalance.check.interval.ms` the live node of the lowest id
-  (Kafka's one controller; two nodes that both think so are safe, each change
-  being a compare-and-set) moves leadership back to each coordinator's first
-  replica where it is in the ISR (`preferred_leaders.py`); `elect-leaders`
-  asks any node to do it at once.
+- **Preferred leaders.** Every `cluster.leader.imbalance.check.interval.ms`
+  the live node of the lowest id gives leadership back to each coordinator's
+  first replica where it is in the ISR (`preferred_leaders.py`, by CAS).
 """
 
 from __future__ import annotations
@@ -405,8 +402,12 @@ class ClusterController:
         results = await elect_preferred_leaders(self._store, wanted, live)
         async with self._changing:  # not around the etcd calls: a slow etcd must not hold the refresh back
             for result in results:
-                if result.outcome is ElectionOutcome.ELECTED and result.assignment is not None:
-                    self.leader_changes += 1
+                if result.outcome is not ElectionOutcome.ELECTED or result.assignment is None:
+                    continue
+                self.leader_changes += 1
+                known = self.assignments.get(result.coordinator_id)
+                # A refresh since the write may have read a later change already: never go back to an older one.
+                if known is None or known.assignment.partition_epoch < result.assignment.assignment.partition_epoch:
                     self.assignments[result.coordinator_id] = result.assignment
             if any(r.outcome is ElectionOutcome.ELECTED for r in results):
                 self._apply_roles()  # this node may be the new leader or the old: it acts now, the others at refresh
