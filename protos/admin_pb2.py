@@ -25,35 +25,43 @@ _sym_db = _symbol_database.Default()
 from protos import coordinator_pb2 as protos_dot_coordinator__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x12protos/admin.proto\x12\x17\x64iskless.coordinator.v1\x1a\x18protos/coordinator.proto\",\n\x11\x43heckStateRequest\x12\x17\n\x0f\x63oordinator_ids\x18\x01 \x03(\x05\"\x91\x02\n\x12\x43heckStateResponse\x12\x43\n\x07results\x18\x01 \x03(\x0b\x32\x32.diskless.coordinator.v1.CheckStateResponse.Result\x1a\xb5\x01\n\x06Result\x12\x16\n\x0e\x63oordinator_id\x18\x01 \x01(\x05\x12\x36\n\nerror_code\x18\x02 \x01(\x0e\x32\".diskless.coordinator.v1.ErrorCode\x12\x15\n\rerror_message\x18\x03 \x01(\t\x12\r\n\x05sound\x18\x04 \x01(\x08\x12\x0f\n\x07problem\x18\x05 \x01(\t\x12\x0f\n\x07seconds\x18\x06 \x01(\x01\x12\x13\n\x0bstate_bytes\x18\x07 \x01(\x03\"\x91\x01\n\x0cSnapshotInfo\x12\x12\n\nend_offset\x18\x01 \x01(\x03\x12\r\n\x05\x65poch\x18\x02 \x01(\x05\x12\x12\n\nsize_bytes\x18\x03 \x01(\x03\x12\r\n\x05\x63rc32\x18\x04 \x01(\r\x12\x16\n\x0e\x61pplied_offset\x18\x05 \x01(\x03\x12\x15\n\rcreated_at_ms\x18\x06 \x01(\x03\x12\x0c\n\x04path\x18\x07 \x01(\t\"0\n\x15\x43reateSnapshotRequest\x12\x17\n\x0f\x63oordinator_ids\x18\x01 \x03(\x05\"\xdb\x02\n\x16\x43reateSnapshotResponse\x12G\n\x07results\x18\x01 \x03(\x0b\x32\x36.diskless.coordinator.v1.CreateSnapshotResponse.Result\x1a\xf7\x01\n\x06Result\x12\x16\n\x0e\x63oordinator_id\x18\x01 \x01(\x05\x12\x36\n\nerror_code\x18\x02 \x01(\x0e\x32\".diskless.coordinator.v1.ErrorCode\x12\x15\n\rerror_message\x18\x03 \x01(\t\x12\x37\n\x08snapshot\x18\x04 \x01(\x0b\x32%.diskless.coordinator.v1.SnapshotInfo\x12\x18\n\x10log_start_offset\x18\x05 \x01(\x03\x12\x18\n\x10\x64\x65leted_segments\x18\x06 \x01(\x05\x12\x19\n\x11\x64\x65leted_snapshots\x18\x07 \x01(\x05\"?\n\x14ListSnapshotsRequest\x12\x17\n\x0f\x63oordinator_ids\x18\x01 \x03(\x05\x12\x0e\n\x06verify\x18\x02 \x01(\x08\"\xc2\x03\n\x15ListSnapshotsResponse\x12P\n\x0c\x63oordinators\x18\x01 \x03(\x0b\x32:.diskless.coordinator.v1.ListSnapshotsResponse.Coordinator\x1a\x62\n\x08Snapshot\x12\x33\n\x04info\x18\x01 \x01(\x0b\x32%.diskless.coordinator.v1.SnapshotInfo\x12\x10\n\x08verified\x18\x02 \x01(\x08\x12\x0f\n\x07problem\x18\x03 \x01(\t\x1a\xf2\x01\n\x0b\x43oordinator\x12\x16\n\x0e\x63oordinator_id\x18\x01 \x01(\x05\x12\x36\n\nerror_code\x18\x02 \x01(\x0e\x32\".diskless.coordinator.v1.ErrorCode\x12\x15\n\rerror_message\x18\x03 \x01(\t\x12J\n\tsnapshots\x18\x04 \x03(\x0b\x32\x37.diskless.coordinator.v1.ListSnapshotsResponse.Snapshot\x12\x18\n\x10log_start_offset\x18\x05 \x01(\x03\x12\x16\n\x0elog_end_offset\x18\x06 \x01(\x03\x32\xdc\x02\n\x10\x43oordinatorAdmin\x12q\n\x0e\x43reateSnapshot\x12..diskless.coordinator.v1.CreateSnapshotRequest\x1a/.diskless.coordinator.v1.CreateSnapshotResponse\x12n\n\rListSnapshots\x12-.diskless.coordinator.v1.ListSnapshotsRequest\x1a..diskless.coordinator.v1.ListSnapshotsResponse\x12\x65\n\nCheckState\x12*.diskless.coordinator.v1.CheckStateRequest\x1a+.diskless.coordinator.v1.CheckStateResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x12protos/admin.proto\x12\x17\x64iskless.coordinator.v1\x1a\x18protos/coordinator.proto\".\n\x13\x45lectLeadersRequest\x12\x17\n\x0f\x63oordinator_ids\x18\x01 \x03(\x05\"\x98\x03\n\x14\x45lectLeadersResponse\x12\x36\n\nerror_code\x18\x01 \x01(\x0e\x32\".diskless.coordinator.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12\x45\n\x07results\x18\x03 \x03(\x0b\x32\x34.diskless.coordinator.v1.ElectLeadersResponse.Result\x1a\xe9\x01\n\x06Result\x12\x16\n\x0e\x63oordinator_id\x18\x01 \x01(\x05\x12?\n\x07outcome\x18\x02 \x01(\x0e\x32..diskless.coordinator.v1.LeaderElectionOutcome\x12\x18\n\x10preferred_leader\x18\x03 \x01(\x05\x12\x0e\n\x06leader\x18\x04 \x01(\x05\x12\x14\n\x0cleader_epoch\x18\x05 \x01(\x05\x12\x0e\n\x06reason\x18\x06 \x01(\t\x12\x36\n\nerror_code\x18\x07 \x01(\x0e\x32\".diskless.coordinator.v1.ErrorCode\",\n\x11\x43heckStateRequest\x12\x17\n\x0f\x63oordinator_ids\x18\x01 \x03(\x05\"\x91\x02\n\x12\x43heckStateResponse\x12\x43\n\x07results\x18\x01 \x03(\x0b\x32\x32.diskless.coordinator.v1.CheckStateResponse.Result\x1a\xb5\x01\n\x06Result\x12\x16\n\x0e\x63oordinator_id\x18\x01 \x01(\x05\x12\x36\n\nerror_code\x18\x02 \x01(\x0e\x32\".diskless.coordinator.v1.ErrorCode\x12\x15\n\rerror_message\x18\x03 \x01(\t\x12\r\n\x05sound\x18\x04 \x01(\x08\x12\x0f\n\x07problem\x18\x05 \x01(\t\x12\x0f\n\x07seconds\x18\x06 \x01(\x01\x12\x13\n\x0bstate_bytes\x18\x07 \x01(\x03\"\x91\x01\n\x0cSnapshotInfo\x12\x12\n\nend_offset\x18\x01 \x01(\x03\x12\r\n\x05\x65poch\x18\x02 \x01(\x05\x12\x12\n\nsize_bytes\x18\x03 \x01(\x03\x12\r\n\x05\x63rc32\x18\x04 \x01(\r\x12\x16\n\x0e\x61pplied_offset\x18\x05 \x01(\x03\x12\x15\n\rcreated_at_ms\x18\x06 \x01(\x03\x12\x0c\n\x04path\x18\x07 \x01(\t\"0\n\x15\x43reateSnapshotRequest\x12\x17\n\x0f\x63oordinator_ids\x18\x01 \x03(\x05\"\xdb\x02\n\x16\x43reateSnapshotResponse\x12G\n\x07results\x18\x01 \x03(\x0b\x32\x36.diskless.coordinator.v1.CreateSnapshotResponse.Result\x1a\xf7\x01\n\x06Result\x12\x16\n\x0e\x63oordinator_id\x18\x01 \x01(\x05\x12\x36\n\nerror_code\x18\x02 \x01(\x0e\x32\".diskless.coordinator.v1.ErrorCode\x12\x15\n\rerror_message\x18\x03 \x01(\t\x12\x37\n\x08snapshot\x18\x04 \x01(\x0b\x32%.diskless.coordinator.v1.SnapshotInfo\x12\x18\n\x10log_start_offset\x18\x05 \x01(\x03\x12\x18\n\x10\x64\x65leted_segments\x18\x06 \x01(\x05\x12\x19\n\x11\x64\x65leted_snapshots\x18\x07 \x01(\x05\"?\n\x14ListSnapshotsRequest\x12\x17\n\x0f\x63oordinator_ids\x18\x01 \x03(\x05\x12\x0e\n\x06verify\x18\x02 \x01(\x08\"\xc2\x03\n\x15ListSnapshotsResponse\x12P\n\x0c\x63oordinators\x18\x01 \x03(\x0b\x32:.diskless.coordinator.v1.ListSnapshotsResponse.Coordinator\x1a\x62\n\x08Snapshot\x12\x33\n\x04info\x18\x01 \x01(\x0b\x32%.diskless.coordinator.v1.SnapshotInfo\x12\x10\n\x08verified\x18\x02 \x01(\x08\x12\x0f\n\x07problem\x18\x03 \x01(\t\x1a\xf2\x01\n\x0b\x43oordinator\x12\x16\n\x0e\x63oordinator_id\x18\x01 \x01(\x05\x12\x36\n\nerror_code\x18\x02 \x01(\x0e\x32\".diskless.coordinator.v1.ErrorCode\x12\x15\n\rerror_message\x18\x03 \x01(\t\x12J\n\tsnapshots\x18\x04 \x03(\x0b\x32\x37.diskless.coordinator.v1.ListSnapshotsResponse.Snapshot\x12\x18\n\x10log_start_offset\x18\x05 \x01(\x03\x12\x16\n\x0elog_end_offset\x18\x06 \x01(\x03*\x90\x01\n\x15LeaderElectionOutcome\x12#\n\x1fLEADER_ELECTION_OUTCOME_UNKNOWN\x10\x00\x12\x12\n\x0eLEADER_ELECTED\x10\x01\x12\x1c\n\x18LEADER_ALREADY_PREFERRED\x10\x02\x12 \n\x1cLEADER_ELECTION_NOT_POSSIBLE\x10\x03\x32\xc9\x03\n\x10\x43oordinatorAdmin\x12q\n\x0e\x43reateSnapshot\x12..diskless.coordinator.v1.CreateSnapshotRequest\x1a/.diskless.coordinator.v1.CreateSnapshotResponse\x12n\n\rListSnapshots\x12-.diskless.coordinator.v1.ListSnapshotsRequest\x1a..diskless.coordinator.v1.ListSnapshotsResponse\x12\x65\n\nCheckState\x12*.diskless.coordinator.v1.CheckStateRequest\x1a+.diskless.coordinator.v1.CheckStateResponse\x12k\n\x0c\x45lectLeaders\x12,.diskless.coordinator.v1.ElectLeadersRequest\x1a-.diskless.coordinator.v1.ElectLeadersResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'protos.admin_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_CHECKSTATEREQUEST']._serialized_start=73
-  _globals['_CHECKSTATEREQUEST']._serialized_end=117
-  _globals['_CHECKSTATERESPONSE']._serialized_start=120
-  _globals['_CHECKSTATERESPONSE']._serialized_end=393
-  _globals['_CHECKSTATERESPONSE_RESULT']._serialized_start=212
-  _globals['_CHECKSTATERESPONSE_RESULT']._serialized_end=393
-  _globals['_SNAPSHOTINFO']._serialized_start=396
-  _globals['_SNAPSHOTINFO']._serialized_end=541
-  _globals['_CREATESNAPSHOTREQUEST']._serialized_start=543
-  _globals['_CREATESNAPSHOTREQUEST']._serialized_end=591
-  _globals['_CREATESNAPSHOTRESPONSE']._serialized_start=594
-  _globals['_CREATESNAPSHOTRESPONSE']._serialized_end=941
-  _globals['_CREATESNAPSHOTRESPONSE_RESULT']._serialized_start=694
-  _globals['_CREATESNAPSHOTRESPONSE_RESULT']._serialized_end=941
-  _globals['_LISTSNAPSHOTSREQUEST']._serialized_start=943
-  _globals['_LISTSNAPSHOTSREQUEST']._serialized_end=1006
-  _globals['_LISTSNAPSHOTSRESPONSE']._serialized_start=1009
-  _globals['_LISTSNAPSHOTSRESPONSE']._serialized_end=1459
-  _globals['_LISTSNAPSHOTSRESPONSE_SNAPSHOT']._serialized_start=1116
-  _globals['_LISTSNAPSHOTSRESPONSE_SNAPSHOT']._serialized_end=1214
-  _globals['_LISTSNAPSHOTSRESPONSE_COORDINATOR']._serialized_start=1217
-  _globals['_LISTSNAPSHOTSRESPONSE_COORDINATOR']._serialized_end=1459
-  _globals['_COORDINATORADMIN']._serialized_start=1462
-  _globals['_COORDINATORADMIN']._serialized_end=1810
+  _globals['_LEADERELECTIONOUTCOME']._serialized_start=1921
+  _globals['_LEADERELECTIONOUTCOME']._serialized_end=2065
+  _globals['_ELECTLEADERSREQUEST']._serialized_start=73
+  _globals['_ELECTLEADERSREQUEST']._serialized_end=119
+  _globals['_ELECTLEADERSRESPONSE']._serialized_start=122
+  _globals['_ELECTLEADERSRESPONSE']._serialized_end=530
+  _globals['_ELECTLEADERSRESPONSE_RESULT']._serialized_start=297
+  _globals['_ELECTLEADERSRESPONSE_RESULT']._serialized_end=530
+  _globals['_CHECKSTATEREQUEST']._serialized_start=532
+  _globals['_CHECKSTATEREQUEST']._serialized_end=576
+  _globals['_CHECKSTATERESPONSE']._serialized_start=579
+  _globals['_CHECKSTATERESPONSE']._serialized_end=852
+  _globals['_CHECKSTATERESPONSE_RESULT']._serialized_start=671
+  _globals['_CHECKSTATERESPONSE_RESULT']._serialized_end=852
+  _globals['_SNAPSHOTINFO']._serialized_start=855
+  _globals['_SNAPSHOTINFO']._serialized_end=1000
+  _globals['_CREATESNAPSHOTREQUEST']._serialized_start=1002
+  _globals['_CREATESNAPSHOTREQUEST']._serialized_end=1050
+  _globals['_CREATESNAPSHOTRESPONSE']._serialized_start=1053
+  _globals['_CREATESNAPSHOTRESPONSE']._serialized_end=1400
+  _globals['_CREATESNAPSHOTRESPONSE_RESULT']._serialized_start=1153
+  _globals['_CREATESNAPSHOTRESPONSE_RESULT']._serialized_end=1400
+  _globals['_LISTSNAPSHOTSREQUEST']._serialized_start=1402
+  _globals['_LISTSNAPSHOTSREQUEST']._serialized_end=1465
+  _globals['_LISTSNAPSHOTSRESPONSE']._serialized_start=1468
+  _globals['_LISTSNAPSHOTSRESPONSE']._serialized_end=1918
+  _globals['_LISTSNAPSHOTSRESPONSE_SNAPSHOT']._serialized_start=1575
+  _globals['_LISTSNAPSHOTSRESPONSE_SNAPSHOT']._serialized_end=1673
+  _globals['_LISTSNAPSHOTSRESPONSE_COORDINATOR']._serialized_start=1676
+  _globals['_LISTSNAPSHOTSRESPONSE_COORDINATOR']._serialized_end=1918
+  _globals['_COORDINATORADMIN']._serialized_start=2068
+  _globals['_COORDINATORADMIN']._serialized_end=2525
 # @@protoc_insertion_point(module_scope)

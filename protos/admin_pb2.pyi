@@ -1,11 +1,56 @@
 from protos import coordinator_pb2 as _coordinator_pb2
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class LeaderElectionOutcome(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    LEADER_ELECTION_OUTCOME_UNKNOWN: _ClassVar[LeaderElectionOutcome]
+    LEADER_ELECTED: _ClassVar[LeaderElectionOutcome]
+    LEADER_ALREADY_PREFERRED: _ClassVar[LeaderElectionOutcome]
+    LEADER_ELECTION_NOT_POSSIBLE: _ClassVar[LeaderElectionOutcome]
+LEADER_ELECTION_OUTCOME_UNKNOWN: LeaderElectionOutcome
+LEADER_ELECTED: LeaderElectionOutcome
+LEADER_ALREADY_PREFERRED: LeaderElectionOutcome
+LEADER_ELECTION_NOT_POSSIBLE: LeaderElectionOutcome
+
+class ElectLeadersRequest(_message.Message):
+    __slots__ = ("coordinator_ids",)
+    COORDINATOR_IDS_FIELD_NUMBER: _ClassVar[int]
+    coordinator_ids: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, coordinator_ids: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class ElectLeadersResponse(_message.Message):
+    __slots__ = ("error_code", "error_message", "results")
+    class Result(_message.Message):
+        __slots__ = ("coordinator_id", "outcome", "preferred_leader", "leader", "leader_epoch", "reason", "error_code")
+        COORDINATOR_ID_FIELD_NUMBER: _ClassVar[int]
+        OUTCOME_FIELD_NUMBER: _ClassVar[int]
+        PREFERRED_LEADER_FIELD_NUMBER: _ClassVar[int]
+        LEADER_FIELD_NUMBER: _ClassVar[int]
+        LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+        REASON_FIELD_NUMBER: _ClassVar[int]
+        ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+        coordinator_id: int
+        outcome: LeaderElectionOutcome
+        preferred_leader: int
+        leader: int
+        leader_epoch: int
+        reason: str
+        error_code: _coordinator_pb2.ErrorCode
+        def __init__(self, coordinator_id: _Optional[int] = ..., outcome: _Optional[_Union[LeaderElectionOutcome, str]] = ..., preferred_leader: _Optional[int] = ..., leader: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., reason: _Optional[str] = ..., error_code: _Optional[_Union[_coordinator_pb2.ErrorCode, str]] = ...) -> None: ...
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    error_code: _coordinator_pb2.ErrorCode
+    error_message: str
+    results: _containers.RepeatedCompositeFieldContainer[ElectLeadersResponse.Result]
+    def __init__(self, error_code: _Optional[_Union[_coordinator_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., results: _Optional[_Iterable[_Union[ElectLeadersResponse.Result, _Mapping]]] = ...) -> None: ...
 
 class CheckStateRequest(_message.Message):
     __slots__ = ("coordinator_ids",)

@@ -49,6 +49,11 @@ class CoordinatorAdminStub:
                 request_serializer=protos_dot_admin__pb2.CheckStateRequest.SerializeToString,
                 response_deserializer=protos_dot_admin__pb2.CheckStateResponse.FromString,
                 _registered_method=True)
+        self.ElectLeaders = channel.unary_unary(
+                '/diskless.coordinator.v1.CoordinatorAdmin/ElectLeaders',
+                request_serializer=protos_dot_admin__pb2.ElectLeadersRequest.SerializeToString,
+                response_deserializer=protos_dot_admin__pb2.ElectLeadersResponse.FromString,
+                _registered_method=True)
 
 
 class CoordinatorAdminServicer:
@@ -80,6 +85,16 @@ class CoordinatorAdminServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ElectLeaders(self, request, context):
+        """Moves each coordinator's leadership back to its preferred replica (the
+        first of its replicas) where that replica is live and in the ISR, at
+        once (Kafka's kafka-leader-election --election-type PREFERRED). Only a
+        node of a cluster (--etcd) elects; the node taking the call does it.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_CoordinatorAdminServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -97,6 +112,11 @@ def add_CoordinatorAdminServicer_to_server(servicer, server):
                     servicer.CheckState,
                     request_deserializer=protos_dot_admin__pb2.CheckStateRequest.FromString,
                     response_serializer=protos_dot_admin__pb2.CheckStateResponse.SerializeToString,
+            ),
+            'ElectLeaders': grpc.unary_unary_rpc_method_handler(
+                    servicer.ElectLeaders,
+                    request_deserializer=protos_dot_admin__pb2.ElectLeadersRequest.FromString,
+                    response_serializer=protos_dot_admin__pb2.ElectLeadersResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -180,6 +200,33 @@ class CoordinatorAdmin:
             '/diskless.coordinator.v1.CoordinatorAdmin/CheckState',
             protos_dot_admin__pb2.CheckStateRequest.SerializeToString,
             protos_dot_admin__pb2.CheckStateResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ElectLeaders(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/diskless.coordinator.v1.CoordinatorAdmin/ElectLeaders',
+            protos_dot_admin__pb2.ElectLeadersRequest.SerializeToString,
+            protos_dot_admin__pb2.ElectLeadersResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -8,6 +8,7 @@ from typing import Any
 
 from coordinator.cli.configs import add_configs_command
 from coordinator.cli.gateways import describe_gateways
+from coordinator.cli.leaders import add_elect_leaders_command
 from coordinator.cli.operator_commands import (
     DEFAULT_BOOTSTRAP,
     describe,
@@ -41,8 +42,8 @@ def _add_target(parser: argparse.ArgumentParser, remote: bool = True) -> None:
 
 
 def add_operator_commands(commands: Any) -> None:
-    """Adds `describe`, `configs ...`, `snapshot ...`, `state ...` and `log ...` to the `diskless` parser's
-    subcommands."""
+    """Adds `describe`, `configs ...`, `elect-leaders`, `snapshot ...`, `state ...` and `log ...` to the `diskless`
+    parser's subcommands."""
     describe_parser = commands.add_parser(
         "describe", help="per coordinator: applied offset, log start and end, newest snapshot, partitions, files"
     )
@@ -55,6 +56,7 @@ def add_operator_commands(commands: Any) -> None:
     describe_parser.set_defaults(run=lambda args: run(describe if args.gateways is None else describe_gateways, args))
 
     add_configs_command(commands)
+    add_elect_leaders_command(commands)
 
     snapshot_parser = commands.add_parser("snapshot", help="create, list, verify or restore coordinator snapshots")
     actions = snapshot_parser.add_subparsers(dest="action", required=True)

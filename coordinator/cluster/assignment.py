@@ -205,3 +205,44 @@ def isr_changed(
     if isr == assignment.isr and incarnations == assignment.incarnations:
         return assignment
     return replace(assignment, isr=isr, partition_epoch=assignment.partition_epoch + 1, incarnations=incarnations)
+
+
+def preferred_leader_election(
+    assignment: CoordinatorAssignment, live: Mapping[int, str]
+) -> CoordinatorAssignment | None:
+    """Leadership back to the preferred replica (the first), Kafka's preferred election; None when not wanted or
+    not possible.
+
+    The preferred replica takes over only while it is in the ISR and live as the incarnation the ISR knew: then it
+    holds every acknowledged record, as any elected member does. The ISR stays as it is; the old leader, still in
+    it, steps down to follow when it sees the new leader epoch (and truncates what it alone appended).
+    """
+    preferred = assignment.replicas[0]
+    if assignment.leader == preferred or not electable_as_preferred(assignment, live):
+        return None
+    return replace(
+        assignment,
+        leader=preferred,
+        leader_epoch=assignment.leader_epoch + 1,
+        partition_epoch=assignment.partition_epoch + 1,
+    )
+
+
+def electable_as_preferred(assignment: CoordinatorAssignment, live: Mapping[int, str]) -> bool:
+    preferred = assignment.replicas[0]
+    return preferred in assignment.isr and assignment.same_replica(preferred, live)
+
+
+def why_not_preferred(assignment: CoordinatorAssignment, live: Mapping[int, str]) -> str:
+    """Why the preferred replica cannot lead now ("" when it can, or leads already): an operator's answer."""
+    preferred = assignment.replicas[0]
+    if assignment.leader == preferred or electable_as_preferred(assignment, live):
+        return ""
+    if preferred not in live:
+        return f"the preferred replica, node {preferred}, is not live"
+    if preferred not in assignment.isr:
+        return f"the preferred replica, node {preferred}, is not in the ISR {list(assignment.isr)} (catching up)"
+    return (
+        f"the preferred replica, node {preferred}, runs incarnation {live[preferred]}, not the "
+        f"{assignment.incarnation_of(preferred)} the ISR knew"
+    )

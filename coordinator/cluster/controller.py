@@ -15,6 +15,9 @@
   gives it; once registered, it tells each ISR it is in whether it is the
   replica the ISR knew (`assignment.after_restart`): the ISR records its new
   incarnation, or it leaves the ISR before anyone could elect it.
+- **Preferred leaders.** Every `cluster.leader.imbalance.check.interval.ms`
+  the live node of the lowest id gives leadership back to each coordinator's
+  first replica where it is in the ISR (`preferred_leaders.py`, by CAS).
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+from collections.abc import Callable, Collection, Coroutine, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Protocol
 
@@ -37,6 +40,12 @@ from coordinator.cluster.assignment import (
     isr_changed,
 )
 from coordinator.cluster.incarnation import Incarnation, next_incarnation
+from coordinator.cluster.preferred_leaders import (
+    ElectionOutcome,
+    ElectionRefused,
+    PreferredElection,
+    elect_preferred_leaders,
+)
 from coordinator.cluster.store import (
     ClusterConfig,
     ClusterStore,
@@ -98,6 +107,30 @@ def incarnations_of(live: Mapping[int, NodeEndpoint]) -> dict[int, str]:
     return {node_id: endpoint.incarnation for node_id, endpoint in live.items()}
 
 
+async def run_within(clock: Clock, call: Coroutine[Any, Any, None], timeout_ms: int) -> None:
+    """Runs `call` for at most `timeout_ms` of the clock's time; TimeoutError (and the call cancelled) past it.
+
+    The call's outcome is always retrieved: a call that failed just as the timer fired (or as this wait was
+    cancelled) would otherwise leave its exception unseen ("Task exception was never retrieved"). A call that ended
+    counts, even past the timer: its answer came.
+    """
+    running = asyncio.ensure_future(call)
+    finished = asyncio.Event()
+    running.add_done_callback(lambda _: finished.set())
+    try:
+        await clock.wait_event(finished, timeout_ms)
+    finally:
+        cut_short = not running.done()
+        if cut_short:
+            running.cancel()
+            await asyncio.wait([running])
+        if not running.cancelled():
+            running.exception()  # seen here: raised below, or given up for this wait's own exception
+    if cut_short:
+        raise TimeoutError(f"no answer within {timeout_ms} ms")
+    running.result()
+
+
 class ClusterController:
     """The node's etcd session and the coordinators' roles; also the replication's `ClusterLink`.
 
@@ -127,6 +160,10 @@ class ClusterController:
         self._holders: list[RoleHolder] = []
         self._tasks: list[asyncio.Task[None]] = []
         self.leader_changes = 0  # elections this node won or saw (a metric)
+        # A refresh reads etcd, changes it and sets the roles from what it read; a preferred election sets the roles
+        # from what it wrote. One at a time, or a refresh that read before an election would set them back to the
+        # older leader epoch.
+        self._changing = asyncio.Lock()
 
     # ------------------------------------------------------------------ joining
 
@@ -232,6 +269,8 @@ class ClusterController:
             asyncio.create_task(self._keep_alive(), name="cluster-session"),
             asyncio.create_task(self._refresh_loop(), name="cluster-refresh"),
         ]
+        if self._settings.auto_leader_rebalance_enable:
+            self._tasks.append(asyncio.create_task(self._preferred_leader_loop(), name="cluster-preferred-leaders"))
 
     async def close(self) -> None:
         for task in self._tasks:
@@ -295,7 +334,9 @@ class ClusterController:
                 # as etcd's leader died waits there for the next leader (etcd checks once per election timeout)
                 # even after one is elected, while a new one is answered at once. Waiting out the first for the
                 # whole session made every node step down on an etcd leader's loss, with no lease expiring.
-                await self._within(session.renew(), max(RENEWAL_WAIT_MIN_MS, min(interval_ms, session.valid_for_ms())))
+                await run_within(
+                    self._clock, session.renew(), max(RENEWAL_WAIT_MIN_MS, min(interval_ms, session.valid_for_ms()))
+                )
                 stepped_down = False
             except SessionExpired:
                 log.error("node %d: etcd let its session expire; registering again", self._endpoint.node_id)
@@ -310,21 +351,6 @@ class ClusterController:
                 stepped_down = True
             await self._clock.sleep_ms(interval_ms - (self._clock.monotonic_ms() - sent_at_ms))
 
-    async def _within(self, call: Coroutine[Any, Any, None], timeout_ms: int) -> None:
-        """Runs `call` for at most `timeout_ms` of the clock's time; TimeoutError (and the call cancelled) past it."""
-        running = asyncio.ensure_future(call)
-        timer = asyncio.Event()
-        running.add_done_callback(lambda _: timer.set())
-        try:
-            if not await self._clock.wait_event(timer, timeout_ms):
-                raise TimeoutError(f"no answer within {timeout_ms} ms")
-        finally:
-            if not running.done():
-                running.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await running
-        running.result()
-
     def _step_down(self) -> None:
         if self._session is not None:
             self._session.lapse()
@@ -333,7 +359,8 @@ class ClusterController:
     async def _refresh_loop(self) -> None:
         while True:
             try:
-                await self._refresh()
+                async with self._changing:
+                    await self._refresh()
             except Exception as error:  # etcd unreachable: roles stay as they are; the session decides leadership
                 log.warning("cluster refresh failed: %s", error)
             await self._clock.sleep_ms(self._settings.cluster_refresh_interval_ms)
@@ -356,6 +383,57 @@ class ClusterController:
                 assignments[coordinator_id] = replace(versioned, assignment=elected, revision=-1)
         self.live, self.assignments = live, assignments
         self._apply_roles()
+
+    # ------------------------------------------------------------------ preferred leaders
+
+    @property
+    def coordinator_count(self) -> int:
+        return self.config.coordinators
+
+    async def elect_preferred_leaders(self, coordinator_ids: Collection[int] = ()) -> list[PreferredElection]:
+        """Leadership back to the preferred replica of each coordinator (all when none given) where it is possible.
+
+        ElectionRefused while this node's session is not valid: its view of the live nodes may be stale.
+        """
+        if not self.session_valid():
+            raise ElectionRefused(f"node {self._endpoint.node_id}: its etcd session is not valid")
+        live = incarnations_of(await self._store.live_nodes())
+        wanted = sorted(set(coordinator_ids)) if coordinator_ids else range(self.config.coordinators)
+        results = await elect_preferred_leaders(self._store, wanted, live)
+        async with self._changing:  # not around the etcd calls: a slow etcd must not hold the refresh back
+            for result in results:
+                if result.outcome is not ElectionOutcome.ELECTED or result.assignment is None:
+                    continue
+                self.leader_changes += 1
+                known = self.assignments.get(result.coordinator_id)
+                # A refresh since the write may have read a later change already: never go back to an older one.
+                if known is None or known.assignment.partition_epoch < result.assignment.assignment.partition_epoch:
+                    self.assignments[result.coordinator_id] = result.assignment
+            if any(r.outcome is ElectionOutcome.ELECTED for r in results):
+                self._apply_roles()  # this node may be the new leader or the old: it acts now, the others at refresh
+        return results
+
+    def _balances_leaders(self) -> bool:
+        """Whether this node runs the periodic elections: the live node of the lowest id, with a valid session."""
+        return self.session_valid() and bool(self.live) and min(self.live) == self._endpoint.node_id
+
+    async def _preferred_leader_loop(self) -> None:
+        interval_ms = self._settings.leader_imbalance_check_interval_ms
+        while True:
+            await self._clock.sleep_ms(interval_ms)
+            if not self._balances_leaders():
+                continue
+            try:
+                results = await self.elect_preferred_leaders()
+            except Exception as error:  # etcd unreachable, the session lapsed: the next check tries again
+                log.warning("preferred leader elections failed: %s", error)
+                continue
+            waiting = [r for r in results if r.outcome is ElectionOutcome.NOT_POSSIBLE]
+            if waiting:
+                log.info(
+                    "preferred leaders: %d coordinators not led by their preferred replica, which cannot lead yet (%s)",
+                    len(waiting), "; ".join(f"coordinator {r.coordinator_id}: {r.reason}" for r in waiting[:4]),
+                )  # fmt: skip
 
     def _apply_roles(self) -> None:
         valid = self.session_valid()

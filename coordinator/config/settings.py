@@ -434,6 +434,17 @@ class Settings:
         200,
         "how often the node reads the coordinators' leaders and ISRs from etcd and elects where one is gone",
     )
+    auto_leader_rebalance_enable: bool = _setting(
+        "diskless.cluster.auto.leader.rebalance.enable",
+        True,
+        "move leadership back to each coordinator's preferred replica (its first) once it is in the ISR, every "
+        "leader.imbalance.check.interval.ms (Kafka's auto.leader.rebalance.enable)",
+    )
+    leader_imbalance_check_interval_ms: int = _setting(
+        "diskless.cluster.leader.imbalance.check.interval.ms",
+        300000,
+        "how often the cluster's lowest live node runs the preferred leader elections (when enabled)",
+    )
     replica_fetch_max_bytes: int = _setting(
         "diskless.coordinator.replica.fetch.max.bytes",
         4 * 1024 * 1024,

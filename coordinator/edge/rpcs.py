@@ -147,6 +147,8 @@ RPCS: tuple[Rpc, ...] = (
     Rpc(Service.ADMIN, "CreateSnapshot", Permission.ALTER, ServedBy.NODE, "create_snapshot", Front.HERE),
     Rpc(Service.ADMIN, "ListSnapshots", Permission.DESCRIBE, ServedBy.NODE, "list_snapshots", Front.HERE),
     Rpc(Service.ADMIN, "CheckState", Permission.ALTER, ServedBy.NODE, "check_state", Front.HERE),
+    # Preferred leaders at once (DESIGN §6a): any node of a cluster changes leaderships in etcd, an ALTER.
+    Rpc(Service.ADMIN, "ElectLeaders", Permission.ALTER, ServedBy.NODE, "elect_leaders", Front.HERE),
     # Between coordinators: each goes to the node leading the target coordinator.
     Rpc(Service.INTERNAL, "HandOverFiles", Permission.INTERNAL, ServedBy.LEADER, "hand_over_files", Front.HERE),
     Rpc(Service.INTERNAL, "KnownFiles", Permission.INTERNAL, ServedBy.LEADER, "known_files", Front.HERE),

@@ -320,6 +320,7 @@ async def _start(
         metrics.watch(GaugeCollector(lambda: list(front.processes.gauges())))
     if cluster is not None:
         cluster.attach(node.peers, node.shards)
+        node.router.elector = cluster
     metrics.watch(GaugeCollector(lambda: list(gauges.coordinator_gauges(node))))
     access = AccessControl(
         Path(settings.acl_file) if settings.acl_file else None,

@@ -163,6 +163,7 @@ class SimCluster:
         )
         node.router.endpoint = Endpoint("127.0.0.1", BASE_PORT + node_id)
         controller.attach(node.peers, node.shards)
+        node.router.elector = controller
         sim.node, sim.controller, sim.paused = node, controller, False
         self.network.attach(sim.address, node.router)
         await node.load()

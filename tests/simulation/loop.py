@@ -9,11 +9,17 @@ task that never waits (a livelock): both are `SimulationStalled`.
 
 Blocking calls go to the loop's default executor, an inline one (the nodes' own executors are inline too): with
 no other thread, a run is a function of its seed.
+
+An exception no one retrieved (asyncio's "Future exception was never retrieved", "Task exception was never
+retrieved": a failure nobody saw) is recorded in `never_retrieved` besides being logged; `close` collects garbage
+first, so that a future dropped during the run is reported to this loop while it still records, then fails the run
+(`ExceptionsNeverRetrieved`) if it recorded any.
 """
 
 from __future__ import annotations
 
 import asyncio
+import gc
 import selectors
 from typing import Any, final
 
@@ -23,6 +29,10 @@ START_S = 1_000.0  # the loop's time at start; a clock's epoch is added on top
 # A run's busiest instant (every node loading, catching up) takes some thousands of turns; a million is a task
 # that goes round without ever waiting for time.
 TURNS_WITHOUT_TIME_MAX = 1_000_000
+
+
+class ExceptionsNeverRetrieved(AssertionError):
+    """The run left exceptions nobody retrieved: failures no code looked at."""
 
 
 class SimulationStalled(RuntimeError):
@@ -66,11 +76,29 @@ class _JumpingSelector(selectors.BaseSelector):
 
 @final
 class SimulatedLoop(asyncio.SelectorEventLoop):
-    def __init__(self) -> None:
+    def __init__(self, fail_on_unretrieved: bool = True) -> None:
         self._simulated_s = START_S
+        self._fail_on_unretrieved = fail_on_unretrieved
         super().__init__(_JumpingSelector(self, selectors.DefaultSelector()))
         self._inline = InlineExecutor()
         self._turns_without_time = 0
+        self.never_retrieved: list[str] = []
+        self.set_exception_handler(self._record_exception)
+
+    def _record_exception(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        message = str(context.get("message", ""))
+        if "never retrieved" in message:
+            where = context.get("future") or context.get("task")
+            self.never_retrieved.append(f"{message}: {where!r} {context.get('exception')!r}")
+        self.default_exception_handler(context)
+
+    def close(self) -> None:
+        gc.collect()  # futures dropped during the run report an exception nobody retrieved now, to this loop
+        super().close()
+        if self._fail_on_unretrieved and self.never_retrieved:
+            raise ExceptionsNeverRetrieved(
+                f"{len(self.never_retrieved)} exceptions never retrieved: " + "; ".join(self.never_retrieved)
+            )
 
     def run_in_executor(self, executor: Any, func: Any, *args: Any) -> asyncio.Future[Any]:
         """The default executor (`asyncio.to_thread`'s) is the inline one; asyncio allows only a thread pool there."""
