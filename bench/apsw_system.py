@@ -80,7 +80,7 @@ class RawApswSystem:
         with self.db:
             self.db.executemany(
                 "INSERT INTO partitions (partition_key, topic_id, topic_name, partition, log_start_offset, "
-                "high_watermark) VALUES (?,?,?,?,0,0)",
+                "high_watermark, local_log_start_offset, remote_max_timestamp) VALUES (?,?,?,?,0,0,0,-1)",
                 [(key, topic_id, name, partition) for partition, key in enumerate(keys)],
             )
         self._next["partition_key"] = first + partitions

@@ -16,6 +16,7 @@ from pathlib import Path
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from coordinator.machine.topic_names import coordinator_for_new_partition
 from protos import coordinator_pb2 as pb
 from protos import coordinator_pb2_grpc as pb_grpc
 
@@ -178,8 +179,15 @@ class Broker:
         owners: list[int] = []
         for topic in found.topics:
             for partition in topic.partitions:
-                if partition.coordinator_id >= 0 and partition.coordinator_id not in owners:
-                    owners.append(partition.coordinator_id)
+                # A coordinator out of service answers retriably (no id): a broker would ask again; placement is a
+                # function of topic and partition, so the harness takes the id that answer would give.
+                coordinator_id = (
+                    partition.coordinator_id
+                    if partition.coordinator_id >= 0
+                    else coordinator_for_new_partition(topic.topic_id, partition.partition, self.coordinators)
+                )
+                if coordinator_id not in owners:
+                    owners.append(coordinator_id)
         return owners or [0]
 
     def commit(

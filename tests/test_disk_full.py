@@ -110,9 +110,20 @@ def test_a_full_disk_refuses_at_once_and_serves_again_once_space_returns(small_d
                 if refused >= 5 and not health_is(server, health_pb2.HealthCheckResponse.SERVING):
                     break
         assert refused, "the disk never filled"
-        wait_for(lambda: health_is(server, health_pb2.HealthCheckResponse.NOT_SERVING), "health NOT_SERVING")
-        out = [c for c in describe_coordinators(server.stub).values() if c.error_code != pb.NONE]
-        assert out, "DescribeCoordinators shows a coordinator out of service"
+        # On a disk still full a coordinator loads again after its backoff (a load writes nothing) and serves reads
+        # until its next write fails: while neither health nor DescribeCoordinators shows it out, a producer's next
+        # commit takes it out of service again.
+        out: list[pb.CoordinatorDescription] = []
+
+        def seen_out() -> bool:
+            out[:] = [c for c in describe_coordinators(server.stub).values() if c.error_code != pb.NONE]
+            if out and health_is(server, health_pb2.HealthCheckResponse.NOT_SERVING):
+                return True
+            codes = {r.error_code for r in commit_round(broker, acknowledged).batches}
+            assert codes <= {pb.NONE} | RETRIABLE, codes
+            return False
+
+        wait_for(seen_out, "health NOT_SERVING and DescribeCoordinators shows a coordinator out of service")
         for description in out:
             assert description.error_code in RETRIABLE, description
             assert description.state in ("FAILED", "LOADING"), description
