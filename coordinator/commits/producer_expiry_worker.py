@@ -13,19 +13,17 @@ and a pass stops at the first step after leadership is lost (its operation, if u
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from dataclasses import dataclass
 
 from coordinator.base.clock import Clock
-from coordinator.base.errors import CallRejected, CoordinatorUnavailable
 from coordinator.base.metrics import Metrics
 from coordinator.commits.producer_expiry import ExpiryRequest, check_expire_producers
 from coordinator.config.settings import Settings
 from coordinator.machine.producers import producer_expired
 from coordinator.machine.state import reads
-from coordinator.runtime.shard import CoordinatorShard, Operation, ShardState
-from coordinator.runtime.shard.worker import CoordinatorWorker
+from coordinator.runtime.shard import CoordinatorShard, Operation
+from coordinator.runtime.shard.worker import PeriodicWorker
 
 log = logging.getLogger(__name__)
 
@@ -41,39 +39,23 @@ class ExpiryPass:
     expired: int = 0  # producers whose state the pass's records removed
 
 
-class ProducerExpiryWorker(CoordinatorWorker):
+class ProducerExpiryWorker(PeriodicWorker):
     task_name = "producer-expiry"
+    what = "producer expiry"
 
     def __init__(self, shard: CoordinatorShard, settings: Settings, clock: Clock, metrics: Metrics) -> None:
-        super().__init__(shard, settings.request_timeout_ms / 1000)
-        self._clock = clock
+        super().__init__(
+            shard, settings.request_timeout_ms / 1000, clock, settings.producer_id_expiration_check_interval_ms
+        )
         self._metrics = metrics
         self._expiration_ms = settings.producer_id_expiration_ms
-        self._interval_ms = settings.producer_id_expiration_check_interval_ms
         self._step_max = settings.producer_id_expiration_batch_max
-
-    async def _run(self) -> None:
-        while True:
-            # On the node's clock, so that a test's clock decides when a pass runs; the first waits one interval.
-            await self._clock.sleep_ms(self._interval_ms)
-            try:
-                await self.run_pass()
-            except asyncio.CancelledError:
-                raise
-            except (CoordinatorUnavailable, CallRejected, TimeoutError) as error:
-                log.warning("coordinator %d: producer expiry waits: %s", self.coordinator_id, error)
-            except Exception:
-                # A bug must not stop expiry for good: log it and try again next interval.
-                log.exception("coordinator %d: producer expiry pass failed", self.coordinator_id)
-
-    def _leads(self) -> bool:
-        return self._shard.state is ShardState.ACTIVE and self._shard.leads
 
     async def run_pass(self) -> ExpiryPass:
         """One pass over every producer of the coordinator, in bounded steps; none where it does not lead."""
         done = ExpiryPass()
         after = _BEFORE_EVERY_KEY
-        while self._leads():  # expiry is the leader's decision (DESIGN §4a); it stops when leadership goes
+        while self.leads():  # expiry is the leader's decision (DESIGN §4a); it stops when leadership goes
             with self._shard.read_transaction() as db:
                 rows = reads.producers_after(db, after, self._step_max)
             done.steps += 1

@@ -12,7 +12,6 @@ deletion (DESIGN §5) as after DeleteRecords. Nothing is kept between passes: a 
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from dataclasses import dataclass
 from functools import partial
@@ -20,12 +19,11 @@ from functools import partial
 import apsw
 
 from coordinator.base.clock import Clock
-from coordinator.base.errors import CallRejected, CoordinatorUnavailable
 from coordinator.base.metrics import Metrics
 from coordinator.config.settings import Settings
 from coordinator.machine.state import reads
-from coordinator.runtime.shard import CoordinatorShard, Operation, ShardState
-from coordinator.runtime.shard.worker import CoordinatorWorker
+from coordinator.runtime.shard import CoordinatorShard, Operation
+from coordinator.runtime.shard.worker import PeriodicWorker
 from coordinator.topics.retention import RetentionStep, StoredBatch, check_retention, select_retention
 from coordinator.topics.topic_configs import ConfigDefaults
 
@@ -47,14 +45,13 @@ class RetentionPass:
     bytes: int = 0
 
 
-class RetentionWorker(CoordinatorWorker):
+class RetentionWorker(PeriodicWorker):
     task_name = "retention"
+    what = "retention"
 
     def __init__(self, shard: CoordinatorShard, settings: Settings, clock: Clock, metrics: Metrics) -> None:
-        super().__init__(shard, settings.request_timeout_ms / 1000)
-        self._clock = clock
+        super().__init__(shard, settings.request_timeout_ms / 1000, clock, settings.retention_check_interval_ms)
         self._defaults = ConfigDefaults.from_settings(settings)
-        self._interval_ms = settings.retention_check_interval_ms
         self._batch_max = settings.retention_batch_max
         coordinator = str(shard.coordinator_id)
         self._expired_batches = metrics.retention_expired_batches.labels(coordinator)
@@ -67,25 +64,8 @@ class RetentionWorker(CoordinatorWorker):
             self.last_pass_ms = self._clock.now_ms()
         super().start()
 
-    async def _run(self) -> None:
-        while True:
-            # On the node's clock, so that a test's clock decides when a pass runs; the first waits one interval.
-            await self._clock.sleep_ms(self._interval_ms)
-            try:
-                await self.run_pass()
-            except asyncio.CancelledError:
-                raise
-            except (CoordinatorUnavailable, CallRejected, TimeoutError) as error:
-                log.warning("coordinator %d: retention waits: %s", self.coordinator_id, error)
-            except Exception:
-                # A bug must not stop retention for good: log it and try again next interval.
-                log.exception("coordinator %d: retention pass failed", self.coordinator_id)
-
     def last_pass_age_ms(self) -> int:
         return max(0, self._clock.now_ms() - self.last_pass_ms)
-
-    def leads(self) -> bool:
-        return self._shard.state is ShardState.ACTIVE and self._shard.leads
 
     async def run_pass(self) -> RetentionPass:
         """One pass over every partition of the coordinator, in bounded steps; none where it does not lead."""

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
 import apsw
 
 from coordinator.machine import records
+from coordinator.machine.state.schema import STATEMENTS
 from coordinator.machine.state.store import AppliedFrame, StateStore
 from coordinator.runtime.log.segments import MetadataLog
 from snapshot import page_checksums
 
-DUMPED_TABLES = ("meta", "partitions", "partitions_awaiting_purge", "files", "batches", "producers", "topic_configs")
+# Every table of the schema, read from its statements: a new table is compared without a second list to keep.
+DUMPED_TABLES = tuple(re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", "\n".join(STATEMENTS)))
 REPLAY_CHUNK_DEFAULT = 2000
 
 
