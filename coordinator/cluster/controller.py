@@ -208,6 +208,20 @@ class ClusterController:
                 len(self.live), self.config.replication_factor,
             )  # fmt: skip
             await self._clock.sleep_ms(self._settings.cluster_refresh_interval_ms)
+            await self._renew_while_forming()
+
+    async def _renew_while_forming(self) -> None:
+        """Keeps the session alive while the cluster forms (the keep-alive starts only once it has): a node waiting
+        longer than its session for the others would otherwise vanish from etcd and wait for ever."""
+        assert self._session is not None
+        try:
+            await self._session.renew()
+        except SessionExpired:
+            log.warning("node %d: its session expired while the cluster formed; registering again",
+                        self._endpoint.node_id)  # fmt: skip
+            self._session = await self._register()
+        except Exception as error:  # etcd unreachable: the next round tries again
+            log.warning("node %d: session not renewed while the cluster forms (%s)", self._endpoint.node_id, error)
 
     async def _reconcile_incarnation(self) -> None:
         """Each ISR holding this node records its new incarnation, or loses it (`assignment.after_restart`)."""
