@@ -35,6 +35,10 @@ class CoordinatorAssignment:
     isr: tuple[int, ...]  # in-sync replicas, in `replicas` order; the leader is one of them
     # (node, incarnation) of ISR members, by node: the incarnation each was in sync as ("" or absent: unknown)
     incarnations: tuple[tuple[int, str], ...] = ()
+    # A reassignment in progress (KIP-455, `reassignment.py`): `replicas` is then the target followed by the
+    # replicas leaving; `adding` are target replicas that were not replicas before, `removing` those leaving.
+    adding: tuple[int, ...] = ()
+    removing: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.replicas or len(set(self.replicas)) != len(self.replicas):
@@ -47,6 +51,21 @@ class CoordinatorAssignment:
             dict(self.incarnations).items()
         ):
             raise ValueError(f"incarnations {self.incarnations} must name ISR members {self.isr} once each, by node")
+        if not set(self.adding) | set(self.removing) <= set(self.replicas) or set(self.adding) & set(self.removing):
+            raise ValueError(f"adding {self.adding} and removing {self.removing} must be distinct replicas")
+        if len(self.removing) >= len(self.replicas) or self.replicas[len(self.replicas) - len(self.removing) :] != (
+            self.removing
+        ):
+            raise ValueError(f"the replicas {self.replicas} must end with those removed {self.removing}, once each")
+
+    @property
+    def target(self) -> tuple[int, ...]:
+        """The replicas once the reassignment in progress is done (the replicas when none is)."""
+        return self.replicas[: len(self.replicas) - len(self.removing)]
+
+    @property
+    def reassigning(self) -> bool:
+        return bool(self.adding or self.removing)
 
     def incarnation_of(self, node: int) -> str:
         """The incarnation `node` was in sync as; "" when unknown (matches any)."""
@@ -73,6 +92,7 @@ class CoordinatorAssignment:
                 "partition_epoch": self.partition_epoch,
                 "isr": list(self.isr),
                 "incarnations": {str(n): incarnation for n, incarnation in self.incarnations},
+                **({"adding": list(self.adding), "removing": list(self.removing)} if self.reassigning else {}),
             },
             sort_keys=True,
         ).encode()
@@ -87,6 +107,8 @@ class CoordinatorAssignment:
             partition_epoch=int(value["partition_epoch"]),
             isr=tuple(int(n) for n in value["isr"]),
             incarnations=tuple(sorted((int(n), str(i)) for n, i in value.get("incarnations", {}).items())),
+            adding=tuple(int(n) for n in value.get("adding", ())),
+            removing=tuple(int(n) for n in value.get("removing", ())),
         )
 
 

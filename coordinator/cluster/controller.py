@@ -32,8 +32,6 @@ from typing import Any, Protocol
 from coordinator.base.clock import Clock
 from coordinator.cluster.assignment import (
     NO_INCARNATIONS,
-    NO_LEADER,
-    CoordinatorAssignment,
     after_nodes_lost,
     after_restart,
     assign_replicas,
@@ -46,6 +44,8 @@ from coordinator.cluster.preferred_leaders import (
     PreferredElection,
     elect_preferred_leaders,
 )
+from coordinator.cluster.reassignment import drive_reassignment
+from coordinator.cluster.roles import incarnations_of, role_of
 from coordinator.cluster.store import (
     ClusterConfig,
     ClusterStore,
@@ -56,7 +56,7 @@ from coordinator.cluster.store import (
     VersionedAssignment,
 )
 from coordinator.config.settings import Settings
-from coordinator.runtime.replication.role import ReplicaRole, RoleKind
+from coordinator.runtime.replication.role import ReplicaRole
 from protos import internal_pb2_grpc as internal_grpc
 
 log = logging.getLogger(__name__)
@@ -76,35 +76,6 @@ class RoleHolder(Protocol):
 
 class StubSource(Protocol):
     def internal_stub(self, address: str) -> internal_grpc.CoordinatorInternalAsyncStub: ...
-
-
-def role_of(
-    node_id: int,
-    assignment: CoordinatorAssignment | None,
-    live: dict[int, NodeEndpoint],
-    session_valid: bool,
-    incarnation: str = "",
-) -> ReplicaRole:
-    """What this node is for a coordinator, from its assignment and the live nodes (pure)."""
-    if assignment is None:
-        return ReplicaRole(RoleKind.OFFLINE, node_id, NO_LEADER, -1, "", (), ())
-    leader = live.get(assignment.leader)
-    if node_id not in assignment.replicas:
-        kind = RoleKind.NOT_REPLICA  # still told where the leader is: a node with no replica forwards to it
-    elif assignment.leader == NO_LEADER or leader is None or (assignment.leader == node_id and not session_valid):
-        kind = RoleKind.OFFLINE
-    else:
-        kind = RoleKind.LEADER if assignment.leader == node_id else RoleKind.FOLLOWER
-    address = f"{leader.host}:{leader.port}" if leader is not None else ""
-    addresses = tuple((n, f"{live[n].host}:{live[n].port}") for n in assignment.replicas if n in live)
-    return ReplicaRole(
-        kind, node_id, assignment.leader, assignment.leader_epoch, address, assignment.replicas, assignment.isr,
-        addresses, incarnation, assignment.incarnations,
-    )  # fmt: skip
-
-
-def incarnations_of(live: Mapping[int, NodeEndpoint]) -> dict[int, str]:
-    return {node_id: endpoint.incarnation for node_id, endpoint in live.items()}
 
 
 async def run_within(clock: Clock, call: Coroutine[Any, Any, None], timeout_ms: int) -> None:
@@ -395,8 +366,23 @@ class ClusterController:
                         list(elected.isr),
                     )  # fmt: skip
                 assignments[coordinator_id] = replace(versioned, assignment=elected, revision=-1)
+        await self._drive_reassignments(assignments, incarnations_of(live))
         self.live, self.assignments = live, assignments
         self._apply_roles()
+
+    async def _drive_reassignments(self, assignments: dict[int, VersionedAssignment], live: Mapping[int, str]) -> None:
+        """The next step of each reassignment of a coordinator this node leads (`reassignment.py`): the leader
+        drives it, so a new leader picks it up from etcd after any restart."""
+        if not self.session_valid():
+            return
+        for coordinator_id, versioned in assignments.items():
+            if versioned.revision < 0 or not versioned.assignment.reassigning:
+                continue  # written just now: read again at the next refresh
+            step = await drive_reassignment(self._store, coordinator_id, versioned, self._endpoint.node_id, live)
+            if step is not None:
+                if step.leader != versioned.assignment.leader:
+                    self.leader_changes += 1
+                assignments[coordinator_id] = replace(versioned, assignment=step, revision=-1)
 
     # ------------------------------------------------------------------ preferred leaders
 

@@ -19,7 +19,7 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import Executor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import final
 
@@ -242,6 +242,22 @@ class LeaderReplication:
             log.info("coordinator %d: ISR %s -> %s", self.coordinator_id, list(self.isr), list(isr))
             self.isr = isr
             self._advance_high_watermark()
+
+    def update_replicas(self, role: ReplicaRole) -> None:
+        """etcd's replicas changed without a leader change (a reassignment): replicas added may fetch and join the
+        ISR once caught up; replicas removed may fetch no more."""
+        if role.replicas == self._role.replicas:
+            return
+        now = self._clock.now_ms()
+        for node in role.replicas:
+            if node != self._role.node_id and node not in self.followers:
+                self.followers[node] = FollowerProgress(node, last_caught_up_ms=now)
+        for node in [n for n in self.followers if n not in role.replicas]:
+            del self.followers[node]
+        log.info(
+            "coordinator %d: replicas %s -> %s", self.coordinator_id, list(self._role.replicas), list(role.replicas)
+        )
+        self._role = replace(self._role, replicas=role.replicas, replica_addresses=role.replica_addresses)
 
     # ------------------------------------------------------------------ followers' fetches
 

@@ -3,14 +3,18 @@ checks first (DESIGN §6): the state verified after a crash or a failure, set as
 
 from __future__ import annotations
 
+import logging
+import shutil
 from pathlib import Path
 from typing import final
 
 from coordinator.base.directory_lock import DirectoryLock
 from coordinator.config.settings import Settings
 from coordinator.machine.state.integrity import leave_clean_close_mark, take_clean_close_mark
-from coordinator.runtime.replication.role import ReplicaRole
+from coordinator.runtime.replication.role import ReplicaRole, RoleKind
 from coordinator.runtime.shard.loading import Loaded, LoadPlan, is_state_damage, open_coordinator
+
+log = logging.getLogger(__name__)
 
 
 @final
@@ -52,3 +56,22 @@ class CoordinatorDirectory:
     def release(self) -> None:
         if self._lock is not None:
             self._lock.release()
+
+    def removable(self, role: ReplicaRole) -> bool:
+        """Whether the node is out of the coordinator's replicas in a cluster while files of it are here. (A node
+        spread over processes names itself the replica of coordinators its other processes lead: never removed.)"""
+        return role.kind is RoleKind.NOT_REPLICA and role.node_id not in role.replicas and self.path.exists()
+
+    def remove(self) -> None:
+        """On the coordinator's thread, its files closed: this node is no longer one of the coordinator's replicas
+        (a reassignment moved it away, perhaps while the node was down), so its log, state and snapshots go."""
+        if not self.path.exists():
+            return
+        self.release()
+        self._lock = None
+        if any(p.name != "lock" for p in self.path.iterdir()):
+            log.warning(
+                "coordinator %d: this node is not one of its replicas: deleting its files in %s", self.coordinator_id,
+                self.path,
+            )  # fmt: skip
+        shutil.rmtree(self.path)

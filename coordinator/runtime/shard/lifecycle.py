@@ -160,6 +160,7 @@ class Lifecycle:
         self._role = role
         if current is not None and current.same_leadership(role):
             if self._leader is not None:
+                self._leader.update_replicas(role)
                 self._leader.update_isr(role.isr, dict(role.isr_incarnations))
             return
         if current is not None:
@@ -218,6 +219,10 @@ class Lifecycle:
             if self._role is not None and self._role.kind in (RoleKind.OFFLINE, RoleKind.NOT_REPLICA):
                 if not first_attempt.done():
                     first_attempt.set_result(None)
+                if self._directory.removable(self._role):
+                    async with self.snapshots.files_lock:
+                        await asyncio.get_running_loop().run_in_executor(self._executor, self._directory.remove)
+                    continue  # the role may have changed meanwhile
                 await self._wait_for_role()
                 continue
             failure = await self._attempt_load()

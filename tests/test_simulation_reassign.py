@@ -1,0 +1,195 @@
+"""Online reassignment (KIP-455's way) in the simulated cluster, under steady commits: a 4th node registered after the
+cluster formed takes a replica (snapshot, then log) and the leadership of a leaving leader; a node lost mid-move; the
+driving leader killed mid-move. Nothing acknowledged is lost; removed replicas delete their files.
+
+Each test prints its seed; `pytest tests/test_simulation_reassign.py -k <name>` replays it exactly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from coordinator.cluster.assignment import CoordinatorAssignment
+from coordinator.cluster.reassignment import reassign
+from coordinator.node.node import coordinator_directory
+from protos import coordinator_pb2 as pb
+from tests.harness import find_batches_request
+from tests.simulation.cluster import SimCluster, SimNode
+from tests.simulation.workload import TOPIC_ID
+from tests.test_simulation import _assignment, _commit, _partition_of, _topic, _until, simulate
+
+SNAPSHOTTING = {  # small segments and snapshots on demand: a new replica starts below the leader's log start
+    "diskless.coordinator.log.segment.bytes": "4096",
+    "diskless.coordinator.snapshot.interval.bytes": "0",
+    "diskless.coordinator.snapshot.interval.ms": "0",
+}
+
+
+@dataclass
+class Committer:
+    """Commits to one coordinator's partition through whichever node leads it, one at a time, until stopped."""
+
+    sim: SimCluster
+    partition: int
+    coordinator_id: int
+    acknowledged: dict[int, str] = field(default_factory=dict)  # offset -> object key
+    refused: int = 0
+    stop: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def run(self) -> None:
+        number = 0
+        while not self.stop.is_set():
+            leaders = [n for n in self.sim.leaders(self.coordinator_id) if n.up]
+            if len(leaders) != 1:
+                await asyncio.sleep(0.05)
+                continue
+            key = f"wal/steady/{number:05}"
+            number += 1
+            offset = await _commit(leaders[0], self.partition, key, timeout_ms=5000)
+            if offset >= 0:
+                assert offset not in self.acknowledged, f"offset {offset} acknowledged twice"
+                self.acknowledged[offset] = key
+            else:
+                self.refused += 1
+                await asyncio.sleep(0.05)
+            await asyncio.sleep(0.02)
+
+    def check_found(self, reader: SimNode) -> None:
+        """Every acknowledged batch is where it was acknowledged, on `reader`'s replica."""
+        assert reader.node is not None
+        answer = reader.node.router.find_batches(find_batches_request(TOPIC_ID, self.partition, 0))
+        found = pb.FindBatchesResponse.FromString(answer).topics[0].partitions[0]
+        by_offset = {b.base_offset: b.object_key for b in found.batches}
+        lost = {o: k for o, k in self.acknowledged.items() if by_offset.get(o) != k}
+        assert not lost, f"acknowledged batches lost or moved on node {reader.node_id}: {sorted(lost.items())[:5]}"
+
+
+async def _start(sim: SimCluster, first: int = 3) -> None:
+    """The cluster forms over the first `first` nodes; the others register afterwards."""
+    await asyncio.gather(*(sim.start(n) for n in range(first)))
+    await _topic(sim)
+    for node_id in range(first, len(sim.nodes)):
+        await sim.start(node_id)
+
+
+async def _done(sim: SimCluster, coordinator_id: int, target: tuple[int, ...]) -> CoordinatorAssignment:
+    async def finished() -> bool:
+        now = await _assignment(sim, coordinator_id)
+        return now.replicas == target and not now.reassigning and set(now.isr) == set(target)
+
+    await _until(f"coordinator {coordinator_id} moved to {list(target)}", finished, within_s=120)
+    return await _assignment(sim, coordinator_id)
+
+
+async def _files_gone(sim: SimCluster, node_id: int, coordinator_id: int) -> None:
+    directory = coordinator_directory(sim.nodes[node_id].data_dir, coordinator_id)
+    await _until(f"node {node_id} deleted coordinator {coordinator_id}'s files", lambda: not directory.exists())
+
+
+async def _with_commits(sim: SimCluster, coordinator_id: int) -> tuple[Committer, asyncio.Task[None]]:
+    committer = Committer(sim, _partition_of(sim, coordinator_id), coordinator_id)
+    task = asyncio.ensure_future(committer.run())
+    await _until("commits flow", lambda: len(committer.acknowledged) >= 5)
+    return committer, task
+
+
+async def _stop(committer: Committer, task: asyncio.Task[None]) -> None:
+    committer.stop.set()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+
+
+def _simulate(
+    tmp_path: Path, seed: int, work: Callable[[SimCluster], Coroutine[Any, Any, None]], **cluster: Any
+) -> None:
+    print(f"seed {seed}")
+    simulate(tmp_path, seed, work, **cluster)
+
+
+def test_a_fourth_node_takes_a_replica_and_the_leadership_of_a_leaving_leader_under_steady_commits(
+    tmp_path: Path,
+) -> None:
+    async def work(sim: SimCluster) -> None:
+        await _start(sim)
+        before = await _assignment(sim, 0)
+        assert 3 not in before.replicas  # formed before node 3 registered
+        committer, task = await _with_commits(sim, 0)
+        leader = before.leader
+        await _until("a few segments written", lambda: len(committer.acknowledged) >= 80)
+        for _ in range(2):  # the log below the older snapshot goes: node 3 starts from a snapshot
+            await sim.nodes[leader].shard(0).create_snapshot()
+        assert sim.nodes[leader].shard(0).statistics().log_start_offset > 0, "the whole log kept: nothing to test"
+        target = (3, *[n for n in before.replicas if n != leader])
+        started = await reassign(sim.nodes[0].store, 0, target, {0, 1, 2, 3}, 2)
+        assert started.refusal == ""
+        after = await _done(sim, 0, target)
+        assert after.leader in target and after.leader_epoch > before.leader_epoch
+        assert sim.nodes[3].shard(0).statistics().log_start_offset > 0  # it began from the leader's snapshot
+        await _until("commits go on after the move", lambda: len(committer.acknowledged) >= 120)
+        await _stop(committer, task)
+        await _files_gone(sim, leader, 0)
+        await asyncio.sleep(1)  # the followers apply up to the high watermark
+        for node_id in target:
+            committer.check_found(sim.nodes[node_id])
+        assert committer.acknowledged, "nothing acknowledged: nothing checked"
+
+    _simulate(tmp_path, 41, work, nodes=4, settings=SNAPSHOTTING)
+
+
+def test_a_node_lost_mid_reassignment_the_move_ends_and_its_stale_files_go_when_it_returns(tmp_path: Path) -> None:
+    async def work(sim: SimCluster) -> None:
+        await _start(sim)
+        before = await _assignment(sim, 1)
+        committer, task = await _with_commits(sim, 1)
+        leaving = next(n for n in before.replicas if n != before.leader)
+        target = tuple(3 if n == leaving else n for n in before.replicas)
+        assert (await reassign(sim.nodes[0].store, 1, target, {0, 1, 2, 3}, 2)).refusal == ""
+        await sim.crash(leaving)  # the replica leaving is lost mid-move: the move ends without it
+        await _done(sim, 1, target)
+        await sim.start(leaving)  # it returns: not a replica any more, it deletes what it held
+        await _files_gone(sim, leaving, 1)
+        # the node joining is lost mid-move: the reassignment waits for it, and ends once it is back
+        now = await _assignment(sim, 1)
+        other = next(n for n in target if n != now.leader)
+        back = tuple(leaving if n == other else n for n in target)
+        assert (await reassign(sim.nodes[0].store, 1, back, {0, 1, 2, 3}, 2)).refusal == ""
+        await sim.crash(leaving)
+        await asyncio.sleep(3)
+        assert (await _assignment(sim, 1)).reassigning, "ended without the replica it adds"
+        await sim.start(leaving)
+        await _done(sim, 1, back)
+        await _stop(committer, task)
+        await asyncio.sleep(1)
+        for node_id in back:
+            committer.check_found(sim.nodes[node_id])
+
+    _simulate(tmp_path, 42, work, nodes=4)
+
+
+def test_the_driving_leader_killed_mid_move_the_next_leader_finishes_it(tmp_path: Path) -> None:
+    async def work(sim: SimCluster) -> None:
+        await _start(sim)
+        before = await _assignment(sim, 2)
+        committer, task = await _with_commits(sim, 2)
+        kept = [n for n in before.replicas if n != before.leader]
+        target = (before.leader, kept[0], 3)  # the leader stays: it drives the move until it is killed
+        assert (await reassign(sim.nodes[0].store, 2, target, {0, 1, 2, 3}, 2)).refusal == ""
+        await asyncio.sleep(0.2)
+        assert (await _assignment(sim, 2)).reassigning
+        await sim.crash(before.leader)  # the controller driving it, gone mid-move
+        await _until("another node leads", lambda: any(n.node_id != before.leader for n in sim.leaders(2)))
+        await sim.start(before.leader)  # it returns as a follower of the new leader; the new leader finishes
+        after = await _done(sim, 2, target)
+        assert after.leader_epoch > before.leader_epoch
+        await _stop(committer, task)
+        await _files_gone(sim, kept[1], 2)
+        await asyncio.sleep(1)
+        for node_id in target:
+            committer.check_found(sim.nodes[node_id])
+
+    _simulate(tmp_path, 43, work, nodes=4)
