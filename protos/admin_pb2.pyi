@@ -19,6 +19,79 @@ LEADER_ELECTED: LeaderElectionOutcome
 LEADER_ALREADY_PREFERRED: LeaderElectionOutcome
 LEADER_ELECTION_NOT_POSSIBLE: LeaderElectionOutcome
 
+class AlterReassignmentsRequest(_message.Message):
+    __slots__ = ("reassignments",)
+    class Reassignment(_message.Message):
+        __slots__ = ("coordinator_id", "replicas")
+        COORDINATOR_ID_FIELD_NUMBER: _ClassVar[int]
+        REPLICAS_FIELD_NUMBER: _ClassVar[int]
+        coordinator_id: int
+        replicas: _containers.RepeatedScalarFieldContainer[int]
+        def __init__(self, coordinator_id: _Optional[int] = ..., replicas: _Optional[_Iterable[int]] = ...) -> None: ...
+    REASSIGNMENTS_FIELD_NUMBER: _ClassVar[int]
+    reassignments: _containers.RepeatedCompositeFieldContainer[AlterReassignmentsRequest.Reassignment]
+    def __init__(self, reassignments: _Optional[_Iterable[_Union[AlterReassignmentsRequest.Reassignment, _Mapping]]] = ...) -> None: ...
+
+class AlterReassignmentsResponse(_message.Message):
+    __slots__ = ("error_code", "error_message", "results")
+    class Result(_message.Message):
+        __slots__ = ("coordinator_id", "error_code", "error_message")
+        COORDINATOR_ID_FIELD_NUMBER: _ClassVar[int]
+        ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+        ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+        coordinator_id: int
+        error_code: _coordinator_pb2.ErrorCode
+        error_message: str
+        def __init__(self, coordinator_id: _Optional[int] = ..., error_code: _Optional[_Union[_coordinator_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ...) -> None: ...
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    error_code: _coordinator_pb2.ErrorCode
+    error_message: str
+    results: _containers.RepeatedCompositeFieldContainer[AlterReassignmentsResponse.Result]
+    def __init__(self, error_code: _Optional[_Union[_coordinator_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., results: _Optional[_Iterable[_Union[AlterReassignmentsResponse.Result, _Mapping]]] = ...) -> None: ...
+
+class ListReassignmentsRequest(_message.Message):
+    __slots__ = ("coordinator_ids", "all_coordinators")
+    COORDINATOR_IDS_FIELD_NUMBER: _ClassVar[int]
+    ALL_COORDINATORS_FIELD_NUMBER: _ClassVar[int]
+    coordinator_ids: _containers.RepeatedScalarFieldContainer[int]
+    all_coordinators: bool
+    def __init__(self, coordinator_ids: _Optional[_Iterable[int]] = ..., all_coordinators: _Optional[bool] = ...) -> None: ...
+
+class ListReassignmentsResponse(_message.Message):
+    __slots__ = ("error_code", "error_message", "coordinators", "live_nodes")
+    class Coordinator(_message.Message):
+        __slots__ = ("coordinator_id", "replicas", "adding_replicas", "removing_replicas", "leader", "leader_epoch", "isr", "reassigning", "target_replicas")
+        COORDINATOR_ID_FIELD_NUMBER: _ClassVar[int]
+        REPLICAS_FIELD_NUMBER: _ClassVar[int]
+        ADDING_REPLICAS_FIELD_NUMBER: _ClassVar[int]
+        REMOVING_REPLICAS_FIELD_NUMBER: _ClassVar[int]
+        LEADER_FIELD_NUMBER: _ClassVar[int]
+        LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+        ISR_FIELD_NUMBER: _ClassVar[int]
+        REASSIGNING_FIELD_NUMBER: _ClassVar[int]
+        TARGET_REPLICAS_FIELD_NUMBER: _ClassVar[int]
+        coordinator_id: int
+        replicas: _containers.RepeatedScalarFieldContainer[int]
+        adding_replicas: _containers.RepeatedScalarFieldContainer[int]
+        removing_replicas: _containers.RepeatedScalarFieldContainer[int]
+        leader: int
+        leader_epoch: int
+        isr: _containers.RepeatedScalarFieldContainer[int]
+        reassigning: bool
+        target_replicas: _containers.RepeatedScalarFieldContainer[int]
+        def __init__(self, coordinator_id: _Optional[int] = ..., replicas: _Optional[_Iterable[int]] = ..., adding_replicas: _Optional[_Iterable[int]] = ..., removing_replicas: _Optional[_Iterable[int]] = ..., leader: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., isr: _Optional[_Iterable[int]] = ..., reassigning: _Optional[bool] = ..., target_replicas: _Optional[_Iterable[int]] = ...) -> None: ...
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    COORDINATORS_FIELD_NUMBER: _ClassVar[int]
+    LIVE_NODES_FIELD_NUMBER: _ClassVar[int]
+    error_code: _coordinator_pb2.ErrorCode
+    error_message: str
+    coordinators: _containers.RepeatedCompositeFieldContainer[ListReassignmentsResponse.Coordinator]
+    live_nodes: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, error_code: _Optional[_Union[_coordinator_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., coordinators: _Optional[_Iterable[_Union[ListReassignmentsResponse.Coordinator, _Mapping]]] = ..., live_nodes: _Optional[_Iterable[int]] = ...) -> None: ...
+
 class ElectLeadersRequest(_message.Message):
     __slots__ = ("coordinator_ids",)
     COORDINATOR_IDS_FIELD_NUMBER: _ClassVar[int]

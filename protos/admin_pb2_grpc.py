@@ -54,6 +54,16 @@ class CoordinatorAdminStub:
                 request_serializer=protos_dot_admin__pb2.ElectLeadersRequest.SerializeToString,
                 response_deserializer=protos_dot_admin__pb2.ElectLeadersResponse.FromString,
                 _registered_method=True)
+        self.AlterReassignments = channel.unary_unary(
+                '/diskless.coordinator.v1.CoordinatorAdmin/AlterReassignments',
+                request_serializer=protos_dot_admin__pb2.AlterReassignmentsRequest.SerializeToString,
+                response_deserializer=protos_dot_admin__pb2.AlterReassignmentsResponse.FromString,
+                _registered_method=True)
+        self.ListReassignments = channel.unary_unary(
+                '/diskless.coordinator.v1.CoordinatorAdmin/ListReassignments',
+                request_serializer=protos_dot_admin__pb2.ListReassignmentsRequest.SerializeToString,
+                response_deserializer=protos_dot_admin__pb2.ListReassignmentsResponse.FromString,
+                _registered_method=True)
 
 
 class CoordinatorAdminServicer:
@@ -95,6 +105,24 @@ class CoordinatorAdminServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AlterReassignments(self, request, context):
+        """Moves coordinators' replicas online (Kafka's AlterPartitionReassignments, KIP-455): each named coordinator's
+        replicas become the given list (its first the preferred leader) once the new ones have caught up; a new
+        request replaces the one running, one back to the replicas before it cancels it. Stored in etcd, driven by each
+        coordinator's leader. Only a node of a cluster (--etcd) takes it.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListReassignments(self, request, context):
+        """The reassignments in progress (Kafka's ListPartitionReassignments); with `all_coordinators`, every
+        coordinator's replicas as etcd holds them now, and the live nodes (what `diskless rebalance` plans over).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_CoordinatorAdminServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -117,6 +145,16 @@ def add_CoordinatorAdminServicer_to_server(servicer, server):
                     servicer.ElectLeaders,
                     request_deserializer=protos_dot_admin__pb2.ElectLeadersRequest.FromString,
                     response_serializer=protos_dot_admin__pb2.ElectLeadersResponse.SerializeToString,
+            ),
+            'AlterReassignments': grpc.unary_unary_rpc_method_handler(
+                    servicer.AlterReassignments,
+                    request_deserializer=protos_dot_admin__pb2.AlterReassignmentsRequest.FromString,
+                    response_serializer=protos_dot_admin__pb2.AlterReassignmentsResponse.SerializeToString,
+            ),
+            'ListReassignments': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListReassignments,
+                    request_deserializer=protos_dot_admin__pb2.ListReassignmentsRequest.FromString,
+                    response_serializer=protos_dot_admin__pb2.ListReassignmentsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -227,6 +265,60 @@ class CoordinatorAdmin:
             '/diskless.coordinator.v1.CoordinatorAdmin/ElectLeaders',
             protos_dot_admin__pb2.ElectLeadersRequest.SerializeToString,
             protos_dot_admin__pb2.ElectLeadersResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AlterReassignments(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/diskless.coordinator.v1.CoordinatorAdmin/AlterReassignments',
+            protos_dot_admin__pb2.AlterReassignmentsRequest.SerializeToString,
+            protos_dot_admin__pb2.AlterReassignmentsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListReassignments(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/diskless.coordinator.v1.CoordinatorAdmin/ListReassignments',
+            protos_dot_admin__pb2.ListReassignmentsRequest.SerializeToString,
+            protos_dot_admin__pb2.ListReassignmentsResponse.FromString,
             options,
             channel_credentials,
             insecure,

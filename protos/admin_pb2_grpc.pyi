@@ -56,6 +56,16 @@ class CoordinatorAdminStub:
     once (Kafka's kafka-leader-election --election-type PREFERRED). Only a
     node of a cluster (--etcd) elects; the node taking the call does it.
     """
+    AlterReassignments: _grpc.UnaryUnaryMultiCallable[_admin_pb2.AlterReassignmentsRequest, _admin_pb2.AlterReassignmentsResponse]
+    """Moves coordinators' replicas online (Kafka's AlterPartitionReassignments, KIP-455): each named coordinator's
+    replicas become the given list (its first the preferred leader) once the new ones have caught up; a new
+    request replaces the one running, one back to the replicas before it cancels it. Stored in etcd, driven by each
+    coordinator's leader. Only a node of a cluster (--etcd) takes it.
+    """
+    ListReassignments: _grpc.UnaryUnaryMultiCallable[_admin_pb2.ListReassignmentsRequest, _admin_pb2.ListReassignmentsResponse]
+    """The reassignments in progress (Kafka's ListPartitionReassignments); with `all_coordinators`, every
+    coordinator's replicas as etcd holds them now, and the live nodes (what `diskless rebalance` plans over).
+    """
 
 @_typing.type_check_only
 class CoordinatorAdminAsyncStub(CoordinatorAdminStub):
@@ -79,6 +89,16 @@ class CoordinatorAdminAsyncStub(CoordinatorAdminStub):
     first of its replicas) where that replica is live and in the ISR, at
     once (Kafka's kafka-leader-election --election-type PREFERRED). Only a
     node of a cluster (--etcd) elects; the node taking the call does it.
+    """
+    AlterReassignments: _aio.UnaryUnaryMultiCallable[_admin_pb2.AlterReassignmentsRequest, _admin_pb2.AlterReassignmentsResponse]  # type: ignore[assignment]
+    """Moves coordinators' replicas online (Kafka's AlterPartitionReassignments, KIP-455): each named coordinator's
+    replicas become the given list (its first the preferred leader) once the new ones have caught up; a new
+    request replaces the one running, one back to the replicas before it cancels it. Stored in etcd, driven by each
+    coordinator's leader. Only a node of a cluster (--etcd) takes it.
+    """
+    ListReassignments: _aio.UnaryUnaryMultiCallable[_admin_pb2.ListReassignmentsRequest, _admin_pb2.ListReassignmentsResponse]  # type: ignore[assignment]
+    """The reassignments in progress (Kafka's ListPartitionReassignments); with `all_coordinators`, every
+    coordinator's replicas as etcd holds them now, and the live nodes (what `diskless rebalance` plans over).
     """
 
 class CoordinatorAdminServicer(metaclass=_abc_1.ABCMeta):
@@ -124,6 +144,28 @@ class CoordinatorAdminServicer(metaclass=_abc_1.ABCMeta):
         first of its replicas) where that replica is live and in the ISR, at
         once (Kafka's kafka-leader-election --election-type PREFERRED). Only a
         node of a cluster (--etcd) elects; the node taking the call does it.
+        """
+
+    @_abc_1.abstractmethod
+    def AlterReassignments(
+        self,
+        request: _admin_pb2.AlterReassignmentsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_admin_pb2.AlterReassignmentsResponse, _abc.Awaitable[_admin_pb2.AlterReassignmentsResponse]]:
+        """Moves coordinators' replicas online (Kafka's AlterPartitionReassignments, KIP-455): each named coordinator's
+        replicas become the given list (its first the preferred leader) once the new ones have caught up; a new
+        request replaces the one running, one back to the replicas before it cancels it. Stored in etcd, driven by each
+        coordinator's leader. Only a node of a cluster (--etcd) takes it.
+        """
+
+    @_abc_1.abstractmethod
+    def ListReassignments(
+        self,
+        request: _admin_pb2.ListReassignmentsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_admin_pb2.ListReassignmentsResponse, _abc.Awaitable[_admin_pb2.ListReassignmentsResponse]]:
+        """The reassignments in progress (Kafka's ListPartitionReassignments); with `all_coordinators`, every
+        coordinator's replicas as etcd holds them now, and the live nodes (what `diskless rebalance` plans over).
         """
 
 def add_CoordinatorAdminServicer_to_server(servicer: CoordinatorAdminServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

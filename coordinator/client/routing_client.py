@@ -51,6 +51,8 @@ from coordinator.client.request_parts import (
 )
 from coordinator.client.routes import RETRIABLE_CODES, CoordinatorRoute, RoutingTable, parse_bootstrap
 from coordinator.edge.rpcs import BY_METHOD, ServedBy
+from protos import admin_pb2 as admin
+from protos import admin_pb2_grpc as admin_grpc
 from protos import coordinator_pb2 as pb
 
 DEADLINE_MS_DEFAULT = 30_000
@@ -62,6 +64,7 @@ MESSAGE_MAX_BYTES_DEFAULT = 64 * 1024 * 1024
 CHANNEL_CLOSE_GRACE_MS_DEFAULT = 1_000
 # Statuses meaning the call never ran (the contract: UNAVAILABLE while a node shuts down; also a refused connection).
 RETRIED_STATUS = frozenset({grpc.StatusCode.UNAVAILABLE})
+ADMIN_METHODS = frozenset({"AlterReassignments", "ListReassignments"})  # of the operator service (admin.proto)
 READER_METHOD = "FindBatches"  # the one method a replica's reader processes serve
 
 MessageT = TypeVar("MessageT")
@@ -233,6 +236,21 @@ class RoutingClient:
         leader)."""
         request = pb.DescribeProduceGatewaysRequest(brokers=brokers)
         return await self._any_node("DescribeProduceGateways", request)  # type: ignore[no-any-return]
+
+    async def alter_reassignments(
+        self, reassignments: Iterable[tuple[int, Sequence[int]]]
+    ) -> admin.AlterReassignmentsResponse:
+        """Starts each coordinator's reassignment to its replicas (any node of the cluster writes it to etcd)."""
+        request = admin.AlterReassignmentsRequest(
+            reassignments=[admin.AlterReassignmentsRequest.Reassignment(coordinator_id=c, replicas=r)
+                           for c, r in reassignments]
+        )  # fmt: skip
+        return await self._any_node("AlterReassignments", request)  # type: ignore[no-any-return]
+
+    async def list_reassignments(self, all_coordinators: bool = False) -> admin.ListReassignmentsResponse:
+        """The reassignments in progress (every coordinator's replicas with `all_coordinators`) and the live nodes."""
+        request = admin.ListReassignmentsRequest(all_coordinators=all_coordinators)
+        return await self._any_node("ListReassignments", request)  # type: ignore[no-any-return]
 
     # ------------------------------------------------------------------ routed paths
 
@@ -529,7 +547,8 @@ class RoutingClient:
         timeout_s = min(self.rpc_timeout_ms / 1000, deadline - time.monotonic())
         if timeout_s <= 0:
             return f"{address}: the call's deadline passed"
-        stub = (await self._channels.get(address)).stub
+        channel = await self._channels.get(address)
+        stub = admin_grpc.CoordinatorAdminStub(channel.channel) if method in ADMIN_METHODS else channel.stub
         self.calls_sent[method] += 1
         try:
             return await getattr(stub, method)(request, timeout=timeout_s, metadata=self._metadata)

@@ -25,9 +25,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Collection, Coroutine, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import replace
-from typing import Any, Protocol
+from typing import Protocol
 
 from coordinator.base.clock import Clock
 from coordinator.cluster.assignment import (
@@ -44,7 +44,7 @@ from coordinator.cluster.preferred_leaders import (
     PreferredElection,
     elect_preferred_leaders,
 )
-from coordinator.cluster.reassignment import drive_reassignment
+from coordinator.cluster.reassignment import ReassignmentResult, drive_reassignment, reassign
 from coordinator.cluster.roles import incarnations_of, role_of
 from coordinator.cluster.store import (
     ClusterConfig,
@@ -55,6 +55,7 @@ from coordinator.cluster.store import (
     SessionExpired,
     VersionedAssignment,
 )
+from coordinator.cluster.waiting import run_within
 from coordinator.config.settings import Settings
 from coordinator.runtime.replication.role import ReplicaRole
 from protos import internal_pb2_grpc as internal_grpc
@@ -76,30 +77,6 @@ class RoleHolder(Protocol):
 
 class StubSource(Protocol):
     def internal_stub(self, address: str) -> internal_grpc.CoordinatorInternalAsyncStub: ...
-
-
-async def run_within(clock: Clock, call: Coroutine[Any, Any, None], timeout_ms: int) -> None:
-    """Runs `call` for at most `timeout_ms` of the clock's time; TimeoutError (and the call cancelled) past it.
-
-    The call's outcome is always retrieved: a call that failed just as the timer fired (or as this wait was
-    cancelled) would otherwise leave its exception unseen ("Task exception was never retrieved"). A call that ended
-    counts, even past the timer: its answer came.
-    """
-    running = asyncio.ensure_future(call)
-    finished = asyncio.Event()
-    running.add_done_callback(lambda _: finished.set())
-    try:
-        await clock.wait_event(finished, timeout_ms)
-    finally:
-        cut_short = not running.done()
-        if cut_short:
-            running.cancel()
-            await asyncio.wait([running])
-        if not running.cancelled():
-            running.exception()  # seen here: raised below, or given up for this wait's own exception
-    if cut_short:
-        raise TimeoutError(f"no answer within {timeout_ms} ms")
-    running.result()
 
 
 class ClusterController:
@@ -412,6 +389,19 @@ class ClusterController:
             if any(r.outcome is ElectionOutcome.ELECTED for r in results):
                 self._apply_roles()  # this node may be the new leader or the old: it acts now, the others at refresh
         return results
+
+    async def reassign(self, reassignments: Sequence[tuple[int, Sequence[int]]]) -> list[ReassignmentResult]:
+        """Starts (replaces, cancels) each coordinator's reassignment in etcd (`reassignment.reassign`). A known node
+        is a live one or a current replica; ElectionRefused while this node's session is not valid."""
+        if not self.session_valid():
+            raise ElectionRefused(f"node {self._endpoint.node_id}: its etcd session is not valid")
+        live = set(await self._store.live_nodes())
+        minimum = self._settings.min_insync_replicas
+        return [await reassign(self._store, c, replicas, live, minimum) for c, replicas in reassignments]
+
+    async def placement(self) -> tuple[dict[int, VersionedAssignment], list[int]]:
+        """Every coordinator's assignment and the live nodes, read from etcd now."""
+        return await self._store.assignments(), sorted(await self._store.live_nodes())
 
     def _balances_leaders(self) -> bool:
         """Whether this node runs the periodic elections: the live node of the lowest id, with a valid session."""

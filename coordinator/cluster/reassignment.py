@@ -103,6 +103,7 @@ class ReassignmentResult:
     coordinator_id: int
     refusal: str = ""
     assignment: VersionedAssignment | None = None  # as written (revision -1) or read
+    retriable: bool = False  # refused for a reason that may pass (concurrent changes), not for the request itself
 
 
 async def reassign(
@@ -126,7 +127,9 @@ async def reassign(
             )  # fmt: skip
             return ReassignmentResult(coordinator_id, "", VersionedAssignment(started, -1))
     return ReassignmentResult(
-        coordinator_id, f"the coordinator's assignment changed {CAS_ATTEMPTS} times under the request: try again"
+        coordinator_id,
+        f"the coordinator's assignment changed {CAS_ATTEMPTS} times under the request: try again",
+        retriable=True,
     )
 
 

@@ -149,6 +149,10 @@ RPCS: tuple[Rpc, ...] = (
     Rpc(Service.ADMIN, "CheckState", Permission.ALTER, ServedBy.NODE, "check_state", Front.HERE),
     # Preferred leaders at once (DESIGN §6a): any node of a cluster changes leaderships in etcd, an ALTER.
     Rpc(Service.ADMIN, "ElectLeaders", Permission.ALTER, ServedBy.NODE, "elect_leaders", Front.HERE),
+    # Online reassignment (DESIGN §6a): any node of a cluster writes reassignments to etcd, an ALTER; listing them
+    # (and every coordinator's replicas, for a rebalance plan) reads etcd only.
+    Rpc(Service.ADMIN, "AlterReassignments", Permission.ALTER, ServedBy.NODE, "alter_reassignments", Front.HERE),
+    Rpc(Service.ADMIN, "ListReassignments", Permission.DESCRIBE, ServedBy.NODE, "list_reassignments", Front.HERE),
     # Between coordinators: each goes to the node leading the target coordinator.
     Rpc(Service.INTERNAL, "HandOverFiles", Permission.INTERNAL, ServedBy.LEADER, "hand_over_files", Front.HERE),
     Rpc(Service.INTERNAL, "KnownFiles", Permission.INTERNAL, ServedBy.LEADER, "known_files", Front.HERE),

@@ -26,8 +26,8 @@ from coordinator.edge.rpcs import NoReplica, Rpc
 from coordinator.files import describe_files, handover
 from coordinator.files.list_file_keys import FileKeyStreams
 from coordinator.machine.catalog import TopicCatalog
-from coordinator.node import admin_service, leader_elections
-from coordinator.node.leader_elections import PreferredElector
+from coordinator.node import admin_service, leader_elections, reassignments
+from coordinator.node.reassignments import ClusterAdmin
 from coordinator.reads import find_batches, find_coordinator, list_offsets
 from coordinator.reads.find_coordinator import Endpoint
 from coordinator.runtime.node_coordinators import Elsewhere, NodeCoordinators
@@ -86,8 +86,9 @@ class Router:
         # Where catalog calls go when this node holds no replica at all (a node added after the cluster formed).
         self._catalog_holder = catalog_holder
         self._placement: Mapping[str, Placed] = placement(self) if placement is not None else {}
-        # The node's cluster controller, set where the node is part of a cluster: it runs preferred elections.
-        self.elector: PreferredElector | None = None
+        # The node's cluster controller, set where the node is part of a cluster: it runs preferred elections and
+        # starts reassignments.
+        self.elector: ClusterAdmin | None = None
 
     @property
     def coordinators(self) -> NodeCoordinators:
@@ -218,6 +219,12 @@ class Router:
 
     async def elect_leaders(self, request: admin.ElectLeadersRequest) -> admin.ElectLeadersResponse:
         return await leader_elections.elect_leaders(self.elector, self.settings, request)
+
+    async def alter_reassignments(self, request: admin.AlterReassignmentsRequest) -> admin.AlterReassignmentsResponse:
+        return await reassignments.alter_reassignments(self.elector, self.settings, request)
+
+    async def list_reassignments(self, request: admin.ListReassignmentsRequest) -> admin.ListReassignmentsResponse:
+        return await reassignments.list_reassignments(self.elector, request)
 
 
 async def _refused_snapshot(message: str) -> AsyncIterator[internal.FetchSnapshotChunk]:
