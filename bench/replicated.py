@@ -35,6 +35,8 @@ CLUSTER_SETTINGS = (
     "diskless.cluster.refresh.interval.ms",
     "diskless.coordinator.replica.lag.time.max.ms",
     "diskless.coordinator.replica.fetch.wait.max.ms",
+    "diskless.cluster.auto.leader.rebalance.enable",
+    "diskless.cluster.leader.imbalance.check.interval.ms",
 )
 APT_TIMEOUT_S = 600
 NODE_START_TIMEOUT_S = 120  # a node listens once the cluster formed; its data is small (no prebuilt state)
