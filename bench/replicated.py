@@ -94,6 +94,19 @@ class ReplicatedCluster:
             for started in [starting.submit(node.start, NODE_START_TIMEOUT_S) for node in self.nodes]:
                 started.result()
 
+    def add_node(self) -> CoordinatorServer:
+        """Starts one more node (the next id) on the running cluster: it registers and holds nothing until a
+        reassignment gives it replicas. Returns once it listens."""
+        assert self.etcd is not None, "the cluster must be started first"
+        node_id = len(self.nodes)
+        node = CoordinatorServer(
+            self.directory / f"node{node_id}", self.nodes[0].coordinators, self.settings,
+            arguments=("--node-id", str(node_id), "--etcd", self.etcd.endpoints),
+        )  # fmt: skip
+        self.nodes.append(node)
+        node.start(NODE_START_TIMEOUT_S)
+        return node
+
     def kill(self, node_id: int) -> None:
         self.nodes[node_id].kill()
 
