@@ -107,6 +107,18 @@ def _gateways(args: argparse.Namespace) -> int:
     return run(args)
 
 
+def _add_rebalance_arguments(parser: argparse.ArgumentParser) -> None:
+    from bench.rebalance import add_arguments
+
+    add_arguments(parser)
+
+
+def _rebalance(args: argparse.Namespace) -> int:
+    from bench.rebalance import run
+
+    return run(args)
+
+
 def add_bench_commands(parser: argparse.ArgumentParser) -> None:
     """The `bench` subcommands, added to `diskless bench`'s parser (or this module's own)."""
     commands = parser.add_subparsers(dest="bench_command", required=True)
@@ -168,6 +180,16 @@ def add_bench_commands(parser: argparse.ArgumentParser) -> None:
     )
     _add_gateway_arguments(gateways)
     gateways.set_defaults(run=_gateways)
+    rebalance = commands.add_parser(
+        "rebalance",
+        help="a fourth node joins a 3-node cluster under steady commits and `diskless rebalance` spreads the replicas",
+        description="Starts 3 nodes of 12 coordinators on a local etcd under a steady 100x100 commit load, adds a "
+        "fourth node and runs `diskless rebalance --wait`: each move's time, commit p99 during the moves against "
+        "before, replicas and leaders per node before and after, every acknowledged batch read back. Writes "
+        "results.json and results.md.",
+    )
+    _add_rebalance_arguments(rebalance)
+    rebalance.set_defaults(run=_rebalance)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -27,6 +27,23 @@ def leaders(described: Descriptions) -> dict[int, int]:
     return found
 
 
+def preferred_leaders(described: Descriptions) -> dict[int, int]:
+    """Coordinator id -> its preferred leader (the first of its replicas), as the nodes that answered say."""
+    found = {}
+    for descriptions in described.values():
+        for description in descriptions or []:
+            if description.error_code == pb.NONE and description.replica_node_ids:
+                found[description.coordinator_id] = description.replica_node_ids[0]
+    return found
+
+
+def preferred_share(described: Descriptions) -> float:
+    """The share of coordinators led (LEADER, ACTIVE) by their preferred replica; 0.0 when none is known."""
+    preferred = preferred_leaders(described)
+    led = leaders(described)
+    return sum(1 for c, node in preferred.items() if led.get(c) == node) / len(preferred) if preferred else 0.0
+
+
 def replication_problem(described: Descriptions) -> str:
     """Why the cluster is not fully replicating yet ('' once it is): every node answers, every coordinator has an
     ACTIVE leader whose ISR is every replica and whose high watermark is its log end (every follower has fetched

@@ -10,7 +10,10 @@ retried commit, DESIGN §4, and a commit whose answer a kill lost is retried). T
    failover time, what a broker sees. Beside it: when a surviving node led the coordinator again (the new
    leader says LEADER and ACTIVE), which is what etcd's session and the reload cost without the client;
 3. the killed node is restarted on its data directory; the next kill waits until it is back in every
-   coordinator's ISR (and the load has run `settle_s` more).
+   coordinator's ISR, then until it leads again every coordinator it is the preferred leader of (the first
+   replica: the auto leader rebalance, checked every `diskless.cluster.leader.imbalance.check.interval.ms`,
+   which the run sets short), and the load has run `settle_s` more. The share of coordinators led by their
+   preferred replica is taken when the node is back in sync and again once leadership returned.
 
 At the end every acknowledged batch (the brokers' and the probes') must be found at its acknowledged offset, in
 its file, by FindBatches from the leaders.
@@ -27,7 +30,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from bench.acknowledged import AcknowledgedBatches, Verification, verify
-from bench.cluster_views import leaders, out_of_sync_problem
+from bench.cluster_views import leaders, out_of_sync_problem, preferred_leaders, preferred_share
 from bench.coordinator_system import CALL_TIMEOUT_S, MESSAGE_MAX_BYTES, CoordinatorSystem
 from bench.driver import LoadPlan, percentile_ms, running_load
 from bench.replicated import ReplicatedCluster
@@ -36,6 +39,7 @@ from protos import coordinator_pb2 as pb
 
 FAILOVER_SHAPE = "100x100"
 LEADER_READY_TIMEOUT_S = 60.0  # far above a session timeout plus a reload: past it the run fails
+LEADER_RETURN_TIMEOUT_S = 120.0  # far above the leader-imbalance check interval the run sets
 IN_SYNC_TIMEOUT_S = 180.0  # for a restarted node to load, catch up and rejoin every ISR
 POLL_S = 0.05
 PROBE_BROKER_ID = 1_000_000  # the probes' uploader, apart from the load's brokers
@@ -57,6 +61,9 @@ class Kill:
     leader_ready_s: float  # kill until a surviving node led the coordinator (LEADER, ACTIVE)
     commit_s: float  # kill until a commit sent at the kill was acknowledged (routing client, its retries)
     back_in_sync_s: float  # restart until the node was in every coordinator's ISR again
+    leader_return_s: float  # restart until it led again every coordinator it is the preferred leader of
+    preferred_share_in_sync: float  # coordinators led by their preferred replica, when it was back in sync
+    preferred_share_returned: float  # the same once leadership returned
 
 
 @dataclass(slots=True)
@@ -78,6 +85,9 @@ class FailoverOutcome:
             "commit_s": distribution([k.commit_s for k in self.kills]),
             "leader_ready_s": distribution([k.leader_ready_s for k in self.kills]),
             "back_in_sync_s": distribution([k.back_in_sync_s for k in self.kills]),
+            "leader_return_s": distribution([k.leader_return_s for k in self.kills]),
+            "preferred_share_in_sync": distribution([k.preferred_share_in_sync for k in self.kills]),
+            "preferred_share_returned": distribution([k.preferred_share_returned for k in self.kills]),
             "load": {
                 "shape": FAILOVER_SHAPE,
                 "target_commits_per_s": round(self.load_target_commits_per_s, 1),
@@ -139,7 +149,9 @@ async def run_failover(
                     f"{system.name:<22} failover {number}/{kills}: node {kill.node_id} (leading {kill.coordinators_led}"
                     f" coordinators) killed; coordinator {coordinator_id} led again after {kill.leader_ready_s:.2f} s,"
                     f" commits acknowledged after {kill.commit_s:.2f} s; back in every ISR "
-                    f"{kill.back_in_sync_s:.1f} s after its restart"
+                    f"{kill.back_in_sync_s:.1f} s after its restart, leading its preferred coordinators again "
+                    f"{kill.leader_return_s:.1f} s after it ({kill.preferred_share_in_sync:.0%} -> "
+                    f"{kill.preferred_share_returned:.0%} led by their preferred replica)"
                 )
                 await load.sleep(settle_s)
             end = time.perf_counter()
@@ -184,9 +196,14 @@ async def _kill_leader(
     await asyncio.to_thread(cluster.restart, node_id)
     restarted_at = time.monotonic()
     await _wait_back_in_sync(system, node_id, restarted_at)
+    in_sync_at = time.monotonic()
+    share_in_sync = preferred_share(await system.described())
+    await _wait_leader_return(system, node_id, restarted_at)
+    returned_at = time.monotonic()
     return Kill(
         number, coordinator_id, node_id, sum(1 for n in leaders.values() if n == node_id),
-        ready_at - killed_at, committed_at - killed_at, time.monotonic() - restarted_at,
+        ready_at - killed_at, committed_at - killed_at, in_sync_at - restarted_at, returned_at - restarted_at,
+        share_in_sync, preferred_share(await system.described()),
     )  # fmt: skip
 
 
@@ -244,6 +261,23 @@ async def _wait_leader_ready(
     raise FailoverError(
         f"coordinator {coordinator_id}: no surviving node leads it {LEADER_READY_TIMEOUT_S:.0f} s after node "
         f"{killed} was killed"
+    )
+
+
+async def _wait_leader_return(system: CoordinatorSystem, node_id: int, restarted_at: float) -> None:
+    """Until the restarted node leads (LEADER, ACTIVE) every coordinator whose preferred replica it is."""
+    missing: list[int] = []
+    while time.monotonic() - restarted_at < LEADER_RETURN_TIMEOUT_S:
+        described = await system.described()
+        led = leaders(described)
+        missing = sorted(c for c, preferred in preferred_leaders(described).items()
+                         if preferred == node_id and led.get(c) != node_id)  # fmt: skip
+        if not missing:
+            return
+        await asyncio.sleep(POLL_S)
+    raise FailoverError(
+        f"node {node_id} does not lead coordinators {missing} (their preferred replica) "
+        f"{LEADER_RETURN_TIMEOUT_S:.0f} s after its restart"
     )
 
 

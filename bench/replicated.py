@@ -35,6 +35,8 @@ CLUSTER_SETTINGS = (
     "diskless.cluster.refresh.interval.ms",
     "diskless.coordinator.replica.lag.time.max.ms",
     "diskless.coordinator.replica.fetch.wait.max.ms",
+    "diskless.cluster.auto.leader.rebalance.enable",
+    "diskless.cluster.leader.imbalance.check.interval.ms",
 )
 APT_TIMEOUT_S = 600
 NODE_START_TIMEOUT_S = 120  # a node listens once the cluster formed; its data is small (no prebuilt state)
@@ -91,6 +93,19 @@ class ReplicatedCluster:
         with ThreadPoolExecutor(len(self.nodes)) as starting:
             for started in [starting.submit(node.start, NODE_START_TIMEOUT_S) for node in self.nodes]:
                 started.result()
+
+    def add_node(self) -> CoordinatorServer:
+        """Starts one more node (the next id) on the running cluster: it registers and holds nothing until a
+        reassignment gives it replicas. Returns once it listens."""
+        assert self.etcd is not None, "the cluster must be started first"
+        node_id = len(self.nodes)
+        node = CoordinatorServer(
+            self.directory / f"node{node_id}", self.nodes[0].coordinators, self.settings,
+            arguments=("--node-id", str(node_id), "--etcd", self.etcd.endpoints),
+        )  # fmt: skip
+        self.nodes.append(node)
+        node.start(NODE_START_TIMEOUT_S)
+        return node
 
     def kill(self, node_id: int) -> None:
         self.nodes[node_id].kill()

@@ -178,6 +178,9 @@ def _replicated_markdown(document: dict[str, Any]) -> list[str]:
     return lines
 
 
+EMPTY: dict[str, Any] = {"count": 0}  # a figure an older results file lacks
+
+
 def failover_markdown(failover: dict[str, Any]) -> list[str]:
     commit, ready, in_sync = failover["commit_s"], failover["leader_ready_s"], failover["back_in_sync_s"]
     load, check = failover["load"], failover["verification"]
@@ -195,12 +198,23 @@ def failover_markdown(failover: dict[str, Any]) -> list[str]:
         ("a commit to that coordinator acknowledged (routing client, its retries)", commit),
         ("a surviving node leads it (LEADER, ACTIVE)", ready),
         ("restart to back in every ISR", in_sync),
+        ("restart to leading its preferred coordinators again", failover.get("leader_return_s", EMPTY)),
     ):
         if figures["count"]:
             every = ", ".join(f"{v:.2f}" for v in figures["values"])
             lines.append(
                 f"| {label} | {figures['median']:.2f} | {figures['p90']:.2f} | {figures['max']:.2f} | {every} |"
             )
+    share_in_sync, share_returned = (
+        failover.get(k, EMPTY) for k in ("preferred_share_in_sync", "preferred_share_returned")
+    )
+    if share_returned["count"]:
+        lines += [
+            "",
+            f"Coordinators led by their preferred replica after each restart: median {share_in_sync['median']:.0%} "
+            f"(min {share_in_sync['min']:.0%}) once the node was back in every ISR, median "
+            f"{share_returned['median']:.0%} (min {share_returned['min']:.0%}) once leadership returned.",
+        ]
     verdict = "none lost" if check["lost"] == 0 else f"**{check['lost']:,} LOST**"
     lines += [
         "",

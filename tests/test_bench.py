@@ -94,6 +94,9 @@ def test_tiny_replicated_run_compares_three_nodes_with_one_and_loses_nothing_ack
         # The new leader serves after the killed node's session lapsed (2 s in the tiny run), not before.
         assert 1.0 < kill["leader_ready_s"] <= kill["commit_s"] < 30, kill
         assert kill["coordinators_led"] >= 1 and kill["back_in_sync_s"] > 0, kill
+        # Leadership came back to the restarted node: every coordinator it prefers is led by it again.
+        assert kill["leader_return_s"] >= kill["back_in_sync_s"], kill
+        assert kill["preferred_share_returned"] == 1.0, kill
     assert [k["coordinator_id"] for k in failover["kills"]] == [0, 1]
     commit = failover["commit_s"]
     assert commit["min"] <= commit["median"] <= commit["p90"] <= commit["max"]
@@ -105,6 +108,7 @@ def test_tiny_replicated_run_compares_three_nodes_with_one_and_loses_nothing_ack
 
     text = (out / "results.md").read_text()
     assert "| 100x100 max | " in text and "Failover: 2 kill -9s" in text and "none lost" in text
+    assert "leading its preferred coordinators again" in text
     if document["plots"]:  # matplotlib (the bench extra) is there
         assert "failover.png" in document["plots"] and (out / "failover.png").stat().st_size > 0
 
