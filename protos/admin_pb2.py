@@ -25,15 +25,15 @@ _sym_db = _symbol_database.Default()
 from protos import coordinator_pb2 as protos_dot_coordinator__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x12protos/admin.proto\x12\x17\x64iskless.coordinator.v1\x1a\x18protos/coordinator.proto\"\xad\x01\n\x19\x41lterReassignmentsRequest\x12V\n\rreassignments\x18\x01 \x03(\x0b\x32?.diskless.coordinator.v1.AlterReassignmentsRequest.Reassignment\x1a\x38\n\x0cReassignment\x12\x16\n\x0e\x63oordinator_id\x18\x01 \x01(\x05\x12\x10\n\x08replicas\x18\x02 \x03(\x05\"\xa9\x02\n\x1a\x41lterReassignmentsResponse\x12\x36\n\nerror_code\x18\x01 \x01(\x0e\x32\".diskless.coordinator.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12K\n\x07results\x18\x03 \x03(\x0b\x32:.diskless.coordinator.v1.AlterReassignmentsResponse.Result\x1ao\n\x06Result\x12\x16\n\x0e\x63oordinator_id\x18\x01 \x01(\x05\x12\x36\n\nerror_code\x18\x02 \x01(\x0e\x32\".diskless.coordinator.v1.ErrorCode\x12\x15\n\rerror_message\x18\x03 \x01(\t\"M\n\x18ListReassignmentsRequest\x12\x17\n\x0f\x63oordinator_ids\x18\x01 \x03(\x05\x12\x18\n\x10\x61ll_coordinators\x18\x02 \x01(\x08\"\xa3\x03\n\x19ListReassignmentsResponse\x12\x36\n\nerror_code\x18\x01 \x01(\x0e\x32\".diskless.coordinator.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12T\n\x0c\x63oordinators\x18\x03 \x03(\x0b\x32>.diskless.coordinator.v1.ListReassignmentsResponse.Coordinator\x12\x12\n\nlive_nodes\x18\x04 \x03(\x05\x1a\xcc\x01\n\x0b\x43oordinator\x12\x16\n\x0e\x63oordinator_id\x18\x01 \x01(\x05\x12\x10\n\x08replicas\x18\x02 \x03(\x05\x12\x17\n\x0f\x61\x64\x64ing_replicas\x18\x03 \x03(\x05\x12\x19\n\x11removing_replicas\x18\x04 \x03(\x05\x12\x0e\n\x06leader\x18\x05 \x01(\x05\x12\x14\n\x0cleader_epoch\x18\x06 \x01(\x05\x12\x0b\n\x03isr\x18\x07 \x03(\x05\x12\x13\n\x0breassigning\x18\x08 \x01(\x08\x12\x17\n\x0ftarget_replicas\x18\t \x03(\x05\".\n\x13\x45lectLeadersRequest\x12\x17\n\x0f\x63oordinator_ids\x18\x01 \x03(\x05\"\x98\x03\n\x14\x45lectLeadersResponse\x12\x36\n\nerror_code\x18\x01 \x01(\x0e\x32\".diskless.coordinator.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12\x45\n\x07results\x18\x03 \x03(\x0b\x32\x34.diskless.coordinator.v1.ElectLeadersResponse.Result\x1a\xe9\x01\n\x06Result\x12\x16\n\x0e\x63oordinator_id\x18\x01 \x01(\x05\x12?\n\x07outcome\x18\x02 \x01(\x0e\x32..diskless.coordinator.v1.LeaderElectionOutcome\x12\x18\n\x10preferred_leader\x18\x03 \x01(\x05\x12\x0e\n\x06leader\x18\x04 \x01(\x05\x12\x14\n\x0cleader_epoch\x18\x05 \x01(\x05\x12\x0e\n\x06reason\x18\x06 \x01(\t\x12\x36\n\nerror_code\x18\x07 \x01(\x0e\x32\".diskless.coordinator.v1.ErrorCode\",\n\x11\x43heckStateRequest\x12\x17\n\x0f\x63oordinator_ids\x18\x01 \x03(\x05\"\x91\x02\n\x12\x43heckStateResponse\x12\x43\n\x07results\x18\x01 \x03(\x0b\x32\x32.diskless.coordinator.v1.CheckStateResponse.Result\x1a\xb5\x01\n\x06Result\x12\x16\n\x0e\x63oordinator_id\x18\x01 \x01(\x05\x12\x36\n\nerror_code\x18\x02 \x01(\x0e\x32\".diskless.coordinator.v1.ErrorCode\x12\x15\n\rerror_message\x18\x03 \x01(\t\x12\r\n\x05sound\x18\x04 \x01(\x08\x12\x0f\n\x07problem\x18\x05 \x01(\t\x12\x0f\n\x07seconds\x18\x06 \x01(\x01\x12\x13\n\x0bstate_bytes\x18\x07 \x01(\x03\"\x91\x01\n\x0cSnapshotInfo\x12\x12\n\nend_offset\x18\x01 \x01(\x03\x12\r\n\x05\x65poch\x18\x02 \x01(\x05\x12\x12\n\nsize_bytes\x18\x03 \x01(\x03\x12\r\n\x05\x63rc32\x18\x04 \x01(\r\x12\x16\n\x0e\x61pplied_offset\x18\x05 \x01(\x03\x12\x15\n\rcreated_at_ms\x18\x06 \x01(\x03\x12\x0c\n\x04path\x18\x07 \x01(\t\"0\n\x15\x43reateSnapshotRequest\x12\x17\n\x0f\x63oordinator_ids\x18\x01 \x03(\x05\"\xdb\x02\n\x16\x43reateSnapshotResponse\x12G\n\x07results\x18\x01 \x03(\x0b\x32\x36.diskless.coordinator.v1.CreateSnapshotResponse.Result\x1a\xf7\x01\n\x06Result\x12\x16\n\x0e\x63oordinator_id\x18\x01 \x01(\x05\x12\x36\n\nerror_code\x18\x02 \x01(\x0e\x32\".diskless.coordinator.v1.ErrorCode\x12\x15\n\rerror_message\x18\x03 \x01(\t\x12\x37\n\x08snapshot\x18\x04 \x01(\x0b\x32%.diskless.coordinator.v1.SnapshotInfo\x12\x18\n\x10log_start_offset\x18\x05 \x01(\x03\x12\x18\n\x10\x64\x65leted_segments\x18\x06 \x01(\x05\x12\x19\n\x11\x64\x65leted_snapshots\x18\x07 \x01(\x05\"?\n\x14ListSnapshotsRequest\x12\x17\n\x0f\x63oordinator_ids\x18\x01 \x03(\x05\x12\x0e\n\x06verify\x18\x02 \x01(\x08\"\xc2\x03\n\x15ListSnapshotsResponse\x12P\n\x0c\x63oordinators\x18\x01 \x03(\x0b\x32:.diskless.coordinator.v1.ListSnapshotsResponse.Coordinator\x1a\x62\n\x08Snapshot\x12\x33\n\x04info\x18\x01 \x01(\x0b\x32%.diskless.coordinator.v1.SnapshotInfo\x12\x10\n\x08verified\x18\x02 \x01(\x08\x12\x0f\n\x07problem\x18\x03 \x01(\t\x1a\xf2\x01\n\x0b\x43oordinator\x12\x16\n\x0e\x63oordinator_id\x18\x01 \x01(\x05\x12\x36\n\nerror_code\x18\x02 \x01(\x0e\x32\".diskless.coordinator.v1.ErrorCode\x12\x15\n\rerror_message\x18\x03 \x01(\t\x12J\n\tsnapshots\x18\x04 \x03(\x0b\x32\x37.diskless.coordinator.v1.ListSnapshotsResponse.Snapshot\x12\x18\n\x10log_start_offset\x18\x05 \x01(\x03\x12\x16\n\x0elog_end_offset\x18\x06 \x01(\x03*\x90\x01\n\x15LeaderElectionOutcome\x12#\n\x1fLEADER_ELECTION_OUTCOME_UNKNOWN\x10\x00\x12\x12\n\x0eLEADER_ELECTED\x10\x01\x12\x1c\n\x18LEADER_ALREADY_PREFERRED\x10\x02\x12 \n\x1cLEADER_ELECTION_NOT_POSSIBLE\x10\x03\x32\xc4\x05\n\x10\x43oordinatorAdmin\x12q\n\x0e\x43reateSnapshot\x12..diskless.coordinator.v1.CreateSnapshotRequest\x1a/.diskless.coordinator.v1.CreateSnapshotResponse\x12n\n\rListSnapshots\x12-.diskless.coordinator.v1.ListSnapshotsRequest\x1a..diskless.coordinator.v1.ListSnapshotsResponse\x12\x65\n\nCheckState\x12*.diskless.coordinator.v1.CheckStateRequest\x1a+.diskless.coordinator.v1.CheckStateResponse\x12k\n\x0c\x45lectLeaders\x12,.diskless.coordinator.v1.ElectLeadersRequest\x1a-.diskless.coordinator.v1.ElectLeadersResponse\x12}\n\x12\x41lterReassignments\x12\x32.diskless.coordinator.v1.AlterReassignmentsRequest\x1a\x33.diskless.coordinator.v1.AlterReassignmentsResponse\x12z\n\x11ListReassignments\x12\x31.diskless.coordinator.v1.ListReassignmentsRequest\x1a\x32.diskless.coordinator.v1.ListReassignmentsResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x12protos/admin.proto\x12\x17\x64iskless.coordinator.v1\x1a\x18protos/coordinator.proto\"\xad\x01\n\x19\x41lterReassignmentsRequest\x12V\n\rreassignments\x18\x01 \x03(\x0b\x32?.diskless.coordinator.v1.AlterReassignmentsRequest.Reassignment\x1a\x38\n\x0cReassignment\x12\x16\n\x0e\x63oordinator_id\x18\x01 \x01(\x05\x12\x10\n\x08replicas\x18\x02 \x03(\x05\"\xa9\x02\n\x1a\x41lterReassignmentsResponse\x12\x36\n\nerror_code\x18\x01 \x01(\x0e\x32\".diskless.coordinator.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12K\n\x07results\x18\x03 \x03(\x0b\x32:.diskless.coordinator.v1.AlterReassignmentsResponse.Result\x1ao\n\x06Result\x12\x16\n\x0e\x63oordinator_id\x18\x01 \x01(\x05\x12\x36\n\nerror_code\x18\x02 \x01(\x0e\x32\".diskless.coordinator.v1.ErrorCode\x12\x15\n\rerror_message\x18\x03 \x01(\t\"M\n\x18ListReassignmentsRequest\x12\x17\n\x0f\x63oordinator_ids\x18\x01 \x03(\x05\x12\x18\n\x10\x61ll_coordinators\x18\x02 \x01(\x08\"\xbf\x03\n\x19ListReassignmentsResponse\x12\x36\n\nerror_code\x18\x01 \x01(\x0e\x32\".diskless.coordinator.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12T\n\x0c\x63oordinators\x18\x03 \x03(\x0b\x32>.diskless.coordinator.v1.ListReassignmentsResponse.Coordinator\x12\x12\n\nlive_nodes\x18\x04 \x03(\x05\x12\x1a\n\x12replication_factor\x18\x05 \x01(\x05\x1a\xcc\x01\n\x0b\x43oordinator\x12\x16\n\x0e\x63oordinator_id\x18\x01 \x01(\x05\x12\x10\n\x08replicas\x18\x02 \x03(\x05\x12\x17\n\x0f\x61\x64\x64ing_replicas\x18\x03 \x03(\x05\x12\x19\n\x11removing_replicas\x18\x04 \x03(\x05\x12\x0e\n\x06leader\x18\x05 \x01(\x05\x12\x14\n\x0cleader_epoch\x18\x06 \x01(\x05\x12\x0b\n\x03isr\x18\x07 \x03(\x05\x12\x13\n\x0breassigning\x18\x08 \x01(\x08\x12\x17\n\x0ftarget_replicas\x18\t \x03(\x05\".\n\x13\x45lectLeadersRequest\x12\x17\n\x0f\x63oordinator_ids\x18\x01 \x03(\x05\"\x98\x03\n\x14\x45lectLeadersResponse\x12\x36\n\nerror_code\x18\x01 \x01(\x0e\x32\".diskless.coordinator.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12\x45\n\x07results\x18\x03 \x03(\x0b\x32\x34.diskless.coordinator.v1.ElectLeadersResponse.Result\x1a\xe9\x01\n\x06Result\x12\x16\n\x0e\x63oordinator_id\x18\x01 \x01(\x05\x12?\n\x07outcome\x18\x02 \x01(\x0e\x32..diskless.coordinator.v1.LeaderElectionOutcome\x12\x18\n\x10preferred_leader\x18\x03 \x01(\x05\x12\x0e\n\x06leader\x18\x04 \x01(\x05\x12\x14\n\x0cleader_epoch\x18\x05 \x01(\x05\x12\x0e\n\x06reason\x18\x06 \x01(\t\x12\x36\n\nerror_code\x18\x07 \x01(\x0e\x32\".diskless.coordinator.v1.ErrorCode\",\n\x11\x43heckStateRequest\x12\x17\n\x0f\x63oordinator_ids\x18\x01 \x03(\x05\"\x91\x02\n\x12\x43heckStateResponse\x12\x43\n\x07results\x18\x01 \x03(\x0b\x32\x32.diskless.coordinator.v1.CheckStateResponse.Result\x1a\xb5\x01\n\x06Result\x12\x16\n\x0e\x63oordinator_id\x18\x01 \x01(\x05\x12\x36\n\nerror_code\x18\x02 \x01(\x0e\x32\".diskless.coordinator.v1.ErrorCode\x12\x15\n\rerror_message\x18\x03 \x01(\t\x12\r\n\x05sound\x18\x04 \x01(\x08\x12\x0f\n\x07problem\x18\x05 \x01(\t\x12\x0f\n\x07seconds\x18\x06 \x01(\x01\x12\x13\n\x0bstate_bytes\x18\x07 \x01(\x03\"\x91\x01\n\x0cSnapshotInfo\x12\x12\n\nend_offset\x18\x01 \x01(\x03\x12\r\n\x05\x65poch\x18\x02 \x01(\x05\x12\x12\n\nsize_bytes\x18\x03 \x01(\x03\x12\r\n\x05\x63rc32\x18\x04 \x01(\r\x12\x16\n\x0e\x61pplied_offset\x18\x05 \x01(\x03\x12\x15\n\rcreated_at_ms\x18\x06 \x01(\x03\x12\x0c\n\x04path\x18\x07 \x01(\t\"0\n\x15\x43reateSnapshotRequest\x12\x17\n\x0f\x63oordinator_ids\x18\x01 \x03(\x05\"\xdb\x02\n\x16\x43reateSnapshotResponse\x12G\n\x07results\x18\x01 \x03(\x0b\x32\x36.diskless.coordinator.v1.CreateSnapshotResponse.Result\x1a\xf7\x01\n\x06Result\x12\x16\n\x0e\x63oordinator_id\x18\x01 \x01(\x05\x12\x36\n\nerror_code\x18\x02 \x01(\x0e\x32\".diskless.coordinator.v1.ErrorCode\x12\x15\n\rerror_message\x18\x03 \x01(\t\x12\x37\n\x08snapshot\x18\x04 \x01(\x0b\x32%.diskless.coordinator.v1.SnapshotInfo\x12\x18\n\x10log_start_offset\x18\x05 \x01(\x03\x12\x18\n\x10\x64\x65leted_segments\x18\x06 \x01(\x05\x12\x19\n\x11\x64\x65leted_snapshots\x18\x07 \x01(\x05\"?\n\x14ListSnapshotsRequest\x12\x17\n\x0f\x63oordinator_ids\x18\x01 \x03(\x05\x12\x0e\n\x06verify\x18\x02 \x01(\x08\"\xc2\x03\n\x15ListSnapshotsResponse\x12P\n\x0c\x63oordinators\x18\x01 \x03(\x0b\x32:.diskless.coordinator.v1.ListSnapshotsResponse.Coordinator\x1a\x62\n\x08Snapshot\x12\x33\n\x04info\x18\x01 \x01(\x0b\x32%.diskless.coordinator.v1.SnapshotInfo\x12\x10\n\x08verified\x18\x02 \x01(\x08\x12\x0f\n\x07problem\x18\x03 \x01(\t\x1a\xf2\x01\n\x0b\x43oordinator\x12\x16\n\x0e\x63oordinator_id\x18\x01 \x01(\x05\x12\x36\n\nerror_code\x18\x02 \x01(\x0e\x32\".diskless.coordinator.v1.ErrorCode\x12\x15\n\rerror_message\x18\x03 \x01(\t\x12J\n\tsnapshots\x18\x04 \x03(\x0b\x32\x37.diskless.coordinator.v1.ListSnapshotsResponse.Snapshot\x12\x18\n\x10log_start_offset\x18\x05 \x01(\x03\x12\x16\n\x0elog_end_offset\x18\x06 \x01(\x03*\x90\x01\n\x15LeaderElectionOutcome\x12#\n\x1fLEADER_ELECTION_OUTCOME_UNKNOWN\x10\x00\x12\x12\n\x0eLEADER_ELECTED\x10\x01\x12\x1c\n\x18LEADER_ALREADY_PREFERRED\x10\x02\x12 \n\x1cLEADER_ELECTION_NOT_POSSIBLE\x10\x03\x32\xc4\x05\n\x10\x43oordinatorAdmin\x12q\n\x0e\x43reateSnapshot\x12..diskless.coordinator.v1.CreateSnapshotRequest\x1a/.diskless.coordinator.v1.CreateSnapshotResponse\x12n\n\rListSnapshots\x12-.diskless.coordinator.v1.ListSnapshotsRequest\x1a..diskless.coordinator.v1.ListSnapshotsResponse\x12\x65\n\nCheckState\x12*.diskless.coordinator.v1.CheckStateRequest\x1a+.diskless.coordinator.v1.CheckStateResponse\x12k\n\x0c\x45lectLeaders\x12,.diskless.coordinator.v1.ElectLeadersRequest\x1a-.diskless.coordinator.v1.ElectLeadersResponse\x12}\n\x12\x41lterReassignments\x12\x32.diskless.coordinator.v1.AlterReassignmentsRequest\x1a\x33.diskless.coordinator.v1.AlterReassignmentsResponse\x12z\n\x11ListReassignments\x12\x31.diskless.coordinator.v1.ListReassignmentsRequest\x1a\x32.diskless.coordinator.v1.ListReassignmentsResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'protos.admin_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_LEADERELECTIONOUTCOME']._serialized_start=2898
-  _globals['_LEADERELECTIONOUTCOME']._serialized_end=3042
+  _globals['_LEADERELECTIONOUTCOME']._serialized_start=2926
+  _globals['_LEADERELECTIONOUTCOME']._serialized_end=3070
   _globals['_ALTERREASSIGNMENTSREQUEST']._serialized_start=74
   _globals['_ALTERREASSIGNMENTSREQUEST']._serialized_end=247
   _globals['_ALTERREASSIGNMENTSREQUEST_REASSIGNMENT']._serialized_start=191
@@ -45,37 +45,37 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_LISTREASSIGNMENTSREQUEST']._serialized_start=549
   _globals['_LISTREASSIGNMENTSREQUEST']._serialized_end=626
   _globals['_LISTREASSIGNMENTSRESPONSE']._serialized_start=629
-  _globals['_LISTREASSIGNMENTSRESPONSE']._serialized_end=1048
-  _globals['_LISTREASSIGNMENTSRESPONSE_COORDINATOR']._serialized_start=844
-  _globals['_LISTREASSIGNMENTSRESPONSE_COORDINATOR']._serialized_end=1048
-  _globals['_ELECTLEADERSREQUEST']._serialized_start=1050
-  _globals['_ELECTLEADERSREQUEST']._serialized_end=1096
-  _globals['_ELECTLEADERSRESPONSE']._serialized_start=1099
-  _globals['_ELECTLEADERSRESPONSE']._serialized_end=1507
-  _globals['_ELECTLEADERSRESPONSE_RESULT']._serialized_start=1274
-  _globals['_ELECTLEADERSRESPONSE_RESULT']._serialized_end=1507
-  _globals['_CHECKSTATEREQUEST']._serialized_start=1509
-  _globals['_CHECKSTATEREQUEST']._serialized_end=1553
-  _globals['_CHECKSTATERESPONSE']._serialized_start=1556
-  _globals['_CHECKSTATERESPONSE']._serialized_end=1829
-  _globals['_CHECKSTATERESPONSE_RESULT']._serialized_start=1648
-  _globals['_CHECKSTATERESPONSE_RESULT']._serialized_end=1829
-  _globals['_SNAPSHOTINFO']._serialized_start=1832
-  _globals['_SNAPSHOTINFO']._serialized_end=1977
-  _globals['_CREATESNAPSHOTREQUEST']._serialized_start=1979
-  _globals['_CREATESNAPSHOTREQUEST']._serialized_end=2027
-  _globals['_CREATESNAPSHOTRESPONSE']._serialized_start=2030
-  _globals['_CREATESNAPSHOTRESPONSE']._serialized_end=2377
-  _globals['_CREATESNAPSHOTRESPONSE_RESULT']._serialized_start=2130
-  _globals['_CREATESNAPSHOTRESPONSE_RESULT']._serialized_end=2377
-  _globals['_LISTSNAPSHOTSREQUEST']._serialized_start=2379
-  _globals['_LISTSNAPSHOTSREQUEST']._serialized_end=2442
-  _globals['_LISTSNAPSHOTSRESPONSE']._serialized_start=2445
-  _globals['_LISTSNAPSHOTSRESPONSE']._serialized_end=2895
-  _globals['_LISTSNAPSHOTSRESPONSE_SNAPSHOT']._serialized_start=2552
-  _globals['_LISTSNAPSHOTSRESPONSE_SNAPSHOT']._serialized_end=2650
-  _globals['_LISTSNAPSHOTSRESPONSE_COORDINATOR']._serialized_start=2653
-  _globals['_LISTSNAPSHOTSRESPONSE_COORDINATOR']._serialized_end=2895
-  _globals['_COORDINATORADMIN']._serialized_start=3045
-  _globals['_COORDINATORADMIN']._serialized_end=3753
+  _globals['_LISTREASSIGNMENTSRESPONSE']._serialized_end=1076
+  _globals['_LISTREASSIGNMENTSRESPONSE_COORDINATOR']._serialized_start=872
+  _globals['_LISTREASSIGNMENTSRESPONSE_COORDINATOR']._serialized_end=1076
+  _globals['_ELECTLEADERSREQUEST']._serialized_start=1078
+  _globals['_ELECTLEADERSREQUEST']._serialized_end=1124
+  _globals['_ELECTLEADERSRESPONSE']._serialized_start=1127
+  _globals['_ELECTLEADERSRESPONSE']._serialized_end=1535
+  _globals['_ELECTLEADERSRESPONSE_RESULT']._serialized_start=1302
+  _globals['_ELECTLEADERSRESPONSE_RESULT']._serialized_end=1535
+  _globals['_CHECKSTATEREQUEST']._serialized_start=1537
+  _globals['_CHECKSTATEREQUEST']._serialized_end=1581
+  _globals['_CHECKSTATERESPONSE']._serialized_start=1584
+  _globals['_CHECKSTATERESPONSE']._serialized_end=1857
+  _globals['_CHECKSTATERESPONSE_RESULT']._serialized_start=1676
+  _globals['_CHECKSTATERESPONSE_RESULT']._serialized_end=1857
+  _globals['_SNAPSHOTINFO']._serialized_start=1860
+  _globals['_SNAPSHOTINFO']._serialized_end=2005
+  _globals['_CREATESNAPSHOTREQUEST']._serialized_start=2007
+  _globals['_CREATESNAPSHOTREQUEST']._serialized_end=2055
+  _globals['_CREATESNAPSHOTRESPONSE']._serialized_start=2058
+  _globals['_CREATESNAPSHOTRESPONSE']._serialized_end=2405
+  _globals['_CREATESNAPSHOTRESPONSE_RESULT']._serialized_start=2158
+  _globals['_CREATESNAPSHOTRESPONSE_RESULT']._serialized_end=2405
+  _globals['_LISTSNAPSHOTSREQUEST']._serialized_start=2407
+  _globals['_LISTSNAPSHOTSREQUEST']._serialized_end=2470
+  _globals['_LISTSNAPSHOTSRESPONSE']._serialized_start=2473
+  _globals['_LISTSNAPSHOTSRESPONSE']._serialized_end=2923
+  _globals['_LISTSNAPSHOTSRESPONSE_SNAPSHOT']._serialized_start=2580
+  _globals['_LISTSNAPSHOTSRESPONSE_SNAPSHOT']._serialized_end=2678
+  _globals['_LISTSNAPSHOTSRESPONSE_COORDINATOR']._serialized_start=2681
+  _globals['_LISTSNAPSHOTSRESPONSE_COORDINATOR']._serialized_end=2923
+  _globals['_COORDINATORADMIN']._serialized_start=3073
+  _globals['_COORDINATORADMIN']._serialized_end=3781
 # @@protoc_insertion_point(module_scope)

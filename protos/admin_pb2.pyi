@@ -60,7 +60,7 @@ class ListReassignmentsRequest(_message.Message):
     def __init__(self, coordinator_ids: _Optional[_Iterable[int]] = ..., all_coordinators: _Optional[bool] = ...) -> None: ...
 
 class ListReassignmentsResponse(_message.Message):
-    __slots__ = ("error_code", "error_message", "coordinators", "live_nodes")
+    __slots__ = ("error_code", "error_message", "coordinators", "live_nodes", "replication_factor")
     class Coordinator(_message.Message):
         __slots__ = ("coordinator_id", "replicas", "adding_replicas", "removing_replicas", "leader", "leader_epoch", "isr", "reassigning", "target_replicas")
         COORDINATOR_ID_FIELD_NUMBER: _ClassVar[int]
@@ -86,11 +86,13 @@ class ListReassignmentsResponse(_message.Message):
     ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
     COORDINATORS_FIELD_NUMBER: _ClassVar[int]
     LIVE_NODES_FIELD_NUMBER: _ClassVar[int]
+    REPLICATION_FACTOR_FIELD_NUMBER: _ClassVar[int]
     error_code: _coordinator_pb2.ErrorCode
     error_message: str
     coordinators: _containers.RepeatedCompositeFieldContainer[ListReassignmentsResponse.Coordinator]
     live_nodes: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, error_code: _Optional[_Union[_coordinator_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., coordinators: _Optional[_Iterable[_Union[ListReassignmentsResponse.Coordinator, _Mapping]]] = ..., live_nodes: _Optional[_Iterable[int]] = ...) -> None: ...
+    replication_factor: int
+    def __init__(self, error_code: _Optional[_Union[_coordinator_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., coordinators: _Optional[_Iterable[_Union[ListReassignmentsResponse.Coordinator, _Mapping]]] = ..., live_nodes: _Optional[_Iterable[int]] = ..., replication_factor: _Optional[int] = ...) -> None: ...
 
 class ElectLeadersRequest(_message.Message):
     __slots__ = ("coordinator_ids",)

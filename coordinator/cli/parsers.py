@@ -20,6 +20,7 @@ from coordinator.cli.operator_commands import (
     snapshot_verify,
     state_check,
 )
+from coordinator.cli.reassign import add_reassign_commands
 from coordinator.config.settings import Settings
 
 
@@ -57,6 +58,7 @@ def add_operator_commands(commands: Any) -> None:
 
     add_configs_command(commands)
     add_elect_leaders_command(commands)
+    add_reassign_commands(commands)
 
     snapshot_parser = commands.add_parser("snapshot", help="create, list, verify or restore coordinator snapshots")
     actions = snapshot_parser.add_subparsers(dest="action", required=True)

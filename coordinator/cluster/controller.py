@@ -367,6 +367,10 @@ class ClusterController:
     def coordinator_count(self) -> int:
         return self.config.coordinators
 
+    @property
+    def replication_factor(self) -> int:
+        return self.config.replication_factor
+
     async def elect_preferred_leaders(self, coordinator_ids: Collection[int] = ()) -> list[PreferredElection]:
         """Leadership back to the preferred replica of each coordinator (all when none given) where it is possible.
 

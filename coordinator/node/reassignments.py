@@ -25,6 +25,9 @@ class Reassigner(Protocol):
     @property
     def coordinator_count(self) -> int: ...
 
+    @property
+    def replication_factor(self) -> int: ...
+
     async def reassign(self, reassignments: Sequence[tuple[int, Sequence[int]]]) -> list[ReassignmentResult]: ...
 
     async def placement(self) -> tuple[dict[int, VersionedAssignment], list[int]]: ...
@@ -94,6 +97,7 @@ async def list_reassignments(
         return answer
     wanted = set(request.coordinator_ids)
     answer.live_nodes.extend(live)
+    answer.replication_factor = reassigner.replication_factor
     for coordinator_id in sorted(assignments):
         a = assignments[coordinator_id].assignment
         if (wanted and coordinator_id not in wanted) or not (a.reassigning or request.all_coordinators):
