@@ -64,12 +64,15 @@ def test_first_assignment_spreads_replicas_and_leaders(
     assert sorted(assigned) == list(range(coordinators))
     ordered = sorted(nodes)
     leaders = {node: 0 for node in ordered}
-    for coordinator_id, assignment in assigned.items():
+    replicas = {node: 0 for node in ordered}
+    for assignment in assigned.values():
         assert len(set(assignment.replicas)) == factor and set(assignment.replicas) <= set(nodes)
         assert assignment.isr == assignment.replicas and assignment.leader == assignment.replicas[0]
-        assert assignment.leader == ordered[coordinator_id % len(ordered)]  # round-robin
         leaders[assignment.leader] += 1
+        for node in assignment.replicas:
+            replicas[node] += 1
     assert max(leaders.values()) - min(leaders.values()) <= 1  # leadership spread evenly
+    assert max(replicas.values()) - min(replicas.values()) <= 1  # and replicas
 
 
 def test_only_the_leader_changes_the_isr_within_the_replicas() -> None:

@@ -197,6 +197,18 @@ def test_a_cluster_forms_on_its_first_registered_nodes_whoever_asks(backend: Bac
     assert asyncio.run(scenario()) == [5, 2, 9]
 
 
+def test_the_nodes_a_cluster_forms_over_are_stored_once_whoever_asks_first(backend: Backend) -> None:
+    async def scenario() -> tuple[list[int], list[int]]:
+        store = backend.store(f"/formation-{uuid.uuid4().hex}")
+        try:
+            first = await store.formation_nodes([1, 2, 3])
+            return first, await store.formation_nodes([1, 2, 3, 4])  # a later former saw a 4th node: the first wins
+        finally:
+            await store.close()
+
+    assert asyncio.run(scenario()) == ([1, 2, 3], [1, 2, 3])
+
+
 def test_a_renewed_session_stays_and_one_cut_off_from_etcd_lapses_then_its_key_expires() -> None:
     clock = ManualClock(start_ms=0)
     memory = MemoryEtcd(clock)

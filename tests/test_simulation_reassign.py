@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from coordinator.cluster.assignment import CoordinatorAssignment
+from coordinator.cluster.placement import plan_rebalance
 from coordinator.cluster.reassignment import reassign
+from coordinator.machine.topic_names import coordinator_for_new_partition
 from coordinator.node.node import coordinator_directory
 from protos import coordinator_pb2 as pb
 from tests.harness import find_batches_request
@@ -39,6 +42,7 @@ class Committer:
     coordinator_id: int
     acknowledged: dict[int, str] = field(default_factory=dict)  # offset -> object key
     refused: int = 0
+    last_refusal: int = 0
     stop: asyncio.Event = field(default_factory=asyncio.Event)
 
     async def run(self) -> None:
@@ -56,6 +60,7 @@ class Committer:
                 self.acknowledged[offset] = key
             else:
                 self.refused += 1
+                self.last_refusal = -offset
                 await asyncio.sleep(0.05)
             await asyncio.sleep(0.02)
 
@@ -94,7 +99,7 @@ async def _files_gone(sim: SimCluster, node_id: int, coordinator_id: int) -> Non
 async def _with_commits(sim: SimCluster, coordinator_id: int) -> tuple[Committer, asyncio.Task[None]]:
     committer = Committer(sim, _partition_of(sim, coordinator_id), coordinator_id)
     task = asyncio.ensure_future(committer.run())
-    await _until("commits flow", lambda: len(committer.acknowledged) >= 5)
+    await _until(f"commits flow (last refusal {committer.last_refusal})", lambda: len(committer.acknowledged) >= 5)
     return committer, task
 
 
@@ -193,3 +198,43 @@ def test_the_driving_leader_killed_mid_move_the_next_leader_finishes_it(tmp_path
             committer.check_found(sim.nodes[node_id])
 
     _simulate(tmp_path, 43, work, nodes=4)
+
+
+def test_the_cluster_forms_over_every_node_registered_then_a_rebalance_gives_a_later_node_its_share(
+    tmp_path: Path,
+) -> None:
+    async def work(sim: SimCluster) -> None:
+        await _start(sim, first=4)  # four nodes at formation, a fifth registered afterwards
+        stored = sim.etcd.get("/diskless/placement")
+        assert stored is not None
+        formed_over = json.loads(stored.value)["nodes"]
+        assert len(formed_over) >= 3 and 4 not in formed_over
+        placement = {c: (await _assignment(sim, c)).replicas for c in range(sim.coordinators)}
+        assert all(set(r) <= set(formed_over) for r in placement.values())
+        _assert_even(placement, formed_over)
+        busy = coordinator_for_new_partition(TOPIC_ID, 0, sim.coordinators)  # the topic has 4 partitions
+        committer, task = await _with_commits(sim, busy)
+        controller = sim.nodes[0].controller
+        assert controller is not None
+        assignments, live = await controller.placement()
+        plan = plan_rebalance({c: v.assignment.replicas for c, v in assignments.items()}, live, 3)
+        assert plan and any(4 in r for r in plan.values())
+        results = await controller.reassign(sorted(plan.items()))
+        assert [r.refusal for r in results] == [""] * len(plan)
+        for coordinator_id, target in plan.items():
+            await _done(sim, coordinator_id, target)
+        after = {c: (await _assignment(sim, c)).replicas for c in range(sim.coordinators)}
+        _assert_even(after, live)
+        await _stop(committer, task)
+        await asyncio.sleep(1)
+        for node_id in after[busy]:
+            committer.check_found(sim.nodes[node_id])
+
+    _simulate(tmp_path, 44, work, nodes=5, coordinators=8)
+
+
+def _assert_even(placement: dict[int, tuple[int, ...]], nodes: list[int]) -> None:
+    replicas = {n: sum(n in r for r in placement.values()) for n in nodes}
+    leaders = {n: sum(r[0] == n for r in placement.values()) for n in nodes}
+    assert max(replicas.values()) - min(replicas.values()) <= 1, replicas
+    assert max(leaders.values()) - min(leaders.values()) <= 1, leaders

@@ -22,6 +22,8 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from types import MappingProxyType
 
+from coordinator.cluster.placement import initial_placement
+
 NO_LEADER = -1
 NO_INCARNATIONS: Mapping[int, str] = MappingProxyType({})
 
@@ -115,17 +117,11 @@ class CoordinatorAssignment:
 def assign_replicas(
     coordinators: int, nodes: Sequence[int], replication_factor: int, incarnations: Mapping[int, str] = NO_INCARNATIONS
 ) -> dict[int, CoordinatorAssignment]:
-    """The first assignment of a forming cluster: replicas spread round-robin, the first replica leads.
-
-    As Kafka's replica assignment: coordinator c takes `replication_factor` consecutive nodes
-    starting at node index c, so leadership and replicas spread evenly.
-    """
-    ordered = sorted(set(nodes))
-    if replication_factor < 1 or replication_factor > len(ordered):
-        raise ValueError(f"replication factor {replication_factor} needs that many nodes, {len(ordered)} registered")
+    """The first assignment of a forming cluster over `nodes`: `placement.initial_placement` (replicas and preferred
+    leaders even per node, as Kafka's replica assignment spreads a topic's partitions); the first replica leads."""
+    placement = initial_placement(coordinators, nodes, replication_factor)
     assignments = {}
-    for coordinator_id in range(coordinators):
-        replicas = tuple(ordered[(coordinator_id + i) % len(ordered)] for i in range(replication_factor))
+    for coordinator_id, replicas in placement.items():
         # Epoch 1: the first leader's epoch rises above the 0 of an empty log, as every later one does.
         known = tuple(sorted((n, incarnations[n]) for n in replicas if incarnations.get(n)))
         assignments[coordinator_id] = CoordinatorAssignment(replicas, replicas[0], 1, 0, replicas, known)

@@ -5,8 +5,12 @@
   coordinator it leads steps down before etcd can let the lease expire, so two
   leaders never both answer writes. A lease etcd let expire is registered anew.
 - **Forming.** The first node stores the cluster's configuration; once
-  `replication.factor` nodes are registered each coordinator's replicas are
-  assigned once (compare-and-set on an absent key: one writer wins).
+  `replication.factor` nodes are registered, the first node to see them stores
+  which nodes are registered (one compare-and-set), and each coordinator's
+  replicas are placed over exactly those (`placement.initial_placement`),
+  once (compare-and-set on an absent key: one writer wins).
+- **Reassignments.** At each refresh the leader of a coordinator being
+  reassigned takes its next step (`reassignment.py`), by compare-and-set.
 - **Refreshing.** Every `cluster.refresh.interval.ms` the node reads the
   assignments and the live nodes; where a leader's node is gone it elects the
   first live in-sync replica (the pure rule of `assignment.after_nodes_lost`)
@@ -136,9 +140,9 @@ class ClusterController:
                 await self._reconcile_incarnation()
                 return self.config
             if len(self.live) >= self.config.replication_factor:
-                # DESIGN §6a: the first `replication.factor` registered nodes, whoever computes it, so that
-                # concurrent formers write one assignment and every node it names holds every coordinator.
-                formers = await self._store.first_registered(self.config.replication_factor)
+                # DESIGN §6a: over the nodes registered when the first former looked, stored once in etcd, so that
+                # concurrent formers write one placement.
+                formers = await self._store.formation_nodes(sorted(self.live))
                 fresh = assign_replicas(
                     self.config.coordinators, formers, self.config.replication_factor, incarnations_of(self.live)
                 )

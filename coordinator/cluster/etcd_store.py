@@ -1,7 +1,7 @@
 """The cluster store (`store.ClusterStore`) in a real etcd: node sessions as leases, the configuration, and one
 key per coordinator holding its assignment as JSON, changed only by transactions that compare the key's revision.
 
-Keys under a prefix (default `/diskless`): `nodes/<id>`, `config`, `coordinators/<id>` (see `store`).
+Keys under a prefix (default `/diskless`): `nodes/<id>`, `config`, `placement`, `coordinators/<id>` (see `store`).
 """
 
 from __future__ import annotations
@@ -138,6 +138,17 @@ class EtcdClusterStore:
         return [int(kv.key.rsplit(b"/", 1)[1]) for kv in ordered[:count]]
 
     # ------------------------------------------------------------------ the cluster's configuration
+
+    async def formation_nodes(self, nodes: list[int]) -> list[int]:
+        key = self._key("placement")
+        transactions = self._client.transactions
+        await self._client.transaction(
+            compare=[transactions.create(key) == 0],
+            success=[transactions.put(key, json.dumps({"nodes": nodes}).encode())],
+            failure=[],
+        )
+        stored = await self._client.get(key)
+        return [int(n) for n in json.loads(stored.value)["nodes"]]
 
     async def form(self, wanted: ClusterConfig) -> ClusterConfig:
         key = self._key("config")

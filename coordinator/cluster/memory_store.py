@@ -294,6 +294,14 @@ class MemoryClusterStore:
         kvs = sorted(self.etcd.get_prefix(self._key("nodes") + "/"), key=lambda kv: (kv.create_revision, kv.key))
         return [int(kv.key.rsplit("/", 1)[1]) for kv in kvs[:count]]
 
+    async def formation_nodes(self, nodes: list[int]) -> list[int]:
+        await self.reach()
+        key = self._key("placement")
+        self.etcd.transaction([Compare(key, "create", 0)], [Put(key, json.dumps({"nodes": nodes}).encode())])
+        stored = self.etcd.get(key)
+        assert stored is not None, "the formation's nodes were just stored"
+        return [int(n) for n in json.loads(stored.value)["nodes"]]
+
     async def form(self, wanted: ClusterConfig) -> ClusterConfig:
         await self.reach()
         key = self._key("config")

@@ -6,6 +6,7 @@ a whole cluster runs in one process on one clock. What the controller asks of ei
 
 - `nodes/<id>`: a live node's endpoint, under its session lease: it vanishes when the lease expires;
 - `config`: the cluster's coordinator count and replication factor, written once by the first node;
+- `placement`: the nodes the cluster formed over, written once by the first node to see enough of them;
 - `coordinators/<id>`: a `CoordinatorAssignment`, changed only by a compare-and-set on the key's revision.
 
 A node's session (`NodeSession`) is the same for both: how long it is surely still valid is counted on the
@@ -73,6 +74,11 @@ class ClusterStore(Protocol):
 
     async def first_registered(self, count: int) -> list[int]:
         """The `count` live nodes registered first (their keys' creation revision): the nodes a cluster forms on."""
+        ...
+
+    async def formation_nodes(self, nodes: list[int]) -> list[int]:
+        """Stores the nodes the cluster forms over if none are stored yet (one compare-and-set on `placement`);
+        returns the stored ones, so that every node computing the first placement computes it over the same nodes."""
         ...
 
     async def form(self, wanted: ClusterConfig) -> ClusterConfig:
