@@ -156,6 +156,8 @@ def test_rebalance_gives_a_new_node_its_share_and_exclude_empties_it(tmp_path: P
             assert ran.returncode == 0, ran
             counts = {n: sum(n in c.replicas for c in _placement(added).coordinators) for n in range(4)}
             assert counts == {0: 3, 1: 3, 2: 3, 3: 3}
+            assert "preferred leaders elected" in ran.stdout, ran.stdout
+            wait_for("each node leads one coordinator", lambda: sorted(cluster.leaders().values()) == [0, 1, 2, 3])
             emptied = _diskless("rebalance", "--bootstrap", bootstrap, "--exclude", "3", "--wait", "--json")
             assert emptied.returncode == 0, emptied
             assert all(3 not in c.replicas for c in _placement(added).coordinators)

@@ -147,7 +147,33 @@ def rebalance(args: argparse.Namespace) -> int:
     refused = _alter(args, plan)
     if refused:
         return _fail("rebalance", refused)
-    return _fail("rebalance", _wait(args, plan)) if args.wait else 0
+    if not args.wait:
+        return 0
+    problems = _wait(args, plan)
+    if not problems:
+        _elect_preferred(args, sorted(plan))
+    return _fail("rebalance", problems)
+
+
+def _elect_preferred(args: argparse.Namespace, coordinator_ids: list[int]) -> None:
+    """Leadership to the new preferred leaders at once (as Cruise Control follows its moves with a preferred
+    election), rather than at the cluster's next periodic check; one that is not possible waits for that check."""
+    request = admin.ElectLeadersRequest(coordinator_ids=coordinator_ids)
+
+    def call(channel: grpc.Channel) -> admin.ElectLeadersResponse:
+        return admin_pb2_grpc.CoordinatorAdminStub(channel).ElectLeaders(request, timeout=RPC_TIMEOUT_S)
+
+    answer = call_first(args, call)
+    elected = [r.coordinator_id for r in answer.results if r.outcome == admin.LEADER_ELECTED]
+    waiting = [
+        f"{r.coordinator_id} ({r.reason})" for r in answer.results if r.outcome == admin.LEADER_ELECTION_NOT_POSSIBLE
+    ]
+    print(
+        f"preferred leaders elected for coordinators {elected}"
+        + (f"; not yet for {', '.join(waiting)}" if waiting else "")
+        + (f" ({pb.ErrorCode.Name(answer.error_code)}: {answer.error_message})" if answer.error_code else ""),
+        file=sys.stderr if args.json else sys.stdout, flush=True,
+    )  # fmt: skip
 
 
 def _counts(placement: Mapping[int, tuple[int, ...]], live: Sequence[int]) -> dict[str, dict[str, int]]:
