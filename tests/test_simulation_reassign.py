@@ -138,6 +138,19 @@ def test_a_fourth_node_takes_a_replica_and_the_leadership_of_a_leaving_leader_un
         await _until("commits go on after the move", lambda: len(committer.acknowledged) >= 120)
         await _stop(committer, task)
         await _files_gone(sim, leader, 0)
+        # The node that left still routes a broker there: it asks the coordinator's leader about the partition.
+        old_node = sim.nodes[leader].node
+        assert old_node is not None
+        old_node.rebuild_catalog()  # as when another coordinator of the node loads: it forgets coordinator 0's
+        assert old_node.router.catalog.coordinator_of(TOPIC_ID, committer.partition) is None
+        question = pb.FindCoordinatorRequest(
+            topics=[pb.FindCoordinatorRequest.Topic(topic_id=TOPIC_ID, partitions=[committer.partition, 999])]
+        )
+        found = await old_node.router.find_coordinator(question)
+        assert [(p.error_code, p.coordinator_id) for p in found.topics[0].partitions] == [
+            (pb.NONE, 0), (pb.UNKNOWN_TOPIC_OR_PARTITION, -1),
+        ], found  # fmt: skip
+        assert found.coordinators[0].leader_node_id == after.leader
         await asyncio.sleep(1)  # the followers apply up to the high watermark
         for node_id in target:
             committer.check_found(sim.nodes[node_id])

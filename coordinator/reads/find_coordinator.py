@@ -106,7 +106,9 @@ async def find_coordinator_asking(
     asks: defaultdict[tuple[str, bytes], list[int]] = defaultdict(list)
     for topic in answer.topics:
         for result in topic.partitions:
-            if result.error_code == pb.UNKNOWN_TOPIC_OR_PARTITION:
+            # Not in the catalog: unknown, or retriable while a coordinator here cannot say what it holds; in a
+            # cluster where this node holds no replica of some coordinators (placement, reassignment) always that.
+            if result.error_code != pb.NONE:
                 address = _leader_elsewhere(coordinators, topic.topic_id, result.partition)
                 if address is not None:
                     asks[(address, topic.topic_id)].append(result.partition)
@@ -119,17 +121,22 @@ async def find_coordinator_asking(
         return_exceptions=True,
     )  # fmt: skip
     unconfirmed: dict[tuple[bytes, int], str] = {}
+    unknown: set[tuple[bytes, int]] = set()  # the leader of the partition's coordinator does not know it either
     for ((_, topic_id), partitions), reply in zip(asks.items(), replies, strict=True):
         if isinstance(reply, PeerError):
             unconfirmed.update({(topic_id, p): str(reply) for p in partitions})
         elif isinstance(reply, BaseException):
             raise reply
-        elif reply.partitions:
-            learned = dict(zip(reply.partitions, reply.coordinator_ids, strict=True))
-            coordinators.catalog.learn(topic_id, reply.topic_name, learned)
+        else:
+            unknown.update((topic_id, p) for p in partitions if p not in reply.partitions)
+            if reply.partitions:
+                learned = dict(zip(reply.partitions, reply.coordinator_ids, strict=True))
+                coordinators.catalog.learn(topic_id, reply.topic_name, learned)
     answer = find_coordinator(coordinators, endpoint, request)
     for topic in answer.topics:
         for result in topic.partitions:
+            if (topic.topic_id, result.partition) in unknown and result.error_code == pb.NOT_LEADER_OR_FOLLOWER:
+                result.error_code = pb.UNKNOWN_TOPIC_OR_PARTITION  # the one that would hold it says so
             # FindCoordinator's results carry no message: the node logs why.
             if (topic.topic_id, result.partition) in unconfirmed and result.error_code == pb.UNKNOWN_TOPIC_OR_PARTITION:
                 result.error_code = pb.COORDINATOR_NOT_AVAILABLE
