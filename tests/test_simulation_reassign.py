@@ -18,8 +18,11 @@ from typing import Any
 from coordinator.cluster.assignment import CoordinatorAssignment
 from coordinator.cluster.placement import plan_rebalance
 from coordinator.cluster.reassignment import reassign
+from coordinator.config.settings import Settings
 from coordinator.machine.topic_names import coordinator_for_new_partition
 from coordinator.node.node import coordinator_directory
+from coordinator.node.reassignments import alter_reassignments, list_reassignments
+from protos import admin_pb2 as admin
 from protos import coordinator_pb2 as pb
 from tests.harness import find_batches_request
 from tests.simulation.cluster import SimCluster, SimNode
@@ -251,3 +254,46 @@ def _assert_even(placement: dict[int, tuple[int, ...]], nodes: list[int]) -> Non
     leaders = {n: sum(r[0] == n for r in placement.values()) for n in nodes}
     assert max(replicas.values()) - min(replicas.values()) <= 1, replicas
     assert max(leaders.values()) - min(leaders.values()) <= 1, leaders
+
+
+def test_alter_reassignments_answers_each_coordinator_and_list_shows_those_in_progress(tmp_path: Path) -> None:
+    async def work(sim: SimCluster) -> None:
+        await _start(sim)
+        router = sim.nodes[1].node.router  # type: ignore[union-attr]
+        current = await _assignment(sim, 0)
+        target = [3, *current.replicas[1:]]
+        item = admin.AlterReassignmentsRequest.Reassignment
+        answer = await router.alter_reassignments(admin.AlterReassignmentsRequest(reassignments=[
+            item(coordinator_id=0, replicas=target), item(coordinator_id=1, replicas=[0, 0, 1]),
+            item(coordinator_id=2, replicas=[0, 1, 7]), item(coordinator_id=99, replicas=[0, 1, 2]),
+            item(coordinator_id=3, replicas=[0]), item(coordinator_id=3, replicas=[0, 1, 2]),
+        ]))  # fmt: skip
+        assert answer.error_code == pb.NONE, answer
+        codes = {r.coordinator_id: (r.error_code, r.error_message) for r in answer.results}
+        assert codes[0] == (pb.NONE, "")
+        assert codes[1][0] == pb.INVALID_REQUEST and "named more than once" in codes[1][1]
+        assert codes[2][0] == pb.INVALID_REQUEST and "node 7 is not registered" in codes[2][1]
+        assert codes[99][0] == pb.INVALID_REQUEST and "no coordinator 99" in codes[99][1]
+        assert codes[3][0] == pb.INVALID_REQUEST and "named more than once" in codes[3][1]
+        for coordinator_id in (1, 2, 3):
+            assert not (await _assignment(sim, coordinator_id)).reassigning  # refused: nothing changed
+        listed = await router.list_reassignments(admin.ListReassignmentsRequest())
+        assert listed.error_code == pb.NONE and list(listed.live_nodes) == [0, 1, 2, 3]
+        assert listed.replication_factor == 3
+        if listed.coordinators:  # it may have finished already
+            (running,) = listed.coordinators
+            assert running.coordinator_id == 0 and list(running.target_replicas) == target
+            assert list(running.adding_replicas) == [3] and list(running.removing_replicas) == [current.replicas[0]]
+        await _done(sim, 0, tuple(target))
+        everything = await router.list_reassignments(admin.ListReassignmentsRequest(all_coordinators=True))
+        assert [c.coordinator_id for c in everything.coordinators] == list(range(sim.coordinators))
+        assert list(everything.coordinators[0].replicas) == target and not everything.coordinators[0].reassigning
+
+    _simulate(tmp_path, 45, work, nodes=4)
+
+
+def test_a_node_without_a_cluster_refuses_reassignments() -> None:
+    alter = asyncio.run(alter_reassignments(None, Settings(), admin.AlterReassignmentsRequest()))
+    listed = asyncio.run(list_reassignments(None, admin.ListReassignmentsRequest()))
+    for answer in (alter, listed):
+        assert answer.error_code == pb.INVALID_REQUEST and "not part of a cluster" in answer.error_message

@@ -2,9 +2,10 @@
 `kafka-reassign-partitions --execute` (KIP-455) does partitions' (DESIGN §6a).
 
 `reassign --coordinator C --replicas N1,N2,N3` starts one coordinator's reassignment (a new one replaces the one
-running; the replicas before it cancel it). `rebalance` reads every coordinator's replicas and the live nodes,
-plans an even placement with the fewest moves (`coordinator/cluster/placement.plan_rebalance`; `--exclude N` empties
-node N before it is retired) and, unless `--dry-run`, starts it. With `--wait` both poll until every reassignment
+running; the replicas before it cancel it); `reassign --list` shows those in progress. `rebalance` reads every
+coordinator's replicas and the live nodes, plans an even placement with the fewest moves
+(`coordinator/cluster/placement.plan_rebalance`; `--exclude N` empties node N before it is retired) and, unless
+`--dry-run`, starts it. With `--wait` both poll until every reassignment
 started is done, printing each change of its progress. Exit 0 on success, 1 when the cluster refused a
 reassignment (its one-line reason on stderr) or it did not end as asked, 2 when the command could not run.
 """
@@ -102,7 +103,29 @@ def _fail(command: str, problems: list[str]) -> int:
     return 1 if problems else 0
 
 
+def list_running(args: argparse.Namespace) -> int:
+    """The reassignments in progress (Kafka's `--verify`/ListPartitionReassignments), one line each, or JSON."""
+    running = [c for c in _listed(args).coordinators if c.reassigning]
+    if args.json:
+        print(json.dumps({"reassignments": [
+            {"coordinator_id": c.coordinator_id, "target": list(c.target_replicas), "replicas": list(c.replicas),
+             "adding": list(c.adding_replicas), "removing": list(c.removing_replicas), "leader": c.leader,
+             "isr": list(c.isr)}
+            for c in running
+        ]}, indent=2))  # fmt: skip
+        return 0
+    for c in running:
+        print(_progress(c))
+    if not running:
+        print("no reassignment in progress")
+    return 0
+
+
 def reassign(args: argparse.Namespace) -> int:
+    if args.list:
+        return list_running(args)
+    if args.coordinator is None or not args.replicas:
+        raise CommandFailed("--coordinator and --replicas are required (or --list)")
     try:
         replicas = [int(n) for n in args.replicas.split(",") if n.strip()]
     except ValueError:
@@ -225,8 +248,9 @@ def add_reassign_commands(commands: Any) -> None:
     parser = commands.add_parser(
         "reassign", help="move one coordinator's replicas online (kafka-reassign-partitions --execute)"
     )
-    parser.add_argument("--coordinator", type=int, required=True, help="the coordinator id")
-    parser.add_argument("--replicas", required=True, help="N1,N2,N3: its new replicas, the preferred leader first")
+    parser.add_argument("--coordinator", type=int, help="the coordinator id")
+    parser.add_argument("--replicas", help="N1,N2,N3: its new replicas, the preferred leader first")
+    parser.add_argument("--list", action="store_true", help="instead: the reassignments in progress")
     _common(parser)
     parser.set_defaults(run=lambda args: run(reassign, args))
     parser = commands.add_parser(
