@@ -201,19 +201,29 @@ class ChangeTopicResponse(_message.Message):
     def __init__(self, error_code: _Optional[_Union[_coordinator_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., configs: _Optional[_Iterable[_Union[_coordinator_pb2.TopicConfig, _Mapping]]] = ...) -> None: ...
 
 class KnownPartitionsRequest(_message.Message):
-    __slots__ = ("topic_id", "partitions")
+    __slots__ = ("topic_id", "partitions", "topic_name", "all_partitions")
     TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
     PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_NAME_FIELD_NUMBER: _ClassVar[int]
+    ALL_PARTITIONS_FIELD_NUMBER: _ClassVar[int]
     topic_id: bytes
     partitions: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, topic_id: _Optional[bytes] = ..., partitions: _Optional[_Iterable[int]] = ...) -> None: ...
+    topic_name: str
+    all_partitions: bool
+    def __init__(self, topic_id: _Optional[bytes] = ..., partitions: _Optional[_Iterable[int]] = ..., topic_name: _Optional[str] = ..., all_partitions: _Optional[bool] = ...) -> None: ...
 
 class KnownPartitionsResponse(_message.Message):
-    __slots__ = ("topic_name", "partitions", "coordinator_ids")
+    __slots__ = ("topic_name", "partitions", "coordinator_ids", "named_topic_id", "named_partitions", "named_coordinator_ids")
     TOPIC_NAME_FIELD_NUMBER: _ClassVar[int]
     PARTITIONS_FIELD_NUMBER: _ClassVar[int]
     COORDINATOR_IDS_FIELD_NUMBER: _ClassVar[int]
+    NAMED_TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
+    NAMED_PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    NAMED_COORDINATOR_IDS_FIELD_NUMBER: _ClassVar[int]
     topic_name: str
     partitions: _containers.RepeatedScalarFieldContainer[int]
     coordinator_ids: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, topic_name: _Optional[str] = ..., partitions: _Optional[_Iterable[int]] = ..., coordinator_ids: _Optional[_Iterable[int]] = ...) -> None: ...
+    named_topic_id: bytes
+    named_partitions: _containers.RepeatedScalarFieldContainer[int]
+    named_coordinator_ids: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, topic_name: _Optional[str] = ..., partitions: _Optional[_Iterable[int]] = ..., coordinator_ids: _Optional[_Iterable[int]] = ..., named_topic_id: _Optional[bytes] = ..., named_partitions: _Optional[_Iterable[int]] = ..., named_coordinator_ids: _Optional[_Iterable[int]] = ...) -> None: ...

@@ -297,3 +297,46 @@ def test_a_node_without_a_cluster_refuses_reassignments() -> None:
     listed = asyncio.run(list_reassignments(None, admin.ListReassignmentsRequest()))
     for answer in (alter, listed):
         assert answer.error_code == pb.INVALID_REQUEST and "not part of a cluster" in answer.error_message
+
+
+def test_after_a_rebalance_every_node_changes_topics_though_none_holds_every_coordinator(tmp_path: Path) -> None:
+    """Each node asks the leaders of the coordinators it holds no replica of about the topic before the topic rules
+    run: creation, a name taken through another node, growth and deletion all answer as on a node holding all."""
+
+    async def work(sim: SimCluster) -> None:
+        await _start(sim)
+        controller = sim.nodes[0].controller
+        assert controller is not None
+        assignments, live = await controller.placement()
+        plan = plan_rebalance({c: v.assignment.replicas for c, v in assignments.items()}, live, 3)
+        await controller.reassign(sorted(plan.items()))
+        for coordinator_id, target in plan.items():
+            await _done(sim, coordinator_id, target)
+        held = {n.node_id: {c for c in range(sim.coordinators) if n.node_id in (await _assignment(sim, c)).replicas}
+                for n in sim.nodes}  # fmt: skip
+        assert all(len(h) < sim.coordinators for h in held.values()), held
+
+        def create(name: str, topic_id: bytes, partitions: int) -> pb.CreatePartitionsRequest:
+            topic = pb.CreatePartitionsRequest.Topic(topic_id=topic_id, name=name, num_partitions=partitions)
+            return pb.CreatePartitionsRequest(topics=[topic], timeout_ms=5000)
+
+        routers = [n.node.router for n in sim.nodes]  # type: ignore[union-attr]
+        for node_id, router in enumerate(routers):
+            answer = await router.create_partitions(create(f"t{node_id}", bytes([node_id + 1]) * 16, 8))
+            assert answer.topics[0].error_code == pb.NONE, (node_id, answer)
+        taken = await routers[3].create_partitions(create("t0", bytes([9]) * 16, 1))
+        assert taken.topics[0].error_code == pb.TOPIC_ALREADY_EXISTS, taken
+        grown = await routers[2].create_partitions(create("t1", bytes([2]) * 16, 12))
+        assert grown.topics[0].error_code == pb.NONE, grown
+        shrunk = await routers[0].create_partitions(create("t1", bytes([2]) * 16, 10))
+        assert shrunk.topics[0].error_code == pb.INVALID_PARTITIONS, shrunk
+        question = pb.FindCoordinatorRequest(
+            topics=[pb.FindCoordinatorRequest.Topic(topic_id=bytes([2]) * 16, partitions=list(range(12)))]
+        )
+        for router in routers:
+            found = await router.find_coordinator(question)
+            assert {p.error_code for p in found.topics[0].partitions} == {pb.NONE}, found
+        deleted = await routers[1].delete_topics(pb.DeleteTopicsRequest(topic_ids=[bytes([1]) * 16], timeout_ms=5000))
+        assert deleted.topics[0].error_code == pb.NONE, deleted
+
+    _simulate(tmp_path, 47, work, nodes=4)

@@ -162,13 +162,24 @@ def known_partitions(
 ) -> internal.KnownPartitionsResponse:
     """Which of the topic's partitions this node's catalog knows (never asks further)."""
     coordinators.limit_items(len(request.partitions), "partitions")
-    entry = coordinators.catalog.topic(request.topic_id)
+    catalog = coordinators.catalog
+    answer = internal.KnownPartitionsResponse()
+    named = catalog.topic_id_of(request.topic_name) if request.topic_name else None
+    other = catalog.topic(named) if named is not None and named != request.topic_id else None
+    if named is not None and other is not None:
+        answer.named_topic_id = named
+        answer.named_partitions.extend(sorted(other.partitions))
+        answer.named_coordinator_ids.extend(other.partitions[p] for p in sorted(other.partitions))
+    entry = catalog.topic(request.topic_id)
     if entry is None:
-        return internal.KnownPartitionsResponse()
-    known = [p for p in request.partitions if p in entry.partitions]
-    return internal.KnownPartitionsResponse(
-        topic_name=entry.name, partitions=known, coordinator_ids=[entry.partitions[p] for p in known]
+        return answer
+    known = (
+        sorted(entry.partitions) if request.all_partitions else [p for p in request.partitions if p in entry.partitions]
     )
+    answer.topic_name = entry.name
+    answer.partitions.extend(known)
+    answer.coordinator_ids.extend(entry.partitions[p] for p in known)
+    return answer
 
 
 def describe_coordinators(

@@ -190,9 +190,20 @@ class NodeCoordinators:
                 return not_in_service_error(partition, error)
         return unknown_partition_error(partition)
 
+    def absent(self) -> list[CoordinatorShard]:
+        """The coordinators of a cluster this node holds no replica of (`topics/absent.py` asks their leaders)."""
+        return [
+            s for s in self.shards
+            if s.role is not None and s.role.kind is RoleKind.NOT_REPLICA and s.role.node_id not in s.role.replicas
+        ]  # fmt: skip
+
     def unavailable_for_topic_changes(self) -> ItemError | None:
-        """Topic-wide rules need every coordinator's partitions: why not now, or None."""
+        """Topic-wide rules need every coordinator's partitions: why not now, or None. Those of coordinators this
+        node holds no replica of were asked of their leaders first (`topics/absent.py`)."""
+        absent = {s.coordinator_id for s in self.absent()}
         for shard in self.shards:
+            if shard.coordinator_id in absent:
+                continue
             error = self._unavailable(shard)
             if error is not None:
                 return ItemError(error.error_code, f"topic changes wait for every coordinator: {error.message}")

@@ -23,6 +23,7 @@ from coordinator.config.settings import property_name
 from coordinator.runtime.node_coordinators import NodeCoordinators, wire_code
 from coordinator.runtime.shard import Operation
 from coordinator.topics import partition_checks
+from coordinator.topics.absent import learn_from_absent_coordinators
 from coordinator.topics.config_admin import TopicConfigAdmin
 from coordinator.topics.rules import CreatePlan, DeletePlan, TopicLimits, plan_create_partitions, plan_delete_topic
 from coordinator.topics.topic_configs import configs_at_creation
@@ -50,7 +51,12 @@ class TopicAdmin:
         response = pb.CreatePartitionsResponse()
         async with self._lock:
             for topic in request.topics:
-                unavailable = self._coordinators.unavailable_for_topic_changes()
+                unavailable = (
+                    await learn_from_absent_coordinators(
+                        self._coordinators, self._peers, topic.topic_id, topic.name, request.timeout_ms
+                    )
+                    or self._coordinators.unavailable_for_topic_changes()
+                )
                 plan = plan_create_partitions(self._coordinators.catalog, topic, self._limits, unavailable)
                 outcome = plan if isinstance(plan, ItemError) else await self._create(plan, request.timeout_ms)
                 if not isinstance(plan, ItemError) and outcome.error_code == ErrorCode.NONE:
@@ -67,7 +73,12 @@ class TopicAdmin:
         response = pb.DeleteTopicsResponse()
         async with self._lock:
             for topic_id in request.topic_ids:
-                unavailable = self._coordinators.unavailable_for_topic_changes()
+                unavailable = (
+                    await learn_from_absent_coordinators(
+                        self._coordinators, self._peers, topic_id, "", request.timeout_ms
+                    )
+                    or self._coordinators.unavailable_for_topic_changes()
+                )
                 plan = plan_delete_topic(self._coordinators.catalog, topic_id, unavailable)
                 outcome = plan if isinstance(plan, ItemError) else await self._delete(plan, request.timeout_ms)
                 response.topics.add(
