@@ -10,10 +10,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import random
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from coordinator.cluster.assignment import CoordinatorAssignment
 from coordinator.cluster.placement import plan_rebalance
@@ -340,3 +343,52 @@ def test_after_a_rebalance_every_node_changes_topics_though_none_holds_every_coo
         assert deleted.topics[0].error_code == pb.NONE, deleted
 
     _simulate(tmp_path, 47, work, nodes=4)
+
+
+async def _random_moves(sim: SimCluster, seed: int, moves: int) -> None:
+    """Reassignments of random coordinators to random targets (some replacing one still running), one node at a
+    time crashed mid-move and restarted, under steady commits on coordinator 0's partition; at the end every
+    coordinator is on its last target and every acknowledged batch is read back from each of its replicas."""
+    rng = random.Random(seed)
+    await _start(sim)
+    committer, task = await _with_commits(sim, 0)
+    wanted: dict[int, tuple[int, ...]] = {}
+    for _ in range(moves):
+        coordinator_id = rng.randrange(sim.coordinators)
+        target = tuple(rng.sample(range(len(sim.nodes)), 3))
+        asked = rng.choice([n for n in sim.nodes if n.up])
+        assert asked.controller is not None
+        (result,) = await asked.controller.reassign([(coordinator_id, target)])
+        if result.refusal:
+            assert result.retriable, result  # every target here is valid: only a CAS race may refuse
+            continue
+        wanted[coordinator_id] = target
+        await asyncio.sleep(rng.uniform(0.05, 1.5))
+        if rng.random() < 0.4 and all(n.up for n in sim.nodes):
+            victim = rng.randrange(len(sim.nodes))
+            await sim.crash(victim)
+            await asyncio.sleep(rng.uniform(0.5, 4))
+            await sim.start(victim)
+    for coordinator_id, target in sorted(wanted.items()):
+        await _done(sim, coordinator_id, target)
+    await _until("commits go on", lambda: committer.refused >= 0 and len(committer.acknowledged) >= 30)
+    await _stop(committer, task)
+    await asyncio.sleep(2)
+    for node_id in (await _assignment(sim, 0)).replicas:
+        committer.check_found(sim.nodes[node_id])
+    for sim_node in sim.nodes:  # no node keeps files of a coordinator it is not a replica of
+        for coordinator_id in range(sim.coordinators):
+            if sim_node.node_id not in (await _assignment(sim, coordinator_id)).replicas:
+                await _files_gone(sim, sim_node.node_id, coordinator_id)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", (51, 52))
+def test_seeded_random_reassignments_with_crashes_lose_nothing(tmp_path: Path, seed: int) -> None:
+    _simulate(tmp_path, seed, lambda sim: _random_moves(sim, seed, 6), nodes=4)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(60, 70))
+def test_seeded_long_random_reassignments_with_crashes_lose_nothing(tmp_path: Path, seed: int) -> None:
+    _simulate(tmp_path, seed, lambda sim: _random_moves(sim, seed, 20), nodes=5)
