@@ -111,9 +111,9 @@ class Node:
     def _catalog_holder(self) -> str | None:
         """Where brokers' catalog calls go from a node holding no replica: coordinator 0's leader.
 
-        The cluster formed on its first `replication.factor` nodes, each holding every coordinator, so that
-        leader knows every partition. None where this node holds a replica (it answers itself) or no leader
-        is known (the call is answered here, with retriable errors).
+        That leader asks the leaders of coordinators it holds no replica of about partitions it does not know
+        (topics/absent.py, reads/find_coordinator.py). None where this node holds a replica (it answers itself) or
+        no leader is known (the call is answered here, with retriable errors).
         """
         if self._catalog_address is not None:
             return self._catalog_address
