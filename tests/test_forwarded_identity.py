@@ -20,6 +20,7 @@ from coordinator.edge.access_control import FORWARDED_FOR
 from protos import coordinator_pb2 as pb
 from protos import coordinator_pb2_grpc as pb_grpc
 from tests.certificates import Identity, channel_credentials, issue
+from tests.harness import ServerProcess, batch
 from tests.in_process import InProcessNode
 
 # The node's certificate (CN localhost) holds INTERNAL only: passing a broker's call on needs no broker permission.
@@ -162,3 +163,42 @@ def test_a_node_passing_a_call_on_gets_only_what_the_original_caller_may(nodes: 
     with pytest.raises(grpc.RpcError) as alone:
         node.CreatePartitions(_create("alone")[1], timeout=30)
     assert alone.value.code() == grpc.StatusCode.PERMISSION_DENIED
+
+
+@pytest.mark.slow
+def test_a_node_spread_over_processes_passes_calls_to_its_commit_processes_in_the_callers_name(
+    tmp_path: Path,
+) -> None:
+    """The first process passes CommitFile on to the commit process leading each coordinator: as the broker, so the
+    node's principal (INTERNAL only) needs no broker permission, and a reader gets nothing committed."""
+    ca = issue("diskless-test-ca", ca=True)
+    node_identity = issue("localhost", ca, server=True)
+    settings, _ = _tls_settings(tmp_path, ca, node_identity, ACL, "node")
+    node = ServerProcess(
+        tmp_path / "data",
+        coordinators=4,
+        settings={**settings, "diskless.node.processes": "2"},
+        credentials=channel_credentials(ca, issue("broker", ca)),
+    ).start()
+    try:
+        topic_id, request = _create("spread")
+        assert node.stub.CreatePartitions(request, timeout=30).topics[0].error_code == pb.NONE
+        found = node.stub.FindCoordinator(
+            pb.FindCoordinatorRequest(topics=[pb.FindCoordinatorRequest.Topic(topic_id=topic_id, partitions=[0, 1])]),
+            timeout=10,
+        )
+        owners = sorted({p.coordinator_id for p in found.topics[0].partitions})
+        commit = pb.CommitFileRequest(
+            object_key=f"wal/{uuid.uuid4()}", object_format=1, file_size=200, uploader_broker_id=1, owner_ids=owners,
+            batches=[batch(topic_id, 0), batch(topic_id, 1, byte_offset=100)],
+        )  # fmt: skip
+        answer = node.stub.CommitFile(commit, timeout=30)
+        assert [b.error_code for b in answer.batches] == [pb.NONE, pb.NONE], answer
+        reader = pb_grpc.DisklessCoordinatorStub(
+            grpc.secure_channel(node.address, channel_credentials(ca, issue("reader", ca)))
+        )
+        with pytest.raises(grpc.RpcError) as refused:
+            reader.CommitFile(commit, timeout=30)
+        assert refused.value.code() == grpc.StatusCode.PERMISSION_DENIED
+    finally:
+        assert node.stop() == 0
