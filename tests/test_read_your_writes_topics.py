@@ -47,6 +47,18 @@ async def _alter(node: SimNode, topic_id: bytes, **values: str) -> pb.AlterTopic
     return answer.topics[0]
 
 
+def _read(node: SimNode, topic_id: bytes) -> list[int]:
+    """Each partition's error code as the node answers FindBatches (any replica answers it)."""
+    request = pb.FindBatchesRequest(
+        fetch_max_bytes=1 << 20,
+        topics=[pb.FindBatchesRequest.Topic(topic_id=topic_id, partitions=[
+            pb.FindBatchesRequest.Partition(partition=p, offset=0, max_partition_fetch_bytes=1 << 20)
+            for p in range(PARTITIONS)])],
+    )  # fmt: skip
+    answer = pb.FindBatchesResponse.FromString(_router(node).find_batches(request))
+    return [p.error_code for p in answer.topics[0].partitions]
+
+
 def _lagging(node: SimNode, topic_id: bytes) -> list[int]:
     """The coordinators whose replica on `node` (a follower) still holds partitions of the topic."""
     return [
@@ -73,6 +85,8 @@ def test_a_node_that_acknowledged_a_deletion_answers_every_later_call_with_the_t
             codes = await _found(deleter, topic_id, list(range(PARTITIONS)))
             assert codes == [pb.UNKNOWN_TOPIC_OR_PARTITION] * PARTITIONS, (attempt, codes)
             assert (await _describe(deleter, topic_id))[0] == pb.UNKNOWN_TOPIC_OR_PARTITION
+            # No batch served from a lagging replica either.
+            assert _read(deleter, topic_id) == [pb.UNKNOWN_TOPIC_OR_PARTITION] * PARTITIONS
             assert await _delete(deleter, topic_id) == pb.UNKNOWN_TOPIC_ID
             await _create(deleter, uuid.uuid4().bytes, name)  # not TOPIC_ALREADY_EXISTS from a lagging replica
             # Later, once its replicas applied the deletion, still gone.
