@@ -20,6 +20,7 @@ from coordinator.edge.access_control import FORWARDED_FOR
 from protos import coordinator_pb2 as pb
 from protos import coordinator_pb2_grpc as pb_grpc
 from tests.certificates import Identity, channel_credentials, issue
+from tests.cluster_harness import CLUSTER_SETTINGS, Cluster
 from tests.harness import ServerProcess, batch
 from tests.in_process import InProcessNode
 
@@ -202,3 +203,61 @@ def test_a_node_spread_over_processes_passes_calls_to_its_commit_processes_in_th
         assert refused.value.code() == grpc.StatusCode.PERMISSION_DENIED
     finally:
         assert node.stop() == 0
+
+
+@pytest.mark.slow
+def test_a_node_added_to_a_real_cluster_passes_calls_on_in_the_callers_name(tmp_path: Path) -> None:
+    """Real nodes on etcd, mutual TLS: nodes 0 and 1 hold every replica, node 7 (added later) none and passes catalog
+    calls on to coordinator 0's leader; the nodes' principal holds INTERNAL only."""
+    ca = issue("diskless-test-ca", ca=True)
+    node_identity = issue("localhost", ca, server=True)
+    settings, _ = _tls_settings(tmp_path, ca, node_identity, ACL, "cluster")
+    late_settings, late_acl = _tls_settings(tmp_path, ca, node_identity, ACL, "late")
+    two_replicas = {"diskless.coordinator.replication.factor": "2"}
+    broker = channel_credentials(ca, issue("broker", ca))
+    cluster = Cluster(tmp_path / "cluster", size=2, settings={**settings, **two_replicas})
+    for node in cluster.nodes:
+        node.credentials = broker
+    cluster.start()
+    late: ServerProcess | None = None
+    try:
+        late = ServerProcess(
+            tmp_path / "node7",
+            coordinators=cluster.coordinators,
+            settings={**CLUSTER_SETTINGS, **late_settings, **two_replicas},
+            arguments=["--node-id", "7", "--etcd", cluster.etcd.endpoints],
+            credentials=broker,
+        ).start()
+        reader = pb_grpc.DisklessCoordinatorStub(
+            grpc.secure_channel(late.address, channel_credentials(ca, issue("reader", ca)))
+        )
+        topic_id, request = _create("added-late")
+        created = late.stub.CreatePartitions(request, timeout=30)
+        assert created.topics[0].error_code == pb.NONE, created
+        ask = pb.FindCoordinatorRequest(topics=[pb.FindCoordinatorRequest.Topic(topic_id=topic_id, partitions=[0, 1])])
+        found = cluster.nodes[0].stub.FindCoordinator(ask, timeout=10)
+        assert [p.error_code for p in found.topics[0].partitions] == [pb.NONE, pb.NONE], found
+
+        refused_topic, refused_request = _create("not-for-readers")
+        with pytest.raises(grpc.RpcError) as here:
+            reader.CreatePartitions(refused_request, timeout=30)
+        assert here.value.code() == grpc.StatusCode.PERMISSION_DENIED
+        assert "passed on" not in (here.value.details() or ""), "refused by node 0, not by the node called first"
+
+        late_acl.write_text(ACL.replace("User:reader DESCRIBE", "User:reader CLUSTER_ACTION"))  # a stale ACL copy
+        with pytest.raises(grpc.RpcError) as there:
+            reader.CreatePartitions(refused_request, timeout=30)
+        assert there.value.code() == grpc.StatusCode.PERMISSION_DENIED
+        details = there.value.details() or ""
+        assert "User:reader (passed on by User:localhost) lacks the CLUSTER_ACTION permission" in details, details
+        gone = cluster.nodes[0].stub.FindCoordinator(
+            pb.FindCoordinatorRequest(topics=[pb.FindCoordinatorRequest.Topic(topic_id=refused_topic, partitions=[0])]),
+            timeout=10,
+        )
+        assert gone.topics[0].partitions[0].error_code == pb.UNKNOWN_TOPIC_OR_PARTITION
+    finally:
+        if late is not None:
+            late.kill()
+            print("--- node 7:\n" + "".join(late.output[-30:]))
+        cluster.stop()
+        print("--- node 0:\n" + "".join(cluster.nodes[0].output[-40:]))
