@@ -12,6 +12,9 @@ import asyncio
 import uuid
 from pathlib import Path
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from coordinator.machine import records
 from coordinator.machine.catalog import PlacedPartition, TopicCatalog
 from coordinator.node.router import Router
@@ -172,3 +175,37 @@ def test_the_catalog_takes_no_creation_a_lagging_replica_applies_after_a_deletio
     catalog.apply_records(0, [records.partition_created(9, others[0], "oldest", 0)])
     catalog.apply_records(0, [records.partition_created(9, others[2], "newest", 0)])
     assert catalog.topic(others[0]) is not None and catalog.topic(others[2]) is None
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    applied_before=st.lists(st.integers(0, 2), max_size=6),
+    applied_after=st.lists(st.one_of(st.integers(0, 2), st.just(-1)), max_size=10),
+)
+def test_a_topic_deleted_here_never_comes_back_from_replicas_applying_late(
+    applied_before: list[int], applied_after: list[int]
+) -> None:
+    """Model: each coordinator's replica here applies its log (the creation, then the deletion) one record at a
+    time, in any interleaving, with reloads (-1: the catalog rebuilt from what the replicas applied); the node
+    acknowledged the creation (learned) and then the deletion (forgot). From then on the topic is never found."""
+    topic, name = b"\x01" * 16, "model"
+    logs = {c: [records.partition_created(c, topic, name, c), records.topic_deleted(topic)] for c in range(3)}
+    applied = dict.fromkeys(range(3), 0)
+    catalog = TopicCatalog()
+
+    def apply(c: int) -> None:
+        if applied[c] < len(logs[c]):
+            catalog.apply_records(c, [logs[c][applied[c]]])
+            applied[c] += 1
+
+    for c in applied_before:
+        if applied[c] == 0:  # before the deletion is acknowledged, a replica here may have applied the creation only
+            apply(c)
+    catalog.learn(topic, name, {c: c for c in range(3)})
+    catalog.forget(topic, [c for c in range(3) if applied[c] < len(logs[c])])
+    for step in applied_after:
+        if step < 0:
+            catalog.rebuild(PlacedPartition(c, topic, name, c) for c in range(3) if applied[c] == 1)
+        else:
+            apply(step)
+        assert catalog.topic(topic) is None and catalog.topic_id_of(name) is None, (applied, step)
