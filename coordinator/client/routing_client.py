@@ -50,6 +50,7 @@ from coordinator.client.request_parts import (
     trim_to_fetch_budget,
 )
 from coordinator.client.routes import RETRIABLE_CODES, CoordinatorRoute, RoutingTable, parse_bootstrap
+from coordinator.edge.access_control import FORWARDED_FOR
 from coordinator.edge.rpcs import BY_METHOD, ServedBy
 from protos import coordinator_pb2 as pb
 
@@ -93,9 +94,11 @@ class RoutingClient:
         channel_close_grace_ms: int = CHANNEL_CLOSE_GRACE_MS_DEFAULT,
         retry: bool = True,
         metadata: Sequence[tuple[str, str]] = (),
+        caller: Callable[[], str | None] | None = None,
     ) -> None:
-        """`retry=False`: one try per item, retriable answers kept; `metadata` goes with every call (both for a
-        node's first process passing calls on to its commit processes)."""
+        """`retry=False`: one try per item, retriable answers kept; `metadata` goes with every call; `caller`: the
+        principal each call is passed on for, as `diskless-forwarded-for` (all three for a node's first process
+        passing calls on to its commit processes)."""
         self.bootstrap = parse_bootstrap(bootstrap)
         if deadline_ms <= 0 or rpc_timeout_ms <= 0 or channels_max < 1 or message_max_bytes <= 0:
             raise ValueError(
@@ -113,7 +116,8 @@ class RoutingClient:
         self._next_bootstrap = 0
         self._refreshing = asyncio.Lock()
         self._retry = retry
-        self._metadata = tuple(metadata) or None
+        self._fixed_metadata = tuple(metadata)
+        self._caller = caller
         # Calls sent, by method (every try, routing questions included): what a broker's metrics would count, and
         # how the produce-gateway benchmark measures commit calls per WAL file.
         self.calls_sent: Counter[str] = Counter()
@@ -252,13 +256,18 @@ class RoutingClient:
             self._table.forget_address(address)
         return answered
 
+    def _call_metadata(self) -> tuple[tuple[str, str], ...] | None:
+        caller = self._caller() if self._caller is not None else None
+        metadata = self._fixed_metadata + (((FORWARDED_FOR, caller),) if caller is not None else ())
+        return metadata or None
+
     async def _send_raw(self, address: str, method: str, request: Any, deadline: float) -> tuple[Any, bool] | None:
         """The answer decoded on the fast path's terms; None when the address did not answer (UNAVAILABLE)."""
         timeout_s = min(self.rpc_timeout_ms / 1000, deadline - time.monotonic())
         self.calls_sent[method] += 1
         try:
             raw: bytes = await (await self._channels.get(address)).raw(method)(
-                request, timeout=timeout_s, metadata=self._metadata
+                request, timeout=timeout_s, metadata=self._call_metadata()
             )
         except grpc.aio.AioRpcError as error:
             if error.code() not in RETRIED_STATUS:
@@ -532,7 +541,7 @@ class RoutingClient:
         stub = (await self._channels.get(address)).stub
         self.calls_sent[method] += 1
         try:
-            return await getattr(stub, method)(request, timeout=timeout_s, metadata=self._metadata)
+            return await getattr(stub, method)(request, timeout=timeout_s, metadata=self._call_metadata())
         except grpc.aio.AioRpcError as error:
             if error.code() in RETRIED_STATUS:
                 return f"{address}: {error.code().name} {error.details()}"
