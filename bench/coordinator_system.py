@@ -18,7 +18,7 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from bench.acknowledged import AcknowledgedBatches
-from bench.cluster_views import replication_problem
+from bench.cluster_views import readers_problem, replication_problem
 from bench.systems import Counters, FindOutcome, FindPosition, process_tree, processes_counters
 from bench.workload import CommitSpec
 from coordinator.client.routing_client import RoutingClient
@@ -204,11 +204,14 @@ class CoordinatorSystem:
 
     async def _wait_replicating(self) -> None:
         """Until every follower fetches from its leader: a follower whose first fetches found the leader still
-        loading backs off (up to the session timeout), and the first figures would measure that wait."""
+        loading backs off (up to the session timeout), and the first figures would measure that wait. And until
+        every node names every replica's readers: the client's first routes are the ones it keeps."""
         deadline = time.monotonic() + CLUSTER_READY_TIMEOUT_S
         problem = "not asked yet"
+        readers = self.servers[0].settings.get("diskless.server.read.processes", "1") != "0"
         while time.monotonic() < deadline:
-            problem = replication_problem(await self.described())
+            described = await self.described()
+            problem = replication_problem(described) or (readers_problem(described) if readers else "")
             if not problem:
                 return
             await asyncio.sleep(CLUSTER_POLL_S)
