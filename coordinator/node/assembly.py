@@ -374,7 +374,7 @@ async def _start(
         settings, node, server, gate, health_service, metrics_server, host, port, tls is not None, cluster, edge, front
     )
     running.role_listeners = role_listeners
-    if cluster is not None:
+    if cluster is not None and settings.read_processes > 0:
         running.reader_advertising = ReaderAdvertising(
             cluster, clock or SystemClock(), settings.cluster_refresh_interval_ms
         )
