@@ -19,7 +19,8 @@ unsplit, with no per-item routing; only its retriable items, if any, take the ro
 
 Readers: a replica that advertises reader processes (ReplicaEndpoint.read_addresses) has its FindBatches sent
 to them in turn; one that is UNAVAILABLE or unreachable is skipped for a second and the replica's own
-address answers instead.
+address answers instead. A read sent to a follower (`read_node_id`) that it answers as lagging its leader (an
+unknown partition, an offset past its high watermark) is asked again of the leader, whose word it is.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from types import TracebackType
 from typing import Any, TypeVar, final
 
@@ -64,6 +65,9 @@ CHANNEL_CLOSE_GRACE_MS_DEFAULT = 1_000
 # Statuses meaning the call never ran (the contract: UNAVAILABLE while a node shuts down; also a refused connection).
 RETRIED_STATUS = frozenset({grpc.StatusCode.UNAVAILABLE})
 READER_METHOD = "FindBatches"  # the one method a replica's reader processes serve
+# What a follower answers where it lags its leader (a partition it has not applied yet, an offset past its high
+# watermark that the leader gave): asked again of the leader, whose word it is (KIP-392's follower fetching).
+FOLLOWER_LAG_CODES = frozenset({pb.UNKNOWN_TOPIC_OR_PARTITION, pb.OFFSET_OUT_OF_RANGE})
 
 MessageT = TypeVar("MessageT")
 
@@ -323,8 +327,10 @@ class RoutingClient:
                 self._table.forget_coordinator_of(keys[index])
         unreachable: dict[int, str] = {}  # item -> why its last try reached no node
         backoff = Backoff(self.backoff_initial_ms, self.backoff_max_ms)
+        to_leader: set[int] = set()  # items a follower answered as lagging: their leader answers them
         while pending:
-            groups, problem = await self._group(keys, pending, access, deadline)
+            groups, problem = await self._group(keys, pending, access, deadline, to_leader)
+            by_follower = self._followers_serve(method, keys, groups)
             grouped = {i for indices in groups.values() for i in indices}
             retry = [i for i in pending if i not in grouped]
             for index in retry:
@@ -353,6 +359,9 @@ class RoutingClient:
                     if result.error_code in RETRIABLE_CODES:
                         self._table.forget_coordinator_of(keys[index])
                         retry.append(index)
+                    elif index in by_follower and result.error_code in FOLLOWER_LAG_CODES:
+                        to_leader.add(index)
+                        retry.append(index)
             pending = sorted(retry)
             if pending and not await self._wait_to_retry(backoff, deadline):
                 lost = sorted({unreachable[i] for i in pending if i in unreachable})
@@ -361,16 +370,37 @@ class RoutingClient:
                 break
         return results
 
+    def _followers_serve(self, method: str, keys: Sequence[PartitionKey], groups: dict[str, list[int]]) -> set[int]:
+        """The items of `groups` sent to a replica other than their coordinator's leader (reads preferring one)."""
+        if method != READER_METHOD or self._table.read_node_id is None:
+            return set()
+        return {
+            index
+            for address, indices in groups.items()
+            for index in indices
+            if address != self._table.address_of(keys[index], ServedBy.LEADER)
+        }
+
     async def _group(
-        self, keys: Sequence[PartitionKey], pending: Sequence[int], access: ServedBy, deadline: float
+        self,
+        keys: Sequence[PartitionKey],
+        pending: Sequence[int],
+        access: ServedBy,
+        deadline: float,
+        to_leader: Collection[int] = (),
     ) -> tuple[dict[str, list[int]], str | None]:
-        """Pending items by the address that serves them (ascending within each); why some have none."""
-        unrouted = [keys[i] for i in pending if self._table.address_of(keys[i], access) is None]
+        """Pending items by the address that serves them (ascending within each); why some have none. Items in
+        `to_leader` go to their coordinator's leader whatever `access` says."""
+
+        def access_of(index: int) -> ServedBy:
+            return ServedBy.LEADER if index in to_leader else access
+
+        unrouted = [keys[i] for i in pending if self._table.address_of(keys[i], access_of(i)) is None]
         problem = await self._refresh(unrouted, deadline, everything=False) if unrouted else None
         groups: dict[str, list[int]] = {}
         for index in pending:
             # A node that answered routing gives an unroutable item its real error (unknown partition, …).
-            address = self._table.address_of(keys[index], access) or self._answered_by
+            address = self._table.address_of(keys[index], access_of(index)) or self._answered_by
             if address is not None:
                 groups.setdefault(address, []).append(index)
         return groups, problem
