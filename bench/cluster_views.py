@@ -86,3 +86,14 @@ def out_of_sync_problem(described: Descriptions, node_id: int) -> str:
                     f"{d.state} ISR {list(d.isr)}"
                 )
     return ""
+
+
+def readers_problem(described: Descriptions) -> str:
+    """Why some node does not name every replica's reader processes yet ('' once each does): a node learns the
+    others' readers from etcd on its next refresh, and a client keeps the routes it learned first."""
+    for node_id, descriptions in sorted(described.items()):
+        for description in descriptions or []:
+            unnamed = [r.node_id for r in description.leader.replicas if not r.read_addresses]
+            if unnamed:
+                return f"node {node_id}: coordinator {description.coordinator_id}: no readers named on {unnamed}"
+    return ""

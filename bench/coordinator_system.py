@@ -18,7 +18,7 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from bench.acknowledged import AcknowledgedBatches
-from bench.cluster_views import replication_problem
+from bench.cluster_views import readers_problem, replication_problem
 from bench.systems import Counters, FindOutcome, FindPosition, process_tree, processes_counters
 from bench.workload import CommitSpec
 from coordinator.client.routing_client import RoutingClient
@@ -181,6 +181,10 @@ class CoordinatorSystem:
         self._topics: list[tuple[bytes, list[int]]] = []
         # Set by a scenario that checks afterwards that nothing acknowledged was lost (the failover).
         self.acknowledged: AcknowledgedBatches | None = None
+        # A cluster's consumers each read from one replica (KIP-392), not each coordinator's leader: one client
+        # per node preferring that node's replicas (`read_node_id`); set per scenario.
+        self.reads_from_one_replica = False
+        self._read_clients: list[RoutingClient] = []
 
     async def open(self) -> None:
         # Short reconnect backoff: a node killed and restarted (the failover) is described again at once.
@@ -195,6 +199,12 @@ class CoordinatorSystem:
             [s.address for s in self.servers], deadline_ms=timeout_ms, rpc_timeout_ms=timeout_ms,
             message_max_bytes=MESSAGE_MAX_BYTES,
         )  # fmt: skip
+        if len(self.servers) > 1:
+            self._read_clients = [
+                RoutingClient([s.address for s in self.servers], deadline_ms=timeout_ms, rpc_timeout_ms=timeout_ms,
+                              message_max_bytes=MESSAGE_MAX_BYTES, read_node_id=node_id)
+                for node_id in range(len(self.servers))
+            ]  # fmt: skip
         deadline = time.monotonic() + START_TIMEOUT_S
         for channel in self._channels:
             if not await wait_serving(channel, deadline):
@@ -204,11 +214,14 @@ class CoordinatorSystem:
 
     async def _wait_replicating(self) -> None:
         """Until every follower fetches from its leader: a follower whose first fetches found the leader still
-        loading backs off (up to the session timeout), and the first figures would measure that wait."""
+        loading backs off (up to the session timeout), and the first figures would measure that wait. And until
+        every node names every replica's readers: the client's first routes are the ones it keeps."""
         deadline = time.monotonic() + CLUSTER_READY_TIMEOUT_S
         problem = "not asked yet"
+        readers = self.servers[0].settings.get("diskless.server.read.processes", "1") != "0"
         while time.monotonic() < deadline:
-            problem = replication_problem(await self.described())
+            described = await self.described()
+            problem = replication_problem(described) or (readers_problem(described) if readers else "")
             if not problem:
                 return
             await asyncio.sleep(CLUSTER_POLL_S)
@@ -263,8 +276,28 @@ class CoordinatorSystem:
                     f"{name}: partitions {found.count(-1)} without a coordinator after {CALL_TIMEOUT_S} s"
                 )
             await asyncio.sleep(0.05)
+        for read_client in self._read_clients:  # a follower read finds the topic once the follower applied it
+            while -1 in await read_client.coordinators_of(topic_id, range(partitions)) or not await self._applied_on(
+                read_client, topic_id, partitions
+            ):
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"{name}: not on every replica after {CALL_TIMEOUT_S} s")
+                await asyncio.sleep(0.05)
         self._topics.append((topic_id, sorted(set(found))))
         return len(self._topics) - 1
+
+    @staticmethod
+    async def _applied_on(read_client: RoutingClient, topic_id: bytes, partitions: int) -> bool:
+        """Whether the replica the client reads from knows every partition (a follower may not have applied it)."""
+        answer = await read_client.find_batches(
+            pb.FindBatchesRequest(
+                fetch_max_bytes=1,
+                topics=[pb.FindBatchesRequest.Topic(topic_id=topic_id, partitions=[
+                    pb.FindBatchesRequest.Partition(partition=p, offset=0, max_partition_fetch_bytes=1)
+                    for p in range(partitions)])],
+            )
+        )  # fmt: skip
+        return all(result.error_code == pb.NONE for result in answer.topics[0].partitions)
 
     async def commit(self, topic: int, spec: CommitSpec) -> int:
         topic_id, owners = self._topics[topic]
@@ -292,7 +325,12 @@ class CoordinatorSystem:
                 pb.FindBatchesRequest.Partition(partition=p.partition, offset=p.offset,
                                                 max_partition_fetch_bytes=p.max_bytes) for p in positions])],
         )  # fmt: skip
-        response = await self.client.find_batches(request)
+        client = self.client
+        if self.reads_from_one_replica and self._read_clients:
+            # A consumer's partitions are fixed (bench/driver.py), so its first one fixes its replica: a consumer
+            # never moves between replicas (an offset one gave may be past another's high watermark).
+            client = self._read_clients[positions[0].partition % len(self._read_clients)]
+        response = await client.find_batches(request)
         outcomes = []
         for position, result in zip(positions, response.topics[0].partitions, strict=True):
             if result.error_code != pb.NONE:
@@ -316,6 +354,9 @@ class CoordinatorSystem:
         if self._client is not None:
             await self._client.close()
             self._client = None
+        for read_client in self._read_clients:
+            await read_client.close()
+        self._read_clients = []
         for channel in self._channels:
             await channel.close()
         self._channels = []

@@ -43,6 +43,7 @@ from pathlib import Path
 
 import grpc
 
+from bench.arguments import node_settings
 from bench.load import create_load_topic
 from coordinator.base.backoff import Backoff
 from protos import coordinator_pb2 as pb
@@ -293,12 +294,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.clients * args.in_flight > 20000 or args.seconds > 600 or args.timeout > 120:
         parser.error("bounded by design: at most 20000 calls in flight, 600 s, a 120 s timeout")
-    settings = {"diskless.metrics.listen": "127.0.0.1:0"}
-    for setting in args.set:
-        name, sep, value = setting.partition("=")
-        if not sep:
-            parser.error(f"--set takes NAME=VALUE, got {setting!r}")
-        settings[name] = value
+    settings = node_settings(parser, args.set, {"diskless.metrics.listen": "127.0.0.1:0"})
     print(
         f"overload: {args.clients} clients x {args.in_flight} in flight x {args.batches} batches for "
         f"{args.seconds:g} s on {platform.node()} ({os.cpu_count()} cores, load {os.getloadavg()[0]:.2f}), "

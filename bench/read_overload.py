@@ -38,6 +38,7 @@ from pathlib import Path
 
 import grpc
 
+from bench.arguments import node_settings
 from bench.coordinator_system import CoordinatorServer
 from bench.overload import _percentile_ms, _status_kib
 from bench.replicated import ReplicatedCluster
@@ -281,12 +282,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.calls > 20000 or args.seconds > 600 or args.timeout > 120:
         parser.error("bounded by design: at most 20000 calls at once, 600 s, a 120 s timeout")
-    settings = {"diskless.metrics.listen": "127.0.0.1:0"}
-    for setting in args.set:
-        name, sep, value = setting.partition("=")
-        if not sep:
-            parser.error(f"--set takes NAME=VALUE, got {setting!r}")
-        settings[name] = value
+    settings = node_settings(parser, args.set, {"diskless.metrics.listen": "127.0.0.1:0"})
     what = "a 3-node cluster" if args.cluster else "one node"
     print(
         f"read overload: {args.calls} FindBatches at once over {args.clients} connections for {args.seconds:g} s "

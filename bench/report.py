@@ -172,6 +172,7 @@ def _replicated_markdown(document: dict[str, Any]) -> list[str]:
                 f"| {row['scenario']} | {single['batches_per_s']:,.0f} | {row['batches_per_s']:,.0f} | {ratio:.2f} | "
                 f"{single['p50_ms']:.2f} | {row['p50_ms']:.2f} | {single['p99_ms']:.2f} | {row['p99_ms']:.2f} |"
             )
+    lines += _find_batches_markdown(document["rows"])
     failover = document.get("failover", {}).get(REPLICATED)
     if failover:
         lines += failover_markdown(failover)
@@ -179,6 +180,29 @@ def _replicated_markdown(document: dict[str, Any]) -> list[str]:
 
 
 EMPTY: dict[str, Any] = {"count": 0}  # a figure an older results file lacks
+
+
+def _find_batches_markdown(rows: list[dict[str, Any]]) -> list[str]:
+    """FindBatches of the cluster (readers on every node) against one node's `find-batches`, same run: calls/s,
+    p99 and the server's CPU per call summed over every process of every node (readers included)."""
+    single = _find(rows, "find-batches", "coordinator")
+    clustered = [r for r in rows if r["system"] == REPLICATED and r["rpc"] == "FindBatches"]
+    if single is None or not clustered:
+        return []
+    lines = [
+        "",
+        "| FindBatches, commits at half load | calls/s | x 1 node | p50 ms | p99 ms | CPU µs/call (all processes) "
+        "| commits/s |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for row in [single, *clustered]:
+        ratio = row["find_calls_per_s"] / single["find_calls_per_s"] if single["find_calls_per_s"] else 0.0
+        lines.append(
+            f"| {row['system']}: {row['scenario']} | {row['find_calls_per_s']:,.0f} | {ratio:.2f} | "
+            f"{row['p50_ms']:.2f} | {row['p99_ms']:.2f} | {row['cpu_s_per_find_call'] * 1e6:,.0f} | "
+            f"{row['commits_per_s']:,.0f} |"
+        )
+    return lines
 
 
 def failover_markdown(failover: dict[str, Any]) -> list[str]:

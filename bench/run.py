@@ -39,6 +39,8 @@ if TYPE_CHECKING:
 
 COMMIT_INTERVAL_S_DEFAULT = 0.25  # diskless brokers commit a WAL file every 250 ms
 FIND_SHAPE = "100x100"
+# The replicated system's FindBatches with each consumer reading every partition from one replica (KIP-392).
+FIND_ONE_REPLICA = "find-batches @ one replica"
 # The system whose half rate is the common rate every system is also measured at (issue #15: each system at
 # half its own maximum favours a slow system; one rate for all compares latency at the same work).
 PEER = "postgres"
@@ -205,6 +207,8 @@ async def _run_scenarios(
                     continue
                 plan = replace(plan, interval_s=config.brokers / rate)
             elif scenario.level == "find":
+                if isinstance(system, CoordinatorSystem):
+                    system.reads_from_one_replica = scenario.name == FIND_ONE_REPLICA
                 plan = replace(plan, interval_s=config.brokers / _steady_rate(config, max_rates, scenario.shape),
                                consumers=config.consumers)  # fmt: skip
             topic = await system.create_topic(f"bench-{index}-{scenario.shape}", shape.partitions)
@@ -246,7 +250,8 @@ def scenarios_of(config: RunConfig, system: str = "coordinator") -> list[tuple[i
     empty += [Scenario(f"{s} {COMMON_RATE_SUFFIX}", s, "common") for s in config.half_shapes]
     empty.append(Scenario("find-batches", FIND_SHAPE, "find"))
     if system == REPLICATED:
-        groups = [(0, [*empty, Scenario("failover", FAILOVER_SHAPE, "failover")])]
+        one_replica = Scenario(FIND_ONE_REPLICA, FIND_SHAPE, "find")
+        groups = [(0, [*empty, one_replica, Scenario("failover", FAILOVER_SHAPE, "failover")])]
     else:
         grown = [(n, [Scenario(f"{GROWN_SHAPE} max @{n // 1_000_000}M live", GROWN_SHAPE, "max", n)])
                  for n in config.live_states]  # fmt: skip

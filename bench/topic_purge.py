@@ -30,6 +30,7 @@ from pathlib import Path
 
 import grpc
 
+from bench.arguments import node_settings
 from bench.overload import METRICS_LINE, STOP_TIMEOUT_S, _percentile_ms, _start_server, _wait_serving
 from protos import coordinator_pb2 as pb
 from protos import coordinator_pb2_grpc as pb_grpc
@@ -182,12 +183,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.batches > 10_000_000 or args.brokers > 100 or args.baseline_seconds > 600:
         parser.error("bounded by design: at most 10,000,000 batches, 100 brokers, 600 s of baseline")
-    settings = {"diskless.metrics.listen": "127.0.0.1:0"}
-    for setting in args.set:
-        name, sep, value = setting.partition("=")
-        if not sep:
-            parser.error(f"--set takes NAME=VALUE, got {setting!r}")
-        settings[name] = value
+    settings = node_settings(parser, args.set, {"diskless.metrics.listen": "127.0.0.1:0"})
     print(
         f"topic purge: {args.batches} batches deleted while {args.brokers} brokers commit {args.commit_batches}-batch "
         f"files on {args.coordinators} coordinators, on {platform.node()} ({os.cpu_count()} cores, load "

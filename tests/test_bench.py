@@ -85,6 +85,9 @@ def test_tiny_replicated_run_compares_three_nodes_with_one_and_loses_nothing_ack
             row = rows[(system, scenario)]
             assert row["batches_per_s"] > 0 and row["p99_ms"] >= row["p50_ms"] > 0, row
             assert row["cpu_s_per_batch"] > 0 and row["fsyncs_per_commit"] > 0, row
+    for scenario in ("find-batches", "find-batches @ one replica"):  # readers on every node serve them
+        row = rows[("coordinator-replicated", scenario)]
+        assert row["find_calls_per_s"] > 0 and row["cpu_s_per_find_call"] > 0, row
     assert document["replicated"]["nodes"] == 3
     assert document["replicated"]["settings"]["diskless.coordinator.replication.factor"] == "3"
 
@@ -109,6 +112,7 @@ def test_tiny_replicated_run_compares_three_nodes_with_one_and_loses_nothing_ack
     text = (out / "results.md").read_text()
     assert "| 100x100 max | " in text and "Failover: 2 kill -9s" in text and "none lost" in text
     assert "leading its preferred coordinators again" in text
+    assert "| coordinator-replicated: find-batches @ one replica | " in text
     if document["plots"]:  # matplotlib (the bench extra) is there
         assert "failover.png" in document["plots"] and (out / "failover.png").stat().st_size > 0
 
@@ -146,6 +150,8 @@ def test_only_the_replicated_system_runs_the_failover_and_it_can_be_chosen() -> 
     replicated = scenarios_of(quick, "coordinator-replicated")
     assert [n for n, _ in replicated] == [0]  # no grown states: they are one node's prebuilt state
     assert replicated[0][1][-1].name == "failover" and quick.failover_kills == 20
+    assert "find-batches @ one replica" in [s.name for s in replicated[0][1]]
+    assert all(s.name != "find-batches @ one replica" for _, group in scenarios_of(quick, "coordinator") for s in group)
     chosen = replace(quick, scenarios=("100x100 max", "failover"))
     assert [s.name for _, group in scenarios_of(chosen, "coordinator-replicated") for s in group] == [
         "100x100 max",

@@ -96,9 +96,10 @@ def test_a_commit_is_on_every_replica_and_followers_serve_reads_but_not_writes(c
     ).coordinators[0]
     assert endpoint.port == leader.port and len(endpoint.replicas) == 3
     assert all(r.in_sync for r in endpoint.replicas)
-    # No reader processes in a cluster (diskless.server.read.processes is ignored, and says so): none advertised.
-    assert not any(r.read_addresses for r in endpoint.replicas)
-    assert len(cluster.log_lines("diskless.server.read.processes=1 ignored in a cluster")) == 3
+    # Each replica is named with its own node's reader processes (tests/test_cluster_readers.py reads from them).
+    wait_for("every replica's readers named", lambda: all(r.read_addresses for r in leader.stub.FindCoordinator(
+        pb.FindCoordinatorRequest(topics=[pb.FindCoordinatorRequest.Topic(topic_id=topic_id, partitions=[0])])
+    ).coordinators[0].replicas))  # fmt: skip
 
 
 def test_leader_killed_under_load_a_new_leader_serves_within_5_s_and_nothing_acknowledged_is_lost(

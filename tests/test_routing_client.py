@@ -375,3 +375,53 @@ def test_merged_file_answers_follow_the_brokers_deletion_rule(
         assert (merged.error_code, merged.state) == (pb.NONE, pb.FILE_STATE_UNKNOWN)
     deletable = merged.error_code == pb.NONE and merged.state == pb.FILE_STATE_UNKNOWN
     assert deletable == all(a.error_code == pb.NONE and a.state == pb.FILE_STATE_UNKNOWN for a in answers)
+
+
+class LaggingFollower(RoutingProxy):
+    """A follower (node 7) of every coordinator that lags its leader, the real node: FindBatches answers `code` for
+    every partition (one it has not applied yet, an offset past its high watermark)."""
+
+    FOLLOWER = 7
+
+    def __init__(self, node: InProcessNode, code: int) -> None:
+        super().__init__(node)
+        self.code = code
+
+    def FindCoordinator(self, request: pb.FindCoordinatorRequest, context: Any) -> pb.FindCoordinatorResponse:
+        found = self.node.stub.FindCoordinator(request)
+        for endpoint in found.coordinators:
+            endpoint.replicas.add(node_id=self.FOLLOWER, host="127.0.0.1", port=self.port, in_sync=True)
+        return found
+
+    def FindBatches(self, request: pb.FindBatchesRequest, context: Any) -> pb.FindBatchesResponse:
+        self.calls.append(("FindBatches", request))
+        response = pb.FindBatchesResponse()
+        for topic in request.topics:
+            answered = response.topics.add(topic_id=topic.topic_id)
+            for wanted in topic.partitions:
+                answered.partitions.add(partition=wanted.partition, error_code=self.code, log_start_offset=-1,
+                                        high_watermark=-1, local_log_start_offset=-1)  # fmt: skip
+        return response
+
+
+@pytest.mark.parametrize("code", [pb.UNKNOWN_TOPIC_OR_PARTITION, pb.OFFSET_OUT_OF_RANGE])
+def test_reads_preferring_a_lagging_follower_are_answered_by_the_leader_where_it_lags(
+    server: InProcessNode, broker: Broker, code: int
+) -> None:
+    """KIP-392's follower fetching, never a wrong answer: a partition a follower does not know yet, or an offset past
+    its high watermark, is the leader's to answer (a consumer would otherwise reset its offset)."""
+    routed, _, owners = two_topics(broker)
+    server.stub.CommitFile(commit_request(routed, owners, f"wal/lagging-{code}"))
+    follower = LaggingFollower(server, code)
+    try:
+
+        async def scenario() -> pb.FindBatchesResponse:
+            async with RoutingClient([follower.address], read_node_id=LaggingFollower.FOLLOWER) as client:
+                return await client.find_batches(fetch_request(routed, 10**6))
+
+        answer = run(server, scenario())
+    finally:
+        follower.stop()
+    assert found(answer) == found(server.stub.FindBatches(fetch_request(routed, 10**6)))
+    assert all(error == pb.NONE and batches for _, error, _, batches in found(answer))
+    assert [name for name, _ in follower.calls] == ["FindBatches"], "asked of the follower once, then the leader"

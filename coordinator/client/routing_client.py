@@ -19,7 +19,8 @@ unsplit, with no per-item routing; only its retriable items, if any, take the ro
 
 Readers: a replica that advertises reader processes (ReplicaEndpoint.read_addresses) has its FindBatches sent
 to them in turn; one that is UNAVAILABLE or unreachable is skipped for a second and the replica's own
-address answers instead.
+address answers instead. A read sent to a follower (`read_node_id`) that it answers as lagging its leader (an
+unknown partition, an offset past its high watermark) is asked again of the leader, whose word it is.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from types import TracebackType
 from typing import Any, TypeVar, final
 
@@ -50,6 +51,7 @@ from coordinator.client.request_parts import (
     trim_to_fetch_budget,
 )
 from coordinator.client.routes import RETRIABLE_CODES, CoordinatorRoute, RoutingTable, parse_bootstrap
+from coordinator.edge.access_control import FORWARDED_FOR
 from coordinator.edge.rpcs import BY_METHOD, ServedBy
 from protos import admin_pb2 as admin
 from protos import admin_pb2_grpc as admin_grpc
@@ -66,6 +68,9 @@ CHANNEL_CLOSE_GRACE_MS_DEFAULT = 1_000
 RETRIED_STATUS = frozenset({grpc.StatusCode.UNAVAILABLE})
 ADMIN_METHODS = frozenset({"AlterReassignments", "ListReassignments"})  # of the operator service (admin.proto)
 READER_METHOD = "FindBatches"  # the one method a replica's reader processes serve
+# What a follower answers where it lags its leader (a partition it has not applied yet, an offset past its high
+# watermark that the leader gave): asked again of the leader, whose word it is (KIP-392's follower fetching).
+FOLLOWER_LAG_CODES = frozenset({pb.UNKNOWN_TOPIC_OR_PARTITION, pb.OFFSET_OUT_OF_RANGE})
 
 MessageT = TypeVar("MessageT")
 
@@ -96,9 +101,11 @@ class RoutingClient:
         channel_close_grace_ms: int = CHANNEL_CLOSE_GRACE_MS_DEFAULT,
         retry: bool = True,
         metadata: Sequence[tuple[str, str]] = (),
+        caller: Callable[[], str | None] | None = None,
     ) -> None:
-        """`retry=False`: one try per item, retriable answers kept; `metadata` goes with every call (both for a
-        node's first process passing calls on to its commit processes)."""
+        """`retry=False`: one try per item, retriable answers kept; `metadata` goes with every call; `caller`: the
+        principal each call is passed on for, as `diskless-forwarded-for` (all three for a node's first process
+        passing calls on to its commit processes)."""
         self.bootstrap = parse_bootstrap(bootstrap)
         if deadline_ms <= 0 or rpc_timeout_ms <= 0 or channels_max < 1 or message_max_bytes <= 0:
             raise ValueError(
@@ -116,7 +123,8 @@ class RoutingClient:
         self._next_bootstrap = 0
         self._refreshing = asyncio.Lock()
         self._retry = retry
-        self._metadata = tuple(metadata) or None
+        self._fixed_metadata = tuple(metadata)
+        self._caller = caller
         # Calls sent, by method (every try, routing questions included): what a broker's metrics would count, and
         # how the produce-gateway benchmark measures commit calls per WAL file.
         self.calls_sent: Counter[str] = Counter()
@@ -270,13 +278,18 @@ class RoutingClient:
             self._table.forget_address(address)
         return answered
 
+    def _call_metadata(self) -> tuple[tuple[str, str], ...] | None:
+        caller = self._caller() if self._caller is not None else None
+        metadata = self._fixed_metadata + (((FORWARDED_FOR, caller),) if caller is not None else ())
+        return metadata or None
+
     async def _send_raw(self, address: str, method: str, request: Any, deadline: float) -> tuple[Any, bool] | None:
         """The answer decoded on the fast path's terms; None when the address did not answer (UNAVAILABLE)."""
         timeout_s = min(self.rpc_timeout_ms / 1000, deadline - time.monotonic())
         self.calls_sent[method] += 1
         try:
             raw: bytes = await (await self._channels.get(address)).raw(method)(
-                request, timeout=timeout_s, metadata=self._metadata
+                request, timeout=timeout_s, metadata=self._call_metadata()
             )
         except grpc.aio.AioRpcError as error:
             if error.code() not in RETRIED_STATUS:
@@ -332,8 +345,10 @@ class RoutingClient:
                 self._table.forget_coordinator_of(keys[index])
         unreachable: dict[int, str] = {}  # item -> why its last try reached no node
         backoff = Backoff(self.backoff_initial_ms, self.backoff_max_ms)
+        to_leader: set[int] = set()  # items a follower answered as lagging: their leader answers them
         while pending:
-            groups, problem = await self._group(keys, pending, access, deadline)
+            groups, problem = await self._group(keys, pending, access, deadline, to_leader)
+            by_follower = self._followers_serve(method, keys, groups)
             grouped = {i for indices in groups.values() for i in indices}
             retry = [i for i in pending if i not in grouped]
             for index in retry:
@@ -362,6 +377,9 @@ class RoutingClient:
                     if result.error_code in RETRIABLE_CODES:
                         self._table.forget_coordinator_of(keys[index])
                         retry.append(index)
+                    elif index in by_follower and result.error_code in FOLLOWER_LAG_CODES:
+                        to_leader.add(index)
+                        retry.append(index)
             pending = sorted(retry)
             if pending and not await self._wait_to_retry(backoff, deadline):
                 lost = sorted({unreachable[i] for i in pending if i in unreachable})
@@ -370,16 +388,37 @@ class RoutingClient:
                 break
         return results
 
+    def _followers_serve(self, method: str, keys: Sequence[PartitionKey], groups: dict[str, list[int]]) -> set[int]:
+        """The items of `groups` sent to a replica other than their coordinator's leader (reads preferring one)."""
+        if method != READER_METHOD or self._table.read_node_id is None:
+            return set()
+        return {
+            index
+            for address, indices in groups.items()
+            for index in indices
+            if address != self._table.address_of(keys[index], ServedBy.LEADER)
+        }
+
     async def _group(
-        self, keys: Sequence[PartitionKey], pending: Sequence[int], access: ServedBy, deadline: float
+        self,
+        keys: Sequence[PartitionKey],
+        pending: Sequence[int],
+        access: ServedBy,
+        deadline: float,
+        to_leader: Collection[int] = (),
     ) -> tuple[dict[str, list[int]], str | None]:
-        """Pending items by the address that serves them (ascending within each); why some have none."""
-        unrouted = [keys[i] for i in pending if self._table.address_of(keys[i], access) is None]
+        """Pending items by the address that serves them (ascending within each); why some have none. Items in
+        `to_leader` go to their coordinator's leader whatever `access` says."""
+
+        def access_of(index: int) -> ServedBy:
+            return ServedBy.LEADER if index in to_leader else access
+
+        unrouted = [keys[i] for i in pending if self._table.address_of(keys[i], access_of(i)) is None]
         problem = await self._refresh(unrouted, deadline, everything=False) if unrouted else None
         groups: dict[str, list[int]] = {}
         for index in pending:
             # A node that answered routing gives an unroutable item its real error (unknown partition, …).
-            address = self._table.address_of(keys[index], access) or self._answered_by
+            address = self._table.address_of(keys[index], access_of(index)) or self._answered_by
             if address is not None:
                 groups.setdefault(address, []).append(index)
         return groups, problem
@@ -551,7 +590,7 @@ class RoutingClient:
         stub = admin_grpc.CoordinatorAdminStub(channel.channel) if method in ADMIN_METHODS else channel.stub
         self.calls_sent[method] += 1
         try:
-            return await getattr(stub, method)(request, timeout=timeout_s, metadata=self._metadata)
+            return await getattr(stub, method)(request, timeout=timeout_s, metadata=self._call_metadata())
         except grpc.aio.AioRpcError as error:
             if error.code() in RETRIED_STATUS:
                 return f"{address}: {error.code().name} {error.details()}"

@@ -250,6 +250,20 @@ class ClusterController:
         with contextlib.suppress(Exception):
             await self._store.close()
 
+    # ------------------------------------------------------------------ reader processes
+
+    def read_addresses_of(self, node_id: int) -> tuple[str, ...]:
+        """The reader processes a live node advertises in its registration, as etcd last said."""
+        endpoint = self.live.get(node_id)
+        return endpoint.read_addresses if endpoint is not None else ()
+
+    async def advertise_readers(self, addresses: tuple[str, ...]) -> None:
+        """Puts this node's reader addresses in its registration (kept by every later one); raises if etcd fails."""
+        self._endpoint = replace(self._endpoint, read_addresses=addresses)
+        session = self._session
+        if session is not None:
+            await self._store.update_node(self._endpoint, session.lease_id)
+
     # ------------------------------------------------------------------ ClusterLink
 
     def session_valid(self) -> bool:

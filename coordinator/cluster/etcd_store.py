@@ -15,7 +15,14 @@ from typing import Any
 import aetcd
 
 from coordinator.cluster.assignment import CoordinatorAssignment
-from coordinator.cluster.store import ClusterConfig, NodeEndpoint, NodeIdTaken, VersionedAssignment
+from coordinator.cluster.store import (
+    ClusterConfig,
+    NodeEndpoint,
+    NodeIdTaken,
+    VersionedAssignment,
+    node_endpoint,
+    node_value,
+)
 from coordinator.config.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -111,7 +118,7 @@ class EtcdClusterStore:
     async def register_node(self, endpoint: NodeEndpoint, ttl_s: int) -> EtcdLease:
         lease = await self._client.lease(ttl_s)
         key = self._key("nodes", endpoint.node_id)
-        value = json.dumps({"host": endpoint.host, "port": endpoint.port, "incarnation": endpoint.incarnation}).encode()
+        value = node_value(endpoint)
         transactions = self._client.transactions
         created, _ = await self._client.transaction(
             compare=[transactions.create(key) == 0], success=[transactions.put(key, value, lease=lease)], failure=[]
@@ -121,6 +128,9 @@ class EtcdClusterStore:
             raise NodeIdTaken(f"node id {endpoint.node_id} is registered by a live node already")
         return EtcdLease(lease)
 
+    async def update_node(self, endpoint: NodeEndpoint, lease_id: int) -> None:
+        await self._client.put(self._key("nodes", endpoint.node_id), node_value(endpoint), lease=lease_id)
+
     async def revoke(self, lease_id: int) -> None:
         await self._client.revoke_lease(lease_id)
 
@@ -128,8 +138,7 @@ class EtcdClusterStore:
         nodes = {}
         for kv in await self._client.get_prefix(self._key("nodes") + b"/"):
             node_id = int(kv.key.rsplit(b"/", 1)[1])
-            value = json.loads(kv.value)
-            nodes[node_id] = NodeEndpoint(node_id, value["host"], int(value["port"]), str(value.get("incarnation", "")))
+            nodes[node_id] = node_endpoint(node_id, kv.value)
         return nodes
 
     async def first_registered(self, count: int) -> list[int]:

@@ -22,7 +22,14 @@ from typing import Literal, final
 
 from coordinator.base.clock import Clock
 from coordinator.cluster.assignment import CoordinatorAssignment
-from coordinator.cluster.store import ClusterConfig, NodeEndpoint, NodeIdTaken, VersionedAssignment
+from coordinator.cluster.store import (
+    ClusterConfig,
+    NodeEndpoint,
+    NodeIdTaken,
+    VersionedAssignment,
+    node_endpoint,
+    node_value,
+)
 
 DEFAULT_PREFIX = "/diskless"
 WATCH_QUEUE_EVENTS_MAX = 1024  # a watcher that falls this far behind is cancelled, as etcd cancels a slow watcher
@@ -270,11 +277,15 @@ class MemoryClusterStore:
         await self.reach()
         lease_id = self.etcd.grant(ttl_s)
         key = self._key("nodes", endpoint.node_id)
-        value = json.dumps({"host": endpoint.host, "port": endpoint.port, "incarnation": endpoint.incarnation}).encode()
+        value = node_value(endpoint)
         if not self.etcd.transaction([Compare(key, "create", 0)], [Put(key, value, lease_id)]):
             self.etcd.revoke(lease_id)
             raise NodeIdTaken(f"node id {endpoint.node_id} is registered by a live node already")
         return MemoryLease(self, lease_id)
+
+    async def update_node(self, endpoint: NodeEndpoint, lease_id: int) -> None:
+        await self.reach()
+        self.etcd.put(self._key("nodes", endpoint.node_id), node_value(endpoint), lease_id)
 
     async def revoke(self, lease_id: int) -> None:
         await self.reach()
@@ -285,8 +296,7 @@ class MemoryClusterStore:
         nodes = {}
         for kv in self.etcd.get_prefix(self._key("nodes") + "/"):
             node_id = int(kv.key.rsplit("/", 1)[1])
-            value = json.loads(kv.value)
-            nodes[node_id] = NodeEndpoint(node_id, value["host"], int(value["port"]), str(value.get("incarnation", "")))
+            nodes[node_id] = node_endpoint(node_id, kv.value)
         return nodes
 
     async def first_registered(self, count: int) -> list[int]:

@@ -146,7 +146,10 @@ class _Stub:
             return lambda request, timeout=None: _Stream(
                 self._network.stream(self._source, self._target, method, request)
             )
-        return lambda request, timeout=None: self._network.call(self._source, self._target, method, request, timeout)
+        # Metadata (a forwarded caller's principal) means nothing here: no ACL in memory.
+        return lambda request, timeout=None, metadata=None: self._network.call(
+            self._source, self._target, method, request, timeout
+        )
 
 
 @final

@@ -8,7 +8,8 @@ after the cluster formed) also forwards brokers' catalog calls (`forward_call`).
 
 The node's own TLS set-up is its client identity: it trusts
 `diskless.ssl.ca.location` (or, without a CA, its own certificate) and shows
-its own certificate, whose principal needs the INTERNAL permission.
+its own certificate, whose principal needs the INTERNAL permission. A broker's call passed on goes in the caller's
+name (`forward_call`): the node's principal needs no broker permission for it.
 """
 
 from __future__ import annotations
@@ -19,9 +20,10 @@ from typing import Any, TypeVar
 
 import grpc
 
-from coordinator.base.errors import PeerUnreachable
+from coordinator.base.errors import PeerUnreachable, PermissionDenied
 from coordinator.cluster.transport import GrpcTransport, Transport
 from coordinator.config.settings import Settings
+from coordinator.edge.access_control import CALLER, FORWARDED_FOR
 from coordinator.machine.view import FileFacts
 from protos import coordinator_pb2 as pb
 from protos import coordinator_pb2_grpc as pb_grpc
@@ -149,10 +151,20 @@ async def change_topic_at(
 
 
 async def forward_call(peers: PeerClient, target: str, method: str, request: RequestT, timeout_s: float) -> Any:
-    """A broker's call passed on whole to the node at `target` (from a node that holds no replica)."""
+    """A broker's call passed on whole to the node at `target` (from a node that holds no replica), in the caller's
+    name: this node admitted the caller already (its gate), and the node at `target` authorises the call as that
+    caller again (`FORWARDED_FOR`, which it takes from this node's principal only if that holds INTERNAL).
+
+    A refusal there reaches the caller as the refusal it is; any other failure as this node's PeerUnreachable.
+    """
+    caller = CALLER.get()
+    metadata = ((FORWARDED_FOR, caller),) if caller is not None else None
     try:
-        return await getattr(peers.coordinator_stub(target), method)(request, timeout=timeout_s)
+        return await getattr(peers.coordinator_stub(target), method)(request, timeout=timeout_s, metadata=metadata)
     except grpc.RpcError as error:
+        code = error.code() if hasattr(error, "code") else None
+        if code in (grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.UNAUTHENTICATED):
+            raise PermissionDenied(f"{method} passed on to {target}: {_describe(error)}") from None
         raise PeerUnreachable(f"{method} forwarded to {target}: {_describe(error)}") from error
 
 

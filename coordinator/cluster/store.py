@@ -15,8 +15,9 @@ node's clock from before each renewal was sent.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from coordinator.base.clock import Clock
 from coordinator.cluster.assignment import CoordinatorAssignment
@@ -28,6 +29,21 @@ class NodeEndpoint:
     host: str
     port: int
     incarnation: str = ""  # the node's data directory's identity and start count (`incarnation.py`)
+    read_addresses: tuple[str, ...] = ()  # HOST:PORT of its reader processes (FindBatches), once they listen
+
+
+def node_value(endpoint: NodeEndpoint) -> bytes:
+    """A node's key's value in the store (JSON; a field added later is read with its default from older values)."""
+    value: dict[str, Any] = {"host": endpoint.host, "port": endpoint.port, "incarnation": endpoint.incarnation}
+    if endpoint.read_addresses:
+        value["read_addresses"] = list(endpoint.read_addresses)
+    return json.dumps(value).encode()
+
+
+def node_endpoint(node_id: int, raw: bytes | str) -> NodeEndpoint:
+    value = json.loads(raw)
+    readers = tuple(str(address) for address in value.get("read_addresses", ()))
+    return NodeEndpoint(node_id, value["host"], int(value["port"]), str(value.get("incarnation", "")), readers)
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +80,10 @@ class Lease(Protocol):
 class ClusterStore(Protocol):
     async def register_node(self, endpoint: NodeEndpoint, ttl_s: int) -> Lease:
         """Grants a lease and puts the node's key under it; NodeIdTaken if another live node holds the id."""
+        ...
+
+    async def update_node(self, endpoint: NodeEndpoint, lease_id: int) -> None:
+        """Rewrites the node's key under its lease (its reader addresses changed); raises if the lease is gone."""
         ...
 
     async def revoke(self, lease_id: int) -> None:

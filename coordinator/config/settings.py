@@ -131,8 +131,9 @@ class Settings:
         "diskless.server.read.processes",
         1,
         "reader processes serving FindBatches from the coordinators' state files, each on its own port advertised "
-        "by FindCoordinator (the node still serves FindBatches itself). 0: none. Not started in a cluster (--etcd): "
-        "there the node serves FindBatches alone",
+        "by FindCoordinator (the node still serves FindBatches itself). 0: none. In a cluster (--etcd) each node's "
+        "readers serve the replicas it hosts, up to each one's high watermark, and are named in its etcd "
+        "registration",
     )
     read_process_start_timeout_ms: int = _setting(
         "diskless.server.read.process.start.timeout.ms",

@@ -41,7 +41,7 @@ from coordinator.base.invariants import check_invariant
 from coordinator.base.logging_output import EveryInterval
 from coordinator.base.metrics import Metrics
 from coordinator.config.settings import Settings, property_name
-from coordinator.edge.access_control import AccessControl
+from coordinator.edge.access_control import CALLER, AccessControl
 from coordinator.edge.loop import NodeHop, outcome_of
 
 log = logging.getLogger(__name__)
@@ -272,7 +272,8 @@ class CallGate:
     def _admit(self, method: str, context: Context) -> None:
         if self.stopping:
             raise ShuttingDown("the node is shutting down; retry on another node or later")
-        self.access.admit(method, context.auth_context())
+        # The caller's principal goes with every call this one passes on to another node (`CALLER`).
+        CALLER.set(self.access.admit(method, context.auth_context(), context.invocation_metadata()))
         if not self.ready:
             raise ShuttingDown("the node is still loading its coordinators; retry shortly")
 

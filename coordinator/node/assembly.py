@@ -50,12 +50,13 @@ from coordinator.node.processes import commit_process
 from coordinator.node.processes.commit_process import CommitProcessPlan
 from coordinator.node.processes.front import NodeFront, node_layout
 from coordinator.node.processes.layout import ProcessLayout
+from coordinator.node.reader_advertising import ReaderAdvertising
 from coordinator.node.router import Endpoint
 from coordinator.node.services import SERVICE_NAME, servicers
 from coordinator.reads.find_batches import answer_bound
 from coordinator.reads.readers.supervisor import ReadProcesses
 from coordinator.runtime.replication.role import ReplicaRole
-from coordinator.runtime.shard import ShardState
+from coordinator.runtime.shard import CoordinatorShard, ShardState
 
 log = logging.getLogger(__name__)
 Response = TypeVar("Response")
@@ -156,6 +157,9 @@ class RunningServer:
         self._metrics_server = metrics_server
         self._health_tracker: asyncio.Task[None] | None = None
         self.readers: ReadProcesses | None = None
+        # Told of every role etcd sets for a coordinator here (the readers' board refuses a removed replica at once).
+        self.role_listeners: list[Callable[[CoordinatorShard], None]] = []
+        self.reader_advertising: ReaderAdvertising | None = None  # in a cluster: the readers named in etcd
 
     async def load(self) -> bool:
         """Loads every coordinator, then takes calls, starts the file workers and readers; True when all are ACTIVE."""
@@ -170,6 +174,8 @@ class RunningServer:
         self._gate.ready = True
         if self.cluster is not None:
             self.cluster.start()
+        if self.reader_advertising is not None:
+            self.reader_advertising.start()
         self.node.start_workers()
         if self.readers is not None:  # SERVING means FindCoordinator names the readers: clients learn them at once
             await self.readers.wait_first_starts()
@@ -182,19 +188,17 @@ class RunningServer:
         await on_edge(self.edge, set_health(self._health_service, status))
 
     def _start_readers(self) -> None:
-        """Reader processes for FindBatches (diskless.server.read.processes), on a node without a cluster."""
+        """Reader processes for FindBatches (diskless.server.read.processes); in a cluster they serve the replicas
+        this node hosts, leaders and followers, and are named in the node's registration in etcd."""
         if self.settings.read_processes == 0:
             return
-        if self.cluster is not None:
-            log.info(
-                "%s=%d ignored in a cluster: FindBatches is served by the node itself",
-                property_name("read_processes"), self.settings.read_processes,
-            )  # fmt: skip
-            return
         router = self.node.router
+        advertising = self.reader_advertising
 
         def advertise(addresses: tuple[str, ...]) -> None:
             router.endpoint = dataclasses.replace(router.endpoint, read_addresses=addresses)
+            if advertising is not None:
+                advertising.set(addresses)
 
         if self.front is not None:  # the commit processes publish their coordinators' states on the front's board
             readers = ReadProcesses(
@@ -204,6 +208,7 @@ class RunningServer:
         else:
             readers = ReadProcesses(self.settings, self.node.shards, self.host, advertise)
             self.node.state_listeners.append(readers.publish)
+            self.role_listeners.append(readers.role_set)
         self.readers = readers
         self.node.metrics.watch(GaugeCollector(lambda: list(readers.gauges())))
         readers.start()
@@ -217,6 +222,8 @@ class RunningServer:
         log.info("stopping: draining in-flight calls for up to %d ms", self.settings.drain_timeout_ms)
         self._gate.stopping = True
         await on_edge(self.edge, self._health_service.enter_graceful_shutdown())
+        if self.reader_advertising is not None:
+            await self.reader_advertising.stop()
         # The readers stop before the coordinators close: none reads a state file being closed.
         readers_stopped = self.readers.stop() if self.readers is not None else asyncio.sleep(0)
         server_stopped = on_edge(self.edge, self.server.stop(self.settings.drain_timeout_ms / 1000))
@@ -232,6 +239,21 @@ class RunningServer:
             await self.front.stop()
         await self.node.close()
         log.info("stopped")
+
+
+@final
+class RolesTold:
+    """A coordinator as the cluster's controller drives it, with listeners told of each role it sets."""
+
+    def __init__(self, shard: CoordinatorShard, listeners: list[Callable[[CoordinatorShard], None]]) -> None:
+        self.coordinator_id = shard.coordinator_id
+        self._shard = shard
+        self._listeners = listeners
+
+    def set_role(self, role: ReplicaRole) -> None:
+        self._shard.set_role(role)
+        for listener in self._listeners:
+            listener(self._shard)
 
 
 async def on_edge(edge: EdgeLoop | None, work: Coroutine[Any, Any, T]) -> T:
@@ -318,8 +340,9 @@ async def _start(
     front = NodeFront(node, clock or SystemClock(), layout, run_commit_process) if layout is not None else None
     if front is not None:
         metrics.watch(GaugeCollector(lambda: list(front.processes.gauges())))
+    role_listeners: list[Callable[[CoordinatorShard], None]] = []
     if cluster is not None:
-        cluster.attach(node.peers, node.shards)
+        cluster.attach(node.peers, [RolesTold(shard, role_listeners) for shard in node.shards])
         node.router.elector = cluster
     metrics.watch(GaugeCollector(lambda: list(gauges.coordinator_gauges(node))))
     access = AccessControl(
@@ -339,15 +362,23 @@ async def _start(
     services = servicers(node.router, gate)  # one method per row of coordinator/edge/rpcs.py
     health_service = await on_edge(edge, _open(server, services, gate))
     node.router.endpoint = Endpoint(host.strip("[]"), port)
+    if cluster is not None:
+        node.router.endpoint = dataclasses.replace(node.router.endpoint, peer_read_addresses=cluster.read_addresses_of)
     metrics_server = None
     if settings.metrics_listen:
         metrics_host, _, metrics_port = settings.metrics_listen.rpartition(":")
         metrics_server = await serve_metrics(metrics_host.strip("[]"), int(metrics_port), metrics.render)
         bound = metrics_server.sockets[0].getsockname()
         log.info("metrics at http://%s:%d/metrics", bound[0], bound[1])
-    return RunningServer(
+    running = RunningServer(
         settings, node, server, gate, health_service, metrics_server, host, port, tls is not None, cluster, edge, front
     )
+    running.role_listeners = role_listeners
+    if cluster is not None and settings.read_processes > 0:
+        running.reader_advertising = ReaderAdvertising(
+            cluster, clock or SystemClock(), settings.cluster_refresh_interval_ms
+        )
+    return running
 
 
 def _spread(running: RunningServer) -> str:

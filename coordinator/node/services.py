@@ -81,7 +81,7 @@ def _acl_only_stream(
     async def stream(request: Any, context: Context) -> AsyncIterator[Any]:
         # Admitted here by the same ACL as every call of its service, outside the gate's readiness and metrics.
         try:
-            gate.access.admit(method, context.auth_context())
+            gate.access.admit(method, context.auth_context(), context.invocation_metadata())
         except CallRejected as error:
             code, message = grpc_status_of(error)
             await context.abort(code, message)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import final
 
@@ -30,7 +31,9 @@ class Endpoint:
 
     host: str
     port: int
-    read_addresses: tuple[str, ...] = ()  # HOST:PORT of the reader processes serving FindBatches (alone only)
+    read_addresses: tuple[str, ...] = ()  # HOST:PORT of this node's reader processes serving FindBatches
+    # In a cluster: another node's reader addresses, as its registration in etcd says.
+    peer_read_addresses: Callable[[int], tuple[str, ...]] = lambda node_id: ()
 
 
 def endpoint_of(coordinators: NodeCoordinators, endpoint: Endpoint, coordinator_id: int) -> pb.CoordinatorEndpoint:
@@ -60,7 +63,12 @@ def endpoint_of(coordinators: NodeCoordinators, endpoint: Endpoint, coordinator_
     replicas = []
     for node_id, address in role.replica_addresses:
         host, _, port = address.rpartition(":")
-        replicas.append(pb.ReplicaEndpoint(node_id=node_id, host=host, port=int(port), in_sync=node_id in role.isr))
+        readers = endpoint.read_addresses if node_id == role.node_id else endpoint.peer_read_addresses(node_id)
+        replicas.append(
+            pb.ReplicaEndpoint(
+                node_id=node_id, host=host, port=int(port), in_sync=node_id in role.isr, read_addresses=readers
+            )
+        )
     return pb.CoordinatorEndpoint(
         coordinator_id=coordinator_id,
         leader_node_id=role.leader_node_id if role.leader_address else -1,

@@ -73,13 +73,8 @@ class TopicAdmin:
         response = pb.DeleteTopicsResponse()
         async with self._lock:
             for topic_id in request.topic_ids:
-                unavailable = (
-                    await learn_from_absent_coordinators(
-                        self._coordinators, self._peers, topic_id, "", request.timeout_ms
-                    )
-                    or self._coordinators.unavailable_for_topic_changes()
-                )
-                plan = plan_delete_topic(self._coordinators.catalog, topic_id, unavailable)
+                unavailable = self._coordinators.unavailable_for_topic_changes()
+                plan = plan_delete_topic(topic_id, unavailable, len(self._coordinators.shards))
                 outcome = plan if isinstance(plan, ItemError) else await self._delete(plan, request.timeout_ms)
                 response.topics.add(
                     topic_id=topic_id, error_code=wire_code(outcome.error_code), error_message=outcome.message
@@ -114,16 +109,50 @@ class TopicAdmin:
         return remote if remote is not _DONE else await self._run(operations, timeout_ms)
 
     async def _delete(self, plan: DeletePlan, timeout_ms: int) -> ItemError:
+        """Deletes the topic from every coordinator holding it: unknown if none did. Once acknowledged, this node's
+        catalog forgets it at once, whatever the replicas it only follows have applied (read your writes)."""
+        remote = {
+            c: internal.ChangeTopicRequest(coordinator_id=c, topic_id=plan.topic_id, delete=True)
+            for c in plan.coordinator_ids
+            if not self._leads(c)
+        }
+        held: set[int] = set()
+        for coordinator_id, answer in (await self._send_parts(remote, timeout_ms)).items():
+            if answer.error_code == ErrorCode.NONE:
+                held.add(coordinator_id)
+            elif answer.error_code != ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:  # UNKNOWN: it held none of the topic
+                return answer
         request = partition_checks.DeleteTopic(plan.topic_id)
-        remote = await self._forward(
-            {c: internal.ChangeTopicRequest(coordinator_id=c, topic_id=plan.topic_id, delete=True)
-             for c in plan.coordinator_ids},
-            timeout_ms,
-        )  # fmt: skip
         operations = {
             c: Operation(partition_checks.check_delete_topic, request) for c in plan.coordinator_ids if self._leads(c)
         }
-        return remote if remote is not _DONE else await self._run(operations, timeout_ms)
+        local = await self._run_deletions(operations, timeout_ms)
+        if isinstance(local, ItemError):
+            return local
+        held |= local
+        if not held:
+            return ItemError(ErrorCode.UNKNOWN_TOPIC_ID, f"topic id {plan.topic_id.hex()} is unknown")
+        # The coordinators led here applied the deletion before answering; the others' replicas here may lag.
+        self._coordinators.catalog.forget(plan.topic_id, remote.keys())
+        return _DONE
+
+    async def _run_deletions(
+        self, operations: Mapping[int, Operation[partition_checks.DeleteTopic, bool]], timeout_ms: int
+    ) -> ItemError | set[int]:
+        """The coordinators (led here) that held the topic and deleted it; the first failure instead."""
+        if not operations:
+            return set()
+        try:
+            self._coordinators.require_room(operations)
+        except Overloaded as error:
+            return ItemError(ErrorCode.COORDINATOR_NOT_AVAILABLE, str(error))
+        held: set[int] = set()
+        for coordinator_id, outcome in (await self._coordinators.run_parts(operations, timeout_ms)).items():
+            if isinstance(outcome, CoordinatorUnavailable):
+                return ItemError(outcome.error_code, outcome.message)
+            if outcome:
+                held.add(coordinator_id)
+        return held
 
     def _leads(self, coordinator_id: int) -> bool:
         return self._coordinators.shard(coordinator_id).leads
@@ -131,20 +160,31 @@ class TopicAdmin:
     async def _forward(self, parts: Mapping[int, internal.ChangeTopicRequest], timeout_ms: int) -> ItemError:
         """Sends the parts of coordinators this node follows to their leaders; the first failure, or done."""
         remote = {c: part for c, part in parts.items() if not self._leads(c)}
-        if not remote:
-            return _DONE
+        for answer in (await self._send_parts(remote, timeout_ms)).values():
+            if answer.error_code != ErrorCode.NONE:
+                return answer
+        return _DONE
+
+    async def _send_parts(
+        self, parts: Mapping[int, internal.ChangeTopicRequest], timeout_ms: int
+    ) -> dict[int, ItemError]:
+        """Sends each part to its coordinator's leader; each one's answer (COORDINATOR_NOT_AVAILABLE without one)."""
         timeout_s = self._coordinators.timeout_s(timeout_ms)
-        calls = []
-        for coordinator_id, part in remote.items():
+        answers: dict[int, ItemError] = {}
+        calls = {}
+        for coordinator_id, part in parts.items():
             role = self._coordinators.shard(coordinator_id).role
             if self._peers is None or role is None or not role.leader_address:
-                return ItemError(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"coordinator {coordinator_id} has no leader")
+                answers[coordinator_id] = ItemError(
+                    ErrorCode.COORDINATOR_NOT_AVAILABLE, f"coordinator {coordinator_id} has no leader"
+                )
+                continue
             part.timeout_ms = int(timeout_s * 1000)
-            calls.append(change_topic_at(self._peers, role.leader_address, part, timeout_s))
-        for answer in await asyncio.gather(*calls):
-            if answer.error_code != ErrorCode.NONE:
-                return ItemError(ErrorCode(answer.error_code), answer.error_message)
-        return _DONE
+            calls[coordinator_id] = change_topic_at(self._peers, role.leader_address, part, timeout_s)
+        replies = await asyncio.gather(*calls.values())
+        for coordinator_id, reply in zip(calls, replies, strict=True):
+            answers[coordinator_id] = ItemError(ErrorCode(reply.error_code), reply.error_message)
+        return answers
 
     async def change_here(self, request: internal.ChangeTopicRequest) -> internal.ChangeTopicResponse:
         """Another node's part of a topic change, for a coordinator this node leads."""
@@ -156,8 +196,15 @@ class TopicAdmin:
             return await self.configs.change_here(request)
         if request.delete:
             deletion = Operation(partition_checks.check_delete_topic, partition_checks.DeleteTopic(request.topic_id))
-            outcome = await self._run({request.coordinator_id: deletion}, request.timeout_ms)
-            return internal.ChangeTopicResponse(error_code=outcome.error_code, error_message=outcome.message)
+            held = await self._run_deletions({request.coordinator_id: deletion}, request.timeout_ms)
+            if isinstance(held, ItemError):
+                return internal.ChangeTopicResponse(error_code=held.error_code, error_message=held.message)
+            if not held:  # the sender merges: the topic is unknown only if no coordinator held it
+                return internal.ChangeTopicResponse(
+                    error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                    error_message=f"coordinator {request.coordinator_id} holds no partition of the topic",
+                )
+            return internal.ChangeTopicResponse()
         configs = configs_at_creation([(c.name, c.value) for c in request.configs])  # canonical, as the sender's
         if isinstance(configs, ItemError):
             return internal.ChangeTopicResponse(error_code=configs.error_code, error_message=configs.message)

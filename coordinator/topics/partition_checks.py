@@ -63,10 +63,11 @@ def check_create_partitions(view: CoordinatorView, request: CreatePartitions, no
     return Result(created, None)
 
 
-def check_delete_topic(view: CoordinatorView, request: DeleteTopic, now_ms: int) -> Result[None]:
+def check_delete_topic(view: CoordinatorView, request: DeleteTopic, now_ms: int) -> Result[bool]:
+    """Deletes the topic's partitions here; answers whether this coordinator held any (a topic none held is unknown)."""
     if not view.partitions_of_topic(request.topic_id):
-        return Result([], None)
-    return Result([records.topic_deleted(request.topic_id)], None)
+        return Result([], False)
+    return Result([records.topic_deleted(request.topic_id)], True)
 
 
 def check_delete_records(

@@ -47,7 +47,7 @@ class CreatePlan:
 @dataclass(frozen=True, slots=True)
 class DeletePlan:
     topic_id: bytes
-    coordinator_ids: tuple[int, ...]  # every coordinator holding a partition of the topic, ascending
+    coordinator_ids: tuple[int, ...]  # every coordinator, ascending: each deletes what it holds of the topic
 
 
 def plan_create_partitions(
@@ -103,17 +103,20 @@ def plan_create_partitions(
     )
 
 
-def plan_delete_topic(catalog: TopicLookup, topic_id: bytes, unavailable: ItemError | None) -> ItemError | DeletePlan:
-    """DeleteTopics' rules for one topic id; `unavailable`: why not every coordinator can be read now."""
+def plan_delete_topic(topic_id: bytes, unavailable: ItemError | None, coordinators: int) -> ItemError | DeletePlan:
+    """DeleteTopics' rules for one topic id; `unavailable`: why not every coordinator can be read now.
+
+    Every coordinator is asked, not the ones this node's catalog names: the catalog may trail a creation another node
+    acknowledged (a topic it does not know yet, or partitions of it on coordinators it has not heard of). Each
+    coordinator's leader deletes what it holds; the topic is unknown only when none held it (read your writes, and
+    never a false unknown, DESIGN §6a).
+    """
     problem = topic_id_problem(topic_id)
     if problem:
         return ItemError(ErrorCode.INVALID_REQUEST, problem)
     if unavailable is not None:
         return unavailable
-    entry = catalog.topic(topic_id)
-    if entry is None:
-        return ItemError(ErrorCode.UNKNOWN_TOPIC_ID, f"topic id {topic_id.hex()} is unknown")
-    return DeletePlan(topic_id, tuple(sorted(set(entry.partitions.values()))))
+    return DeletePlan(topic_id, tuple(range(coordinators)))
 
 
 def check_configs_change(topic: pb.AlterTopicConfigsRequest.Topic, unavailable: ItemError | None) -> ItemError | None:

@@ -29,6 +29,7 @@ from coordinator.client.channels import channel_credentials
 from coordinator.client.routing_client import RoutingClient, RoutingError
 from coordinator.cluster.store import NodeEndpoint
 from coordinator.config.settings import Settings
+from coordinator.edge.access_control import CALLER
 from coordinator.edge.loop import outcome_of
 from coordinator.edge.rpcs import RPCS, Front, Rpc
 from coordinator.edge.tls import tls_files
@@ -78,7 +79,8 @@ def board_elsewhere(board: StatusBoard) -> Callable[[int], CoordinatorUnavailabl
 
 
 def forwarding_client(node: Node, layout: ProcessLayout) -> RoutingClient:
-    """The first process's client of its commit processes: bootstrapped from itself, with the node's identity."""
+    """The first process's client of its commit processes: bootstrapped from itself, with the node's identity, each
+    call passed on in its caller's name."""
     settings = node.settings
     credentials = None
     files = tls_files(settings)
@@ -93,6 +95,7 @@ def forwarding_client(node: Node, layout: ProcessLayout) -> RoutingClient:
         message_max_bytes=settings.request_max_bytes,
         retry=False,  # a retriable answer goes back to the caller at once, as the node alone answers it
         metadata=[PASSED_ON],  # an item with no route is sent here for its error: answered here, not passed on
+        caller=CALLER.get,  # in the caller's name: the node's principal needs INTERNAL only (access_control.py)
     )
 
 

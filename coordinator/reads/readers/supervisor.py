@@ -91,6 +91,15 @@ class ReadProcesses:
             self._generations[coordinator_id] += 1
         self.board.publish(coordinator_id, status_of(shard, self._generations[coordinator_id]))
 
+    def role_set(self, shard: CoordinatorShard) -> None:
+        """Called on every role etcd sets (a cluster): a replica removed here, or left without a leader, is
+        refused by the readers at once, before the coordinator steps aside and closes (or deletes) its files.
+        The generation stays: the file is the same until the coordinator reloads."""
+        coordinator_id = shard.coordinator_id
+        status = status_of(shard, self._generations[coordinator_id])
+        if status != self.board.status(coordinator_id):
+            self.board.publish(coordinator_id, status)
+
     def _damage_reported(self, slot: ReaderSlot, coordinator_id: int, generation: int, what: str) -> None:
         if not 0 <= coordinator_id < len(self._shards):
             return

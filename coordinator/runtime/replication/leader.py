@@ -180,6 +180,9 @@ class LeaderReplication:
         """
         if self._closed is not None:
             raise self._closed
+        # With no follower in the ISR (replication factor 1) no fetch ever advances the high watermark: the
+        # leader's own log end does, including the epoch's first record, written before this leader existed.
+        self._advance_high_watermark()
         if self.high_watermark < end_offset or not self._session_valid():
             waiter: asyncio.Future[CoordinatorUnavailable | None] = asyncio.get_running_loop().create_future()
             self._waiters.append((end_offset, waiter))
