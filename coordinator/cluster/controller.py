@@ -48,7 +48,7 @@ from coordinator.cluster.preferred_leaders import (
     PreferredElection,
     elect_preferred_leaders,
 )
-from coordinator.cluster.reassignment import ReassignmentResult, drive_reassignment, reassign
+from coordinator.cluster.reassignment import ReassignmentResult, drive_reassignments, reassign
 from coordinator.cluster.roles import incarnations_of, role_of
 from coordinator.cluster.store import (
     ClusterConfig,
@@ -361,23 +361,11 @@ class ClusterController:
                         list(elected.isr),
                     )  # fmt: skip
                 assignments[coordinator_id] = replace(versioned, assignment=elected, revision=-1)
-        await self._drive_reassignments(assignments, incarnations_of(live))
+        if self.session_valid():  # each reassignment's next step, where this node leads (`reassignment.py`)
+            node_id = self._endpoint.node_id
+            self.leader_changes += await drive_reassignments(self._store, assignments, node_id, incarnations_of(live))
         self.live, self.assignments = live, assignments
         self._apply_roles()
-
-    async def _drive_reassignments(self, assignments: dict[int, VersionedAssignment], live: Mapping[int, str]) -> None:
-        """The next step of each reassignment of a coordinator this node leads (`reassignment.py`): the leader
-        drives it, so a new leader picks it up from etcd after any restart."""
-        if not self.session_valid():
-            return
-        for coordinator_id, versioned in assignments.items():
-            if versioned.revision < 0 or not versioned.assignment.reassigning:
-                continue  # written just now: read again at the next refresh
-            step = await drive_reassignment(self._store, coordinator_id, versioned, self._endpoint.node_id, live)
-            if step is not None:
-                if step.leader != versioned.assignment.leader:
-                    self.leader_changes += 1
-                assignments[coordinator_id] = replace(versioned, assignment=step, revision=-1)
 
     # ------------------------------------------------------------------ preferred leaders
 

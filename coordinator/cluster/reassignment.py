@@ -154,3 +154,20 @@ async def drive_reassignment(
             coordinator_id, list(step.replicas), list(before.replicas), list(step.isr),
         )  # fmt: skip
     return step
+
+
+async def drive_reassignments(
+    store: ClusterStore, assignments: dict[int, VersionedAssignment], node_id: int, live: Mapping[int, str]
+) -> int:
+    """The next step of each reassignment of a coordinator `node_id` leads, as the leader drives it (so that a new
+    leader picks it up from etcd after any restart); `assignments` takes what was written (revision -1). Returns how
+    many leaderships moved."""
+    moved = 0
+    for coordinator_id, versioned in list(assignments.items()):
+        if versioned.revision < 0 or not versioned.assignment.reassigning:
+            continue  # written just now: read again at the next refresh
+        step = await drive_reassignment(store, coordinator_id, versioned, node_id, live)
+        if step is not None:
+            moved += step.leader != versioned.assignment.leader
+            assignments[coordinator_id] = VersionedAssignment(step, -1)
+    return moved
