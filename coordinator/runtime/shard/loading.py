@@ -37,7 +37,7 @@ from coordinator.runtime.replication.role import ReplicaRole, RoleKind
 from coordinator.runtime.shard.log_replay import replay_log
 from coordinator.runtime.shard.state_opening import LoadFailed, StatePlace, open_state, replace_state
 from snapshot.page_checksums import is_checksum_damage
-from snapshot.snapshots import remove_incomplete, snapshot_directory
+from snapshot.snapshots import remove_incomplete, snapshot_directory, upgrade_manifests
 
 log = logging.getLogger(__name__)
 
@@ -123,6 +123,7 @@ def open_coordinator(plan: LoadPlan) -> Loaded:
         position = metadata_log.position()
         for leftover in remove_incomplete(snapshot_directory(plan.directory)):
             log.warning("coordinator %d: removed %s, left by an interrupted snapshot", plan.coordinator_id, leftover)
+        upgrade_manifests(snapshot_directory(plan.directory))
         store = open_state(place, position, plan.verify_state, plan.rebuild_state_reason)
         try:
             replayed = _replay(plan, store, metadata_log, position)
