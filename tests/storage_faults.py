@@ -305,13 +305,18 @@ def check_node(node: Node, model: Model, what: str, settle: Callable[[], None]) 
         reasons += duplicate_refusals(node.stub, model, what)
         if not reasons:
             break
-        # Refused for good only once the node settled with a coordinator out of service and still refuses.
+        # Refused for good only when refused again twice, each after the node settled (an answer may come back
+        # before the failure it reports takes the coordinator out of service), and the node says NOT_SERVING.
         settle()
-        if node.health() != health_pb2.HealthCheckResponse.SERVING:
+        again = refusals(node.stub, model, what) + duplicate_refusals(node.stub, model, what)
+        if again:
+            time.sleep(0.05)
+            settle()
             again = refusals(node.stub, model, what) + duplicate_refusals(node.stub, model, what)
-            if again:
-                return Result("refused", again[0])
-            continue
+        if again and node.health() != health_pb2.HealthCheckResponse.SERVING:
+            return Result("refused", again[0])
+        if not again:
+            break
         assert time.monotonic() < deadline, f"{what}: refused for {SETTLE_S} s while serving: {reasons}"
         time.sleep(0.01)
     damage = damage_lines(node.output)

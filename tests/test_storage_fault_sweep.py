@@ -140,3 +140,23 @@ def test_a_stale_shm_between_runs_is_rebuilt_by_sqlite_never_trusted(tmp_path: P
         assert result.outcome == "intact", result
     finally:
         node.stop()
+
+
+def test_damage_met_inside_an_apply_is_named_with_its_file_and_offset(
+    templates: dict[str, Template], tmp_path: Path
+) -> None:
+    """The files' table is first read by a commit's apply: SQLite ends the transaction on meeting the damaged page,
+    so leaving it fails its ROLLBACK; the coordinator says what it met (file, offset), not "cannot rollback"."""
+    data_dir = copy_of(templates["clean"], tmp_path)
+    state = data_dir / "coordinator-0" / "state.sqlite"
+    page = first_page_of(state, "files")
+    flip_bit(state, (page - 1) * PAGE_BYTES + 2500, 1)
+    node = InProcessNode(data_dir, coordinators=COORDINATORS, settings=SETTINGS).start()
+    try:
+        result = check_node(node, templates["clean"].model, "files page", lambda: settle(node, "files page"))
+        assert result.outcome == "repaired", result
+        output = "".join(node.output)
+        assert f"{state}: the page at offset {(page - 1) * PAGE_BYTES} fails its checksum" in output, output
+        assert "cannot rollback" not in output, output
+    finally:
+        node.stop()

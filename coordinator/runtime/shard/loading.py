@@ -58,6 +58,15 @@ def is_state_damage(error: BaseException) -> bool:
     return False
 
 
+def damage_behind(error: BaseException) -> BaseException:
+    """What to say of a failure: the damage behind a failed ROLLBACK (SQLite ended the transaction itself on
+    meeting it, so leaving `with connection:` raised "cannot rollback" instead), else the failure itself."""
+    context = error.__context__
+    if isinstance(error, apsw.SQLError) and context is not None and is_state_damage(context):
+        return damage_behind(context)
+    return error
+
+
 def failure_kind(error: BaseException) -> str:
     """A short name for why a coordinator went out of service (a metric label)."""
     if isinstance(error, CorruptLogError):
@@ -133,7 +142,7 @@ def open_coordinator(plan: LoadPlan) -> Loaded:
                 raise
             store.close()
             store = None
-            store = replace_state(place, f"{place.path}: {error}", position)
+            store = replace_state(place, f"{place.path}: {damage_behind(error)}", position)
             replayed = _replay(plan, store, metadata_log, position)
             view = store.load_view()
         epoch_cache = LeaderEpochCache.open(plan.directory, metadata_log)
