@@ -24,7 +24,6 @@ table of file kind x outcome (DISKLESS_SWEEP_SEED / DISKLESS_SWEEP_TRIALS set th
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import random
 import shutil
@@ -44,7 +43,7 @@ from coordinator.runtime.shard.availability import ShardState
 from protos import coordinator_pb2 as pb
 from protos import coordinator_pb2_grpc as pb_grpc
 from snapshot.snapshots import MANIFEST_SUFFIX
-from tests.harness import Broker, ServerProcess, batch, coordinators_of, describe_coordinators
+from tests.harness import Broker, batch, coordinators_of
 from tests.in_process import InProcessNode, wait_until
 
 COORDINATORS = 2
@@ -62,7 +61,6 @@ KINDS = ("log segment", "state", "wal", "shm", "snapshot", "manifest", "epoch ch
 CRASH_KINDS = frozenset({"wal", "shm"})  # a cleanly stopped node has neither
 OUTCOMES = ("intact", "repaired", "refused")
 SETTLE_S = 30
-SERVED_SETTLE_S = 10
 RELOADS_MAX = 3
 READ_ON_RESTORE = frozenset({"snapshot", "manifest"})
 FORCED_REBUILD = "sweep: rebuild from the snapshots"
@@ -347,40 +345,6 @@ def run_trial(templates: dict[str, Template], template: str, trial: Trial, scrat
             node.stop()
 
 
-def settle_served(node: ServerProcess, what: str) -> None:
-    """`diskless serve`'s coordinators as DescribeCoordinators says: none loading, none about to load again."""
-
-    def quiet() -> bool:
-        try:
-            described = describe_coordinators(node.stub).values()
-        except grpc.RpcError:
-            return False  # not listening yet
-        return all(
-            c.state == "ACTIVE" or (c.state == "FAILED" and not waits_to_load(c.error_message)) for c in described
-        )
-
-    with contextlib.suppress(AssertionError):  # a coordinator that keeps failing to load is refused
-        wait_until(quiet, f"{what}: the coordinators settle", SERVED_SETTLE_S)
-
-
-def run_served_trial(templates: dict[str, Template], template: str, trial: Trial, scratch: Path) -> Result:
-    """A trial through `diskless serve` (a process of its own, with its reader processes)."""
-    data_dir = scratch / "data"
-    shutil.rmtree(data_dir, ignore_errors=True)
-    shutil.copytree(templates[template].directory, data_dir)
-    flip_bit(data_dir / trial.path, trial.offset, trial.bit)
-    node = ServerProcess(data_dir, coordinators=COORDINATORS, settings=SETTINGS)
-    try:
-        node.start(wait_serving=False)
-        settle_served(node, str(trial))
-        return check_node(node, templates[template].model, str(trial), lambda: settle_served(node, str(trial)))
-    except grpc.RpcError as error:
-        raise AssertionError(f"{trial}: an internal error: {error}\n{''.join(node.output)}") from error
-    finally:
-        if node.process is not None and node.process.poll() is None:
-            assert node.stop() == 0, f"{trial}: `diskless serve` did not exit cleanly:\n{''.join(node.output)}"
-
-
 # ---------------------------------------------------------------------- the sweep
 
 
@@ -455,7 +419,11 @@ def main(arguments: list[str] | None = None) -> int:
 
     with tempfile.TemporaryDirectory(prefix="storage-faults-") as temporary:
         scratch = args.scratch or Path(temporary)
-        runner = run_served_trial if args.serve else run_trial
+        runner = run_trial
+        if args.serve:
+            from tests.storage_faults_served import run_served_trial  # it imports this module
+
+            runner = run_served_trial
         result = sweep(seed, args.trials, scratch, lambda line: print(line, flush=True), runner)
     print(result.table())
     print("examples:\n" + result.examples())

@@ -31,6 +31,7 @@ from tests.storage_faults import (
     parameters,
     settle,
 )
+from tests.storage_faults_served import run_served_trial
 
 PAGE_BYTES = 4096
 
@@ -59,7 +60,7 @@ def test_a_long_sweep_of_flipped_bits_never_serves_a_wrong_answer(tmp_path: Path
 
 @pytest.mark.slow
 def test_a_sweep_through_diskless_serve_never_serves_a_wrong_answer(tmp_path: Path) -> None:
-    run_sweep(tmp_path, 24, storage_faults.run_served_trial)
+    run_sweep(tmp_path, 24, run_served_trial)
 
 
 def copy_of(template: Template, tmp_path: Path) -> Path:
