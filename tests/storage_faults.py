@@ -8,8 +8,12 @@ random kind, starts a node on the copy, asks FindBatches for every acknowledged 
 commit's batches again under a new key (each must be a duplicate with its original offsets: the producer
 state is read too). Every answer is held to the model. Outcomes:
 
-- intact: every answer right, nothing logged about damage (a flip no read reaches, or one that changes
-  nothing SQLite or the node reads: a free page, a -shm rebuilt at open);
+- intact: every answer right, nothing logged about damage, and reading everything finds nothing (a flip
+  that changes nothing read: a -shm SQLite rebuilds at open);
+- latent: every answer right and nothing reported at start, but reading everything finds it: the state
+  check (every page; the coordinator then rebuilds, and every answer is checked again) or a scan of the
+  whole log (a sealed segment below the applied offset is read again only by a replay), or the
+  snapshots' verification (an older snapshot a restore did not need);
 - repaired: every answer right, and the node said it found damage and rebuilt, skipped or set aside what
   held it (an epoch checkpoint rebuilt from the log, a manifest skipped, a state rebuilt from a snapshot
   and the log, at load or after a refused read);
@@ -39,10 +43,11 @@ import grpc
 from grpc_health.v1 import health_pb2
 
 from coordinator.machine.state.reads import StateDamaged
+from coordinator.runtime.log.inspection import scan_log
 from coordinator.runtime.shard.availability import ShardState
 from protos import coordinator_pb2 as pb
 from protos import coordinator_pb2_grpc as pb_grpc
-from snapshot.snapshots import MANIFEST_SUFFIX
+from snapshot.snapshots import MANIFEST_SUFFIX, check_snapshots, snapshot_directory
 from tests.harness import Broker, batch, coordinators_of
 from tests.in_process import InProcessNode, wait_until
 
@@ -59,7 +64,7 @@ SETTINGS = {
 CRASH_SETTINGS = {**SETTINGS, "diskless.coordinator.state.checkpoint.pages": "10000"}
 KINDS = ("log segment", "state", "wal", "shm", "snapshot", "manifest", "epoch checkpoint")
 CRASH_KINDS = frozenset({"wal", "shm"})  # a cleanly stopped node has neither
-OUTCOMES = ("intact", "repaired", "refused")
+OUTCOMES = ("intact", "latent", "repaired", "refused")
 SETTLE_S = 30
 RELOADS_MAX = 3
 READ_ON_RESTORE = frozenset({"snapshot", "manifest"})
@@ -321,6 +326,23 @@ def check_node(node: Node, model: Model, what: str, settle: Callable[[], None]) 
     return Result("repaired", damage[0].strip()) if damage else Result("intact", "")
 
 
+def latent_damage(node: InProcessNode, trial: Trial) -> str | None:
+    """Damage no read at start reached, found by reading everything: the on-demand state check (every page,
+    after which the coordinator rebuilds its state), a scan of the whole log or the snapshots' verification
+    (which only name it)."""
+    coordinator_directory = node.data_dir / trial.path.parts[0]
+    if trial.kind == "log segment":
+        damage = scan_log(coordinator_directory / "log", from_offset=0).damage
+        return None if damage is None else damage.describe()
+    if trial.kind == "snapshot":  # an older one a restore did not need: verified as ListSnapshots --verify does
+        problems = [c.problem for c in check_snapshots(snapshot_directory(coordinator_directory)) if c.problem]
+        return problems[0] if problems else None
+    if trial.kind in ("state", "wal"):
+        shard = node.node.shards[int(trial.path.parts[0].removeprefix("coordinator-"))]
+        return node.loop.run(shard.check_state()).problem
+    return None
+
+
 def run_trial(templates: dict[str, Template], template: str, trial: Trial, scratch: Path) -> Result:
     data_dir = scratch / "data"
     shutil.rmtree(data_dir, ignore_errors=True)
@@ -337,6 +359,11 @@ def run_trial(templates: dict[str, Template], template: str, trial: Trial, scrat
             node.loop.call(lambda: shard.report_damage(StateDamaged(FORCED_REBUILD)))
             wait_until(lambda: shard.state is not ShardState.ACTIVE or rebuilt(node), f"{trial}: a rebuild")
             result = check_node(node, templates[template].model, str(trial), lambda: settle(node, str(trial)))
+        if result.outcome == "intact":
+            found = latent_damage(node, trial)
+            if found is not None:  # a state check takes the coordinator out to rebuild: everything right after it
+                check_node(node, templates[template].model, f"{trial} (checked)", lambda: settle(node, str(trial)))
+                result = Result("latent", found)
         return result
     except grpc.RpcError as error:
         raise AssertionError(f"{trial}: an internal error: {error}") from error
