@@ -67,6 +67,9 @@ CRASH_KINDS = frozenset({"wal", "shm"})  # a cleanly stopped node has neither
 OUTCOMES = ("intact", "latent", "repaired", "refused")
 SETTLE_S = 30
 RELOADS_MAX = 3
+# What the node logs for a failure it did not expect (a bug, never an answer to damage): an unexpected exception
+# in a call, a check or a worker (logged with its traceback), a dead coordinator loop, an unclassified failure.
+INTERNAL_ERROR_SIGNS = ("Traceback", "CRITICAL", "unexpected error", "check failed", "(error)", "(invariant)")
 READ_ON_RESTORE = frozenset({"snapshot", "manifest"})
 FORCED_REBUILD = "sweep: rebuild from the snapshots"
 
@@ -322,6 +325,8 @@ def check_node(node: Node, model: Model, what: str, settle: Callable[[], None]) 
             break
         assert time.monotonic() < deadline, f"{what}: refused for {SETTLE_S} s while serving: {reasons}"
         time.sleep(0.01)
+    internal = [line for line in node.output if any(sign in line for sign in INTERNAL_ERROR_SIGNS)]
+    assert not internal, f"{what}: an internal error: {''.join(internal)}"
     damage = damage_lines(node.output)
     return Result("repaired", damage[0].strip()) if damage else Result("intact", "")
 
