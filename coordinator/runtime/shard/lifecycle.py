@@ -41,7 +41,7 @@ from coordinator.runtime.replication.snapshot_transfer import install_snapshot
 from coordinator.runtime.shard.append_ticks import AppendTicks
 from coordinator.runtime.shard.availability import TRANSITIONS, ShardState, not_leading, unavailable
 from coordinator.runtime.shard.directory import CoordinatorDirectory
-from coordinator.runtime.shard.loading import NEEDS_OPERATOR, Loaded, close_loaded, failure_kind
+from coordinator.runtime.shard.loading import NEEDS_OPERATOR, Loaded, close_loaded, damage_behind, failure_kind
 from coordinator.runtime.shard.pipeline import Pipeline
 from coordinator.runtime.shard.snapshots import SnapshotScheduler
 
@@ -381,7 +381,8 @@ class Lifecycle:
     def _out_of_service(self, error: BaseException, what: str) -> None:
         """FAILED, with the reason said once: to callers, in DescribeCoordinators, a metric and the log."""
         kind = failure_kind(error)
-        self._problem = f"{what}: {error}" if isinstance(error, NEEDS_OPERATOR) else f"{what}: {kind}: {error}"
+        cause = damage_behind(error)
+        self._problem = f"{what}: {cause}" if isinstance(error, NEEDS_OPERATOR) else f"{what}: {kind}: {cause}"
         self._metrics.coordinator_failures.labels(str(self.coordinator_id), kind).inc()
         log.error("coordinator %d out of service (%s): %s", self.coordinator_id, kind, self._problem)
         self._directory.failed(error)
@@ -390,9 +391,10 @@ class Lifecycle:
     async def _take_out_of_service(self, error: BaseException) -> None:
         """Answers everything waiting at once (retriable), then closes log and state for the next load."""
         self._out_of_service(error, "failed")
+        cause = damage_behind(error)
         await self._end_serving(
             CoordinatorUnavailable(
-                ErrorCode.COORDINATOR_NOT_AVAILABLE, f"coordinator {self.coordinator_id} failed ({error}); retry"
+                ErrorCode.COORDINATOR_NOT_AVAILABLE, f"coordinator {self.coordinator_id} failed ({cause}); retry"
             )
         )
 

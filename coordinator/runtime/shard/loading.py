@@ -37,7 +37,7 @@ from coordinator.runtime.replication.role import ReplicaRole, RoleKind
 from coordinator.runtime.shard.log_replay import replay_log
 from coordinator.runtime.shard.state_opening import LoadFailed, StatePlace, open_state, replace_state
 from snapshot.page_checksums import is_checksum_damage
-from snapshot.snapshots import remove_incomplete, snapshot_directory
+from snapshot.snapshots import remove_incomplete, snapshot_directory, upgrade_manifests
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +56,15 @@ def is_state_damage(error: BaseException) -> bool:
         if isinstance(seen, apsw.CorruptError | apsw.NotADBError | StateDamaged):
             return True
     return False
+
+
+def damage_behind(error: BaseException) -> BaseException:
+    """What to say of a failure: the damage behind a failed ROLLBACK (SQLite ended the transaction itself on
+    meeting it, so leaving `with connection:` raised "cannot rollback" instead), else the failure itself."""
+    context = error.__context__
+    if isinstance(error, apsw.SQLError) and context is not None and is_state_damage(context):
+        return damage_behind(context)
+    return error
 
 
 def failure_kind(error: BaseException) -> str:
@@ -123,6 +132,7 @@ def open_coordinator(plan: LoadPlan) -> Loaded:
         position = metadata_log.position()
         for leftover in remove_incomplete(snapshot_directory(plan.directory)):
             log.warning("coordinator %d: removed %s, left by an interrupted snapshot", plan.coordinator_id, leftover)
+        upgrade_manifests(snapshot_directory(plan.directory))
         store = open_state(place, position, plan.verify_state, plan.rebuild_state_reason)
         try:
             replayed = _replay(plan, store, metadata_log, position)
@@ -132,7 +142,7 @@ def open_coordinator(plan: LoadPlan) -> Loaded:
                 raise
             store.close()
             store = None
-            store = replace_state(place, f"{place.path}: {error}", position)
+            store = replace_state(place, f"{place.path}: {damage_behind(error)}", position)
             replayed = _replay(plan, store, metadata_log, position)
             view = store.load_view()
         epoch_cache = LeaderEpochCache.open(plan.directory, metadata_log)
