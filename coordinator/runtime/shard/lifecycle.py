@@ -43,6 +43,7 @@ from coordinator.runtime.shard.availability import TRANSITIONS, ShardState, not_
 from coordinator.runtime.shard.directory import CoordinatorDirectory
 from coordinator.runtime.shard.loading import NEEDS_OPERATOR, Loaded, close_loaded, failure_kind
 from coordinator.runtime.shard.pipeline import Pipeline
+from coordinator.runtime.shard.repair import ReplicaRepair, repairable_from_replica
 from coordinator.runtime.shard.snapshots import SnapshotScheduler
 
 log = logging.getLogger(__name__)
@@ -96,6 +97,8 @@ class Lifecycle:
         self._pipeline: Pipeline | None = None
         self._earlier_append_count = 0  # operations appended by the pipelines of earlier loads
         self.leader_changes = 0  # new leaderships (leader node or epoch) etcd told this replica of since start
+        # In a cluster a damaged replica repairs from a healthy one (repair.py); alone, damage waits for an operator.
+        self._repair = ReplicaRepair(coordinator_id, directory, settings, clock, link) if link is not None else None
 
     # ------------------------------------------------------------------ facts
 
@@ -105,7 +108,12 @@ class Lifecycle:
 
     @property
     def problem(self) -> str:
-        return self._problem
+        return self._repair.unrepairable if self._repair is not None and self._repair.unrepairable else self._problem
+
+    @property
+    def damaged(self) -> bool:
+        """Damaged with no healthy replica to repair from: out of service until one is back (DAMAGED)."""
+        return self._repair is not None and bool(self._repair.unrepairable)
 
     @property
     def loaded(self) -> Loaded | None:
@@ -142,7 +150,7 @@ class Lifecycle:
 
     def require_active(self) -> None:
         """Raises CoordinatorUnavailable with the code a caller should see in this state."""
-        refusal = unavailable(self.coordinator_id, self._state, self._closing, self._problem, self._role)
+        refusal = unavailable(self.coordinator_id, self._state, self._closing, self.problem, self._role)
         if refusal is not None:
             raise refusal
 
@@ -192,7 +200,10 @@ class Lifecycle:
 
     def report_damage(self, error: Exception) -> None:
         """A read met a damaged state: the coordinator goes out of service, sets the state aside and rebuilds it."""
-        if self._state is ShardState.ACTIVE and self._pipeline is not None and self._pipeline.report_damage(error):
+        if self._state is not ShardState.ACTIVE:
+            return
+        reported = self._follower.fail(error) if self._follower is not None else False
+        if reported or (self._pipeline is not None and self._pipeline.report_damage(error)):
             log.error("coordinator %d: a read met damage in its state: %s", self.coordinator_id, error)
 
     def _transition(self, target: ShardState) -> None:
@@ -237,9 +248,12 @@ class Lifecycle:
                     await self._install_snapshot(failure, backoff)
                     continue
                 await self._take_out_of_service(failure)
+                await self._repair_if_damaged(failure)
                 continue  # the first load after a failure while serving is at once
             if isinstance(failure, NEEDS_OPERATOR):
-                return
+                if not await self._repair_if_damaged(failure):
+                    return
+                continue
             wait_ms = backoff.failed()
             self._problem = f"{self._problem}; loading again in {wait_ms} ms"
             await self._clock.wait_event(self._stopping, wait_ms)
@@ -254,6 +268,17 @@ class Lifecycle:
         await asyncio.wait([stopping, changed], return_when=asyncio.FIRST_COMPLETED)
         stopping.cancel()
         changed.cancel()
+
+    async def _repair_if_damaged(self, failure: BaseException) -> bool:
+        """In a cluster, damage a healthy replica's copy cures: leave the ISR, set the files aside (the next load is
+        an empty follower's). False when it is not such damage, or alone (an operator's then)."""
+        if self._repair is None or self._role is None or not repairable_from_replica(failure):
+            return False
+        if await self._repair.leave_isr(failure, self._stopping):
+            async with self.snapshots.files_lock:
+                await self._repair.set_files_aside(failure, self._executor)
+            self._problem = f"repairing from a healthy replica after damage: {failure}"
+        return True
 
     async def _install_snapshot(self, reason: NeedsSnapshot, backoff: Backoff) -> None:
         """The follower cannot go on from its own files: it installs the leader's newest snapshot."""
@@ -367,7 +392,7 @@ class Lifecycle:
 
         leader = LeaderReplication(
             coordinator_id, role, self._settings, self._clock, loaded.metadata_log, loaded.epoch_cache,
-            self._executor, loaded.store.applied_offset, link.session_valid, alter_isr,
+            self._executor, loaded.store.applied_offset, link.session_valid, alter_isr, self.report_damage,
         )  # fmt: skip
         leader.start()
         return leader
