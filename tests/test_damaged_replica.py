@@ -6,11 +6,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from coordinator.cluster.assignment import NO_LEADER, CoordinatorAssignment, isr_changed
 from coordinator.cluster.damaged_replica import without_damaged
+from coordinator.machine import records
+from coordinator.runtime.log.damage import CorruptLogError
+from coordinator.runtime.log.frame import encode_frame
+from coordinator.runtime.log.segments import MetadataLog
 from coordinator.runtime.shard.damaged_files import damaged_folders, set_aside
 from coordinator.runtime.shard.loading import NotThisClustersLog
 from coordinator.runtime.shard.repair import repairable_from_replica, where_damaged
@@ -32,10 +37,11 @@ def test_a_damaged_replica_leaves_the_isr_only_for_a_healthy_live_member_which_t
         return
     assert isinstance(after, CoordinatorAssignment)
     assert after.isr == tuple(n for n in before.isr if n != node)
-    assert after.leader != node and after.leader in after.isr and before.same_replica(after.leader, live)
-    if before.leader in after.isr:
+    assert after.leader != node and after.leader in after.isr
+    if before.leader in after.isr:  # a follower left: electing a leader that died is the refresh's (after_nodes_lost)
         assert (after.leader, after.leader_epoch) == (before.leader, before.leader_epoch)
-    else:
+    else:  # it led (or none did): the first healthy member in replica order leads, in a new epoch
+        assert before.same_replica(after.leader, live)
         assert after.leader == next(n for n in before.replicas if n in healthy)
         assert after.leader_epoch == before.leader_epoch + 1
     assert after.partition_epoch == before.partition_epoch + 1
@@ -89,3 +95,25 @@ def test_only_damage_a_replica_cures_is_repaired_from_one() -> None:
     assert not repairable_from_replica(NotThisClustersLog("the data directory is not this cluster's"))
     assert not repairable_from_replica(OSError("disk full"))
     assert where_damaged(LoadFailed("state.sqlite: the page at offset 4096 fails its checksum")).endswith("checksum")
+
+
+def test_a_read_of_the_newest_segment_damaged_since_it_was_opened_raises_instead_of_ending_early(
+    tmp_path: Path,
+) -> None:
+    """A leader reads its log for a follower's fetch: a frame of the newest segment that stopped verifying after
+    the log was opened is damage, not the end of the log (a follower fetching there would never catch up)."""
+    metadata_log = MetadataLog(tmp_path / "log", 1 << 20)
+    try:
+        for offset in range(6):
+            payload = records.encode_batch([records.leader_change(1, 0)])
+            metadata_log.append(encode_frame(offset, 1, 1, payload), offset + 1, 1)
+        assert [f.base_offset for f in metadata_log.read(0)] == list(range(6))
+        segment = next((tmp_path / "log").iterdir())
+        data = bytearray(segment.read_bytes())
+        data[len(data) // 3] ^= 0x10
+        segment.write_bytes(bytes(data))
+        with pytest.raises(CorruptLogError) as raised:
+            list(metadata_log.read(0))
+        assert raised.value.damage is not None and raised.value.damage.segment_path == segment.absolute()
+    finally:
+        metadata_log.close()

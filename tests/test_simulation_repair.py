@@ -195,3 +195,41 @@ def test_a_damaged_leader_alone_stays_unavailable_says_so_and_repairs_once_a_hea
         assert await _commit(healthy, partition, "wal/after") == len(keys)
 
     simulate(tmp_path, seed, work)
+
+
+def test_a_leader_whose_log_is_damaged_while_it_runs_steps_down_and_repairs_from_a_follower(tmp_path: Path) -> None:
+    """A bit flips in the running leader's log; a follower that lost its disk fetches from the start, so the leader
+    reads the damaged frame from disk: it answers no frame of it, steps down for the other in-sync replica and
+    repairs from it; the wiped follower catches up from the new leader. Nothing acknowledged is lost."""
+    seed = _seeds((5,))[0]
+    print(f"seed {seed}")
+    rng = random.Random(seed)
+    settings = {"diskless.coordinator.replica.buffer.bytes": "1"}  # every fetch behind the log end reads the disk
+
+    async def work(sim: SimCluster) -> None:
+        await sim.start_all()
+        await formed(sim)
+        await _topic(sim)
+        leader = _leader(sim, 0)
+        partition = _partition_of(sim, 0)
+        keys = await acknowledge(leader, partition, "running-leader", 20)
+        wiped, healthy = [n for n in sim.nodes if n is not leader]
+        await _until("every replica applied them", lambda: all(
+            n.shard(0).statistics().applied_offset == leader.shard(0).statistics().applied_offset for n in sim.nodes
+        ))  # fmt: skip
+        await sim.crash(wiped.node_id)
+        sim.wipe(wiped.node_id)
+        segment, position = flip_in_log(leader, 0, rng)
+        print(f"flipped a bit at byte {position} of {segment}")
+        await sim.start(wiped.node_id)
+        await _until("the healthy follower leads", lambda: healthy.shard(0).leads and not leader.shard(0).leads)
+        await in_sync_with(sim, leader, healthy, partition, keys)
+
+        async def wiped_back() -> bool:
+            return wiped.node_id in (await _assignment(sim, 0)).isr
+
+        await _until("the wiped follower caught up from the new leader", wiped_back)
+        assert keys_found(wiped, partition) == keys
+        assert await _commit(healthy, partition, "wal/after") == len(keys)
+
+    simulate(tmp_path, seed, work, settings=settings)

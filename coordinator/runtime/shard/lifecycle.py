@@ -204,7 +204,7 @@ class Lifecycle:
             return
         reported = self._follower.fail(error) if self._follower is not None else False
         if reported or (self._pipeline is not None and self._pipeline.report_damage(error)):
-            log.error("coordinator %d: a read met damage in its state: %s", self.coordinator_id, error)
+            log.error("coordinator %d: a read met damage: %s", self.coordinator_id, error)
 
     def _transition(self, target: ShardState) -> None:
         check_invariant(
