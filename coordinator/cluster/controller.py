@@ -357,11 +357,14 @@ class ClusterController:
                     "coordinator %d: node %d is damaged: left the ISR %s; leader node %d (epoch %d)",
                     coordinator_id, node_id, list(changed.isr), changed.leader, changed.leader_epoch,
                 )  # fmt: skip
-                async with self._changing:
-                    known = self.assignments.get(coordinator_id)
-                    if known is None or known.assignment.partition_epoch < changed.partition_epoch:
-                        self.assignments[coordinator_id] = replace(current, assignment=changed, revision=-1)
-                    self._apply_roles()
+            # The role follows what etcd now says before the files go aside: an empty replica never loads as the
+            # leader an older refresh named.
+            fresh = replace(current, assignment=changed, revision=-1) if changed is not None else current
+            async with self._changing:
+                known = self.assignments.get(coordinator_id)
+                if known is None or known.assignment.partition_epoch < fresh.assignment.partition_epoch:
+                    self.assignments[coordinator_id] = fresh
+                self._apply_roles()
             return ""
         return f"coordinator {coordinator_id}: its assignment kept changing in etcd"
 

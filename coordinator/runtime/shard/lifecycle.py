@@ -99,6 +99,7 @@ class Lifecycle:
         self.leader_changes = 0  # new leaderships (leader node or epoch) etcd told this replica of since start
         # In a cluster a damaged replica repairs from a healthy one (repair.py); alone, damage waits for an operator.
         self._repair = ReplicaRepair(coordinator_id, directory, settings, clock, link) if link is not None else None
+        self._repairing = False  # its files set aside: it loads as a follower first, never as a leader on nothing
 
     # ------------------------------------------------------------------ facts
 
@@ -226,7 +227,10 @@ class Lifecycle:
         """Load, serve, and after a failure load again, until closed or an operator is needed."""
         backoff = Backoff(self._settings.reload_backoff_ms, self._settings.reload_backoff_max_ms)
         while not self._closing:
-            if self._role is not None and self._role.kind in (RoleKind.OFFLINE, RoleKind.NOT_REPLICA):
+            if self._role is not None and (
+                self._role.kind in (RoleKind.OFFLINE, RoleKind.NOT_REPLICA)
+                or (self._repairing and self._role.kind is RoleKind.LEADER)
+            ):
                 if not first_attempt.done():
                     first_attempt.set_result(None)
                 await self._wait_for_role()
@@ -277,6 +281,7 @@ class Lifecycle:
         if await self._repair.leave_isr(failure, self._stopping):
             async with self.snapshots.files_lock:
                 await self._repair.set_files_aside(failure, self._executor)
+            self._repairing = True
             self._problem = f"repairing from a healthy replica after damage: {failure}"
         return True
 
@@ -342,6 +347,7 @@ class Lifecycle:
         self._loaded = loaded
         role = self._loaded_role = plan_role
         if role is not None and role.kind is RoleKind.FOLLOWER:
+            self._repairing = False  # from here on it catches up and rejoins the ISR as any follower does
             self._pipeline = None
             assert self._link is not None
             self._follower = Follower(
