@@ -12,7 +12,8 @@ In a cluster the coordinator serves in the role etcd gives this node
 (DESIGN §6a): leader (the pipeline, waiting on the replication's high
 watermark) or follower (fetching the leader's log). A change of leadership
 drops what is pending (NOT_COORDINATOR to its callers), closes the files and
-loads again in the new role.
+loads again in the new role. There, damage a load or a read meets that a
+healthy replica's copy cures is repaired from it (`repair.py`), by itself.
 """
 
 from __future__ import annotations
@@ -37,7 +38,6 @@ from coordinator.runtime.replication.follower import Follower, NeedsSnapshot
 from coordinator.runtime.replication.leader import LeaderReplication, RoleChanged
 from coordinator.runtime.replication.link import ClusterLink
 from coordinator.runtime.replication.role import ReplicaRole, RoleKind
-from coordinator.runtime.replication.snapshot_transfer import install_snapshot
 from coordinator.runtime.shard.append_ticks import AppendTicks
 from coordinator.runtime.shard.availability import TRANSITIONS, ShardState, not_leading, unavailable
 from coordinator.runtime.shard.directory import CoordinatorDirectory
@@ -249,7 +249,8 @@ class Lifecycle:
                     continue  # load again at once, in the new role
                 if isinstance(failure, NeedsSnapshot):
                     await self._step_aside(str(failure))
-                    await self._install_snapshot(failure, backoff)
+                    if self._repair is not None and self._role is not None:
+                        await self._repair.install_snapshot(failure, self._role, backoff, self._stopping)
                     continue
                 await self._take_out_of_service(failure)
                 await self._repair_if_damaged(failure)
@@ -284,21 +285,6 @@ class Lifecycle:
             self._repairing = True
             self._problem = f"repairing from a healthy replica after damage: {failure}"
         return True
-
-    async def _install_snapshot(self, reason: NeedsSnapshot, backoff: Backoff) -> None:
-        """The follower cannot go on from its own files: it installs the leader's newest snapshot."""
-        role = self._role
-        if role is None or role.kind is not RoleKind.FOLLOWER or self._link is None:
-            return  # no longer following: the next load is in the new role
-        log.warning("coordinator %d: %s; fetching the leader's snapshot", self.coordinator_id, reason)
-        try:
-            await install_snapshot(
-                self.coordinator_id, self._directory.path, role, self._settings, self._link.internal_stub
-            )
-        except Exception as error:  # the leader gone, a damaged transfer: the next load tries again
-            wait_ms = backoff.failed()
-            log.error("coordinator %d: snapshot fetch failed (%s); again in %d ms", self.coordinator_id, error, wait_ms)
-            await self._clock.wait_event(self._stopping, wait_ms)
 
     async def _serve(self) -> BaseException | None:
         """Runs the leader's pipeline or the follower's fetching until it ends; its failure, if any."""

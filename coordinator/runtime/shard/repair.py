@@ -1,5 +1,6 @@
-"""Repair from a healthy replica (DESIGN §6a; TigerBeetle's storage-fault model: a replica whose disk lies repairs
-from the cluster, by itself).
+"""A follower that cannot go on from its own files, in a cluster: the leader's snapshot when it is below the
+leader's log start, and repair from a healthy replica when its files are damaged (DESIGN §6a; TigerBeetle's
+storage-fault model: a replica whose disk lies repairs from the cluster, by itself).
 
 In a cluster, a replica whose log is damaged inside, or whose state cannot be rebuilt locally (its snapshots
 damaged too, or the log the rebuild needs), does not wait for an operator: it leaves the ISR first (handing
@@ -25,7 +26,10 @@ from coordinator.base.backoff import Backoff
 from coordinator.base.clock import Clock
 from coordinator.config.settings import Settings
 from coordinator.runtime.log.damage import CorruptLogError
+from coordinator.runtime.replication.follower import NeedsSnapshot
 from coordinator.runtime.replication.link import ClusterLink
+from coordinator.runtime.replication.role import ReplicaRole, RoleKind
+from coordinator.runtime.replication.snapshot_transfer import install_snapshot
 from coordinator.runtime.shard.damaged_files import set_aside
 from coordinator.runtime.shard.loading import NEEDS_OPERATOR, NotThisClustersLog
 
@@ -85,6 +89,21 @@ class ReplicaRepair:
             self.unrepairable = f"DAMAGED: {where_damaged(failure)}; {reason}; waiting for a healthy in-sync replica"
             await self._clock.wait_event(stopping, backoff.failed())
         return False
+
+    async def install_snapshot(
+        self, reason: NeedsSnapshot, role: ReplicaRole, backoff: Backoff, stopping: asyncio.Event
+    ) -> None:
+        """The follower cannot go on from its own files (below the leader's log start, or empty after a repair): it
+        installs the leader's newest snapshot; a failure waits a backoff, and the next load tries again."""
+        if role.kind is not RoleKind.FOLLOWER:
+            return  # no longer following: the next load is in the new role
+        log.warning("coordinator %d: %s; fetching the leader's snapshot", self.coordinator_id, reason)
+        try:
+            await install_snapshot(self.coordinator_id, self._directory, role, self._settings, self._link.internal_stub)
+        except Exception as error:  # the leader gone, a damaged transfer: the next load tries again
+            wait_ms = backoff.failed()
+            log.error("coordinator %d: snapshot fetch failed (%s); again in %d ms", self.coordinator_id, error, wait_ms)
+            await self._clock.wait_event(stopping, wait_ms)
 
     async def set_files_aside(self, failure: BaseException, executor: Executor) -> None:
         """Out of the ISR, files closed: every file moves into `damaged-<ms>/`, so the next load starts empty."""
