@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from coordinator.machine.state.reads import StateDamaged
+from coordinator.node.gauges import coordinator_gauges
 from coordinator.node.node import coordinator_directory
 from coordinator.runtime.log.segment_files import SEGMENT_SUFFIX
 from coordinator.runtime.shard.damaged_files import damaged_folders
@@ -190,6 +191,11 @@ def test_a_damaged_leader_alone_stays_unavailable_says_so_and_repairs_once_a_hea
         assert (await _assignment(sim, 0)).isr == (0, 1, 2), "the damaged replica shrank the ISR to itself"
         description = leader.node.router.describe_coordinators(pb.DescribeCoordinatorsRequest(coordinator_ids=[0]))
         assert description.coordinators[0].state == "DAMAGED"
+        gauges = {
+            (name, labels.get("coordinator")): value for name, _, _, labels, value in coordinator_gauges(leader.node)
+        }
+        assert gauges[("diskless_coordinator_damaged", "0")] == 1.0
+        assert gauges[("diskless_coordinator_damaged", "1")] == 0.0
         assert str(segment.name) in description.coordinators[0].error_message
         assert keys_found(leader, partition) in (pb.COORDINATOR_NOT_AVAILABLE, pb.NOT_COORDINATOR)
         assert await _commit(leader, partition, "wal/while-damaged", timeout_ms=1000) < 0
