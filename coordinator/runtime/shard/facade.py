@@ -365,6 +365,10 @@ class CoordinatorShard:
         """Snapshots the applied state now, then prunes the log below the snapshots kept."""
         return await self._snapshots.create_snapshot()
 
+    def request_snapshot(self) -> None:
+        """A snapshot is wanted at once (a follower needs one and none here verifies); taken in the background."""
+        self._snapshots.request_now()
+
     async def check_state(self) -> IntegrityReport:
         """Checks the state file now; a damaged one takes the coordinator out of service to rebuild it."""
         return await self._snapshots.check_state()
