@@ -304,7 +304,7 @@ def take_snapshot(
     """Copies the committed state at `state_path` into a new snapshot (runs on a thread of its own).
 
     Returns the existing snapshot when one with the same id is already there
-    (nothing was applied since). Commits go on during the copy.
+    (nothing was applied since) and verifies; a damaged one is copied again. Commits go on during the copy.
     """
     directory.mkdir(parents=True, exist_ok=True)
     source = page_checksums.connect(state_path, apsw.SQLITE_OPEN_READONLY, checksums)
@@ -315,7 +315,10 @@ def take_snapshot(
             snapshot_id = SnapshotId(applied_offset, epoch)
             existing = _manifest_path(directory, snapshot_id)
             if existing.exists():
-                return _read_manifest(existing)
+                found = _read_manifest(existing)
+                if verify_snapshot(found) is None:
+                    return found
+                log.error("snapshot %s does not verify: taking it again", snapshot_id)  # a fresh copy replaces it
             data_part = part_path(_data_path(directory, snapshot_id))
             data_part.unlink(missing_ok=True)
             _backup(source, data_part, snapshot_id, copy_step_pages, copy_bytes_per_second_max)

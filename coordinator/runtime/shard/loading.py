@@ -46,6 +46,10 @@ NEEDS_OPERATOR = (LoadFailed, CorruptLogError)
 _DISK_FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
 
 
+class NotThisClustersLog(LoadFailed):
+    """The log holds a later leader epoch than etcd gave: a data directory of another cluster (the operator's)."""
+
+
 def is_state_damage(error: BaseException) -> bool:
     """The state file itself is damaged (a corrupt page, a page or WAL frame failing its checksum, rows that
     break an invariant): the next load sets it aside and rebuilds it."""
@@ -194,7 +198,7 @@ def _start_cluster_epoch(
     assert plan.role is not None
     epoch = plan.role.leader_epoch
     if epoch < metadata_log.position().last_epoch or epoch < view.leader_epoch:
-        raise LoadFailed(
+        raise NotThisClustersLog(
             f"coordinator {plan.coordinator_id}: etcd names this node leader in epoch {epoch}, but its log already "
             f"holds epoch {max(metadata_log.position().last_epoch, view.leader_epoch)}: the data directory is not "
             "this cluster's"
