@@ -30,7 +30,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from bench.acknowledged import AcknowledgedBatches, Verification, verify
-from bench.cluster_views import leaders, out_of_sync_problem, preferred_leaders, preferred_share
+from bench.cluster_views import Descriptions, leaders, out_of_sync_problem, preferred_leaders, preferred_share
 from bench.coordinator_system import CALL_TIMEOUT_S, MESSAGE_MAX_BYTES, CoordinatorSystem
 from bench.driver import LoadPlan, percentile_ms, running_load
 from bench.replicated import ReplicatedCluster
@@ -203,7 +203,7 @@ async def _kill_leader(
     return Kill(
         number, coordinator_id, node_id, sum(1 for n in leaders.values() if n == node_id),
         ready_at - killed_at, committed_at - killed_at, in_sync_at - restarted_at, returned_at - restarted_at,
-        share_in_sync, preferred_share(await system.described()),
+        share_in_sync, preferred_share(await _every_coordinator_led(system)),
     )  # fmt: skip
 
 
@@ -279,6 +279,17 @@ async def _wait_leader_return(system: CoordinatorSystem, node_id: int, restarted
         f"node {node_id} does not lead coordinators {missing} (their preferred replica) "
         f"{LEADER_RETURN_TIMEOUT_S:.0f} s after its restart"
     )
+
+
+async def _every_coordinator_led(system: CoordinatorSystem) -> Descriptions:
+    """The nodes' descriptions once every coordinator has a leader serving (LEADER, ACTIVE): a preferred election
+    of another coordinator may be under way when the restarted node's own ones are done."""
+    deadline = time.monotonic() + LEADER_READY_TIMEOUT_S
+    while True:
+        described = await system.described()
+        if len(leaders(described)) == len(preferred_leaders(described)) or time.monotonic() > deadline:
+            return described
+        await asyncio.sleep(POLL_S)
 
 
 async def _wait_back_in_sync(system: CoordinatorSystem, node_id: int, restarted_at: float) -> None:

@@ -3,7 +3,10 @@
 A snapshot is named as in KRaft (KIP-630) by its end offset (exclusive: the
 applied offset the copy holds) and the leader epoch of its last record:
 `<coordinator dir>/snapshots/<end offset, 20 digits>-<epoch, 10 digits>.sqlite`
-with a manifest `<same>.manifest` (JSON: id, size, CRC-32, applied offset).
+with a manifest `<same>.manifest` (JSON: id, size, CRC-32, applied offset, and since format 2
+`manifest_crc32`, the CRC-32 of its other fields: a flipped bit in a manifest is caught, never taken
+for another size, offset or checksum). A format-1 manifest (no checksum of its own) is read once at
+the coordinator's load and rewritten as format 2 (`upgrade_manifests`).
 
 The copy uses SQLite's online backup API from a read-only connection that
 holds a read transaction for the whole copy: without it the backup restarts
@@ -39,6 +42,7 @@ import logging
 import os
 import re
 import time
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,13 +60,15 @@ from snapshot.durable_files import (
     fsync_directory,
     fsync_file,
     part_path,
+    write_durably,
 )
 
 log = logging.getLogger(__name__)
 
 DATA_SUFFIX = ".sqlite"
 MANIFEST_SUFFIX = ".manifest"
-MANIFEST_FORMAT = 1
+MANIFEST_FORMAT = 2
+MANIFEST_FORMATS_READ = (1, 2)  # 1: written before manifests had their own checksum, upgraded at load
 _NAME = re.compile(r"^(\d{20})-(\d{10})$")
 # Rate bound of a snapshot copy, bytes/s (0: none): the default of
 # diskless.coordinator.snapshot.copy.max.bytes.per.second, which the node passes. Unbounded on an
@@ -123,6 +129,16 @@ class SnapshotManifest:
             "created_at_ms": self.created_at_ms,
         }
 
+    def encode(self) -> bytes:
+        """The manifest's bytes: its fields, then the CRC-32 of their canonical form."""
+        fields = self.to_json()
+        return json.dumps({**fields, "manifest_crc32": f"{_fields_crc32(fields):08x}"}).encode()
+
+
+def _fields_crc32(fields: dict[str, object]) -> int:
+    """CRC-32 of a manifest's fields (all but `manifest_crc32`) in one canonical form, whatever the spacing."""
+    return zlib.crc32(json.dumps(fields, sort_keys=True, separators=(",", ":")).encode())
+
 
 @dataclass(frozen=True, slots=True)
 class SnapshotCheck:
@@ -150,7 +166,14 @@ def _read_manifest(path: Path) -> SnapshotManifest:
         raise SnapshotError(f"{path}: not a snapshot manifest name")
     snapshot_id = SnapshotId.parse(stem)
     try:
-        fields = json.loads(path.read_text(encoding="utf-8"))
+        fields = json.loads(path.read_bytes())
+        if not isinstance(fields, dict):
+            raise ValueError("not a JSON object")
+        manifest_format = fields.get("format")
+        if manifest_format == MANIFEST_FORMAT:
+            stored = int(fields.pop("manifest_crc32"), 16)
+            if stored != _fields_crc32(fields):
+                raise ValueError(f"its CRC-32 {stored:08x} does not match its fields ({_fields_crc32(fields):08x})")
         manifest = SnapshotManifest(
             SnapshotId(int(fields["end_offset"]), int(fields["epoch"])),
             int(fields["coordinator_id"]),
@@ -160,11 +183,34 @@ def _read_manifest(path: Path) -> SnapshotManifest:
             int(fields["created_at_ms"]),
             _data_path(path.parent, snapshot_id),
         )
-    except (OSError, ValueError, KeyError, TypeError) as error:
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
         raise SnapshotError(f"{path}: unreadable manifest: {error}") from error
-    if fields.get("format") != MANIFEST_FORMAT or manifest.snapshot_id != snapshot_id:
-        raise SnapshotError(f"{path}: format {fields.get('format')} of snapshot {manifest.snapshot_id}")
+    if manifest_format not in MANIFEST_FORMATS_READ or manifest.snapshot_id != snapshot_id:
+        raise SnapshotError(f"{path}: format {manifest_format} of snapshot {manifest.snapshot_id}")
+    if manifest.applied_offset != snapshot_id.end_offset:
+        raise SnapshotError(f"{path}: applied offset {manifest.applied_offset}, its name says {snapshot_id}")
     return manifest
+
+
+def upgrade_manifests(directory: Path) -> list[Path]:
+    """Rewrites the format-1 manifests in `directory` as format 2 (with their own CRC-32); at load, under the lock.
+
+    A format-1 manifest has no checksum of its own: it is read as it is this once (its data file's size and
+    CRC-32 still verify the data), the way a state without page checksums is converted once.
+    """
+    upgraded = []
+    for path in sorted(directory.glob(f"*{MANIFEST_SUFFIX}")) if directory.is_dir() else ():
+        try:
+            if json.loads(path.read_bytes()).get("format") != 1:
+                continue
+            manifest = _read_manifest(path)
+        except (SnapshotError, OSError, ValueError, AttributeError):
+            continue  # unreadable: list_snapshots skips it and says so
+        write_durably(path, manifest.encode())
+        upgraded.append(path)
+    if upgraded:
+        log.info("%s: %d snapshot manifests upgraded to format %d", directory, len(upgraded), MANIFEST_FORMAT)
+    return upgraded
 
 
 def list_snapshots(directory: Path) -> list[SnapshotManifest]:
@@ -258,7 +304,7 @@ def take_snapshot(
     """Copies the committed state at `state_path` into a new snapshot (runs on a thread of its own).
 
     Returns the existing snapshot when one with the same id is already there
-    (nothing was applied since). Commits go on during the copy.
+    (nothing was applied since) and verifies; a damaged one is copied again. Commits go on during the copy.
     """
     directory.mkdir(parents=True, exist_ok=True)
     source = page_checksums.connect(state_path, apsw.SQLITE_OPEN_READONLY, checksums)
@@ -269,7 +315,10 @@ def take_snapshot(
             snapshot_id = SnapshotId(applied_offset, epoch)
             existing = _manifest_path(directory, snapshot_id)
             if existing.exists():
-                return _read_manifest(existing)
+                found = _read_manifest(existing)
+                if verify_snapshot(found) is None:
+                    return found
+                log.error("snapshot %s does not verify: taking it again", snapshot_id)  # a fresh copy replaces it
             data_part = part_path(_data_path(directory, snapshot_id))
             data_part.unlink(missing_ok=True)
             _backup(source, data_part, snapshot_id, copy_step_pages, copy_bytes_per_second_max)
@@ -292,8 +341,8 @@ def take_snapshot(
 def _publish(manifest: SnapshotManifest, data_part: Path) -> None:
     """Writes the manifest beside the fsynced data `.part`, then renames both into place."""
     manifest_path = _manifest_path(manifest.data_path.parent, manifest.snapshot_id)
-    with open(part_path(manifest_path), "w", encoding="utf-8") as file:
-        json.dump(manifest.to_json(), file)
+    with open(part_path(manifest_path), "wb") as file:
+        file.write(manifest.encode())
         flush_and_fsync(file)
     fault_points.reach("snapshot.before_rename")
     os.replace(data_part, manifest.data_path)

@@ -15,7 +15,7 @@ import grpc
 import pytest
 
 from coordinator.config.settings import Settings
-from coordinator.edge.gate import Admission
+from coordinator.edge.admission import Admission
 from coordinator.reads.find_batches import ENTRY_MAX_BYTES, answer_bound
 from protos import coordinator_pb2 as pb
 from protos import coordinator_pb2_grpc as pb_grpc

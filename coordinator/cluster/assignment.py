@@ -214,6 +214,9 @@ def isr_changed(
     strangers = set(new_isr) - set(assignment.replicas)
     if strangers:
         return f"nodes {sorted(strangers)} are not replicas of this coordinator ({list(assignment.replicas)})"
+    unexplained = sorted(set(new_isr) - set(assignment.isr) - set(joined))
+    if unexplained:  # an ISR read before another change (a damaged member that left) must not bring it back
+        return f"nodes {unexplained} are not in the ISR {list(assignment.isr)} and did not fetch to join it"
     if live is not None:
         stale = sorted(n for n, i in joined.items() if n in new_isr and n not in assignment.isr and live.get(n) != i)
         if stale:

@@ -41,6 +41,7 @@ from coordinator.cluster.assignment import (
     assign_replicas,
     isr_changed,
 )
+from coordinator.cluster.damaged_replica import without_damaged
 from coordinator.cluster.incarnation import Incarnation, next_incarnation
 from coordinator.cluster.preferred_leaders import (
     ElectionOutcome,
@@ -116,6 +117,9 @@ class ClusterController:
         # from what it wrote. One at a time, or a refresh that read before an election would set them back to the
         # older leader epoch.
         self._changing = asyncio.Lock()
+        # Coordinators whose replica here is damaged and found no healthy copy: this node does not shrink their ISR
+        # to itself (`_refresh`), so that the members it waits for can lead once back (`leave_isr_damaged`).
+        self._damaged: set[int] = set()
 
     # ------------------------------------------------------------------ joining
 
@@ -296,6 +300,40 @@ class ClusterController:
                 return changed.isr
         return None
 
+    async def leave_isr_damaged(self, coordinator_id: int) -> str:
+        """This node's replica is damaged: it leaves the ISR (handing leadership on) by CAS, and this node's roles
+        follow at once, before it sets its files aside. "" once it is out of the ISR; else why it cannot leave yet
+        (no other in-sync replica alive: no healthy copy), or that etcd did not answer."""
+        node_id = self._endpoint.node_id
+        # At once, before any await: a refresh meanwhile must not shrink the ISR to this damaged replica.
+        self._damaged.add(coordinator_id)
+        for _ in range(3):  # a concurrent change moves the revision: read again
+            current = await self._store.assignment(coordinator_id)
+            if current is None:
+                return f"coordinator {coordinator_id} has no assignment in etcd"
+            live = incarnations_of(await self._store.live_nodes())
+            changed = without_damaged(current.assignment, node_id, live)
+            if isinstance(changed, str):
+                return changed
+            if changed is not None and not await self._store.compare_and_set(coordinator_id, current.revision, changed):
+                continue
+            self._damaged.discard(coordinator_id)
+            if changed is not None:
+                log.warning(
+                    "coordinator %d: node %d is damaged: left the ISR %s; leader node %d (epoch %d)",
+                    coordinator_id, node_id, list(changed.isr), changed.leader, changed.leader_epoch,
+                )  # fmt: skip
+            # The role follows what etcd now says before the files go aside: an empty replica never loads as the
+            # leader an older refresh named.
+            fresh = replace(current, assignment=changed, revision=-1) if changed is not None else current
+            async with self._changing:
+                known = self.assignments.get(coordinator_id)
+                if known is None or known.assignment.partition_epoch < fresh.assignment.partition_epoch:
+                    self.assignments[coordinator_id] = fresh
+                self._apply_roles()
+            return ""
+        return f"coordinator {coordinator_id}: its assignment kept changing in etcd"
+
     def internal_stub(self, address: str) -> internal_grpc.CoordinatorInternalAsyncStub:
         assert self._stubs is not None, "attach() comes before any coordinator loads"
         return self._stubs.internal_stub(address)
@@ -349,6 +387,8 @@ class ClusterController:
         live = await self._store.live_nodes()
         assignments = await self._store.assignments()
         for coordinator_id, versioned in assignments.items():
+            if coordinator_id in self._damaged:
+                continue  # a damaged replica does not shrink the ISR to itself: it waits for the others to return
             elected = after_nodes_lost(versioned.assignment, incarnations_of(live)) if self.session_valid() else None
             if elected is None:
                 continue

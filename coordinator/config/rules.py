@@ -204,7 +204,8 @@ def _producers(settings: Settings) -> None:
 
 
 def _snapshots(settings: Settings) -> None:
-    for attr in ("snapshot_retained_count", "snapshot_copy_step_pages", "snapshot_retry_backoff_ms"):
+    for attr in ("snapshot_retained_count", "snapshot_copy_step_pages", "snapshot_retry_backoff_ms",
+                 "damaged_retained_count"):  # fmt: skip
         if getattr(settings, attr) <= 0:
             raise SettingsError(f"{property_name(attr)} must be > 0, got {getattr(settings, attr)}")
     for attr in ("snapshot_interval_bytes", "snapshot_interval_ms", "snapshot_copy_max_bytes_per_second"):

@@ -260,6 +260,12 @@ class Settings:
         2,
         "newest snapshots kept per coordinator; log segments wholly below the oldest kept one are deleted",
     )
+    damaged_retained_count: int = _setting(
+        "diskless.coordinator.damaged.retained.count",
+        3,
+        "in a cluster, folders of damaged files (`damaged-<ms>/`, set aside before a replica repairs from a healthy "
+        "one) kept per coordinator for the operator; older ones are deleted",
+    )
     snapshot_copy_step_pages: int = _setting(
         "diskless.coordinator.snapshot.copy.step.pages",
         1024,

@@ -34,14 +34,8 @@ from coordinator.cluster.etcd_store import etcd_cluster_store
 from coordinator.cluster.store import NodeEndpoint
 from coordinator.config.settings import Settings, SettingsError, property_name
 from coordinator.edge.access_control import AccessControl
-from coordinator.edge.gate import (
-    Admission,
-    CallGate,
-    add_service,
-    admission_gauges,
-    grpc_call_counts,
-    grpc_server,
-)
+from coordinator.edge.admission import Admission, admission_gauges
+from coordinator.edge.gate import CallGate, add_service, grpc_call_counts, grpc_server
 from coordinator.edge.loop import EdgeLoop, NodeHop
 from coordinator.edge.tls import TlsFiles, is_loopback, server_credentials, tls_files
 from coordinator.node import gauges

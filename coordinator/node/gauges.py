@@ -19,6 +19,8 @@ def coordinator_gauges(node: Node) -> Iterator[tuple[str, str, str, dict[str, st
         labels = {"coordinator": str(shard.coordinator_id)}
         yield ("diskless_coordinator_up", "1 when the coordinator is ACTIVE.", "gauge", labels,
                1.0 if statistics.state == "ACTIVE" else 0.0)  # fmt: skip
+        yield ("diskless_coordinator_damaged", "1 while the replica here is damaged and no healthy replica is alive to "
+               "repair from (state DAMAGED).", "gauge", labels, 1.0 if shard.damaged else 0.0)  # fmt: skip
         yield ("diskless_coordinator_queued_operations", "Operations waiting in the coordinator's queue.", "gauge",
                labels, statistics.queued_operations)  # fmt: skip
         yield ("diskless_coordinator_log_end_offset", "Next metadata-log offset to write (exclusive end).", "gauge",

@@ -204,7 +204,7 @@ class Router:
             return _refused_snapshot(
                 f"this node does not lead coordinator {request.coordinator_id} in epoch {request.current_leader_epoch}"
             )
-        return stream_snapshot(shard.directory, request.coordinator_id)
+        return stream_snapshot(shard.directory, request.coordinator_id, shard.request_snapshot)
 
     # ------------------------------------------------------------------ operators (protos/admin.proto)
 

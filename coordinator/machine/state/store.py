@@ -183,7 +183,15 @@ class StateStore:
         self.reader = open_reader(path, checksums)
         self._detached_reads: set[DetachedRead] = set()  # open on threads of their own; closed before the store
         # The committed producer windows, packed as stored, kept in memory so apply never reads them back.
-        self.producer_windows = self._read_producer_windows()
+        try:
+            self.producer_windows = self._read_producer_windows()
+        except apsw.Error as error:
+            self.close()
+            if is_checksum_damage(error) or isinstance(error, apsw.CorruptError | apsw.NotADBError):
+                # The first read of the producers' pages, at open: damage like any other found opening the state
+                # (set aside and rebuilt at once), not a failed load waiting to be tried again.
+                raise StateCorrupt(f"{path}: {error}") from error
+            raise
         self.producer_count = sum(map(len, self.producer_windows.values()))  # (partition, producer) states kept
 
     def _migrate(self) -> None:

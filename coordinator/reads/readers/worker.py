@@ -28,7 +28,8 @@ from coordinator.base.child_processes import wait_told_to_stop
 from coordinator.base.metrics import Metrics
 from coordinator.config.settings import Settings
 from coordinator.edge.access_control import AccessControl
-from coordinator.edge.gate import Admission, CallGate, add_service, grpc_server
+from coordinator.edge.admission import Admission
+from coordinator.edge.gate import CallGate, add_service, grpc_server
 from coordinator.edge.tls import server_credentials, tls_files
 from coordinator.reads.find_batches import answer_bound, find_batches
 from coordinator.reads.readers.board import StatusBoard

@@ -296,6 +296,17 @@ class MetadataLog:
                 if expected > self._end_offset:
                     return
                 yield frame
+        if segments[-1] == self._segments[-1] and segments[-1] <= expected < self._end_offset:
+            self._raise_cut_short(segments[-1], expected)
+
+    def _raise_cut_short(self, base_offset: int, expected: int) -> None:
+        """The newest segment stops verifying before the log end it had when written: damaged since it was opened
+        (a read would otherwise end early, silently, and a follower fetching there would never catch up)."""
+        path = self.directory / segment_name(base_offset)
+        data = path.read_bytes()
+        _, _, position = walk_frames(data, base_offset)
+        damage = find_damage(path, data, position, expected)
+        raise CorruptLogError(damage.describe(), damage)
 
     def read_frame_bytes(self, from_offset: int, max_bytes: int) -> bytes:
         """The encoded frames from `from_offset` (a frame boundary), up to `max_bytes` but at least one frame.

@@ -140,6 +140,15 @@ class Follower:
         self._closed = False
         self._wake = asyncio.Event()  # ends a backoff sleep early
         self._closing = asyncio.Event()  # ends a call in flight: a paused leader would hold it to its deadline
+        self._failure: Exception | None = None  # damage a read met: `run` ends with it
+
+    def fail(self, error: Exception) -> bool:
+        """A read of this replica met damage: fetching ends and `run` returns it. False if one is reported."""
+        if self._failure is not None or self._closed:
+            return False
+        self._failure = error
+        self.close()
+        return True
 
     def close(self) -> None:
         self._closed = True
@@ -177,7 +186,7 @@ class Follower:
                 failures += 1
                 self._wake.clear()
                 await self._clock.wait_event(self._wake, wait_ms)
-        return None
+        return self._failure
 
     async def _unless_closed(self, step: Coroutine[Any, Any, None]) -> None:
         """Runs one step; a close cancels it, so a new role does not wait for a call to a silent leader."""

@@ -27,6 +27,7 @@ from coordinator.base.clock import Clock
 from coordinator.base.errors import CoordinatorUnavailable, ErrorCode
 from coordinator.base.invariants import check_invariant
 from coordinator.config.settings import Settings, property_name
+from coordinator.runtime.log.damage import CorruptLogError
 from coordinator.runtime.log.epoch_cache import LeaderEpochCache
 from coordinator.runtime.log.segments import MetadataLog
 from coordinator.runtime.replication.role import ReplicaRole
@@ -97,6 +98,7 @@ class LeaderReplication:
         high_watermark: int,
         session_valid: Callable[[], bool],
         alter_isr: AlterIsr,
+        on_damage: Callable[[Exception], None] = lambda error: None,
     ) -> None:
         self.coordinator_id = coordinator_id
         self._role = role
@@ -107,6 +109,7 @@ class LeaderReplication:
         self._executor = executor  # the coordinator's thread: log reads never race its appends
         self._session_valid = session_valid
         self._alter_isr = alter_isr
+        self._on_damage = on_damage  # its own log damaged (met serving a fetch): it steps down and repairs
         self.isr = role.isr
         self.isr_incarnations = dict(role.isr_incarnations)  # node -> the incarnation it was in sync as
         self.log_end_offset = metadata_log.end_offset  # durable on this node
@@ -294,7 +297,11 @@ class LeaderReplication:
         # Half the message bound leaves room for the one frame always sent, whatever its size.
         bound = min(self._settings.replica_fetch_max_bytes, self._settings.request_max_bytes // 2)
         max_bytes = min(max(request.max_bytes, 1), bound)
-        frames = await self._frames_from(offset, max_bytes)
+        try:
+            frames = await self._frames_from(offset, max_bytes)
+        except CorruptLogError as error:
+            self._on_damage(error)
+            return self._response(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"the leader's log is damaged: {error}")
         return self._response(ErrorCode.NONE, "", frames)
 
     def _follower_as(self, node: int, incarnation: str) -> FollowerProgress:

@@ -20,6 +20,11 @@ class ClusterLink(Protocol):
         incarnation each joining member fetched as."""
         ...
 
+    async def leave_isr_damaged(self, coordinator_id: int) -> str:
+        """This node's replica is damaged: it leaves the ISR (handing leadership on) and this node's role follows;
+        "" once it is out, else why it cannot leave yet (no healthy copy)."""
+        ...
+
     def internal_stub(self, address: str) -> internal_grpc.CoordinatorInternalAsyncStub:
         """A stub of another node's internal service (one channel per address)."""
         ...

@@ -31,6 +31,7 @@ from snapshot.snapshots import (
     publish_received,
     received_part,
     snapshot_directory,
+    verify_snapshot,
 )
 
 log = logging.getLogger(__name__)
@@ -39,9 +40,13 @@ CHUNK_BYTES = 1024 * 1024  # one gRPC message each, well below the message size 
 
 
 async def stream_snapshot(
-    coordinator_directory: Path, coordinator_id: int
+    coordinator_directory: Path, coordinator_id: int, none_verifies: Callable[[], None] = lambda: None
 ) -> AsyncIterator[internal.FetchSnapshotChunk]:
-    """The leader's side: its newest snapshot in chunks, or one chunk with an error."""
+    """The leader's side: its newest snapshot that verifies, in chunks, or one chunk with an error.
+
+    A damaged snapshot is never sent (the follower would refuse it, and ask again, for ever); with none that
+    verifies, `none_verifies` asks for a new one and the follower asks again later.
+    """
     snapshots = list_snapshots(snapshot_directory(coordinator_directory))
     if not snapshots:
         yield internal.FetchSnapshotChunk(
@@ -50,7 +55,22 @@ async def stream_snapshot(
             last=True,
         )
         return
-    manifest = snapshots[0]
+    manifest = None
+    for candidate in snapshots:  # newest first; any kept one ends at or past the log start, so the log continues it
+        problem = await asyncio.to_thread(verify_snapshot, candidate)
+        if problem is None:
+            manifest = candidate
+            break
+        log.error("coordinator %d: snapshot %s does not verify (%s): not sent to a follower",
+                  coordinator_id, candidate.snapshot_id, problem)  # fmt: skip
+    if manifest is None:
+        none_verifies()
+        yield internal.FetchSnapshotChunk(
+            error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
+            error_message=f"coordinator {coordinator_id}: no snapshot verifies here; the next one taken will",
+            last=True,
+        )
+        return
     digest = hashlib.sha256()
     try:
         file = open(manifest.data_path, "rb")  # noqa: SIM115 (open across yields; closed below)

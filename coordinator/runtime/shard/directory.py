@@ -12,7 +12,7 @@ from coordinator.base.directory_lock import DirectoryLock
 from coordinator.config.settings import Settings
 from coordinator.machine.state.integrity import leave_clean_close_mark, take_clean_close_mark
 from coordinator.runtime.replication.role import ReplicaRole, RoleKind
-from coordinator.runtime.shard.loading import Loaded, LoadPlan, is_state_damage, open_coordinator
+from coordinator.runtime.shard.loading import Loaded, LoadPlan, damage_behind, is_state_damage, open_coordinator
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +45,8 @@ class CoordinatorDirectory:
     def failed(self, error: BaseException) -> None:
         """What failed may have left the state damaged: the next load checks it, and rebuilds it if it is."""
         if is_state_damage(error):
-            self._rebuild_state_reason = f"{type(error).__name__}: {error}"
+            cause = damage_behind(error)
+            self._rebuild_state_reason = f"{type(cause).__name__}: {cause}"
         if self._settings.state_verify_on_load != "never":
             self._verify_state = True
 

@@ -141,6 +141,11 @@ class CoordinatorShard:
         return self._lifecycle.state
 
     @property
+    def damaged(self) -> bool:
+        """Damaged, with no healthy replica to repair from: out of service (DescribeCoordinators' state DAMAGED)."""
+        return self._lifecycle.damaged
+
+    @property
     def problem(self) -> str:
         """Why the coordinator is not serving; empty while it serves."""
         return self._lifecycle.problem
@@ -313,7 +318,7 @@ class CoordinatorShard:
         last_snapshot = self._snapshots.last_snapshot
         return ShardStatistics(
             coordinator_id=self.coordinator_id,
-            state=self.state.value,
+            state="DAMAGED" if self.damaged else self.state.value,
             leader_epoch=self.leader_epoch,
             queued_operations=flow.queued_operations if flow else 0,
             queue_max_operations=self._settings.queue_max_operations,
@@ -359,6 +364,10 @@ class CoordinatorShard:
     async def create_snapshot(self) -> SnapshotTaken:
         """Snapshots the applied state now, then prunes the log below the snapshots kept."""
         return await self._snapshots.create_snapshot()
+
+    def request_snapshot(self) -> None:
+        """A snapshot is wanted at once (a follower needs one and none here verifies); taken in the background."""
+        self._snapshots.request_now()
 
     async def check_state(self) -> IntegrityReport:
         """Checks the state file now; a damaged one takes the coordinator out of service to rebuild it."""

@@ -12,7 +12,8 @@ In a cluster the coordinator serves in the role etcd gives this node
 (DESIGN §6a): leader (the pipeline, waiting on the replication's high
 watermark) or follower (fetching the leader's log). A change of leadership
 drops what is pending (NOT_COORDINATOR to its callers), closes the files and
-loads again in the new role.
+loads again in the new role. There, damage a load or a read meets that a
+healthy replica's copy cures is repaired from it (`repair.py`), by itself.
 """
 
 from __future__ import annotations
@@ -37,12 +38,12 @@ from coordinator.runtime.replication.follower import Follower, NeedsSnapshot
 from coordinator.runtime.replication.leader import LeaderReplication, RoleChanged
 from coordinator.runtime.replication.link import ClusterLink
 from coordinator.runtime.replication.role import ReplicaRole, RoleKind
-from coordinator.runtime.replication.snapshot_transfer import install_snapshot
 from coordinator.runtime.shard.append_ticks import AppendTicks
 from coordinator.runtime.shard.availability import TRANSITIONS, ShardState, not_leading, unavailable
 from coordinator.runtime.shard.directory import CoordinatorDirectory
-from coordinator.runtime.shard.loading import NEEDS_OPERATOR, Loaded, close_loaded, failure_kind
+from coordinator.runtime.shard.loading import NEEDS_OPERATOR, Loaded, close_loaded, damage_behind, failure_kind
 from coordinator.runtime.shard.pipeline import Pipeline
+from coordinator.runtime.shard.repair import ReplicaRepair, repairable_from_replica
 from coordinator.runtime.shard.snapshots import SnapshotScheduler
 
 log = logging.getLogger(__name__)
@@ -96,6 +97,9 @@ class Lifecycle:
         self._pipeline: Pipeline | None = None
         self._earlier_append_count = 0  # operations appended by the pipelines of earlier loads
         self.leader_changes = 0  # new leaderships (leader node or epoch) etcd told this replica of since start
+        # In a cluster a damaged replica repairs from a healthy one (repair.py); alone, damage waits for an operator.
+        self._repair = ReplicaRepair(coordinator_id, directory, settings, clock, link) if link is not None else None
+        self._repairing = False  # its files set aside: it loads as a follower first, never as a leader on nothing
 
     # ------------------------------------------------------------------ facts
 
@@ -105,7 +109,12 @@ class Lifecycle:
 
     @property
     def problem(self) -> str:
-        return self._problem
+        return self._repair.unrepairable if self._repair is not None and self._repair.unrepairable else self._problem
+
+    @property
+    def damaged(self) -> bool:
+        """Damaged with no healthy replica to repair from: out of service until one is back (DAMAGED)."""
+        return self._repair is not None and bool(self._repair.unrepairable)
 
     @property
     def loaded(self) -> Loaded | None:
@@ -142,7 +151,7 @@ class Lifecycle:
 
     def require_active(self) -> None:
         """Raises CoordinatorUnavailable with the code a caller should see in this state."""
-        refusal = unavailable(self.coordinator_id, self._state, self._closing, self._problem, self._role)
+        refusal = unavailable(self.coordinator_id, self._state, self._closing, self.problem, self._role)
         if refusal is not None:
             raise refusal
 
@@ -193,8 +202,11 @@ class Lifecycle:
 
     def report_damage(self, error: Exception) -> None:
         """A read met a damaged state: the coordinator goes out of service, sets the state aside and rebuilds it."""
-        if self._state is ShardState.ACTIVE and self._pipeline is not None and self._pipeline.report_damage(error):
-            log.error("coordinator %d: a read met damage in its state: %s", self.coordinator_id, error)
+        if self._state is not ShardState.ACTIVE:
+            return
+        reported = self._follower.fail(error) if self._follower is not None else False
+        if reported or (self._pipeline is not None and self._pipeline.report_damage(error)):
+            log.error("coordinator %d: a read met damage: %s", self.coordinator_id, error)
 
     def _transition(self, target: ShardState) -> None:
         check_invariant(
@@ -216,7 +228,10 @@ class Lifecycle:
         """Load, serve, and after a failure load again, until closed or an operator is needed."""
         backoff = Backoff(self._settings.reload_backoff_ms, self._settings.reload_backoff_max_ms)
         while not self._closing:
-            if self._role is not None and self._role.kind in (RoleKind.OFFLINE, RoleKind.NOT_REPLICA):
+            if self._role is not None and (
+                self._role.kind in (RoleKind.OFFLINE, RoleKind.NOT_REPLICA)
+                or (self._repairing and self._role.kind is RoleKind.LEADER)
+            ):
                 if not first_attempt.done():
                     first_attempt.set_result(None)
                 if self._directory.removable(self._role):
@@ -239,12 +254,16 @@ class Lifecycle:
                     continue  # load again at once, in the new role
                 if isinstance(failure, NeedsSnapshot):
                     await self._step_aside(str(failure))
-                    await self._install_snapshot(failure, backoff)
+                    if self._repair is not None and self._role is not None:
+                        await self._repair.install_snapshot(failure, self._role, backoff, self._stopping)
                     continue
                 await self._take_out_of_service(failure)
+                await self._repair_if_damaged(failure)
                 continue  # the first load after a failure while serving is at once
             if isinstance(failure, NEEDS_OPERATOR):
-                return
+                if not await self._repair_if_damaged(failure):
+                    return
+                continue
             wait_ms = backoff.failed()
             self._problem = f"{self._problem}; loading again in {wait_ms} ms"
             await self._clock.wait_event(self._stopping, wait_ms)
@@ -260,20 +279,17 @@ class Lifecycle:
         stopping.cancel()
         changed.cancel()
 
-    async def _install_snapshot(self, reason: NeedsSnapshot, backoff: Backoff) -> None:
-        """The follower cannot go on from its own files: it installs the leader's newest snapshot."""
-        role = self._role
-        if role is None or role.kind is not RoleKind.FOLLOWER or self._link is None:
-            return  # no longer following: the next load is in the new role
-        log.warning("coordinator %d: %s; fetching the leader's snapshot", self.coordinator_id, reason)
-        try:
-            await install_snapshot(
-                self.coordinator_id, self._directory.path, role, self._settings, self._link.internal_stub
-            )
-        except Exception as error:  # the leader gone, a damaged transfer: the next load tries again
-            wait_ms = backoff.failed()
-            log.error("coordinator %d: snapshot fetch failed (%s); again in %d ms", self.coordinator_id, error, wait_ms)
-            await self._clock.wait_event(self._stopping, wait_ms)
+    async def _repair_if_damaged(self, failure: BaseException) -> bool:
+        """In a cluster, damage a healthy replica's copy cures: leave the ISR, set the files aside (the next load is
+        an empty follower's). False when it is not such damage, or alone (an operator's then)."""
+        if self._repair is None or self._role is None or not repairable_from_replica(failure):
+            return False
+        if await self._repair.leave_isr(failure, self._stopping):
+            async with self.snapshots.files_lock:
+                await self._repair.set_files_aside(failure, self._executor)
+            self._repairing = True
+            self._problem = f"repairing from a healthy replica after damage: {failure}"
+        return True
 
     async def _serve(self) -> BaseException | None:
         """Runs the leader's pipeline or the follower's fetching until it ends; its failure, if any."""
@@ -322,6 +338,7 @@ class Lifecycle:
         self._loaded = loaded
         role = self._loaded_role = plan_role
         if role is not None and role.kind is RoleKind.FOLLOWER:
+            self._repairing = False  # from here on it catches up and rejoins the ISR as any follower does
             self._pipeline = None
             assert self._link is not None
             self._follower = Follower(
@@ -372,7 +389,7 @@ class Lifecycle:
 
         leader = LeaderReplication(
             coordinator_id, role, self._settings, self._clock, loaded.metadata_log, loaded.epoch_cache,
-            self._executor, loaded.store.applied_offset, link.session_valid, alter_isr,
+            self._executor, loaded.store.applied_offset, link.session_valid, alter_isr, self.report_damage,
         )  # fmt: skip
         leader.start()
         return leader
@@ -386,7 +403,8 @@ class Lifecycle:
     def _out_of_service(self, error: BaseException, what: str) -> None:
         """FAILED, with the reason said once: to callers, in DescribeCoordinators, a metric and the log."""
         kind = failure_kind(error)
-        self._problem = f"{what}: {error}" if isinstance(error, NEEDS_OPERATOR) else f"{what}: {kind}: {error}"
+        cause = damage_behind(error)
+        self._problem = f"{what}: {cause}" if isinstance(error, NEEDS_OPERATOR) else f"{what}: {kind}: {cause}"
         self._metrics.coordinator_failures.labels(str(self.coordinator_id), kind).inc()
         log.error("coordinator %d out of service (%s): %s", self.coordinator_id, kind, self._problem)
         self._directory.failed(error)
@@ -395,9 +413,10 @@ class Lifecycle:
     async def _take_out_of_service(self, error: BaseException) -> None:
         """Answers everything waiting at once (retriable), then closes log and state for the next load."""
         self._out_of_service(error, "failed")
+        cause = damage_behind(error)
         await self._end_serving(
             CoordinatorUnavailable(
-                ErrorCode.COORDINATOR_NOT_AVAILABLE, f"coordinator {self.coordinator_id} failed ({error}); retry"
+                ErrorCode.COORDINATOR_NOT_AVAILABLE, f"coordinator {self.coordinator_id} failed ({cause}); retry"
             )
         )
 

@@ -37,13 +37,17 @@ from coordinator.runtime.replication.role import ReplicaRole, RoleKind
 from coordinator.runtime.shard.log_replay import replay_log
 from coordinator.runtime.shard.state_opening import LoadFailed, StatePlace, open_state, replace_state
 from snapshot.page_checksums import is_checksum_damage
-from snapshot.snapshots import remove_incomplete, snapshot_directory
+from snapshot.snapshots import remove_incomplete, snapshot_directory, upgrade_manifests
 
 log = logging.getLogger(__name__)
 
 # Failures that loading again cannot cure: the coordinator stays out of service until an operator acts.
 NEEDS_OPERATOR = (LoadFailed, CorruptLogError)
 _DISK_FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
+
+
+class NotThisClustersLog(LoadFailed):
+    """The log holds a later leader epoch than etcd gave: a data directory of another cluster (the operator's)."""
 
 
 def is_state_damage(error: BaseException) -> bool:
@@ -56,6 +60,15 @@ def is_state_damage(error: BaseException) -> bool:
         if isinstance(seen, apsw.CorruptError | apsw.NotADBError | StateDamaged):
             return True
     return False
+
+
+def damage_behind(error: BaseException) -> BaseException:
+    """What to say of a failure: the damage behind a failed ROLLBACK (SQLite ended the transaction itself on
+    meeting it, so leaving `with connection:` raised "cannot rollback" instead), else the failure itself."""
+    context = error.__context__
+    if isinstance(error, apsw.SQLError) and context is not None and is_state_damage(context):
+        return damage_behind(context)
+    return error
 
 
 def failure_kind(error: BaseException) -> str:
@@ -123,6 +136,7 @@ def open_coordinator(plan: LoadPlan) -> Loaded:
         position = metadata_log.position()
         for leftover in remove_incomplete(snapshot_directory(plan.directory)):
             log.warning("coordinator %d: removed %s, left by an interrupted snapshot", plan.coordinator_id, leftover)
+        upgrade_manifests(snapshot_directory(plan.directory))
         store = open_state(place, position, plan.verify_state, plan.rebuild_state_reason)
         try:
             replayed = _replay(plan, store, metadata_log, position)
@@ -132,7 +146,7 @@ def open_coordinator(plan: LoadPlan) -> Loaded:
                 raise
             store.close()
             store = None
-            store = replace_state(place, f"{place.path}: {error}", position)
+            store = replace_state(place, f"{place.path}: {damage_behind(error)}", position)
             replayed = _replay(plan, store, metadata_log, position)
             view = store.load_view()
         epoch_cache = LeaderEpochCache.open(plan.directory, metadata_log)
@@ -184,7 +198,7 @@ def _start_cluster_epoch(
     assert plan.role is not None
     epoch = plan.role.leader_epoch
     if epoch < metadata_log.position().last_epoch or epoch < view.leader_epoch:
-        raise LoadFailed(
+        raise NotThisClustersLog(
             f"coordinator {plan.coordinator_id}: etcd names this node leader in epoch {epoch}, but its log already "
             f"holds epoch {max(metadata_log.position().last_epoch, view.leader_epoch)}: the data directory is not "
             "this cluster's"

@@ -45,6 +45,7 @@ from coordinator.runtime.ports import (
     topic_records,
 )
 from coordinator.runtime.shard.append_ticks import AppendTicks
+from coordinator.runtime.shard.loading import is_state_damage
 from protos import records_pb2 as rec
 from snapshot import fault_points
 
@@ -263,6 +264,17 @@ class Pipeline:
             except InvariantViolation:
                 raise
             except Exception as error:  # a check is pure: failing one operation leaves nothing behind
+                if is_state_damage(error):
+                    # The check read a damaged page: a retriable refusal, never an internal error, and the
+                    # pipeline fails with it, so the coordinator goes out of service and rebuilds its state.
+                    operation.fail(
+                        CoordinatorUnavailable(
+                            ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                            f"coordinator {self.coordinator_id} found its state damaged "
+                            f"({type(error).__name__}: {error}) and is rebuilding it; retry",
+                        )
+                    )
+                    raise
                 log.exception("coordinator %d: check failed", self.coordinator_id)
                 operation.fail(error)
                 continue

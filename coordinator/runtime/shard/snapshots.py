@@ -77,6 +77,7 @@ class SnapshotScheduler:
         self._executor = executor  # copies and checks, on a thread of their own beside the log's
         self.files_lock = asyncio.Lock()  # a copy never reads a state being reopened or restored
         self._wakeup = asyncio.Event()
+        self._requested = False  # a snapshot is wanted now (a follower asked and none here verifies)
         self._worker: asyncio.Task[None] | None = None
         self._closing = False
         self._last_snapshot: SnapshotManifest | None = None
@@ -107,6 +108,11 @@ class SnapshotScheduler:
         end = newest.snapshot_id.end_offset if newest else loaded.position.start_offset
         metadata_log = loaded.metadata_log
         self._log_bytes_at_snapshot = metadata_log.appended_bytes - metadata_log.bytes_after(end)
+
+    def request_now(self) -> None:
+        """A snapshot is wanted at once (none here verifies and a follower needs one): the worker takes it."""
+        self._requested = True
+        self._wakeup.set()
 
     def log_grew(self) -> None:
         """After each log write: wakes the worker when enough log was written since the last snapshot."""
@@ -139,7 +145,7 @@ class SnapshotScheduler:
             return False
         if loaded is None:
             return False
-        if self._bytes_due():
+        if self._bytes_due() or self._requested:
             return True
         changed = (
             self._last_snapshot is None or loaded.store.applied_offset != self._last_snapshot.snapshot_id.end_offset
@@ -158,6 +164,7 @@ class SnapshotScheduler:
                 continue
             try:
                 await self.create_snapshot()
+                self._requested = False
                 backoff.succeeded()
             except Exception as error:  # best effort: the log still holds everything; try again later
                 wait_ms = backoff.failed()

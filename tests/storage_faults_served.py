@@ -1,0 +1,63 @@
+"""The storage-fault sweep's trials through `diskless serve`: a process of its own, with its reader processes.
+
+The same trials as tests/storage_faults.py's in-process ones (the same templates, flips and checks); the node's
+coordinators are watched through DescribeCoordinators, and its clock is the real one (a coordinator waiting to
+load again does so by itself).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+from pathlib import Path
+
+import grpc
+
+from tests.harness import ServerProcess, describe_coordinators
+from tests.in_process import wait_until
+from tests.storage_faults import (
+    COORDINATORS,
+    SETTINGS,
+    Result,
+    Template,
+    Trial,
+    check_node,
+    flip_bit,
+    waits_to_load,
+)
+
+SERVED_SETTLE_S = 10
+
+
+def settle_served(node: ServerProcess, what: str) -> None:
+    """`diskless serve`'s coordinators as DescribeCoordinators says: none loading, none about to load again."""
+
+    def quiet() -> bool:
+        try:
+            described = describe_coordinators(node.stub).values()
+        except grpc.RpcError:
+            return False  # not listening yet
+        return all(
+            c.state == "ACTIVE" or (c.state == "FAILED" and not waits_to_load(c.error_message)) for c in described
+        )
+
+    with contextlib.suppress(AssertionError):  # a coordinator that keeps failing to load is refused
+        wait_until(quiet, f"{what}: the coordinators settle", SERVED_SETTLE_S)
+
+
+def run_served_trial(templates: dict[str, Template], template: str, trial: Trial, scratch: Path) -> Result:
+    """A trial through `diskless serve` (a process of its own, with its reader processes)."""
+    data_dir = scratch / "data"
+    shutil.rmtree(data_dir, ignore_errors=True)
+    shutil.copytree(templates[template].directory, data_dir)
+    flip_bit(data_dir / trial.path, trial.offset, trial.bit)
+    node = ServerProcess(data_dir, coordinators=COORDINATORS, settings=SETTINGS)
+    try:
+        node.start(wait_serving=False)
+        settle_served(node, str(trial))
+        return check_node(node, templates[template].model, str(trial), lambda: settle_served(node, str(trial)))
+    except grpc.RpcError as error:
+        raise AssertionError(f"{trial}: an internal error: {error}\n{''.join(node.output)}") from error
+    finally:
+        if node.process is not None and node.process.poll() is None:
+            assert node.stop() == 0, f"{trial}: `diskless serve` did not exit cleanly:\n{''.join(node.output)}"
