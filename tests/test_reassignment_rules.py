@@ -88,7 +88,7 @@ def test_model_the_target_always_lands_and_the_leader_stays_in_the_isr(
             if started is not None:
                 current, wanted = started, tuple(order[:size])
         elif joining in current.replicas and joining not in current.isr:
-            changed = isr_changed(current, current.leader, (*current.isr, joining))
+            changed = isr_changed(current, current.leader, (*current.isr, joining), {joining: ""})
             assert isinstance(changed, CoordinatorAssignment)
             current = changed
         step = reassignment_step(current, LIVE)
@@ -100,7 +100,7 @@ def test_model_the_target_always_lands_and_the_leader_stays_in_the_isr(
         assert current.reassigning == (not set(wanted) <= set(current.isr))
     for node in wanted:  # every target replica catches up at last: the reassignment ends on the target
         if node not in current.isr:
-            joined = isr_changed(current, current.leader, (*current.isr, node))
+            joined = isr_changed(current, current.leader, (*current.isr, node), {node: ""})
             assert isinstance(joined, CoordinatorAssignment)
             current = joined
     while (step := reassignment_step(current, LIVE)) is not None:
