@@ -392,3 +392,30 @@ def test_seeded_random_reassignments_with_crashes_lose_nothing(tmp_path: Path, s
 @pytest.mark.parametrize("seed", range(60, 70))
 def test_seeded_long_random_reassignments_with_crashes_lose_nothing(tmp_path: Path, seed: int) -> None:
     _simulate(tmp_path, seed, lambda sim: _random_moves(sim, seed, 20), nodes=5)
+
+
+def test_a_node_lost_for_good_is_healed_by_a_rebalance_over_the_live_nodes(tmp_path: Path) -> None:
+    """The replicas of a node that never returns move to the live ones: every coordinator has its full replication
+    factor in sync again, under commits, with nothing acknowledged lost."""
+
+    async def work(sim: SimCluster) -> None:
+        await _start(sim)
+        committer, task = await _with_commits(sim, 0)
+        lost = (await _assignment(sim, 0)).leader
+        await sim.crash(lost)  # for good
+        controller = next(n.controller for n in sim.nodes if n.up and n.controller is not None)
+        await _until("the lost node's session ended", lambda: len(sim.leaders(0)) == 1)
+        assignments, live = await controller.placement()
+        assert lost not in live
+        plan = plan_rebalance({c: v.assignment.replicas for c, v in assignments.items()}, live, 3)
+        assert plan and all(lost in assignments[c].assignment.replicas for c in plan)
+        assert [r.refusal for r in await controller.reassign(sorted(plan.items()))] == [""] * len(plan)
+        for coordinator_id, target in plan.items():
+            after = await _done(sim, coordinator_id, target)
+            assert lost not in after.replicas and len(after.isr) == 3
+        await _stop(committer, task)
+        await asyncio.sleep(1)
+        for node_id in (await _assignment(sim, 0)).replicas:
+            committer.check_found(sim.nodes[node_id])
+
+    _simulate(tmp_path, 48, work, nodes=4)
