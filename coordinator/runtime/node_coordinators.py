@@ -204,18 +204,21 @@ class NodeCoordinators:
         for shard in self.shards:
             if shard.coordinator_id in absent:
                 continue
-            error = self._unavailable(shard)
+            error = self._unavailable(shard, writing=True)
             if error is not None:
                 return ItemError(error.error_code, f"topic changes wait for every coordinator: {error.message}")
         return None
 
-    def _unavailable(self, shard: CoordinatorShard) -> CoordinatorUnavailable | None:
-        """Why the coordinator cannot say what it holds now (led by another process of this node: as it says)."""
+    def _unavailable(self, shard: CoordinatorShard, writing: bool = False) -> CoordinatorUnavailable | None:
+        """Why the coordinator cannot say what it holds now (led by another process of this node: as it says).
+
+        `writing`: for a change its leader checks again in its pipeline, which queues behind a new leader's
+        unapplied log rather than refusing it."""
         role = shard.role
         if self._elsewhere is not None and role is not None and role.kind is RoleKind.NOT_REPLICA:
             return self._elsewhere(shard.coordinator_id)
         try:
-            shard.require_active()
+            shard.require_serving() if writing else shard.require_active()
         except CoordinatorUnavailable as error:
             return error
         return None

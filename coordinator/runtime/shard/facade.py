@@ -176,6 +176,10 @@ class CoordinatorShard:
         """Raises CoordinatorUnavailable with the code a caller should see in this state."""
         self._lifecycle.require_active()
 
+    def require_serving(self) -> None:
+        """As require_active, but a new leader still applying the log it was elected with passes (writes)."""
+        self._lifecycle.require_serving()
+
     def require_leader(self) -> None:
         """As require_active, and NOT_COORDINATOR where this node only follows the coordinator."""
         self._lifecycle.require_leader()
@@ -225,7 +229,7 @@ class CoordinatorShard:
 
     async def wait_applied(self, offset: int) -> None:
         """Returns once SQLite holds every record below `offset` (a strict read's barrier)."""
-        self.require_active()
+        self._lifecycle.require_serving()  # a new leader's unapplied log is below `offset`: waited for, not refused
         if self._lifecycle.follower is not None:
             return  # a follower serves what it applied: everything below its high watermark
         await self._serving_pipeline().wait_applied(offset)

@@ -19,6 +19,7 @@ healthy replica's copy cures is repaired from it (`repair.py`), by itself.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -96,6 +97,11 @@ class Lifecycle:
         # The last pipeline stays after a failure: its statistics (log end, high watermark) are still reported.
         self._pipeline: Pipeline | None = None
         self._earlier_append_count = 0  # operations appended by the pipelines of earlier loads
+        # A leader loaded with a log tail it has not applied (records of earlier epochs, committed only once its
+        # followers hold them) answers no read until it has applied that tail: its state is behind what earlier
+        # leaders acknowledged (after a state rebuild, as far behind as an empty state). 0: nothing to wait for.
+        self._read_floor = 0
+        self._readable_task: asyncio.Task[None] | None = None  # tells the readers' board once it is reached
         self.leader_changes = 0  # new leaderships (leader node or epoch) etcd told this replica of since start
         # In a cluster a damaged replica repairs from a healthy one (repair.py); alone, damage waits for an operator.
         self._repair = ReplicaRepair(coordinator_id, directory, settings, clock, link) if link is not None else None
@@ -149,15 +155,29 @@ class Lifecycle:
         current = self._pipeline.statistics().log_append_count if self._pipeline is not None else 0
         return self._earlier_append_count + current
 
-    def require_active(self) -> None:
-        """Raises CoordinatorUnavailable with the code a caller should see in this state."""
+    def require_serving(self) -> None:
+        """Raises CoordinatorUnavailable with the code a caller should see in this state (writes, strict reads)."""
         refusal = unavailable(self.coordinator_id, self._state, self._closing, self.problem, self._role)
         if refusal is not None:
             raise refusal
 
+    def require_active(self) -> None:
+        """As require_serving, and a new leader's reads wait until it applied the log it was elected with (a write,
+        or a strict read that waits for what is pending, queues behind that log instead)."""
+        self.require_serving()
+        if self._read_floor and self._pipeline is not None:
+            applied = self._pipeline.statistics().applied_offset
+            if applied < self._read_floor:
+                raise CoordinatorUnavailable(
+                    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+                    f"coordinator {self.coordinator_id}: its new leader has applied its log to {applied}, not yet to "
+                    f"{self._read_floor} where it was elected (its followers must hold it first); retry shortly",
+                )
+            self._read_floor = 0
+
     def require_leader(self) -> None:
-        """As require_active, and NOT_COORDINATOR on a follower (writes and ListOffsets go to the leader)."""
-        self.require_active()
+        """As require_serving, and NOT_COORDINATOR on a follower (writes and ListOffsets go to the leader)."""
+        self.require_serving()
         leading = self._leader is not None and self._loaded_role is not None
         refusal = not_leading(self.coordinator_id, self._role, self._loaded_role if leading else None)
         if refusal is not None:
@@ -371,13 +391,24 @@ class Lifecycle:
                 if self._leader is not None:
                     self._leader.close("the node is shutting down")
         self._problem = ""
+        self._read_floor = loaded.unapplied[-1][0] if self._pipeline is not None and loaded.unapplied else 0
         self._transition(ShardState.ACTIVE)
+        if self._read_floor:
+            self._readable_task = asyncio.create_task(self._readable_once_applied(self._pipeline, self._read_floor))
         log.info(
             "coordinator %d loaded in %.2fs: replayed %d log batches, log end %d, leader epoch %d",
             self.coordinator_id, time.monotonic() - started, loaded.replayed, loaded.end_offset,
             loaded.view.leader_epoch,
         )  # fmt: skip
         return None
+
+    async def _readable_once_applied(self, pipeline: Pipeline | None, floor: int) -> None:
+        """Tells the state's listeners (the readers' board) once the new leader applied its elected log."""
+        assert pipeline is not None
+        with contextlib.suppress(Exception):  # the pipeline closed first: the next load publishes its own state
+            await pipeline.wait_applied(floor)
+            if pipeline is self._pipeline and self._state is ShardState.ACTIVE:
+                self._on_state_change()
 
     def _leader_replication(self, loaded: Loaded) -> LeaderReplication:
         role, link = self._role, self._link
