@@ -37,6 +37,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import concurrent.futures
+import multiprocessing
 import os
 import platform
 import subprocess
@@ -48,14 +50,14 @@ from pathlib import Path
 
 import grpc
 
-from bench.overload import STOP_TIMEOUT_S, _start_server, _status_kib, _wait_serving
+from bench.overload import START_TIMEOUT_S, STOP_TIMEOUT_S, _start_server, _status_kib, _wait_serving
 from bench.retention_soak_report import SAMPLE_INTERVAL_S, Run, write_report
 from bench.tiered_copier import TieredCopier
 from coordinator.client.routing_client import RoutingClient
 from protos import coordinator_pb2 as pb
 from protos import coordinator_pb2_grpc as pb_grpc
 
-VARIANTS = ("retention", "tiered")
+VARIANTS = ("retention", "tiered", "control")
 BATCH_BYTES = 100
 REMOTE_SEGMENT_BATCH_MAX = 1000  # the node's diskless.coordinator.remote.segment.batch.max default
 
@@ -73,6 +75,28 @@ class Schedule:
 
     def timestamp_ms(self, due: float) -> int:
         return self.wall0_ms + round((due - self.t0) * 1000)
+
+
+@dataclass(frozen=True, slots=True)
+class StartLine:
+    """Where the variants' processes say they are ready (a file each), and how many there are."""
+
+    directory: str
+    count: int
+
+
+async def _start_together(start: StartLine, variant: str) -> None:
+    """Waits until every variant's node serves, then until the same wall-clock instant (a second after the last)."""
+    Path(start.directory, variant).write_text(str(time.time()))
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while True:
+        ready = [float(path.read_text() or "inf") for path in Path(start.directory).iterdir()]
+        if len(ready) == start.count:
+            await asyncio.sleep(max(0.0, max(ready) + 1.0 - time.time()))
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{variant}: the other variants' nodes did not start")
+        await asyncio.sleep(0.05)
 
 
 def _batch(topic_id: bytes, partition: int, position: int, timestamp_ms: int) -> pb.CommitFileRequest.Batch:
@@ -167,7 +191,7 @@ async def _create_topic(stub: pb_grpc.DisklessCoordinatorAsyncStub, args: argpar
     return topic_id
 
 
-async def _run(args: argparse.Namespace, variant: str, address: str, pid: int, objects: Path) -> Run:
+async def _run(args: argparse.Namespace, variant: str, address: str, pid: int, objects: Path, start: StartLine) -> Run:
     run = Run(variant, commit_batches=args.commit_batches)
     async with grpc.aio.insecure_channel(address) as channel, RoutingClient(address) as client:
         stub = pb_grpc.DisklessCoordinatorStub(channel)
@@ -184,6 +208,7 @@ async def _run(args: argparse.Namespace, variant: str, address: str, pid: int, o
                 client, topic_id, args.partitions, args.local_retention_ms, args.retention_ms,
                 args.copy_interval_ms / 1000, REMOTE_SEGMENT_BATCH_MAX // args.partitions,
             )  # fmt: skip
+        await _start_together(start, variant)
         run.started = time.monotonic()
         schedule = Schedule(run.started, time.time_ns() // 1_000_000, args.brokers * args.commit_batches / args.rate)
         tasks = [asyncio.create_task(soak.broker(b, schedule)) for b in range(args.brokers)]
@@ -192,7 +217,7 @@ async def _run(args: argparse.Namespace, variant: str, address: str, pid: int, o
         switched = False
         try:
             while time.monotonic() < run.end:
-                if not switched and time.monotonic() >= run.retention_from:
+                if not switched and time.monotonic() >= run.retention_from and variant != "control":
                     await soak.set_retention()
                     if copier is not None:
                         tasks.append(asyncio.create_task(copier.run(soak.stop)))
@@ -231,7 +256,7 @@ def _settings(args: argparse.Namespace, objects: Path) -> dict[str, str]:
     return settings
 
 
-def _run_variant(args: argparse.Namespace, variant: str) -> Run:
+def _run_variant(args: argparse.Namespace, variant: str, start: StartLine) -> Run:
     with tempfile.TemporaryDirectory(prefix="retention-soak-") as directory:
         objects = Path(directory) / "objects"
         (objects / "wal").mkdir(parents=True)
@@ -241,7 +266,7 @@ def _run_variant(args: argparse.Namespace, variant: str) -> Run:
         try:
             import uvloop
 
-            return uvloop.run(_run(args, variant, address, process.pid, objects))
+            return uvloop.run(_run(args, variant, address, process.pid, objects, start))
         finally:
             process.terminate()
             try:
@@ -253,11 +278,13 @@ def _run_variant(args: argparse.Namespace, variant: str) -> Run:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--variant", choices=(*VARIANTS, "both"), default="both")
+    parser.add_argument(
+        "--variants", default=",".join(VARIANTS), help=f"a comma-separated list of {', '.join(VARIANTS)}"
+    )
     parser.add_argument("--retention-ms", type=int, default=6000)
     parser.add_argument("--periods", type=int, default=20, help="retention periods the retention phase lasts")
     parser.add_argument("--baseline-seconds", type=float, default=15)
-    parser.add_argument("--rate", type=float, default=1000, help="batches per second, all brokers together")
+    parser.add_argument("--rate", type=float, default=500, help="batches per second, all brokers together")
     parser.add_argument("--brokers", type=int, default=4)
     parser.add_argument("--commit-batches", type=int, default=10)
     parser.add_argument("--partitions", type=int, default=8)
@@ -275,7 +302,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--set takes NAME=VALUE")
     args.local_retention_ms = args.local_retention_ms or max(1, args.retention_ms // 2)
     args.copy_interval_ms = args.copy_interval_ms or max(50, args.local_retention_ms // 10)
-    variants = VARIANTS if args.variant == "both" else (args.variant,)
+    variants = [name.strip() for name in args.variants.split(",") if name.strip()]
+    if not variants or any(name not in VARIANTS for name in variants) or len(set(variants)) < len(variants):
+        parser.error(f"--variants: a comma-separated list of {', '.join(VARIANTS)}, each at most once")
     print(
         f"retention soak ({', '.join(variants)}): {args.brokers} brokers commit {args.commit_batches}-batch files "
         f"at {args.rate:.0f} batches/s to {args.partitions} partitions on {args.coordinators} coordinators; "
@@ -284,7 +313,15 @@ def main(argv: list[str] | None = None) -> int:
         f"{platform.node()} ({os.cpu_count()} cores, load {os.getloadavg()[0]:.2f})",
         flush=True,
     )
-    runs = [_run_variant(args, variant) for variant in variants]
+    # Side by side, each with its node and brokers in a process of its own, from one start: they share whatever
+    # load the machine has at the time, so the control's latencies are the "same run without" for the others.
+    context = multiprocessing.get_context("spawn")
+    with (
+        tempfile.TemporaryDirectory(prefix="retention-soak-start-") as directory,
+        concurrent.futures.ProcessPoolExecutor(len(variants), mp_context=context) as pool,
+    ):
+        start = StartLine(directory, len(variants))
+        runs = list(pool.map(_run_variant, [args] * len(variants), variants, [start] * len(variants)))
     write_report(args, runs, args.output)
     return 0
 

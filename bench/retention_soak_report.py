@@ -73,7 +73,7 @@ def _during_passes(run: Run, start: float, end: float) -> list[float]:
     return found
 
 
-def summarise(run: Run) -> dict[str, Any]:
+def summarise(run: Run, control: Run | None) -> dict[str, Any]:
     warm_t = run.warm_from - run.started
     settled = [s for s in run.samples if s["t"] >= warm_t]
     skip = min(BASELINE_SKIP_S, (run.retention_from - run.started) / 4)
@@ -99,6 +99,13 @@ def summarise(run: Run) -> dict[str, Any]:
         },
         "load_1m": {"min": min(s["load_1m"] for s in run.samples), "max": max(s["load_1m"] for s in run.samples)},
     }
+    if control is not None and control is not run:
+        # The control ran side by side, same schedule, nothing removed: its commits over this run's steady window
+        # went through the same machine load. That is the "same run without" retention or offload.
+        same = _latency(control.latencies(run.warm_from, run.end))
+        summary["commits"]["control_same_window"] = same
+        summary["p99_steady_over_control"] = steady["p99_ms"] / same["p99_ms"] if same["p99_ms"] else float("nan")
+        summary["p50_steady_over_control"] = steady["p50_ms"] / same["p50_ms"] if same["p50_ms"] else float("nan")
     if run.copier is not None:
         stats = run.copier
         summary["copier"] = {
@@ -124,6 +131,11 @@ def _print(summary: dict[str, Any]) -> None:
             f"  commits {phase}: {figures['commits']}, median {figures['p50_ms']:.2f} ms, p99 {figures['p99_ms']:.2f}"
             f" ms, max {figures['max_ms']:.2f} ms"
         )
+    if "p99_steady_over_control" in summary:
+        print(
+            f"  p99 steady / control's over the same window: {summary['p99_steady_over_control']:.2f} (p50 "
+            f"{summary['p50_steady_over_control']:.2f})"
+        )
     late = summary["broker_lateness_ms"]
     print(
         f"  p99 steady / baseline: {summary['p99_steady_over_baseline']:.2f} (p50 "
@@ -135,7 +147,8 @@ def _print(summary: dict[str, Any]) -> None:
 
 
 def write_report(args: argparse.Namespace, runs: list[Run], output: Path | None) -> None:
-    summaries = [summarise(run) for run in runs]
+    control = next((run for run in runs if run.variant == "control"), None)
+    summaries = [summarise(run, control) for run in runs]
     for summary in summaries:
         _print(summary)
     if output is None:

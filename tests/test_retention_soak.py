@@ -1,6 +1,6 @@
-"""`python -m bench.retention_soak`, a few seconds of each variant: the brokers keep their schedule, retention and the
-simulated tiered copier bound the live batches, the file workers delete the WAL objects, and the figures are written
-(issue #28's soak; the full run and its figures are in docs/benchmarks.md)."""
+"""`python -m bench.retention_soak`, a few seconds of its three variants side by side: the brokers keep their schedule,
+retention and the simulated tiered copier bound the live batches (the control keeps them all), the file workers
+delete the WAL objects, and the figures are written (issue #28's soak; the full run's figures: docs/benchmarks.md)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,10 @@ def test_a_short_soak_of_both_variants_stays_bounded(tmp_path: Path) -> None:
     ])  # fmt: skip
     summary = json.loads((tmp_path / "summary.json").read_text())
     by_variant = {v["variant"]: v for v in summary["variants"]}
-    assert set(by_variant) == {"retention", "tiered"}
+    assert set(by_variant) == {"retention", "tiered", "control"}
+    control = by_variant.pop("control")
+    # The control removes nothing: it keeps every batch committed.
+    assert control["series"]["live_batches"]["median"] > RATE * RETENTION_MS / 1000 * 2
     for variant in by_variant.values():
         series = variant["series"]
         assert series["batches_per_s"]["median"] == pytest.approx(RATE, rel=0.2)  # the fixed schedule was kept
@@ -31,6 +34,7 @@ def test_a_short_soak_of_both_variants_stays_bounded(tmp_path: Path) -> None:
         assert 0 < series["live_batches"]["median"] < RATE * RETENTION_MS / 1000 * 1.5
         assert 0 < series["object_files"]["median"] < 150  # the file workers deleted the others
         assert variant["commits"]["steady"]["commits"] > 0
+        assert variant["commits"]["control_same_window"]["commits"] > 0
         assert (tmp_path / f"samples-{variant['variant']}.csv").stat().st_size > 0
     tiered = by_variant["tiered"]["copier"]
     assert tiered["errors"] == {}
