@@ -4,6 +4,7 @@ phase, and with an output directory samples-<variant>.csv, summary.json and soak
 from __future__ import annotations
 
 import argparse
+import collections
 import csv
 import json
 import statistics
@@ -34,6 +35,7 @@ class Run:
     retention_from: float = 0.0
     end: float = 0.0
     copier: CopierStats | None = None
+    errors: collections.Counter[str] = field(default_factory=collections.Counter)  # refused commits, retried
 
     @property
     def warm_from(self) -> float:
@@ -97,6 +99,7 @@ def summarise(run: Run, control: Run | None) -> dict[str, Any]:
             "p99": _percentile_ms(run.lateness(run.started, run.end), 0.99),
             "max": _percentile_ms(run.lateness(run.started, run.end), 1.0),
         },
+        "refused_commits": dict(run.errors),
         "load_1m": {"min": min(s["load_1m"] for s in run.samples), "max": max(s["load_1m"] for s in run.samples)},
     }
     if control is not None and control is not run:
@@ -142,6 +145,8 @@ def _print(summary: dict[str, Any]) -> None:
         f"{summary['p50_steady_over_baseline']:.2f}); brokers late p99 {late['p99']:.1f} ms, max {late['max']:.1f} ms;"
         f" load {summary['load_1m']['min']:.1f}..{summary['load_1m']['max']:.1f}"
     )
+    if summary["refused_commits"]:
+        print(f"  refused commits (retried): {summary['refused_commits']}")
     if "copier" in summary:
         print(f"  copier: {summary['copier']}")
 
