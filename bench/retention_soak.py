@@ -1,10 +1,10 @@
 """A soak with time compressed: brokers commit on a fixed schedule while retention, or a tiered-storage copier and
 remote retention, remove their batches (DESIGN §4a, issue #28).
 
-    python -m bench.retention_soak [--variants retention,tiered,control] [--retention-ms 10000] [--periods 20]
+    python -m bench.retention_soak [--variants retention,tiered,control] [--retention-ms 20000] [--periods 20]
                                    [--baseline-seconds 15] [--rate 250] [--brokers 4] [--commit-batches 10]
                                    [--partitions 8] [--coordinators 2] [--local-retention-ms R/2]
-                                   [--copy-interval-ms L/10] [--output DIR] [--set NAME=VALUE ...]
+                                   [--copy-interval-ms L/20] [--output DIR] [--set NAME=VALUE ...]
 
 Time is compressed by the settings, not by a clock: `retention.ms` is seconds instead of days and the check
 intervals fractions of it. The node runs for real: `diskless serve` on 127.0.0.1 in a temporary directory, SQLite
@@ -299,7 +299,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--variants", default=",".join(VARIANTS), help=f"a comma-separated list of {', '.join(VARIANTS)}"
     )
-    parser.add_argument("--retention-ms", type=int, default=10000)
+    parser.add_argument("--retention-ms", type=int, default=20000)
     parser.add_argument("--periods", type=int, default=20, help="retention periods the retention phase lasts")
     parser.add_argument("--baseline-seconds", type=float, default=15)
     parser.add_argument("--rate", type=float, default=250, help="batches per second, all brokers together")
@@ -308,7 +308,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--partitions", type=int, default=8)
     parser.add_argument("--coordinators", type=int, default=2)
     parser.add_argument("--local-retention-ms", type=int, default=None, help="tiered: default retention-ms / 2")
-    parser.add_argument("--copy-interval-ms", type=int, default=None, help="tiered: default local-retention-ms / 10")
+    parser.add_argument("--copy-interval-ms", type=int, default=None, help="tiered: default local-retention-ms / 20")
     parser.add_argument("--output", type=Path, default=None, help="a directory for the samples, summary and plot")
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="a node setting")
     args = parser.parse_args(argv)
@@ -319,7 +319,7 @@ def main(argv: list[str] | None = None) -> int:
     if any("=" not in setting for setting in args.set):
         parser.error("--set takes NAME=VALUE")
     args.local_retention_ms = args.local_retention_ms or max(1, args.retention_ms // 2)
-    args.copy_interval_ms = args.copy_interval_ms or max(50, args.local_retention_ms // 10)
+    args.copy_interval_ms = args.copy_interval_ms or max(50, args.local_retention_ms // 20)
     variants = [name.strip() for name in args.variants.split(",") if name.strip()]
     if not variants or any(name not in VARIANTS for name in variants) or len(set(variants)) < len(variants):
         parser.error(f"--variants: a comma-separated list of {', '.join(VARIANTS)}, each at most once")
