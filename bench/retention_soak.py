@@ -245,7 +245,7 @@ async def _run(args: argparse.Namespace, variant: str, address: str, pid: int, o
     return run
 
 
-def _settings(args: argparse.Namespace, objects: Path, variant: str) -> dict[str, str]:
+def _settings(args: argparse.Namespace, objects: Path) -> dict[str, str]:
     settings = {
         "diskless.metrics.listen": "127.0.0.1:0",
         "diskless.storage.local.root": str(objects),
@@ -260,11 +260,6 @@ def _settings(args: argparse.Namespace, objects: Path, variant: str) -> dict[str
         "diskless.coordinator.snapshot.interval.bytes": str(128 * 1024),
         "diskless.coordinator.snapshot.retained.count": "8",
     }
-    if variant == "control":
-        # The control takes no snapshot: its state grows without end, and with page checksums on a snapshot of it
-        # failed once it passed about 20,000 batches (see docs/benchmarks.md). Its commits then pay for no snapshot
-        # while the others' do: the comparison with it errs against retention and offload.
-        settings["diskless.coordinator.snapshot.interval.bytes"] = "0"
     for setting in args.set:
         name, _, value = setting.partition("=")
         settings[name] = value
@@ -275,7 +270,7 @@ def _run_variant(args: argparse.Namespace, variant: str, start: StartLine) -> Ru
     with tempfile.TemporaryDirectory(prefix="retention-soak-") as directory:
         objects = Path(directory) / "objects"
         (objects / "wal").mkdir(parents=True)
-        settings = _settings(args, objects, variant)
+        settings = _settings(args, objects)
         print(f"{variant}: node settings {settings}", flush=True)
         process, address, log_path = _start_server(Path(directory), args.coordinators, settings)
         try:
