@@ -397,6 +397,13 @@ def _backup(
     # cksumvfs: the copy's pages keep their checksums (the header page, changed by the copy, gets a new one).
     destination = apsw.Connection(str(target), vfs=page_checksums.vfs_name(False))
     try:
+        if page_checksums.reserved_bytes(source) == page_checksums.CHECKSUM_BYTES:
+            # cksumvfs computes a page's checksum as it writes it only once its handle has seen a first page
+            # reserving 8 bytes. The copy writes the first page last, and pages before it whenever the target's
+            # page cache spills (a state of more than about 2 MB): those reached the file without checksums and
+            # failed them when read back. A first page with the reserve, written before the copy, avoids that.
+            page_checksums.reserve_page_checksums(destination)
+            destination.execute("CREATE TABLE reserve_written (x)")
         # The target is a scratch file until renamed: no journal, no syncs (one fsync at the end).
         destination.execute("PRAGMA journal_mode=OFF")
         destination.execute("PRAGMA synchronous=OFF")

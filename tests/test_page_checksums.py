@@ -295,6 +295,30 @@ def test_a_snapshot_keeps_the_page_checksums_and_a_page_flip_in_it_is_refused_on
     shutil.rmtree(snapshots)
 
 
+def test_a_snapshot_of_a_state_larger_than_the_copy_page_cache_keeps_every_page_checksum(tmp_path: Path) -> None:
+    """The copy spills pages before it writes the first one once the state outgrows its page cache (about 2 MB):
+    they carry their checksums too, and the snapshot restores (found by the retention soak: such a snapshot failed
+    with a disk I/O error when read back, and the coordinator took it for damage of its state)."""
+    path = tmp_path / "coordinator-0" / "state.sqlite"
+    path.parent.mkdir()
+    store = StateStore(path, 0)
+    fill(store, 900)
+    assert path.stat().st_size > 2 * 1024 * 1024
+    snapshots = snapshot_directory(path.parent)
+    manifest = take_snapshot(path, snapshots, 1024, 1)
+    applied = store.applied_offset
+    store.close()
+    expected = read_everything(path)
+    assert reserved_bytes(manifest.data_path) == CHECKSUM_BYTES
+    restored_to = tmp_path / "restored.sqlite"
+    assert restore_newest(snapshots, restored_to, 0, applied, lambda p: check_integrity(p).problem) is not None
+    assert read_everything(restored_to) == expected
+    copy = page_checksums.connect(restored_to, apsw.SQLITE_OPEN_READONLY)
+    tables = {row[0] for row in copy.execute("SELECT name FROM sqlite_schema WHERE type = 'table'")}
+    copy.close()
+    assert "reserve_written" not in tables, "the first page written before the copy leaves nothing in it"
+
+
 def test_checksums_off_creates_files_without_them_and_keeps_those_that_have_them(tmp_path: Path) -> None:
     plain = tmp_path / "plain.sqlite"
     store = StateStore(plain, 0, checksums=False)
