@@ -157,6 +157,8 @@ def test_a_fourth_node_takes_a_replica_and_the_leadership_of_a_leaving_leader_un
             (pb.NONE, 0), (pb.UNKNOWN_TOPIC_OR_PARTITION, -1),
         ], found  # fmt: skip
         assert found.coordinators[0].leader_node_id == after.leader
+        described = old_node.router.describe_coordinators(pb.DescribeCoordinatorsRequest(coordinator_ids=[0]))
+        assert described.coordinators[0].state == "NOT_REPLICA", described  # not "LOADING" for ever
         await asyncio.sleep(1)  # the followers apply up to the high watermark
         for node_id in target:
             committer.check_found(sim.nodes[node_id])

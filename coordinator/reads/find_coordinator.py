@@ -17,6 +17,7 @@ from coordinator.machine.state import reads
 from coordinator.machine.topic_names import coordinator_for_new_partition
 from coordinator.reads.produce_gateways import Broker, duplicate_broker_problem, produce_gateways
 from coordinator.runtime.node_coordinators import NodeCoordinators, set_error, wire_code
+from coordinator.runtime.replication.role import RoleKind
 from coordinator.runtime.shard import CoordinatorShard, ShardState
 from protos import coordinator_pb2 as pb
 from protos import internal_pb2 as internal
@@ -241,7 +242,10 @@ def _describe(
     description: pb.CoordinatorDescription,
 ) -> None:
     statistics = shard.statistics()
-    description.state = statistics.state
+    role = shard.role
+    # A coordinator this node holds no replica of never loads here: say so rather than "LOADING" for ever.
+    not_replica = role is not None and role.kind is RoleKind.NOT_REPLICA
+    description.state = RoleKind.NOT_REPLICA.value if not_replica else statistics.state
     description.queued_operations = statistics.queued_operations
     try:
         shard.require_active()
