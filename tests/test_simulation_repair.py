@@ -119,6 +119,33 @@ def test_a_follower_whose_log_is_damaged_repairs_from_the_leader_and_rejoins_the
     simulate(tmp_path, seed, work)
 
 
+# Small segments and a snapshot whenever asked: a replica's log is pruned below its snapshots within a test.
+PRUNING = {
+    "diskless.coordinator.log.segment.bytes": "4096",
+    "diskless.coordinator.snapshot.interval.bytes": "0",
+    "diskless.coordinator.snapshot.interval.ms": "0",
+}
+
+
+async def follower_with_a_pruned_log(sim: SimCluster, prefix: str) -> tuple[SimNode, SimNode, int, list[str]]:
+    """120 acknowledged batches, then two snapshots on a follower that applied them all, so that its log no longer
+    starts at 0 (a local rebuild needs a snapshot): (leader, follower, partition, acknowledged keys)."""
+    await sim.start_all()
+    await formed(sim)
+    await _topic(sim)
+    leader = _leader(sim, 0)
+    partition = _partition_of(sim, 0)
+    keys = await acknowledge(leader, partition, prefix, 120)
+    follower = next(n for n in sim.nodes if n is not leader)
+    await _until("the follower applied them", lambda: (
+        follower.shard(0).statistics().applied_offset == leader.shard(0).statistics().applied_offset
+    ))  # fmt: skip
+    for _ in range(2):  # the snapshots kept: the follower's log below the oldest of them goes
+        await follower.shard(0).create_snapshot()
+    assert follower.shard(0).statistics().log_start_offset > 0, "the follower kept its whole log"
+    return leader, follower, partition, keys
+
+
 @pytest.mark.slow  # 120 commits and two snapshots first
 def test_a_follower_whose_state_and_snapshots_are_damaged_with_its_log_pruned_repairs_from_the_leader(
     tmp_path: Path,
@@ -127,26 +154,9 @@ def test_a_follower_whose_state_and_snapshots_are_damaged_with_its_log_pruned_re
     seed = _seeds((3,))[0]
     print(f"seed {seed}")
     rng = random.Random(seed)
-    settings = {
-        "diskless.coordinator.log.segment.bytes": "4096",
-        "diskless.coordinator.snapshot.interval.bytes": "0",
-        "diskless.coordinator.snapshot.interval.ms": "0",
-    }
 
     async def work(sim: SimCluster) -> None:
-        await sim.start_all()
-        await formed(sim)
-        await _topic(sim)
-        leader = _leader(sim, 0)
-        partition = _partition_of(sim, 0)
-        keys = await acknowledge(leader, partition, "follower-state", 120)
-        follower = next(n for n in sim.nodes if n is not leader)
-        await _until("the follower applied them", lambda: (
-            follower.shard(0).statistics().applied_offset == leader.shard(0).statistics().applied_offset
-        ))  # fmt: skip
-        for _ in range(2):  # the snapshots kept: the follower's log below the oldest of them goes
-            await follower.shard(0).create_snapshot()
-        assert follower.shard(0).statistics().log_start_offset > 0, "the follower kept its whole log"
+        leader, follower, partition, keys = await follower_with_a_pruned_log(sim, "follower-state")
         await sim.crash(follower.node_id)
         directory = coordinator_directory(follower.data_dir, 0)
         for path in [directory / "state.sqlite", *sorted((directory / "snapshots").glob("*.sqlite"))]:
@@ -155,7 +165,7 @@ def test_a_follower_whose_state_and_snapshots_are_damaged_with_its_log_pruned_re
         await sim.start(follower.node_id)
         await in_sync_with(sim, follower, leader, partition, keys)
 
-    simulate(tmp_path, seed, work, settings=settings)
+    simulate(tmp_path, seed, work, settings=PRUNING)
 
 
 def test_a_damaged_leader_alone_stays_unavailable_says_so_and_repairs_once_a_healthy_replica_is_back(
@@ -256,26 +266,9 @@ def test_a_follower_whose_read_meets_damage_while_running_with_its_snapshots_dam
     seed = _seeds((6,))[0]
     print(f"seed {seed}")
     rng = random.Random(seed)
-    settings = {
-        "diskless.coordinator.log.segment.bytes": "4096",
-        "diskless.coordinator.snapshot.interval.bytes": "0",
-        "diskless.coordinator.snapshot.interval.ms": "0",
-    }
 
     async def work(sim: SimCluster) -> None:
-        await sim.start_all()
-        await formed(sim)
-        await _topic(sim)
-        leader = _leader(sim, 0)
-        partition = _partition_of(sim, 0)
-        keys = await acknowledge(leader, partition, "running-follower", 120)
-        follower = next(n for n in sim.nodes if n is not leader)
-        await _until("the follower applied them", lambda: (
-            follower.shard(0).statistics().applied_offset == leader.shard(0).statistics().applied_offset
-        ))  # fmt: skip
-        for _ in range(2):
-            await follower.shard(0).create_snapshot()
-        assert follower.shard(0).statistics().log_start_offset > 0, "the follower kept its whole log"
+        leader, follower, partition, keys = await follower_with_a_pruned_log(sim, "running-follower")
         for path in sorted((coordinator_directory(follower.data_dir, 0) / "snapshots").glob("*.sqlite")):
             print(f"flipped a bit at byte {flip_bit(path, rng)} of {path}")
         follower.shard(0).report_damage(StateDamaged("the page at offset 4096 fails its checksum"))
@@ -283,7 +276,7 @@ def test_a_follower_whose_read_meets_damage_while_running_with_its_snapshots_dam
         assert keys_found(follower, partition) in (keys, pb.COORDINATOR_NOT_AVAILABLE, pb.COORDINATOR_LOAD_IN_PROGRESS)
         await in_sync_with(sim, follower, leader, partition, keys)
 
-    simulate(tmp_path, seed, work, settings=settings)
+    simulate(tmp_path, seed, work, settings=PRUNING)
 
 
 FILE_KINDS = ("log", "state", "snapshot")

@@ -78,6 +78,18 @@ class CoordinatorAssignment:
         recorded = self.incarnation_of(node)
         return node in live and (recorded == "" or recorded == live[node])
 
+    def changed(self, leader: int, isr: tuple[int, ...]) -> CoordinatorAssignment:
+        """This assignment with a new leader and ISR (Kafka's AlterPartition): the partition epoch bumped, the leader
+        epoch too when the leader changes, and the ISR members kept keeping their incarnations."""
+        return replace(
+            self,
+            leader=leader,
+            leader_epoch=self.leader_epoch + (1 if leader != self.leader else 0),
+            partition_epoch=self.partition_epoch + 1,
+            isr=isr,
+            incarnations=self.with_isr(isr),
+        )
+
     def with_isr(
         self, isr: tuple[int, ...], joined: Mapping[int, str] = NO_INCARNATIONS
     ) -> tuple[tuple[int, str], ...]:
@@ -151,14 +163,7 @@ def after_nodes_lost(assignment: CoordinatorAssignment, live: Mapping[int, str])
         leader = electable[0] if electable else NO_LEADER
     if leader == assignment.leader and isr == assignment.isr:
         return None
-    return replace(
-        assignment,
-        leader=leader,
-        leader_epoch=assignment.leader_epoch + (1 if leader != assignment.leader else 0),
-        partition_epoch=assignment.partition_epoch + 1,
-        isr=isr,
-        incarnations=assignment.with_isr(isr),
-    )
+    return assignment.changed(leader, isr)
 
 
 def after_restart(
@@ -184,14 +189,7 @@ def after_restart(
     if not isr:
         return None
     leader = NO_LEADER if assignment.leader == node else assignment.leader
-    return replace(
-        assignment,
-        leader=leader,
-        leader_epoch=assignment.leader_epoch + (1 if leader != assignment.leader else 0),
-        partition_epoch=assignment.partition_epoch + 1,
-        isr=isr,
-        incarnations=assignment.with_isr(isr),
-    )
+    return assignment.changed(leader, isr)
 
 
 def isr_changed(

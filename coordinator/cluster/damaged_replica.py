@@ -11,7 +11,6 @@ and the damaged replica tries again when another member is back.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
 
 from coordinator.cluster.assignment import CoordinatorAssignment
 
@@ -33,11 +32,4 @@ def without_damaged(
     leader = assignment.leader
     if leader not in isr:  # it led, or none did: the first healthy member leads
         leader = healthy[0]
-    return replace(
-        assignment,
-        leader=leader,
-        leader_epoch=assignment.leader_epoch + (1 if leader != assignment.leader else 0),
-        partition_epoch=assignment.partition_epoch + 1,
-        isr=isr,
-        incarnations=assignment.with_isr(isr),
-    )
+    return assignment.changed(leader, isr)
