@@ -1,0 +1,184 @@
+"""Settings of a coordinator's files and their failures: out of service and back, snapshots, the state, the
+metadata log, WAL files and object storage. `Settings` (`settings.py`) gathers every group."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from coordinator.config.fields import setting as _setting
+from coordinator.config.node_settings import NodeSettings
+
+
+@dataclass(frozen=True, slots=True)
+class StorageSettings(NodeSettings):
+    # Out of service and back (a full disk, an I/O error, damage found on disk).
+    reload_backoff_ms: int = _setting(
+        "diskless.coordinator.reload.backoff.ms",
+        200,
+        "first wait before a coordinator that failed (a full disk, an I/O error) tries to load again; doubles per try",
+    )
+    reload_backoff_max_ms: int = _setting(
+        "diskless.coordinator.reload.backoff.max.ms", 5000, "longest wait between two load attempts of a coordinator"
+    )
+    state_verify_on_load: str = _setting(
+        "diskless.coordinator.state.verify.on.load",
+        "unclean",
+        "check the SQLite state (PRAGMA integrity_check) when a coordinator loads: unclean (after a crash or a "
+        "failure, whenever the node did not close it), always, or never; a damaged state is set aside and rebuilt",
+    )
+    snapshot_interval_bytes: int = _setting(
+        "diskless.coordinator.snapshot.interval.bytes",
+        64 * 1024 * 1024,
+        "log bytes appended after which a coordinator snapshots its state (0: no size trigger; "
+        "else >= the segment size, since a smaller interval frees no log)",
+    )
+    snapshot_interval_ms: int = _setting(
+        "diskless.coordinator.snapshot.interval.ms",
+        3600000,
+        "time after which a coordinator snapshots its state if anything was applied since (0: no time trigger)",
+    )
+    snapshot_retained_count: int = _setting(
+        "diskless.coordinator.snapshot.retained.count",
+        2,
+        "newest snapshots kept per coordinator; log segments wholly below the oldest kept one are deleted",
+    )
+    damaged_retained_count: int = _setting(
+        "diskless.coordinator.damaged.retained.count",
+        3,
+        "in a cluster, folders of damaged files (`damaged-<ms>/`, set aside before a replica repairs from a healthy "
+        "one) kept per coordinator for the operator; older ones are deleted",
+    )
+    snapshot_copy_step_pages: int = _setting(
+        "diskless.coordinator.snapshot.copy.step.pages",
+        1024,
+        "SQLite pages a snapshot copies per backup step, each flushed before the next, so that the metadata "
+        "log's fsyncs never wait behind more than one step",
+    )
+    snapshot_copy_max_bytes_per_second: int = _setting(
+        "diskless.coordinator.snapshot.copy.max.bytes.per.second",
+        320 * 1024 * 1024,
+        "rate bound of a snapshot copy, which leaves the disk gaps between steps (0: no bound)",
+    )
+    snapshot_retry_backoff_ms: int = _setting(
+        "diskless.coordinator.snapshot.retry.backoff.ms",
+        1000,
+        "wait before retrying a failed snapshot; doubles per failure up to the max",
+    )
+    snapshot_retry_backoff_max_ms: int = _setting(
+        "diskless.coordinator.snapshot.retry.backoff.max.ms", 60000, "cap of the wait between snapshot retries"
+    )
+    storage_backend: str = _setting(
+        "diskless.storage.backend", "local", "object storage of WAL files: local (a directory) or s3"
+    )
+    storage_local_root: str = _setting(
+        "diskless.storage.local.root", "", "directory of the local object store (empty: <data dir>/objects)"
+    )
+    storage_s3_bucket: str = _setting("diskless.storage.s3.bucket", "", "S3 bucket of WAL files (backend s3)")
+    storage_s3_prefix: str = _setting(
+        "diskless.storage.s3.prefix", "", "key prefix where brokers write WAL files and where the orphan scan looks"
+    )
+    storage_s3_endpoint_url: str = _setting(
+        "diskless.storage.s3.endpoint.url", "", "S3 endpoint (empty: AWS's own for the region)"
+    )
+    storage_s3_region: str = _setting("diskless.storage.s3.region", "us-east-1", "S3 region")
+    storage_request_timeout_ms: int = _setting(
+        "diskless.storage.request.timeout.ms", 30000, "connect and read timeout of one object-store request"
+    )
+    file_deletion_grace_period_ms: int = _setting(
+        "diskless.coordinator.file.deletion.grace.period.ms",
+        60000,
+        "how long the last owner of a WAL file with no live batch waits before deleting the object",
+    )
+    file_handover_probe_delay_ms: int = _setting(
+        "diskless.coordinator.file.handover.probe.delay.ms",
+        60000,
+        "how long after a file's commit a coordinator that waits for its ownership asks the owners before it "
+        "whether any knows the file (a commit that reached only some owners)",
+    )
+    file_worker_interval_ms: int = _setting(
+        "diskless.coordinator.file.worker.interval.ms",
+        1000,
+        "how often a coordinator looks for WAL files to hand over or delete",
+    )
+    file_worker_max_files: int = _setting(
+        "diskless.coordinator.file.worker.max.files",
+        1000,
+        "WAL files one hand-over call or one deletion cycle carries at most (<= 1000)",
+    )
+    file_retry_backoff_ms: int = _setting(
+        "diskless.coordinator.file.retry.backoff.ms",
+        500,
+        "wait before retrying a failed hand-over or deletion; doubles per failure up to the max",
+    )
+    file_retry_backoff_max_ms: int = _setting(
+        "diskless.coordinator.file.retry.backoff.max.ms", 30000, "cap of the wait between hand-over or deletion retries"
+    )
+    producer_id_expiration_ms: int = _setting(
+        "diskless.coordinator.producer.id.expiration.ms",
+        86400000,
+        "an idempotent producer whose last batch on a partition has an effective timestamp older than this is "
+        "forgotten there; its next batch is an unknown producer's (Kafka's producer.id.expiration.ms)",
+    )
+    producer_id_expiration_check_interval_ms: int = _setting(
+        "diskless.coordinator.producer.id.expiration.check.interval.ms",
+        600000,
+        "how often each coordinator's leader looks for expired producers (Kafka's "
+        "producer.id.expiration.check.interval.ms)",
+    )
+    producer_id_expiration_batch_max: int = _setting(
+        "diskless.coordinator.producer.id.expiration.batch.max",
+        1000,
+        "producers one step of an expiry pass reads and expires at most (one record); a pass goes over every "
+        "producer in such steps, letting commits run between them (<= 100000)",
+    )
+    topic_purge_batch_max: int = _setting(
+        "diskless.coordinator.topic.purge.batch.max",
+        1000,
+        "batches of deleted topics one purge pass of a coordinator's leader removes at most (one record, one apply)",
+    )
+    topic_purge_interval_ms: int = _setting(
+        "diskless.coordinator.topic.purge.interval.ms",
+        100,
+        "pause between two purge passes of a coordinator's leader while deleted topics' batches remain",
+    )
+    retention_check_interval_ms: int = _setting(
+        "diskless.coordinator.retention.check.interval.ms",
+        300000,
+        "how often each coordinator's leader removes its partitions' expired batches by retention.ms and "
+        "retention.bytes (Kafka's log.retention.check.interval.ms)",
+    )
+    retention_batch_max: int = _setting(
+        "diskless.coordinator.retention.batch.max",
+        1000,
+        "batches one retention step removes at most (one record, one apply; a partition looked at costs at least "
+        "one); a retention pass goes over every partition in such steps, letting commits run between them",
+    )
+    remote_segment_batch_max: int = _setting(
+        "diskless.coordinator.remote.segment.batch.max",
+        1000,
+        "batches one CommitRemoteLogSegments call may take out of a coordinator at most (one apply); a segment "
+        "naming more is refused (INVALID_REQUEST): the copier commits smaller segments",
+    )
+    orphan_scan_interval_ms: int = _setting(
+        "diskless.coordinator.orphan.scan.interval.ms",
+        86400000,
+        "time between two orphan scans in `diskless orphan-scan --periodic` (KIP-1164 name)",
+    )
+    orphan_scan_grace_period_ms: int = _setting(
+        "diskless.coordinator.orphan.scan.grace.period.ms",
+        86400000,
+        "an object is an orphan candidate only if older than the oldest live file minus this (KIP-1164 name)",
+    )
+    orphan_scan_key_pattern: str = _setting(
+        "diskless.coordinator.orphan.scan.key.pattern",
+        r"wal/[0-9a-f]{2}/[0-9a-f]{32}\.wal",
+        "regular expression a key (after the storage prefix) must match in full to be an orphan candidate",
+    )
+    orphan_scan_max_orphan_percent: int = _setting(
+        "diskless.coordinator.orphan.scan.max.orphan.percent",
+        50,
+        "the scan aborts without deleting when orphans exceed this share of the listed WAL files (percent)",
+    )
+    drain_timeout_ms: int = _setting(
+        "diskless.shutdown.drain.timeout.ms", 10000, "on SIGTERM, how long in-flight calls may take to finish"
+    )
