@@ -22,7 +22,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from concurrent.futures import Executor
 from pathlib import Path
 from typing import final
@@ -42,6 +42,7 @@ from coordinator.runtime.replication.role import ReplicaRole, RoleKind
 from coordinator.runtime.shard.append_ticks import AppendTicks
 from coordinator.runtime.shard.availability import TRANSITIONS, ShardState, not_leading, unavailable
 from coordinator.runtime.shard.directory import CoordinatorDirectory
+from coordinator.runtime.shard.leading import leading
 from coordinator.runtime.shard.loading import NEEDS_OPERATOR, Loaded, close_loaded, damage_behind, failure_kind
 from coordinator.runtime.shard.pipeline import Pipeline
 from coordinator.runtime.shard.repair import ReplicaRepair, repairable_from_replica
@@ -97,11 +98,7 @@ class Lifecycle:
         # The last pipeline stays after a failure: its statistics (log end, high watermark) are still reported.
         self._pipeline: Pipeline | None = None
         self._earlier_append_count = 0  # operations appended by the pipelines of earlier loads
-        # A leader loaded with a log tail it has not applied (records of earlier epochs, committed only once its
-        # followers hold them) answers no read until it has applied that tail: its state is behind what earlier
-        # leaders acknowledged (after a state rebuild, as far behind as an empty state). 0: nothing to wait for.
-        self._read_floor = 0
-        self._readable_task: asyncio.Task[None] | None = None  # tells the readers' board once it is reached
+        self._readable_task: asyncio.Task[None] | None = None  # tells the readers' board once a new leader reads
         self.leader_changes = 0  # new leaderships (leader node or epoch) etcd told this replica of since start
         # In a cluster a damaged replica repairs from a healthy one (repair.py); alone, damage waits for an operator.
         self._repair = ReplicaRepair(coordinator_id, directory, settings, clock, link) if link is not None else None
@@ -165,15 +162,9 @@ class Lifecycle:
         """As require_serving, and a new leader's reads wait until it applied the log it was elected with (a write,
         or a strict read that waits for what is pending, queues behind that log instead)."""
         self.require_serving()
-        if self._read_floor and self._pipeline is not None:
-            applied = self._pipeline.statistics().applied_offset
-            if applied < self._read_floor:
-                raise CoordinatorUnavailable(
-                    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
-                    f"coordinator {self.coordinator_id}: its new leader has applied its log to {applied}, not yet to "
-                    f"{self._read_floor} where it was elected (its followers must hold it first); retry shortly",
-                )
-            self._read_floor = 0
+        refusal = self._pipeline.reads_refusal() if self._pipeline is not None else None
+        if refusal is not None:
+            raise refusal
 
     def require_leader(self) -> None:
         """As require_serving, and NOT_COORDINATOR on a follower (writes and ListOffsets go to the leader)."""
@@ -369,32 +360,18 @@ class Lifecycle:
             if self._closing:
                 self._follower.close()
         else:
-            self._leader = self._leader_replication(loaded) if role is not None else None
-            self._pipeline = Pipeline(
-                self.coordinator_id,
-                self._settings,
-                self._clock,
-                self._metrics,
-                loaded.metadata_log,
-                loaded.store,
-                loaded.view,
-                loaded.end_offset,
-                self._executor,
-                self.snapshots.log_grew,
-                self._on_topic_records,
-                self._leader,
-                loaded.unapplied,
-                self._ticks,
-            )
+            self._leader, self._pipeline = leading(
+                role, self._link, self._settings, self._clock, self._metrics, loaded, self._executor,
+                self.snapshots.log_grew, self._on_topic_records, self.report_damage, self._ticks,
+            )  # fmt: skip
             if self._closing:  # closed while loading: the pipeline only drains, and nothing waits for followers
                 self._pipeline.close()
                 if self._leader is not None:
                     self._leader.close("the node is shutting down")
         self._problem = ""
-        self._read_floor = loaded.unapplied[-1][0] if self._pipeline is not None and loaded.unapplied else 0
         self._transition(ShardState.ACTIVE)
-        if self._read_floor:
-            self._readable_task = asyncio.create_task(self._readable_once_applied(self._pipeline, self._read_floor))
+        if self._pipeline is not None and self._pipeline.reads_refusal() is not None:
+            self._readable_task = asyncio.create_task(self._readable_once_applied(self._pipeline))
         log.info(
             "coordinator %d loaded in %.2fs: replayed %d log batches, log end %d, leader epoch %d",
             self.coordinator_id, time.monotonic() - started, loaded.replayed, loaded.end_offset,
@@ -402,28 +379,12 @@ class Lifecycle:
         )  # fmt: skip
         return None
 
-    async def _readable_once_applied(self, pipeline: Pipeline | None, floor: int) -> None:
+    async def _readable_once_applied(self, pipeline: Pipeline) -> None:
         """Tells the state's listeners (the readers' board) once the new leader applied its elected log."""
-        assert pipeline is not None
         with contextlib.suppress(Exception):  # the pipeline closed first: the next load publishes its own state
-            await pipeline.wait_applied(floor)
+            await pipeline.wait_applied(pipeline.read_floor)
             if pipeline is self._pipeline and self._state is ShardState.ACTIVE:
                 self._on_state_change()
-
-    def _leader_replication(self, loaded: Loaded) -> LeaderReplication:
-        role, link = self._role, self._link
-        assert role is not None and link is not None
-        coordinator_id, epoch = self.coordinator_id, role.leader_epoch
-
-        async def alter_isr(isr: tuple[int, ...], joined: Mapping[int, str]) -> tuple[int, ...] | None:
-            return await link.alter_isr(coordinator_id, epoch, isr, joined)
-
-        leader = LeaderReplication(
-            coordinator_id, role, self._settings, self._clock, loaded.metadata_log, loaded.epoch_cache,
-            self._executor, loaded.store.applied_offset, link.session_valid, alter_isr, self.report_damage,
-        )  # fmt: skip
-        leader.start()
-        return leader
 
     def _load_blocking(self, role: ReplicaRole | None) -> Loaded:
         """On the coordinator's thread: takes the directory, opens log and state; on failure leaves nothing open."""

@@ -166,6 +166,9 @@ class Pipeline:
         self._next_offset = end_offset  # speculative log end: records checked, maybe not yet written
         self._high_watermark = end_offset
         self._append_count = 0
+        # A new leader answers no read before it has applied the log tail it was elected with: its state is behind
+        # what earlier leaders acknowledged (after a state rebuild, as far behind as an empty state).
+        self.read_floor = unapplied[-1][0] if unapplied else 0
         if unapplied:
             # A new leader's log tail (and its epoch's first record): already written, committed once replicated.
             self._high_watermark = state.applied_offset
@@ -190,6 +193,17 @@ class Pipeline:
             self._queued_keys[operation.object_key] += 1
         self._wakeup.set()
         return queued.future
+
+    def reads_refusal(self) -> CoordinatorUnavailable | None:
+        """Why no read may be answered from this leader's state yet (its elected log tail not applied), or None."""
+        applied = self._state.applied_offset
+        if applied >= self.read_floor:
+            return None
+        return CoordinatorUnavailable(
+            ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+            f"coordinator {self.coordinator_id}: its new leader has applied its log to {applied}, not yet to "
+            f"{self.read_floor} where it was elected (its followers must hold it first); retry shortly",
+        )
 
     async def wait_applied(self, offset: int) -> None:
         if self._state.applied_offset >= offset:

@@ -1,0 +1,67 @@
+"""What a coordinator leads with for one load: its pipeline and, in a cluster, its leader replication (the
+leader epoch etcd gave, ISR changes through the cluster link by compare-and-set in etcd, damage met reading its
+own log for a follower reported to the shard)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from concurrent.futures import Executor
+
+from coordinator.base.clock import Clock
+from coordinator.base.metrics import Metrics
+from coordinator.config.settings import Settings
+from coordinator.runtime.ports import TopicRecordsApplied
+from coordinator.runtime.replication.leader import LeaderReplication
+from coordinator.runtime.replication.link import ClusterLink
+from coordinator.runtime.replication.role import ReplicaRole
+from coordinator.runtime.shard.append_ticks import AppendTicks
+from coordinator.runtime.shard.loading import Loaded
+from coordinator.runtime.shard.pipeline import Pipeline
+
+
+def leading(
+    role: ReplicaRole | None,
+    link: ClusterLink | None,
+    settings: Settings,
+    clock: Clock,
+    metrics: Metrics,
+    loaded: Loaded,
+    executor: Executor,
+    on_flushed: Callable[[], None],
+    on_topic_records: TopicRecordsApplied | None,
+    report_damage: Callable[[Exception], None],
+    ticks: AppendTicks | None,
+) -> tuple[LeaderReplication | None, Pipeline]:
+    """The leader replication (None alone, `role` None) and the pipeline that writes through it."""
+    leader = None
+    if role is not None:
+        assert link is not None, "a role comes from a cluster, which gives a link"
+        leader = leader_replication(role, link, settings, clock, loaded, executor, report_damage)
+    pipeline = Pipeline(
+        loaded.store.coordinator_id, settings, clock, metrics, loaded.metadata_log, loaded.store, loaded.view,
+        loaded.end_offset, executor, on_flushed, on_topic_records, leader, loaded.unapplied, ticks,
+    )  # fmt: skip
+    return leader, pipeline
+
+
+def leader_replication(
+    role: ReplicaRole,
+    link: ClusterLink,
+    settings: Settings,
+    clock: Clock,
+    loaded: Loaded,
+    executor: Executor,
+    report_damage: Callable[[Exception], None],
+) -> LeaderReplication:
+    """Started: its ISR ticker runs until the leadership ends (`close`)."""
+    coordinator_id, epoch = loaded.store.coordinator_id, role.leader_epoch
+
+    async def alter_isr(isr: tuple[int, ...], joined: Mapping[int, str]) -> tuple[int, ...] | None:
+        return await link.alter_isr(coordinator_id, epoch, isr, joined)
+
+    leader = LeaderReplication(
+        coordinator_id, role, settings, clock, loaded.metadata_log, loaded.epoch_cache, executor,
+        loaded.store.applied_offset, link.session_valid, alter_isr, report_damage,
+    )  # fmt: skip
+    leader.start()
+    return leader
