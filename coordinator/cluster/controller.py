@@ -34,14 +34,13 @@ from dataclasses import replace
 from typing import Protocol
 
 from coordinator.base.clock import Clock
+from coordinator.cluster import isr_changes
 from coordinator.cluster.assignment import (
     NO_INCARNATIONS,
     after_nodes_lost,
     after_restart,
     assign_replicas,
-    isr_changed,
 )
-from coordinator.cluster.damaged_replica import without_damaged
 from coordinator.cluster.incarnation import Incarnation, next_incarnation
 from coordinator.cluster.preferred_leaders import (
     ElectionOutcome,
@@ -280,59 +279,32 @@ class ClusterController:
         isr: tuple[int, ...],
         joined: Mapping[int, str] = NO_INCARNATIONS,
     ) -> tuple[int, ...] | None:
-        for _ in range(3):  # a concurrent change (an election, a dead follower removed) moves the revision
-            current = await self._store.assignment(coordinator_id)
-            if current is None or current.assignment.leader_epoch != leader_epoch:
-                return None
-            live = (
-                incarnations_of(await self._store.live_nodes()) if set(joined) - set(current.assignment.isr) else None
-            )
-            changed = isr_changed(
-                current.assignment, self._endpoint.node_id, isr, {**joined, self._endpoint.node_id: self.incarnation},
-                live,
-            )  # fmt: skip
-            if isinstance(changed, str):
-                log.warning("coordinator %d: ISR change refused: %s", coordinator_id, changed)
-                return None
-            if changed == current.assignment:
-                return changed.isr
-            if await self._store.compare_and_set(coordinator_id, current.revision, changed):
-                return changed.isr
-        return None
+        node_id = self._endpoint.node_id
+        joined = {**joined, node_id: self.incarnation}
+        return await isr_changes.alter_isr(self._store, coordinator_id, leader_epoch, node_id, isr, joined)
 
     async def leave_isr_damaged(self, coordinator_id: int) -> str:
         """This node's replica is damaged: it leaves the ISR (handing leadership on) by CAS, and this node's roles
         follow at once, before it sets its files aside. "" once it is out of the ISR; else why it cannot leave yet
         (no other in-sync replica alive: no healthy copy), or that etcd did not answer."""
-        node_id = self._endpoint.node_id
         # At once, before any await: a refresh meanwhile must not shrink the ISR to this damaged replica.
         self._damaged.add(coordinator_id)
-        for _ in range(3):  # a concurrent change moves the revision: read again
-            current = await self._store.assignment(coordinator_id)
-            if current is None:
-                return f"coordinator {coordinator_id} has no assignment in etcd"
-            live = incarnations_of(await self._store.live_nodes())
-            changed = without_damaged(current.assignment, node_id, live)
-            if isinstance(changed, str):
-                return changed
-            if changed is not None and not await self._store.compare_and_set(coordinator_id, current.revision, changed):
-                continue
-            self._damaged.discard(coordinator_id)
-            if changed is not None:
-                log.warning(
-                    "coordinator %d: node %d is damaged: left the ISR %s; leader node %d (epoch %d)",
-                    coordinator_id, node_id, list(changed.isr), changed.leader, changed.leader_epoch,
-                )  # fmt: skip
-            # The role follows what etcd now says before the files go aside: an empty replica never loads as the
-            # leader an older refresh named.
-            fresh = replace(current, assignment=changed, revision=-1) if changed is not None else current
-            async with self._changing:
-                known = self.assignments.get(coordinator_id)
-                if known is None or known.assignment.partition_epoch < fresh.assignment.partition_epoch:
-                    self.assignments[coordinator_id] = fresh
-                self._apply_roles()
-            return ""
-        return f"coordinator {coordinator_id}: its assignment kept changing in etcd"
+        fresh = await isr_changes.leave_isr_damaged(self._store, coordinator_id, self._endpoint.node_id)
+        if isinstance(fresh, str):
+            return fresh
+        self._damaged.discard(coordinator_id)
+        # The role follows what etcd now says before the files go aside: an empty replica never loads as the leader
+        # an older refresh named.
+        async with self._changing:
+            self._learn(coordinator_id, fresh)
+            self._apply_roles()
+        return ""
+
+    def _learn(self, coordinator_id: int, fresh: VersionedAssignment) -> None:
+        """Keeps an assignment this node wrote or read, unless a refresh since has read a later one."""
+        known = self.assignments.get(coordinator_id)
+        if known is None or known.assignment.partition_epoch < fresh.assignment.partition_epoch:
+            self.assignments[coordinator_id] = fresh
 
     def internal_stub(self, address: str) -> internal_grpc.CoordinatorInternalAsyncStub:
         assert self._stubs is not None, "attach() comes before any coordinator loads"
@@ -432,10 +404,7 @@ class ClusterController:
                 if result.outcome is not ElectionOutcome.ELECTED or result.assignment is None:
                     continue
                 self.leader_changes += 1
-                known = self.assignments.get(result.coordinator_id)
-                # A refresh since the write may have read a later change already: never go back to an older one.
-                if known is None or known.assignment.partition_epoch < result.assignment.assignment.partition_epoch:
-                    self.assignments[result.coordinator_id] = result.assignment
+                self._learn(result.coordinator_id, result.assignment)
             if any(r.outcome is ElectionOutcome.ELECTED for r in results):
                 self._apply_roles()  # this node may be the new leader or the old: it acts now, the others at refresh
         return results
