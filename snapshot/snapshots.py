@@ -3,10 +3,7 @@
 A snapshot is named as in KRaft (KIP-630) by its end offset (exclusive: the
 applied offset the copy holds) and the leader epoch of its last record:
 `<coordinator dir>/snapshots/<end offset, 20 digits>-<epoch, 10 digits>.sqlite`
-with a manifest `<same>.manifest` (JSON: id, size, CRC-32, applied offset, and since format 2
-`manifest_crc32`, the CRC-32 of its other fields: a flipped bit in a manifest is caught, never taken
-for another size, offset or checksum). A format-1 manifest (no checksum of its own) is read once at
-the coordinator's load and rewritten as format 2 (`upgrade_manifests`).
+with a manifest `<same>.manifest` (its name and manifest, checksummed: `snapshot/manifests.py`).
 
 The copy uses SQLite's online backup API from a read-only connection that
 holds a read transaction for the whole copy: without it the backup restarts
@@ -36,13 +33,18 @@ directory fsynced. A snapshot exists once its manifest does; start-up deletes
 
 from __future__ import annotations
 
+__all__ = [
+    "DATA_SUFFIX", "MANIFEST_SUFFIX", "SnapshotCheck", "SnapshotError", "SnapshotId", "SnapshotManifest",
+    "SnapshotMismatch",
+    "check_snapshots", "delete_snapshot", "list_snapshots", "remove_incomplete", "restore_newest",
+    "restore_snapshot", "snapshot_directory", "snapshots_bytes", "take_snapshot", "upgrade_manifests",
+    "verify_snapshot",
+]  # fmt: skip
+
 import contextlib
-import json
 import logging
 import os
-import re
 import time
-import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -60,16 +62,21 @@ from snapshot.durable_files import (
     fsync_directory,
     fsync_file,
     part_path,
-    write_durably,
+)
+from snapshot.manifests import (
+    DATA_SUFFIX,
+    MANIFEST_SUFFIX,
+    SnapshotError,
+    SnapshotId,
+    SnapshotManifest,
+    data_path,
+    manifest_path,
+    read_manifest,
+    upgrade_manifests,
 )
 
 log = logging.getLogger(__name__)
 
-DATA_SUFFIX = ".sqlite"
-MANIFEST_SUFFIX = ".manifest"
-MANIFEST_FORMAT = 2
-MANIFEST_FORMATS_READ = (1, 2)  # 1: written before manifests had their own checksum, upgraded at load
-_NAME = re.compile(r"^(\d{20})-(\d{10})$")
 # Rate bound of a snapshot copy, bytes/s (0: none): the default of
 # diskless.coordinator.snapshot.copy.max.bytes.per.second, which the node passes. Unbounded on an
 # idle machine with a fast disk, the copy writes as fast as the disk takes it and the metadata log's
@@ -80,64 +87,6 @@ COPY_BYTES_PER_SECOND_MAX = 320 * 1024 * 1024
 
 class SnapshotMismatch(AssertionError):
     """A copy that does not hold the position it was taken at: a broken invariant, never a snapshot to keep."""
-
-
-class SnapshotError(Exception):
-    """A snapshot cannot be taken or used; the message says which and why."""
-
-
-@dataclass(frozen=True, slots=True, order=True)
-class SnapshotId:
-    end_offset: int  # exclusive: the first log offset the snapshot does not hold
-    epoch: int  # leader epoch of the last record it holds
-
-    @property
-    def name(self) -> str:
-        return f"{self.end_offset:020d}-{self.epoch:010d}"
-
-    @classmethod
-    def parse(cls, text: str) -> SnapshotId:
-        """From a file stem (`00000000000000001234-0000000003`) or `END-EPOCH` (`1234-3`)."""
-        end, separator, epoch = text.partition("-")
-        if not separator or not end.isdigit() or not epoch.isdigit():
-            raise SnapshotError(f"a snapshot id is END_OFFSET-EPOCH, got {text!r}")
-        return cls(int(end), int(epoch))
-
-    def __str__(self) -> str:
-        return f"{self.end_offset}-{self.epoch}"
-
-
-@dataclass(frozen=True, slots=True)
-class SnapshotManifest:
-    snapshot_id: SnapshotId
-    coordinator_id: int
-    size_bytes: int
-    crc32: int
-    applied_offset: int  # read inside the copy's read transaction; equals the end offset
-    created_at_ms: int
-    data_path: Path
-
-    def to_json(self) -> dict[str, object]:
-        return {
-            "format": MANIFEST_FORMAT,
-            "end_offset": self.snapshot_id.end_offset,
-            "epoch": self.snapshot_id.epoch,
-            "coordinator_id": self.coordinator_id,
-            "size_bytes": self.size_bytes,
-            "crc32": f"{self.crc32:08x}",
-            "applied_offset": self.applied_offset,
-            "created_at_ms": self.created_at_ms,
-        }
-
-    def encode(self) -> bytes:
-        """The manifest's bytes: its fields, then the CRC-32 of their canonical form."""
-        fields = self.to_json()
-        return json.dumps({**fields, "manifest_crc32": f"{_fields_crc32(fields):08x}"}).encode()
-
-
-def _fields_crc32(fields: dict[str, object]) -> int:
-    """CRC-32 of a manifest's fields (all but `manifest_crc32`) in one canonical form, whatever the spacing."""
-    return zlib.crc32(json.dumps(fields, sort_keys=True, separators=(",", ":")).encode())
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,73 +101,12 @@ def snapshot_directory(coordinator_directory: Path) -> Path:
     return coordinator_directory / "snapshots"
 
 
-def _manifest_path(directory: Path, snapshot_id: SnapshotId) -> Path:
-    return directory / f"{snapshot_id.name}{MANIFEST_SUFFIX}"
-
-
-def _data_path(directory: Path, snapshot_id: SnapshotId) -> Path:
-    return directory / f"{snapshot_id.name}{DATA_SUFFIX}"
-
-
-def _read_manifest(path: Path) -> SnapshotManifest:
-    stem = path.name[: -len(MANIFEST_SUFFIX)]
-    if not _NAME.match(stem):
-        raise SnapshotError(f"{path}: not a snapshot manifest name")
-    snapshot_id = SnapshotId.parse(stem)
-    try:
-        fields = json.loads(path.read_bytes())
-        if not isinstance(fields, dict):
-            raise ValueError("not a JSON object")
-        manifest_format = fields.get("format")
-        if manifest_format == MANIFEST_FORMAT:
-            stored = int(fields.pop("manifest_crc32"), 16)
-            if stored != _fields_crc32(fields):
-                raise ValueError(f"its CRC-32 {stored:08x} does not match its fields ({_fields_crc32(fields):08x})")
-        manifest = SnapshotManifest(
-            SnapshotId(int(fields["end_offset"]), int(fields["epoch"])),
-            int(fields["coordinator_id"]),
-            int(fields["size_bytes"]),
-            int(fields["crc32"], 16),
-            int(fields["applied_offset"]),
-            int(fields["created_at_ms"]),
-            _data_path(path.parent, snapshot_id),
-        )
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
-        raise SnapshotError(f"{path}: unreadable manifest: {error}") from error
-    if manifest_format not in MANIFEST_FORMATS_READ or manifest.snapshot_id != snapshot_id:
-        raise SnapshotError(f"{path}: format {manifest_format} of snapshot {manifest.snapshot_id}")
-    if manifest.applied_offset != snapshot_id.end_offset:
-        raise SnapshotError(f"{path}: applied offset {manifest.applied_offset}, its name says {snapshot_id}")
-    return manifest
-
-
-def upgrade_manifests(directory: Path) -> list[Path]:
-    """Rewrites the format-1 manifests in `directory` as format 2 (with their own CRC-32); at load, under the lock.
-
-    A format-1 manifest has no checksum of its own: it is read as it is this once (its data file's size and
-    CRC-32 still verify the data), the way a state without page checksums is converted once.
-    """
-    upgraded = []
-    for path in sorted(directory.glob(f"*{MANIFEST_SUFFIX}")) if directory.is_dir() else ():
-        try:
-            if json.loads(path.read_bytes()).get("format") != 1:
-                continue
-            manifest = _read_manifest(path)
-        except (SnapshotError, OSError, ValueError, AttributeError):
-            continue  # unreadable: list_snapshots skips it and says so
-        write_durably(path, manifest.encode())
-        upgraded.append(path)
-    if upgraded:
-        log.info("%s: %d snapshot manifests upgraded to format %d", directory, len(upgraded), MANIFEST_FORMAT)
-    return upgraded
-
-
 def list_snapshots(directory: Path) -> list[SnapshotManifest]:
     """The snapshots whose manifest reads, newest first (an unreadable manifest is logged and left out)."""
     manifests = []
     for path in directory.glob(f"*{MANIFEST_SUFFIX}") if directory.is_dir() else ():
         try:
-            manifests.append(_read_manifest(path))
+            manifests.append(read_manifest(path))
         except SnapshotError as error:
             log.warning("skipping snapshot: %s", error)
     return sorted(manifests, key=lambda m: m.snapshot_id, reverse=True)
@@ -275,7 +163,7 @@ def delete_snapshot(manifest: SnapshotManifest) -> None:
     ones it is never needed, and the next prune deletes it again.
     """
     directory = manifest.data_path.parent
-    _manifest_path(directory, manifest.snapshot_id).unlink(missing_ok=True)
+    manifest_path(directory, manifest.snapshot_id).unlink(missing_ok=True)
     delete_in_chunks(manifest.data_path)
     fsync_directory(directory)
 
@@ -313,13 +201,13 @@ def take_snapshot(
         try:
             applied_offset, epoch, coordinator_id = _read_position(source)
             snapshot_id = SnapshotId(applied_offset, epoch)
-            existing = _manifest_path(directory, snapshot_id)
+            existing = manifest_path(directory, snapshot_id)
             if existing.exists():
-                found = _read_manifest(existing)
+                found = read_manifest(existing)
                 if verify_snapshot(found) is None:
                     return found
                 log.error("snapshot %s does not verify: taking it again", snapshot_id)  # a fresh copy replaces it
-            data_part = part_path(_data_path(directory, snapshot_id))
+            data_part = part_path(data_path(directory, snapshot_id))
             data_part.unlink(missing_ok=True)
             _backup(source, data_part, snapshot_id, copy_step_pages, copy_bytes_per_second_max)
         finally:
@@ -332,7 +220,7 @@ def take_snapshot(
     # during the copy could still change.
     size, crc = file_checksum(data_part)
     manifest = SnapshotManifest(
-        snapshot_id, coordinator_id, size, crc, applied_offset, now_ms, _data_path(directory, snapshot_id)
+        snapshot_id, coordinator_id, size, crc, applied_offset, now_ms, data_path(directory, snapshot_id)
     )
     _publish(manifest, data_part)
     return manifest
@@ -340,13 +228,13 @@ def take_snapshot(
 
 def _publish(manifest: SnapshotManifest, data_part: Path) -> None:
     """Writes the manifest beside the fsynced data `.part`, then renames both into place."""
-    manifest_path = _manifest_path(manifest.data_path.parent, manifest.snapshot_id)
-    with open(part_path(manifest_path), "wb") as file:
+    manifest_file = manifest_path(manifest.data_path.parent, manifest.snapshot_id)
+    with open(part_path(manifest_file), "wb") as file:
         file.write(manifest.encode())
         flush_and_fsync(file)
     fault_points.reach("snapshot.before_rename")
     os.replace(data_part, manifest.data_path)
-    os.replace(part_path(manifest_path), manifest_path)
+    os.replace(part_path(manifest_file), manifest_file)
     fsync_directory(manifest.data_path.parent)
     fault_points.reach("snapshot.after_rename")
 
@@ -354,7 +242,7 @@ def _publish(manifest: SnapshotManifest, data_part: Path) -> None:
 def received_part(directory: Path, snapshot_id: SnapshotId) -> Path:
     """Where a snapshot fetched from another replica is written before it is checked and published."""
     directory.mkdir(parents=True, exist_ok=True)
-    return part_path(_data_path(directory, snapshot_id))
+    return part_path(data_path(directory, snapshot_id))
 
 
 def publish_received(
@@ -372,7 +260,7 @@ def publish_received(
         raise SnapshotError(f"fetched snapshot {snapshot_id}: CRC-32 {crc:08x}, the leader's is {expected_crc32:08x}")
     manifest = SnapshotManifest(
         snapshot_id, coordinator_id, size, crc, snapshot_id.end_offset, created_at_ms,
-        _data_path(directory, snapshot_id),
+        data_path(directory, snapshot_id),
     )  # fmt: skip
     _publish(manifest, data_part)
     return manifest

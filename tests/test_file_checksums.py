@@ -15,12 +15,11 @@ from typing import TypeVar
 
 from coordinator.cluster import incarnation
 from coordinator.runtime.log.epoch_cache import EpochEntry, _decode, _encode
+from snapshot.manifests import MANIFEST_FORMAT, read_manifest
 from snapshot.snapshots import (
-    MANIFEST_FORMAT,
     SnapshotError,
     SnapshotId,
     SnapshotManifest,
-    _read_manifest,
     list_snapshots,
     upgrade_manifests,
 )
@@ -64,7 +63,7 @@ def test_a_flipped_bit_in_a_snapshot_manifest_is_refused_never_read_as_other_val
     def read(content: bytes) -> SnapshotManifest | None:
         path.write_bytes(content)
         try:
-            return _read_manifest(path)
+            return read_manifest(path)
         except SnapshotError:
             return None
 
