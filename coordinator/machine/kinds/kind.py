@@ -101,6 +101,19 @@ class RecordKind(Protocol):
         ...
 
 
+class NoCatalogEffects:
+    """What a kind that neither creates nor deletes partitions, nor names keys for other records, answers: a base
+    for such kinds (the state's bookkeeping: retention, purges, offloads, producer expiry, topic configurations)."""
+
+    changes_catalog = False
+
+    def partition_changes(self, body: Any) -> PartitionChanges:
+        return NO_PARTITION_CHANGES
+
+    def names_given(self, body: Any) -> NamesGiven:
+        return NO_NAMES
+
+
 def next_id_after(what: str, given: int, expected: int) -> int:
     """Ids (files, partition keys) are assigned in order: a record carries the next one, else the log is not ours."""
     check_invariant(given == expected, f"{what} {given} != next {expected}")

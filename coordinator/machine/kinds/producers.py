@@ -10,10 +10,7 @@ from __future__ import annotations
 
 from coordinator.base.invariants import check_invariant
 from coordinator.machine.kinds.kind import (
-    NO_NAMES,
-    NO_PARTITION_CHANGES,
-    NamesGiven,
-    PartitionChanges,
+    NoCatalogEffects,
     RecordDescription,
     RecordNames,
 )
@@ -61,9 +58,8 @@ def _checked(expired: rec.ProducersExpired) -> list[ExpiredProducer]:
     return producers
 
 
-class ProducersExpiredKind:
+class ProducersExpiredKind(NoCatalogEffects):
     name = "producers_expired"
-    changes_catalog = False
 
     def replay(self, view: CoordinatorView, expired: rec.ProducersExpired, end_offset: int) -> None:
         for producer in _checked(expired):
@@ -74,12 +70,6 @@ class ProducersExpiredKind:
         for producer in _checked(expired):
             if _packed_window_seen(transaction.producer_window(producer.partition_key, producer.producer_id), producer):
                 transaction.expire_window(producer.partition_key, producer.producer_id)
-
-    def partition_changes(self, expired: rec.ProducersExpired) -> PartitionChanges:
-        return NO_PARTITION_CHANGES
-
-    def names_given(self, expired: rec.ProducersExpired) -> NamesGiven:
-        return NO_NAMES
 
     def describe(self, expired: rec.ProducersExpired, names: RecordNames) -> RecordDescription:
         producers = expired_producers(expired)

@@ -11,10 +11,7 @@ from __future__ import annotations
 
 from coordinator.base.invariants import check_invariant
 from coordinator.machine.kinds.kind import (
-    NO_NAMES,
-    NO_PARTITION_CHANGES,
-    NamesGiven,
-    PartitionChanges,
+    NoCatalogEffects,
     RecordDescription,
     RecordNames,
 )
@@ -23,9 +20,9 @@ from coordinator.machine.view import CoordinatorView
 from protos import records_pb2 as rec
 
 
-class BatchesPurgedKind:
+class BatchesPurgedKind(NoCatalogEffects):
+    # No partition changes for the catalog: its partitions left the catalog with their topic.
     name = "batches_purged"
-    changes_catalog = False
 
     def replay(self, view: CoordinatorView, purged: rec.BatchesPurged, end_offset: int) -> None:
         for purged_range in purged.ranges:  # the view holds no batch; a served partition is never purged
@@ -43,12 +40,6 @@ class BatchesPurgedKind:
             transaction.remove_batches_below(key, purged_range.below_offset)
             if not transaction.has_batches(key):
                 db.execute("DELETE FROM partitions_awaiting_purge WHERE partition_key = ?", (key,))
-
-    def partition_changes(self, purged: rec.BatchesPurged) -> PartitionChanges:
-        return NO_PARTITION_CHANGES  # its partitions left the catalog with their topic
-
-    def names_given(self, purged: rec.BatchesPurged) -> NamesGiven:
-        return NO_NAMES
 
     def describe(self, purged: rec.BatchesPurged, names: RecordNames) -> RecordDescription:
         ranges = [(names.partition(r.partition_key), r.below_offset) for r in purged.ranges]

@@ -9,10 +9,7 @@ DESIGN §5: hand-over, then deletion).
 from __future__ import annotations
 
 from coordinator.machine.kinds.kind import (
-    NO_NAMES,
-    NO_PARTITION_CHANGES,
-    NamesGiven,
-    PartitionChanges,
+    NoCatalogEffects,
     RecordDescription,
     RecordNames,
 )
@@ -22,9 +19,9 @@ from coordinator.machine.view import CoordinatorView
 from protos import records_pb2 as rec
 
 
-class RetentionAppliedKind:
+class RetentionAppliedKind(NoCatalogEffects):
+    # No partition changes for the catalog: log starts move; next offsets stay.
     name = "retention_applied"
-    changes_catalog = False
 
     def replay(self, view: CoordinatorView, applied: rec.RetentionApplied, end_offset: int) -> None:
         for start in applied.starts:
@@ -34,12 +31,6 @@ class RetentionAppliedKind:
         transaction.write_high_watermarks()  # the log starts are checked against the high watermarks
         for start in applied.starts:
             apply_log_start(transaction, start.partition_key, start.log_start_offset)
-
-    def partition_changes(self, applied: rec.RetentionApplied) -> PartitionChanges:
-        return NO_PARTITION_CHANGES  # log starts move; next offsets stay
-
-    def names_given(self, applied: rec.RetentionApplied) -> NamesGiven:
-        return NO_NAMES
 
     def describe(self, applied: rec.RetentionApplied, names: RecordNames) -> RecordDescription:
         starts = [(names.partition(s.partition_key), s.log_start_offset) for s in applied.starts]

@@ -13,10 +13,7 @@ from __future__ import annotations
 
 from coordinator.base.invariants import check_invariant
 from coordinator.machine.kinds.kind import (
-    NO_NAMES,
-    NO_PARTITION_CHANGES,
-    NamesGiven,
-    PartitionChanges,
+    NoCatalogEffects,
     RecordDescription,
     RecordNames,
 )
@@ -39,9 +36,9 @@ def check_local_start_moves(partition_key: int, before: int, after: int, high_wa
     )
 
 
-class RemoteLogSegmentsCommittedKind:
+class RemoteLogSegmentsCommittedKind(NoCatalogEffects):
+    # No partition changes for the catalog: the local start moves; the next offset stays.
     name = "remote_log_segments_committed"
-    changes_catalog = False
 
     def replay(self, view: CoordinatorView, committed: rec.RemoteLogSegmentsCommitted, end_offset: int) -> None:
         partition = view.partitions_by_key.get(committed.partition_key)
@@ -79,12 +76,6 @@ class RemoteLogSegmentsCommittedKind:
             (local_start, max(remote_max_timestamp, offloaded_max), key),
         )
         transaction.remove_batches_below(key, local_start)
-
-    def partition_changes(self, committed: rec.RemoteLogSegmentsCommitted) -> PartitionChanges:
-        return NO_PARTITION_CHANGES  # the local start moves; the next offset stays
-
-    def names_given(self, committed: rec.RemoteLogSegmentsCommitted) -> NamesGiven:
-        return NO_NAMES
 
     def describe(self, committed: rec.RemoteLogSegmentsCommitted, names: RecordNames) -> RecordDescription:
         partition = names.partition(committed.partition_key)

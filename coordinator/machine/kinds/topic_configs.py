@@ -16,10 +16,7 @@ from __future__ import annotations
 
 from coordinator.base.invariants import check_invariant
 from coordinator.machine.kinds.kind import (
-    NO_NAMES,
-    NO_PARTITION_CHANGES,
-    NamesGiven,
-    PartitionChanges,
+    NoCatalogEffects,
     RecordDescription,
     RecordNames,
 )
@@ -43,11 +40,10 @@ def _pairs(changed: rec.TopicConfigsChanged) -> tuple[tuple[str, str], ...]:
     return tuple((config.name, config.value) for config in changed.configs)
 
 
-class TopicConfigsChangedKind:
+class TopicConfigsChangedKind(NoCatalogEffects):
     name = "topic_configs_changed"
     # The node's catalog holds no configurations: they are read from the coordinators' leaders, never from a copy
     # that may trail them (coordinator.topics.config_admin).
-    changes_catalog = False
 
     def replay(self, view: CoordinatorView, changed: rec.TopicConfigsChanged, end_offset: int) -> None:
         check_invariant(
@@ -77,12 +73,6 @@ class TopicConfigsChangedKind:
                 "WHERE topic_id = ? AND log_start_offset < local_log_start_offset",
                 (changed.topic_id,),
             )
-
-    def partition_changes(self, changed: rec.TopicConfigsChanged) -> PartitionChanges:
-        return NO_PARTITION_CHANGES
-
-    def names_given(self, changed: rec.TopicConfigsChanged) -> NamesGiven:
-        return NO_NAMES
 
     def describe(self, changed: rec.TopicConfigsChanged, names: RecordNames) -> RecordDescription:
         topics, topic_id = names.topic_names(changed.topic_id), changed.topic_id.hex()
