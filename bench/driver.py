@@ -82,9 +82,13 @@ class LoadOutcome:
 Event = tuple[float, float, int]  # (finished at, latency seconds, batches)
 
 
-def percentile_ms(latencies_s: list[float], fraction: float) -> float:
+NAN = float("nan")  # a percentile of nothing, where a report says so rather than 0
+
+
+def percentile_ms(latencies_s: list[float], fraction: float, empty: float = 0.0) -> float:
+    """The nearest-rank percentile of latencies in seconds, in milliseconds; `empty` when there are none."""
     if not latencies_s:
-        return 0.0
+        return empty
     ordered = sorted(latencies_s)
     return ordered[min(len(ordered) - 1, int(len(ordered) * fraction))] * 1000
 

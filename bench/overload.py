@@ -30,10 +30,7 @@ import platform
 import random
 import re
 import statistics
-import subprocess
-import sys
 import tempfile
-import threading
 import time
 import urllib.request
 import uuid
@@ -44,7 +41,16 @@ from pathlib import Path
 import grpc
 
 from bench.arguments import node_settings
+from bench.driver import NAN, percentile_ms
 from bench.load import create_load_topic
+from bench.node_process import (
+    METRICS_LINE,
+    cpu_s,
+    start_node,
+    status_kib,
+    stop_node,
+    wait_serving,
+)
 from coordinator.base.backoff import Backoff
 from protos import coordinator_pb2 as pb
 from protos import coordinator_pb2_grpc as pb_grpc
@@ -53,9 +59,6 @@ COMMIT_METHOD = "/diskless.coordinator.v1.DisklessCoordinator/CommitFile"
 BATCH_BYTES = 1000  # the size each batch claims in its file
 SAMPLE_INTERVAL_S = 0.25  # RSS sampling
 PROGRESS_INTERVAL_S = 5.0
-START_TIMEOUT_S = 120
-STOP_TIMEOUT_S = 60
-METRICS_LINE = re.compile(r"metrics at (http://[\d.]+:\d+/metrics)")
 
 
 @dataclass
@@ -68,62 +71,6 @@ class Tally:
     ok_batches_in_window: int = 0
     error_latencies_s: dict[str, list[float]] = field(default_factory=dict)  # by status code
     details: Counter[tuple[str, str]] = field(default_factory=Counter)  # (code, details with numbers as N)
-
-
-def _status_kib(pid: int, field_name: str) -> int:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith(field_name + ":"):
-                return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
-
-
-def _cpu_s(pid: int) -> float:
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except OSError:
-        return 0.0
-
-
-def _start_server(
-    directory: Path, coordinators: int, settings: dict[str, str]
-) -> tuple[subprocess.Popen[bytes], str, Path]:
-    config = directory / "node.properties"
-    config.write_text("".join(f"{k}={v}\n" for k, v in settings.items()))
-    log_path = directory / "node.log"
-    with log_path.open("wb") as log_file:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "coordinator", "serve", "--data-dir", str(directory / "data"), "--listen",
-             "127.0.0.1:0", "--coordinators", str(coordinators), "--config", str(config)],
-            stdout=subprocess.PIPE, stderr=log_file,
-        )  # fmt: skip
-    assert process.stdout is not None
-    deadline = time.monotonic() + START_TIMEOUT_S
-    for raw in process.stdout:
-        line = raw.decode(errors="replace")
-        if "listening on" in line:
-            threading.Thread(target=process.stdout.read, daemon=True).start()  # keep the pipe from filling
-            return process, line.split("listening on ")[1].split(",")[0], log_path
-        if time.monotonic() > deadline:
-            break
-    process.kill()
-    raise RuntimeError(f"the node did not start:\n{log_path.read_text(errors='replace')[-3000:]}")
-
-
-async def _wait_serving(stub: pb_grpc.DisklessCoordinatorAsyncStub) -> None:
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while time.monotonic() < deadline:
-        try:
-            described = await stub.DescribeCoordinators(pb.DescribeCoordinatorsRequest(), timeout=1)
-            if all(c.error_code == pb.NONE for c in described.coordinators):
-                return
-        except grpc.aio.AioRpcError:
-            pass
-        await asyncio.sleep(0.1)
-    raise RuntimeError("the node is not serving")
 
 
 def _batches_field(topic_id: bytes, partitions: int, batches: int, client: int) -> bytes:
@@ -211,7 +158,7 @@ class Overload:
         last_progress = started
         last_ok = 0
         while not stop.is_set():
-            rss = _status_kib(self.pid, "VmRSS")
+            rss = status_kib(self.pid, "VmRSS")
             self.rss_peak_kib = max(self.rss_peak_kib, rss)
             now = time.monotonic()
             self.rss_samples.append((now - started, rss))
@@ -232,12 +179,12 @@ class Overload:
         args = self.args
         async with grpc.aio.insecure_channel(self.address) as channel:
             stub = pb_grpc.DisklessCoordinatorStub(channel)
-            await _wait_serving(stub)
+            await wait_serving(stub)
             topic_id, owners = await create_load_topic(stub, "overload", args.partitions)
         bodies = [_batches_field(topic_id, args.partitions, args.batches, c) for c in range(args.clients)]
         stop = asyncio.Event()
         started = time.monotonic()
-        cpu_before = _cpu_s(self.pid), _cpu_s(os.getpid())
+        cpu_before = cpu_s(self.pid), cpu_s(os.getpid())
         sampler = asyncio.create_task(self.sample(stop, started))
         stop_at = started + args.seconds
         try:
@@ -248,16 +195,9 @@ class Overload:
             await sampler
         return {
             "elapsed_s": elapsed,
-            "server_cpu_s": _cpu_s(self.pid) - cpu_before[0],
-            "client_cpu_s": _cpu_s(os.getpid()) - cpu_before[1],
+            "server_cpu_s": cpu_s(self.pid) - cpu_before[0],
+            "client_cpu_s": cpu_s(os.getpid()) - cpu_before[1],
         }
-
-
-def _percentile_ms(latencies_s: list[float], fraction: float) -> float:
-    if not latencies_s:
-        return float("nan")
-    ordered = sorted(latencies_s)
-    return ordered[min(len(ordered) - 1, int(len(ordered) * fraction))] * 1000
 
 
 def _scrape_refusals(log_path: Path) -> dict[str, float]:
@@ -302,21 +242,16 @@ def main(argv: list[str] | None = None) -> int:
         flush=True,
     )
     with tempfile.TemporaryDirectory(prefix="overload-") as directory:
-        process, address, log_path = _start_server(Path(directory), args.coordinators, settings)
+        process, address, log_path = start_node(Path(directory), args.coordinators, settings)
         try:
             import uvloop
 
             load = Overload(args, address, process.pid)
             times = uvloop.run(load.run())
-            hwm_kib = _status_kib(process.pid, "VmHWM")
+            hwm_kib = status_kib(process.pid, "VmHWM")
             refusals = _scrape_refusals(log_path)
         finally:
-            process.terminate()
-            try:
-                process.wait(timeout=STOP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+            stop_node(process)
         log_text = log_path.read_text(errors="replace")
         if args.node_log is not None:
             args.node_log.write_text(log_text)
@@ -336,13 +271,14 @@ def _report(
     window = min(times["elapsed_s"], args.seconds)
     print(f"calls: {dict(t.codes.most_common())}")
     print(
-        f"OK latency: median {_percentile_ms(t.ok_latencies_s, 0.5):.0f} ms, "
-        f"p99 {_percentile_ms(t.ok_latencies_s, 0.99):.0f} ms"
+        f"OK latency: median {percentile_ms(t.ok_latencies_s, 0.5, empty=NAN):.0f} ms, "
+        f"p99 {percentile_ms(t.ok_latencies_s, 0.99, empty=NAN):.0f} ms"
     )
     for code, latencies in sorted(t.error_latencies_s.items()):
         print(
-            f"{code} latency: median {_percentile_ms(latencies, 0.5):.1f} ms, "
-            f"p99 {_percentile_ms(latencies, 0.99):.1f} ms, max {_percentile_ms(latencies, 1.0):.1f} ms"
+            f"{code} latency: median {percentile_ms(latencies, 0.5, empty=NAN):.1f} ms, "
+            f"p99 {percentile_ms(latencies, 0.99, empty=NAN):.1f} ms, "
+            f"max {percentile_ms(latencies, 1.0, empty=NAN):.1f} ms"
         )
     for (code, detail), count in t.details.most_common(6):
         print(f"  {count} x {code}: {detail!r}")

@@ -32,7 +32,12 @@ from pathlib import Path
 import grpc
 
 from bench.load import create_load_topic
-from bench.overload import STOP_TIMEOUT_S, _start_server, _status_kib, _wait_serving
+from bench.node_process import (
+    start_node,
+    status_kib,
+    stop_node,
+    wait_serving,
+)
 from bench.report import load_average, machine
 from protos import coordinator_pb2 as pb
 from protos import coordinator_pb2_grpc as pb_grpc
@@ -123,7 +128,7 @@ class Churn:
             at_s=round(time.monotonic() - self.started, 1),
             produced=self.produced,
             producer_count=sum(c.producer_count for c in described.coordinators),
-            rss_mib=round(_status_kib(self.pid, "VmRSS") / 1024, 1),
+            rss_mib=round(status_kib(self.pid, "VmRSS") / 1024, 1),
             state_mib=round(sum(c.state_bytes for c in described.coordinators) / mib, 1),
             log_mib=round(sum(c.log_bytes for c in described.coordinators) / mib, 1),
             snapshot_mib=round(sum(c.snapshot_bytes for c in described.coordinators) / mib, 1),
@@ -158,11 +163,11 @@ async def run(args: argparse.Namespace, directory: Path) -> dict[str, object]:
         "diskless.coordinator.producer.id.expiration.check.interval.ms": str(args.check_interval_ms),
         "diskless.server.read.processes": "0",
     }
-    process, address, log_path = _start_server(directory, args.coordinators, settings)
+    process, address, log_path = start_node(directory, args.coordinators, settings)
     try:
         async with grpc.aio.insecure_channel(address) as channel:
             churn = Churn(args, channel, process.pid)
-            await _wait_serving(churn.stub)
+            await wait_serving(churn.stub)
             topic_id, owners = await create_load_topic(churn.stub, "churn", args.partitions)
             churn.started = time.monotonic()
             done = asyncio.Event()
@@ -176,8 +181,7 @@ async def run(args: argparse.Namespace, directory: Path) -> dict[str, object]:
             await trimmer
             final = await churn.sample()
     finally:
-        process.terminate()
-        process.wait(STOP_TIMEOUT_S)
+        stop_node(process)
     warm_s = (args.expiration_ms + 2 * args.check_interval_ms) / 1000
     expired_lines = sum(1 for line in log_path.read_text(errors="replace").splitlines() if "idle producers" in line)
     return {

@@ -40,7 +40,11 @@ import grpc
 
 from bench.arguments import node_settings
 from bench.coordinator_system import CoordinatorServer
-from bench.overload import _percentile_ms, _status_kib
+from bench.driver import NAN, percentile_ms
+from bench.node_process import (
+    METRICS_LINE,
+    status_kib,
+)
 from bench.replicated import ReplicatedCluster
 from bench.systems import process_tree
 from coordinator.base.backoff import Backoff
@@ -54,7 +58,6 @@ SAMPLE_INTERVAL_S = 0.25
 PROGRESS_INTERVAL_S = 5.0
 READY_TIMEOUT_S = 120
 MESSAGE_MAX_BYTES = 64 * 1024 * 1024
-METRICS_LINE = re.compile(r"metrics at (http://[\d.]+:\d+/metrics)")
 COUNTED = ("diskless_shed_calls_total", "diskless_server_response_bytes_in_progress_peak",
            "diskless_server_calls_in_progress_peak", "diskless_reader_calls_total",
            "diskless_reader_restarts")  # fmt: skip
@@ -200,9 +203,9 @@ class Flood:
         while not self.done.is_set():
             total_kib = 0
             for process in self.watched:
-                rss = _status_kib(process.pid, "VmRSS")
+                rss = status_kib(process.pid, "VmRSS")
                 process.peak_rss_kib = max(process.peak_rss_kib, rss)
-                process.hwm_kib = max(process.hwm_kib, _status_kib(process.pid, "VmHWM"))
+                process.hwm_kib = max(process.hwm_kib, status_kib(process.pid, "VmHWM"))
                 total_kib += rss
             if total_kib > self.args.rss_limit_mib * 1024 and not self.over_limit:
                 self.over_limit = True
@@ -337,8 +340,8 @@ def _report(flood: Flood, elapsed: float, targets: list[str], alive: dict[str, b
     print(f"answers: {t.ok_bytes / max(ok, 1) / 1024:.0f} KiB each on average, {t.ok_bytes / 2**20:.0f} MiB in all")
     for code, latencies in sorted(t.latencies_s.items()):
         print(
-            f"{code} latency: median {_percentile_ms(latencies, 0.5):.0f} ms, "
-            f"p99 {_percentile_ms(latencies, 0.99):.0f} ms"
+            f"{code} latency: median {percentile_ms(latencies, 0.5, empty=NAN):.0f} ms, "
+            f"p99 {percentile_ms(latencies, 0.99, empty=NAN):.0f} ms"
         )
     for (code, detail), count in t.details.most_common(4):
         print(f"  {count} x {code}: {detail!r}")

@@ -47,7 +47,6 @@ import multiprocessing
 import os
 import platform
 import shutil
-import subprocess
 import tempfile
 import time
 import uuid
@@ -56,7 +55,13 @@ from pathlib import Path
 
 import grpc
 
-from bench.overload import START_TIMEOUT_S, STOP_TIMEOUT_S, _start_server, _status_kib, _wait_serving
+from bench.node_process import (
+    START_TIMEOUT_S,
+    start_node,
+    status_kib,
+    stop_node,
+    wait_serving,
+)
 from bench.retention_soak_report import SAMPLE_INTERVAL_S, Run, write_report
 from bench.tiered_copier import TieredCopier
 from coordinator.client.routing_client import RoutingClient
@@ -173,7 +178,7 @@ class Soak:
             "state_bytes": sum(c.state_bytes for c in described),
             "log_bytes": sum(c.log_bytes for c in described),
             "snapshot_bytes": sum(c.snapshot_bytes for c in described),
-            "rss_bytes": _status_kib(self.pid, "VmRSS") * 1024,
+            "rss_bytes": status_kib(self.pid, "VmRSS") * 1024,
             "known_files": sum(
                 c.live_file_count + c.files_awaiting_handover + c.files_awaiting_deletion for c in described
             ),
@@ -205,7 +210,7 @@ async def _run(args: argparse.Namespace, variant: str, address: str, pid: int, o
     run = Run(variant, commit_batches=args.commit_batches)
     async with grpc.aio.insecure_channel(address) as channel, RoutingClient(address) as client:
         stub = pb_grpc.DisklessCoordinatorStub(channel)
-        await _wait_serving(stub)
+        await wait_serving(stub)
         topic_id = await _create_topic(stub, args, variant == "tiered")
         found = await stub.FindCoordinator(pb.FindCoordinatorRequest(
             topics=[pb.FindCoordinatorRequest.Topic(topic_id=topic_id, partitions=range(args.partitions))]
@@ -272,18 +277,13 @@ def _run_variant(args: argparse.Namespace, variant: str, start: StartLine) -> Ru
         (objects / "wal").mkdir(parents=True)
         settings = _settings(args, objects)
         print(f"{variant}: node settings {settings}", flush=True)
-        process, address, log_path = _start_server(Path(directory), args.coordinators, settings)
+        process, address, log_path = start_node(Path(directory), args.coordinators, settings)
         try:
             import uvloop
 
             return uvloop.run(_run(args, variant, address, process.pid, objects, start))
         finally:
-            process.terminate()
-            try:
-                process.wait(timeout=STOP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+            stop_node(process)
             if args.output is not None:  # the node's log outlives its directory
                 args.output.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(log_path, args.output / f"node-{variant}.log")

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.overload import _percentile_ms
+from bench.driver import NAN, percentile_ms
 from bench.tiered_copier import CopierStats
 
 SAMPLE_INTERVAL_S = 0.5
@@ -59,9 +59,9 @@ def _spread(values: list[float]) -> dict[str, float]:
 def _latency(values: list[float]) -> dict[str, float]:
     return {
         "commits": len(values),
-        "p50_ms": _percentile_ms(values, 0.5),
-        "p99_ms": _percentile_ms(values, 0.99),
-        "max_ms": _percentile_ms(values, 1.0),
+        "p50_ms": percentile_ms(values, 0.5, empty=NAN),
+        "p99_ms": percentile_ms(values, 0.99, empty=NAN),
+        "max_ms": percentile_ms(values, 1.0, empty=NAN),
     }
 
 
@@ -96,8 +96,8 @@ def summarise(run: Run, control: Run | None) -> dict[str, Any]:
         "p99_steady_over_baseline": steady["p99_ms"] / baseline["p99_ms"] if baseline["p99_ms"] else float("nan"),
         "p50_steady_over_baseline": steady["p50_ms"] / baseline["p50_ms"] if baseline["p50_ms"] else float("nan"),
         "broker_lateness_ms": {
-            "p99": _percentile_ms(run.lateness(run.started, run.end), 0.99),
-            "max": _percentile_ms(run.lateness(run.started, run.end), 1.0),
+            "p99": percentile_ms(run.lateness(run.started, run.end), 0.99, empty=NAN),
+            "max": percentile_ms(run.lateness(run.started, run.end), 1.0, empty=NAN),
         },
         "refused_commits": dict(run.errors),
         "load_1m": {"min": min(s["load_1m"] for s in run.samples), "max": max(s["load_1m"] for s in run.samples)},
@@ -115,8 +115,8 @@ def summarise(run: Run, control: Run | None) -> dict[str, Any]:
             "passes": stats.passes, "segments": stats.segments, "offloaded_batches": stats.offloaded_batches,
             "expired_segments": stats.expired_segments, "expired_batches": stats.expired_batches,
             "errors": dict(stats.errors),
-            "pass_p50_ms": _percentile_ms([e - s for s, e in stats.pass_spans], 0.5),
-            "pass_p99_ms": _percentile_ms([e - s for s, e in stats.pass_spans], 0.99),
+            "pass_p50_ms": percentile_ms([e - s for s, e in stats.pass_spans], 0.5, empty=NAN),
+            "pass_p99_ms": percentile_ms([e - s for s, e in stats.pass_spans], 0.99, empty=NAN),
         }  # fmt: skip
         summary["commits"]["steady_during_copier_passes"] = _latency(_during_passes(run, run.warm_from, run.end))
     return summary

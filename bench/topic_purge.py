@@ -20,7 +20,6 @@ import argparse
 import asyncio
 import os
 import platform
-import subprocess
 import tempfile
 import time
 import urllib.request
@@ -31,7 +30,13 @@ from pathlib import Path
 import grpc
 
 from bench.arguments import node_settings
-from bench.overload import METRICS_LINE, STOP_TIMEOUT_S, _percentile_ms, _start_server, _wait_serving
+from bench.driver import NAN, percentile_ms
+from bench.node_process import (
+    METRICS_LINE,
+    start_node,
+    stop_node,
+    wait_serving,
+)
 from protos import coordinator_pb2 as pb
 from protos import coordinator_pb2_grpc as pb_grpc
 
@@ -134,7 +139,7 @@ def _awaiting_purge(metrics_url: str) -> float:
 async def _run(args: argparse.Namespace, address: str, metrics_url: str) -> None:
     async with grpc.aio.insecure_channel(address) as channel:
         stub = pb_grpc.DisklessCoordinatorStub(channel)
-        await _wait_serving(stub)
+        await wait_serving(stub)
         doomed, doomed_placement = await _topic(stub, "doomed", args.coordinators * 4)
         live, live_placement = await _topic(stub, "live", args.coordinators * 4)
         await _fill(stub, doomed, doomed_placement, args.batches)
@@ -165,10 +170,13 @@ async def _run(args: argparse.Namespace, address: str, metrics_url: str) -> None
     print(f"purge of {args.batches} batches: {purged - answered:.1f} s ({args.batches / (purged - answered):.0f}/s)")
     for label, values in (("without a purge", before), ("during the purge", during)):
         print(
-            f"live topic commits {label}: {len(values)} commits, median {_percentile_ms(values, 0.5):.2f} ms, "
-            f"p99 {_percentile_ms(values, 0.99):.2f} ms, max {_percentile_ms(values, 1.0):.2f} ms"
+            f"live topic commits {label}: {len(values)} commits, "
+            f"median {percentile_ms(values, 0.5, empty=NAN):.2f} ms, "
+            f"p99 {percentile_ms(values, 0.99, empty=NAN):.2f} ms, max {percentile_ms(values, 1.0, empty=NAN):.2f} ms"
         )
-    print(f"p99 during / without: {_percentile_ms(during, 0.99) / _percentile_ms(before, 0.99):.2f}")
+    print(
+        f"p99 during / without: {percentile_ms(during, 0.99, empty=NAN) / percentile_ms(before, 0.99, empty=NAN):.2f}"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -191,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
         flush=True,
     )
     with tempfile.TemporaryDirectory(prefix="topic-purge-") as directory:
-        process, address, log_path = _start_server(Path(directory), args.coordinators, settings)
+        process, address, log_path = start_node(Path(directory), args.coordinators, settings)
         try:
             match = METRICS_LINE.search(log_path.read_text(errors="replace"))
             deadline = time.monotonic() + 30
@@ -204,12 +212,7 @@ def main(argv: list[str] | None = None) -> int:
 
             uvloop.run(_run(args, address, match.group(1)))
         finally:
-            process.terminate()
-            try:
-                process.wait(timeout=STOP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+            stop_node(process)
     return 0
 
 
