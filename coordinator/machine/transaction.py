@@ -14,6 +14,7 @@ import apsw
 
 from coordinator.base.invariants import check_invariant
 from coordinator.machine.producers import PackedWindow
+from coordinator.machine.state import time_index
 
 Bindings = tuple[Any, ...]
 
@@ -39,6 +40,9 @@ class StateTransaction:
         # per partition per transaction, not once per record, and checked against SQLite when written.
         self.high_watermarks: dict[int, tuple[int, int]] = {}
         self.deleted_partition_keys: set[int] = set()
+        # partition key -> its max effective timestamp in the time index after this transaction's records so far
+        # (time_index.NO_ENTRY: none), read once per partition per transaction (machine/state/time_index.py).
+        self.max_timestamps: dict[int, int] = {}
 
     # The counters of the meta table, as the interpreter reads and advances them.
 
@@ -114,22 +118,33 @@ class StateTransaction:
         )
         self.high_watermarks = {}
 
+    def max_timestamp(self, partition_key: int) -> int:
+        """The partition's max effective timestamp over its held batches (time_index.NO_ENTRY: none)."""
+        found = self.max_timestamps.get(partition_key)
+        if found is None:
+            found = self.max_timestamps[partition_key] = time_index.max_timestamp(self.db, partition_key)
+        return found
+
     def remove_batches_below(self, partition_key: int, offset: int | None) -> None:
-        """Removes whole batches of a partition with last offset below `offset` (all when None)."""
-        bound = 2**63 - 1 if offset is None else offset
+        """Removes whole batches of a partition with last offset below `offset` (all when None), and their entries
+        in the time index."""
+        bound = time_index.OFFSET_END if offset is None else offset
         per_file = list(
             self.db.execute(
-                "SELECT file_id, count(*) FROM batches WHERE partition_key = ? AND last_offset < ? GROUP BY file_id",
+                f"SELECT file_id, count(*), max({time_index.EFFECTIVE_TIMESTAMP}) FROM batches "
+                "WHERE partition_key = ? AND last_offset < ? GROUP BY file_id",
                 (partition_key, bound),
             )
         )
         if not per_file:
             return
         self.db.executemany(
-            "UPDATE files SET live_batches = live_batches - ? WHERE file_id = ?", [(n, f) for f, n in per_file]
+            "UPDATE files SET live_batches = live_batches - ? WHERE file_id = ?", [(n, f) for f, n, _ in per_file]
         )
         self.db.execute("DELETE FROM batches WHERE partition_key = ? AND last_offset < ?", (partition_key, bound))
-        self.add_live_batches(-sum(n for _, n in per_file))
+        self.add_live_batches(-sum(n for _, n, _ in per_file))
+        time_index.trim(self.db, partition_key, max(highest for _, _, highest in per_file), bound)
+        self.max_timestamps.pop(partition_key, None)
 
     def has_batches(self, partition_key: int) -> bool:
         return (

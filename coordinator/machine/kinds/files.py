@@ -17,8 +17,15 @@ from coordinator.machine.kinds.kind import (
     batch_discontinuity,
     next_id_after,
 )
-from coordinator.machine.producers import WindowEntry, advance_packed_window, advance_window, effective_timestamp
+from coordinator.machine.producers import (
+    LOG_APPEND_TIME,
+    WindowEntry,
+    advance_packed_window,
+    advance_window,
+    effective_timestamp,
+)
 from coordinator.machine.records import BATCH_LAYOUT, unpack_batches
+from coordinator.machine.state import time_index
 from coordinator.machine.transaction import StateTransaction
 from coordinator.machine.view import CoordinatorView
 from protos import records_pb2 as rec
@@ -102,6 +109,8 @@ class FileCommittedKind:
         # transaction is taken at its word here; write_high_watermarks checks it against SQLite.
         object_key = committed.object_key
         rows = []
+        max_timestamps = transaction.max_timestamps
+        index_entries = []  # where a partition's max effective timestamp grows (its time index, DESIGN §4)
         for batch in batches:
             (batch_id, key, byte_offset, size, base_offset, last_offset, max_timestamp, producer_id, producer_epoch,
              base_sequence, last_sequence, magic, timestamp_type) = batch  # fmt: skip
@@ -127,9 +136,18 @@ class FileCommittedKind:
                 timestamp_type,
             )  # fmt: skip
             rows.append((*batch, file_id, append_time, entry))
+            timestamp = append_time if timestamp_type == LOG_APPEND_TIME else max_timestamp
+            highest = max_timestamps.get(key)
+            if highest is None:
+                highest = transaction.max_timestamp(key)
+            if timestamp > highest:
+                max_timestamps[key] = timestamp
+                index_entries.append((key, timestamp, last_offset, base_offset))
         transaction.next_batch_id = next_batch_id
         transaction.add_live_batches(len(batches))
         transaction.db.executemany("INSERT INTO batches VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
+        if index_entries:
+            transaction.db.executemany(time_index.INSERT_ENTRIES, index_entries)
 
     def partition_changes(self, committed: rec.FileCommitted) -> PartitionChanges:
         batches = unpack_batches(committed.packed_batches)

@@ -14,6 +14,7 @@ from coordinator.machine.kinds.kind import (
     check_log_start_moves,
     next_id_after,
 )
+from coordinator.machine.state import time_index
 from coordinator.machine.transaction import StateTransaction
 from coordinator.machine.view import CoordinatorView, PartitionView
 from protos import records_pb2 as rec
@@ -88,6 +89,8 @@ class TopicDeletedKind:
                     "SELECT partition_key, topic_id, topic_name, partition FROM partitions WHERE partition_key = ?",
                     (key,),
                 )
+            time_index.forget(db, key)  # a partition awaiting purge answers no timestamp query
+            transaction.max_timestamps.pop(key, None)
             db.execute("DELETE FROM producers WHERE partition_key = ?", (key,))
             db.execute("DELETE FROM partitions WHERE partition_key = ?", (key,))
         transaction.deleted_partition_keys.update(keys)

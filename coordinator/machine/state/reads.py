@@ -11,6 +11,7 @@ import apsw
 
 from coordinator.machine.batch_entries import batch_entry
 from coordinator.machine.records import CommittedBatch
+from coordinator.machine.state import time_index
 from coordinator.machine.view import FileFacts, PartitionView
 from protos import coordinator_pb2 as pb
 
@@ -119,23 +120,14 @@ def last_offsets_between(
 
 
 def first_batch_at_or_after(db: apsw.Connection, partition_key: int, timestamp: int) -> tuple[int, int] | None:
-    """(effective timestamp, base offset) of the first batch in offset order whose timestamp is >= `timestamp`."""
-    row = db.execute(
-        f"SELECT {_EFFECTIVE_TIMESTAMP}, base_offset FROM batches WHERE partition_key = ? "
-        f"AND {_EFFECTIVE_TIMESTAMP} >= ? ORDER BY last_offset LIMIT 1",
-        (partition_key, timestamp),
-    ).fetchone()
-    return None if row is None else (row[0], row[1])
+    """(effective timestamp, base offset) of the first batch in offset order whose timestamp is >= `timestamp`:
+    one seek of the partition's time index (coordinator/machine/state/time_index.py)."""
+    return time_index.first_at_or_after(db, partition_key, timestamp)
 
 
 def max_timestamp_batch(db: apsw.Connection, partition_key: int) -> tuple[int, int] | None:
-    """(max effective timestamp, base offset of the first batch holding it)."""
-    row = db.execute(
-        f"SELECT {_EFFECTIVE_TIMESTAMP} AS ts, base_offset FROM batches WHERE partition_key = ? "
-        "ORDER BY ts DESC, last_offset ASC LIMIT 1",
-        (partition_key,),
-    ).fetchone()
-    return None if row is None else (row[0], row[1])
+    """(max effective timestamp, base offset of the first batch holding it): the time index's last entry."""
+    return time_index.last_entry(db, partition_key)
 
 
 _FILE_COLUMNS = (

@@ -7,8 +7,9 @@ from collections.abc import Callable
 import apsw
 
 from coordinator.machine.producers import packed_last_append_time
+from coordinator.machine.state import time_index
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 # meta holds counters and the applied log offset, updated in the same
 # transaction as the state they describe.
@@ -94,6 +95,16 @@ STATEMENTS = (
     # last_timestamp: the effective timestamp of the producer's last batch, which its expiry is decided by (DESIGN
     # §4a). No index on it: the expiry pass reads the table in key order, a bounded step at a time
     # (coordinator/commits/producer_expiry_worker.py), so the commit path writes no second B-tree per producer.
+    # Each served partition's time index (coordinator/machine/state/time_index.py, Kafka's TimeIndex): an entry for
+    # each held batch whose effective timestamp is above every earlier one's, so ListOffsets by timestamp and
+    # MAX_TIMESTAMP are one seek of this key. Timestamps and offsets rise together within a partition.
+    """CREATE TABLE IF NOT EXISTS time_index (
+        partition_key INTEGER NOT NULL,
+        timestamp INTEGER NOT NULL,
+        last_offset INTEGER NOT NULL,
+        base_offset INTEGER NOT NULL,
+        PRIMARY KEY (partition_key, timestamp)
+    ) WITHOUT ROWID""",
     """CREATE TABLE IF NOT EXISTS producers (
         partition_key INTEGER NOT NULL,
         producer_id INTEGER NOT NULL,
@@ -153,6 +164,12 @@ MIGRATIONS: dict[int, tuple[MigrationStep, ...]] = {
         "ALTER TABLE partitions ADD COLUMN remote_max_timestamp INTEGER NOT NULL DEFAULT -1",
         "UPDATE partitions SET local_log_start_offset = log_start_offset",
         "UPDATE meta SET value = 6 WHERE name = 'schema_version'",
+    ),
+    # Schema 6 -> 7: the time index (its table created empty by the open, before migrating), built here from the
+    # held batches in one pass, as a commit and a trim would have left it.
+    6: (
+        time_index.build,
+        "UPDATE meta SET value = 7 WHERE name = 'schema_version'",
     ),
 }
 
