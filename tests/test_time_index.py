@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import apsw
 from hypothesis import HealthCheck, event, given, settings
@@ -58,11 +59,14 @@ class PartitionModel:
         return (ErrorCode.NONE, -1, -1) if found is None else (ErrorCode.NONE, found[2], max(found[0], self.log_start))
 
     def entries(self, partition_key: int) -> list[time_index.Entry]:
-        """Kafka's time index of the held batches: where the max timestamp grows."""
+        """The time index of the held batches: where the max timestamp grows, once per interval at most."""
         found: list[time_index.Entry] = []
+        highest = -2
         for base, last, timestamp in self.held:
-            if not found or timestamp > found[-1][1]:
-                found.append((partition_key, timestamp, last, base))
+            if timestamp > highest:
+                highest = timestamp
+                if not found or found[-1][2] // time_index.INTERVAL_OFFSETS != last // time_index.INTERVAL_OFFSETS:
+                    found.append((partition_key, timestamp, last, base))
         return found
 
 
@@ -166,17 +170,19 @@ class Run:
                 _check(self.coordinator, self.models, probes)
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     st.lists(st.one_of(commit, commit, commit, delete, retention), min_size=1, max_size=40),
     st.lists(st.integers(BASE_MS - 25, BASE_MS + 300), max_size=4),
+    st.sampled_from([1, 2, 5, 16, time_index.INTERVAL_OFFSETS]),
 )
-def test_the_indexed_answers_are_a_brute_force_scans(operations: list[Any], probes: list[int]) -> None:
+def test_the_indexed_answers_are_a_brute_force_scans(operations: list[Any], probes: list[int], offsets: int) -> None:
     """Every ListOffsets answer by timestamp (each held timestamp, one either side of it, random ones) and
     MAX_TIMESTAMP equals the first held batch's that a scan of the model finds, clamped to the log start; the stored
     index is exactly Kafka's for the held batches, after commits (LOG_APPEND_TIME, CreateTime, -1, magic 0) and
-    log starts moved by DeleteRecords and retention (straddling batches kept)."""
-    with tempfile.TemporaryDirectory() as directory:
+    log starts moved by DeleteRecords and retention (straddling batches kept). Intervals of a few offsets make
+    many entries of a short run; the real one makes one, the rest found by reading its interval."""
+    with tempfile.TemporaryDirectory() as directory, mock.patch.object(time_index, "INTERVAL_OFFSETS", offsets):
         run = Run(Path(directory) / "state.sqlite", event)
         try:
             run.run(operations, probes)
@@ -197,6 +203,7 @@ FAR_AHEAD: list[Any] = [
 ]
 
 
+@mock.patch.object(time_index, "INTERVAL_OFFSETS", 1)
 def test_a_head_far_ahead_leaving_lets_the_batches_after_it_be_found(tmp_path: Path) -> None:
     run = Run(tmp_path / "state.sqlite")
     run.run(FAR_AHEAD[:2], [])
@@ -206,6 +213,7 @@ def test_a_head_far_ahead_leaving_lets_the_batches_after_it_be_found(tmp_path: P
     run.coordinator.store.close()
 
 
+@mock.patch.object(time_index, "INTERVAL_OFFSETS", 2)
 def test_replay_and_a_snapshot_give_the_same_index(tmp_path: Path) -> None:
     """I1: the live state (applied as it went), a state replayed from the whole log in one transaction, and a
     snapshot taken midway with the rest of the log applied are equal, the time index included."""
@@ -248,6 +256,7 @@ def _damage(path: Path, statement: str) -> str | None:
     return check_integrity(path).problem
 
 
+@mock.patch.object(time_index, "INTERVAL_OFFSETS", 2)
 def test_the_state_check_finds_a_damaged_time_index_entry(tmp_path: Path) -> None:
     """A sound file (every page, every key in order) with a wrong entry, a missing one or one too many: the
     state check says which, so the coordinator rebuilds; the undamaged state passes."""
@@ -268,6 +277,7 @@ def test_the_state_check_finds_a_damaged_time_index_entry(tmp_path: Path) -> Non
         assert problem is not None and expected in problem, (statement, problem)
 
 
+@mock.patch.object(time_index, "INTERVAL_OFFSETS", 2)
 def test_a_schema_6_state_gets_its_time_index_at_open(tmp_path: Path) -> None:
     """A state of before the index (no table, schema 6) is migrated in place: the index is built from the held
     batches at open, equal to the one a state kept from the start."""
@@ -302,4 +312,19 @@ def test_a_deleted_topic_keeps_no_entries_while_its_batches_await_purge(tmp_path
     with run.coordinator.store.read_transaction() as db:
         assert db.execute("SELECT count(*) FROM time_index").fetchone()[0] == 0
         assert time_index.index_problems(db) == []
+    run.coordinator.store.close()
+
+
+@mock.patch.object(time_index, "INTERVAL_OFFSETS", 4)
+def test_an_entry_that_stays_gives_its_interval_to_a_raise_before_it(tmp_path: Path) -> None:
+    """Offsets 0..5 at timestamps 50, 10, 20, 25, 30, 60 (one record each): entries at 0 and 5 (30 raised
+    nothing under 50). Once 0 leaves, 30 at offset 4 raises the max first in the interval 4..7: it is the entry
+    there, not 60 at 5, which stays as a raise that the interval's read finds."""
+    run = Run(tmp_path / "state.sqlite")
+    run.run([("commit", [(0, 1, pb.CREATE_TIME, relative)], 1) for relative in (50, 10, 20, 25, 30, 60)], [])
+    with run.coordinator.store.read_transaction() as db:
+        assert db.execute("SELECT last_offset FROM time_index WHERE partition_key = 0").fetchall() == [(0,), (5,)]
+    run.run([("delete", 0, 1 / 6)], [BASE_MS + 29, BASE_MS + 31, BASE_MS + 60])
+    with run.coordinator.store.read_transaction() as db:
+        assert db.execute("SELECT last_offset FROM time_index WHERE partition_key = 0").fetchall() == [(1,), (4,)]
     run.coordinator.store.close()

@@ -26,6 +26,7 @@ class StateTransaction:
         coordinator_id: int,
         meta: dict[str, Any],
         committed_windows: dict[int, dict[int, PackedWindow]],
+        committed_time_tails: dict[int, time_index.Tail],
     ) -> None:
         self.db = connection
         self.coordinator_id = coordinator_id
@@ -40,9 +41,11 @@ class StateTransaction:
         # per partition per transaction, not once per record, and checked against SQLite when written.
         self.high_watermarks: dict[int, tuple[int, int]] = {}
         self.deleted_partition_keys: set[int] = set()
-        # partition key -> its max effective timestamp in the time index after this transaction's records so far
-        # (time_index.NO_ENTRY: none), read once per partition per transaction (machine/state/time_index.py).
-        self.max_timestamps: dict[int, int] = {}
+        # The partitions' time-index tails (coordinator/machine/state/time_index.py) as the store keeps them in
+        # memory, and this transaction's: changed, and those the store must forget (read again from SQLite).
+        self.committed_time_tails = committed_time_tails
+        self.time_tails: dict[int, time_index.Tail] = {}
+        self.forgotten_time_tails: set[int] = set()
 
     # The counters of the meta table, as the interpreter reads and advances them.
 
@@ -118,12 +121,21 @@ class StateTransaction:
         )
         self.high_watermarks = {}
 
-    def max_timestamp(self, partition_key: int) -> int:
-        """The partition's max effective timestamp over its held batches (time_index.NO_ENTRY: none)."""
-        found = self.max_timestamps.get(partition_key)
+    def time_tail(self, partition_key: int) -> time_index.Tail:
+        """The partition's time-index tail after this transaction's records so far."""
+        found = self.time_tails.get(partition_key)
         if found is None:
-            found = self.max_timestamps[partition_key] = time_index.max_timestamp(self.db, partition_key)
+            if partition_key not in self.forgotten_time_tails:
+                found = self.committed_time_tails.get(partition_key)
+            if found is None:
+                found = time_index.tail(self.db, partition_key)
+            self.time_tails[partition_key] = found
         return found
+
+    def forget_time_tail(self, partition_key: int) -> None:
+        """The partition's entries changed otherwise than by an append: its tail is read again when needed."""
+        self.time_tails.pop(partition_key, None)
+        self.forgotten_time_tails.add(partition_key)
 
     def remove_batches_below(self, partition_key: int, offset: int | None) -> None:
         """Removes whole batches of a partition with last offset below `offset` (all when None), and their entries
@@ -144,7 +156,7 @@ class StateTransaction:
         self.db.execute("DELETE FROM batches WHERE partition_key = ? AND last_offset < ?", (partition_key, bound))
         self.add_live_batches(-sum(n for _, n, _ in per_file))
         time_index.trim(self.db, partition_key, max(highest for _, _, highest in per_file), bound)
-        self.max_timestamps.pop(partition_key, None)
+        self.forget_time_tail(partition_key)
 
     def has_batches(self, partition_key: int) -> bool:
         return (

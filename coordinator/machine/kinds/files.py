@@ -109,8 +109,8 @@ class FileCommittedKind:
         # transaction is taken at its word here; write_high_watermarks checks it against SQLite.
         object_key = committed.object_key
         rows = []
-        max_timestamps = transaction.max_timestamps
-        index_entries = []  # where a partition's max effective timestamp grows (its time index, DESIGN §4)
+        time_tails = transaction.time_tails
+        index_entries = []  # where a partition's max effective timestamp grows, sparsely (its time index, DESIGN §4)
         for batch in batches:
             (batch_id, key, byte_offset, size, base_offset, last_offset, max_timestamp, producer_id, producer_epoch,
              base_sequence, last_sequence, magic, timestamp_type) = batch  # fmt: skip
@@ -137,12 +137,13 @@ class FileCommittedKind:
             )  # fmt: skip
             rows.append((*batch, file_id, append_time, entry))
             timestamp = append_time if timestamp_type == LOG_APPEND_TIME else max_timestamp
-            highest = max_timestamps.get(key)
-            if highest is None:
-                highest = transaction.max_timestamp(key)
-            if timestamp > highest:
-                max_timestamps[key] = timestamp
-                index_entries.append((key, timestamp, last_offset, base_offset))
+            tail = time_tails.get(key)
+            if tail is None:
+                tail = transaction.time_tail(key)
+            if timestamp > tail[0]:  # time_index.entry_of_batch, only where the max grows
+                time_tails[key], index_entry = time_index.entry_of_batch(key, tail, timestamp, last_offset, base_offset)
+                if index_entry is not None:
+                    index_entries.append(index_entry)
         transaction.next_batch_id = next_batch_id
         transaction.add_live_batches(len(batches))
         transaction.db.executemany("INSERT INTO batches VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)

@@ -90,7 +90,7 @@ class TopicDeletedKind:
                     (key,),
                 )
             time_index.forget(db, key)  # a partition awaiting purge answers no timestamp query
-            transaction.max_timestamps.pop(key, None)
+            transaction.forget_time_tail(key)
             db.execute("DELETE FROM producers WHERE partition_key = ?", (key,))
             db.execute("DELETE FROM partitions WHERE partition_key = ?", (key,))
         transaction.deleted_partition_keys.update(keys)

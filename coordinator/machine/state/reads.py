@@ -121,13 +121,13 @@ def last_offsets_between(
 
 def first_batch_at_or_after(db: apsw.Connection, partition_key: int, timestamp: int) -> tuple[int, int] | None:
     """(effective timestamp, base offset) of the first batch in offset order whose timestamp is >= `timestamp`:
-    one seek of the partition's time index (coordinator/machine/state/time_index.py)."""
+    from the partition's time index (coordinator/machine/state/time_index.py)."""
     return time_index.first_at_or_after(db, partition_key, timestamp)
 
 
 def max_timestamp_batch(db: apsw.Connection, partition_key: int) -> tuple[int, int] | None:
-    """(max effective timestamp, base offset of the first batch holding it): the time index's last entry."""
-    return time_index.last_entry(db, partition_key)
+    """(max effective timestamp, base offset of the first batch holding it), from the time index's last entry."""
+    return time_index.max_timestamp_batch(db, partition_key)
 
 
 _FILE_COLUMNS = (

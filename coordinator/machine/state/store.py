@@ -19,7 +19,7 @@ from coordinator.base.invariants import check_invariant
 from coordinator.machine import kinds
 from coordinator.machine.producers import PackedWindow, decode_window
 from coordinator.machine.records import CommittedBatch
-from coordinator.machine.state import reads
+from coordinator.machine.state import reads, time_index
 from coordinator.machine.state.checkpoints import CHECKPOINT_PAGES_DEFAULT, WalCheckpoints
 from coordinator.machine.state.detached_read import DetachedRead
 from coordinator.machine.state.integrity import check_integrity
@@ -193,6 +193,9 @@ class StateStore:
                 raise StateCorrupt(f"{path}: {error}") from error
             raise
         self.producer_count = sum(map(len, self.producer_windows.values()))  # (partition, producer) states kept
+        # Each partition's time-index tail once a commit needed it (coordinator/machine/state/time_index.py): so a
+        # commit reads none from SQLite. Followed after each transaction, as the producer windows are.
+        self.time_tails: dict[int, time_index.Tail] = {}
 
     def _migrate(self) -> None:
         """Brings a state file of an older schema to this one, in the open transaction."""
@@ -324,7 +327,9 @@ class StateStore:
         meta = dict(self.meta)
         try:
             with self._writer:
-                transaction = StateTransaction(self._writer, self.coordinator_id, meta, self.producer_windows)
+                transaction = StateTransaction(
+                    self._writer, self.coordinator_id, meta, self.producer_windows, self.time_tails
+                )
                 previous_end = self.applied_offset
                 for end_offset, records in frames:
                     check_invariant(
@@ -344,5 +349,8 @@ class StateStore:
             raise
         self.meta = meta
         self._follow_producer_windows(transaction)
+        for key in transaction.forgotten_time_tails:
+            self.time_tails.pop(key, None)
+        self.time_tails.update(transaction.time_tails)
         if self._checkpoints is not None:
             self._checkpoints.written()
