@@ -18,6 +18,7 @@ from typing import Any
 import apsw
 import pytest
 
+from coordinator.machine.state import time_index
 from coordinator.runtime.log.frame import decode_frame, encode_frame
 from coordinator.runtime.log.segments import SEGMENT_SUFFIX, MetadataLog
 from coordinator.runtime.shard.log_replay import logical_dump
@@ -404,9 +405,9 @@ def test_stale_state_catches_up_from_the_log(filled: Filled, tmp_path: Path) -> 
 
 def test_a_schema_2_state_is_migrated_in_place_and_answers_the_same(filled: Filled) -> None:
     """Schema 3 stores each batch's FindBatches entry, schema 4 each file's part batches, schema 5 each producer's
-    last batch's timestamp, schema 6 each partition's local log start and remote timestamp; a schema 2 file gains the
-    columns (its files counting their live batches, its producers taking their last batch's append time, its
-    partitions holding everything locally), its rows answer as before."""
+    last batch's timestamp, schema 6 each partition's local log start and remote timestamp, schema 7 the time index; a
+    schema 2 file gains the columns (its files counting their live batches, its producers taking their last batch's
+    append time, its partitions holding everything locally) and the index, its rows answer as before."""
     seen = answers(filled)
     assert filled.server.stop() == 0
     for coordinator_id in range(COORDINATORS):
@@ -418,6 +419,7 @@ def test_a_schema_2_state_is_migrated_in_place_and_answers_the_same(filled: Fill
             db.execute("ALTER TABLE producers DROP COLUMN last_timestamp")
             db.execute("ALTER TABLE partitions DROP COLUMN local_log_start_offset")
             db.execute("ALTER TABLE partitions DROP COLUMN remote_max_timestamp")
+            db.execute("DROP TABLE time_index")
             db.execute("UPDATE meta SET value = 2 WHERE name = 'schema_version'")
         db.close()
 
@@ -428,7 +430,9 @@ def test_a_schema_2_state_is_migrated_in_place_and_answers_the_same(filled: Fill
     stored_without, stored_with = 0, 0
     for coordinator_id in range(COORDINATORS):
         db = apsw.Connection(str(coordinator_dir(filled, coordinator_id) / "state.sqlite"))
-        assert db.execute("SELECT value FROM meta WHERE name = 'schema_version'").fetchall() == [(6,)]
+        assert db.execute("SELECT value FROM meta WHERE name = 'schema_version'").fetchall() == [(7,)]
+        assert db.execute("SELECT count(*) FROM time_index").fetchall()[0][0] > 0
+        assert time_index.index_problems(db) == []  # built at open from the held batches, then kept
         assert db.execute(
             "SELECT count(*) FROM partitions "
             "WHERE local_log_start_offset != log_start_offset OR remote_max_timestamp != -1"
