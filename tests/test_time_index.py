@@ -265,7 +265,7 @@ def test_the_state_check_finds_a_damaged_time_index_entry(tmp_path: Path) -> Non
     assert check_integrity(pristine).problem is None
     damages = {
         "UPDATE time_index SET timestamp = timestamp + 1 WHERE partition_key = 0 AND last_offset = "
-        "(SELECT max(last_offset) FROM time_index WHERE partition_key = 0)": "time index entry",
+        "(SELECT max(last_offset) FROM time_index WHERE partition_key = 0)": "time index entry wrong",
         "DELETE FROM time_index WHERE partition_key = 1 AND last_offset = "
         "(SELECT min(last_offset) FROM time_index WHERE partition_key = 1)": "time index entry missing",
         f"INSERT INTO time_index VALUES (0, {2 * BASE_MS}, 999, 999)": "time index entry extra",

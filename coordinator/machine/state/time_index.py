@@ -26,7 +26,7 @@ a timestamp >= 0, as in Kafka, whose index never holds -1 above a real timestamp
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 import apsw
 
@@ -52,23 +52,6 @@ INSERT_ENTRIES = "INSERT INTO time_index (partition_key, timestamp, last_offset,
 
 def interval(last_offset: int) -> int:
     return last_offset // INTERVAL_OFFSETS
-
-
-def _expected_entries() -> str:
-    """The entries the held batches of served partitions imply, in SQL: the first raise of each interval."""
-    return f"""
-        SELECT partition_key, timestamp, last_offset, base_offset FROM (
-            SELECT *, row_number() OVER (
-                PARTITION BY partition_key, last_offset / {INTERVAL_OFFSETS} ORDER BY last_offset
-            ) AS nth FROM (
-                SELECT partition_key, last_offset, base_offset, {EFFECTIVE_TIMESTAMP} AS timestamp,
-                    max({EFFECTIVE_TIMESTAMP}) OVER (
-                        PARTITION BY partition_key ORDER BY last_offset
-                        ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
-                    ) AS before
-                FROM batches WHERE partition_key IN (SELECT partition_key FROM partitions)
-            ) WHERE before IS NULL OR timestamp > before
-        ) WHERE nth = 1"""
 
 
 PROBLEMS_REPORTED_MAX = 5
@@ -204,22 +187,55 @@ def forget(db: apsw.Connection, partition_key: int) -> None:
     db.execute("DELETE FROM time_index WHERE partition_key = ?", (partition_key,))
 
 
+def _expected_entries(db: apsw.Connection) -> Iterator[Entry]:
+    """The entries the held batches of served partitions imply, by partition and offset: one pass over the
+    batches in their own order, with the rule a commit follows (`entry_of_batch`)."""
+    partition_key, state = None, EMPTY_TAIL
+    for key, timestamp, last_offset, base_offset in db.execute(
+        f"SELECT partition_key, {EFFECTIVE_TIMESTAMP}, last_offset, base_offset FROM batches "
+        "WHERE partition_key IN (SELECT partition_key FROM partitions) ORDER BY partition_key, last_offset"
+    ):
+        if key != partition_key:
+            partition_key, state = key, EMPTY_TAIL
+        state, entry = entry_of_batch(key, state, timestamp, last_offset, base_offset)
+        if entry is not None:
+            yield entry
+
+
 def build(db: apsw.Connection) -> None:
     """Every served partition's entries from its held batches (a state of schema 6, at its migration)."""
     db.execute("DELETE FROM time_index")
-    db.execute(f"INSERT INTO time_index (partition_key, timestamp, last_offset, base_offset) {_expected_entries()}")
+    db.executemany(INSERT_ENTRIES, list(_expected_entries(db)))
 
 
 def index_problems(db: apsw.Connection) -> list[str]:
-    """Where the time index differs from what the held batches imply: missing or extra entries, at most a few."""
-    rows = db.execute(
-        f"WITH expected AS ({_expected_entries()}), "
-        "stored AS (SELECT partition_key, timestamp, last_offset, base_offset FROM time_index) "
-        "SELECT 'missing', * FROM (SELECT * FROM expected EXCEPT SELECT * FROM stored) "
-        "UNION ALL SELECT 'extra', * FROM (SELECT * FROM stored EXCEPT SELECT * FROM expected) LIMIT ?",
-        (PROBLEMS_REPORTED_MAX,),
-    ).fetchall()
-    return [
-        f"time index entry {how}: partition key {key}, timestamp {timestamp}, offsets {base}..{last}"
-        for how, key, timestamp, last, base in rows
-    ]
+    """Where the time index differs from what the held batches imply: missing, extra or different entries, at most
+    a few. Both sides are read in (partition, offset) order and merged, so memory stays small."""
+    expected = _expected_entries(db)
+    stored = (
+        (int(key), int(timestamp), int(last_offset), int(base_offset))
+        for key, timestamp, last_offset, base_offset in db.execute(
+            "SELECT partition_key, timestamp, last_offset, base_offset FROM time_index "
+            "ORDER BY partition_key, timestamp"
+        )
+    )
+    problems: list[str] = []
+    want, have = next(expected, None), next(stored, None)
+    while (want is not None or have is not None) and len(problems) < PROBLEMS_REPORTED_MAX:
+        if have is None or (want is not None and (want[0], want[2]) < (have[0], have[2])):
+            assert want is not None
+            problems.append(f"time index entry missing: {_described(want)}")
+            want = next(expected, None)
+        elif want is None or (have[0], have[2]) < (want[0], want[2]):
+            problems.append(f"time index entry extra: {_described(have)}")
+            have = next(stored, None)
+        else:
+            if want != have:
+                problems.append(f"time index entry wrong: {_described(have)}, expected {_described(want)}")
+            want, have = next(expected, None), next(stored, None)
+    return problems
+
+
+def _described(entry: Entry) -> str:
+    key, timestamp, last_offset, base_offset = entry
+    return f"partition key {key}, timestamp {timestamp}, offsets {base_offset}..{last_offset}"
