@@ -10,8 +10,9 @@ SQLite with the coordinator's own replay. Then it starts `diskless serve` on it 
 a time, for a timestamp near the head (1% in), in the middle, near the tail (99.9% in) and MAX_TIMESTAMP (-3):
 each --lookups times after a few warm-up calls, every answer checked against the generator's. Last, --rounds
 rounds of --commit-s seconds of commits (one CommitFile of 10 batches in flight at a time, to partition 0), each
-round once alone and once with another process sending those four lookups back to back: commit p50/p99 and
-commits/s of each, and the ratio of the p99s (medians over the rounds).
+round once alone, once with another process sending those four lookups back to back, and once with it sending
+ListOffsets -1 (the high watermark: the same call with nothing to look up, the control): commit p50/p99 and
+commits/s of each, and the ratios of the p99s (medians over the rounds).
 
 The state is built by the code it runs under, so the same file measures another checkout: with that checkout's
 interpreter and the checkout first on the path (`cd OTHER && PYTHONPATH=OTHER OTHER/.venv/bin/python
@@ -30,7 +31,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +55,7 @@ BATCH_BYTES = 1000
 WARM_UP_CALLS = 5
 COMMIT_BATCHES = 10
 MAX_TIMESTAMP = -3
+LATEST = -1  # ListOffsets' high watermark: the same call with no timestamp to find, the control
 POSITIONS = {"head": 0.01, "middle": 0.5, "tail": 0.999}
 
 # Lookups back to back, in a process of its own (so that the committer's client loop does not share its CPU time
@@ -240,26 +242,45 @@ async def measure(args: argparse.Namespace, directory: Path, timestamps: list[in
             rounds: list[dict[str, Any]] = []
             key = 0
             for _ in range(args.rounds):
-                alone = await commit_round(stub, args.commit_s, key)
-                key += alone["commits"]
-                loop = subprocess.Popen(
-                    [sys.executable, "-c", LOOKUP_LOOP, address, TOPIC_ID.hex(), str(args.commit_s + 1),
-                     *map(str, probes.values())],
-                    stdout=subprocess.PIPE, text=True,
-                )  # fmt: skip
-                await asyncio.sleep(0.5)  # its channel connected and calling
-                with_lookups = await commit_round(stub, args.commit_s, key)
-                key += with_lookups["commits"]
-                output, _ = loop.communicate(timeout=120)
-                with_lookups["lookups_per_s"] = round(int(output.strip()) / (args.commit_s + 1), 1)
-                rounds.append({"alone": alone, "with_lookups": with_lookups})
+                pair: dict[str, Any] = {}
+                for how, looked_up in (("alone", None), ("with_lookups", probes.values()), ("with_latest", [LATEST])):
+                    pair[how] = await _commits_beside(stub, address, args.commit_s, key, looked_up)
+                    key += pair[how]["commits"]
+                rounds.append(pair)
             report["commit_rounds"] = rounds
     finally:
         stop_node(process)
-    p99_alone = statistics.median(r["alone"]["p99_ms"] for r in rounds)
-    p99_with = statistics.median(r["with_lookups"]["p99_ms"] for r in rounds)
-    report["commit_p99_ms"] = {"alone": p99_alone, "with_lookups": p99_with, "ratio": round(p99_with / p99_alone, 2)}
+    medians = {how: statistics.median(r[how]["p99_ms"] for r in rounds) for how in rounds[0]}
+    rates = {how: statistics.median(r[how]["commits_per_s"] for r in rounds) for how in rounds[0]}
+    report["commit_p99_ms"] = {
+        **medians,
+        "ratio": round(medians["with_lookups"] / medians["alone"], 2),
+        "ratio_latest": round(medians["with_latest"] / medians["alone"], 2),
+    }
+    report["commits_per_s"] = rates
     return report
+
+
+async def _commits_beside(
+    stub: pb_grpc.DisklessCoordinatorAsyncStub,
+    address: str,
+    seconds: float,
+    first_key: int,
+    looked_up: Iterable[int] | None,
+) -> dict[str, Any]:
+    """A commit round, alone (`looked_up` None) or beside a process sending ListOffsets of these back to back."""
+    if looked_up is None:
+        return await commit_round(stub, seconds, first_key)
+    loop = subprocess.Popen(
+        [sys.executable, "-c", LOOKUP_LOOP, address, TOPIC_ID.hex(), str(seconds + 1), *map(str, looked_up)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    await asyncio.sleep(0.5)  # its channel connected and calling
+    figures = await commit_round(stub, seconds, first_key)
+    output, _ = loop.communicate(timeout=120)
+    figures["lookups_per_s"] = round(int(output.strip()) / (seconds + 1), 1)
+    return figures
 
 
 def main() -> None:
@@ -294,8 +315,8 @@ def main() -> None:
                 f"p99 {figures['p99_ms']} ms{extra}"
             )
     p99 = report["commit_p99_ms"]
-    print(f"  commit p99 (median of rounds): {p99['alone']} ms alone, {p99['with_lookups']} ms with lookups: "
-          f"{p99['ratio']}x")  # fmt: skip
+    print(f"  commit p99 (median of rounds): {p99['alone']} ms alone, {p99['with_lookups']} ms with lookups "
+          f"({p99['ratio']}x), {p99['with_latest']} ms with ListOffsets -1 ({p99['ratio_latest']}x)")  # fmt: skip
 
 
 if __name__ == "__main__":
