@@ -166,7 +166,7 @@ def markdown(document: Mapping[str, Any]) -> str:
     seconds = ", ".join(f"{r['seconds']:.0f}" for r in rounds)
     lines = [
         f"`diskless bench compare` on {document['date']}: {baseline_name} (baseline) against the {current_name}, "
-        f"{len(rounds)} rounds alternating (each round's first side: "
+        f"{len(rounds)} round{'s' if len(rounds) != 1 else ''} alternating (each round's first side: "
         f"{', '.join(r['order'][0] for r in rounds)}); rounds took {seconds} s.",
         f"Machine: {head['cores']} cores ({head['cpu']}), {head['memory_gib']} GiB, Linux {head['kernel']}, "
         f"Python {head['python']}, SQLite {head['sqlite']}; load average {document['load_average_before']} "
