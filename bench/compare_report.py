@@ -126,6 +126,8 @@ def _number(value: float) -> str:
 
 
 def _cell(figures: Spread) -> str:
+    if figures.low == figures.high:  # one round: no spread to show
+        return _number(figures.median)
     return f"{_number(figures.median)} ({_number(figures.low)}-{_number(figures.high)})"
 
 
@@ -135,7 +137,8 @@ def _ratio_cell(comparison: Comparison) -> str:
         return "—"
     better = ratio.median > 1 if comparison.higher_is_better else ratio.median < 1
     verdict = "" if round(ratio.median, 2) == 1 else (" better" if better else " worse")
-    return f"{ratio.median:.2f}x ({ratio.low:.2f}-{ratio.high:.2f}){verdict}"
+    shown = "" if ratio.low == ratio.high else f" ({ratio.low:.2f}-{ratio.high:.2f})"
+    return f"{ratio.median:.2f}x{shown}{verdict}"
 
 
 def comparison_table(found: Sequence[Comparison], baseline_name: str, current_name: str) -> list[str]:
@@ -182,8 +185,9 @@ def markdown(document: Mapping[str, Any]) -> str:
         per_round = "; ".join(", ".join(f"{shape} {rate / 2:,.1f}" for shape, rate in rates.items())
                               for rates in shared)  # fmt: skip
         lines.append(
-            "`half` scenarios and find-batches' commits are driven at one rate for both sides in a round: half the "
-            f"lower of the two sides' maxima of that round (commits/s per round: {per_round})."
+            "`half` scenarios are driven at one rate for both sides in a round: half the lower of the two sides' "
+            f"maxima of that round (commits/s per round: {per_round}); find-batches' brokers commit at the lower of "
+            "that and their 250 ms cadence, also the same for both sides."
         )
     lines += [
         "",

@@ -19,9 +19,11 @@ from bench.compare import CompareProblem, plan_scenarios
 from bench.compare_report import (
     BASELINE,
     CURRENT,
+    Comparison,
     Spread,
     compare_values,
     comparison_json,
+    comparison_table,
     comparisons,
     markdown,
     round_order,
@@ -110,13 +112,19 @@ def test_figures_are_the_commit_ones_or_the_find_ones_cpu_in_microseconds() -> N
         "comparisons": [comparison_json(c) for c in found.values()],
     }  # fmt: skip
     text = markdown(json.loads(json.dumps(document)))
-    assert (
-        "| 100x100 max | batches/s ↑ | 10,000 (10,000-10,000) | 8,000 (8,000-8,000) | 0.80x (0.80-0.80) worse |" in text
-    )
-    assert (
-        "| 100x100 max | server CPU µs/batch ↓ | 80.0 (80.0-80.0) | 100 (100-100) | 1.25x (1.25-1.25) worse |" in text
-    )
+    # One round: the values alone, no spread.
+    assert "| 100x100 max | batches/s ↑ | 10,000 | 8,000 | 0.80x worse |" in text
+    assert "| 100x100 max | server CPU µs/batch ↓ | 80.0 | 100 | 1.25x worse |" in text
+    assert "| find-batches | FindBatches p50 ms ↓ | 2.00 | 2.00 | 1.00x |" in text  # no verdict at 1.00x
     assert "commits/s per round: 100x100 40.0" in text and "uncommitted changes" in text
+
+
+def test_several_rounds_show_each_sides_spread_and_the_per_round_ratios_spread() -> None:
+    baseline, current, ratio = compare_values([100.0, 50.0, 80.0], [90.0, 60.0, 80.0])
+    table = comparison_table([Comparison("100x100 max", "batches/s", True, baseline, current, ratio)], "old", "new")
+    assert table[-1] == "| 100x100 max | batches/s ↑ | 80.0 (50.0-100) | 80.0 (60.0-90.0) | 1.00x (0.90-1.20) |"
+    lower = Comparison("find-batches", "p99 ms", False, baseline, current, Spread(0.9, 0.8, 1.1))
+    assert comparison_table([lower], "old", "new")[-1].endswith("| 0.90x (0.80-1.10) better |")
 
 
 def test_a_half_scenario_brings_its_maximum_and_grown_or_peer_scenarios_are_refused() -> None:
