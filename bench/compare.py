@@ -157,21 +157,40 @@ def _chosen(args: argparse.Namespace, config: RunConfig) -> list[str]:
     return [name for name in SCENARIOS_DEFAULT if name in available]
 
 
-def _prepare(args: argparse.Namespace, progress: Progress) -> tuple[Revision, Path, RunConfig, Plan]:
+@dataclass(frozen=True, slots=True)
+class Sides:
+    baseline: Revision
+    trees: dict[str, Path]  # side -> the tree its node runs from
+    current: Revision | None = None  # None: the working tree, as it is (uncommitted changes included)
+
+
+def _revision_tree(asked: str, progress: Progress) -> tuple[Revision, Path]:
+    revision = resolve_revision(REPO, asked)
+    tree, reused = materialise(REPO, revision, cache_root())
+    progress(f"{asked} is {revision.sha}: its tree {'reused from' if reused else 'extracted to'} {tree}")
+    check_imports(tree)
+    return revision, tree
+
+
+def _prepare(args: argparse.Namespace, progress: Progress) -> tuple[Sides, RunConfig, Plan]:
     config = _config(args)
     plan = plan_scenarios(_chosen(args, config), config)
-    revision = resolve_revision(REPO, args.revision)
-    tree, reused = materialise(REPO, revision, cache_root())
-    progress(f"{args.revision} is {revision.sha}: its tree {'reused from' if reused else 'extracted to'} {tree}")
-    check_imports(tree)
-    return revision, tree, config, plan
+    baseline, baseline_tree = _revision_tree(args.revision, progress)
+    current, current_tree = _revision_tree(args.current, progress) if args.current else (None, REPO)
+    return Sides(baseline, {BASELINE: baseline_tree, CURRENT: current_tree}, current), config, plan
 
 
 def _document(
-    args: argparse.Namespace, revision: Revision, tree: Path, config: RunConfig, plan: Plan,
-    rounds: list[RoundResult], load_before: str,
+    args: argparse.Namespace, sides: Sides, config: RunConfig, plan: Plan, rounds: list[RoundResult],
+    load_before: str,
 ) -> dict[str, Any]:  # fmt: skip
-    working = describe_working_tree(REPO)
+    baseline, current = sides.baseline, sides.current
+    if current is None:
+        working = describe_working_tree(REPO)
+        current_side = {"tree": str(REPO), "head": working.head, "uncommitted_changes": working.uncommitted_changes}
+    else:
+        current_side = {"asked": current.asked, "sha": current.sha, "short": current.short,
+                        "tree": str(sides.trees[CURRENT])}  # fmt: skip
     kept = ("mode", "brokers", "warmup_s", "window_s", "windows", "coordinators", "coordinator_settings",
             "duplicate_share")  # fmt: skip
     return {
@@ -184,8 +203,13 @@ def _document(
         "machine": machine(),
         "load_average_before": load_before,
         "load_average_after": load_average(),
-        "baseline": {"asked": revision.asked, "sha": revision.sha, "short": revision.short, "tree": str(tree)},
-        "current": {"tree": str(REPO), "head": working.head, "uncommitted_changes": working.uncommitted_changes},
+        "baseline": {
+            "asked": baseline.asked,
+            "sha": baseline.sha,
+            "short": baseline.short,
+            "tree": str(sides.trees[BASELINE]),
+        },
+        "current": current_side,
         "config": {name: value for name, value in asdict(config).items() if name in kept},
         "scenarios": [name for name, _ in plan.shown],
         "added_for_half": list(plan.added),
@@ -202,36 +226,41 @@ def _document(
     }
 
 
+def _write(out: Path, document: dict[str, Any]) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.json").write_text(json.dumps(document, indent=2) + "\n")
+    (out / "results.md").write_text(markdown(document))
+
+
 def run(args: argparse.Namespace) -> int:
-    """Compares; 2 on bad flags or a revision that cannot run, 1 if a run failed."""
+    """Compares; 2 on bad flags or a revision that cannot run, 1 if a round failed (the rounds before it are kept)."""
     progress = progress_printer()
     try:
-        revision, tree, config, plan = _prepare(args, progress)
+        sides, config, plan = _prepare(args, progress)
     except (CompareProblem, RevisionProblem) as problem:
         print(f"diskless bench compare: {problem}", file=sys.stderr)
         return 2
-    out: Path = args.out or OUT_ROOT / f"{revision.short}-vs-worktree"
+    current_name = sides.current.short if sides.current else "worktree"
+    out: Path = args.out or OUT_ROOT / f"{sides.baseline.short}-vs-{current_name}"
     load_before = load_average()
     progress(
-        f"{revision.short} (baseline) against the working tree {REPO}: {args.rounds} rounds of "
+        f"{sides.baseline.short} (baseline) against {sides.trees[CURRENT]}: {args.rounds} rounds of "
         f"{', '.join(name for name, _ in plan.shown)} ({config.mode}); load average {load_before} on "
         f"{os.cpu_count()} cores" + (f"; {', '.join(plan.added)} added for the half load" if plan.added else "")
     )
-    trees = {BASELINE: tree, CURRENT: REPO}
     rounds: list[RoundResult] = []
     with tempfile.TemporaryDirectory(prefix="diskless-compare-") as scratch:
         for index in range(args.rounds):
             try:
-                rounds.append(run_round(index, trees, plan, config, Path(scratch), progress))
+                rounds.append(run_round(index, sides.trees, plan, config, Path(scratch), progress))
             except RuntimeError as error:
                 progress(f"round {index + 1} failed: {error}")
                 return 1
+            # Written after every round: an interrupted or failed comparison keeps the rounds it finished.
+            _write(out, _document(args, sides, config, plan, rounds, load_before))
             progress(f"round {index + 1} of {args.rounds} took {rounds[-1].seconds:.0f} s")
-    document = _document(args, revision, tree, config, plan, rounds, load_before)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "results.json").write_text(json.dumps(document, indent=2) + "\n")
-    (out / "results.md").write_text(markdown(document))
-    print(json.dumps(document, indent=2) if args.json else (out / "results.md").read_text())
+    document = json.loads((out / "results.json").read_text())
+    print(json.dumps(document, indent=2) if args.json else markdown(document))
     progress(f"wrote {out}/results.json and results.md")
     return 0
 
@@ -243,6 +272,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="NAME[,NAME]",
         help=f"comma-separated scenarios of the mode (default: {','.join(SCENARIOS_DEFAULT)}); a half scenario "
         "brings its shape's max",
+    )
+    parser.add_argument(
+        "--current",
+        metavar="REV2",
+        help="run the current side from this revision's tree too, not the working tree (two commits of a bisection)",
     )
     parser.add_argument(
         "--rounds", type=int, default=ROUNDS_DEFAULT, help=f"alternating rounds (default {ROUNDS_DEFAULT})"

@@ -164,11 +164,15 @@ def markdown(document: Mapping[str, Any]) -> str:
     rounds = document["rounds"]
     baseline_name = f"`{baseline['asked']}`" + ("" if baseline["asked"].startswith(baseline["short"]) else
                                                 f" ({baseline['short']})")  # fmt: skip
-    changes = ", uncommitted changes" if current["uncommitted_changes"] else ""
-    current_name = f"working tree ({current['head'][:7] or 'no HEAD'}{changes})"
+    if "sha" in current:  # --current: another revision's tree
+        current_name = f"`{current['asked']}`" + ("" if current["asked"].startswith(current["short"]) else
+                                                  f" ({current['short']})")  # fmt: skip
+    else:
+        changes = ", uncommitted changes" if current["uncommitted_changes"] else ""
+        current_name = f"working tree ({current['head'][:7] or 'no HEAD'}{changes})"
     seconds = ", ".join(f"{r['seconds']:.0f}" for r in rounds)
     lines = [
-        f"`diskless bench compare` on {document['date']}: {baseline_name} (baseline) against the {current_name}, "
+        f"`diskless bench compare` on {document['date']}: {baseline_name} (baseline) against {current_name}, "
         f"{len(rounds)} round{'s' if len(rounds) != 1 else ''} alternating (each round's first side: "
         f"{', '.join(r['order'][0] for r in rounds)}); rounds took {seconds} s.",
         f"Machine: {head['cores']} cores ({head['cpu']}), {head['memory_gib']} GiB, Linux {head['kernel']}, "
@@ -178,7 +182,8 @@ def markdown(document: Mapping[str, Any]) -> str:
         f"{config['window_s']} s after {config['warmup_s']} s of warm-up per scenario; node of "
         f"{config['coordinators']} coordinators"
         + "".join(f", `{name}={value}`" for name, value in config["coordinator_settings"])
-        + ". The load driver is the working tree's for both sides; only the node's process comes from each tree.",
+        + ". The harness and load driver are the working tree's for both sides; only the node's process comes from "
+        "each tree.",
     ]
     shared = [r["shared_max_commits_per_s"] for r in rounds if r["shared_max_commits_per_s"]]
     if shared:
@@ -194,7 +199,11 @@ def markdown(document: Mapping[str, Any]) -> str:
         "Each side: median over the rounds (min-max); the ratio: median of the per-round ratios (min-max), "
         "↑ higher is better, ↓ lower is better.",
         "",
-        *comparison_table([Comparison(**_spreads(c)) for c in document["comparisons"]], baseline_name, "current"),
+        *comparison_table(
+            [Comparison(**_spreads(c)) for c in document["comparisons"]],
+            baseline_name,
+            current_name if "sha" in current else "working tree",
+        ),
     ]
     return "\n".join(lines) + "\n"
 

@@ -117,6 +117,11 @@ def test_figures_are_the_commit_ones_or_the_find_ones_cpu_in_microseconds() -> N
     assert "| 100x100 max | server CPU µs/batch ↓ | 80.0 | 100 | 1.25x worse |" in text
     assert "| find-batches | FindBatches p50 ms ↓ | 2.00 | 2.00 | 1.00x |" in text  # no verdict at 1.00x
     assert "commits/s per round: 100x100 40.0" in text and "uncommitted changes" in text
+    # --current: the current side is another revision, named as asked.
+    document["current"] = {"asked": "main~2", "sha": "a" * 40, "short": "a" * 7}
+    text = markdown(json.loads(json.dumps(document)))
+    assert "`e3c3b08` (baseline) against `main~2` (aaaaaaa)" in text
+    assert "| scenario | figure | `e3c3b08` | `main~2` (aaaaaaa) | `main~2` (aaaaaaa) / `e3c3b08` |" in text
 
 
 def test_several_rounds_show_each_sides_spread_and_the_per_round_ratios_spread() -> None:
