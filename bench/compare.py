@@ -113,16 +113,17 @@ def run_round(
 ) -> RoundResult:
     started = time.monotonic()
     result = RoundResult(round_order(index))
-    for part, rates in ((plan.maxima, None), (plan.shared_rate, "shared")):
+    # First each side's maxima, then the loads both sides share, at rates taken from those maxima.
+    for part, shared in ((plan.maxima, False), (plan.shared_rate, True)):
         if not part:
             continue
-        if rates is not None:
+        if shared:
             result.shared_max_commits_per_s = shared_max_rates(result.rows)
         for side in result.order:
             side_config = replace(config, scenarios=part, server_tree=str(trees[side]))
             done = run_system(SYSTEM, side_config, scratch, install=False,
                               progress=_labelled(progress, f"round {index + 1} {side:<8}"),
-                              known_max_rates=result.shared_max_commits_per_s if rates else None)  # fmt: skip
+                              known_max_rates=result.shared_max_commits_per_s if shared else None)  # fmt: skip
             result.rows[side] += done.rows
     result.seconds = time.monotonic() - started
     return result
