@@ -18,6 +18,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+BUILD_TIMEOUT_S = 300  # one small C file: seconds; the bound only ends a hang
 GIT_TIMEOUT_S = 300  # git archive of a tree of a few MB takes about a second; the bound only ends a hang
 IMPORT_CHECK_TIMEOUT_S = 120  # two interpreter starts importing the node's modules on a loaded machine
 CACHE_DIRECTORY = "diskless-bench"
@@ -101,6 +102,7 @@ def materialise(repo: Path, revision: Revision, root: Path) -> tuple[Path, bool]
         shutil.rmtree(part, ignore_errors=True)
         problem = (archive_error or extract.stderr).decode(errors="replace").strip()
         raise RevisionProblem(f"git archive {revision.sha} failed: {problem}")
+    _build_extensions(part)
     try:
         part.rename(tree)
     except OSError:  # another comparison extracted it meanwhile: theirs is as good
@@ -108,12 +110,29 @@ def materialise(repo: Path, revision: Revision, root: Path) -> tuple[Path, bool]
     return tree, False
 
 
+def _build_extensions(tree: Path) -> None:
+    """Builds a tree's C extensions in place (the state's checksum VFS since issue #37), as `pip install -e` does
+    for the working tree; a tree that declares none needs nothing."""
+    if "ext-modules" not in (tree / "pyproject.toml").read_text():
+        return
+    built = subprocess.run(
+        [sys.executable, "-c", "from setuptools import setup; setup()", "build_ext", "--inplace"],
+        cwd=tree, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S, check=False,
+    )  # fmt: skip
+    if built.returncode != 0:
+        shutil.rmtree(tree, ignore_errors=True)
+        raise RevisionProblem(f"{tree}: building its C extensions failed: {built.stderr[-OUTPUT_SHOWN_CHARS:]}")
+
+
+_IMPORTS_CHECKED = "import coordinator, protos.coordinator_pb2, snapshot.page_checksums; print(coordinator.__file__)"
+
+
 def check_imports(tree: Path) -> None:
     """RevisionProblem unless `diskless serve` of `tree` starts its imports under this interpreter, as the
     benchmark will run it (cwd and PYTHONPATH the tree, exactly as bench.coordinator_system does)."""
     environment = dict(os.environ, PYTHONPATH=str(tree))
     found = subprocess.run(
-        [sys.executable, "-c", "import coordinator, protos.coordinator_pb2; print(coordinator.__file__)"],
+        [sys.executable, "-c", _IMPORTS_CHECKED],
         cwd=tree, env=environment, capture_output=True, text=True, timeout=IMPORT_CHECK_TIMEOUT_S, check=False,
     )  # fmt: skip
     if found.returncode != 0:
