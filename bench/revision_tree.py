@@ -113,7 +113,8 @@ def materialise(repo: Path, revision: Revision, root: Path) -> tuple[Path, bool]
 def _build_extensions(tree: Path) -> None:
     """Builds a tree's C extensions in place (the state's checksum VFS since issue #37), as `pip install -e` does
     for the working tree; a tree that declares none needs nothing."""
-    if "ext-modules" not in (tree / "pyproject.toml").read_text():
+    project = tree / "pyproject.toml"
+    if not project.exists() or "ext-modules" not in project.read_text():
         return
     built = subprocess.run(
         [sys.executable, "-c", "from setuptools import setup; setup()", "build_ext", "--inplace"],
