@@ -29,6 +29,11 @@ DAMAGE_ERRORS = (apsw.CorruptError, apsw.NotADBError, apsw.IOError, StateDamaged
 
 # Kafka's effective timestamp: the append time for LOG_APPEND_TIME batches, else the batch's max.
 _EFFECTIVE_TIMESTAMP = f"CASE timestamp_type WHEN {pb.LOG_APPEND_TIME} THEN append_time_ms ELSE max_timestamp END"
+# Retention's (DESIGN §4a): a batch without a timestamp (-1: magic 0, or a producer that set none) ages from its
+# append time, as Kafka's retention falls back on the segment's time, never on -1 (expired at the next pass).
+_RETENTION_TIMESTAMP = (
+    f"CASE WHEN timestamp_type = {pb.LOG_APPEND_TIME} OR max_timestamp < 0 THEN append_time_ms ELSE max_timestamp END"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -411,9 +416,9 @@ def partitions_from(db: apsw.Connection, first_key: int, limit: int) -> list[Par
 
 
 def retention_batches(db: apsw.Connection, partition_key: int, offset: int, limit: int) -> apsw.Cursor:
-    """(last offset, size, effective timestamp) of the batches holding `offset` or later, oldest first; lazily."""
+    """(last offset, size, retention's timestamp) of the batches holding `offset` or later, oldest first; lazily."""
     return db.execute(
-        f"SELECT last_offset, size, {_EFFECTIVE_TIMESTAMP} FROM batches "
+        f"SELECT last_offset, size, {_RETENTION_TIMESTAMP} FROM batches "
         "WHERE partition_key = ? AND last_offset >= ? ORDER BY last_offset LIMIT ?",
         (partition_key, offset, limit),
     )
