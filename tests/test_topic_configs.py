@@ -11,10 +11,13 @@ import uuid
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+import grpc
 import pytest
 
 from coordinator.cli.main import main
 from coordinator.client.routing_client import RoutingClient
+from protos import admin_pb2 as admin
+from protos import admin_pb2_grpc as admin_grpc
 from protos import coordinator_pb2 as pb
 from tests.harness import Broker, assert_state_equals_log_rebuild, coordinator_state_files, new_topic_id, topic_name
 from tests.in_process import InProcessNode
@@ -330,6 +333,34 @@ def test_the_routing_client_alters_and_describes_from_any_node(server: InProcess
     assert values(read.topics[0].configs)["retention.ms"] == "123" and offloaded == pb.POLICY_VIOLATION
 
 
+def test_the_cli_names_a_topic_by_its_name_as_kafka_configs_entity_name(
+    server: InProcessNode, broker: Broker, capsys: pytest.CaptureFixture[str]
+) -> None:
+    topic_id, other_id = new_topic_id(), new_topic_id()
+    name = topic_name("named")
+    assert create(broker, topic_id, 2, configs(retention_ms="1000"), name=name) == pb.NONE
+    assert create(broker, other_id, 1, configs(retention_ms="7")) == pb.NONE
+    target = ["--bootstrap", server.address, "--topic", name]
+
+    assert main(["configs", "alter", *target, "--set", "retention.bytes=10", "--json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document["topic_id"] == topic_id.hex()
+    assert values(described(broker, topic_id).configs)["retention.bytes"] == "10"
+    assert values(described(broker, other_id).configs)["retention.bytes"] == "-1"
+    assert main(["configs", "describe", *target, "--json"]) == 0
+    configs_read = {c["name"]: c["value"] for c in json.loads(capsys.readouterr().out)["configs"]}
+    assert (configs_read["retention.ms"], configs_read["retention.bytes"]) == ("1000", "10")
+
+    # The admin service's DescribeTopics: the id and partitions by name; an unknown or malformed name, its error.
+    stub = admin_grpc.CoordinatorAdminStub(grpc.insecure_channel(server.address))
+    found = stub.DescribeTopics(admin.DescribeTopicsRequest(names=[name, "no-such-topic", "bad/name"])).topics
+    assert [(t.name, bytes(t.topic_id), t.partitions, t.error_code) for t in found] == [
+        (name, topic_id, 2, pb.NONE),
+        ("no-such-topic", b"", 0, pb.UNKNOWN_TOPIC_OR_PARTITION),
+        ("bad/name", b"", 0, pb.INVALID_TOPIC_EXCEPTION),
+    ]
+
+
 def test_the_cli_describes_and_alters_a_topic_by_its_id(
     server: InProcessNode, broker: Broker, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -366,7 +397,7 @@ def test_the_cli_describes_and_alters_a_topic_by_its_id(
         (["alter", *target, topic_id.hex()], "nothing to alter"),
         (["alter", *target, topic_id.hex(), "--set", "retention.ms"], "name=value"),
         (["describe", *target, new_topic_id().hex()], "UNKNOWN_TOPIC_OR_PARTITION"),
-        (["describe", *target, "orders"], "is not a topic id"),
+        (["describe", *target, "no-such-topic"], "no topic has that name, and it is not a topic id"),
     ):
         assert main(["configs", *argv]) == 2
         error = capsys.readouterr().err.strip().splitlines()
