@@ -26,6 +26,8 @@ from tests.snapshot_helpers import MANUAL_SNAPSHOTS, create_snapshots
 Topic = pb.CreatePartitionsRequest.Topic
 Alter = pb.AlterTopicConfigsRequest.Topic
 DEFAULTS = {
+    "local.retention.bytes": "-2",
+    "local.retention.ms": "-2",
     "remote.log.copy.disable": "false",
     "remote.log.delete.on.disable": "false",
     "remote.storage.enable": "false",
@@ -177,6 +179,22 @@ def test_kip_950_turning_remote_storage_off_needs_delete_on_disable(broker: Brok
     assert values(described(broker, topic_id).configs)["remote.storage.enable"] == "true"
     done = alter(broker, topic_id, {"remote.storage.enable": "false", "remote.log.delete.on.disable": "true"})
     assert done.error_code == pb.NONE and values(done.configs)["remote.storage.enable"] == "false"
+
+
+def test_kip_950_a_copy_disabled_topic_keeps_its_local_retention_as_its_retention(broker: Broker) -> None:
+    topic_id = new_topic_id()
+    given = configs(remote_storage_enable="true", retention_ms="1000", local_retention_ms="500")
+    assert create(broker, topic_id, 4, given) == pb.NONE
+    refused = alter(broker, topic_id, {"remote.log.copy.disable": "true"})
+    assert refused.error_code == pb.INVALID_CONFIG and "must be set to the identical value" in refused.error_message
+    assert values(described(broker, topic_id).configs)["remote.log.copy.disable"] == "false"  # nothing changed
+    done = alter(broker, topic_id, {"remote.log.copy.disable": "true"}, delete=("local.retention.ms",))
+    assert done.error_code == pb.NONE and values(done.configs)["local.retention.ms"] == "-2"
+    # A new topic's configuration is checked whole, as Kafka's CreateTopics does.
+    bad = configs(
+        remote_storage_enable="true", remote_log_copy_disable="true", retention_ms="1000", local_retention_ms="5"
+    )
+    assert create(broker, new_topic_id(), 1, bad) == pb.INVALID_CONFIG
 
 
 def test_unknown_malformed_and_repeated_topics_get_their_errors_and_the_others_go_on(broker: Broker) -> None:

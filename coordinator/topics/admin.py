@@ -27,7 +27,7 @@ from coordinator.topics import partition_checks
 from coordinator.topics.absent import learn_from_absent_coordinators
 from coordinator.topics.config_admin import TopicConfigAdmin
 from coordinator.topics.rules import CreatePlan, DeletePlan, TopicLimits, plan_create_partitions, plan_delete_topic
-from coordinator.topics.topic_configs import configs_at_creation
+from coordinator.topics.topic_configs import ConfigDefaults, configs_at_creation
 from protos import admin_pb2 as admin
 from protos import coordinator_pb2 as pb
 from protos import internal_pb2 as internal
@@ -44,8 +44,9 @@ class TopicAdmin:
         self._lock = asyncio.Lock()  # topic creation, deletion and configuration changes are serialised node-wide
         settings = coordinators.settings
         self._limits = TopicLimits(
-            len(coordinators.shards), settings.topic_partitions_max, property_name("topic_partitions_max")
-        )
+            len(coordinators.shards), settings.topic_partitions_max, property_name("topic_partitions_max"),
+            ConfigDefaults.from_settings(settings),
+        )  # fmt: skip
         self.configs = TopicConfigAdmin(coordinators, peers, self._lock)
 
     async def create_partitions(self, request: pb.CreatePartitionsRequest) -> pb.CreatePartitionsResponse:

@@ -79,7 +79,9 @@ class TopicConfigAdmin:
                     set_error(result, problem)
                     continue
                 set_pairs = tuple((config.name, config.value) for config in topic.set)
-                change = TopicConfigsChange(topic.topic_id, set_pairs, tuple(topic.delete), request.validate_only)
+                change = TopicConfigsChange(
+                    topic.topic_id, set_pairs, tuple(topic.delete), request.validate_only, self._defaults
+                )
                 outcome = merged(await self._ask(every_coordinator, change, request.timeout_ms), every_one_counts=True)
                 self._answer(result, outcome)
         return response
@@ -119,6 +121,7 @@ class TopicConfigAdmin:
             tuple((config.name, config.value) for config in request.configs),
             tuple(request.delete_configs),
             request.validate_only,
+            self._defaults,
         )
         outcome = (await self._run_here([request.coordinator_id], change, request.timeout_ms))[request.coordinator_id]
         return internal.ChangeTopicResponse(

@@ -17,7 +17,7 @@ from coordinator.base.errors import ErrorCode
 from coordinator.base.result import ItemError, Result
 from coordinator.machine import records
 from coordinator.machine.view import CoordinatorView
-from coordinator.topics.topic_configs import altered
+from coordinator.topics.topic_configs import ConfigDefaults, altered
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,6 +26,9 @@ class TopicConfigsChange:
     set_pairs: tuple[tuple[str, str], ...] = ()  # (name, value as given)
     delete: tuple[str, ...] = ()
     validate_only: bool = False  # check and answer the result; record nothing
+    # The node's defaults, for the checks between values on the resulting configuration (local.retention.* against
+    # retention.*): given with a change, never with a read, which answers what is set whatever the defaults now.
+    defaults: ConfigDefaults | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,7 +47,8 @@ def check_topic_configs(view: CoordinatorView, change: TopicConfigsChange, now_m
     if not view.partitions_of_topic(change.topic_id):
         return Result([], not_here(change.topic_id))
     current = view.topic_configs(change.topic_id)
-    result = altered(current, change.set_pairs, change.delete)
+    changing = bool(change.set_pairs or change.delete)  # else a read: what is set, whatever the defaults are now
+    result = altered(current, change.set_pairs, change.delete, change.defaults if changing else None)
     if isinstance(result, ItemError):
         return Result([], ConfigsOutcome(result.error_code, result.message, dict(current)))
     unchanged = change.validate_only or result == current
