@@ -14,8 +14,13 @@ from pathlib import Path
 import grpc
 import pytest
 
+from coordinator.base.errors import ErrorCode
+from coordinator.base.result import Result
 from coordinator.cli.main import main
 from coordinator.client.routing_client import RoutingClient
+from coordinator.machine.view import CoordinatorView
+from coordinator.topics import config_admin
+from coordinator.topics.config_checks import ConfigsOutcome, TopicConfigsChange, check_topic_configs
 from protos import admin_pb2 as admin
 from protos import admin_pb2_grpc as admin_grpc
 from protos import coordinator_pb2 as pb
@@ -195,6 +200,44 @@ def test_kip_950_a_copy_disabled_topic_keeps_its_local_retention_as_its_retentio
         remote_storage_enable="true", remote_log_copy_disable="true", retention_ms="1000", local_retention_ms="5"
     )
     assert create(broker, new_topic_id(), 1, bad) == pb.INVALID_CONFIG
+
+
+def held_per_coordinator(server: InProcessNode, topic_id: bytes) -> dict[int, dict[str, str]]:
+    """What each coordinator holding the topic holds for it (its view: records not yet applied included)."""
+
+    def read() -> dict[int, dict[str, str]]:
+        shards = server.node.shards
+        holding = [s for s in shards if any(p.topic_id == topic_id for p in s.partitions())]
+        return {s.coordinator_id: s.topic_configs(topic_id) for s in holding}
+
+    return server.loop.call(read)
+
+
+def test_a_change_a_later_coordinator_refuses_changes_no_coordinator(
+    server: InProcessNode, broker: Broker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    topic_id = new_topic_id()
+    assert create(broker, topic_id, 8, configs(retention_ms="1000")) == pb.NONE
+    before = held_per_coordinator(server, topic_id)
+    assert len(before) >= 2 and all(held == {"retention.ms": "1000"} for held in before.values())
+    refusing = max(before)  # the last one asked: every other part is made before it refuses
+
+    def check(view: CoordinatorView, change: TopicConfigsChange, now_ms: int) -> Result[ConfigsOutcome]:
+        if view.coordinator_id == refusing and (change.set_pairs or change.delete) and not change.validate_only:
+            return Result([], ConfigsOutcome(ErrorCode.KAFKA_STORAGE_ERROR, "injected", {}))
+        return check_topic_configs(view, change, now_ms)
+
+    monkeypatch.setattr(config_admin, "check_topic_configs", check)
+    failed = alter(broker, topic_id, {"retention.ms": "5", "retention.bytes": "10"})
+    assert (failed.error_code, list(failed.configs)) == (pb.KAFKA_STORAGE_ERROR, [])
+    assert held_per_coordinator(server, topic_id) == before  # the parts made were put back
+    assert f"coordinator {refusing}: injected" in failed.error_message
+    assert values(described(broker, topic_id).configs)["retention.ms"] == "1000"
+
+    monkeypatch.undo()
+    done = alter(broker, topic_id, {"retention.ms": "5"})
+    assert done.error_code == pb.NONE
+    assert all(held == {"retention.ms": "5"} for held in held_per_coordinator(server, topic_id).values())
 
 
 def test_unknown_malformed_and_repeated_topics_get_their_errors_and_the_others_go_on(broker: Broker) -> None:
