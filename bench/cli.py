@@ -119,6 +119,18 @@ def _rebalance(args: argparse.Namespace) -> int:
     return run(args)
 
 
+def _add_compare_arguments(parser: argparse.ArgumentParser) -> None:
+    from bench.compare import add_arguments
+
+    add_arguments(parser)
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from bench.compare import run
+
+    return run(args)
+
+
 def add_bench_commands(parser: argparse.ArgumentParser) -> None:
     """The `bench` subcommands, added to `diskless bench`'s parser (or this module's own)."""
     commands = parser.add_subparsers(dest="bench_command", required=True)
@@ -190,6 +202,16 @@ def add_bench_commands(parser: argparse.ArgumentParser) -> None:
     )
     _add_rebalance_arguments(rebalance)
     rebalance.set_defaults(run=_rebalance)
+    compare = commands.add_parser(
+        "compare",
+        help="a git revision's node against the working tree's, alternating rounds: each figure's ratio and spread",
+        description="Extracts REV (any git revision) into a cache outside the tree, then runs the chosen scenarios of "
+        "`bench run` against a node of REV's tree and one of the working tree, alternating which goes first each "
+        "round (the load driver is this tree's for both). Prints each figure's median per side over the rounds and "
+        "current/baseline (median and min-max of the per-round ratios); writes results.json and results.md.",
+    )
+    _add_compare_arguments(compare)
+    compare.set_defaults(run=_compare)
 
 
 def build_parser() -> argparse.ArgumentParser:

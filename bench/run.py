@@ -68,6 +68,9 @@ class RunConfig:
     # Settings of the replicated system's nodes under everything else (--set wins): the tiny run's shorter
     # session makes its failovers take the test's time, not the product's.
     replicated_settings: tuple[tuple[str, str], ...] = ()
+    # The source tree the coordinator systems' nodes run from ("": this one); `diskless bench compare` runs an
+    # older revision's node under this tree's harness and load.
+    server_tree: str = ""
 
 
 # The tests' cluster timings (tests/cluster_harness.py), for the tiny run only; its short drain because a
@@ -147,6 +150,8 @@ class _SystemRun:
             settings = dict(self.config.coordinator_settings)
             settings["diskless.coordinator.pipeline.enable"] = str(self.name == "coordinator").lower()
             self._server = CoordinatorServer(data, self.config.coordinators, settings)
+            if self.config.server_tree:
+                self._server.tree = Path(self.config.server_tree)
             self._server.start()
             return CoordinatorSystem(self.name, [self._server])
         if self.name == "raw-apsw":
@@ -183,10 +188,12 @@ class ScenarioResults:
 async def _run_scenarios(
     system: System, config: RunConfig, scenarios: list[Scenario], progress: Progress,
     cluster: ReplicatedCluster | None = None, common_rates: dict[str, float] | None = None,
+    known_max_rates: dict[str, float] | None = None,
 ) -> ScenarioResults:  # fmt: skip
     await system.open()
     results = ScenarioResults()
-    max_rates: dict[str, float] = {}
+    # Maxima measured elsewhere (a comparison's two sides): the half and find-batches loads are taken from them.
+    max_rates: dict[str, float] = dict(known_max_rates or {})
     try:
         for index, scenario in enumerate(scenarios):
             shape = SHAPES[scenario.shape]
@@ -288,6 +295,12 @@ def row_of(system: str, scenario: Scenario, plan: LoadPlan, outcome: LoadOutcome
         "p99_ms": figures["find_p99_ms" if find else "p99_ms"],
         "p999_ms": figures["find_p999_ms" if find else "p999_ms"],
         "commit_p99_ms": figures["p99_ms"],
+        # The commits' p50/p99 timed from their actual send, and how far behind schedule the brokers sent: with
+        # p50_ms/p99_ms (from the intended send time) they show how much of the latency was waiting to be sent.
+        "commit_p50_from_send_ms": figures["p50_from_send_ms"],
+        "commit_p99_from_send_ms": figures["p99_from_send_ms"],
+        "send_lag_p99_ms": figures["send_lag_p99_ms"],
+        "send_lag_max_ms": figures["send_lag_max_ms"],
         "find_calls_per_s": figures["find_calls_per_s"],
         "find_batches_per_call": figures["find_batches_per_call"],
         "cpu_s_per_find_call": figures["cpu_s_per_find_call"],
@@ -310,9 +323,10 @@ class SystemResults:
 
 def run_system(
     name: str, config: RunConfig, scratch: Path, install: bool, progress: Progress,
-    common_rates: dict[str, float] | None = None,
+    common_rates: dict[str, float] | None = None, known_max_rates: dict[str, float] | None = None,
 ) -> SystemResults:  # fmt: skip
-    """Every scenario against one system; the common-rate ones at half of `common_rates` (the peer's maxima)."""
+    """Every scenario against one system; the common-rate ones at half of `common_rates` (the peer's maxima);
+    the half and find-batches ones at half of `known_max_rates` where given and no max scenario runs before."""
     results = SystemResults()
     for live_batches, scenarios in scenarios_of(config, name):
         run = _SystemRun(name, config, scratch, install, progress)
@@ -322,7 +336,9 @@ def run_system(
             system = run.start(live_batches)
             if run._cluster is not None:
                 results.note = run._cluster.description
-            done = asyncio.run(_run_scenarios(system, config, scenarios, progress, run.cluster, common_rates))
+            done = asyncio.run(
+                _run_scenarios(system, config, scenarios, progress, run.cluster, common_rates, known_max_rates)
+            )
         finally:
             run.stop()
         for scenario, plan, outcome in done.done:

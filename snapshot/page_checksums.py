@@ -1,24 +1,33 @@
-"""SQLite files whose every page is verified when read (DESIGN §6): SQLite's checksum VFS, and the WAL's checksums.
+"""SQLite files whose every page is verified when read (DESIGN §6): the `diskless-checksums` VFS.
 
 SQLite's pages carry no checksum: a bit flipped on disk is read back as data,
 and can serve a wrong object key. SQLite ships a VFS shim for that,
 cksumvfs (ext/misc/cksumvfs.c): in a database whose pages reserve 8 bytes, it
 writes a checksum of each page into them and verifies it on every page read,
-refusing a mismatch with SQLITE_IOERR_DATA. apsw's wheel carries it compiled
-against the very SQLite it bundles (`apsw.sqlite_extra`), so nothing is built
-at install. cksumvfs leaves the WAL file alone; `snapshot.wal_frames` checks
-every page read from the WAL against SQLite's own frame checksums. Together
-they are one VFS, `diskless-checksums`: a Python VFS over cksumvfs that hands
-database files to cksumvfs and wraps the WAL.
+refusing a mismatch with SQLITE_IOERR_DATA. It leaves the WAL alone, whose
+frames SQLite checks only when it recovers a WAL after a crash.
 
-Loading cksumvfs makes it SQLite's default VFS in this process, as it is meant
-to be: any connection to a checksummed file, ours or not, then keeps its
+`diskless-checksums` (snapshot/checksum_vfs.c, built with the package and
+loaded into apsw's SQLite here) does both in C: cksumvfs's page checksums, in
+the same bytes, for database files, and every page read from the WAL checked
+against its frame's checksum (`snapshot.wal_frames` explains the rule and holds
+the same check in Python for a WAL left by a crash). It is C rather than an apsw
+VFS in Python because a Python VFS takes the interpreter lock on every file
+operation of every thread's SQLite calls: that cost the node a fifth of its
+commit rate and a quarter of its FindBatches rate (issue #37). A refused read
+leaves its description (file, offset, what failed) on the thread that met it,
+and the apsw.IOError that SQLite's refusal becomes on that thread carries it
+as its message (`_named_damage`), wherever it is raised.
+
+cksumvfs is loaded too and is SQLite's default VFS in this process, as it is
+meant to be: any connection to a checksummed file, ours or not, then keeps its
 checksums when it writes (a checkpoint through a plain VFS would copy the WAL's
-pages into the file without them). Files are created with the 8 bytes
-reserved (`reserve_page_checksums`); an older file without them is converted
-in place by VACUUM (`add_page_checksums`). A snapshot (the backup API) copies
-pages as they are, reserved bytes and checksums with them, and is verified as
-it is read like any state file.
+pages into the file without them); with checks turned off a state is opened
+through cksumvfs alone. Files are created with the 8 bytes reserved
+(`reserve_page_checksums`); an older file without them is converted in place
+by VACUUM (`add_page_checksums`). A snapshot (the backup API) copies pages as
+they are, reserved bytes and checksums with them, and is verified as it is
+read like any state file.
 """
 
 from __future__ import annotations
@@ -30,90 +39,52 @@ from pathlib import Path
 import apsw
 import apsw.sqlite_extra
 
-from snapshot.wal_frames import WalFile, damage_error
+from snapshot import _checksum_vfs
 
-VFS_NAME = "diskless-checksums"  # cksumvfs for database files, the WAL's frames checked on every read
+VFS_NAME = "diskless-checksums"  # page checksums for database files, the WAL's frames checked on every read
 PLAIN_VFS = "cksmvfs"  # cksumvfs alone: pages of a checksummed file verified, the WAL not (checksums off)
 CHECKSUM_BYTES = 8  # cksumvfs works on files whose pages reserve exactly this many bytes
 BUSY_TIMEOUT_MS = 5000
-_SQLITE_MAGIC = b"SQLite format 3\x00"
-_RESERVE_OFFSET = 20  # in the header: the bytes each page reserves at its end
 _CONTEXT_DEPTH_MAX = 4  # exceptions raised while handling another, followed back this far
+_ENTRY_POINT = "sqlite3_checksumvfs_init"
 
 _lock = threading.Lock()
-_vfs: _ChecksumVfs | None = None
+_registered = False
 
 
 class PageChecksumsUnavailable(RuntimeError):
     """This apsw carries no cksumvfs (an apsw older than 3.54, or one built without its extras)."""
 
 
-class _DatabaseFile(apsw.VFSFile):
-    """A database file through cksumvfs; a page failing its checksum is reported with the file and offset."""
-
-    def __init__(self, name: str | apsw.URIFilename | None, flags: list[int]) -> None:
-        super().__init__(PLAIN_VFS, name, flags)
-        self._name = name.filename() if isinstance(name, apsw.URIFilename) else str(name)
-        self._read_only = bool((flags[0] | flags[1]) & apsw.SQLITE_OPEN_READONLY)
-        self._checksummed = False  # the header said 8 reserved bytes once
-
-    def xLock(self, level: int) -> None:
-        try:
-            super().xLock(level)
-        except apsw.IOError:
-            # The last connection to close tries an exclusive lock to checkpoint the WAL; on a read-only file that
-            # fails, which SQLite expects and ignores. Raised from a Python VFS, apsw would raise it from close().
-            if self._read_only and level == apsw.SQLITE_LOCK_EXCLUSIVE:
-                raise apsw.BusyError(f"{self._name}: opened read-only") from None
-            raise
-
-    def xRead(self, amount: int, offset: int) -> bytes:
-        try:
-            data = super().xRead(amount, offset)
-        except apsw.IOError as error:
-            if not is_checksum_damage(error):
-                raise
-            raise damage_error(f"{self._name}: the page at offset {offset} fails its checksum") from None
-        if offset == 0 and len(data) > _RESERVE_OFFSET and data.startswith(_SQLITE_MAGIC):
-            # cksumvfs reads the reserve from the header each time it reads the first page, and checks nothing
-            # when it is not 8: a bit flipped there would turn the checks off. A file never loses its checksums.
-            if data[_RESERVE_OFFSET] == CHECKSUM_BYTES:
-                self._checksummed = True
-            elif self._checksummed:
-                raise damage_error(
-                    f"{self._name}: its header says pages reserve {data[_RESERVE_OFFSET]} bytes, "
-                    f"not the {CHECKSUM_BYTES} of their checksums"
-                )
-        return data
-
-
-class _ChecksumVfs(apsw.VFS):
-    def __init__(self) -> None:
-        super().__init__(VFS_NAME, base=PLAIN_VFS)
-
-    def xOpen(self, name: str | apsw.URIFilename | None, flags: list[int]) -> apsw.VFSFile:
-        if flags[0] & apsw.SQLITE_OPEN_WAL:
-            return WalFile(PLAIN_VFS, name, flags)
-        if flags[0] & apsw.SQLITE_OPEN_MAIN_DB:
-            return _DatabaseFile(name, flags)
-        return apsw.VFSFile(PLAIN_VFS, name, flags)
-
-
 def register() -> None:
-    """Loads cksumvfs (once per process) and registers `diskless-checksums` over it."""
-    global _vfs
+    """Loads cksumvfs and `diskless-checksums` into SQLite, once per process."""
+    global _registered
     with _lock:
-        if _vfs is not None:
+        if _registered:
             return
-        if PLAIN_VFS not in apsw.vfs_names():
-            scratch = apsw.Connection(":memory:")
-            try:
-                apsw.sqlite_extra.load(scratch, "cksumvfs")
-            except (LookupError, apsw.sqlite_extra.NotAvailable) as error:
-                raise PageChecksumsUnavailable(f"apsw {apsw.apsw_version()} carries no cksumvfs: {error}") from error
-            finally:
-                scratch.close()
-        _vfs = _ChecksumVfs()
+        scratch = apsw.Connection(":memory:")
+        try:
+            if PLAIN_VFS not in apsw.vfs_names():
+                try:
+                    apsw.sqlite_extra.load(scratch, "cksumvfs")
+                except (LookupError, apsw.sqlite_extra.NotAvailable) as error:
+                    raise PageChecksumsUnavailable(
+                        f"apsw {apsw.apsw_version()} carries no cksumvfs: {error}"
+                    ) from error
+            if VFS_NAME not in apsw.vfs_names():
+                scratch.enable_load_extension(True)
+                scratch.load_extension(str(_checksum_vfs.__file__), _ENTRY_POINT)
+        finally:
+            scratch.close()
+        # apsw makes SQLite's error an exception on the thread whose call failed, right after the refused read:
+        # its message becomes what the VFS found there, instead of SQLite's bare "disk I/O error".
+        setattr(apsw.IOError, "__init__", _named_damage)  # noqa: B010 (mypy refuses assigning a method)
+        _registered = True
+
+
+def _named_damage(self: apsw.IOError, *args: object) -> None:
+    found = _checksum_vfs.take_last_damage()
+    Exception.__init__(self, *((found,) if found is not None else args))
 
 
 def vfs_name(page_checksums: bool) -> str:

@@ -1,24 +1,13 @@
-"""A SQLite WAL file whose every page read is checked against the WAL's own frame checksums.
+"""SQLite's WAL frame checksums, in Python: a WAL left by a crash is checked whole before SQLite recovers it.
 
-SQLite's checksum VFS (cksumvfs) verifies the pages of a database file only:
-it leaves the WAL to SQLite, whose frames carry a running checksum (each
-frame's covers its page number, its commit size and its page, starting from
-the one before it) that SQLite checks only when it recovers the WAL after a
-crash, never when it reads a page from it. A bit flipped in a WAL frame on
-disk would be served, and a checkpoint would copy it into the database file
-under a fresh page checksum. `WalFile` checks the frame of every page read
-(one read of the frame's header with its page, one of the previous frame's
-checksum), the checkpoint's reads included, and refuses a mismatch with
-SQLITE_IOERR_DATA, as cksumvfs does for a database page.
-
-Frames of the transaction being written are the one exception: a page
-written twice in one transaction is overwritten in its frame, and SQLite
-rewrites the checksums from there on only at the commit. A frame that fails
-its check is refused only if it is committed (at or below the WAL index's
-last committed frame, read from the -shm file then): a later one is the
-writer's own, read back within its transaction (no other connection reads
-past the frames committed when its read began). Watching the writer's writes
-instead would cost a Python call on each of them.
+SQLite checks a WAL frame's running checksum (each frame's covers its page
+number, its commit size and its page, starting from the one before it) only
+when it recovers the WAL after a crash, never when it reads a page from it. The
+state's VFS (snapshot/checksum_vfs.c) checks each page read from a live WAL
+against its frame in C; `wal_damage` here reads a WAL that a crash left, whose
+recovery would keep the frames before the first failing one and silently drop
+the rest (right for a torn tail, wrong for a flipped bit with sound frames
+after it).
 
 The checksum is SQLite's (wal.c, walChecksumBytes): over 32-bit words, in
 pairs, s1 += a + s2; s2 += b + s1. One pair is a linear step,
@@ -30,13 +19,11 @@ whole frame is one product of precomputed powers of M with its words
 from __future__ import annotations
 
 import struct
-import sys
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import cast, final
+from typing import final
 
-import apsw
 import numpy as np
 import numpy.typing as npt
 
@@ -44,13 +31,10 @@ WAL_HEADER_BYTES = 32
 FRAME_HEADER_BYTES = 24
 _MASK = 0xFFFFFFFF
 _FRAME_HEADER = struct.Struct(">IIIIII")  # page number, commit size, salts, checksum
-_CHECKSUM = struct.Struct(">II")
 # A frame's first two header words as its checksum reads them: in the WAL's byte order (its magic's last bit).
 _BIG_ENDIAN_WORDS = struct.Struct(">II")
 _LITTLE_ENDIAN_WORDS = struct.Struct("<II")
 _PAGE_SIZES = frozenset(1 << n for n in range(9, 17))  # SQLite's page sizes, 512..65536
-_INDEX_HEADER_BYTES = 48  # a copy of the WAL index's header at the start of the -shm file (mxFrame at 16)
-VERIFIED_FRAMES_MAX = 128  # frames a WAL handle remembers as checked (about 0.5 MB at 4 KiB pages)
 
 
 @final
@@ -112,13 +96,6 @@ def reference_checksum(data: bytes, s1: int, s2: int, big_endian: bool) -> tuple
     return s1, s2
 
 
-def damage_error(message: str) -> apsw.IOError:
-    """What a read of a damaged page raises: SQLITE_IOERR_DATA, as cksumvfs reports a page's checksum fault."""
-    error = apsw.exception_for(apsw.SQLITE_IOERR_DATA)
-    error.args = (message,)
-    return cast(apsw.IOError, error)
-
-
 @final
 @dataclass(frozen=True, slots=True)
 class _WalHeader:
@@ -134,95 +111,6 @@ class _WalHeader:
             return cls(False, 0, 0, 0, (0, 0))
         magic, _version, page_size, _sequence, salt1, salt2, check1, check2 = struct.unpack_from(">8I", data)
         return cls(bool(magic & 1), 65536 if page_size == 1 else page_size, salt1, salt2, (check1, check2))
-
-
-@final
-class WalFile(apsw.VFSFile):
-    """A WAL opened through the checksum VFS: every page read checked against its frame's checksum."""
-
-    def __init__(self, base_vfs: str, name: apsw.URIFilename | str | None, flags: list[int]) -> None:
-        super().__init__(base_vfs, name, flags)
-        self._name = name.filename() if isinstance(name, apsw.URIFilename) else str(name)
-        self._wal_header: _WalHeader | None = None  # as last read; read again when a frame's salts differ
-        self._checksum: FrameChecksum | None = None
-        # Frames this handle checked, as read (header and page): a reader reads the same few pages again after
-        # every commit (SQLite starts its page cache over when the WAL changes), and bytes equal to checked ones
-        # are sound. Equal bytes, not the same frame: a frame's bytes differ once rewritten or damaged.
-        self._verified: dict[int, bytes] = {}
-
-    # ------------------------------------------------------------------ reads
-
-    def xRead(self, amount: int, offset: int) -> bytes:
-        frame = self._page_frame(amount, offset)
-        if frame < 0:
-            return super().xRead(amount, offset)
-        whole = super().xRead(FRAME_HEADER_BYTES + amount, offset - FRAME_HEADER_BYTES)
-        if self._verified.get(frame) != whole:  # the very bytes this handle checked before need no second check
-            try:
-                self._verify(frame, whole)
-            except apsw.IOError:
-                if frame + 1 > self._committed_frames():
-                    return whole[FRAME_HEADER_BYTES:]  # the writer's own frame, in its transaction: see above
-                raise
-            if len(self._verified) >= VERIFIED_FRAMES_MAX:
-                self._verified.clear()
-            self._verified[frame] = whole
-        return whole[FRAME_HEADER_BYTES:]
-
-    def _page_frame(self, amount: int, offset: int) -> int:
-        """The frame whose page this read is (a page's bytes at a frame's page offset), else -1."""
-        if amount not in _PAGE_SIZES:
-            return -1  # headers, a checksum, a whole frame (recovery, rewrites): SQLite checks those itself
-        frame, rest = divmod(offset - WAL_HEADER_BYTES - FRAME_HEADER_BYTES, FRAME_HEADER_BYTES + amount)
-        return frame if rest == 0 and frame >= 0 else -1
-
-    def _verify(self, frame: int, whole: bytes) -> None:
-        _page, _commit, salt1, salt2, stored1, stored2 = _FRAME_HEADER.unpack_from(whole)
-        header = self._wal_header
-        if header is None or (salt1, salt2) != (header.salt1, header.salt2):  # none yet, or the WAL started over
-            header = self._wal_header = _WalHeader.parse(super().xRead(WAL_HEADER_BYTES, 0))
-        page_size = len(whole) - FRAME_HEADER_BYTES
-        if header.page_size != page_size or (salt1, salt2) != (header.salt1, header.salt2):
-            raise damage_error(
-                f"{self._name}: frame {frame} does not belong to the WAL (salts {salt1:08x} {salt2:08x}, pages of "
-                f"{page_size} bytes; its header says {header.salt1:08x} {header.salt2:08x}, {header.page_size})"
-            )
-        if frame == 0:
-            previous = header.checksum  # the WAL header's own checksum starts the chain
-        else:
-            frame_start = WAL_HEADER_BYTES + frame * (FRAME_HEADER_BYTES + page_size)
-            previous = _CHECKSUM.unpack(super().xRead(8, frame_start - (FRAME_HEADER_BYTES + page_size) + 16))
-        words = _BIG_ENDIAN_WORDS if header.big_endian else _LITTLE_ENDIAN_WORDS
-        page = np.frombuffer(whole, dtype=">u4" if header.big_endian else "<u4", offset=FRAME_HEADER_BYTES)
-        if header.big_endian:
-            page = page.astype(np.uint32)  # native order for the dot product
-        checksum = self._checksum
-        if checksum is None or checksum.page_size != page_size:
-            checksum = self._checksum = frame_checksum(page_size)
-        computed = checksum.compute(words.unpack_from(whole), page, *previous)
-        if computed != (stored1, stored2):
-            raise damage_error(
-                f"{self._name}: frame {frame} (page {_page}, its page at offset "
-                f"{WAL_HEADER_BYTES + frame * (FRAME_HEADER_BYTES + page_size) + FRAME_HEADER_BYTES}) fails its "
-                "checksum"
-            )
-
-    def _committed_frames(self) -> int:
-        """The WAL index's last committed frame (counted from 1), the newer of its two header copies.
-
-        In the -shm file SQLite maps as shared memory (in this machine's byte order); when it cannot be read,
-        every frame counts as committed (a failing frame is refused).
-        """
-        shm = self._name[: -len("-wal")] + "-shm" if self._name.endswith("-wal") else ""
-        try:
-            with open(shm, "rb") as file:
-                header = file.read(2 * _INDEX_HEADER_BYTES)
-        except OSError:
-            return 2**32
-        if len(header) < 2 * _INDEX_HEADER_BYTES:
-            return 2**32
-        copies = (header[16:20], header[_INDEX_HEADER_BYTES + 16 : _INDEX_HEADER_BYTES + 20])
-        return max(int.from_bytes(copy, sys.byteorder) for copy in copies)
 
 
 WAL_MAGIC = 0x377F0682  # its last bit: the checksums' byte order

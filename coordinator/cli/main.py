@@ -96,7 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_operator_commands(commands)
     handed_over = (
         ("orphan-scan", "find WAL files no coordinator knows (PySpark); --delete removes them", _orphan_scan),
-        ("bench", "benchmarks: `diskless bench run [--quick] [--out DIR]`", _bench),
+        ("bench", "benchmarks: `diskless bench run [--quick] [--out DIR]`, `diskless bench compare REV`", _bench),
     )
     for name, help_text, run in handed_over:
         # No options of its own (not even -h): everything after the name goes to the command's parser.

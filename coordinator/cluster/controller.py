@@ -41,7 +41,7 @@ from coordinator.cluster.assignment import (
     after_restart,
     assign_replicas,
 )
-from coordinator.cluster.incarnation import Incarnation, next_incarnation
+from coordinator.cluster.incarnation import Incarnation, next_incarnation, next_mark
 from coordinator.cluster.preferred_leaders import (
     ElectionOutcome,
     ElectionRefused,
@@ -125,7 +125,10 @@ class ClusterController:
     async def join(self) -> ClusterConfig:
         """Registers the node, stores or reads the configuration, waits for the cluster to form, then tells each
         ISR this node is in whether it is the replica the ISR knew."""
-        self._incarnation = next_incarnation(self._settings.data_dir)
+        # The mark etcd last recorded of this node's directory: one behind it went back in time (a restored copy).
+        recorded_mark = await self._store.directory_mark(self._endpoint.node_id)
+        self._incarnation = next_incarnation(self._settings.data_dir, recorded_mark)
+        await self._store.record_directory_mark(self._endpoint.node_id, self._incarnation.mark)
         self._endpoint = replace(self._endpoint, incarnation=self._incarnation.current)
         log.info(
             "node %d starts as incarnation %s (previous %s)",
@@ -237,6 +240,7 @@ class ClusterController:
         self._tasks = [
             asyncio.create_task(self._keep_alive(), name="cluster-session"),
             asyncio.create_task(self._refresh_loop(), name="cluster-refresh"),
+            asyncio.create_task(self._mark_loop(), name="cluster-directory-mark"),
         ]
         if self._settings.auto_leader_rebalance_enable:
             self._tasks.append(asyncio.create_task(self._preferred_leader_loop(), name="cluster-preferred-leaders"))
@@ -247,6 +251,9 @@ class ClusterController:
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
+        if self._incarnation.mark:  # a clean stop moves the mark on: any copy taken while it ran is behind it
+            with contextlib.suppress(Exception):
+                await self._move_mark()
         if self._session is not None:
             with contextlib.suppress(Exception):
                 await self._store.revoke(self._session.lease_id)
@@ -345,6 +352,19 @@ class ClusterController:
         if self._session is not None:
             self._session.lapse()
         self._apply_roles()
+
+    async def _move_mark(self) -> None:
+        """The directory's mark moves on: durably on disk first, then in etcd (incarnation.py says why)."""
+        mark = await asyncio.to_thread(next_mark, self._settings.data_dir, self._incarnation)
+        await self._store.record_directory_mark(self._endpoint.node_id, mark)
+
+    async def _mark_loop(self) -> None:
+        while True:
+            await self._clock.sleep_ms(self._settings.node_incarnation_mark_interval_ms)
+            try:
+                await self._move_mark()
+            except Exception as error:  # etcd unreachable: the file is ahead of etcd, never behind; next time again
+                log.warning("node %d: the data directory's mark not recorded: %s", self._endpoint.node_id, error)
 
     async def _refresh_loop(self) -> None:
         while True:

@@ -44,10 +44,11 @@ def effective_timestamp(max_timestamp: int, timestamp_type: int, append_time_ms:
 def producer_expired(last_timestamp: int, expired_before_ms: int) -> bool:
     """Whether a producer whose last batch has this effective timestamp is forgotten (DESIGN §4a).
 
-    `expired_before_ms` is the check's now - `diskless.coordinator.producer.id.expiration.ms`: "older than" the
-    expiration, so a producer whose last batch is exactly that old is kept.
+    `expired_before_ms` is the check's now - `diskless.coordinator.producer.id.expiration.ms`. Kafka's rule
+    (`ProducerStateManager.isProducerExpired`: now - last timestamp >= the expiration): a producer whose last batch
+    is exactly that old is expired too.
     """
-    return last_timestamp < expired_before_ms
+    return last_timestamp <= expired_before_ms
 
 
 @dataclass(frozen=True, slots=True)

@@ -226,6 +226,9 @@ class Router:
     async def list_reassignments(self, request: admin.ListReassignmentsRequest) -> admin.ListReassignmentsResponse:
         return await reassignments.list_reassignments(self.elector, request)
 
+    async def describe_topics(self, request: admin.DescribeTopicsRequest) -> admin.DescribeTopicsResponse:
+        return await self._topic_admin.describe_topics(request)
+
 
 async def _refused_snapshot(message: str) -> AsyncIterator[internal.FetchSnapshotChunk]:
     yield internal.FetchSnapshotChunk(error_code=pb.NOT_LEADER_OR_FOLLOWER, error_message=message, last=True)
