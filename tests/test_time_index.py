@@ -13,11 +13,14 @@ from typing import Any
 from unittest import mock
 
 import apsw
+import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from coordinator.base.errors import ErrorCode
+from coordinator.base.invariants import InvariantViolation
 from coordinator.base.result import Result
+from coordinator.commits import rules
 from coordinator.machine import records
 from coordinator.machine.state import reads, time_index
 from coordinator.machine.state.integrity import check_integrity
@@ -28,7 +31,8 @@ from coordinator.topics import partition_checks
 from protos import coordinator_pb2 as pb
 from protos import records_pb2 as rec
 from snapshot.snapshots import restore_snapshot, take_snapshot
-from tests.harness import batch
+from tests.harness import batch, laid_out
+from tests.test_core import commit_part
 from tests.test_producer_expiry_core import PARTITIONS, TOPIC, Coordinator, _commit
 
 BASE_MS = 1_000_000
@@ -328,3 +332,21 @@ def test_an_entry_that_stays_gives_its_interval_to_a_raise_before_it(tmp_path: P
     with run.coordinator.store.read_transaction() as db:
         assert db.execute("SELECT last_offset FROM time_index WHERE partition_key = 0").fetchall() == [(1,), (4,)]
     run.coordinator.store.close()
+
+
+@mock.patch.object(time_index, "INTERVAL_OFFSETS", 1)
+def test_a_transaction_rolled_back_leaves_no_tail_behind(tmp_path: Path) -> None:
+    """The partitions' tails the state keeps in memory change in place as a transaction goes; one that fails
+    (here a commit far ahead, then a record the state refuses) is rolled back, and the next commits are indexed
+    from what SQLite holds, not from the commit that never was."""
+    run = Run(tmp_path / "state.sqlite")
+    run.run([("commit", [(0, 1, pb.CREATE_TIME, 5)], 1)], [])
+    coordinator = run.coordinator
+    far_ahead = rules.check_commit_part(
+        coordinator.view, commit_part(laid_out([_written(0, 1, pb.CREATE_TIME, 500)]), "wal/never"), run.now
+    )
+    refused = records.retention_applied([(99, 1)])  # no partition 99 here: an invariant the apply checks
+    with pytest.raises(InvariantViolation):
+        coordinator.store.apply([(coordinator.end_offset + 1, [*far_ahead.records, refused])])
+    run.run([("commit", [(0, 1, pb.CREATE_TIME, 10)], 1), ("commit", [(0, 1, pb.CREATE_TIME, 20)], 1)], [])
+    coordinator.store.close()

@@ -26,7 +26,7 @@ class StateTransaction:
         coordinator_id: int,
         meta: dict[str, Any],
         committed_windows: dict[int, dict[int, PackedWindow]],
-        committed_time_tails: dict[int, time_index.Tail],
+        time_tails: dict[int, time_index.Tail],
     ) -> None:
         self.db = connection
         self.coordinator_id = coordinator_id
@@ -41,11 +41,10 @@ class StateTransaction:
         # per partition per transaction, not once per record, and checked against SQLite when written.
         self.high_watermarks: dict[int, tuple[int, int]] = {}
         self.deleted_partition_keys: set[int] = set()
-        # The partitions' time-index tails (coordinator/machine/state/time_index.py) as the store keeps them in
-        # memory, and this transaction's: changed, and those the store must forget (read again from SQLite).
-        self.committed_time_tails = committed_time_tails
-        self.time_tails: dict[int, time_index.Tail] = {}
-        self.forgotten_time_tails: set[int] = set()
+        # The partitions' time-index tails (coordinator/machine/state/time_index.py), the store's own dict, changed
+        # in place as the transaction's records go: no copy per transaction. Each is derived from SQLite, so a
+        # transaction that fails (rolled back) leaves the store to clear them all and read them again.
+        self.time_tails = time_tails
 
     # The counters of the meta table, as the interpreter reads and advances them.
 
@@ -125,17 +124,12 @@ class StateTransaction:
         """The partition's time-index tail after this transaction's records so far."""
         found = self.time_tails.get(partition_key)
         if found is None:
-            if partition_key not in self.forgotten_time_tails:
-                found = self.committed_time_tails.get(partition_key)
-            if found is None:
-                found = time_index.tail(self.db, partition_key)
-            self.time_tails[partition_key] = found
+            found = self.time_tails[partition_key] = time_index.tail(self.db, partition_key)
         return found
 
     def forget_time_tail(self, partition_key: int) -> None:
         """The partition's entries changed otherwise than by an append: its tail is read again when needed."""
         self.time_tails.pop(partition_key, None)
-        self.forgotten_time_tails.add(partition_key)
 
     def remove_batches_below(self, partition_key: int, offset: int | None) -> None:
         """Removes whole batches of a partition with last offset below `offset` (all when None), and their entries

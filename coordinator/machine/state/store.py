@@ -194,7 +194,7 @@ class StateStore:
             raise
         self.producer_count = sum(map(len, self.producer_windows.values()))  # (partition, producer) states kept
         # Each partition's time-index tail once a commit needed it (coordinator/machine/state/time_index.py): so a
-        # commit reads none from SQLite. Followed after each transaction, as the producer windows are.
+        # commit reads none from SQLite. Transactions change it in place; a failed one clears it.
         self.time_tails: dict[int, time_index.Tail] = {}
 
     def _migrate(self) -> None:
@@ -345,12 +345,10 @@ class StateStore:
                     [(value, name) for name, value in meta.items() if self.meta.get(name) != value],
                 )
         except BaseException:
+            self.time_tails.clear()  # changed in place by the transaction rolled back: read again when needed
             self.meta = dict(self._writer.execute("SELECT name, value FROM meta"))
             raise
         self.meta = meta
         self._follow_producer_windows(transaction)
-        for key in transaction.forgotten_time_tails:
-            self.time_tails.pop(key, None)
-        self.time_tails.update(transaction.time_tails)
         if self._checkpoints is not None:
             self._checkpoints.written()
