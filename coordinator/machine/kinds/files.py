@@ -110,6 +110,7 @@ class FileCommittedKind:
         object_key = committed.object_key
         rows = []
         time_tails = transaction.time_tails
+        interval_offsets = time_index.INTERVAL_OFFSETS
         index_entries = []  # where a partition's max effective timestamp grows, sparsely (its time index, DESIGN §4)
         for batch in batches:
             (batch_id, key, byte_offset, size, base_offset, last_offset, max_timestamp, producer_id, producer_epoch,
@@ -140,10 +141,11 @@ class FileCommittedKind:
             tail = time_tails.get(key)
             if tail is None:
                 tail = transaction.time_tail(key)
-            if timestamp > tail[0]:  # time_index.entry_of_batch, only where the max grows
-                time_tails[key], index_entry = time_index.entry_of_batch(key, tail, timestamp, last_offset, base_offset)
-                if index_entry is not None:
-                    index_entries.append(index_entry)
+            if timestamp > tail[0]:  # time_index.entry_of_batch, inlined: this runs once per batch
+                interval = last_offset // interval_offsets
+                time_tails[key] = (timestamp, interval)
+                if interval != tail[1]:
+                    index_entries.append((key, timestamp, last_offset, base_offset))
         transaction.next_batch_id = next_batch_id
         transaction.add_live_batches(len(batches))
         transaction.db.executemany("INSERT INTO batches VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
