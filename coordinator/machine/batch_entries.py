@@ -17,6 +17,11 @@ _PartitionResult = pb.FindBatchesResponse.PartitionResult
 _TopicResult = pb.FindBatchesResponse.TopicResult
 
 
+# A batch's transaction flags (DESIGN §4b), as bits: what its entry says of it.
+TRANSACTIONAL = 1
+CONTROL = 2
+
+
 def _tag(message: type[object], field: str) -> bytes:
     """The key of a length-delimited field (wire type 2); every field number here is below 16: one byte."""
     number: int = message.DESCRIPTOR.fields_by_name[field].number  # type: ignore[attr-defined]
@@ -56,9 +61,14 @@ def batch_entry(
     append_time_ms: int,
     max_timestamp: int,
     timestamp_type: int,
+    producer_id: int = -1,
+    flags: int = 0,
 ) -> bytes:
     """A batch's FindBatches entry: its BatchInfo framed as one element of PartitionResult.batches."""
     info = pb.BatchInfo(
+        producer_id=producer_id,
+        is_transactional=bool(flags & TRANSACTIONAL),
+        is_control=bool(flags & CONTROL),
         batch_id=batch_id,
         object_key=object_key,
         magic=magic,
