@@ -65,12 +65,13 @@ def find(coordinator: Coordinator, partition: int, offset: int, committed: bool 
         result = pb.FindBatchesResponse.PartitionResult()
         entries: list[bytes] = []
         fetch_partition(db, found, offset, 2**30, FetchBudget(2**30, 0, 100_000), result, entries, committed)
-    infos = pb.FindBatchesResponse.PartitionResult.FromString(b"".join(entries)).batches
+    # The answer as a node frames it: the header's fields, then the entries (batches, then aborted transactions).
+    whole = pb.FindBatchesResponse.PartitionResult.FromString(result.SerializeToString() + b"".join(entries))
     return Answer(
-        [(b.base_offset, b.last_offset, b.producer_id, b.is_transactional, b.is_control) for b in infos],
-        result.last_stable_offset,
-        [(a.producer_id, a.first_offset) for a in result.aborted_transactions],
-        result.error_code,
+        [(b.base_offset, b.last_offset, b.producer_id, b.is_transactional, b.is_control) for b in whole.batches],
+        whole.last_stable_offset,
+        [(a.producer_id, a.first_offset) for a in whole.aborted_transactions],
+        whole.error_code,
     )
 
 

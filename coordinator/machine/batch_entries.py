@@ -83,6 +83,23 @@ def batch_entry(
     return _framed(_BATCHES_TAG, info.SerializeToString())
 
 
+_ABORTED_TAG = _tag(_PartitionResult, "aborted_transactions")
+_PRODUCER_ID_KEY = bytes([pb.AbortedTransaction.DESCRIPTOR.fields_by_name["producer_id"].number << 3])  # varint
+_FIRST_OFFSET_KEY = bytes([pb.AbortedTransaction.DESCRIPTOR.fields_by_name["first_offset"].number << 3])
+
+
+def aborted_entries(aborted: Iterable[tuple[int, int]]) -> bytes:
+    """A read_committed answer's aborted transactions, (producer id, first offset) each (both >= 0), framed as
+    elements of PartitionResult.aborted_transactions: built as bytes, as the batches' entries are, since a message
+    per transaction costs more than the read that found it."""
+    return b"".join(
+        [
+            _framed(_ABORTED_TAG, _PRODUCER_ID_KEY + _varint(producer_id) + _FIRST_OFFSET_KEY + _varint(first_offset))
+            for producer_id, first_offset in aborted
+        ]
+    )
+
+
 def partition_result(header: pb.FindBatchesResponse.PartitionResult, entries: Iterable[bytes]) -> bytes:
     """A PartitionResult framed as one element of TopicResult.partitions: the header's fields, then the batches."""
     return _framed(_PARTITIONS_TAG, header.SerializeToString() + b"".join(entries))

@@ -45,7 +45,7 @@ def fetch_partition(
     """Fills `result` for a known partition (error, watermarks) and `entries` with its batches' serialized entries.
 
     `read_committed` (DESIGN §4b): only batches below the last stable offset, with the aborted transactions that
-    overlap what is returned.
+    overlap what is returned (as one more element of `entries`, after the batches').
     """
     result.log_start_offset = offsets.log_start_offset
     result.local_log_start_offset = offsets.local_log_start_offset
@@ -111,5 +111,6 @@ def fetch_partition(
             f"partition key {partition_key}: no batch holds offset {offset}, below the high watermark {high_watermark}"
         )
     if read_committed and expected > offset:
-        for producer_id, first_offset in reads.aborted_transactions(db, partition_key, offset, expected):
-            result.aborted_transactions.add(producer_id=producer_id, first_offset=first_offset)
+        aborted = reads.aborted_entries(db, partition_key, offset, expected)
+        if aborted:  # after the batches' entries: PartitionResult.aborted_transactions, stored serialized as they are
+            entries.append(aborted)

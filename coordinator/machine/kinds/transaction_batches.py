@@ -6,6 +6,7 @@ these only write it down. A file without transactional batches never reaches her
 
 from __future__ import annotations
 
+from coordinator.machine.batch_entries import aborted_entries
 from coordinator.machine.records import BATCH_LAYOUT
 from coordinator.machine.transaction import StateTransaction
 from coordinator.machine.view import CoordinatorView
@@ -41,8 +42,8 @@ _END = (
     "coordinator_epoch = excluded.coordinator_epoch, first_offset = -1"
 )
 _ABORTED = (
-    "INSERT INTO aborted_transactions (partition_key, last_offset, producer_id, first_offset, last_stable_offset) "
-    "VALUES (?, ?, ?, ?, ?)"
+    "INSERT INTO aborted_transactions (partition_key, last_offset, producer_id, first_offset, last_stable_offset, "
+    "entry) VALUES (?, ?, ?, ?, ?, ?)"
 )
 
 
@@ -56,4 +57,6 @@ def apply_transactions(transaction: StateTransaction, committed: rec.FileCommitt
             continue
         execute(_END, (key, producer_id, batch.coordinator_epoch))
         if batch.control_type == CONTROL_ABORT and batch.transaction_first_offset >= 0:
-            execute(_ABORTED, (key, offset, producer_id, batch.transaction_first_offset, batch.last_stable_offset))
+            first = batch.transaction_first_offset
+            entry = aborted_entries([(producer_id, first)])
+            execute(_ABORTED, (key, offset, producer_id, first, batch.last_stable_offset, entry))

@@ -80,24 +80,37 @@ def partition_offsets(db: apsw.Connection, topic_id: bytes, partition: int) -> P
     return None if row is None else PartitionOffsets(*row)
 
 
-def aborted_transactions(
-    db: apsw.Connection, partition_key: int, from_offset: int, below_offset: int
-) -> list[tuple[int, int]]:
-    """(producer id, first offset) of the aborted transactions overlapping [from_offset, below_offset), by first
-    offset: Kafka's `TransactionIndex.collectAbortedTxns`. Read by marker offset from `from_offset`, and stopped at
-    the first whose recorded LSO reaches `below_offset` (every later one starts at or above it), so the cost
-    follows the result, never the partition's aborted transactions."""
+def _aborted_rows(db: apsw.Connection, partition_key: int, from_offset: int, below_offset: int) -> list[Any]:
+    """(first offset, producer id, entry) of the aborted transactions overlapping [from_offset, below_offset), by
+    first offset: Kafka's `TransactionIndex.collectAbortedTxns`. Read by marker offset from `from_offset`, and
+    stopped at the first whose recorded LSO reaches `below_offset` (every later one starts at or above it), so the
+    cost follows the result, never the partition's aborted transactions."""
     found = []
-    for producer_id, first_offset, stable in db.execute(
-        "SELECT producer_id, first_offset, last_stable_offset FROM aborted_transactions "
+    for first_offset, producer_id, entry, stable in db.execute(
+        "SELECT first_offset, producer_id, entry, last_stable_offset FROM aborted_transactions "
         "WHERE partition_key = ? AND last_offset >= ? ORDER BY last_offset",
         (partition_key, from_offset),
     ):
         if first_offset < below_offset:
-            found.append((first_offset, producer_id))
+            found.append((first_offset, producer_id, entry))
         if stable >= below_offset:
             break
-    return [(producer_id, first_offset) for first_offset, producer_id in sorted(found)]
+    found.sort()
+    return found
+
+
+def aborted_transactions(
+    db: apsw.Connection, partition_key: int, from_offset: int, below_offset: int
+) -> list[tuple[int, int]]:
+    """(producer id, first offset) of the aborted transactions overlapping [from_offset, below_offset)."""
+    return [
+        (producer_id, first) for first, producer_id, _ in _aborted_rows(db, partition_key, from_offset, below_offset)
+    ]
+
+
+def aborted_entries(db: apsw.Connection, partition_key: int, from_offset: int, below_offset: int) -> bytes:
+    """The same as a read_committed answer's serialized aborted_transactions (empty when there are none)."""
+    return b"".join([entry for _, _, entry in _aborted_rows(db, partition_key, from_offset, below_offset)])
 
 
 def topic_configs(db: apsw.Connection) -> dict[bytes, dict[str, str]]:

@@ -118,12 +118,14 @@ STATEMENTS = (
     # Aborted transactions (Kafka's transaction index), by (partition, marker offset): those overlapping a read's
     # range are a range of this key, cut short by last_stable_offset (the LSO right after the abort: no
     # transaction aborted later starts below it), so finding them costs what they are, never a partition scan.
+    # `entry`: its element of a read_committed FindBatches answer, serialized once at apply (batch_entries.py).
     """CREATE TABLE IF NOT EXISTS aborted_transactions (
         partition_key INTEGER NOT NULL,
         last_offset INTEGER NOT NULL,
         producer_id INTEGER NOT NULL,
         first_offset INTEGER NOT NULL,
         last_stable_offset INTEGER NOT NULL,
+        entry BLOB NOT NULL,
         PRIMARY KEY (partition_key, last_offset)
     ) WITHOUT ROWID""",
 )
