@@ -67,8 +67,6 @@ def batch_entry(
     """A batch's FindBatches entry: its BatchInfo framed as one element of PartitionResult.batches."""
     info = pb.BatchInfo(
         producer_id=producer_id,
-        is_transactional=bool(flags & TRANSACTIONAL),
-        is_control=bool(flags & CONTROL),
         batch_id=batch_id,
         object_key=object_key,
         magic=magic,
@@ -80,6 +78,9 @@ def batch_entry(
         batch_max_timestamp=max_timestamp,
         timestamp_type=timestamp_type,  # type: ignore[arg-type]  # an enum's number
     )
+    if flags:  # a transactional batch or a marker (DESIGN §4b); the others leave both false
+        info.is_transactional = True
+        info.is_control = bool(flags & CONTROL)
     return _framed(_BATCHES_TAG, info.SerializeToString())
 
 
