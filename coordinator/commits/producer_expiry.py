@@ -49,5 +49,10 @@ def check_expire_producers(view: CoordinatorView, request: ExpiryRequest, now_ms
 
 
 def _expired(view: CoordinatorView, keys: Iterable[ProducerKey], expired_before_ms: int) -> list[ExpiredProducer]:
-    found = (expired_producer(key, view.producer_window(*key), expired_before_ms) for key in keys)
+    # A producer with an open transaction is never expired (Kafka's rule, DESIGN §4b).
+    found = (
+        expired_producer(key, view.producer_window(*key), expired_before_ms)
+        for key in keys
+        if view.open_transaction(*key) < 0
+    )
     return [producer for producer in found if producer is not None]

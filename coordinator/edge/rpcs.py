@@ -115,6 +115,9 @@ RPCS: tuple[Rpc, ...] = (
         Front.LEADING_PROCESS),
     Rpc(Service.COORDINATOR, "ListOffsets", Permission.CLUSTER_ACTION, ServedBy.LEADER, "list_offsets",
         Front.LEADING_PROCESS),
+    # Each partition's producers and open transactions (KIP-664, DESIGN §4b), a strict read of its leader.
+    Rpc(Service.COORDINATOR, "DescribeProducers", Permission.DESCRIBE, ServedBy.LEADER, "describe_producers",
+        Front.LEADING_PROCESS),
     Rpc(Service.COORDINATOR, "FindBatches", Permission.CLUSTER_ACTION, ServedBy.REPLICA, "find_batches",
         Front.STATE_FILES),
     # Any replica answers; one that does not lead a coordinator asks its leader (KnownFiles) about every key it does

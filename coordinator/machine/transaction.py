@@ -135,6 +135,10 @@ class StateTransaction:
         """Removes whole batches of a partition with last offset below `offset` (all when None), and their entries
         in the time index."""
         bound = time_index.OFFSET_END if offset is None else offset
+        # Aborted transactions go with the batches they cover, as Kafka's transaction index with its segment.
+        self.db.execute(
+            "DELETE FROM aborted_transactions WHERE partition_key = ? AND last_offset < ?", (partition_key, bound)
+        )
         per_file = list(
             self.db.execute(
                 f"SELECT file_id, count(*), max({time_index.EFFECTIVE_TIMESTAMP}) FROM batches "

@@ -11,6 +11,7 @@ from typing import Any
 import apsw
 
 from coordinator.machine.batch_entries import batch_entry
+from coordinator.machine.producers import last_stable_offset
 from coordinator.machine.records import CommittedBatch
 from coordinator.machine.state import time_index
 from coordinator.machine.view import FileFacts, PartitionView
@@ -44,6 +45,11 @@ class PartitionOffsets:
     high_watermark: int
     local_log_start_offset: int  # DESIGN §4a: the first offset whose batch is held here
     remote_max_timestamp: int  # the highest effective timestamp offloaded and still remote; -1 if none
+    oldest_open_first_offset: int = -1  # DESIGN §4b: the first offset of the oldest open transaction; -1 if none
+
+    @property
+    def last_stable_offset(self) -> int:
+        return last_stable_offset(self.oldest_open_first_offset, self.log_start_offset, self.high_watermark)
 
     @property
     def remote_log_end_offset(self) -> int:
@@ -70,12 +76,48 @@ def one_row(cursor: apsw.Cursor, what: str) -> Any:
 
 
 def partition_offsets(db: apsw.Connection, topic_id: bytes, partition: int) -> PartitionOffsets | None:
+    # The oldest open transaction in the same statement: one seek of an index that is empty without transactions.
     row = db.execute(
-        "SELECT partition_key, log_start_offset, high_watermark, local_log_start_offset, remote_max_timestamp "
-        "FROM partitions WHERE topic_id = ? AND partition = ?",
+        "SELECT partition_key, log_start_offset, high_watermark, local_log_start_offset, remote_max_timestamp, "
+        "coalesce((SELECT min(first_offset) FROM producer_transactions AS t "
+        "WHERE t.partition_key = p.partition_key AND t.first_offset >= 0), -1) "
+        "FROM partitions AS p WHERE topic_id = ? AND partition = ?",
         (topic_id, partition),
     ).fetchone()
     return None if row is None else PartitionOffsets(*row)
+
+
+def _aborted_rows(db: apsw.Connection, partition_key: int, from_offset: int, below_offset: int) -> list[Any]:
+    """(first offset, producer id, entry) of the aborted transactions overlapping [from_offset, below_offset), by
+    first offset: Kafka's `TransactionIndex.collectAbortedTxns`. Read by marker offset from `from_offset`, and
+    stopped at the first whose recorded LSO reaches `below_offset` (every later one starts at or above it), so the
+    cost follows the result, never the partition's aborted transactions."""
+    found = []
+    for first_offset, producer_id, entry, stable in db.execute(
+        "SELECT first_offset, producer_id, entry, last_stable_offset FROM aborted_transactions "
+        "WHERE partition_key = ? AND last_offset >= ? ORDER BY last_offset",
+        (partition_key, from_offset),
+    ):
+        if first_offset < below_offset:
+            found.append((first_offset, producer_id, entry))
+        if stable >= below_offset:
+            break
+    found.sort()
+    return found
+
+
+def aborted_transactions(
+    db: apsw.Connection, partition_key: int, from_offset: int, below_offset: int
+) -> list[tuple[int, int]]:
+    """(producer id, first offset) of the aborted transactions overlapping [from_offset, below_offset)."""
+    return [
+        (producer_id, first) for first, producer_id, _ in _aborted_rows(db, partition_key, from_offset, below_offset)
+    ]
+
+
+def aborted_entries(db: apsw.Connection, partition_key: int, from_offset: int, below_offset: int) -> bytes:
+    """The same as a read_committed answer's serialized aborted_transactions (empty when there are none)."""
+    return b"".join([entry for _, _, entry in _aborted_rows(db, partition_key, from_offset, below_offset)])
 
 
 def topic_configs(db: apsw.Connection) -> dict[bytes, dict[str, str]]:
@@ -104,7 +146,7 @@ def batch_entry_of(db: apsw.Connection, partition_key: int, last_offset: int) ->
     row = one_row(
         db.execute(
             "SELECT b.batch_id, f.object_key, b.magic, b.byte_offset, b.size, b.base_offset, b.last_offset, "
-            "b.append_time_ms, b.max_timestamp, b.timestamp_type "
+            "b.append_time_ms, b.max_timestamp, b.timestamp_type, b.producer_id "
             "FROM batches AS b JOIN files AS f ON f.file_id = b.file_id "
             "WHERE b.partition_key = ? AND b.last_offset = ?",
             (partition_key, last_offset),
