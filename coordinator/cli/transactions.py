@@ -47,7 +47,7 @@ def _describe(channel: grpc.Channel, topic_id: bytes) -> list[pb.DescribeProduce
 
 
 def find_hanging(args: argparse.Namespace) -> int:
-    topic_id = topic_id_of(args.topic)
+    topic_id = topic_id_of(args)
     partitions = call_first(args, lambda channel: _describe(channel, topic_id))
     if not partitions:
         raise CommandFailed(f"topic {topic_id.hex()} has no partition the coordinators know")
@@ -87,7 +87,7 @@ def _marker(topic_id: bytes, partition: int, producer: Any, now_ms: int) -> pb.C
 
 
 def abort(args: argparse.Namespace) -> int:
-    topic_id = topic_id_of(args.topic)
+    topic_id = topic_id_of(args)
 
     def call(channel: grpc.Channel) -> dict[str, Any]:
         stub = pb_grpc.DisklessCoordinatorStub(channel)
