@@ -430,7 +430,7 @@ def test_a_schema_2_state_is_migrated_in_place_and_answers_the_same(filled: Fill
     stored_without, stored_with = 0, 0
     for coordinator_id in range(COORDINATORS):
         db = apsw.Connection(str(coordinator_dir(filled, coordinator_id) / "state.sqlite"))
-        assert db.execute("SELECT value FROM meta WHERE name = 'schema_version'").fetchall() == [(7,)]
+        assert db.execute("SELECT value FROM meta WHERE name = 'schema_version'").fetchall() == [(8,)]
         assert db.execute("SELECT count(*) FROM time_index").fetchall()[0][0] > 0
         assert time_index.index_problems(db) == []  # built at open from the held batches, then kept
         assert db.execute(

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import apsw
 
+from coordinator.machine.batch_entries import batch_entry
 from coordinator.machine.producers import packed_last_append_time
 from coordinator.machine.state import time_index
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 # meta holds counters and the applied log offset, updated in the same
 # transaction as the state they describe.
@@ -155,6 +157,24 @@ def _last_timestamps_from_windows(db: apsw.Connection) -> None:
     db.executemany("UPDATE producers SET last_timestamp = ? WHERE partition_key = ? AND producer_id = ?", rows)
 
 
+def _entries_with_producer_ids(db: apsw.Connection) -> None:
+    """Rebuilds the entries of batches whose producer is not 0 from their columns (the entry of producer 0 already
+    reads as 0), a partition at a time so that memory stays bounded by the largest partition."""
+    keys = [key for (key,) in db.execute("SELECT DISTINCT partition_key FROM batches")]
+    for key in keys:
+        rows: list[tuple[Any, ...]] = db.execute(
+            "SELECT b.last_offset, b.batch_id, f.object_key, b.magic, b.byte_offset, b.size, b.base_offset, "
+            "b.last_offset, b.append_time_ms, b.max_timestamp, b.timestamp_type, b.producer_id "
+            "FROM batches AS b JOIN files AS f ON f.file_id = b.file_id "
+            "WHERE b.partition_key = ? AND b.producer_id != 0 AND b.entry IS NOT NULL",
+            (key,),
+        ).fetchall()
+        db.executemany(
+            "UPDATE batches SET entry = ? WHERE partition_key = ? AND last_offset = ?",
+            [(batch_entry(*row[1:]), key, row[0]) for row in rows],
+        )
+
+
 # Schema 1 -> 2: WAL-file ownership. A file was owned where it was first committed (its first owner).
 MIGRATIONS: dict[int, tuple[MigrationStep, ...]] = {
     1: (
@@ -196,6 +216,12 @@ MIGRATIONS: dict[int, tuple[MigrationStep, ...]] = {
     6: (
         time_index.build,
         "UPDATE meta SET value = 7 WHERE name = 'schema_version'",
+    ),
+    # Schema 7 -> 8: a batch's FindBatches entry names its producer (BatchInfo.producer_id, -1 when not idempotent,
+    # with transactions); an older entry says nothing, which a reader takes for producer 0.
+    7: (
+        _entries_with_producer_ids,
+        "UPDATE meta SET value = 8 WHERE name = 'schema_version'",
     ),
 }
 

@@ -1,0 +1,59 @@
+"""Older state files brought to today's schema at open (coordinator/machine/state/schema.py MIGRATIONS)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import apsw
+
+from coordinator.machine import records
+from coordinator.machine.records import CommittedBatch
+from coordinator.machine.state.schema import SCHEMA_VERSION
+from coordinator.machine.state.store import StateStore
+from protos import coordinator_pb2 as pb
+
+TOPIC = b"\x07" * 16
+PRODUCERS = (-1, 0, 5, 2**40)  # not idempotent, producer 0 (its entry reads the same either way), two others
+
+
+def _entry_info(entry: bytes) -> pb.BatchInfo:
+    (info,) = pb.FindBatchesResponse.PartitionResult.FromString(entry).batches
+    return info
+
+
+def test_a_schema_7_entry_that_does_not_name_its_producer_is_rebuilt_with_it(tmp_path: Path) -> None:
+    """Schema 8: an entry names its batch's producer (BatchInfo.producer_id, -1 when not idempotent). A schema 7
+    entry said nothing, which a reader takes for producer 0: every such entry is rebuilt from its row's columns."""
+    path = tmp_path / "state.sqlite"
+    store = StateStore(path, 0)
+    store.apply([(store.applied_offset + 1, [records.partition_created(p, TOPIC, "t", p) for p in range(4)])])
+    for n in range(3):
+        batch_id = store.load_view().next_batch_id
+        batches = [
+            CommittedBatch(batch_id + p, p, 0, 10, n, n, 0, producer, 0 if producer >= 0 else -1,
+                           n if producer >= 0 else -1, n if producer >= 0 else -1, 2, 0)
+            for p, producer in enumerate(PRODUCERS)
+        ]  # fmt: skip
+        store.apply([(store.applied_offset + 1, [records.file_committed(n, f"wal/{n}", 10, 1, [0], 1000, batches)])])
+    store.close()
+    db = apsw.Connection(str(path))
+    with db:  # as schema 7 wrote them: no producer in the entry
+        for key, last_offset, entry in db.execute("SELECT partition_key, last_offset, entry FROM batches").fetchall():
+            info = _entry_info(entry)
+            info.ClearField("producer_id")
+            old = pb.FindBatchesResponse.PartitionResult(batches=[info]).SerializeToString()
+            db.execute(
+                "UPDATE batches SET entry = ? WHERE partition_key = ? AND last_offset = ?", (old, key, last_offset)
+            )
+        db.execute("UPDATE meta SET value = 7 WHERE name = 'schema_version'")
+    assert {_entry_info(e).producer_id for (e,) in db.execute("SELECT entry FROM batches")} == {0}
+    db.close()
+
+    StateStore(path, 0).close()
+
+    db = apsw.Connection(str(path))
+    rows = db.execute("SELECT producer_id, entry FROM batches").fetchall()
+    assert sorted({producer for producer, _ in rows}) == sorted(PRODUCERS) and len(rows) == 3 * len(PRODUCERS)
+    assert all(_entry_info(entry).producer_id == producer for producer, entry in rows), rows
+    assert db.execute("SELECT value FROM meta WHERE name = 'schema_version'").fetchall() == [(SCHEMA_VERSION,)]
+    db.close()
