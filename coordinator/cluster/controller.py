@@ -19,6 +19,10 @@
   gives it; once registered, it tells each ISR it is in whether it is the
   replica the ISR knew (`assignment.after_restart`): the ISR records its new
   incarnation, or it leaves the ISR before anyone could elect it.
+- **Peer-observed death.** A follower whose fetch finds its leader's node
+  unreachable names it (`peer_unreachable`); where its port refuses two
+  connects, its process is gone and its lease is revoked (`peer_death.py`),
+  so its coordinators elect at once rather than after the session timeout.
 - **Preferred leaders.** Every `cluster.leader.imbalance.check.interval.ms`
   the live node of the lowest id gives leadership back to each coordinator's
   first replica where it is in the ISR (`preferred_leaders.py`, by CAS).
@@ -42,6 +46,7 @@ from coordinator.cluster.assignment import (
     assign_replicas,
 )
 from coordinator.cluster.incarnation import Incarnation, next_incarnation
+from coordinator.cluster.peer_death import PeerDeathWatch
 from coordinator.cluster.preferred_leaders import (
     ElectionOutcome,
     ElectionRefused,
@@ -82,6 +87,8 @@ class RoleHolder(Protocol):
 class StubSource(Protocol):
     def internal_stub(self, address: str) -> internal_grpc.CoordinatorInternalAsyncStub: ...
 
+    async def refuses_connections(self, target: str, timeout_ms: int) -> bool: ...
+
 
 class ClusterController:
     """The node's etcd session and the coordinators' roles; also the replication's `ClusterLink`.
@@ -119,6 +126,11 @@ class ClusterController:
         # Coordinators whose replica here is damaged and found no healthy copy: this node does not shrink their ISR
         # to itself (`_refresh`), so that the members it waits for can lead once back (`leave_isr_damaged`).
         self._damaged: set[int] = set()
+        self._refresh_now = asyncio.Event()  # a peer's death was seen: elect without waiting for the next refresh
+        self.deaths = PeerDeathWatch(
+            endpoint.node_id, store, clock, self._refuses_connections, lambda node_id: self._refresh_now.set(),
+            settings.peer_death_probe_interval_ms, settings.peer_death_probe_timeout_ms,
+        )  # fmt: skip
 
     # ------------------------------------------------------------------ joining
 
@@ -238,6 +250,8 @@ class ClusterController:
             asyncio.create_task(self._keep_alive(), name="cluster-session"),
             asyncio.create_task(self._refresh_loop(), name="cluster-refresh"),
         ]
+        if self._settings.peer_death_probe_enable:
+            self._tasks.append(asyncio.create_task(self.deaths.run(), name="cluster-peer-deaths"))
         if self._settings.auto_leader_rebalance_enable:
             self._tasks.append(asyncio.create_task(self._preferred_leader_loop(), name="cluster-preferred-leaders"))
 
@@ -310,6 +324,14 @@ class ClusterController:
         assert self._stubs is not None, "attach() comes before any coordinator loads"
         return self._stubs.internal_stub(address)
 
+    def peer_unreachable(self, node_id: int) -> None:
+        """A follower's fetch found `node_id` unreachable: probed for death while the watch runs (`peer_death.py`)."""
+        if self._settings.peer_death_probe_enable:
+            self.deaths.suspect(node_id)
+
+    async def _refuses_connections(self, target: str, timeout_ms: int) -> bool:
+        return self._stubs is not None and await self._stubs.refuses_connections(target, timeout_ms)
+
     # ------------------------------------------------------------------ loops
 
     async def _keep_alive(self) -> None:
@@ -353,7 +375,8 @@ class ClusterController:
                     await self._refresh()
             except Exception as error:  # etcd unreachable: roles stay as they are; the session decides leadership
                 log.warning("cluster refresh failed: %s", error)
-            await self._clock.sleep_ms(self._settings.cluster_refresh_interval_ms)
+            await self._clock.wait_event(self._refresh_now, self._settings.cluster_refresh_interval_ms)
+            self._refresh_now.clear()
 
     async def _refresh(self) -> None:
         live = await self._store.live_nodes()
