@@ -155,11 +155,15 @@ class NodeCalls:
             return None
         return decode_answer(method, raw)
 
+    def next_wait_ms(self, backoff: Backoff) -> float:
+        """Counts a failure; the wait before the next try: the backoff's, jittered down by up to BACKOFF_JITTER."""
+        return backoff.failed() * self._jitter.uniform(1 - BACKOFF_JITTER, 1)
+
     async def _wait_to_retry(self, backoff: Backoff, deadline: float) -> bool:
         """Sleeps the next backoff wait; False when it would end past the deadline, or retries are off."""
         if not self._retry:
             return False
-        wait_s = backoff.failed() * self._jitter.uniform(1 - BACKOFF_JITTER, 1) / 1000
+        wait_s = self.next_wait_ms(backoff) / 1000
         if time.monotonic() + wait_s >= deadline:
             return False
         await asyncio.sleep(wait_s)
