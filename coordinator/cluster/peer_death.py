@@ -14,8 +14,10 @@ What the revocation may not break:
   the probes whose process listens makes a probe connect, and nothing is revoked.
 - **Safety.** Leadership never hangs on this: a node whose lease was revoked while it ran learns it at its next
   renewal (etcd knows the lease no more) and steps down exactly as when the lease expires
-  (`controller._keep_alive`), then registers again. A revocation of a live node would be a needless failover,
-  no more; and a live node does not refuse connections on the port it registered.
+  (`controller._keep_alive`), then registers again. Until then it acknowledges nothing the new leader lacks: its
+  high watermark waits for every ISR member, and the new leader is one (elected from the ISR etcd holds, which
+  the old leader's own ISR changes wrote). A revocation of a live node would be a needless failover, no more;
+  and a live node does not refuse connections on the port it registered.
 
 It costs a bare TCP connect to a suspected node at most every probe interval while its fetches fail, and one etcd
 read (and one revocation) per confirmed death.
