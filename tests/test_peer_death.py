@@ -142,3 +142,22 @@ def test_the_grpc_transport_tells_a_closed_port_from_a_listening_one() -> None:
         assert not await transport.refuses_connections("not-an-address", 1000)
 
     asyncio.run(run())
+
+
+def test_a_lease_another_peer_revoked_first_is_no_failure_and_still_starts_an_election() -> None:
+    async def run() -> None:
+        store = MemoryClusterStore(MemoryEtcd(LoopClock(asyncio.get_running_loop(), 0)))
+        await _registered(store, 1, 9001)
+
+        async def revoked_first(lease_id: int) -> None:  # etcd answers the second revocation "lease not found"
+            store.etcd.revoke(lease_id)
+            raise RuntimeError("etcdserver: requested lease not found")
+
+        store.revoke = revoked_first  # type: ignore[method-assign]
+        deaths: list[int] = []
+        watch = _watch(store, Probes([True, True]), deaths)
+        assert not await watch.check(1)
+        assert deaths == [1] and watch.revoked == 0
+        assert await store.node_registration(1) is None
+
+    asyncio.run(run())

@@ -101,7 +101,15 @@ class PeerDeathWatch:
         await self._clock.sleep_ms(self._interval_ms)
         if not await self._refuses(target, self._timeout_ms):
             return False
-        await self._store.revoke(registration.lease_id)
+        try:
+            await self._store.revoke(registration.lease_id)
+        except Exception:
+            again = await self._store.node_registration(node_id)
+            if again is not None and again.lease_id == registration.lease_id:
+                raise  # the lease still holds the node's key: etcd failed
+            log.info("node %d: its session (lease %d) ended already", node_id, registration.lease_id)
+            self._on_death(node_id)  # another peer revoked it first (etcd: lease not found): elect now here too
+            return False
         self.revoked += 1
         log.warning(
             "node %d at %s refuses connections (its process is gone): revoked its session (lease %d) so that "
