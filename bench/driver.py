@@ -3,7 +3,21 @@
 Each broker commits one file at a time (as a diskless broker's committer
 does), every `interval_s` (open loop: a late commit does not push the
 schedule back, so a system that cannot keep up shows a rate below target),
-or back to back when `interval_s` is 0 (the maximum rate). Consumers call
+or back to back when `interval_s` is 0 (the maximum rate, closed loop).
+
+Open-loop latency is measured from the intended send time, as wrk2 does: the
+n-th commit of a broker is meant to go out at `first + n * interval_s`; a
+broker still waiting for its previous commit sends late, and the wait behind
+the schedule counts in that commit's latency (else a stall hides every commit
+queued behind it: coordinated omission). Each commit's send lag (how far
+behind its schedule it went out) is kept too, and the latency from the send
+alone, so a report can show both. A broker keeps one commit in flight
+(`COMMITS_IN_FLIGHT_PER_BROKER`) and accumulates lateness rather than
+pipelining: a diskless broker commits its WAL files one after another, in
+order, and its producers' sequences must reach the coordinator in that order.
+In the closed loop the intended time is the send, so both measures agree.
+
+Consumers call
 FindBatches back to back: three in four at the tail of their partitions, one
 a fixed lag behind it (reading up to 64 batches per partition per call).
 After a warm-up, figures are taken over `windows` windows of `window_s`
@@ -20,6 +34,7 @@ import statistics
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from typing import NamedTuple, Protocol
 
 from bench.systems import Counters, FindPosition, System, process_cpu_s
 from bench.workload import BrokerWorkload, Shape
@@ -30,6 +45,9 @@ LAGGING_EVERY = 4  # one consumer in four lags; the others read at the tail
 LAG_RECORDS = 20_000  # how far behind the tail a lagging consumer reads
 FETCH_MAX_BYTES = 1024 * 1024
 STOP_TIMEOUT_S = 120  # for in-flight calls to finish after the last window
+# Commits a simulated broker has under way at once: a diskless broker commits its files in order, one at a time.
+# A broker behind its schedule does not pipeline to catch up; its lateness is counted in the latency instead.
+COMMITS_IN_FLIGHT_PER_BROKER = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,9 +71,13 @@ class LoadPlan:
 class WindowFigures:
     commits_per_s: float
     batches_per_s: float
-    p50_ms: float
+    p50_ms: float  # commit latency from the intended send time (open loop), from the send (closed loop)
     p99_ms: float
     p999_ms: float
+    p50_from_send_ms: float  # the same commits timed from their actual send: what coordinated omission reports
+    p99_from_send_ms: float
+    send_lag_p99_ms: float  # how far behind their schedule the brokers sent (0 in the closed loop)
+    send_lag_max_ms: float
     cpu_s_per_batch: float
     fsyncs_per_commit: float
     bytes_written_per_batch: float
@@ -79,7 +101,54 @@ class LoadOutcome:
         return {name: statistics.median(getattr(w, name) for w in self.windows) for name in names}
 
 
-Event = tuple[float, float, int]  # (finished at, latency seconds, batches)
+class Event(NamedTuple):
+    """One call: when it finished, its latency, the batches it carried, and how late it went out."""
+
+    finished_at: float
+    latency_s: float  # from the intended send time (open loop) or from the send (closed loop)
+    batches: int
+    send_lag_s: float = 0.0  # the send's delay behind the schedule; latency_s - send_lag_s is the time from the send
+
+    @property
+    def from_send_s(self) -> float:
+        return self.latency_s - self.send_lag_s
+
+
+def intended_send_at(first_at: float, interval_s: float, index: int, now: float) -> float:
+    """When a broker's `index`-th commit is meant to go out: on the fixed schedule, or now in the closed loop.
+
+    A product rather than a running sum, so that the schedule does not drift over a long run.
+    """
+    return first_at + index * interval_s if interval_s > 0 else now
+
+
+def timed(intended_at: float, sent_at: float, finished_at: float, batches: int) -> Event:
+    """A call's event, its latency measured from the intended send time (wrk2's correction).
+
+    A timer that fires a hair early sends before the intended time: that call is timed from its send.
+    """
+    return Event(finished_at, finished_at - min(intended_at, sent_at), batches, max(0.0, sent_at - intended_at))
+
+
+class Clock(Protocol):
+    """The load's time: the real one, or a test's that moves only when told to."""
+
+    def now(self) -> float: ...
+
+    async def sleep(self, seconds: float, stop: asyncio.Event) -> None:
+        """Waits `seconds`, or less if `stop` is set."""
+
+
+class RealClock:
+    def now(self) -> float:
+        return time.perf_counter()
+
+    async def sleep(self, seconds: float, stop: asyncio.Event) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), seconds)
+
+
+REAL_CLOCK = RealClock()
 
 
 NAN = float("nan")  # a percentile of nothing, where a report says so rather than 0
@@ -94,8 +163,11 @@ def percentile_ms(latencies_s: list[float], fraction: float, empty: float = 0.0)
 
 
 class _Load:
-    def __init__(self, system: System, topic: int, plan: LoadPlan, seed: int, key_prefix: str) -> None:
+    def __init__(
+        self, system: System, topic: int, plan: LoadPlan, seed: int, key_prefix: str, clock: Clock = REAL_CLOCK
+    ) -> None:
         self.system = system
+        self.clock = clock
         self.topic = topic
         self.plan = plan
         self.seed = seed
@@ -104,28 +176,26 @@ class _Load:
         self.commits: list[Event] = []
         self.finds: list[Event] = []
         self.tail: dict[int, int] = {}
-        self.started = time.perf_counter()
+        self.started = clock.now()
 
     async def broker(self, broker_id: int) -> None:
-        plan = self.plan
+        plan, clock = self.plan, self.clock
         workload = BrokerWorkload(broker_id, plan.shape, plan.duplicate_share, self.seed, self.key_prefix)
-        phase = random.Random(self.seed + broker_id).random() * plan.interval_s
-        next_at = self.started + phase
+        first_at = self.started + random.Random(self.seed + broker_id).random() * plan.interval_s
+        index = 0
         while not self.stop.is_set():
-            if plan.interval_s > 0:
-                delay = next_at - time.perf_counter()
-                next_at += plan.interval_s
-                if delay > 0:
-                    try:
-                        await asyncio.wait_for(self.stop.wait(), delay)
-                        return
-                    except TimeoutError:
-                        pass
-            spec = workload.next_commit()
-            sent = time.perf_counter()
+            # One commit in flight (COMMITS_IN_FLIGHT_PER_BROKER): the next waits for this one, however late.
+            spec = workload.next_commit()  # built before its due time, as a broker uploads a file before its commit
+            sent = clock.now()
+            intended = intended_send_at(first_at, plan.interval_s, index, sent)  # closed loop: the send itself
+            index += 1
+            if intended > sent:
+                await clock.sleep(intended - sent, self.stop)
+                if self.stop.is_set():
+                    return
+                sent = clock.now()
             await self.system.commit(self.topic, spec)
-            done = time.perf_counter()
-            self.commits.append((done, done - sent, len(spec.batches)))
+            self.commits.append(timed(intended, sent, clock.now(), len(spec.batches)))
             await asyncio.sleep(0)  # a synchronous system (raw-apsw) must still let the others run
 
     async def consumer(self, consumer_id: int) -> None:
@@ -140,10 +210,10 @@ class _Load:
                              for p in partitions]  # fmt: skip
             else:
                 positions = [FindPosition(p, offsets[p], TAIL_PARTITION_BYTES) for p in partitions]
-            sent = time.perf_counter()
+            # Back to back (closed loop): the latency from the send is the right one.
+            sent = self.clock.now()
             outcomes = await self.system.find(self.topic, positions, FETCH_MAX_BYTES)
-            done = time.perf_counter()
-            self.finds.append((done, done - sent, sum(o.batches for o in outcomes)))
+            self.finds.append(timed(sent, sent, self.clock.now(), sum(o.batches for o in outcomes)))
             if not lagging:
                 for outcome in outcomes:
                     offsets[outcome.partition] = outcome.next_offset
@@ -154,12 +224,14 @@ class _Load:
         self, begin: float, end: float, before: Counters, after: Counters, client_cpu_s: float
     ) -> WindowFigures:
         elapsed = end - begin
-        commits = [e for e in self.commits if begin <= e[0] < end]
-        finds = [e for e in self.finds if begin <= e[0] < end]
-        batches = sum(e[2] for e in commits)
-        commit_latencies = [e[1] for e in commits]
-        find_latencies = [e[1] for e in finds]
-        found = sum(e[2] for e in finds)
+        commits = [e for e in self.commits if begin <= e.finished_at < end]
+        finds = [e for e in self.finds if begin <= e.finished_at < end]
+        batches = sum(e.batches for e in commits)
+        commit_latencies = [e.latency_s for e in commits]
+        from_send = [e.from_send_s for e in commits]
+        send_lags = [e.send_lag_s for e in commits]
+        find_latencies = [e.latency_s for e in finds]
+        found = sum(e.batches for e in finds)
         work = batches + found  # with consumers, CPU is charged to batches committed and returned
         fsyncs = after.fsyncs - before.fsyncs if after.fsyncs >= 0 else -1
         return WindowFigures(
@@ -168,6 +240,10 @@ class _Load:
             p50_ms=percentile_ms(commit_latencies, 0.5),
             p99_ms=percentile_ms(commit_latencies, 0.99),
             p999_ms=percentile_ms(commit_latencies, 0.999),
+            p50_from_send_ms=percentile_ms(from_send, 0.5),
+            p99_from_send_ms=percentile_ms(from_send, 0.99),
+            send_lag_p99_ms=percentile_ms(send_lags, 0.99),
+            send_lag_max_ms=percentile_ms(send_lags, 1.0),
             cpu_s_per_batch=(after.cpu_s - before.cpu_s) / work if work else 0.0,
             fsyncs_per_commit=fsyncs / len(commits) if commits and fsyncs >= 0 else -1.0,
             bytes_written_per_batch=(after.write_bytes - before.write_bytes) / work if work else 0.0,
@@ -190,7 +266,7 @@ class RunningLoad:
 
     @property
     def commits(self) -> list[Event]:
-        """(finished at, latency seconds, batches) of every commit so far (`time.perf_counter` clock)."""
+        """Every commit so far (`time.perf_counter` clock), its latency from the intended send time."""
         return self._load.commits
 
     @property
@@ -215,10 +291,10 @@ class RunningLoad:
 
 @contextlib.asynccontextmanager
 async def running_load(
-    system: System, topic: int, plan: LoadPlan, seed: int, key_prefix: str
+    system: System, topic: int, plan: LoadPlan, seed: int, key_prefix: str, clock: Clock = REAL_CLOCK
 ) -> AsyncIterator[RunningLoad]:
     """Starts the plan's brokers and consumers; on exit stops them, waits for their calls, raises a failure."""
-    load = _Load(system, topic, plan, seed, key_prefix)
+    load = _Load(system, topic, plan, seed, key_prefix, clock)
     tasks = [asyncio.create_task(load.broker(b)) for b in range(plan.brokers)]
     tasks += [asyncio.create_task(load.consumer(c)) for c in range(plan.consumers)]
     running = RunningLoad(load, tasks)
@@ -246,8 +322,8 @@ async def run_load(system: System, topic: int, plan: LoadPlan, seed: int, key_pr
             client_cpu_s = process_cpu_s(os.getpid()) - client_before
             after = await system.counters()
             outcome.windows.append(load.figures(begin, end, before, after, client_cpu_s))
-            outcome.commit_latencies_ms += [e[1] * 1000 for e in load.commits if begin <= e[0] < end]
-            outcome.find_latencies_ms += [e[1] * 1000 for e in load.finds if begin <= e[0] < end]
+            outcome.commit_latencies_ms += [e.latency_s * 1000 for e in load.commits if begin <= e.finished_at < end]
+            outcome.find_latencies_ms += [e.latency_s * 1000 for e in load.finds if begin <= e.finished_at < end]
     return outcome
 
 

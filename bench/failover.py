@@ -155,12 +155,12 @@ async def run_failover(
                 )
                 await load.sleep(settle_s)
             end = time.perf_counter()
-            commits = [e for e in load.commits if begin <= e[0] < end]
+            commits = [e for e in load.commits if begin <= e.finished_at < end]
     finally:
         system.acknowledged = None
-    latencies = [e[1] for e in commits]
+    latencies = [e.latency_s for e in commits]  # from the intended send: a commit held up by a kill counts its wait
     outcome.load_commits = len(commits)
-    outcome.load_batches_per_s = sum(e[2] for e in commits) / (end - begin)
+    outcome.load_batches_per_s = sum(e.batches for e in commits) / (end - begin)
     outcome.load_p50_ms = percentile_ms(latencies, 0.5)
     outcome.load_p99_ms = percentile_ms(latencies, 0.99)
     outcome.load_max_ms = max(latencies, default=0.0) * 1000

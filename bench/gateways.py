@@ -12,9 +12,10 @@ every partition has one idempotent producer in each rack, which sends to one bro
 
 Each broker is a routing client of its own (one per broker, as each broker has one) and commits one WAL file at a
 time holding one batch of every producer it takes, either back to back (`max`) or every `--interval-ms` (the
-brokers' commit cadence, open loop). The routing client sends a file's batches to each leader node in one call;
-the calls it sends are counted (`RoutingClient.calls_sent`), and the distinct leader nodes of a file's batches
-come from its routes. Modes alternate run by run, the order swapped every run.
+brokers' commit cadence, open loop; latency then counts from each file's intended send time, bench/driver.py). The
+routing client sends a file's batches to each leader node in one call; the calls it sends are counted
+(`RoutingClient.calls_sent`), and the distinct leader nodes of a file's batches come from its routes. Modes
+alternate run by run, the order swapped every run.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from bench.coordinator_system import CALL_TIMEOUT_S, MESSAGE_MAX_BYTES, CoordinatorSystem
+from bench.driver import intended_send_at, timed
 from bench.replicated import REPLICATED, ReplicatedCluster
 from bench.systems import process_cpu_s, process_tree
 from coordinator.client.routing_client import RoutingClient
@@ -162,16 +164,14 @@ class Broker:
         routes = self.client.routes()
         return len({routes[c].leader_node_id for c in coordinators if c in routes})
 
-    async def commit(self, request: pb.CommitFileRequest) -> tuple[float, int]:
-        """(latency ms, calls sent) of one file; raises on any batch's error."""
+    async def commit(self, request: pb.CommitFileRequest) -> int:
+        """The calls sent for one file; raises on any batch's error."""
         before = self.client.calls_sent["CommitFile"]
-        started = time.perf_counter()
         response = await self.client.commit_file(request)
-        latency_ms = (time.perf_counter() - started) * 1000
         failed = [b for b in response.batches if b.error_code != pb.NONE]
         if failed:
             raise RuntimeError(f"CommitFile {request.object_key}: {failed[0]}")
-        return latency_ms, self.client.calls_sent["CommitFile"] - before
+        return self.client.calls_sent["CommitFile"] - before
 
 
 async def _broker_loop(
@@ -184,19 +184,24 @@ async def _broker_loop(
     figures: RunFigures,
 ) -> None:
     coordinators = sorted({coordinator_of[p] for p, _ in producers})
-    next_at = time.monotonic()
+    first_at, index = time.monotonic(), 0
     while time.monotonic() < stop_at:
+        # Open loop: the index-th file is due at first_at + index * interval_s, and its latency counts from then
+        # (bench/driver.py), so a late file's wait behind the one before it is not hidden.
+        intended = intended_send_at(first_at, interval_s, index, time.monotonic())
+        index += 1
+        await asyncio.sleep(max(0.0, intended - time.monotonic()))
+        if time.monotonic() >= stop_at:
+            break
         started = time.monotonic()
-        latency_ms, calls = await broker.commit(broker.request(producers))
+        calls = await broker.commit(broker.request(producers))
+        event = timed(intended, started, time.monotonic(), len(producers))
         if started >= measure_from and time.monotonic() <= stop_at:
             figures.files += 1
             figures.batches += len(producers)
-            figures.latencies_ms.append(latency_ms)
+            figures.latencies_ms.append(event.latency_s * 1000)
             figures.calls_per_file[calls] += 1
             figures.nodes_per_file[broker.leader_nodes(coordinators)] += 1
-        if interval_s > 0:
-            next_at += interval_s
-            await asyncio.sleep(max(0.0, next_at - time.monotonic()))
 
 
 async def _one_run(

@@ -2,7 +2,8 @@
 spreads the replicas over the four (issue #30's first figure).
 
 The run: a local etcd and three `diskless serve` nodes (12 coordinators, replication factor 3) under a steady
-open-loop `100x100` commit load (every broker every 250 ms; idempotent, no duplicates); `--baseline-s` of load
+open-loop `100x100` commit load (every broker every 250 ms; idempotent, no duplicates; latencies from each
+commit's intended send time, bench/driver.py); `--baseline-s` of load
 before anything moves is the "without moves" window. Then node 3 starts, registers and holds nothing, and
 `diskless rebalance --bootstrap … --wait` runs as an operator would run it. Every node is described every
 `POLL_S` meanwhile: a coordinator's move starts when its replicas first differ from before and ends when they
@@ -32,7 +33,7 @@ import grpc
 from bench.acknowledged import AcknowledgedBatches, Verification, verify
 from bench.cluster_views import Descriptions, leaders
 from bench.coordinator_system import CoordinatorSystem
-from bench.driver import LoadPlan, percentile_ms, running_load
+from bench.driver import Event, LoadPlan, percentile_ms, running_load
 from bench.replicated import REPLICATED, ReplicatedCluster
 from bench.workload import SHAPES
 from protos import coordinator_pb2 as pb
@@ -91,9 +92,10 @@ def counts(described: Descriptions, nodes: int) -> dict[str, dict[int, int]]:
     return {"replicas": replicas, "preferred_leaders": preferred, "leading": leading}
 
 
-def commit_figures(commits: list[tuple[float, float, int]], begin: float, end: float) -> dict[str, float]:
-    chosen = [c for c in commits if begin <= c[0] < end]
-    latencies = [c[1] for c in chosen]
+def commit_figures(commits: list[Event], begin: float, end: float) -> dict[str, float]:
+    """The steady load's commits that ended in [begin, end): their latencies from the intended send time."""
+    chosen = [c for c in commits if begin <= c.finished_at < end]
+    latencies = [c.latency_s for c in chosen]
     seconds = max(end - begin, 1e-9)
     return {
         "seconds": round(seconds, 1),
@@ -102,6 +104,7 @@ def commit_figures(commits: list[tuple[float, float, int]], begin: float, end: f
         "p50_ms": round(percentile_ms(latencies, 0.5), 2),
         "p99_ms": round(percentile_ms(latencies, 0.99), 2),
         "max_ms": round(max(latencies, default=0.0) * 1000, 2),
+        "send_lag_max_ms": round(max((c.send_lag_s for c in chosen), default=0.0) * 1000, 2),
     }
 
 

@@ -11,6 +11,7 @@ from typing import Any
 
 import apsw
 
+from bench.driver import COMMITS_IN_FLIGHT_PER_BROKER
 from bench.replicated import REPLICATED
 
 TARGET_BATCHES_PER_S = 25_000
@@ -112,11 +113,18 @@ def markdown(document: dict[str, Any]) -> str:
         + f"; {document['config']['brokers']} brokers; {document['config']['windows']} windows of "
         f"{document['config']['window_s']} s after {document['config']['warmup_s']} s of warm-up.",
         "Medians over each scenario's measurement windows; latencies are per RPC (CommitFile, or FindBatches in "
-        "`find-batches`), CPU is the server's (all PostgreSQL processes; the harness process for raw-apsw).",
+        "`find-batches`), CPU is the server's (all PostgreSQL processes; the harness process for raw-apsw). "
+        "Latencies of rate-claiming scenarios (`half`, `@ peer's half`, the commits of `find-batches`) are measured "
+        "from the intended send time of each commit on the brokers' fixed schedule (wrk2's correction for "
+        "coordinated omission), so they include any wait behind the schedule; `p99 from send` times the same "
+        "commits from their actual send, and `send lag p99` is how far behind the schedule the brokers sent "
+        f"(each broker keeps {document.get('load', {}).get('commits_in_flight_per_broker', 1)} commit in flight "
+        "and sends late rather than skipping one). `max` scenarios are closed loop (back to back): there the "
+        "two agree and nothing lags.",
         "",
-        "| scenario | system | commits/s | batches/s | p50 ms | p99 ms | p999 ms | CPU µs/batch | fsyncs/commit "
-        "| bytes written/batch |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| scenario | system | commits/s | batches/s | p50 ms | p99 ms | p999 ms | p99 from send ms "
+        "| send lag p99 ms | CPU µs/batch | fsyncs/commit | bytes written/batch |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for row in document["rows"]:
         rate = _format(row["commits_per_s"])
@@ -125,7 +133,8 @@ def markdown(document: dict[str, Any]) -> str:
                     f"{row.get('cpu_s_per_find_call', 0.0) * 1e6:,.0f} µs CPU/call)")  # fmt: skip
         lines.append(
             f"| {row['scenario']} | {row['system']} | {rate} | {row['batches_per_s']:,.0f} | {row['p50_ms']:.2f} | "
-            f"{row['p99_ms']:.2f} | {row['p999_ms']:.2f} | {row['cpu_s_per_batch'] * 1e6:.1f} | "
+            f"{row['p99_ms']:.2f} | {row['p999_ms']:.2f} | {_from_send(row)} | "
+            f"{row['cpu_s_per_batch'] * 1e6:.1f} | "
             f"{_format(row['fsyncs_per_commit'], 2)} | {row['bytes_written_per_batch']:,.0f} |"
         )
     for system, note in document["notes"].items():
@@ -140,6 +149,13 @@ def markdown(document: dict[str, Any]) -> str:
         of_goal = "—" if check["of_goal"] is None else f"{check['of_goal']:.0%}"
         lines.append(f"| {check['target']} | {value} | {goal} | {met} | {of_goal} |")
     return "\n".join(lines) + "\n"
+
+
+def _from_send(row: dict[str, Any]) -> str:
+    """A CommitFile row's p99 from the send and its send lag (two cells); a FindBatches row's are not its RPC's."""
+    if row["rpc"] != "CommitFile" or "commit_p99_from_send_ms" not in row:
+        return "— | —"
+    return f"{row['commit_p99_from_send_ms']:.2f} | {row['send_lag_p99_ms']:.2f}"
 
 
 def _replicated_markdown(document: dict[str, Any]) -> list[str]:
@@ -354,6 +370,12 @@ def write_results(
         "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "mode": mode,
         "config": config,
+        # How the load was generated and timed (bench/driver.py), so that a reader of old results can tell.
+        "load": {
+            "commits_in_flight_per_broker": COMMITS_IN_FLIGHT_PER_BROKER,
+            "open_loop_latency_from": "intended send time",
+            "closed_loop_latency_from": "send",
+        },
         "machine": machine(),
         "load_average_before": load_before,
         "load_average_after": load_average(),

@@ -12,12 +12,14 @@ and the metadata log on disk, everything over gRPC, its own clock the wall clock
 
 The levels must not depend on the machine's speed: what retention keeps is the batches committed in the last
 `retention.ms`, so the commit rate has to be steady over that window. The brokers therefore commit on a fixed
-schedule (open loop): --brokers brokers share --rate batches/s, each commit of --commit-batches batches due at
-t0 + i x interval (brokers staggered), and a broker that fell behind (a slow answer) sends its next commit at once
-rather than skipping it. A batch's CreateTime is its commit's due time, not its send time, so retention sees the
-same timestamps whatever the machine's speed; how late the brokers ran is measured and reported (it is what would
-break the levels). Each commit's WAL object is written to the local object store first (as a broker uploads), so
-the file workers' deletions are counted from the object-store directory itself.
+schedule (open loop): --brokers brokers share --rate batches/s, each commit of --commit-batches batches due at t0 +
+i x interval (brokers staggered), and a broker that fell behind (a slow answer) sends its next commit at once rather
+than skipping it. A batch's CreateTime is its commit's due time, not its send time, so retention sees the same
+timestamps whatever the machine's speed; how late the brokers ran is measured and reported (it is what would break
+the levels), and commit latencies count from the due time (wrk2's correction for coordinated omission, as in
+bench/driver.py), so a commit held up behind a slow one shows its wait. Each commit's WAL object is written to the
+local object store first (as a broker uploads), so the file workers' deletions are counted from the object-store
+directory itself.
 
 Each variant has its node and brokers in a process of its own; they run side by side from one start line, so they
 share whatever load the machine has. Each runs --baseline-seconds with `retention.ms=-1`, then AlterTopicConfigs

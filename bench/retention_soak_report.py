@@ -43,7 +43,8 @@ class Run:
         return self.retention_from + (self.end - self.retention_from) / 2
 
     def latencies(self, start: float, end: float) -> list[float]:
-        return [answered - sent for sent, answered, _ in self.commits if start <= sent < end]
+        """From each commit's intended send time (its due time, `sent - late`), as bench/driver.py measures."""
+        return [answered - sent + late for sent, answered, late in self.commits if start <= sent < end]
 
     def lateness(self, start: float, end: float) -> list[float]:
         return [late for sent, _, late in self.commits if start <= sent < end]
@@ -69,9 +70,9 @@ def _during_passes(run: Run, start: float, end: float) -> list[float]:
     """Latencies of the commits in flight while a copier pass ran (steady phase)."""
     spans = sorted(run.copier.pass_spans) if run.copier else []
     found: list[float] = []
-    for sent, answered, _ in run.commits:
+    for sent, answered, late in run.commits:
         if start <= sent < end and any(s < answered and sent < e for s, e in spans):
-            found.append(answered - sent)
+            found.append(answered - sent + late)
     return found
 
 

@@ -19,6 +19,33 @@ LEADER_ELECTED: LeaderElectionOutcome
 LEADER_ALREADY_PREFERRED: LeaderElectionOutcome
 LEADER_ELECTION_NOT_POSSIBLE: LeaderElectionOutcome
 
+class DescribeTopicsRequest(_message.Message):
+    __slots__ = ("names", "timeout_ms")
+    NAMES_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    names: _containers.RepeatedScalarFieldContainer[str]
+    timeout_ms: int
+    def __init__(self, names: _Optional[_Iterable[str]] = ..., timeout_ms: _Optional[int] = ...) -> None: ...
+
+class DescribeTopicsResponse(_message.Message):
+    __slots__ = ("topics",)
+    class Topic(_message.Message):
+        __slots__ = ("name", "topic_id", "partitions", "error_code", "error_message")
+        NAME_FIELD_NUMBER: _ClassVar[int]
+        TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
+        PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+        ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+        ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+        name: str
+        topic_id: bytes
+        partitions: int
+        error_code: _coordinator_pb2.ErrorCode
+        error_message: str
+        def __init__(self, name: _Optional[str] = ..., topic_id: _Optional[bytes] = ..., partitions: _Optional[int] = ..., error_code: _Optional[_Union[_coordinator_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ...) -> None: ...
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    topics: _containers.RepeatedCompositeFieldContainer[DescribeTopicsResponse.Topic]
+    def __init__(self, topics: _Optional[_Iterable[_Union[DescribeTopicsResponse.Topic, _Mapping]]] = ...) -> None: ...
+
 class AlterReassignmentsRequest(_message.Message):
     __slots__ = ("reassignments",)
     class Reassignment(_message.Message):

@@ -64,6 +64,11 @@ class CoordinatorAdminStub:
                 request_serializer=protos_dot_admin__pb2.ListReassignmentsRequest.SerializeToString,
                 response_deserializer=protos_dot_admin__pb2.ListReassignmentsResponse.FromString,
                 _registered_method=True)
+        self.DescribeTopics = channel.unary_unary(
+                '/diskless.coordinator.v1.CoordinatorAdmin/DescribeTopics',
+                request_serializer=protos_dot_admin__pb2.DescribeTopicsRequest.SerializeToString,
+                response_deserializer=protos_dot_admin__pb2.DescribeTopicsResponse.FromString,
+                _registered_method=True)
 
 
 class CoordinatorAdminServicer:
@@ -123,6 +128,15 @@ class CoordinatorAdminServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DescribeTopics(self, request, context):
+        """Topics by name: each one's id and partition count (what kafka-topics --describe prints as TopicId), so an
+        operator may name a topic as kafka-configs --entity-name does (`diskless configs --topic NAME`). Asked of the
+        node holding the catalog, which asks the leaders of coordinators it holds no replica of.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_CoordinatorAdminServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -155,6 +169,11 @@ def add_CoordinatorAdminServicer_to_server(servicer, server):
                     servicer.ListReassignments,
                     request_deserializer=protos_dot_admin__pb2.ListReassignmentsRequest.FromString,
                     response_serializer=protos_dot_admin__pb2.ListReassignmentsResponse.SerializeToString,
+            ),
+            'DescribeTopics': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribeTopics,
+                    request_deserializer=protos_dot_admin__pb2.DescribeTopicsRequest.FromString,
+                    response_serializer=protos_dot_admin__pb2.DescribeTopicsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -319,6 +338,33 @@ class CoordinatorAdmin:
             '/diskless.coordinator.v1.CoordinatorAdmin/ListReassignments',
             protos_dot_admin__pb2.ListReassignmentsRequest.SerializeToString,
             protos_dot_admin__pb2.ListReassignmentsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DescribeTopics(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/diskless.coordinator.v1.CoordinatorAdmin/DescribeTopics',
+            protos_dot_admin__pb2.DescribeTopicsRequest.SerializeToString,
+            protos_dot_admin__pb2.DescribeTopicsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -66,6 +66,11 @@ class CoordinatorAdminStub:
     """The reassignments in progress (Kafka's ListPartitionReassignments); with `all_coordinators`, every
     coordinator's replicas as etcd holds them now, and the live nodes (what `diskless rebalance` plans over).
     """
+    DescribeTopics: _grpc.UnaryUnaryMultiCallable[_admin_pb2.DescribeTopicsRequest, _admin_pb2.DescribeTopicsResponse]
+    """Topics by name: each one's id and partition count (what kafka-topics --describe prints as TopicId), so an
+    operator may name a topic as kafka-configs --entity-name does (`diskless configs --topic NAME`). Asked of the
+    node holding the catalog, which asks the leaders of coordinators it holds no replica of.
+    """
 
 @_typing.type_check_only
 class CoordinatorAdminAsyncStub(CoordinatorAdminStub):
@@ -99,6 +104,11 @@ class CoordinatorAdminAsyncStub(CoordinatorAdminStub):
     ListReassignments: _aio.UnaryUnaryMultiCallable[_admin_pb2.ListReassignmentsRequest, _admin_pb2.ListReassignmentsResponse]  # type: ignore[assignment]
     """The reassignments in progress (Kafka's ListPartitionReassignments); with `all_coordinators`, every
     coordinator's replicas as etcd holds them now, and the live nodes (what `diskless rebalance` plans over).
+    """
+    DescribeTopics: _aio.UnaryUnaryMultiCallable[_admin_pb2.DescribeTopicsRequest, _admin_pb2.DescribeTopicsResponse]  # type: ignore[assignment]
+    """Topics by name: each one's id and partition count (what kafka-topics --describe prints as TopicId), so an
+    operator may name a topic as kafka-configs --entity-name does (`diskless configs --topic NAME`). Asked of the
+    node holding the catalog, which asks the leaders of coordinators it holds no replica of.
     """
 
 class CoordinatorAdminServicer(metaclass=_abc_1.ABCMeta):
@@ -166,6 +176,17 @@ class CoordinatorAdminServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_admin_pb2.ListReassignmentsResponse, _abc.Awaitable[_admin_pb2.ListReassignmentsResponse]]:
         """The reassignments in progress (Kafka's ListPartitionReassignments); with `all_coordinators`, every
         coordinator's replicas as etcd holds them now, and the live nodes (what `diskless rebalance` plans over).
+        """
+
+    @_abc_1.abstractmethod
+    def DescribeTopics(
+        self,
+        request: _admin_pb2.DescribeTopicsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_admin_pb2.DescribeTopicsResponse, _abc.Awaitable[_admin_pb2.DescribeTopicsResponse]]:
+        """Topics by name: each one's id and partition count (what kafka-topics --describe prints as TopicId), so an
+        operator may name a topic as kafka-configs --entity-name does (`diskless configs --topic NAME`). Asked of the
+        node holding the catalog, which asks the leaders of coordinators it holds no replica of.
         """
 
 def add_CoordinatorAdminServicer_to_server(servicer: CoordinatorAdminServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

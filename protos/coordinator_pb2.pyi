@@ -33,6 +33,8 @@ class ErrorCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     OUT_OF_ORDER_SEQUENCE_NUMBER: _ClassVar[ErrorCode]
     DUPLICATE_SEQUENCE_NUMBER: _ClassVar[ErrorCode]
     INVALID_PRODUCER_EPOCH: _ClassVar[ErrorCode]
+    INVALID_TXN_STATE: _ClassVar[ErrorCode]
+    TRANSACTION_COORDINATOR_FENCED: _ClassVar[ErrorCode]
     KAFKA_STORAGE_ERROR: _ClassVar[ErrorCode]
     FENCED_LEADER_EPOCH: _ClassVar[ErrorCode]
     UNKNOWN_LEADER_EPOCH: _ClassVar[ErrorCode]
@@ -47,6 +49,16 @@ class TimestampType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     CREATE_TIME: _ClassVar[TimestampType]
     LOG_APPEND_TIME: _ClassVar[TimestampType]
     NO_TIMESTAMP_TYPE: _ClassVar[TimestampType]
+
+class IsolationLevel(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    READ_UNCOMMITTED: _ClassVar[IsolationLevel]
+    READ_COMMITTED: _ClassVar[IsolationLevel]
+
+class ControlType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    CONTROL_ABORT: _ClassVar[ControlType]
+    CONTROL_COMMIT: _ClassVar[ControlType]
 
 class FileState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -78,6 +90,8 @@ POLICY_VIOLATION: ErrorCode
 OUT_OF_ORDER_SEQUENCE_NUMBER: ErrorCode
 DUPLICATE_SEQUENCE_NUMBER: ErrorCode
 INVALID_PRODUCER_EPOCH: ErrorCode
+INVALID_TXN_STATE: ErrorCode
+TRANSACTION_COORDINATOR_FENCED: ErrorCode
 KAFKA_STORAGE_ERROR: ErrorCode
 FENCED_LEADER_EPOCH: ErrorCode
 UNKNOWN_LEADER_EPOCH: ErrorCode
@@ -89,6 +103,10 @@ OFFSET_MOVED_TO_TIERED_STORAGE: ErrorCode
 CREATE_TIME: TimestampType
 LOG_APPEND_TIME: TimestampType
 NO_TIMESTAMP_TYPE: TimestampType
+READ_UNCOMMITTED: IsolationLevel
+READ_COMMITTED: IsolationLevel
+CONTROL_ABORT: ControlType
+CONTROL_COMMIT: ControlType
 FILE_STATE_UNKNOWN: FileState
 FILE_STATE_LIVE: FileState
 FILE_STATE_AWAITING_HANDOVER: FileState
@@ -158,7 +176,7 @@ class DeleteTopicsResponse(_message.Message):
 class CommitFileRequest(_message.Message):
     __slots__ = ("object_key", "object_format", "file_size", "uploader_broker_id", "owner_ids", "batches", "timeout_ms")
     class Batch(_message.Message):
-        __slots__ = ("magic", "request_id", "topic_id", "partition", "byte_offset", "size", "base_offset", "last_offset", "batch_max_timestamp", "timestamp_type", "producer_id", "producer_epoch", "base_sequence", "last_sequence")
+        __slots__ = ("magic", "request_id", "topic_id", "partition", "byte_offset", "size", "base_offset", "last_offset", "batch_max_timestamp", "timestamp_type", "producer_id", "producer_epoch", "base_sequence", "last_sequence", "is_transactional", "is_control", "control_type", "coordinator_epoch")
         MAGIC_FIELD_NUMBER: _ClassVar[int]
         REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
         TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
@@ -173,6 +191,10 @@ class CommitFileRequest(_message.Message):
         PRODUCER_EPOCH_FIELD_NUMBER: _ClassVar[int]
         BASE_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
         LAST_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+        IS_TRANSACTIONAL_FIELD_NUMBER: _ClassVar[int]
+        IS_CONTROL_FIELD_NUMBER: _ClassVar[int]
+        CONTROL_TYPE_FIELD_NUMBER: _ClassVar[int]
+        COORDINATOR_EPOCH_FIELD_NUMBER: _ClassVar[int]
         magic: int
         request_id: int
         topic_id: bytes
@@ -187,7 +209,11 @@ class CommitFileRequest(_message.Message):
         producer_epoch: int
         base_sequence: int
         last_sequence: int
-        def __init__(self, magic: _Optional[int] = ..., request_id: _Optional[int] = ..., topic_id: _Optional[bytes] = ..., partition: _Optional[int] = ..., byte_offset: _Optional[int] = ..., size: _Optional[int] = ..., base_offset: _Optional[int] = ..., last_offset: _Optional[int] = ..., batch_max_timestamp: _Optional[int] = ..., timestamp_type: _Optional[_Union[TimestampType, str]] = ..., producer_id: _Optional[int] = ..., producer_epoch: _Optional[int] = ..., base_sequence: _Optional[int] = ..., last_sequence: _Optional[int] = ...) -> None: ...
+        is_transactional: bool
+        is_control: bool
+        control_type: ControlType
+        coordinator_epoch: int
+        def __init__(self, magic: _Optional[int] = ..., request_id: _Optional[int] = ..., topic_id: _Optional[bytes] = ..., partition: _Optional[int] = ..., byte_offset: _Optional[int] = ..., size: _Optional[int] = ..., base_offset: _Optional[int] = ..., last_offset: _Optional[int] = ..., batch_max_timestamp: _Optional[int] = ..., timestamp_type: _Optional[_Union[TimestampType, str]] = ..., producer_id: _Optional[int] = ..., producer_epoch: _Optional[int] = ..., base_sequence: _Optional[int] = ..., last_sequence: _Optional[int] = ..., is_transactional: _Optional[bool] = ..., is_control: _Optional[bool] = ..., control_type: _Optional[_Union[ControlType, str]] = ..., coordinator_epoch: _Optional[int] = ...) -> None: ...
     OBJECT_KEY_FIELD_NUMBER: _ClassVar[int]
     OBJECT_FORMAT_FIELD_NUMBER: _ClassVar[int]
     FILE_SIZE_FIELD_NUMBER: _ClassVar[int]
@@ -276,7 +302,7 @@ class DeleteRecordsResponse(_message.Message):
     def __init__(self, throttle_time_ms: _Optional[int] = ..., topics: _Optional[_Iterable[_Union[DeleteRecordsResponse.TopicResult, _Mapping]]] = ...) -> None: ...
 
 class ListOffsetsRequest(_message.Message):
-    __slots__ = ("topics", "timeout_ms")
+    __slots__ = ("topics", "timeout_ms", "isolation_level")
     class Partition(_message.Message):
         __slots__ = ("partition", "timestamp")
         PARTITION_FIELD_NUMBER: _ClassVar[int]
@@ -293,9 +319,11 @@ class ListOffsetsRequest(_message.Message):
         def __init__(self, topic_id: _Optional[bytes] = ..., partitions: _Optional[_Iterable[_Union[ListOffsetsRequest.Partition, _Mapping]]] = ...) -> None: ...
     TOPICS_FIELD_NUMBER: _ClassVar[int]
     TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    ISOLATION_LEVEL_FIELD_NUMBER: _ClassVar[int]
     topics: _containers.RepeatedCompositeFieldContainer[ListOffsetsRequest.Topic]
     timeout_ms: int
-    def __init__(self, topics: _Optional[_Iterable[_Union[ListOffsetsRequest.Topic, _Mapping]]] = ..., timeout_ms: _Optional[int] = ...) -> None: ...
+    isolation_level: IsolationLevel
+    def __init__(self, topics: _Optional[_Iterable[_Union[ListOffsetsRequest.Topic, _Mapping]]] = ..., timeout_ms: _Optional[int] = ..., isolation_level: _Optional[_Union[IsolationLevel, str]] = ...) -> None: ...
 
 class ListOffsetsResponse(_message.Message):
     __slots__ = ("throttle_time_ms", "topics")
@@ -326,7 +354,7 @@ class ListOffsetsResponse(_message.Message):
     def __init__(self, throttle_time_ms: _Optional[int] = ..., topics: _Optional[_Iterable[_Union[ListOffsetsResponse.TopicResult, _Mapping]]] = ...) -> None: ...
 
 class FindBatchesRequest(_message.Message):
-    __slots__ = ("fetch_max_bytes", "max_batches_per_partition", "topics", "timeout_ms")
+    __slots__ = ("fetch_max_bytes", "max_batches_per_partition", "topics", "timeout_ms", "isolation_level")
     class Partition(_message.Message):
         __slots__ = ("partition", "offset", "max_partition_fetch_bytes")
         PARTITION_FIELD_NUMBER: _ClassVar[int]
@@ -347,14 +375,16 @@ class FindBatchesRequest(_message.Message):
     MAX_BATCHES_PER_PARTITION_FIELD_NUMBER: _ClassVar[int]
     TOPICS_FIELD_NUMBER: _ClassVar[int]
     TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    ISOLATION_LEVEL_FIELD_NUMBER: _ClassVar[int]
     fetch_max_bytes: int
     max_batches_per_partition: int
     topics: _containers.RepeatedCompositeFieldContainer[FindBatchesRequest.Topic]
     timeout_ms: int
-    def __init__(self, fetch_max_bytes: _Optional[int] = ..., max_batches_per_partition: _Optional[int] = ..., topics: _Optional[_Iterable[_Union[FindBatchesRequest.Topic, _Mapping]]] = ..., timeout_ms: _Optional[int] = ...) -> None: ...
+    isolation_level: IsolationLevel
+    def __init__(self, fetch_max_bytes: _Optional[int] = ..., max_batches_per_partition: _Optional[int] = ..., topics: _Optional[_Iterable[_Union[FindBatchesRequest.Topic, _Mapping]]] = ..., timeout_ms: _Optional[int] = ..., isolation_level: _Optional[_Union[IsolationLevel, str]] = ...) -> None: ...
 
 class BatchInfo(_message.Message):
-    __slots__ = ("batch_id", "object_key", "magic", "byte_offset", "byte_size", "base_offset", "last_offset", "log_append_timestamp", "batch_max_timestamp", "timestamp_type")
+    __slots__ = ("batch_id", "object_key", "magic", "byte_offset", "byte_size", "base_offset", "last_offset", "log_append_timestamp", "batch_max_timestamp", "timestamp_type", "producer_id", "is_transactional", "is_control")
     BATCH_ID_FIELD_NUMBER: _ClassVar[int]
     OBJECT_KEY_FIELD_NUMBER: _ClassVar[int]
     MAGIC_FIELD_NUMBER: _ClassVar[int]
@@ -365,6 +395,9 @@ class BatchInfo(_message.Message):
     LOG_APPEND_TIMESTAMP_FIELD_NUMBER: _ClassVar[int]
     BATCH_MAX_TIMESTAMP_FIELD_NUMBER: _ClassVar[int]
     TIMESTAMP_TYPE_FIELD_NUMBER: _ClassVar[int]
+    PRODUCER_ID_FIELD_NUMBER: _ClassVar[int]
+    IS_TRANSACTIONAL_FIELD_NUMBER: _ClassVar[int]
+    IS_CONTROL_FIELD_NUMBER: _ClassVar[int]
     batch_id: int
     object_key: str
     magic: int
@@ -375,12 +408,23 @@ class BatchInfo(_message.Message):
     log_append_timestamp: int
     batch_max_timestamp: int
     timestamp_type: TimestampType
-    def __init__(self, batch_id: _Optional[int] = ..., object_key: _Optional[str] = ..., magic: _Optional[int] = ..., byte_offset: _Optional[int] = ..., byte_size: _Optional[int] = ..., base_offset: _Optional[int] = ..., last_offset: _Optional[int] = ..., log_append_timestamp: _Optional[int] = ..., batch_max_timestamp: _Optional[int] = ..., timestamp_type: _Optional[_Union[TimestampType, str]] = ...) -> None: ...
+    producer_id: int
+    is_transactional: bool
+    is_control: bool
+    def __init__(self, batch_id: _Optional[int] = ..., object_key: _Optional[str] = ..., magic: _Optional[int] = ..., byte_offset: _Optional[int] = ..., byte_size: _Optional[int] = ..., base_offset: _Optional[int] = ..., last_offset: _Optional[int] = ..., log_append_timestamp: _Optional[int] = ..., batch_max_timestamp: _Optional[int] = ..., timestamp_type: _Optional[_Union[TimestampType, str]] = ..., producer_id: _Optional[int] = ..., is_transactional: _Optional[bool] = ..., is_control: _Optional[bool] = ...) -> None: ...
+
+class AbortedTransaction(_message.Message):
+    __slots__ = ("producer_id", "first_offset")
+    PRODUCER_ID_FIELD_NUMBER: _ClassVar[int]
+    FIRST_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    producer_id: int
+    first_offset: int
+    def __init__(self, producer_id: _Optional[int] = ..., first_offset: _Optional[int] = ...) -> None: ...
 
 class FindBatchesResponse(_message.Message):
     __slots__ = ("throttle_time_ms", "topics")
     class PartitionResult(_message.Message):
-        __slots__ = ("partition", "error_code", "log_start_offset", "high_watermark", "batches", "error_message", "local_log_start_offset")
+        __slots__ = ("partition", "error_code", "log_start_offset", "high_watermark", "batches", "error_message", "local_log_start_offset", "last_stable_offset", "aborted_transactions")
         PARTITION_FIELD_NUMBER: _ClassVar[int]
         ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
         LOG_START_OFFSET_FIELD_NUMBER: _ClassVar[int]
@@ -388,6 +432,8 @@ class FindBatchesResponse(_message.Message):
         BATCHES_FIELD_NUMBER: _ClassVar[int]
         ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
         LOCAL_LOG_START_OFFSET_FIELD_NUMBER: _ClassVar[int]
+        LAST_STABLE_OFFSET_FIELD_NUMBER: _ClassVar[int]
+        ABORTED_TRANSACTIONS_FIELD_NUMBER: _ClassVar[int]
         partition: int
         error_code: ErrorCode
         log_start_offset: int
@@ -395,7 +441,9 @@ class FindBatchesResponse(_message.Message):
         batches: _containers.RepeatedCompositeFieldContainer[BatchInfo]
         error_message: str
         local_log_start_offset: int
-        def __init__(self, partition: _Optional[int] = ..., error_code: _Optional[_Union[ErrorCode, str]] = ..., log_start_offset: _Optional[int] = ..., high_watermark: _Optional[int] = ..., batches: _Optional[_Iterable[_Union[BatchInfo, _Mapping]]] = ..., error_message: _Optional[str] = ..., local_log_start_offset: _Optional[int] = ...) -> None: ...
+        last_stable_offset: int
+        aborted_transactions: _containers.RepeatedCompositeFieldContainer[AbortedTransaction]
+        def __init__(self, partition: _Optional[int] = ..., error_code: _Optional[_Union[ErrorCode, str]] = ..., log_start_offset: _Optional[int] = ..., high_watermark: _Optional[int] = ..., batches: _Optional[_Iterable[_Union[BatchInfo, _Mapping]]] = ..., error_message: _Optional[str] = ..., local_log_start_offset: _Optional[int] = ..., last_stable_offset: _Optional[int] = ..., aborted_transactions: _Optional[_Iterable[_Union[AbortedTransaction, _Mapping]]] = ...) -> None: ...
     class TopicResult(_message.Message):
         __slots__ = ("topic_id", "partitions")
         TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
@@ -791,3 +839,55 @@ class CommitRemoteLogSegmentsResponse(_message.Message):
     TOPICS_FIELD_NUMBER: _ClassVar[int]
     topics: _containers.RepeatedCompositeFieldContainer[CommitRemoteLogSegmentsResponse.TopicResult]
     def __init__(self, topics: _Optional[_Iterable[_Union[CommitRemoteLogSegmentsResponse.TopicResult, _Mapping]]] = ...) -> None: ...
+
+class DescribeProducersRequest(_message.Message):
+    __slots__ = ("topics",)
+    class Topic(_message.Message):
+        __slots__ = ("topic_id", "partitions")
+        TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
+        PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+        topic_id: bytes
+        partitions: _containers.RepeatedScalarFieldContainer[int]
+        def __init__(self, topic_id: _Optional[bytes] = ..., partitions: _Optional[_Iterable[int]] = ...) -> None: ...
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    topics: _containers.RepeatedCompositeFieldContainer[DescribeProducersRequest.Topic]
+    def __init__(self, topics: _Optional[_Iterable[_Union[DescribeProducersRequest.Topic, _Mapping]]] = ...) -> None: ...
+
+class DescribeProducersResponse(_message.Message):
+    __slots__ = ("topics",)
+    class ProducerState(_message.Message):
+        __slots__ = ("producer_id", "producer_epoch", "last_sequence", "last_timestamp", "coordinator_epoch", "current_txn_start_offset")
+        PRODUCER_ID_FIELD_NUMBER: _ClassVar[int]
+        PRODUCER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+        LAST_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+        LAST_TIMESTAMP_FIELD_NUMBER: _ClassVar[int]
+        COORDINATOR_EPOCH_FIELD_NUMBER: _ClassVar[int]
+        CURRENT_TXN_START_OFFSET_FIELD_NUMBER: _ClassVar[int]
+        producer_id: int
+        producer_epoch: int
+        last_sequence: int
+        last_timestamp: int
+        coordinator_epoch: int
+        current_txn_start_offset: int
+        def __init__(self, producer_id: _Optional[int] = ..., producer_epoch: _Optional[int] = ..., last_sequence: _Optional[int] = ..., last_timestamp: _Optional[int] = ..., coordinator_epoch: _Optional[int] = ..., current_txn_start_offset: _Optional[int] = ...) -> None: ...
+    class PartitionResult(_message.Message):
+        __slots__ = ("partition", "error_code", "error_message", "active_producers")
+        PARTITION_FIELD_NUMBER: _ClassVar[int]
+        ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+        ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+        ACTIVE_PRODUCERS_FIELD_NUMBER: _ClassVar[int]
+        partition: int
+        error_code: ErrorCode
+        error_message: str
+        active_producers: _containers.RepeatedCompositeFieldContainer[DescribeProducersResponse.ProducerState]
+        def __init__(self, partition: _Optional[int] = ..., error_code: _Optional[_Union[ErrorCode, str]] = ..., error_message: _Optional[str] = ..., active_producers: _Optional[_Iterable[_Union[DescribeProducersResponse.ProducerState, _Mapping]]] = ...) -> None: ...
+    class TopicResult(_message.Message):
+        __slots__ = ("topic_id", "partitions")
+        TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
+        PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+        topic_id: bytes
+        partitions: _containers.RepeatedCompositeFieldContainer[DescribeProducersResponse.PartitionResult]
+        def __init__(self, topic_id: _Optional[bytes] = ..., partitions: _Optional[_Iterable[_Union[DescribeProducersResponse.PartitionResult, _Mapping]]] = ...) -> None: ...
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    topics: _containers.RepeatedCompositeFieldContainer[DescribeProducersResponse.TopicResult]
+    def __init__(self, topics: _Optional[_Iterable[_Union[DescribeProducersResponse.TopicResult, _Mapping]]] = ...) -> None: ...

@@ -89,6 +89,11 @@ class DisklessCoordinatorStub:
                 request_serializer=protos_dot_coordinator__pb2.DescribeProduceGatewaysRequest.SerializeToString,
                 response_deserializer=protos_dot_coordinator__pb2.DescribeProduceGatewaysResponse.FromString,
                 _registered_method=True)
+        self.DescribeProducers = channel.unary_unary(
+                '/diskless.coordinator.v1.DisklessCoordinator/DescribeProducers',
+                request_serializer=protos_dot_coordinator__pb2.DescribeProducersRequest.SerializeToString,
+                response_deserializer=protos_dot_coordinator__pb2.DescribeProducersResponse.FromString,
+                _registered_method=True)
         self.AlterTopicConfigs = channel.unary_unary(
                 '/diskless.coordinator.v1.DisklessCoordinator/AlterTopicConfigs',
                 request_serializer=protos_dot_coordinator__pb2.AlterTopicConfigsRequest.SerializeToString,
@@ -184,6 +189,14 @@ class DisklessCoordinatorServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DescribeProducers(self, request, context):
+        """Each partition's producers, as Kafka's DescribeProducers (KIP-664): the open transaction's
+        first offset shows a hanging transaction to operators.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def AlterTopicConfigs(self, request, context):
         """Topic configurations, by Kafka's names: retention and tiered storage (KIP-405, KIP-950).
         """
@@ -263,6 +276,11 @@ def add_DisklessCoordinatorServicer_to_server(servicer, server):
                     servicer.DescribeProduceGateways,
                     request_deserializer=protos_dot_coordinator__pb2.DescribeProduceGatewaysRequest.FromString,
                     response_serializer=protos_dot_coordinator__pb2.DescribeProduceGatewaysResponse.SerializeToString,
+            ),
+            'DescribeProducers': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribeProducers,
+                    request_deserializer=protos_dot_coordinator__pb2.DescribeProducersRequest.FromString,
+                    response_serializer=protos_dot_coordinator__pb2.DescribeProducersResponse.SerializeToString,
             ),
             'AlterTopicConfigs': grpc.unary_unary_rpc_method_handler(
                     servicer.AlterTopicConfigs,
@@ -577,6 +595,33 @@ class DisklessCoordinator:
             '/diskless.coordinator.v1.DisklessCoordinator/DescribeProduceGateways',
             protos_dot_coordinator__pb2.DescribeProduceGatewaysRequest.SerializeToString,
             protos_dot_coordinator__pb2.DescribeProduceGatewaysResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DescribeProducers(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/diskless.coordinator.v1.DisklessCoordinator/DescribeProducers',
+            protos_dot_coordinator__pb2.DescribeProducersRequest.SerializeToString,
+            protos_dot_coordinator__pb2.DescribeProducersResponse.FromString,
             options,
             channel_credentials,
             insecure,

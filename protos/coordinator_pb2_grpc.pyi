@@ -70,6 +70,10 @@ class DisklessCoordinatorStub:
     """Which brokers of each rack producers should send a coordinator's partitions to
     (KIP-1164 "Reducing multi-DC commit operations").
     """
+    DescribeProducers: _grpc.UnaryUnaryMultiCallable[_coordinator_pb2.DescribeProducersRequest, _coordinator_pb2.DescribeProducersResponse]
+    """Each partition's producers, as Kafka's DescribeProducers (KIP-664): the open transaction's
+    first offset shows a hanging transaction to operators.
+    """
     AlterTopicConfigs: _grpc.UnaryUnaryMultiCallable[_coordinator_pb2.AlterTopicConfigsRequest, _coordinator_pb2.AlterTopicConfigsResponse]
     """Topic configurations, by Kafka's names: retention and tiered storage (KIP-405, KIP-950)."""
     DescribeTopicConfigs: _grpc.UnaryUnaryMultiCallable[_coordinator_pb2.DescribeTopicConfigsRequest, _coordinator_pb2.DescribeTopicConfigsResponse]
@@ -103,6 +107,10 @@ class DisklessCoordinatorAsyncStub(DisklessCoordinatorStub):
     DescribeProduceGateways: _aio.UnaryUnaryMultiCallable[_coordinator_pb2.DescribeProduceGatewaysRequest, _coordinator_pb2.DescribeProduceGatewaysResponse]  # type: ignore[assignment]
     """Which brokers of each rack producers should send a coordinator's partitions to
     (KIP-1164 "Reducing multi-DC commit operations").
+    """
+    DescribeProducers: _aio.UnaryUnaryMultiCallable[_coordinator_pb2.DescribeProducersRequest, _coordinator_pb2.DescribeProducersResponse]  # type: ignore[assignment]
+    """Each partition's producers, as Kafka's DescribeProducers (KIP-664): the open transaction's
+    first offset shows a hanging transaction to operators.
     """
     AlterTopicConfigs: _aio.UnaryUnaryMultiCallable[_coordinator_pb2.AlterTopicConfigsRequest, _coordinator_pb2.AlterTopicConfigsResponse]  # type: ignore[assignment]
     """Topic configurations, by Kafka's names: retention and tiered storage (KIP-405, KIP-950)."""
@@ -200,6 +208,16 @@ class DisklessCoordinatorServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_coordinator_pb2.DescribeProduceGatewaysResponse, _abc.Awaitable[_coordinator_pb2.DescribeProduceGatewaysResponse]]:
         """Which brokers of each rack producers should send a coordinator's partitions to
         (KIP-1164 "Reducing multi-DC commit operations").
+        """
+
+    @_abc_1.abstractmethod
+    def DescribeProducers(
+        self,
+        request: _coordinator_pb2.DescribeProducersRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_coordinator_pb2.DescribeProducersResponse, _abc.Awaitable[_coordinator_pb2.DescribeProducersResponse]]:
+        """Each partition's producers, as Kafka's DescribeProducers (KIP-664): the open transaction's
+        first offset shows a hanging transaction to operators.
         """
 
     @_abc_1.abstractmethod

@@ -167,7 +167,7 @@ class FetchSnapshotChunk(_message.Message):
     def __init__(self, error_code: _Optional[_Union[_coordinator_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., end_offset: _Optional[int] = ..., total_bytes: _Optional[int] = ..., data: _Optional[bytes] = ..., sha256: _Optional[str] = ..., last: _Optional[bool] = ..., epoch: _Optional[int] = ..., crc32: _Optional[int] = ..., created_at_ms: _Optional[int] = ...) -> None: ...
 
 class ChangeTopicRequest(_message.Message):
-    __slots__ = ("coordinator_id", "topic_id", "topic_name", "partitions", "delete", "timeout_ms", "configs", "alter_configs", "delete_configs", "validate_only")
+    __slots__ = ("coordinator_id", "topic_id", "topic_name", "partitions", "delete", "timeout_ms", "configs", "alter_configs", "delete_configs", "validate_only", "expect_configs", "expected_configs")
     COORDINATOR_ID_FIELD_NUMBER: _ClassVar[int]
     TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
     TOPIC_NAME_FIELD_NUMBER: _ClassVar[int]
@@ -178,6 +178,8 @@ class ChangeTopicRequest(_message.Message):
     ALTER_CONFIGS_FIELD_NUMBER: _ClassVar[int]
     DELETE_CONFIGS_FIELD_NUMBER: _ClassVar[int]
     VALIDATE_ONLY_FIELD_NUMBER: _ClassVar[int]
+    EXPECT_CONFIGS_FIELD_NUMBER: _ClassVar[int]
+    EXPECTED_CONFIGS_FIELD_NUMBER: _ClassVar[int]
     coordinator_id: int
     topic_id: bytes
     topic_name: str
@@ -188,7 +190,9 @@ class ChangeTopicRequest(_message.Message):
     alter_configs: bool
     delete_configs: _containers.RepeatedScalarFieldContainer[str]
     validate_only: bool
-    def __init__(self, coordinator_id: _Optional[int] = ..., topic_id: _Optional[bytes] = ..., topic_name: _Optional[str] = ..., partitions: _Optional[_Iterable[int]] = ..., delete: _Optional[bool] = ..., timeout_ms: _Optional[int] = ..., configs: _Optional[_Iterable[_Union[_coordinator_pb2.TopicConfig, _Mapping]]] = ..., alter_configs: _Optional[bool] = ..., delete_configs: _Optional[_Iterable[str]] = ..., validate_only: _Optional[bool] = ...) -> None: ...
+    expect_configs: bool
+    expected_configs: _containers.RepeatedCompositeFieldContainer[_coordinator_pb2.TopicConfig]
+    def __init__(self, coordinator_id: _Optional[int] = ..., topic_id: _Optional[bytes] = ..., topic_name: _Optional[str] = ..., partitions: _Optional[_Iterable[int]] = ..., delete: _Optional[bool] = ..., timeout_ms: _Optional[int] = ..., configs: _Optional[_Iterable[_Union[_coordinator_pb2.TopicConfig, _Mapping]]] = ..., alter_configs: _Optional[bool] = ..., delete_configs: _Optional[_Iterable[str]] = ..., validate_only: _Optional[bool] = ..., expect_configs: _Optional[bool] = ..., expected_configs: _Optional[_Iterable[_Union[_coordinator_pb2.TopicConfig, _Mapping]]] = ...) -> None: ...
 
 class ChangeTopicResponse(_message.Message):
     __slots__ = ("error_code", "error_message", "configs")

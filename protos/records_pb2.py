@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x14protos/records.proto\x12\x1f\x64iskless.coordinator.v1.records\"5\n\x0cLeaderChange\x12\x14\n\x0cleader_epoch\x18\x01 \x01(\x05\x12\x0f\n\x07node_id\x18\x02 \x01(\x05\"b\n\x10PartitionCreated\x12\x15\n\rpartition_key\x18\x01 \x01(\x03\x12\x10\n\x08topic_id\x18\x02 \x01(\x0c\x12\x12\n\ntopic_name\x18\x03 \x01(\t\x12\x11\n\tpartition\x18\x04 \x01(\x05\">\n\x0cTopicDeleted\x12\x10\n\x08topic_id\x18\x01 \x01(\x0c\x12\x1c\n\x14\x62\x61tches_purged_later\x18\x02 \x01(\x08\"M\n\rBatchesPurged\x12<\n\x06ranges\x18\x01 \x03(\x0b\x32,.diskless.coordinator.v1.records.PurgedRange\":\n\x0bPurgedRange\x12\x15\n\rpartition_key\x18\x01 \x01(\x03\x12\x14\n\x0c\x62\x65low_offset\x18\x02 \x01(\x03\"R\n\x10RetentionApplied\x12>\n\x06starts\x18\x01 \x03(\x0b\x32..diskless.coordinator.v1.records.RetainedStart\"@\n\rRetainedStart\x12\x15\n\rpartition_key\x18\x01 \x01(\x03\x12\x18\n\x10log_start_offset\x18\x02 \x01(\x03\"\xc6\x01\n\rFileCommitted\x12\x0f\n\x07\x66ile_id\x18\x01 \x01(\x03\x12\x12\n\nobject_key\x18\x02 \x01(\t\x12\x11\n\tfile_size\x18\x03 \x01(\x03\x12\x1a\n\x12uploader_broker_id\x18\x04 \x01(\x05\x12\x11\n\towner_ids\x18\x05 \x03(\x05\x12\x16\n\x0e\x61ppend_time_ms\x18\x06 \x01(\x03\x12\x16\n\x0epacked_batches\x18\x08 \x01(\x0c\x12\x18\n\x10rejected_batches\x18\t \x01(\x05J\x04\x08\x07\x10\x08\"A\n\x0eRecordsDeleted\x12\x15\n\rpartition_key\x18\x01 \x01(\x03\x12\x18\n\x10log_start_offset\x18\x02 \x01(\x03\"\xc3\x01\n\x12\x46ileOwnershipTaken\x12\x0f\n\x07\x66ile_id\x18\x01 \x01(\x03\x12\x10\n\x08new_file\x18\x02 \x01(\x08\x12\x12\n\nobject_key\x18\x03 \x01(\t\x12\x11\n\tfile_size\x18\x04 \x01(\x03\x12\x1a\n\x12uploader_broker_id\x18\x05 \x01(\x05\x12\x11\n\towner_ids\x18\x06 \x03(\x05\x12\x17\n\x0f\x63ommitted_at_ms\x18\x07 \x01(\x03\x12\x1b\n\x13\x66rom_coordinator_id\x18\x08 \x01(\x05\"<\n\x0e\x46ileHandedOver\x12\x0f\n\x07\x66ile_id\x18\x01 \x01(\x03\x12\x19\n\x11to_coordinator_id\x18\x02 \x01(\x05\"A\n\x15\x46ileDeletionScheduled\x12\x0f\n\x07\x66ile_id\x18\x01 \x01(\x03\x12\x17\n\x0f\x64\x65lete_after_ms\x18\x02 \x01(\x03\"\x1e\n\x0b\x46ileDeleted\x12\x0f\n\x07\x66ile_id\x18\x01 \x01(\x03\"r\n\x10ProducersExpired\x12\x19\n\x11\x65xpired_before_ms\x18\x01 \x01(\x03\x12\x43\n\tproducers\x18\x02 \x03(\x0b\x32\x30.diskless.coordinator.v1.records.ExpiredProducer\"\x88\x01\n\x0f\x45xpiredProducer\x12\x15\n\rpartition_key\x18\x01 \x01(\x03\x12\x13\n\x0bproducer_id\x18\x02 \x01(\x03\x12\x16\n\x0eproducer_epoch\x18\x03 \x01(\x05\x12\x19\n\x11last_batch_offset\x18\x04 \x01(\x03\x12\x16\n\x0elast_timestamp\x18\x05 \x01(\x03\"k\n\x13TopicConfigsChanged\x12\x10\n\x08topic_id\x18\x01 \x01(\x0c\x12\x42\n\x07\x63onfigs\x18\x02 \x03(\x0b\x32\x31.diskless.coordinator.v1.records.TopicConfigValue\"/\n\x10TopicConfigValue\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t\"S\n\x1aRemoteLogSegmentsCommitted\x12\x15\n\rpartition_key\x18\x01 \x01(\x03\x12\x1e\n\x16local_log_start_offset\x18\x02 \x01(\x03\"\xfa\x08\n\x0eMetadataRecord\x12\x46\n\rleader_change\x18\x01 \x01(\x0b\x32-.diskless.coordinator.v1.records.LeaderChangeH\x00\x12N\n\x11partition_created\x18\x02 \x01(\x0b\x32\x31.diskless.coordinator.v1.records.PartitionCreatedH\x00\x12\x46\n\rtopic_deleted\x18\x03 \x01(\x0b\x32-.diskless.coordinator.v1.records.TopicDeletedH\x00\x12H\n\x0e\x66ile_committed\x18\x04 \x01(\x0b\x32..diskless.coordinator.v1.records.FileCommittedH\x00\x12J\n\x0frecords_deleted\x18\x05 \x01(\x0b\x32/.diskless.coordinator.v1.records.RecordsDeletedH\x00\x12S\n\x14\x66ile_ownership_taken\x18\x06 \x01(\x0b\x32\x33.diskless.coordinator.v1.records.FileOwnershipTakenH\x00\x12K\n\x10\x66ile_handed_over\x18\x07 \x01(\x0b\x32/.diskless.coordinator.v1.records.FileHandedOverH\x00\x12Y\n\x17\x66ile_deletion_scheduled\x18\x08 \x01(\x0b\x32\x36.diskless.coordinator.v1.records.FileDeletionScheduledH\x00\x12\x44\n\x0c\x66ile_deleted\x18\t \x01(\x0b\x32,.diskless.coordinator.v1.records.FileDeletedH\x00\x12N\n\x11producers_expired\x18\x14 \x01(\x0b\x32\x31.diskless.coordinator.v1.records.ProducersExpiredH\x00\x12U\n\x15topic_configs_changed\x18\n \x01(\x0b\x32\x34.diskless.coordinator.v1.records.TopicConfigsChangedH\x00\x12H\n\x0e\x62\x61tches_purged\x18\x1e \x01(\x0b\x32..diskless.coordinator.v1.records.BatchesPurgedH\x00\x12N\n\x11retention_applied\x18( \x01(\x0b\x32\x31.diskless.coordinator.v1.records.RetentionAppliedH\x00\x12\x64\n\x1dremote_log_segments_committed\x18) \x01(\x0b\x32;.diskless.coordinator.v1.records.RemoteLogSegmentsCommittedH\x00\x42\x08\n\x06record\"O\n\x0bRecordBatch\x12@\n\x07records\x18\x01 \x03(\x0b\x32/.diskless.coordinator.v1.records.MetadataRecordb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x14protos/records.proto\x12\x1f\x64iskless.coordinator.v1.records\"5\n\x0cLeaderChange\x12\x14\n\x0cleader_epoch\x18\x01 \x01(\x05\x12\x0f\n\x07node_id\x18\x02 \x01(\x05\"b\n\x10PartitionCreated\x12\x15\n\rpartition_key\x18\x01 \x01(\x03\x12\x10\n\x08topic_id\x18\x02 \x01(\x0c\x12\x12\n\ntopic_name\x18\x03 \x01(\t\x12\x11\n\tpartition\x18\x04 \x01(\x05\">\n\x0cTopicDeleted\x12\x10\n\x08topic_id\x18\x01 \x01(\x0c\x12\x1c\n\x14\x62\x61tches_purged_later\x18\x02 \x01(\x08\"M\n\rBatchesPurged\x12<\n\x06ranges\x18\x01 \x03(\x0b\x32,.diskless.coordinator.v1.records.PurgedRange\":\n\x0bPurgedRange\x12\x15\n\rpartition_key\x18\x01 \x01(\x03\x12\x14\n\x0c\x62\x65low_offset\x18\x02 \x01(\x03\"R\n\x10RetentionApplied\x12>\n\x06starts\x18\x01 \x03(\x0b\x32..diskless.coordinator.v1.records.RetainedStart\"@\n\rRetainedStart\x12\x15\n\rpartition_key\x18\x01 \x01(\x03\x12\x18\n\x10log_start_offset\x18\x02 \x01(\x03\"\x96\x02\n\rFileCommitted\x12\x0f\n\x07\x66ile_id\x18\x01 \x01(\x03\x12\x12\n\nobject_key\x18\x02 \x01(\t\x12\x11\n\tfile_size\x18\x03 \x01(\x03\x12\x1a\n\x12uploader_broker_id\x18\x04 \x01(\x05\x12\x11\n\towner_ids\x18\x05 \x03(\x05\x12\x16\n\x0e\x61ppend_time_ms\x18\x06 \x01(\x03\x12\x16\n\x0epacked_batches\x18\x08 \x01(\x0c\x12\x18\n\x10rejected_batches\x18\t \x01(\x05\x12N\n\x13transaction_batches\x18\n \x03(\x0b\x32\x31.diskless.coordinator.v1.records.TransactionBatchJ\x04\x08\x07\x10\x08\"\xa7\x01\n\x10TransactionBatch\x12\x10\n\x08\x62\x61tch_id\x18\x01 \x01(\x03\x12\x12\n\nis_control\x18\x02 \x01(\x08\x12\x14\n\x0c\x63ontrol_type\x18\x03 \x01(\x05\x12\x19\n\x11\x63oordinator_epoch\x18\x04 \x01(\x05\x12 \n\x18transaction_first_offset\x18\x05 \x01(\x03\x12\x1a\n\x12last_stable_offset\x18\x06 \x01(\x03\"A\n\x0eRecordsDeleted\x12\x15\n\rpartition_key\x18\x01 \x01(\x03\x12\x18\n\x10log_start_offset\x18\x02 \x01(\x03\"\xc3\x01\n\x12\x46ileOwnershipTaken\x12\x0f\n\x07\x66ile_id\x18\x01 \x01(\x03\x12\x10\n\x08new_file\x18\x02 \x01(\x08\x12\x12\n\nobject_key\x18\x03 \x01(\t\x12\x11\n\tfile_size\x18\x04 \x01(\x03\x12\x1a\n\x12uploader_broker_id\x18\x05 \x01(\x05\x12\x11\n\towner_ids\x18\x06 \x03(\x05\x12\x17\n\x0f\x63ommitted_at_ms\x18\x07 \x01(\x03\x12\x1b\n\x13\x66rom_coordinator_id\x18\x08 \x01(\x05\"<\n\x0e\x46ileHandedOver\x12\x0f\n\x07\x66ile_id\x18\x01 \x01(\x03\x12\x19\n\x11to_coordinator_id\x18\x02 \x01(\x05\"A\n\x15\x46ileDeletionScheduled\x12\x0f\n\x07\x66ile_id\x18\x01 \x01(\x03\x12\x17\n\x0f\x64\x65lete_after_ms\x18\x02 \x01(\x03\"\x1e\n\x0b\x46ileDeleted\x12\x0f\n\x07\x66ile_id\x18\x01 \x01(\x03\"r\n\x10ProducersExpired\x12\x19\n\x11\x65xpired_before_ms\x18\x01 \x01(\x03\x12\x43\n\tproducers\x18\x02 \x03(\x0b\x32\x30.diskless.coordinator.v1.records.ExpiredProducer\"\x88\x01\n\x0f\x45xpiredProducer\x12\x15\n\rpartition_key\x18\x01 \x01(\x03\x12\x13\n\x0bproducer_id\x18\x02 \x01(\x03\x12\x16\n\x0eproducer_epoch\x18\x03 \x01(\x05\x12\x19\n\x11last_batch_offset\x18\x04 \x01(\x03\x12\x16\n\x0elast_timestamp\x18\x05 \x01(\x03\"k\n\x13TopicConfigsChanged\x12\x10\n\x08topic_id\x18\x01 \x01(\x0c\x12\x42\n\x07\x63onfigs\x18\x02 \x03(\x0b\x32\x31.diskless.coordinator.v1.records.TopicConfigValue\"/\n\x10TopicConfigValue\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t\"S\n\x1aRemoteLogSegmentsCommitted\x12\x15\n\rpartition_key\x18\x01 \x01(\x03\x12\x1e\n\x16local_log_start_offset\x18\x02 \x01(\x03\"\xfa\x08\n\x0eMetadataRecord\x12\x46\n\rleader_change\x18\x01 \x01(\x0b\x32-.diskless.coordinator.v1.records.LeaderChangeH\x00\x12N\n\x11partition_created\x18\x02 \x01(\x0b\x32\x31.diskless.coordinator.v1.records.PartitionCreatedH\x00\x12\x46\n\rtopic_deleted\x18\x03 \x01(\x0b\x32-.diskless.coordinator.v1.records.TopicDeletedH\x00\x12H\n\x0e\x66ile_committed\x18\x04 \x01(\x0b\x32..diskless.coordinator.v1.records.FileCommittedH\x00\x12J\n\x0frecords_deleted\x18\x05 \x01(\x0b\x32/.diskless.coordinator.v1.records.RecordsDeletedH\x00\x12S\n\x14\x66ile_ownership_taken\x18\x06 \x01(\x0b\x32\x33.diskless.coordinator.v1.records.FileOwnershipTakenH\x00\x12K\n\x10\x66ile_handed_over\x18\x07 \x01(\x0b\x32/.diskless.coordinator.v1.records.FileHandedOverH\x00\x12Y\n\x17\x66ile_deletion_scheduled\x18\x08 \x01(\x0b\x32\x36.diskless.coordinator.v1.records.FileDeletionScheduledH\x00\x12\x44\n\x0c\x66ile_deleted\x18\t \x01(\x0b\x32,.diskless.coordinator.v1.records.FileDeletedH\x00\x12N\n\x11producers_expired\x18\x14 \x01(\x0b\x32\x31.diskless.coordinator.v1.records.ProducersExpiredH\x00\x12U\n\x15topic_configs_changed\x18\n \x01(\x0b\x32\x34.diskless.coordinator.v1.records.TopicConfigsChangedH\x00\x12H\n\x0e\x62\x61tches_purged\x18\x1e \x01(\x0b\x32..diskless.coordinator.v1.records.BatchesPurgedH\x00\x12N\n\x11retention_applied\x18( \x01(\x0b\x32\x31.diskless.coordinator.v1.records.RetentionAppliedH\x00\x12\x64\n\x1dremote_log_segments_committed\x18) \x01(\x0b\x32;.diskless.coordinator.v1.records.RemoteLogSegmentsCommittedH\x00\x42\x08\n\x06record\"O\n\x0bRecordBatch\x12@\n\x07records\x18\x01 \x03(\x0b\x32/.diskless.coordinator.v1.records.MetadataRecordb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -46,29 +46,31 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_RETAINEDSTART']._serialized_start=499
   _globals['_RETAINEDSTART']._serialized_end=563
   _globals['_FILECOMMITTED']._serialized_start=566
-  _globals['_FILECOMMITTED']._serialized_end=764
-  _globals['_RECORDSDELETED']._serialized_start=766
-  _globals['_RECORDSDELETED']._serialized_end=831
-  _globals['_FILEOWNERSHIPTAKEN']._serialized_start=834
-  _globals['_FILEOWNERSHIPTAKEN']._serialized_end=1029
-  _globals['_FILEHANDEDOVER']._serialized_start=1031
-  _globals['_FILEHANDEDOVER']._serialized_end=1091
-  _globals['_FILEDELETIONSCHEDULED']._serialized_start=1093
-  _globals['_FILEDELETIONSCHEDULED']._serialized_end=1158
-  _globals['_FILEDELETED']._serialized_start=1160
-  _globals['_FILEDELETED']._serialized_end=1190
-  _globals['_PRODUCERSEXPIRED']._serialized_start=1192
-  _globals['_PRODUCERSEXPIRED']._serialized_end=1306
-  _globals['_EXPIREDPRODUCER']._serialized_start=1309
-  _globals['_EXPIREDPRODUCER']._serialized_end=1445
-  _globals['_TOPICCONFIGSCHANGED']._serialized_start=1447
-  _globals['_TOPICCONFIGSCHANGED']._serialized_end=1554
-  _globals['_TOPICCONFIGVALUE']._serialized_start=1556
-  _globals['_TOPICCONFIGVALUE']._serialized_end=1603
-  _globals['_REMOTELOGSEGMENTSCOMMITTED']._serialized_start=1605
-  _globals['_REMOTELOGSEGMENTSCOMMITTED']._serialized_end=1688
-  _globals['_METADATARECORD']._serialized_start=1691
-  _globals['_METADATARECORD']._serialized_end=2837
-  _globals['_RECORDBATCH']._serialized_start=2839
-  _globals['_RECORDBATCH']._serialized_end=2918
+  _globals['_FILECOMMITTED']._serialized_end=844
+  _globals['_TRANSACTIONBATCH']._serialized_start=847
+  _globals['_TRANSACTIONBATCH']._serialized_end=1014
+  _globals['_RECORDSDELETED']._serialized_start=1016
+  _globals['_RECORDSDELETED']._serialized_end=1081
+  _globals['_FILEOWNERSHIPTAKEN']._serialized_start=1084
+  _globals['_FILEOWNERSHIPTAKEN']._serialized_end=1279
+  _globals['_FILEHANDEDOVER']._serialized_start=1281
+  _globals['_FILEHANDEDOVER']._serialized_end=1341
+  _globals['_FILEDELETIONSCHEDULED']._serialized_start=1343
+  _globals['_FILEDELETIONSCHEDULED']._serialized_end=1408
+  _globals['_FILEDELETED']._serialized_start=1410
+  _globals['_FILEDELETED']._serialized_end=1440
+  _globals['_PRODUCERSEXPIRED']._serialized_start=1442
+  _globals['_PRODUCERSEXPIRED']._serialized_end=1556
+  _globals['_EXPIREDPRODUCER']._serialized_start=1559
+  _globals['_EXPIREDPRODUCER']._serialized_end=1695
+  _globals['_TOPICCONFIGSCHANGED']._serialized_start=1697
+  _globals['_TOPICCONFIGSCHANGED']._serialized_end=1804
+  _globals['_TOPICCONFIGVALUE']._serialized_start=1806
+  _globals['_TOPICCONFIGVALUE']._serialized_end=1853
+  _globals['_REMOTELOGSEGMENTSCOMMITTED']._serialized_start=1855
+  _globals['_REMOTELOGSEGMENTSCOMMITTED']._serialized_end=1938
+  _globals['_METADATARECORD']._serialized_start=1941
+  _globals['_METADATARECORD']._serialized_end=3087
+  _globals['_RECORDBATCH']._serialized_start=3089
+  _globals['_RECORDBATCH']._serialized_end=3168
 # @@protoc_insertion_point(module_scope)

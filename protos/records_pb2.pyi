@@ -63,7 +63,7 @@ class RetainedStart(_message.Message):
     def __init__(self, partition_key: _Optional[int] = ..., log_start_offset: _Optional[int] = ...) -> None: ...
 
 class FileCommitted(_message.Message):
-    __slots__ = ("file_id", "object_key", "file_size", "uploader_broker_id", "owner_ids", "append_time_ms", "packed_batches", "rejected_batches")
+    __slots__ = ("file_id", "object_key", "file_size", "uploader_broker_id", "owner_ids", "append_time_ms", "packed_batches", "rejected_batches", "transaction_batches")
     FILE_ID_FIELD_NUMBER: _ClassVar[int]
     OBJECT_KEY_FIELD_NUMBER: _ClassVar[int]
     FILE_SIZE_FIELD_NUMBER: _ClassVar[int]
@@ -72,6 +72,7 @@ class FileCommitted(_message.Message):
     APPEND_TIME_MS_FIELD_NUMBER: _ClassVar[int]
     PACKED_BATCHES_FIELD_NUMBER: _ClassVar[int]
     REJECTED_BATCHES_FIELD_NUMBER: _ClassVar[int]
+    TRANSACTION_BATCHES_FIELD_NUMBER: _ClassVar[int]
     file_id: int
     object_key: str
     file_size: int
@@ -80,7 +81,24 @@ class FileCommitted(_message.Message):
     append_time_ms: int
     packed_batches: bytes
     rejected_batches: int
-    def __init__(self, file_id: _Optional[int] = ..., object_key: _Optional[str] = ..., file_size: _Optional[int] = ..., uploader_broker_id: _Optional[int] = ..., owner_ids: _Optional[_Iterable[int]] = ..., append_time_ms: _Optional[int] = ..., packed_batches: _Optional[bytes] = ..., rejected_batches: _Optional[int] = ...) -> None: ...
+    transaction_batches: _containers.RepeatedCompositeFieldContainer[TransactionBatch]
+    def __init__(self, file_id: _Optional[int] = ..., object_key: _Optional[str] = ..., file_size: _Optional[int] = ..., uploader_broker_id: _Optional[int] = ..., owner_ids: _Optional[_Iterable[int]] = ..., append_time_ms: _Optional[int] = ..., packed_batches: _Optional[bytes] = ..., rejected_batches: _Optional[int] = ..., transaction_batches: _Optional[_Iterable[_Union[TransactionBatch, _Mapping]]] = ...) -> None: ...
+
+class TransactionBatch(_message.Message):
+    __slots__ = ("batch_id", "is_control", "control_type", "coordinator_epoch", "transaction_first_offset", "last_stable_offset")
+    BATCH_ID_FIELD_NUMBER: _ClassVar[int]
+    IS_CONTROL_FIELD_NUMBER: _ClassVar[int]
+    CONTROL_TYPE_FIELD_NUMBER: _ClassVar[int]
+    COORDINATOR_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    TRANSACTION_FIRST_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    LAST_STABLE_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    batch_id: int
+    is_control: bool
+    control_type: int
+    coordinator_epoch: int
+    transaction_first_offset: int
+    last_stable_offset: int
+    def __init__(self, batch_id: _Optional[int] = ..., is_control: _Optional[bool] = ..., control_type: _Optional[int] = ..., coordinator_epoch: _Optional[int] = ..., transaction_first_offset: _Optional[int] = ..., last_stable_offset: _Optional[int] = ...) -> None: ...
 
 class RecordsDeleted(_message.Message):
     __slots__ = ("partition_key", "log_start_offset")

@@ -46,6 +46,9 @@ RETRIABLE = {
 }
 
 
+_RETRIABLE_TOPIC_ERRORS = frozenset({pb.COORDINATOR_NOT_AVAILABLE, pb.NOT_COORDINATOR, pb.COORDINATOR_LOAD_IN_PROGRESS})
+
+
 def wait_for(what: str, probe: Callable[[], T | None], timeout_s: float = 30.0, every_s: float = 0.1) -> T:
     """Polls `probe` until it returns something true (a non-empty list, True, a node); fails naming `what`."""
     deadline = time.monotonic() + timeout_s
@@ -249,7 +252,14 @@ class Cluster:
         request = pb.CreatePartitionsRequest(
             topics=[pb.CreatePartitionsRequest.Topic(topic_id=topic_id, name=name, num_partitions=partitions)]
         )
-        answer = self.live()[0].stub.CreatePartitions(request, timeout=30)
+
+        # As a broker does: a retriable refusal (a cluster still electing its first leaders on a loaded machine) is
+        # asked again; CreatePartitions of the same id and count is idempotent.
+        def created() -> pb.CreatePartitionsResponse | None:
+            answer = self.live()[0].stub.CreatePartitions(request, timeout=30)
+            return None if answer.topics[0].error_code in _RETRIABLE_TOPIC_ERRORS else answer
+
+        answer = wait_for(f"topic {name} created", created)
         assert answer.topics[0].error_code == pb.NONE, answer
         # Each node learns the partitions as its replicas apply them (up to their high watermark).
         for node in self.live():

@@ -41,6 +41,11 @@ def test_tiny_run_writes_results_for_every_system(tmp_path: Path) -> None:
         assert row["batches_per_s"] > 0 and row["p50_ms"] > 0, row
         if row["rpc"] == "CommitFile":
             assert row["commits_per_s"] > 0 and row["p99_ms"] >= row["p50_ms"], row
+            # From the intended send time, never less than from the send (bench/driver.py); closed loop: no lag.
+            assert row["p99_ms"] >= row["commit_p99_from_send_ms"] and row["send_lag_p99_ms"] >= 0, row
+            if row["level"] == "max":
+                assert row["send_lag_max_ms"] == 0, row
+    assert document["load"]["commits_in_flight_per_broker"] == 1
     assert {"100x100 max", "100x100 half", "find-batches"} <= {row["scenario"] for row in document["rows"]}
     assert (out / "results.md").read_text().startswith("Run `tiny`")
     for plot in document["plots"]:  # none without matplotlib (the bench extra)

@@ -164,6 +164,22 @@ def test_a_registration_names_its_lease_and_revoking_that_lease_ends_it_alone(ba
     asyncio.run(run())
 
 
+def test_a_directory_mark_outlives_the_nodes_session(backend: Backend) -> None:
+    async def run() -> tuple[str, str, set[int]]:
+        store = backend.store(f"/marks-{uuid.uuid4().hex}")
+        try:
+            before = await store.directory_mark(7)
+            await store.register_node(NodeEndpoint(7, "127.0.0.1", 9092), ttl_s=1)
+            await store.record_directory_mark(7, "abc.1")
+            await store.record_directory_mark(7, "abc.2")
+            await backend.pass_time(2500)  # the session's lease expires: the registration goes, the mark stays
+            return before, await store.directory_mark(7), set(await store.live_nodes())
+        finally:
+            await store.close()
+
+    assert asyncio.run(run()) == ("", "abc.2", set())
+
+
 @pytest.mark.parametrize("text", ["", "host", "host:", ":2379", "host:0", "host:70000", "a:1,b", "::1:2379", "[]:1"])
 def test_etcd_endpoints_that_are_not_host_port_are_refused(text: str) -> None:
     with pytest.raises(ValueError, match="HOST:PORT"):

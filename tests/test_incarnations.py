@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 from pathlib import Path
 
 from hypothesis import given
@@ -20,7 +21,7 @@ from coordinator.cluster.assignment import (
     after_restart,
     isr_changed,
 )
-from coordinator.cluster.incarnation import FILE_NAME, next_incarnation
+from coordinator.cluster.incarnation import FILE_NAME, next_incarnation, next_mark
 from protos import coordinator_pb2 as pb
 from protos import internal_pb2 as internal
 from tests.harness import find_batches_request
@@ -164,6 +165,78 @@ def test_a_node_back_on_an_empty_disk_is_never_elected_and_nothing_acknowledged_
     # Other nodes look at etcd every 10 s: the restarted node registers before any of them saw it gone, so its
     # dead self is still in the ISR when it starts, as in the real run of the issue.
     simulate(tmp_path, 27, work, settings={"diskless.cluster.refresh.interval.ms": "10000"})
+
+
+MARK_INTERVAL_MS = 1000
+
+
+def test_a_directory_restored_from_a_copy_taken_while_it_ran_is_a_new_replica(tmp_path: Path) -> None:
+    """KIP-966: a log that may have lost acknowledged records is a new replica. A copy of a follower's data directory
+    taken while it ran holds the incarnation its ISR recorded; restored after more commits were acknowledged with that
+    follower in sync, it must not come back as the replica in sync (elected, it would lose them)."""
+
+    async def work(sim: SimCluster) -> None:
+        await sim.start_all()
+
+        async def formed() -> bool:
+            return all([len((await _assignment(sim, c)).isr) == 3 for c in range(sim.coordinators)])
+
+        await _until("every coordinator has its three replicas in sync", formed)
+        await _topic(sim)
+        leader = _leader(sim, 0)
+        partition = _partition_of(sim, 0)
+        for i in range(3):
+            assert await _commit(leader, partition, f"wal/copy/{i}") == i
+        follower = next(n for n in sim.nodes if n is not leader)
+        member_of = [c for c in range(sim.coordinators) if follower.node_id in (await _assignment(sim, c)).isr]
+        assert 0 in member_of
+        copy = tmp_path / "copy"
+        shutil.copytree(follower.data_dir, copy)  # a backup taken while it runs
+        for i in range(3, 6):  # acknowledged with the follower in sync
+            assert await _commit(leader, partition, f"wal/copy/{i}") == i
+        assert follower.node_id in (await _assignment(sim, 0)).isr
+        await asyncio.sleep(2 * MARK_INTERVAL_MS / 1000)  # its directory's mark moves on meanwhile
+
+        await sim.crash(follower.node_id)
+        shutil.rmtree(follower.data_dir)
+        shutil.copytree(copy, follower.data_dir)  # restored: its log went back in time
+        for other in sim.nodes:  # it cannot fetch: nothing may make it whole again before the check
+            if other is not follower:
+                sim.network.partition(follower.address, other.address)
+        await sim.start(follower.node_id)
+        for coordinator_id in member_of:  # not the replica in sync: out of every ISR, never electable
+            assert follower.node_id not in (await _assignment(sim, coordinator_id)).isr, coordinator_id
+        assert follower.controller is not None
+        assert (
+            follower.controller.incarnation.split(".")[0] != json.loads((copy / FILE_NAME).read_text())["directory_id"]
+        ), "the restored directory kept its identity"
+        sim.network.heal()
+
+        async def caught_up() -> bool:
+            return follower.node_id in (await _assignment(sim, 0)).isr
+
+        await _until("the restored node caught up and rejoined the ISR as a new replica", caught_up)
+
+    simulate(
+        tmp_path / "cluster", 27, work,
+        settings={"diskless.cluster.refresh.interval.ms": "10000",
+                  "diskless.node.incarnation.mark.interval.ms": str(MARK_INTERVAL_MS)},
+    )  # fmt: skip
+
+
+def test_the_directory_mark_moves_on_and_one_behind_etcds_is_a_new_directory(tmp_path: Path) -> None:
+    first = next_incarnation(tmp_path, "")
+    copy = (tmp_path / FILE_NAME).read_bytes()
+    moved = next_mark(tmp_path, first)
+    assert (
+        moved.split(".")[0] == first.mark.split(".")[0]
+        and int(moved.split(".")[1]) == int(first.mark.split(".")[1]) + 1
+    )
+    again = next_incarnation(tmp_path, moved)  # the file may equal etcd's mark (or be one ahead): the same directory
+    assert again.previous == first.current
+    (tmp_path / FILE_NAME).write_bytes(copy)  # restored from a copy taken before the mark moved on
+    restored = next_incarnation(tmp_path, again.mark)
+    assert restored.previous == "" and restored.current.split(".")[0] != first.current.split(".")[0]
 
 
 def test_the_leader_takes_a_member_fetching_as_another_incarnation_out_of_the_isr(tmp_path: Path) -> None:

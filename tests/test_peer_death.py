@@ -34,7 +34,11 @@ class Probes:
 
 def _watch(store: MemoryClusterStore, probes: Probes, deaths: list[int]) -> PeerDeathWatch:
     clock = LoopClock(asyncio.get_running_loop(), 0)
-    return PeerDeathWatch(0, store, clock, probes, deaths.append, INTERVAL_MS, 100)
+
+    async def died(node_id: int) -> None:
+        deaths.append(node_id)
+
+    return PeerDeathWatch(0, store, clock, probes, died, INTERVAL_MS, 100)
 
 
 async def _registered(store: MemoryClusterStore, node_id: int, port: int) -> int:

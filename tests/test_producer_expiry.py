@@ -122,9 +122,13 @@ def test_expiry_waits_for_the_check_interval_on_the_nodes_clock(tmp_path: Path) 
     try:
         producers = Producers(node)
         assert producers.produce(7, 0) == pb.NONE
-        node.advance(EXPIRATION_MS + INTERVAL_MS // 2)  # idle long enough, but no pass since it became so
+        node.advance(INTERVAL_MS // 2)
+        assert producers.produce(8, 0) == pb.NONE  # between two passes
+        node.advance(EXPIRATION_MS - INTERVAL_MS // 2)  # a pass: 7 is exactly as old as the expiration (Kafka: >=)
         assert producers.count() == 1
-        node.advance(INTERVAL_MS)
+        node.advance(INTERVAL_MS // 2)  # 8 is idle long enough, but no pass since it became so
+        assert producers.count() == 1
+        node.advance(INTERVAL_MS // 2)
         assert producers.count() == 0
     finally:
         node.stop()

@@ -40,10 +40,23 @@ def test_the_effective_timestamp_is_the_append_time_for_log_append_time_or_no_ti
     assert effective_timestamp(-1, pb.NO_TIMESTAMP_TYPE, 900) == 900  # magic 0
 
 
-def test_a_producer_exactly_as_old_as_the_expiration_is_kept() -> None:
+def test_a_producer_exactly_as_old_as_the_expiration_is_expired_as_kafka_does() -> None:
     assert producer_expired(999, 1000)
-    assert not producer_expired(1000, 1000)
+    assert producer_expired(1000, 1000)  # Kafka: now - last timestamp >= producer.id.expiration.ms
     assert not producer_expired(1001, 1000)
+    with tempfile.TemporaryDirectory() as directory:
+        coordinator = _coordinator(directory)
+        first = batch(TOPIC, 0, 1, producer_id=5, epoch=0, sequence=0, timestamp_type=pb.LOG_APPEND_TIME)
+        assert _commit(coordinator, [first], "wal/1", START_MS) == [ErrorCode.NONE]
+        coordinator.apply()
+        request = ExpiryRequest(((0, 5),), EXPIRATION_MS)
+        assert check_expire_producers(coordinator.view, request, START_MS + EXPIRATION_MS - 1).response == 0
+        exactly = check_expire_producers(coordinator.view, request, START_MS + EXPIRATION_MS)
+        assert exactly.response == 1
+        coordinator.append(exactly)  # its record passes replay's check and apply's: the state goes everywhere
+        coordinator.apply()
+        assert _producers(coordinator.view) == _producers(coordinator.store.load_view()) == {}
+        coordinator.store.close()
 
 
 @dataclass

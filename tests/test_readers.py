@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 import re
 import signal
+import subprocess
+import sys
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -258,6 +260,40 @@ def test_a_coordinator_out_of_service_answers_its_code_on_the_reader(node: Serve
     assert unknown.error_code == pb.COORDINATOR_NOT_AVAILABLE, unknown  # the coordinator out may hold it
     response = commit_round(Broker(node.stub, COORDINATORS), acknowledged)
     assert {r.error_code for r in response.batches} == {pb.NONE, pb.COORDINATOR_NOT_AVAILABLE}
+
+
+ORPHANED_READER = """
+import multiprocessing
+
+from coordinator.base.child_processes import start_child
+from coordinator.config.settings import Settings
+from coordinator.reads.readers.board import StatusBoard
+from coordinator.reads.readers.counters import CallCounts
+from coordinator.reads.readers.worker import ReaderPlan, run_reader
+
+if __name__ == "__main__":
+    plan = ReaderPlan(0, Settings(), "127.0.0.1", 0, ())
+    words = (StatusBoard.create(0).words, CallCounts.create(1).words)
+    process, ours = start_child(
+        multiprocessing.get_context("spawn"), run_reader, (plan, *words), "diskless-reader-0", daemon=False
+    )
+    ours.close()  # the node is gone (killed) before its reader says it listens
+    process.join(60)
+    print("exit code", process.exitcode)
+"""
+
+
+@pytest.mark.slow
+def test_a_reader_whose_node_is_gone_before_it_listens_ends_quietly(tmp_path: Path) -> None:
+    script = tmp_path / "orphaned_reader.py"
+    script.write_text(ORPHANED_READER)
+    ended = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=120, cwd=Path(__file__).parent.parent
+    )
+    assert "exit code 0" in ended.stdout, ended.stdout + ended.stderr
+    assert "Traceback" not in ended.stderr, ended.stderr
+    assert "Event loop is closed" not in ended.stderr, ended.stderr
+    assert "the node is gone" in ended.stderr, ended.stderr  # it did start, and met the closed pipe
 
 
 def test_the_board_holds_a_code_and_a_generation_in_one_word() -> None:

@@ -64,3 +64,23 @@ def test_the_docs_depend_on_nothing_outside_the_repository() -> None:
             if anchor:
                 assert anchor in heading_anchors(resolved.read_text()), f"{name} links to a missing heading: {anchor}"
         assert "../shared" not in text, f"{name} refers to a file outside the repository"
+
+
+TRANSACTIONS = REPOSITORY / "docs" / "examples" / "transactions.py"
+
+
+def test_the_transactions_example_commits_one_aborts_one_and_reads_them_as_read_committed(
+    server: ServerProcess,
+) -> None:
+    for _ in range(2):  # a second run finds the topic and starts new producers after the first run's markers
+        done = subprocess.run(
+            [sys.executable, str(TRANSACTIONS), server.address], cwd=REPOSITORY, capture_output=True, text=True,
+            timeout=60,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stdout + done.stderr
+        waiting, ended, kept = done.stdout.splitlines()
+        first = int(re.search(r"keeps \['(\d+)\.\.", kept).group(1)) if "keeps ['" in kept else -1  # type: ignore[union-attr]
+        assert waiting == f"both open: last stable offset {first}, 0 batches readable", done.stdout
+        # paid: first..first+4 and first+8..first+12 committed; refunded: first+5..first+7 aborted; markers after.
+        assert ended == f"committed and aborted: last stable offset {first + 15}, aborted from [{first + 5}]"
+        assert kept == f"a read_committed consumer keeps ['{first}..{first + 4}', '{first + 8}..{first + 12}']"

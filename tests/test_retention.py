@@ -165,6 +165,17 @@ def test_retention_bytes_keeps_the_newest_batches_that_fit_and_log_append_time_c
     assert_state_equals_log_rebuild(node.data_dir, node.coordinators, tmp_path / "rebuilt")
 
 
+def test_a_batch_without_a_timestamp_ages_from_its_append_time(node: InProcessNode) -> None:
+    broker = Broker(node.stub, node.coordinators)
+    topic = create(broker, 1, retention_ms=str(HOUR_MS))
+    commit_one(broker, topic, -1)  # CreateTime, no timestamp (a producer that set none)
+    commit_one(broker, topic, -1, magic=0, timestamp_type=-1)  # magic 0: no timestamps at all
+    node.advance(INTERVAL_MS)  # a pass: appended just now, neither has expired
+    assert offsets(node, topic) == (0, 2)
+    node.advance(HOUR_MS)  # an hour after their append: both have
+    assert offsets(node, topic) == (2, 2)
+
+
 def test_tiering_on_keeps_everything_here_and_copies_disabled_expire_once_nothing_is_remote(
     node: InProcessNode,
 ) -> None:

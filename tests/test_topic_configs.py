@@ -11,10 +11,18 @@ import uuid
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+import grpc
 import pytest
 
+from coordinator.base.errors import ErrorCode
+from coordinator.base.result import Result
 from coordinator.cli.main import main
 from coordinator.client.routing_client import RoutingClient
+from coordinator.machine.view import CoordinatorView
+from coordinator.topics import config_admin
+from coordinator.topics.config_checks import ConfigsOutcome, TopicConfigsChange, check_topic_configs
+from protos import admin_pb2 as admin
+from protos import admin_pb2_grpc as admin_grpc
 from protos import coordinator_pb2 as pb
 from tests.harness import Broker, assert_state_equals_log_rebuild, coordinator_state_files, new_topic_id, topic_name
 from tests.in_process import InProcessNode
@@ -23,6 +31,8 @@ from tests.snapshot_helpers import MANUAL_SNAPSHOTS, create_snapshots
 Topic = pb.CreatePartitionsRequest.Topic
 Alter = pb.AlterTopicConfigsRequest.Topic
 DEFAULTS = {
+    "local.retention.bytes": "-2",
+    "local.retention.ms": "-2",
     "remote.log.copy.disable": "false",
     "remote.log.delete.on.disable": "false",
     "remote.storage.enable": "false",
@@ -174,6 +184,60 @@ def test_kip_950_turning_remote_storage_off_needs_delete_on_disable(broker: Brok
     assert values(described(broker, topic_id).configs)["remote.storage.enable"] == "true"
     done = alter(broker, topic_id, {"remote.storage.enable": "false", "remote.log.delete.on.disable": "true"})
     assert done.error_code == pb.NONE and values(done.configs)["remote.storage.enable"] == "false"
+
+
+def test_kip_950_a_copy_disabled_topic_keeps_its_local_retention_as_its_retention(broker: Broker) -> None:
+    topic_id = new_topic_id()
+    given = configs(remote_storage_enable="true", retention_ms="1000", local_retention_ms="500")
+    assert create(broker, topic_id, 4, given) == pb.NONE
+    refused = alter(broker, topic_id, {"remote.log.copy.disable": "true"})
+    assert refused.error_code == pb.INVALID_CONFIG and "must be set to the identical value" in refused.error_message
+    assert values(described(broker, topic_id).configs)["remote.log.copy.disable"] == "false"  # nothing changed
+    done = alter(broker, topic_id, {"remote.log.copy.disable": "true"}, delete=("local.retention.ms",))
+    assert done.error_code == pb.NONE and values(done.configs)["local.retention.ms"] == "-2"
+    # A new topic's configuration is checked whole, as Kafka's CreateTopics does.
+    bad = configs(
+        remote_storage_enable="true", remote_log_copy_disable="true", retention_ms="1000", local_retention_ms="5"
+    )
+    assert create(broker, new_topic_id(), 1, bad) == pb.INVALID_CONFIG
+
+
+def held_per_coordinator(server: InProcessNode, topic_id: bytes) -> dict[int, dict[str, str]]:
+    """What each coordinator holding the topic holds for it (its view: records not yet applied included)."""
+
+    def read() -> dict[int, dict[str, str]]:
+        shards = server.node.shards
+        holding = [s for s in shards if any(p.topic_id == topic_id for p in s.partitions())]
+        return {s.coordinator_id: s.topic_configs(topic_id) for s in holding}
+
+    return server.loop.call(read)
+
+
+def test_a_change_a_later_coordinator_refuses_changes_no_coordinator(
+    server: InProcessNode, broker: Broker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    topic_id = new_topic_id()
+    assert create(broker, topic_id, 8, configs(retention_ms="1000")) == pb.NONE
+    before = held_per_coordinator(server, topic_id)
+    assert len(before) >= 2 and all(held == {"retention.ms": "1000"} for held in before.values())
+    refusing = max(before)  # the last one asked: every other part is made before it refuses
+
+    def check(view: CoordinatorView, change: TopicConfigsChange, now_ms: int) -> Result[ConfigsOutcome]:
+        if view.coordinator_id == refusing and (change.set_pairs or change.delete) and not change.validate_only:
+            return Result([], ConfigsOutcome(ErrorCode.KAFKA_STORAGE_ERROR, "injected", {}))
+        return check_topic_configs(view, change, now_ms)
+
+    monkeypatch.setattr(config_admin, "check_topic_configs", check)
+    failed = alter(broker, topic_id, {"retention.ms": "5", "retention.bytes": "10"})
+    assert (failed.error_code, list(failed.configs)) == (pb.KAFKA_STORAGE_ERROR, [])
+    assert held_per_coordinator(server, topic_id) == before  # the parts made were put back
+    assert f"coordinator {refusing}: injected" in failed.error_message
+    assert values(described(broker, topic_id).configs)["retention.ms"] == "1000"
+
+    monkeypatch.undo()
+    done = alter(broker, topic_id, {"retention.ms": "5"})
+    assert done.error_code == pb.NONE
+    assert all(held == {"retention.ms": "5"} for held in held_per_coordinator(server, topic_id).values())
 
 
 def test_unknown_malformed_and_repeated_topics_get_their_errors_and_the_others_go_on(broker: Broker) -> None:
@@ -330,6 +394,34 @@ def test_the_routing_client_alters_and_describes_from_any_node(server: InProcess
     assert values(read.topics[0].configs)["retention.ms"] == "123" and offloaded == pb.POLICY_VIOLATION
 
 
+def test_the_cli_names_a_topic_by_its_name_as_kafka_configs_entity_name(
+    server: InProcessNode, broker: Broker, capsys: pytest.CaptureFixture[str]
+) -> None:
+    topic_id, other_id = new_topic_id(), new_topic_id()
+    name = topic_name("named")
+    assert create(broker, topic_id, 2, configs(retention_ms="1000"), name=name) == pb.NONE
+    assert create(broker, other_id, 1, configs(retention_ms="7")) == pb.NONE
+    target = ["--bootstrap", server.address, "--topic", name]
+
+    assert main(["configs", "alter", *target, "--set", "retention.bytes=10", "--json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document["topic_id"] == topic_id.hex()
+    assert values(described(broker, topic_id).configs)["retention.bytes"] == "10"
+    assert values(described(broker, other_id).configs)["retention.bytes"] == "-1"
+    assert main(["configs", "describe", *target, "--json"]) == 0
+    configs_read = {c["name"]: c["value"] for c in json.loads(capsys.readouterr().out)["configs"]}
+    assert (configs_read["retention.ms"], configs_read["retention.bytes"]) == ("1000", "10")
+
+    # The admin service's DescribeTopics: the id and partitions by name; an unknown or malformed name, its error.
+    stub = admin_grpc.CoordinatorAdminStub(grpc.insecure_channel(server.address))
+    found = stub.DescribeTopics(admin.DescribeTopicsRequest(names=[name, "no-such-topic", "bad/name"])).topics
+    assert [(t.name, bytes(t.topic_id), t.partitions, t.error_code) for t in found] == [
+        (name, topic_id, 2, pb.NONE),
+        ("no-such-topic", b"", 0, pb.UNKNOWN_TOPIC_OR_PARTITION),
+        ("bad/name", b"", 0, pb.INVALID_TOPIC_EXCEPTION),
+    ]
+
+
 def test_the_cli_describes_and_alters_a_topic_by_its_id(
     server: InProcessNode, broker: Broker, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -366,7 +458,7 @@ def test_the_cli_describes_and_alters_a_topic_by_its_id(
         (["alter", *target, topic_id.hex()], "nothing to alter"),
         (["alter", *target, topic_id.hex(), "--set", "retention.ms"], "name=value"),
         (["describe", *target, new_topic_id().hex()], "UNKNOWN_TOPIC_OR_PARTITION"),
-        (["describe", *target, "orders"], "is not a topic id"),
+        (["describe", *target, "no-such-topic"], "no topic has that name, and it is not a topic id"),
     ):
         assert main(["configs", *argv]) == 2
         error = capsys.readouterr().err.strip().splitlines()

@@ -97,6 +97,12 @@ def test_a_deleted_topic_is_unknown_at_once_and_its_batches_leave_in_bounded_pas
 
     # No clock has moved: nothing is purged yet, and the topic is unknown to every call.
     assert live_batches(node) == before
+    # DescribeFiles too: a file whose only batches were the topic's has none live at once; the shared one has.
+    described = [describe_file(node.stub, key) for key in keys]
+    assert [(d.has_live_batches, d.state) for d in described] == [(False, pb.FILE_STATE_AWAITING_DELETION)] * len(keys)
+    assert (describe_file(node.stub, shared).has_live_batches, describe_file(node.stub, shared).state) == (
+        True, pb.FILE_STATE_LIVE,
+    )  # fmt: skip
     assert gauge(node, "diskless_coordinator_topics_awaiting_purge", owner) == 1
     assert node.stub.DeleteTopics(pb.DeleteTopicsRequest(topic_ids=[doomed])).topics[0].error_code == (
         pb.UNKNOWN_TOPIC_ID
@@ -126,10 +132,7 @@ def test_a_deleted_topic_is_unknown_at_once_and_its_batches_leave_in_bounded_pas
         node.run_purge_passes()
         expected = before[owner] - min(done * BATCH_MAX, DOOMED_BATCHES)
         assert live_batches(node)[owner] == expected, f"after pass {done}"
-        emptied = min(done * BATCH_MAX, DOOMED_BATCHES) // FILE_BATCHES
-        assert [describe_file(node.stub, key).has_live_batches for key in keys] == (
-            [False] * emptied + [True] * (len(keys) - emptied)
-        ), f"after pass {done}"
+        assert not any(describe_file(node.stub, key).has_live_batches for key in keys), f"after pass {done}"
     assert purged_counter(node, owner) == DOOMED_BATCHES
     assert gauge(node, "diskless_coordinator_topics_awaiting_purge", owner) == 0
     # A file with no live batch left goes on to deletion (DESIGN §5); the one shared with a live topic stays.
@@ -139,6 +142,30 @@ def test_a_deleted_topic_is_unknown_at_once_and_its_batches_leave_in_bounded_pas
     node.run_purge_passes(3)  # nothing more to do: nothing more goes
     assert live_batches(node)[owner] == before[owner] - DOOMED_BATCHES
     assert len(fetch(node.stub, kept, 0, 0).batches) == 1
+
+
+def test_a_file_mixing_a_deleted_topic_with_a_live_one_on_one_coordinator_stays_live(node: InProcessNode) -> None:
+    broker = Broker(node.stub, node.coordinators)
+    doomed = broker.create_topic(topic_name("doomed"), 1)
+    owner = coordinator_of(node.stub, doomed, 0)
+    kept = next(  # a topic whose partition lands on the same coordinator (placement spreads topics)
+        t
+        for t in (broker.create_topic(topic_name("kept"), 1) for _ in range(20))
+        if coordinator_of(node.stub, t, 0) == owner
+    )
+    mixed, alone = f"wal/{uuid.uuid4()}", f"wal/{uuid.uuid4()}"
+    assert broker.commit(laid_out([batch(doomed, 0), batch(kept, 0), batch(doomed, 0)]), object_key=mixed).batches
+    assert broker.commit(laid_out([batch(doomed, 0), batch(doomed, 0)]), object_key=alone).batches
+    assert node.stub.DeleteTopics(pb.DeleteTopicsRequest(topic_ids=[doomed])).topics[0].error_code == pb.NONE
+
+    # Before any purge pass: the mixed file keeps its live topic's batch, the other has none live.
+    assert (describe_file(node.stub, mixed).has_live_batches, describe_file(node.stub, mixed).state) == (
+        True, pb.FILE_STATE_LIVE,
+    )  # fmt: skip
+    assert describe_file(node.stub, alone).has_live_batches is False
+    node.run_purge_passes()
+    assert describe_file(node.stub, mixed).state == pb.FILE_STATE_LIVE
+    assert describe_file(node.stub, alone).state == pb.FILE_STATE_AWAITING_DELETION
 
 
 def test_a_restart_mid_purge_goes_on_where_it_stopped(node: InProcessNode, tmp_path: Path) -> None:

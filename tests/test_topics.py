@@ -284,7 +284,9 @@ def test_delete_removes_partitions_and_batches_and_unknowns_the_id_everywhere(
     assert sum(c.partition_count for c in after) == sum(c.partition_count for c in before) - broker.coordinators
     # The batches leave in the purge's first pass (DESIGN §4a), on the node's clock.
     assert sum(c.live_batch_count for c in after) == sum(c.live_batch_count for c in before)
-    assert describe_file(broker.stub, only_deleted).state == pb.FILE_STATE_LIVE
+    # ... but the topic is gone for every caller at once: DescribeFiles counts none of its batches live.
+    assert describe_file(broker.stub, only_deleted).state == pb.FILE_STATE_AWAITING_DELETION
+    assert describe_file(broker.stub, key).state == pb.FILE_STATE_LIVE
     server.run_purge_passes()
     after = broker.stub.DescribeCoordinators(pb.DescribeCoordinatorsRequest()).coordinators
     assert sum(c.live_batch_count for c in after) == sum(c.live_batch_count for c in before) - broker.coordinators - 1

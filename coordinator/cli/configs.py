@@ -1,8 +1,9 @@
 """`diskless configs describe|alter`: a topic's configurations on a running node (DESIGN §4a), in the style of
 Kafka's `kafka-configs --describe` / `--alter --add-config` / `--delete-config`.
 
-A topic is named by its id: no call of the contract maps a topic name to its id, so `--topic` takes the id as 32
-hex digits, a UUID, or Kafka's own base64 form (what `kafka-topics --describe` prints as TopicId).
+`--topic` takes the topic's name, as kafka-configs' `--entity-name` (the admin service's DescribeTopics gives its
+id), or its id: 32 hex digits, a UUID, or Kafka's own base64 form (what `kafka-topics --describe` prints as TopicId).
+A name is looked up first: a text that is both a topic's name and some id's form names that topic.
 """
 
 from __future__ import annotations
@@ -21,19 +22,22 @@ import grpc
 
 from coordinator.cli.operator_commands import DEFAULT_BOOTSTRAP, RPC_TIMEOUT_S, CommandFailed, call_first, run
 from coordinator.cli.output import CONFIG_COLUMNS, ConfigRow, print_rows
+from protos import admin_pb2 as admin
+from protos import admin_pb2_grpc as admin_grpc
 from protos import coordinator_pb2 as pb
 from protos import coordinator_pb2_grpc as pb_grpc
 
 _HEX_ID = re.compile(r"[0-9a-fA-F]{32}")
 _KAFKA_ID = re.compile(r"[A-Za-z0-9_-]{22}")  # Kafka's Uuid.toString(): URL-safe base64 of 16 bytes, no padding
 TOPIC_FORMS = (
-    "a topic id: 32 hex digits, a UUID, or Kafka's base64 form (as --topic=ID when it starts with '-'); no call maps "
-    "a topic name to its id"
+    "a topic name (as kafka-configs --entity-name), or a topic id: 32 hex digits, a UUID, or Kafka's base64 form "
+    "(as --topic=ID when it starts with '-')"
 )
+_ID_FORMS = "a topic id (32 hex digits, a UUID, or Kafka's base64 form)"
 
 
-def topic_id_of(text: str) -> bytes:
-    """The 16 bytes of a topic id given as hex, a UUID or Kafka's base64 form; CommandFailed otherwise."""
+def parsed_topic_id(text: str) -> bytes | None:
+    """The 16 bytes of a topic id given as hex, a UUID or Kafka's base64 form; None if it is none of them."""
     text = text.strip()
     try:
         if _HEX_ID.fullmatch(text):
@@ -44,7 +48,26 @@ def topic_id_of(text: str) -> bytes:
             return base64.urlsafe_b64decode(text + "==")
     except (ValueError, binascii.Error):
         pass
-    raise CommandFailed(f"--topic {text!r} is not {TOPIC_FORMS}")
+    return None
+
+
+def topic_id_of(args: argparse.Namespace) -> bytes:
+    """The id of the topic `--topic` names: a topic of that name if there is one, else the id it is written as."""
+    text = args.topic.strip()
+    request = admin.DescribeTopicsRequest(names=[text])
+
+    def call(channel: grpc.Channel) -> admin.DescribeTopicsResponse:
+        return admin_grpc.CoordinatorAdminStub(channel).DescribeTopics(request, timeout=RPC_TIMEOUT_S)
+
+    (found,) = call_first(args, call).topics
+    if found.error_code == pb.NONE:
+        return bytes(found.topic_id)
+    if found.error_code not in (pb.UNKNOWN_TOPIC_OR_PARTITION, pb.INVALID_TOPIC_EXCEPTION):
+        raise CommandFailed(f"--topic {text!r}: {pb.ErrorCode.Name(found.error_code)}: {found.error_message}")
+    topic_id = parsed_topic_id(text)
+    if topic_id is None:
+        raise CommandFailed(f"--topic {text!r}: no topic has that name, and it is not {_ID_FORMS}")
+    return topic_id
 
 
 def _pairs(values: Sequence[str]) -> list[pb.TopicConfig]:
@@ -79,7 +102,7 @@ def _print(topic_id: bytes, entries: Sequence[pb.ConfigEntry], as_json: bool, **
 
 
 def describe_configs(args: argparse.Namespace) -> int:
-    topic_id = topic_id_of(args.topic)
+    topic_id = topic_id_of(args)
     request = pb.DescribeTopicConfigsRequest(topic_ids=[topic_id])
 
     def call(channel: grpc.Channel) -> pb.DescribeTopicConfigsResponse:
@@ -92,7 +115,7 @@ def describe_configs(args: argparse.Namespace) -> int:
 
 
 def alter_configs(args: argparse.Namespace) -> int:
-    topic_id = topic_id_of(args.topic)
+    topic_id = topic_id_of(args)
     set_configs, deleted = _pairs(args.set or []), _names(args.delete or [])
     if not set_configs and not deleted:
         raise CommandFailed("nothing to alter: give --set name=value or --delete name")

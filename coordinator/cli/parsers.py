@@ -21,6 +21,7 @@ from coordinator.cli.operator_commands import (
     state_check,
 )
 from coordinator.cli.reassign import add_reassign_commands
+from coordinator.cli.transactions import add_transactions_command
 from coordinator.config.settings import Settings
 
 
@@ -57,6 +58,7 @@ def add_operator_commands(commands: Any) -> None:
     describe_parser.set_defaults(run=lambda args: run(describe if args.gateways is None else describe_gateways, args))
 
     add_configs_command(commands)
+    add_transactions_command(commands)
     add_elect_leaders_command(commands)
     add_reassign_commands(commands)
 

@@ -16,10 +16,18 @@ from protos import coordinator_pb2 as pb
 
 PartitionKey = tuple[bytes, int]  # (topic id, partition)
 PartitionRequest = (
-    pb.FindBatchesRequest | pb.ListOffsetsRequest | pb.DeleteRecordsRequest | pb.CommitRemoteLogSegmentsRequest
+    pb.FindBatchesRequest
+    | pb.ListOffsetsRequest
+    | pb.DeleteRecordsRequest
+    | pb.CommitRemoteLogSegmentsRequest
+    | pb.DescribeProducersRequest
 )
 PartitionResponse = (
-    pb.FindBatchesResponse | pb.ListOffsetsResponse | pb.DeleteRecordsResponse | pb.CommitRemoteLogSegmentsResponse
+    pb.FindBatchesResponse
+    | pb.ListOffsetsResponse
+    | pb.DeleteRecordsResponse
+    | pb.CommitRemoteLogSegmentsResponse
+    | pb.DescribeProducersResponse
 )
 RequestT = TypeVar(
     "RequestT",
@@ -27,6 +35,7 @@ RequestT = TypeVar(
     pb.ListOffsetsRequest,
     pb.DeleteRecordsRequest,
     pb.CommitRemoteLogSegmentsRequest,
+    pb.DescribeProducersRequest,
 )
 ResponseT = TypeVar(
     "ResponseT",
@@ -34,6 +43,7 @@ ResponseT = TypeVar(
     pb.ListOffsetsResponse,
     pb.DeleteRecordsResponse,
     pb.CommitRemoteLogSegmentsResponse,
+    pb.DescribeProducersResponse,
 )
 
 # The most alive state among the answering coordinators wins (DESIGN §4, as a node merges its own coordinators).
@@ -44,7 +54,10 @@ _STATES_MOST_ALIVE_FIRST = (pb.FILE_STATE_LIVE, pb.FILE_STATE_AWAITING_HANDOVER,
 
 
 def partition_keys(request: PartitionRequest) -> list[PartitionKey]:
-    return [(topic.topic_id, p.partition) for topic in request.topics for p in topic.partitions]
+    # DescribeProducers names its partitions by number, the others by a message with a `partition` field.
+    return [
+        (topic.topic_id, p if isinstance(p, int) else p.partition) for topic in request.topics for p in topic.partitions
+    ]
 
 
 def partition_part(request: RequestT, indices: Sequence[int]) -> RequestT:

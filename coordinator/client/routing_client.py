@@ -104,6 +104,10 @@ class RoutingClient(NodeCalls):
     async def list_offsets(self, request: pb.ListOffsetsRequest) -> pb.ListOffsetsResponse:
         return await self._partitioned("ListOffsets", request, pb.ListOffsetsResponse())
 
+    async def describe_producers(self, request: pb.DescribeProducersRequest) -> pb.DescribeProducersResponse:
+        """Each partition's producers and open transactions from its coordinator's leader (KIP-664)."""
+        return await self._partitioned("DescribeProducers", request, pb.DescribeProducersResponse())
+
     async def delete_records(self, request: pb.DeleteRecordsRequest) -> pb.DeleteRecordsResponse:
         return await self._partitioned("DeleteRecords", request, pb.DeleteRecordsResponse())
 

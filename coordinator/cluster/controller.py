@@ -45,7 +45,7 @@ from coordinator.cluster.assignment import (
     after_restart,
     assign_replicas,
 )
-from coordinator.cluster.incarnation import Incarnation, next_incarnation
+from coordinator.cluster.incarnation import Incarnation, next_incarnation, next_mark
 from coordinator.cluster.peer_death import PeerDeathWatch
 from coordinator.cluster.preferred_leaders import (
     ElectionOutcome,
@@ -126,9 +126,8 @@ class ClusterController:
         # Coordinators whose replica here is damaged and found no healthy copy: this node does not shrink their ISR
         # to itself (`_refresh`), so that the members it waits for can lead once back (`leave_isr_damaged`).
         self._damaged: set[int] = set()
-        self._refresh_now = asyncio.Event()  # a peer's death was seen: elect without waiting for the next refresh
         self.deaths = PeerDeathWatch(
-            endpoint.node_id, store, clock, self._refuses_connections, lambda node_id: self._refresh_now.set(),
+            endpoint.node_id, store, clock, self._refuses_connections, self._refresh_after_death,
             settings.peer_death_probe_interval_ms, settings.peer_death_probe_timeout_ms,
         )  # fmt: skip
 
@@ -137,7 +136,10 @@ class ClusterController:
     async def join(self) -> ClusterConfig:
         """Registers the node, stores or reads the configuration, waits for the cluster to form, then tells each
         ISR this node is in whether it is the replica the ISR knew."""
-        self._incarnation = next_incarnation(self._settings.data_dir)
+        # The mark etcd last recorded of this node's directory: one behind it went back in time (a restored copy).
+        recorded_mark = await self._store.directory_mark(self._endpoint.node_id)
+        self._incarnation = next_incarnation(self._settings.data_dir, recorded_mark)
+        await self._store.record_directory_mark(self._endpoint.node_id, self._incarnation.mark)
         self._endpoint = replace(self._endpoint, incarnation=self._incarnation.current)
         log.info(
             "node %d starts as incarnation %s (previous %s)",
@@ -249,6 +251,7 @@ class ClusterController:
         self._tasks = [
             asyncio.create_task(self._keep_alive(), name="cluster-session"),
             asyncio.create_task(self._refresh_loop(), name="cluster-refresh"),
+            asyncio.create_task(self._mark_loop(), name="cluster-directory-mark"),
         ]
         if self._settings.peer_death_probe_enable:
             self._tasks.append(asyncio.create_task(self.deaths.run(), name="cluster-peer-deaths"))
@@ -261,6 +264,9 @@ class ClusterController:
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
+        if self._incarnation.mark:  # a clean stop moves the mark on: any copy taken while it ran is behind it
+            with contextlib.suppress(Exception):
+                await self._move_mark()
         if self._session is not None:
             with contextlib.suppress(Exception):
                 await self._store.revoke(self._session.lease_id)
@@ -329,6 +335,11 @@ class ClusterController:
         if self._settings.peer_death_probe_enable:
             self.deaths.suspect(node_id)
 
+    async def _refresh_after_death(self, node_id: int) -> None:
+        """A refresh now, on the watch's task: the dead node's coordinators elect without waiting for the loop's."""
+        async with self._changing:
+            await self._refresh()
+
     async def _refuses_connections(self, target: str, timeout_ms: int) -> bool:
         return self._stubs is not None and await self._stubs.refuses_connections(target, timeout_ms)
 
@@ -368,6 +379,19 @@ class ClusterController:
             self._session.lapse()
         self._apply_roles()
 
+    async def _move_mark(self) -> None:
+        """The directory's mark moves on: durably on disk first, then in etcd (incarnation.py says why)."""
+        mark = await asyncio.to_thread(next_mark, self._settings.data_dir, self._incarnation)
+        await self._store.record_directory_mark(self._endpoint.node_id, mark)
+
+    async def _mark_loop(self) -> None:
+        while True:
+            await self._clock.sleep_ms(self._settings.node_incarnation_mark_interval_ms)
+            try:
+                await self._move_mark()
+            except Exception as error:  # etcd unreachable: the file is ahead of etcd, never behind; next time again
+                log.warning("node %d: the data directory's mark not recorded: %s", self._endpoint.node_id, error)
+
     async def _refresh_loop(self) -> None:
         while True:
             try:
@@ -375,8 +399,7 @@ class ClusterController:
                     await self._refresh()
             except Exception as error:  # etcd unreachable: roles stay as they are; the session decides leadership
                 log.warning("cluster refresh failed: %s", error)
-            await self._clock.wait_event(self._refresh_now, self._settings.cluster_refresh_interval_ms)
-            self._refresh_now.clear()
+            await self._clock.sleep_ms(self._settings.cluster_refresh_interval_ms)
 
     async def _refresh(self) -> None:
         live = await self._store.live_nodes()

@@ -148,6 +148,13 @@ class EtcdClusterStore:
             return None
         return NodeRegistration(node_endpoint(node_id, kv.value), int(kv.lease))
 
+    async def directory_mark(self, node_id: int) -> str:
+        kv = await self._client.get(self._key("directories", node_id))
+        return "" if kv is None else bytes(kv.value).decode()
+
+    async def record_directory_mark(self, node_id: int, mark: str) -> None:
+        await self._client.put(self._key("directories", node_id), mark.encode())
+
     async def first_registered(self, count: int) -> list[int]:
         kvs = await self._client.get_prefix(self._key("nodes") + b"/")
         ordered = sorted(kvs, key=lambda kv: (int(kv.create_revision), kv.key))

@@ -305,6 +305,15 @@ class MemoryClusterStore:
         kv = self.etcd.get(self._key("nodes", node_id))
         return None if kv is None else NodeRegistration(node_endpoint(node_id, kv.value), kv.lease_id)
 
+    async def directory_mark(self, node_id: int) -> str:
+        await self.reach()
+        kv = self.etcd.get(self._key("directories", node_id))
+        return "" if kv is None else kv.value.decode()
+
+    async def record_directory_mark(self, node_id: int, mark: str) -> None:
+        await self.reach()
+        self.etcd.put(self._key("directories", node_id), mark.encode())
+
     async def first_registered(self, count: int) -> list[int]:
         await self.reach()
         kvs = sorted(self.etcd.get_prefix(self._key("nodes") + "/"), key=lambda kv: (kv.create_revision, kv.key))

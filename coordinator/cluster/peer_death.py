@@ -55,7 +55,7 @@ class PeerDeathWatch:
         store: ClusterStore,
         clock: Clock,
         refuses: Refuses,
-        on_death: Callable[[int], None],
+        on_death: Callable[[int], Awaitable[None]],
         interval_ms: int,
         timeout_ms: int,
     ) -> None:
@@ -63,7 +63,7 @@ class PeerDeathWatch:
         self._store = store
         self._clock = clock
         self._refuses = refuses
-        self._on_death = on_death  # told after a revocation: the node's refresh runs at once
+        self._on_death = on_death  # awaited after a revocation: the node's refresh, run at once
         self._interval_ms = interval_ms
         self._timeout_ms = timeout_ms
         self._suspects: set[int] = set()
@@ -108,7 +108,7 @@ class PeerDeathWatch:
             if again is not None and again.lease_id == registration.lease_id:
                 raise  # the lease still holds the node's key: etcd failed
             log.info("node %d: its session (lease %d) ended already", node_id, registration.lease_id)
-            self._on_death(node_id)  # another peer revoked it first (etcd: lease not found): elect now here too
+            await self._on_death(node_id)  # another peer revoked it first (etcd: lease not found): elect here too
             return False
         self.revoked += 1
         log.warning(
@@ -116,5 +116,5 @@ class PeerDeathWatch:
             "its coordinators elect now",
             node_id, target, registration.lease_id,
         )  # fmt: skip
-        self._on_death(node_id)
+        await self._on_death(node_id)
         return True

@@ -105,6 +105,16 @@ class ClusterStore(Protocol):
         node's process gone (`peer_death.py`), that registration's lease and no later one's."""
         ...
 
+    async def directory_mark(self, node_id: int) -> str:
+        """The mark of its data directory the node last recorded ("" if none): kept when its session ends, so that
+        a directory restored from an earlier copy is found out at the next start (coordinator/cluster/incarnation.py).
+        """
+        ...
+
+    async def record_directory_mark(self, node_id: int, mark: str) -> None:
+        """Records the mark the node's data directory holds now (written there durably first)."""
+        ...
+
     async def first_registered(self, count: int) -> list[int]:
         """The `count` live nodes registered first (their keys' creation revision): the nodes a cluster forms on."""
         ...

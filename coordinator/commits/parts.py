@@ -28,6 +28,11 @@ class RequestBatch(NamedTuple):
     producer_epoch: int
     base_sequence: int
     last_sequence: int
+    # Transactions (DESIGN §4b): a marker's control type and coordinator epoch mean nothing on other batches.
+    is_transactional: bool
+    is_control: bool
+    control_type: int
+    coordinator_epoch: int
 
 
 _read_batch = operator.attrgetter(*RequestBatch._fields)

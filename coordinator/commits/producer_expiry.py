@@ -1,11 +1,11 @@
 """Producer-id expiry (DESIGN §4a), the pure decision: which idle producers' state a coordinator forgets.
 
-Kafka's `producer.id.expiration.ms`: a producer whose last batch's effective timestamp (DESIGN §4) is older than
-the check's now - `diskless.coordinator.producer.id.expiration.ms` is forgotten on that partition; its next batch is
-an unknown producer's (any sequence). The expiry worker (producer_expiry_worker.py) proposes candidates from the
-committed state; this check decides against the speculative view, as commits are checked, so a commit of the
-producer still pending (appended, not yet applied) keeps it. The record carries what the check saw of each
-producer, and applying it removes only a state that is still that one (coordinator/machine/kinds/producers.py).
+Kafka's `producer.id.expiration.ms`: a producer whose last batch's effective timestamp (DESIGN §4) is at or before
+the check's now - `diskless.coordinator.producer.id.expiration.ms` (Kafka's `>=`) is forgotten on that partition;
+its next batch is an unknown producer's (any sequence). The expiry worker (producer_expiry_worker.py) proposes
+candidates from the committed state; this check decides against the speculative view, as commits are checked, so a
+commit of the producer still pending (appended, not yet applied) keeps it. The record carries what the check saw of
+each producer, and applying it removes only a state that is still that one (coordinator/machine/kinds/producers.py).
 """
 
 from __future__ import annotations
@@ -49,5 +49,10 @@ def check_expire_producers(view: CoordinatorView, request: ExpiryRequest, now_ms
 
 
 def _expired(view: CoordinatorView, keys: Iterable[ProducerKey], expired_before_ms: int) -> list[ExpiredProducer]:
-    found = (expired_producer(key, view.producer_window(*key), expired_before_ms) for key in keys)
+    # A producer with an open transaction is never expired (Kafka's rule, DESIGN §4b).
+    found = (
+        expired_producer(key, view.producer_window(*key), expired_before_ms)
+        for key in keys
+        if view.open_transaction(*key) < 0
+    )
     return [producer for producer in found if producer is not None]

@@ -29,17 +29,22 @@ from coordinator.machine.producers import (
     SEQUENCE_MODULUS,
     WindowEntry,
     advance_window,
+    check_marker,
     check_producer,
     effective_timestamp,
+    window_after_marker,
 )
 from coordinator.machine.topic_names import TOPIC_ID_BYTES, topic_id_problem
 from coordinator.machine.view import CoordinatorView
 from protos import coordinator_pb2 as pb
+from protos import records_pb2 as rec
 
 WRITE_AHEAD_MULTI_SEGMENT = 1
 LOG_APPEND_TIME = pb.LOG_APPEND_TIME
 CREATE_TIME = pb.CREATE_TIME
 NO_TIMESTAMP_TYPE = pb.NO_TIMESTAMP_TYPE
+CONTROL_ABORT = pb.CONTROL_ABORT
+CONTROL_COMMIT = pb.CONTROL_COMMIT
 RECORDS_PER_BATCH_MAX = 2**31  # Kafka's last offset delta is an int32
 _NONE = ErrorCode.NONE
 _TIMESTAMP_TYPES_V2 = (CREATE_TIME, LOG_APPEND_TIME)
@@ -107,7 +112,8 @@ def batch_structure_problems(batches: Sequence[RequestBatch], file_size: int) ->
     append = problems.append
     for batch in batches:
         (topic_id, _, byte_offset, size, base_offset, last_offset, max_timestamp, magic, timestamp_type,
-         producer_id, producer_epoch, base_sequence, last_sequence) = batch  # fmt: skip
+         producer_id, producer_epoch, base_sequence, last_sequence, is_transactional, is_control, _,
+         _) = batch  # fmt: skip
         overlaps = ranges.overlaps_then_add(byte_offset, byte_offset + size)
         # The common case in one expression; any doubt goes to the detailed checks, which say why.
         if (
@@ -122,6 +128,8 @@ def batch_structure_problems(batches: Sequence[RequestBatch], file_size: int) ->
             and max_timestamp >= -1
             and len(topic_id) == TOPIC_ID_BYTES
             and any(topic_id)
+            and not is_control
+            and (not is_transactional or producer_id >= 0)
             and (
                 producer_id == -1
                 or (
@@ -168,8 +176,33 @@ def _record_problem(batch: RequestBatch, file_size: int, overlaps: bool) -> str 
         return f"batch_max_timestamp must be >= -1, got {batch.batch_max_timestamp}"
     if batch.producer_id < -1:
         return f"producer_id must be >= -1, got {batch.producer_id}"
+    if batch.is_control:
+        return _control_problem(batch)
+    if batch.is_transactional and batch.producer_id < 0:
+        return f"a transactional batch needs a producer (producer_id >= 0), got {batch.producer_id}"
+    if batch.is_transactional and batch.magic < 2:
+        return f"a transactional batch needs magic 2, got {batch.magic}"
     if batch.producer_id >= 0:
         return _producer_fields_problem(batch)
+    return None
+
+
+def _control_problem(batch: RequestBatch) -> str | None:
+    """What a transaction marker must look like (DESIGN §4b; Kafka's EndTransactionMarker batch)."""
+    if batch.magic != 2:
+        return f"a transaction marker needs magic 2, got {batch.magic}"
+    if batch.producer_id < 0:
+        return f"a transaction marker needs a producer (producer_id >= 0), got {batch.producer_id}"
+    if not batch.is_transactional:
+        return "a transaction marker must be transactional (is_transactional)"
+    if not 0 <= batch.producer_epoch <= PRODUCER_EPOCH_MAX:
+        return f"producer_epoch must be 0..{PRODUCER_EPOCH_MAX} for a transaction marker, got {batch.producer_epoch}"
+    if batch.base_offset != batch.last_offset:
+        return f"a transaction marker holds one record, got offsets {batch.base_offset}..{batch.last_offset}"
+    if batch.base_sequence != -1 or batch.last_sequence != -1:
+        return f"a transaction marker carries no sequence (-1), got {batch.base_sequence}..{batch.last_sequence}"
+    if batch.control_type not in (CONTROL_ABORT, CONTROL_COMMIT):
+        return f"control_type must be CONTROL_ABORT (0) or CONTROL_COMMIT (1), got {batch.control_type}"
     return None
 
 
@@ -185,6 +218,49 @@ def _producer_fields_problem(batch: RequestBatch) -> str | None:
             f"{batch.last_offset - batch.base_offset} offsets), got {batch.last_sequence}"
         )
     return None
+
+
+class _Transactions:
+    """The transaction state a commit's batches see (DESIGN §4b): the view's, then this commit's changes so far; and
+    the TransactionBatch results its record carries, so that applying it decides nothing."""
+
+    __slots__ = ("_coordinator_epochs", "_first_offsets", "_view", "maybe_open", "records")
+
+    def __init__(self, view: CoordinatorView) -> None:
+        self._view = view
+        self._first_offsets: dict[tuple[int, int], int] = {}  # -1: ended in this commit
+        self._coordinator_epochs: dict[tuple[int, int], int] = {}
+        # False while no transaction can be open: a plain idempotent batch then needs no lookup.
+        self.maybe_open = bool(view.open_transactions)
+        self.records: list[rec.TransactionBatch] = []
+
+    def first_offset(self, key: int, producer_id: int) -> int:
+        first = self._first_offsets.get((key, producer_id))
+        return self._view.open_transaction(key, producer_id) if first is None else first
+
+    def coordinator_epoch(self, key: int, producer_id: int) -> int:
+        epoch = self._coordinator_epochs.get((key, producer_id))
+        return self._view.coordinator_epoch(key, producer_id) if epoch is None else epoch
+
+    def data(self, batch_id: int, key: int, producer_id: int, first_offset: int, base_offset: int) -> None:
+        """A transactional data batch: it opens its producer's transaction at its base offset if none is open."""
+        if first_offset < 0:
+            first_offset = self._first_offsets[(key, producer_id)] = base_offset
+            self.maybe_open = True
+        self.records.append(records.transactional_batch(batch_id, first_offset))
+
+    def marker(self, batch_id: int, key: int, producer_id: int, control_type: int, epoch: int, offset: int) -> None:
+        ended = self.first_offset(key, producer_id)
+        self._first_offsets[(key, producer_id)] = -1
+        self._coordinator_epochs[(key, producer_id)] = epoch
+        stable = self._oldest_open(key, offset + 1) if ended >= 0 and control_type == CONTROL_ABORT else -1
+        self.records.append(records.transaction_marker(batch_id, control_type, epoch, ended, stable))
+
+    def _oldest_open(self, key: int, otherwise: int) -> int:
+        """Kafka's `lastStableOffset(completedTxn)`: the first offset of the oldest transaction still open."""
+        first_offsets = dict(self._view.open_transactions.get(key, {}))
+        first_offsets.update({producer: first for (k, producer), first in self._first_offsets.items() if k == key})
+        return min((first for first in first_offsets.values() if first >= 0), default=otherwise)
 
 
 def check_commit_part(view: CoordinatorView, part: CommitPart, now_ms: int) -> Result[list[BatchOutcome]]:
@@ -205,9 +281,11 @@ def check_commit_part(view: CoordinatorView, part: CommitPart, now_ms: int) -> R
     batch_id = view.next_batch_id
     any_known_partition = False
     new_batch = tuple.__new__
+    transactions = _Transactions(view)
     for batch, problem in zip(part.batches, part.problems, strict=True):
         (topic_id, partition_number, byte_offset, size, base_offset, last_offset, max_timestamp, magic,
-         timestamp_type, producer_id, producer_epoch, base_sequence, last_sequence) = batch  # fmt: skip
+         timestamp_type, producer_id, producer_epoch, base_sequence, last_sequence, is_transactional, is_control,
+         control_type, coordinator_epoch) = batch  # fmt: skip
         partition = partition_of((topic_id, partition_number))
         if problem is not None:
             add_outcome(BatchOutcome(problem.error_code, problem.message))
@@ -225,24 +303,50 @@ def check_commit_part(view: CoordinatorView, part: CommitPart, now_ms: int) -> R
         if producer_id >= 0:
             window_key = (key, producer_id)
             window = windows[window_key] if window_key in windows else producer_window(key, producer_id)
-            verdict = check_producer(window, producer_epoch, base_sequence, last_sequence)  # type: ignore[arg-type]
-            if verdict.duplicate_of is not None:
-                original = verdict.duplicate_of
-                append_time = original.append_time_ms if original.timestamp_type == LOG_APPEND_TIME else -1
-                add_outcome(
-                    BatchOutcome(_NONE, "", original.base_offset, append_time, partition.log_start_offset, True)
+            if is_control:
+                verdict = check_marker(
+                    window,  # type: ignore[arg-type]
+                    producer_epoch,
+                    coordinator_epoch,
+                    transactions.coordinator_epoch(key, producer_id),
                 )
-                continue
-            if verdict.error_code != _NONE:
-                add_outcome(BatchOutcome(verdict.error_code, verdict.message))
-                continue
-            assigned = high_watermarks.get(key, partition.high_watermark)
-            windows[window_key] = advance_window(
-                window,  # type: ignore[arg-type]
-                producer_epoch,
-                WindowEntry(base_sequence, last_sequence, assigned, now_ms, timestamp_type),
-                effective_timestamp(max_timestamp, timestamp_type, now_ms),
-            )
+                if verdict.error_code != _NONE:
+                    add_outcome(BatchOutcome(verdict.error_code, verdict.message))
+                    continue
+                assigned = high_watermarks.get(key, partition.high_watermark)
+                windows[window_key] = window_after_marker(
+                    window,  # type: ignore[arg-type]
+                    producer_epoch,
+                    effective_timestamp(max_timestamp, timestamp_type, now_ms),
+                )
+                transactions.marker(batch_id, key, producer_id, control_type, coordinator_epoch, assigned)
+            else:
+                verdict = check_producer(window, producer_epoch, base_sequence, last_sequence)  # type: ignore[arg-type]
+                if verdict.duplicate_of is not None:
+                    original = verdict.duplicate_of
+                    append_time = original.append_time_ms if original.timestamp_type == LOG_APPEND_TIME else -1
+                    add_outcome(
+                        BatchOutcome(_NONE, "", original.base_offset, append_time, partition.log_start_offset, True)
+                    )
+                    continue
+                if verdict.error_code != _NONE:
+                    add_outcome(BatchOutcome(verdict.error_code, verdict.message))
+                    continue
+                open_first = -1
+                if is_transactional or transactions.maybe_open:
+                    open_first = transactions.first_offset(key, producer_id)
+                    if open_first >= 0 and not is_transactional:
+                        add_outcome(BatchOutcome(ErrorCode.INVALID_TXN_STATE, _plain_in_transaction(open_first)))
+                        continue
+                assigned = high_watermarks.get(key, partition.high_watermark)
+                windows[window_key] = advance_window(
+                    window,  # type: ignore[arg-type]
+                    producer_epoch,
+                    WindowEntry(base_sequence, last_sequence, assigned, now_ms, timestamp_type),
+                    effective_timestamp(max_timestamp, timestamp_type, now_ms),
+                )
+                if is_transactional:
+                    transactions.data(batch_id, key, producer_id, open_first, assigned)
         else:
             assigned = high_watermarks.get(key, partition.high_watermark)
             producer_epoch = base_sequence = last_sequence = -1
@@ -275,5 +379,10 @@ def check_commit_part(view: CoordinatorView, part: CommitPart, now_ms: int) -> R
         now_ms,
         committed,
         rejected,
+        transactions.records,
     )
     return Result([record], outcomes)
+
+
+def _plain_in_transaction(first_offset: int) -> str:
+    return f"a non-transactional batch while the producer's transaction is open (since offset {first_offset})"

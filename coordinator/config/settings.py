@@ -66,6 +66,12 @@ class Settings(StorageSettings):
     node_heartbeat_interval_ms: int = _setting(
         "diskless.node.heartbeat.interval.ms", 500, "how often the node renews its etcd lease"
     )
+    node_incarnation_mark_interval_ms: int = _setting(
+        "diskless.node.incarnation.mark.interval.ms",
+        5000,
+        "how often the node moves its data directory's mark on (an fsync and an etcd write): a copy of the directory "
+        "restored later is a new replica if the mark moved on after the copy was taken",
+    )
     cluster_refresh_interval_ms: int = _setting(
         "diskless.cluster.refresh.interval.ms",
         200,

@@ -115,6 +115,9 @@ RPCS: tuple[Rpc, ...] = (
         Front.LEADING_PROCESS),
     Rpc(Service.COORDINATOR, "ListOffsets", Permission.CLUSTER_ACTION, ServedBy.LEADER, "list_offsets",
         Front.LEADING_PROCESS),
+    # Each partition's producers and open transactions (KIP-664, DESIGN §4b), a strict read of its leader.
+    Rpc(Service.COORDINATOR, "DescribeProducers", Permission.DESCRIBE, ServedBy.LEADER, "describe_producers",
+        Front.LEADING_PROCESS),
     Rpc(Service.COORDINATOR, "FindBatches", Permission.CLUSTER_ACTION, ServedBy.REPLICA, "find_batches",
         Front.STATE_FILES),
     # Any replica answers; one that does not lead a coordinator asks its leader (KnownFiles) about every key it does
@@ -153,6 +156,9 @@ RPCS: tuple[Rpc, ...] = (
     # (and every coordinator's replicas, for a rebalance plan) reads etcd only.
     Rpc(Service.ADMIN, "AlterReassignments", Permission.ALTER, ServedBy.NODE, "alter_reassignments", Front.HERE),
     Rpc(Service.ADMIN, "ListReassignments", Permission.DESCRIBE, ServedBy.NODE, "list_reassignments", Front.HERE),
+    # Topics by name, for operators naming a topic as kafka-configs does: from the catalog, as FindCoordinator.
+    Rpc(Service.ADMIN, "DescribeTopics", Permission.DESCRIBE, ServedBy.NODE, "describe_topics", Front.HERE,
+        NoReplica.CATALOG_HOLDER),
     # Between coordinators: each goes to the node leading the target coordinator.
     Rpc(Service.INTERNAL, "HandOverFiles", Permission.INTERNAL, ServedBy.LEADER, "hand_over_files", Front.HERE),
     Rpc(Service.INTERNAL, "KnownFiles", Permission.INTERNAL, ServedBy.LEADER, "known_files", Front.HERE),

@@ -17,6 +17,11 @@ _PartitionResult = pb.FindBatchesResponse.PartitionResult
 _TopicResult = pb.FindBatchesResponse.TopicResult
 
 
+# A batch's transaction flags (DESIGN §4b), as bits: what its entry says of it.
+TRANSACTIONAL = 1
+CONTROL = 2
+
+
 def _tag(message: type[object], field: str) -> bytes:
     """The key of a length-delimited field (wire type 2); every field number here is below 16: one byte."""
     number: int = message.DESCRIPTOR.fields_by_name[field].number  # type: ignore[attr-defined]
@@ -56,9 +61,12 @@ def batch_entry(
     append_time_ms: int,
     max_timestamp: int,
     timestamp_type: int,
+    producer_id: int = -1,
+    flags: int = 0,
 ) -> bytes:
     """A batch's FindBatches entry: its BatchInfo framed as one element of PartitionResult.batches."""
     info = pb.BatchInfo(
+        producer_id=producer_id,
         batch_id=batch_id,
         object_key=object_key,
         magic=magic,
@@ -70,7 +78,27 @@ def batch_entry(
         batch_max_timestamp=max_timestamp,
         timestamp_type=timestamp_type,  # type: ignore[arg-type]  # an enum's number
     )
+    if flags:  # a transactional batch or a marker (DESIGN §4b); the others leave both false
+        info.is_transactional = True
+        info.is_control = bool(flags & CONTROL)
     return _framed(_BATCHES_TAG, info.SerializeToString())
+
+
+_ABORTED_TAG = _tag(_PartitionResult, "aborted_transactions")
+_PRODUCER_ID_KEY = bytes([pb.AbortedTransaction.DESCRIPTOR.fields_by_name["producer_id"].number << 3])  # varint
+_FIRST_OFFSET_KEY = bytes([pb.AbortedTransaction.DESCRIPTOR.fields_by_name["first_offset"].number << 3])
+
+
+def aborted_entries(aborted: Iterable[tuple[int, int]]) -> bytes:
+    """A read_committed answer's aborted transactions, (producer id, first offset) each (both >= 0), framed as
+    elements of PartitionResult.aborted_transactions: built as bytes, as the batches' entries are, since a message
+    per transaction costs more than the read that found it."""
+    return b"".join(
+        [
+            _framed(_ABORTED_TAG, _PRODUCER_ID_KEY + _varint(producer_id) + _FIRST_OFFSET_KEY + _varint(first_offset))
+            for producer_id, first_offset in aborted
+        ]
+    )
 
 
 def partition_result(header: pb.FindBatchesResponse.PartitionResult, entries: Iterable[bytes]) -> bytes:

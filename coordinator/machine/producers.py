@@ -44,10 +44,11 @@ def effective_timestamp(max_timestamp: int, timestamp_type: int, append_time_ms:
 def producer_expired(last_timestamp: int, expired_before_ms: int) -> bool:
     """Whether a producer whose last batch has this effective timestamp is forgotten (DESIGN §4a).
 
-    `expired_before_ms` is the check's now - `diskless.coordinator.producer.id.expiration.ms`: "older than" the
-    expiration, so a producer whose last batch is exactly that old is kept.
+    `expired_before_ms` is the check's now - `diskless.coordinator.producer.id.expiration.ms`. Kafka's rule
+    (`ProducerStateManager.isProducerExpired`: now - last timestamp >= the expiration): a producer whose last batch
+    is exactly that old is expired too.
     """
-    return last_timestamp < expired_before_ms
+    return last_timestamp <= expired_before_ms
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,13 +88,50 @@ def check_producer(
                 f"new producer epoch {epoch} must start at sequence 0, got {base_sequence}",
             )
         return ACCEPT
-    expected = next_sequence(window.entries[-1].last_sequence, 1) if window.entries else base_sequence
+    # A window without entries is a producer whose marker set its epoch (DESIGN §4b): as Kafka's entry with no
+    # batch metadata, its next batch at that epoch starts at sequence 0.
+    expected = next_sequence(window.entries[-1].last_sequence, 1) if window.entries else 0
     if base_sequence != expected:
         return ProducerVerdict(
             ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
             f"expected base sequence {expected} at epoch {epoch}, got {base_sequence}",
         )
     return ACCEPT
+
+
+def last_stable_offset(oldest_open_first_offset: int, log_start_offset: int, high_watermark: int) -> int:
+    """A partition's LSO (DESIGN §4b): the first offset of its oldest open transaction (-1: none), not below the log
+    start (as Kafka's `maybeIncrementFirstUnstableOffset`), else the high watermark."""
+    if oldest_open_first_offset < 0:
+        return high_watermark
+    return min(max(oldest_open_first_offset, log_start_offset), high_watermark)
+
+
+def check_marker(
+    window: ProducerWindow | None, epoch: int, coordinator_epoch: int, last_coordinator_epoch: int
+) -> ProducerVerdict:
+    """A transaction marker's checks (DESIGN §4b), Kafka's `appendEndTxnMarker` order: the producer epoch, then the
+    transaction coordinator's epoch (`last_coordinator_epoch` is that of the producer's last marker here, -1 if
+    none). A marker carries no sequence: it is never a duplicate."""
+    if window is not None and epoch < window.epoch:
+        return ProducerVerdict(
+            ErrorCode.INVALID_PRODUCER_EPOCH,
+            f"marker's producer epoch {epoch} is older than the current {window.epoch}",
+        )
+    if last_coordinator_epoch > coordinator_epoch:
+        return ProducerVerdict(
+            ErrorCode.TRANSACTION_COORDINATOR_FENCED,
+            f"marker's coordinator epoch {coordinator_epoch} is older than the last one, {last_coordinator_epoch}",
+        )
+    return ACCEPT
+
+
+def window_after_marker(window: ProducerWindow | None, epoch: int, last_timestamp: int) -> ProducerWindow:
+    """The window after an accepted marker: a higher epoch becomes the producer's, with no batch yet (Kafka's
+    `maybeUpdateProducerEpoch`); the same epoch keeps its entries. The marker's timestamp is the producer's last."""
+    if window is None or window.epoch != epoch:
+        return ProducerWindow(epoch, (), last_timestamp)
+    return ProducerWindow(epoch, window.entries, last_timestamp)
 
 
 def advance_window(
@@ -134,6 +172,13 @@ def advance_packed_window(
     if window is None or window[0] != epoch:
         return epoch, packed, last_timestamp
     return epoch, (window[1] + packed)[-_PACKED_WINDOW_BYTES:], last_timestamp
+
+
+def packed_window_after_marker(window: PackedWindow | None, epoch: int, last_timestamp: int) -> PackedWindow:
+    """window_after_marker on the packed form."""
+    if window is None or window[0] != epoch:
+        return epoch, b"", last_timestamp
+    return epoch, window[1], last_timestamp
 
 
 def packed_last_batch_offset(window: PackedWindow) -> int:

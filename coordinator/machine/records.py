@@ -110,6 +110,7 @@ def file_committed(
     append_time_ms: int,
     batches: Sequence[CommittedBatch],
     rejected_batches: int = 0,
+    transaction_batches: Sequence[rec.TransactionBatch] = (),
 ) -> rec.MetadataRecord:
     return rec.MetadataRecord(
         file_committed=rec.FileCommitted(
@@ -121,7 +122,27 @@ def file_committed(
             append_time_ms=append_time_ms,
             packed_batches=pack_batches(batches),
             rejected_batches=rejected_batches,
+            transaction_batches=transaction_batches,
         )
+    )
+
+
+def transactional_batch(batch_id: int, transaction_first_offset: int) -> rec.TransactionBatch:
+    """A transactional data batch: its producer's open transaction starts at `transaction_first_offset`."""
+    return rec.TransactionBatch(batch_id=batch_id, transaction_first_offset=transaction_first_offset)
+
+
+def transaction_marker(
+    batch_id: int, control_type: int, coordinator_epoch: int, ended_first_offset: int, last_stable_offset: int
+) -> rec.TransactionBatch:
+    """A marker that ended the transaction starting at `ended_first_offset` (-1: none was open)."""
+    return rec.TransactionBatch(
+        batch_id=batch_id,
+        is_control=True,
+        control_type=control_type,
+        coordinator_epoch=coordinator_epoch,
+        transaction_first_offset=ended_first_offset,
+        last_stable_offset=last_stable_offset,
     )
 
 

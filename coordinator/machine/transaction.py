@@ -117,6 +117,10 @@ class StateTransaction:
     def remove_batches_below(self, partition_key: int, offset: int | None) -> None:
         """Removes whole batches of a partition with last offset below `offset` (all when None)."""
         bound = 2**63 - 1 if offset is None else offset
+        # Aborted transactions go with the batches they cover, as Kafka's transaction index with its segment.
+        self.db.execute(
+            "DELETE FROM aborted_transactions WHERE partition_key = ? AND last_offset < ?", (partition_key, bound)
+        )
         per_file = list(
             self.db.execute(
                 "SELECT file_id, count(*) FROM batches WHERE partition_key = ? AND last_offset < ? GROUP BY file_id",

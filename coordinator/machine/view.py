@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass
 
-from coordinator.machine.producers import ProducerWindow
+from coordinator.machine.producers import ProducerWindow, last_stable_offset
 from coordinator.machine.records import CommittedBatch, unpack_batches
 from protos import records_pb2 as rec
 
@@ -90,6 +90,10 @@ class CoordinatorView:
         # (topic id, partition) -> partition: the commit path's lookup, one dict access per batch.
         self.partition_index: dict[tuple[bytes, int], PartitionView] = {}
         self.producer_windows: dict[int, dict[int, ProducerWindow]] = {}  # partition key -> producer id -> window
+        # Transactions (DESIGN §4b), only for partitions that have had one: partition key -> producer id -> the first
+        # offset of its open transaction, and -> the coordinator epoch of its last marker.
+        self.open_transactions: dict[int, dict[int, int]] = {}
+        self.coordinator_epochs: dict[int, dict[int, int]] = {}
         # topic id -> the configurations set on the topic (canonical values; coordinator/topics/topic_configs.py).
         # Only topics with a partition here that set some: the others are at their defaults.
         self._topic_configs: dict[bytes, dict[str, str]] = {}
@@ -111,6 +115,23 @@ class CoordinatorView:
     def producer_window(self, partition_key: int, producer_id: int) -> ProducerWindow | None:
         windows = self.producer_windows.get(partition_key)
         return None if windows is None else windows.get(producer_id)
+
+    def open_transaction(self, partition_key: int, producer_id: int) -> int:
+        """The first offset of the producer's open transaction in the partition, -1 if none."""
+        transactions = self.open_transactions.get(partition_key)
+        return -1 if transactions is None else transactions.get(producer_id, -1)
+
+    def coordinator_epoch(self, partition_key: int, producer_id: int) -> int:
+        """The coordinator epoch of the producer's last marker in the partition, -1 if none."""
+        epochs = self.coordinator_epochs.get(partition_key)
+        return -1 if epochs is None else epochs.get(producer_id, -1)
+
+    def last_stable_offset(self, partition: PartitionView) -> int:
+        """DESIGN §4b, on the speculative state (the offload check's bound)."""
+        transactions = self.open_transactions.get(partition.key)
+        return last_stable_offset(
+            min(transactions.values()) if transactions else -1, partition.log_start_offset, partition.high_watermark
+        )
 
     def topic_configs(self, topic_id: bytes) -> Mapping[str, str]:
         """The configurations set on a topic here (empty: every one at its default), pending changes included."""
@@ -168,6 +189,14 @@ class CoordinatorView:
     def load_producer(self, partition_key: int, producer_id: int, window: ProducerWindow) -> None:
         self.producer_windows.setdefault(partition_key, {})[producer_id] = window
 
+    def load_transaction_state(
+        self, partition_key: int, producer_id: int, coordinator_epoch: int, first_offset: int
+    ) -> None:
+        if coordinator_epoch >= 0:
+            self.coordinator_epochs.setdefault(partition_key, {})[producer_id] = coordinator_epoch
+        if first_offset >= 0:
+            self.open_transactions.setdefault(partition_key, {})[producer_id] = first_offset
+
     def load_topic_configs(self, topic_id: bytes, configs: Mapping[str, str]) -> None:
         """Sets a topic's configurations (at load, and as a record changes them); empty: all at their defaults."""
         if configs:
@@ -181,6 +210,8 @@ class CoordinatorView:
         del self.partitions_by_key[partition.key]
         del self.partition_index[(partition.topic_id, partition.partition)]
         self.producer_windows.pop(partition.key, None)
+        self.open_transactions.pop(partition.key, None)
+        self.coordinator_epochs.pop(partition.key, None)
 
     def remove_producer(self, partition_key: int, producer_id: int) -> None:
         windows = self.producer_windows.get(partition_key)
@@ -188,6 +219,23 @@ class CoordinatorView:
             windows.pop(producer_id, None)
             if not windows:
                 del self.producer_windows[partition_key]
+        epochs = self.coordinator_epochs.get(partition_key)
+        if epochs is not None:
+            epochs.pop(producer_id, None)
+            if not epochs:
+                del self.coordinator_epochs[partition_key]
+
+    def open_transaction_at(self, partition_key: int, producer_id: int, first_offset: int) -> None:
+        self.open_transactions.setdefault(partition_key, {})[producer_id] = first_offset
+
+    def end_transaction(self, partition_key: int, producer_id: int, coordinator_epoch: int) -> None:
+        """A marker: the producer's transaction (if open) ends; its coordinator epoch is the marker's."""
+        transactions = self.open_transactions.get(partition_key)
+        if transactions is not None:
+            transactions.pop(producer_id, None)
+            if not transactions:
+                del self.open_transactions[partition_key]
+        self.coordinator_epochs.setdefault(partition_key, {})[producer_id] = coordinator_epoch
 
     def forget_topic_configs(self, topic_id: bytes) -> None:
         self._topic_configs.pop(topic_id, None)

@@ -28,7 +28,7 @@ from coordinator.files.list_file_keys import FileKeyStreams
 from coordinator.machine.catalog import TopicCatalog
 from coordinator.node import admin_service, leader_elections, reassignments
 from coordinator.node.reassignments import ClusterAdmin
-from coordinator.reads import find_batches, find_coordinator, list_offsets
+from coordinator.reads import describe_producers, find_batches, find_coordinator, list_offsets
 from coordinator.reads.find_coordinator import Endpoint
 from coordinator.runtime.node_coordinators import Elsewhere, NodeCoordinators
 from coordinator.runtime.replication.leader import refused_epoch_end, refused_fetch
@@ -146,6 +146,9 @@ class Router:
     async def list_offsets(self, request: pb.ListOffsetsRequest) -> pb.ListOffsetsResponse:
         return await list_offsets.list_offsets(self._coordinators, request)
 
+    async def describe_producers(self, request: pb.DescribeProducersRequest) -> pb.DescribeProducersResponse:
+        return await describe_producers.describe_producers(self._coordinators, request)
+
     def find_batches(self, request: pb.FindBatchesRequest) -> bytes:
         """The serialized answer (coordinator/machine/batch_entries.py)."""
         return find_batches.find_batches(self._coordinators, request)
@@ -225,6 +228,9 @@ class Router:
 
     async def list_reassignments(self, request: admin.ListReassignmentsRequest) -> admin.ListReassignmentsResponse:
         return await reassignments.list_reassignments(self.elector, request)
+
+    async def describe_topics(self, request: admin.DescribeTopicsRequest) -> admin.DescribeTopicsResponse:
+        return await self._topic_admin.describe_topics(request)
 
 
 async def _refused_snapshot(message: str) -> AsyncIterator[internal.FetchSnapshotChunk]:

@@ -40,11 +40,17 @@ def fetch_partition(
     budget: FetchBudget,
     result: pb.FindBatchesResponse.PartitionResult,
     entries: list[bytes],
+    read_committed: bool = False,
 ) -> None:
-    """Fills `result` for a known partition (error, watermarks) and `entries` with its batches' serialized entries."""
+    """Fills `result` for a known partition (error, watermarks) and `entries` with its batches' serialized entries.
+
+    `read_committed` (DESIGN §4b): only batches below the last stable offset, with the aborted transactions that
+    overlap what is returned (as one more element of `entries`, after the batches').
+    """
     result.log_start_offset = offsets.log_start_offset
     result.local_log_start_offset = offsets.local_log_start_offset
     result.high_watermark = offsets.high_watermark
+    stable = result.last_stable_offset = offsets.last_stable_offset
     if offset < offsets.log_start_offset or offset > offsets.high_watermark:
         result.error_code = pb.OFFSET_OUT_OF_RANGE
         result.error_message = (
@@ -59,7 +65,9 @@ def fetch_partition(
             "(log start..local log start)"
         )
         return
-    if offset == offsets.high_watermark or budget.spent:
+    # Read committed reads up to the LSO only: a batch of an open transaction, and everything after it, waits.
+    upper = stable if read_committed else offsets.high_watermark
+    if offset >= upper or budget.spent:
         return
     limit = budget.results_max - budget.total_batches
     if budget.max_batches_per_partition > 0:
@@ -89,6 +97,8 @@ def fetch_partition(
                     f"partition key {partition_key}: batch {base_offset}..{last_offset} read where offset "
                     f"{expected} was expected (high watermark {high_watermark})"
                 )
+            if last_offset >= upper:  # at or past the LSO (read committed); the high watermark is checked above
+                break
             expected = last_offset + 1
             add(entry if entry is not None else reads.batch_entry_of(db, partition_key, last_offset))
             partition_bytes += size
@@ -100,3 +110,7 @@ def fetch_partition(
         raise reads.StateDamaged(
             f"partition key {partition_key}: no batch holds offset {offset}, below the high watermark {high_watermark}"
         )
+    if read_committed and expected > offset:
+        aborted = reads.aborted_entries(db, partition_key, offset, expected)
+        if aborted:  # after the batches' entries: PartitionResult.aborted_transactions, stored serialized as they are
+            entries.append(aborted)

@@ -19,8 +19,24 @@ from protos import coordinator_pb2 as pb
 PartitionResult = pb.FindBatchesResponse.PartitionResult
 # The most bytes one batch's entry takes in an answer: every integer at its longest varint, the longest object key.
 ENTRY_MAX_BYTES = len(
-    batch_entries.batch_entry(-1, "k" * OBJECT_KEY_MAX_BYTES, 2**31 - 1, -1, -1, -1, -1, -1, -1, 2**31 - 1)
+    batch_entries.batch_entry(
+        -1,
+        "k" * OBJECT_KEY_MAX_BYTES,
+        2**31 - 1,
+        -1,
+        -1,
+        -1,
+        -1,
+        -1,
+        -1,
+        2**31 - 1,
+        -1,
+        batch_entries.TRANSACTIONAL | batch_entries.CONTROL,
+    )
 )
+# An aborted transaction of a READ_COMMITTED answer at its longest. Each one listed starts at a returned batch,
+# except those open across the offset asked: counted one per batch, with the partition's own bytes for the rest.
+ABORTED_MAX_BYTES = len(pb.AbortedTransaction(producer_id=-1, first_offset=-1).SerializeToString()) + 2
 # A partition's own fields and framing (an error message is a sentence), and a topic's (its id and framing).
 PARTITION_MAX_BYTES = 2048
 TOPIC_MAX_BYTES = 64
@@ -37,7 +53,8 @@ def answer_bound(settings: Settings, request: pb.FindBatchesRequest) -> int:
     batches = settings.find_batches_max_results
     if request.max_batches_per_partition > 0:
         batches = min(batches, partitions * request.max_batches_per_partition)
-    size = batches * ENTRY_MAX_BYTES + partitions * PARTITION_MAX_BYTES + len(request.topics) * TOPIC_MAX_BYTES
+    entry_max_bytes = ENTRY_MAX_BYTES + (ABORTED_MAX_BYTES if request.isolation_level == pb.READ_COMMITTED else 0)
+    size = batches * entry_max_bytes + partitions * PARTITION_MAX_BYTES + len(request.topics) * TOPIC_MAX_BYTES
     return min(settings.request_max_bytes, size)
 
 
@@ -51,6 +68,7 @@ def find_batches(coordinators: ReadingCoordinators[ReadableT], request: pb.FindB
         request.fetch_max_bytes, request.max_batches_per_partition, coordinators.settings.find_batches_max_results
     )
     topics: list[bytes] = []
+    read_committed = request.isolation_level == pb.READ_COMMITTED
     with contextlib.ExitStack() as snapshots:
         opened: dict[int, apsw.Connection] = {}
         for topic in request.topics:
@@ -58,7 +76,11 @@ def find_batches(coordinators: ReadingCoordinators[ReadableT], request: pb.FindB
             routes = coordinators.route(topic.topic_id, [item.partition for item in topic.partitions])
             for item, route in zip(topic.partitions, routes, strict=True):
                 result = PartitionResult(
-                    partition=item.partition, log_start_offset=-1, high_watermark=-1, local_log_start_offset=-1
+                    partition=item.partition,
+                    log_start_offset=-1,
+                    high_watermark=-1,
+                    local_log_start_offset=-1,
+                    last_stable_offset=-1,
                 )
                 entries: list[bytes] = []
                 if isinstance(route, ItemError):
@@ -77,8 +99,9 @@ def find_batches(coordinators: ReadingCoordinators[ReadableT], request: pb.FindB
                         result.error_message = f"partition {item.partition} of the topic is unknown"
                     else:
                         byte_budget.fetch_partition(
-                            db, found, item.offset, item.max_partition_fetch_bytes, budget, result, entries
-                        )
+                            db, found, item.offset, item.max_partition_fetch_bytes, budget, result, entries,
+                            read_committed,
+                        )  # fmt: skip
                 except CoordinatorUnavailable as error:
                     set_error(result, error)
                 except reads.DAMAGE_ERRORS as error:
@@ -86,6 +109,8 @@ def find_batches(coordinators: ReadingCoordinators[ReadableT], request: pb.FindB
                     entries.clear()
                     set_error(result, damaged)
                     result.log_start_offset = result.high_watermark = result.local_log_start_offset = -1
+                    result.last_stable_offset = -1
+                    result.ClearField("aborted_transactions")
                 partitions.append(batch_entries.partition_result(result, entries))
             topics.append(batch_entries.topic_result(topic.topic_id, partitions))
     return b"".join(topics)

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 
+import apsw
+
+from coordinator.base.errors import ErrorCode
 from coordinator.base.result import ItemError
 from coordinator.machine.state import reads
 from coordinator.reads import offset_lookup
@@ -11,6 +15,8 @@ from coordinator.runtime.node_coordinators import NodeCoordinators, set_error, w
 from protos import coordinator_pb2 as pb
 
 _Pending = tuple[bytes, int, pb.ListOffsetsResponse.PartitionResult]  # (topic id, timestamp, its result)
+# list_offset, or list_offset_committed for READ_COMMITTED (DESIGN §4b).
+_Lookup = Callable[[apsw.Connection, reads.PartitionOffsets, int], tuple[ErrorCode, int, int]]
 
 
 async def list_offsets(coordinators: NodeCoordinators, request: pb.ListOffsetsRequest) -> pb.ListOffsetsResponse:
@@ -28,6 +34,11 @@ async def list_offsets(coordinators: NodeCoordinators, request: pb.ListOffsetsRe
                 result.error_code, result.error_message = pb.UNSUPPORTED_VERSION, timestamp_problem
             else:
                 pending[route].append((topic.topic_id, item.timestamp, result))
+    lookup = (
+        offset_lookup.list_offset_committed
+        if request.isolation_level == pb.READ_COMMITTED
+        else offset_lookup.list_offset
+    )
     barriers = await coordinators.wait_all_applied(list(pending), request.timeout_ms, leader_only=True)
     for coordinator_id, its in pending.items():
         failure = barriers.get(coordinator_id)
@@ -35,11 +46,11 @@ async def list_offsets(coordinators: NodeCoordinators, request: pb.ListOffsetsRe
             for _, _, result in its:
                 set_error(result, failure)
             continue
-        _read_offsets(coordinators, coordinator_id, its)
+        _read_offsets(coordinators, coordinator_id, its, lookup)
     return response
 
 
-def _read_offsets(coordinators: NodeCoordinators, coordinator_id: int, its: list[_Pending]) -> None:
+def _read_offsets(coordinators: NodeCoordinators, coordinator_id: int, its: list[_Pending], lookup: _Lookup) -> None:
     """Answers one coordinator's items from one read transaction of its committed state."""
     shard = coordinators.shard(coordinator_id)
     try:
@@ -50,7 +61,7 @@ def _read_offsets(coordinators: NodeCoordinators, coordinator_id: int, its: list
                     result.error_code = pb.UNKNOWN_TOPIC_OR_PARTITION
                     result.error_message = f"partition {result.partition} of the topic is unknown"
                     continue
-                code, result.timestamp, result.offset = offset_lookup.list_offset(db, found, timestamp)
+                code, result.timestamp, result.offset = lookup(db, found, timestamp)
                 result.error_code = wire_code(code)
     except reads.DAMAGE_ERRORS as error:
         damaged = coordinators.damaged(shard, error)

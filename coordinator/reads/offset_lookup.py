@@ -44,3 +44,17 @@ def list_offset(db: apsw.Connection, offsets: reads.PartitionOffsets, timestamp:
         return ErrorCode.NONE, -1, -1
     found_timestamp, base_offset = found
     return ErrorCode.NONE, found_timestamp, max(base_offset, log_start)
+
+
+def list_offset_committed(
+    db: apsw.Connection, offsets: reads.PartitionOffsets, timestamp: int
+) -> tuple[ErrorCode, int, int]:
+    """list_offset for READ_COMMITTED (DESIGN §4b), as Kafka's `fetchOffsetForTimestamp`: -1 answers the last stable
+    offset, and any other answer but the earliest stands only below it (else no offset)."""
+    stable = offsets.last_stable_offset
+    if timestamp == LATEST:
+        return ErrorCode.NONE, -1, stable
+    code, found_timestamp, offset = list_offset(db, offsets, timestamp)
+    if code == ErrorCode.NONE and timestamp != EARLIEST and offset >= stable:
+        return ErrorCode.NONE, -1, -1
+    return code, found_timestamp, offset

@@ -20,13 +20,15 @@ from coordinator.base.errors import CoordinatorUnavailable, ErrorCode, Overloade
 from coordinator.base.result import ItemError
 from coordinator.cluster.peers import PeerClient, change_topic_at
 from coordinator.config.settings import property_name
-from coordinator.runtime.node_coordinators import NodeCoordinators, wire_code
+from coordinator.machine.topic_names import topic_name_problem
+from coordinator.runtime.node_coordinators import NodeCoordinators, set_error, wire_code
 from coordinator.runtime.shard import Operation
 from coordinator.topics import partition_checks
 from coordinator.topics.absent import learn_from_absent_coordinators
 from coordinator.topics.config_admin import TopicConfigAdmin
 from coordinator.topics.rules import CreatePlan, DeletePlan, TopicLimits, plan_create_partitions, plan_delete_topic
-from coordinator.topics.topic_configs import configs_at_creation
+from coordinator.topics.topic_configs import ConfigDefaults, configs_at_creation
+from protos import admin_pb2 as admin
 from protos import coordinator_pb2 as pb
 from protos import internal_pb2 as internal
 
@@ -42,8 +44,9 @@ class TopicAdmin:
         self._lock = asyncio.Lock()  # topic creation, deletion and configuration changes are serialised node-wide
         settings = coordinators.settings
         self._limits = TopicLimits(
-            len(coordinators.shards), settings.topic_partitions_max, property_name("topic_partitions_max")
-        )
+            len(coordinators.shards), settings.topic_partitions_max, property_name("topic_partitions_max"),
+            ConfigDefaults.from_settings(settings),
+        )  # fmt: skip
         self.configs = TopicConfigAdmin(coordinators, peers, self._lock)
 
     async def create_partitions(self, request: pb.CreatePartitionsRequest) -> pb.CreatePartitionsResponse:
@@ -66,6 +69,32 @@ class TopicAdmin:
                 response.topics.add(
                     topic_id=topic.topic_id, error_code=wire_code(outcome.error_code), error_message=outcome.message
                 )
+        return response
+
+    async def describe_topics(self, request: admin.DescribeTopicsRequest) -> admin.DescribeTopicsResponse:
+        """Topics by name (the admin service's DescribeTopics): from the catalog, after asking the leaders of the
+        coordinators this node holds no replica of about the name, as a creation does."""
+        self._coordinators.limit_items(len(request.names), "topics")
+        response = admin.DescribeTopicsResponse()
+        catalog = self._coordinators.catalog
+        for name in request.names:
+            result = response.topics.add(name=name)
+            problem = topic_name_problem(name)
+            if problem is not None:
+                set_error(result, ItemError(ErrorCode.INVALID_TOPIC_EXCEPTION, problem))
+                continue
+            unavailable = await learn_from_absent_coordinators(
+                self._coordinators, self._peers, b"", name, request.timeout_ms
+            )
+            if unavailable is not None:
+                set_error(result, unavailable)
+                continue
+            topic_id = catalog.topic_id_of(name)
+            entry = None if topic_id is None else catalog.topic(topic_id)
+            if topic_id is None or entry is None:
+                set_error(result, ItemError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no topic is named {name!r}"))
+                continue
+            result.topic_id, result.partitions = topic_id, len(entry.partitions)
         return response
 
     async def delete_topics(self, request: pb.DeleteTopicsRequest) -> pb.DeleteTopicsResponse:

@@ -1,12 +1,23 @@
 """AlterTopicConfigs and DescribeTopicConfigs (DESIGN §4a): asked of the coordinators' leaders, never of the catalog.
 
 A topic's configurations live on every coordinator holding one of its partitions (each records them in its own
-log, `coordinator.machine.kinds.topic_configs`). A node's catalog follows its own replicas and may trail their
-leaders, or not know a topic another node just created: so a change goes to every coordinator, each one holding the
-topic makes it on its own view and the others say they hold none of it; a description asks the coordinators the
-catalog names (every coordinator for a topic it does not know) and answers from the first that holds the topic.
-Each part runs through its leader's pipeline, answered once every record before it is applied: a node answers
-with every change acknowledged before, whichever node acknowledged it (DESIGN §6a, read your writes).
+log, `coordinator.machine.kinds.topic_configs`, and its retention and offload checks read its own copy). A node's
+catalog follows its own replicas and may trail their leaders, or not know a topic another node just created: so
+every coordinator is asked, and those not holding the topic say so. The first coordinator holding the topic (the
+lowest id) owns its configuration: a description answers from it.
+
+A change is made on every coordinator holding the topic or on none, and changes made at once through different
+nodes are serialized, without a lock across nodes, by compare-and-set:
+1. every coordinator's leader says what it holds (a read through its pipeline: every change acknowledged before is
+   in it); the change is computed and checked on the owner's configuration, with the node's defaults;
+2. each holder, in ascending id order (the owner first), is asked to go from what it held to the result, only if
+   it still holds what it held (`TopicConfigsChange.expected`): one record each;
+3. a part that fails (refused, unreachable, or changed meanwhile by another call) ends the change: the parts
+   already made are put back, in reverse order and by compare-and-set again, and the caller gets the failure.
+Two changes at once meet first at the owner; the one behind fails there, having changed nothing (a retriable
+COORDINATOR_NOT_AVAILABLE), and the one ahead goes on. A node that stops between two parts (or a put-back that
+fails) leaves holders disagreeing until the next change of the topic, which starts from the owner's configuration
+and makes them all hold its result.
 """
 
 from __future__ import annotations
@@ -24,7 +35,7 @@ from coordinator.runtime.node_coordinators import NodeCoordinators, set_error
 from coordinator.runtime.shard import Operation
 from coordinator.topics.config_checks import ConfigsOutcome, TopicConfigsChange, check_topic_configs, not_here
 from coordinator.topics.rules import check_configs_change
-from coordinator.topics.topic_configs import ConfigDefaults, config_entries
+from coordinator.topics.topic_configs import ConfigDefaults, StoredConfigs, altered, config_entries
 from protos import coordinator_pb2 as pb
 from protos import internal_pb2 as internal
 
@@ -66,7 +77,6 @@ class TopicConfigAdmin:
     async def alter_topic_configs(self, request: pb.AlterTopicConfigsRequest) -> pb.AlterTopicConfigsResponse:
         self._coordinators.limit_items(len(request.topics), "topics")
         given = Counter(topic.topic_id for topic in request.topics)
-        every_coordinator = range(len(self._coordinators.shards))
         response = pb.AlterTopicConfigsResponse()
         async with self._lock:
             for topic in request.topics:
@@ -79,10 +89,55 @@ class TopicConfigAdmin:
                     set_error(result, problem)
                     continue
                 set_pairs = tuple((config.name, config.value) for config in topic.set)
-                change = TopicConfigsChange(topic.topic_id, set_pairs, tuple(topic.delete), request.validate_only)
-                outcome = merged(await self._ask(every_coordinator, change, request.timeout_ms), every_one_counts=True)
-                self._answer(result, outcome)
+                change = TopicConfigsChange(
+                    topic.topic_id, set_pairs, tuple(topic.delete), request.validate_only, self._defaults
+                )
+                self._answer(result, await self._change(change, request.timeout_ms))
         return response
+
+    async def _change(self, change: TopicConfigsChange, timeout_ms: int) -> ConfigsOutcome:
+        """The change on every coordinator holding the topic, or on none (the module's comment says how)."""
+        read = TopicConfigsChange(change.topic_id, validate_only=True)
+        held_by = await self._ask(range(len(self._coordinators.shards)), read, timeout_ms)
+        outcome = merged(held_by, every_one_counts=True)  # any coordinator that could not say: nothing is changed
+        if outcome.error_code != ErrorCode.NONE:
+            return outcome
+        held = {c: dict(o.configs) for c, o in sorted(held_by.items()) if o.error_code == ErrorCode.NONE}
+        owned = held[min(held)]
+        result = altered(owned, change.set_pairs, change.delete, self._defaults)
+        if isinstance(result, ItemError):
+            return ConfigsOutcome(result.error_code, result.message, owned)
+        if change.validate_only:
+            return ConfigsOutcome(ErrorCode.NONE, "", result)
+        made: list[int] = []
+        for coordinator_id, before in held.items():
+            part = (await self._ask([coordinator_id], _moving(change.topic_id, before, result), timeout_ms))[
+                coordinator_id
+            ]
+            if part.error_code != ErrorCode.NONE:
+                left = await self._put_back(change.topic_id, made, held, result, timeout_ms)
+                note = f" (coordinators {left} still hold the change: the next change makes them agree)" if left else ""
+                return ConfigsOutcome(part.error_code, f"coordinator {coordinator_id}: {part.message}{note}", owned)
+            if before != result:
+                made.append(coordinator_id)
+        return ConfigsOutcome(ErrorCode.NONE, "", result)
+
+    async def _put_back(
+        self,
+        topic_id: bytes,
+        made: list[int],
+        held: Mapping[int, StoredConfigs],
+        result: StoredConfigs,
+        timeout_ms: int,
+    ) -> list[int]:
+        """Undoes the parts made, newest first, each only if it still holds the result; those that could not be."""
+        left = []
+        for coordinator_id in reversed(made):
+            back = _moving(topic_id, result, held[coordinator_id])
+            outcome = (await self._ask([coordinator_id], back, timeout_ms))[coordinator_id]
+            if outcome.error_code != ErrorCode.NONE:
+                left.append(coordinator_id)
+        return sorted(left)
 
     async def describe_topic_configs(self, request: pb.DescribeTopicConfigsRequest) -> pb.DescribeTopicConfigsResponse:
         self._coordinators.limit_items(len(request.topic_ids), "topics")
@@ -114,11 +169,14 @@ class TopicConfigAdmin:
 
     async def change_here(self, request: internal.ChangeTopicRequest) -> internal.ChangeTopicResponse:
         """Another node's part of a configuration change (or read), for a coordinator this node leads."""
+        expected = tuple((c.name, c.value) for c in request.expected_configs) if request.expect_configs else None
         change = TopicConfigsChange(
             request.topic_id,
             tuple((config.name, config.value) for config in request.configs),
             tuple(request.delete_configs),
             request.validate_only,
+            self._defaults,
+            expected,
         )
         outcome = (await self._run_here([request.coordinator_id], change, request.timeout_ms))[request.coordinator_id]
         return internal.ChangeTopicResponse(
@@ -167,8 +225,15 @@ class TopicConfigAdmin:
             coordinator_id=coordinator_id, topic_id=change.topic_id, alter_configs=True,
             configs=[pb.TopicConfig(name=n, value=v) for n, v in change.set_pairs], delete_configs=change.delete,
             validate_only=change.validate_only, timeout_ms=int(timeout_s * 1000),
+            expect_configs=change.expected is not None,
+            expected_configs=[pb.TopicConfig(name=n, value=v) for n, v in change.expected or ()],
         )  # fmt: skip
         answer = await change_topic_at(self._peers, role.leader_address, part, timeout_s)
         configs = {config.name: config.value for config in answer.configs}
         outcome = ConfigsOutcome(ErrorCode(answer.error_code), answer.error_message, configs)
         return outcome if outcome.error_code != ErrorCode.UNKNOWN_TOPIC_OR_PARTITION else not_here(change.topic_id)
+
+
+def _moving(topic_id: bytes, before: StoredConfigs, after: StoredConfigs) -> TopicConfigsChange:
+    """A coordinator's part: from `before` (which it must still hold) to the whole configuration `after`."""
+    return TopicConfigsChange(topic_id, tuple(sorted(after.items())), expected=tuple(sorted(before.items())))

@@ -6,6 +6,7 @@ log start (the first batch held here) and the remote end (local start - 1 while 
 rules, in order: an unknown partition; a topic whose configuration does not allow offloads (`remote.storage.enable`
 false or `remote.log.copy.disable` true: POLICY_VIOLATION); a malformed range (start < 0 or end < start:
 INVALID_REQUEST); `end <= local start`: OK, no change (a retry); `end > high watermark`: OFFSET_OUT_OF_RANGE;
+`end > last stable offset` (a transaction still open, DESIGN §4b): INVALID_REQUEST;
 `start > local start` (offsets would be skipped) or `end` not one past a batch's last offset: INVALID_REQUEST;
 otherwise one RemoteLogSegmentsCommitted record: the batches below `end` leave (their files follow DESIGN §5) and the
 local start becomes `end`.
@@ -98,6 +99,10 @@ def _offload(
     if end > partition.high_watermark:
         message = f"end offset {end} is past the high watermark {partition.high_watermark}"
         return SegmentOutcome(ErrorCode.OFFSET_OUT_OF_RANGE, message), None
+    stable = view.last_stable_offset(partition)
+    if end > stable:  # KIP-405 copies only below the LSO (DESIGN §4b)
+        message = f"end offset {end} is past the last stable offset {stable}: a transaction is still open there"
+        return SegmentOutcome(ErrorCode.INVALID_REQUEST, message), None
     if start > local_start:
         message = f"start offset {start} is past the local log start {local_start}: offsets would be skipped"
         return SegmentOutcome(ErrorCode.INVALID_REQUEST, message), None

@@ -2,10 +2,10 @@
 
 Kafka's way, by whole batches instead of segments: from a partition's log start, a batch goes while it is expired
 and the walk stops at the first that is not (Kafka stops at the first segment it keeps). A batch is expired by time
-when its effective timestamp (DESIGN §4: LogAppendTime → its append time) is older than now - `retention.ms`, by
-size while the partition's bytes without it stay >= `retention.bytes` (-1: no such limit). Kafka checks time, then
-size, then again next round; walking while either holds reaches the same log start. The log start moves to the
-first kept batch (the last removed one's last offset + 1: the high watermark when none is kept).
+when its effective timestamp (DESIGN §4: LogAppendTime, or none (-1) → its append time) is older than
+now - `retention.ms`, by size while the partition's bytes without it stay >= `retention.bytes` (-1: no such limit).
+Kafka checks time, then size, then again next round; walking while either holds reaches the same log start. The log
+start moves to the first kept batch (the last removed one's last offset + 1: the high watermark when none is kept).
 
 Work is bounded: a step (one RetentionApplied record) takes partitions in key order and, from each, its expired
 batches until `diskless.coordinator.retention.batch.max` is spent; a partition costs its removed batches, and at
@@ -37,7 +37,7 @@ class StoredBatch:
 
     last_offset: int
     size: int
-    timestamp: int  # effective (DESIGN §4)
+    timestamp: int  # effective (DESIGN §4), its append time where it has none (-1: DESIGN §4a)
 
 
 @final

@@ -17,7 +17,7 @@ from coordinator.base.result import ItemError
 from coordinator.machine.catalog import TopicLookup
 from coordinator.machine.topic_names import coordinator_for_new_partition, topic_id_problem, topic_name_problem
 from coordinator.topics.partition_checks import missing_partitions
-from coordinator.topics.topic_configs import altered, configs_at_creation
+from coordinator.topics.topic_configs import ConfigDefaults, altered, configs_at_creation
 from protos import coordinator_pb2 as pb
 
 
@@ -27,6 +27,7 @@ class TopicLimits:
     coordinators: int  # coordinators of the node: new partitions are spread over them
     partitions_max: int  # diskless.coordinator.topic.partitions.max
     partitions_max_setting: str  # its name, for the message
+    config_defaults: ConfigDefaults = ConfigDefaults()  # the node's: a new topic's configuration is checked whole
 
 
 @final
@@ -87,7 +88,9 @@ def plan_create_partitions(
             ErrorCode.INVALID_PARTITIONS, f"topic {topic.name!r} has {current} partitions; cannot go down to {wanted}"
         )
     # A new topic takes the configurations asked for; one that exists keeps its own (the request's are ignored).
-    configs = configs_at_creation([(c.name, c.value) for c in topic.configs]) if entry is None else {}
+    configs = (
+        configs_at_creation([(c.name, c.value) for c in topic.configs], limits.config_defaults) if entry is None else {}
+    )
     if isinstance(configs, ItemError):
         return configs
     by_coordinator: dict[int, list[int]] = {}

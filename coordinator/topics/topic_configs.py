@@ -9,8 +9,17 @@ topic's values.
 Kafka's rules, as its `LogConfig` has them: a long is `Long.parseLong` of the trimmed text, a boolean `true` or
 `false` in any case; an unknown name or a bad value is INVALID_CONFIG with Kafka's message; a name given twice in
 one change is INVALID_REQUEST (Kafka's "duplicate config keys"); turning `remote.storage.enable` from true to false
-needs `remote.log.delete.on.disable=true` in the resulting configuration (KIP-950). A change that fails changes
-nothing.
+needs `remote.log.delete.on.disable=true` in the resulting configuration (KIP-950). `local.retention.ms` and
+`local.retention.bytes` (KIP-405; -2, the default: as `retention.*`) are checked on the resulting configuration, its
+unset names at their defaults, as Kafka's `LogConfig.validateTopicLogConfigValues` checks them when remote storage
+is enabled: with a `retention.*` limit (not -1), the local one is -2 or a limit no larger (never -1,
+`validateRemoteStorageRetentionSize/Time`); with `remote.log.copy.disable=true`, the local one is -2 or equal to
+`retention.*` (KIP-950, `validateRetentionConfigsWhenRemoteCopyDisabled`). A change that fails changes nothing.
+
+The coordinator's own retention reads `retention.*` only: Kafka applies local retention to local segments already
+copied to remote storage, and a batch the copier offloads (CommitRemoteLogSegments) leaves the coordinator at once,
+so no copied batch is left here for a local limit to remove; with copies disabled, KIP-950's check makes the local
+limits those of `retention.*` (or -2, the same).
 """
 
 from __future__ import annotations
@@ -26,6 +35,9 @@ from coordinator.config.settings import Settings
 
 RETENTION_MS = "retention.ms"
 RETENTION_BYTES = "retention.bytes"
+LOCAL_RETENTION_MS = "local.retention.ms"
+LOCAL_RETENTION_BYTES = "local.retention.bytes"
+LOCAL_AS_RETENTION = -2  # Kafka's default of local.retention.*: the value of retention.*
 REMOTE_STORAGE_ENABLE = "remote.storage.enable"
 REMOTE_LOG_COPY_DISABLE = "remote.log.copy.disable"
 REMOTE_LOG_DELETE_ON_DISABLE = "remote.log.delete.on.disable"
@@ -64,6 +76,8 @@ class TopicConfigs:
     remote_storage_enable: bool
     remote_log_copy_disable: bool
     remote_log_delete_on_disable: bool
+    local_retention_ms: int = LOCAL_AS_RETENTION  # -2: as retention_ms
+    local_retention_bytes: int = LOCAL_AS_RETENTION  # -2: as retention_bytes
 
     @property
     def tiering_on(self) -> bool:
@@ -106,6 +120,10 @@ class _Known:
 KNOWN: Mapping[str, _Known] = {
     RETENTION_MS: _Known(lambda n, t: _parse_long(n, t, -1), lambda d: str(d.retention_ms)),
     RETENTION_BYTES: _Known(lambda n, t: _parse_long(n, t, -1), lambda d: str(d.retention_bytes)),
+    LOCAL_RETENTION_MS: _Known(lambda n, t: _parse_long(n, t, LOCAL_AS_RETENTION), lambda d: str(LOCAL_AS_RETENTION)),
+    LOCAL_RETENTION_BYTES: _Known(
+        lambda n, t: _parse_long(n, t, LOCAL_AS_RETENTION), lambda d: str(LOCAL_AS_RETENTION)
+    ),
     REMOTE_STORAGE_ENABLE: _Known(_parse_boolean, lambda d: "false"),
     REMOTE_LOG_COPY_DISABLE: _Known(_parse_boolean, lambda d: "false"),
     REMOTE_LOG_DELETE_ON_DISABLE: _Known(_parse_boolean, lambda d: "false"),
@@ -151,20 +169,27 @@ def _set_all(stored: dict[str, str], pairs: ConfigPairs) -> ItemError | None:
     return None
 
 
-def configs_at_creation(pairs: ConfigPairs) -> ItemError | dict[str, str]:
-    """A new topic's stored configurations (CreatePartitions' `configs`), or the topic's error."""
+def configs_at_creation(pairs: ConfigPairs, defaults: ConfigDefaults | None = None) -> ItemError | dict[str, str]:
+    """A new topic's stored configurations (CreatePartitions' `configs`), or the topic's error. With `defaults` (the
+    node's), the relations between values are checked too (`retention_problem`)."""
     repeated = _duplicates(name for name, _ in pairs)
     if repeated:
         return ItemError(ErrorCode.INVALID_REQUEST, f"duplicate config keys: {', '.join(repeated)}")
     stored: dict[str, str] = {}
     problem = _set_all(stored, pairs)
+    if problem is None and defaults is not None:
+        problem = retention_problem(stored, defaults)
     return problem if problem is not None else stored
 
 
-def altered(current: StoredConfigs, set_pairs: ConfigPairs, delete: Sequence[str]) -> ItemError | dict[str, str]:
+def altered(
+    current: StoredConfigs, set_pairs: ConfigPairs, delete: Sequence[str], defaults: ConfigDefaults | None = None
+) -> ItemError | dict[str, str]:
     """The stored configurations after AlterTopicConfigs' `set` and `delete` on `current`, or the topic's error.
 
-    Nothing of `current` changes on an error: the result is a new map.
+    Nothing of `current` changes on an error: the result is a new map. With `defaults` (the node's), the relations
+    between the resulting values are checked too (`retention_problem`): only a check on the topic's own current
+    configuration may pass them, never one on a part of it.
     """
     repeated = _duplicates([*(name for name, _ in set_pairs), *delete])
     if repeated:
@@ -178,7 +203,46 @@ def altered(current: StoredConfigs, set_pairs: ConfigPairs, delete: Sequence[str
         return problem
     if _remote_storage_turned_off_without_delete(current, result):
         return _invalid(TURNING_OFF_WITHOUT_DELETE)
-    return result
+    relation = None if defaults is None else retention_problem(result, defaults)
+    return relation if relation is not None else result
+
+
+def copy_disabled_needs_identical(kind: str) -> str:
+    """Kafka's refusal of a local retention other than retention's while copies are disabled (KIP-950)."""
+    return (
+        f"When `{REMOTE_LOG_COPY_DISABLE}` is set to true, the `local.retention.{kind}` and `retention.{kind}` must be "
+        "set to the identical value because there will be no more logs copied to the remote storage."
+    )
+
+
+def retention_problem(stored: StoredConfigs, defaults: ConfigDefaults) -> ItemError | None:
+    """Kafka's checks of local.retention.* against retention.* on a resulting configuration (see the module's
+    comment); none while remote storage is off, as Kafka checks them only then."""
+    configs = effective_configs(stored, defaults)
+    if not configs.remote_storage_enable:
+        return None
+    limits = (
+        (LOCAL_RETENTION_BYTES, RETENTION_BYTES, configs.local_retention_bytes, configs.retention_bytes, "bytes"),
+        (LOCAL_RETENTION_MS, RETENTION_MS, configs.local_retention_ms, configs.retention_ms, "ms"),
+    )
+    for local_name, name, local, limit, _ in limits:
+        if limit == -1 or local == LOCAL_AS_RETENTION:
+            continue
+        if local == -1:
+            return _invalid(
+                f"Invalid value {local} for configuration {local_name}: Value must not be -1 as {name} value is set "
+                f"as {limit}."
+            )
+        if local > limit:
+            return _invalid(
+                f"Invalid value {local} for configuration {local_name}: Value must not be more than {name} property "
+                f"value: {limit}"
+            )
+    if configs.remote_log_copy_disable:
+        for _, _, local, limit, kind in limits:
+            if local not in (LOCAL_AS_RETENTION, limit):
+                return _invalid(copy_disabled_needs_identical(kind))
+    return None
 
 
 def _flag(stored: StoredConfigs, name: str) -> bool:
@@ -207,6 +271,8 @@ def effective_configs(stored: StoredConfigs, defaults: ConfigDefaults) -> TopicC
         remote_storage_enable=value(REMOTE_STORAGE_ENABLE) == "true",
         remote_log_copy_disable=value(REMOTE_LOG_COPY_DISABLE) == "true",
         remote_log_delete_on_disable=value(REMOTE_LOG_DELETE_ON_DISABLE) == "true",
+        local_retention_ms=int(value(LOCAL_RETENTION_MS)),
+        local_retention_bytes=int(value(LOCAL_RETENTION_BYTES)),
     )
 
 

@@ -6,7 +6,7 @@ counters); a file's ownership and deletion time live in SQLite alone.
 
 from __future__ import annotations
 
-from coordinator.machine.batch_entries import batch_entry
+from coordinator.machine.batch_entries import CONTROL, TRANSACTIONAL, batch_entry
 from coordinator.machine.kinds.kind import (
     NO_NAMES,
     NO_PARTITION_CHANGES,
@@ -17,7 +17,15 @@ from coordinator.machine.kinds.kind import (
     batch_discontinuity,
     next_id_after,
 )
-from coordinator.machine.producers import WindowEntry, advance_packed_window, advance_window, effective_timestamp
+from coordinator.machine.kinds.transaction_batches import apply_transactions, replay_transactions
+from coordinator.machine.producers import (
+    WindowEntry,
+    advance_packed_window,
+    advance_window,
+    effective_timestamp,
+    packed_window_after_marker,
+    window_after_marker,
+)
 from coordinator.machine.records import BATCH_LAYOUT, unpack_batches
 from coordinator.machine.transaction import StateTransaction
 from coordinator.machine.view import CoordinatorView
@@ -61,13 +69,22 @@ class FileCommittedKind:
                 windows = producers.get(key)
                 if windows is None:
                     windows = producers[key] = {}
-                windows[producer_id] = advance_window(
-                    windows.get(producer_id),
-                    producer_epoch,
-                    WindowEntry(base_sequence, last_sequence, base_offset, append_time, timestamp_type),
-                    effective_timestamp(max_timestamp, timestamp_type, append_time),
-                )
+                if base_sequence >= 0:
+                    windows[producer_id] = advance_window(
+                        windows.get(producer_id),
+                        producer_epoch,
+                        WindowEntry(base_sequence, last_sequence, base_offset, append_time, timestamp_type),
+                        effective_timestamp(max_timestamp, timestamp_type, append_time),
+                    )
+                else:  # a transaction marker (DESIGN §4b): no sequence
+                    windows[producer_id] = window_after_marker(
+                        windows.get(producer_id),
+                        producer_epoch,
+                        effective_timestamp(max_timestamp, timestamp_type, append_time),
+                    )
         view.next_batch_id = next_batch_id
+        if committed.transaction_batches:
+            replay_transactions(view, committed)
 
     def apply(self, transaction: StateTransaction, committed: rec.FileCommitted) -> None:
         file_id = committed.file_id
@@ -102,6 +119,8 @@ class FileCommittedKind:
         # transaction is taken at its word here; write_high_watermarks checks it against SQLite.
         object_key = committed.object_key
         rows = []
+        # batch id -> its transaction flags in its FindBatches entry; empty for a file without transactions.
+        flags = {t.batch_id: TRANSACTIONAL | (CONTROL if t.is_control else 0) for t in committed.transaction_batches}
         for batch in batches:
             (batch_id, key, byte_offset, size, base_offset, last_offset, max_timestamp, producer_id, producer_epoch,
              base_sequence, last_sequence, magic, timestamp_type) = batch  # fmt: skip
@@ -116,20 +135,27 @@ class FileCommittedKind:
                 window = changed_windows.get(window_key)  # transaction.producer_window, inlined
                 if window is None and window_key not in expired_windows:
                     window = committed_windows.get(key, {}).get(producer_id)
-                changed_windows[window_key] = advance_packed_window(
-                    window,
-                    producer_epoch,
-                    WindowEntry(base_sequence, last_sequence, base_offset, append_time, timestamp_type),
-                    effective_timestamp(max_timestamp, timestamp_type, append_time),
-                )
+                if base_sequence >= 0:
+                    changed_windows[window_key] = advance_packed_window(
+                        window,
+                        producer_epoch,
+                        WindowEntry(base_sequence, last_sequence, base_offset, append_time, timestamp_type),
+                        effective_timestamp(max_timestamp, timestamp_type, append_time),
+                    )
+                else:  # a transaction marker (DESIGN §4b): no sequence
+                    changed_windows[window_key] = packed_window_after_marker(
+                        window, producer_epoch, effective_timestamp(max_timestamp, timestamp_type, append_time)
+                    )
             entry = batch_entry(
                 batch_id, object_key, magic, byte_offset, size, base_offset, last_offset, append_time, max_timestamp,
-                timestamp_type,
+                timestamp_type, producer_id, flags.get(batch_id, 0) if flags else 0,
             )  # fmt: skip
             rows.append((*batch, file_id, append_time, entry))
         transaction.next_batch_id = next_batch_id
         transaction.add_live_batches(len(batches))
         transaction.db.executemany("INSERT INTO batches VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
+        if committed.transaction_batches:
+            apply_transactions(transaction, committed)
 
     def partition_changes(self, committed: rec.FileCommitted) -> PartitionChanges:
         batches = unpack_batches(committed.packed_batches)

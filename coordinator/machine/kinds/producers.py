@@ -70,6 +70,12 @@ class ProducersExpiredKind(NoCatalogEffects):
         for producer in _checked(expired):
             if _packed_window_seen(transaction.producer_window(producer.partition_key, producer.producer_id), producer):
                 transaction.expire_window(producer.partition_key, producer.producer_id)
+                # Its last marker's coordinator epoch goes with it, as Kafka's whole entry does (DESIGN §4b); in
+                # record order, before any marker of a later record writes it again.
+                transaction.db.execute(
+                    "DELETE FROM producer_transactions WHERE partition_key = ? AND producer_id = ?",
+                    (producer.partition_key, producer.producer_id),
+                )
 
     def describe(self, expired: rec.ProducersExpired, names: RecordNames) -> RecordDescription:
         producers = expired_producers(expired)

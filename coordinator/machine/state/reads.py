@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 from collections.abc import Collection
 from dataclasses import dataclass
@@ -10,6 +11,7 @@ from typing import Any
 import apsw
 
 from coordinator.machine.batch_entries import batch_entry
+from coordinator.machine.producers import last_stable_offset
 from coordinator.machine.records import CommittedBatch
 from coordinator.machine.view import FileFacts, PartitionView
 from protos import coordinator_pb2 as pb
@@ -28,6 +30,11 @@ DAMAGE_ERRORS = (apsw.CorruptError, apsw.NotADBError, apsw.IOError, StateDamaged
 
 # Kafka's effective timestamp: the append time for LOG_APPEND_TIME batches, else the batch's max.
 _EFFECTIVE_TIMESTAMP = f"CASE timestamp_type WHEN {pb.LOG_APPEND_TIME} THEN append_time_ms ELSE max_timestamp END"
+# Retention's (DESIGN §4a): a batch without a timestamp (-1: magic 0, or a producer that set none) ages from its
+# append time, as Kafka's retention falls back on the segment's time, never on -1 (expired at the next pass).
+_RETENTION_TIMESTAMP = (
+    f"CASE WHEN timestamp_type = {pb.LOG_APPEND_TIME} OR max_timestamp < 0 THEN append_time_ms ELSE max_timestamp END"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +44,11 @@ class PartitionOffsets:
     high_watermark: int
     local_log_start_offset: int  # DESIGN §4a: the first offset whose batch is held here
     remote_max_timestamp: int  # the highest effective timestamp offloaded and still remote; -1 if none
+    oldest_open_first_offset: int = -1  # DESIGN §4b: the first offset of the oldest open transaction; -1 if none
+
+    @property
+    def last_stable_offset(self) -> int:
+        return last_stable_offset(self.oldest_open_first_offset, self.log_start_offset, self.high_watermark)
 
     @property
     def remote_log_end_offset(self) -> int:
@@ -63,12 +75,48 @@ def one_row(cursor: apsw.Cursor, what: str) -> Any:
 
 
 def partition_offsets(db: apsw.Connection, topic_id: bytes, partition: int) -> PartitionOffsets | None:
+    # The oldest open transaction in the same statement: one seek of an index that is empty without transactions.
     row = db.execute(
-        "SELECT partition_key, log_start_offset, high_watermark, local_log_start_offset, remote_max_timestamp "
-        "FROM partitions WHERE topic_id = ? AND partition = ?",
+        "SELECT partition_key, log_start_offset, high_watermark, local_log_start_offset, remote_max_timestamp, "
+        "coalesce((SELECT min(first_offset) FROM producer_transactions AS t "
+        "WHERE t.partition_key = p.partition_key AND t.first_offset >= 0), -1) "
+        "FROM partitions AS p WHERE topic_id = ? AND partition = ?",
         (topic_id, partition),
     ).fetchone()
     return None if row is None else PartitionOffsets(*row)
+
+
+def _aborted_rows(db: apsw.Connection, partition_key: int, from_offset: int, below_offset: int) -> list[Any]:
+    """(first offset, producer id, entry) of the aborted transactions overlapping [from_offset, below_offset), by
+    first offset: Kafka's `TransactionIndex.collectAbortedTxns`. Read by marker offset from `from_offset`, and
+    stopped at the first whose recorded LSO reaches `below_offset` (every later one starts at or above it), so the
+    cost follows the result, never the partition's aborted transactions."""
+    found = []
+    for first_offset, producer_id, entry, stable in db.execute(
+        "SELECT first_offset, producer_id, entry, last_stable_offset FROM aborted_transactions "
+        "WHERE partition_key = ? AND last_offset >= ? ORDER BY last_offset",
+        (partition_key, from_offset),
+    ):
+        if first_offset < below_offset:
+            found.append((first_offset, producer_id, entry))
+        if stable >= below_offset:
+            break
+    found.sort()
+    return found
+
+
+def aborted_transactions(
+    db: apsw.Connection, partition_key: int, from_offset: int, below_offset: int
+) -> list[tuple[int, int]]:
+    """(producer id, first offset) of the aborted transactions overlapping [from_offset, below_offset)."""
+    return [
+        (producer_id, first) for first, producer_id, _ in _aborted_rows(db, partition_key, from_offset, below_offset)
+    ]
+
+
+def aborted_entries(db: apsw.Connection, partition_key: int, from_offset: int, below_offset: int) -> bytes:
+    """The same as a read_committed answer's serialized aborted_transactions (empty when there are none)."""
+    return b"".join([entry for _, _, entry in _aborted_rows(db, partition_key, from_offset, below_offset)])
 
 
 def topic_configs(db: apsw.Connection) -> dict[bytes, dict[str, str]]:
@@ -97,7 +145,7 @@ def batch_entry_of(db: apsw.Connection, partition_key: int, last_offset: int) ->
     row = one_row(
         db.execute(
             "SELECT b.batch_id, f.object_key, b.magic, b.byte_offset, b.size, b.base_offset, b.last_offset, "
-            "b.append_time_ms, b.max_timestamp, b.timestamp_type "
+            "b.append_time_ms, b.max_timestamp, b.timestamp_type, b.producer_id "
             "FROM batches AS b JOIN files AS f ON f.file_id = b.file_id "
             "WHERE b.partition_key = ? AND b.last_offset = ?",
             (partition_key, last_offset),
@@ -158,6 +206,52 @@ def _file_facts(row: tuple[Any, ...]) -> FileFacts:
 def file_facts(db: apsw.Connection, object_key: str) -> FileFacts | None:
     row = db.execute(f"SELECT {_FILE_COLUMNS} FROM files WHERE object_key = ?", (object_key,)).fetchone()
     return None if row is None else _file_facts(row)
+
+
+def described_file_facts(db: apsw.Connection, object_key: str) -> FileFacts | None:
+    """The file as DescribeFiles sees it: its batches of deleted topics not yet purged are not live.
+
+    A deleted topic is gone for every caller at once (DESIGN §4a), while its batches leave in later bounded passes
+    and keep counting in the file's `live_batches` until then. Batches have no index by file, so each partition
+    awaiting purge (few: those of topics deleted since the last passes) is searched for the file's run, which is
+    O(log n) lookups, and only for a file still counted live while some partition awaits purge. Call it in a read
+    transaction: the count and the runs must be of one state.
+    """
+    facts = file_facts(db, object_key)
+    if facts is None or facts.live_batches == 0:
+        return facts
+    awaiting = [key for (key,) in db.execute("SELECT partition_key FROM partitions_awaiting_purge")]
+    live = facts.live_batches
+    for partition_key in awaiting:
+        live -= _batches_of_file(db, partition_key, facts.file_id)
+        if live <= 0:
+            break
+    if live < 0:
+        raise StateDamaged(f"file {object_key}: more batches awaiting purge than its {facts.live_batches} live")
+    return dataclasses.replace(facts, live_batches=live)
+
+
+def _batches_of_file(db: apsw.Connection, partition_key: int, file_id: int) -> int:
+    """How many batches of `file_id` the partition holds: its run, found as `file_batches` finds it."""
+    ends = db.execute(
+        "SELECT (SELECT file_id FROM batches WHERE partition_key = ?1 ORDER BY last_offset LIMIT 1), "
+        "(SELECT file_id FROM batches WHERE partition_key = ?1 ORDER BY last_offset DESC LIMIT 1)",
+        (partition_key,),
+    ).fetchone()
+    if ends is None or ends[0] is None or not ends[0] <= file_id <= ends[1]:
+        return 0  # file ids never go down as offsets go up: the file is not among the partition's
+    start = _first_offset_of_file_or_later(db, partition_key, file_id)
+    if start is None:
+        return 0
+    count = 0
+    for (found,) in db.execute(
+        "SELECT file_id FROM batches WHERE partition_key = ? AND last_offset >= ? ORDER BY last_offset",
+        (partition_key, start),
+    ):
+        if found != file_id:
+            break
+        count += 1
+    return count
 
 
 # The columns of coordinator.machine.records.CommittedBatch, in order, then the file id.
@@ -364,9 +458,9 @@ def partitions_from(db: apsw.Connection, first_key: int, limit: int) -> list[Par
 
 
 def retention_batches(db: apsw.Connection, partition_key: int, offset: int, limit: int) -> apsw.Cursor:
-    """(last offset, size, effective timestamp) of the batches holding `offset` or later, oldest first; lazily."""
+    """(last offset, size, retention's timestamp) of the batches holding `offset` or later, oldest first; lazily."""
     return db.execute(
-        f"SELECT last_offset, size, {_EFFECTIVE_TIMESTAMP} FROM batches "
+        f"SELECT last_offset, size, {_RETENTION_TIMESTAMP} FROM batches "
         "WHERE partition_key = ? AND last_offset >= ? ORDER BY last_offset LIMIT ?",
         (partition_key, offset, limit),
     )

@@ -102,6 +102,32 @@ STATEMENTS = (
         last_timestamp INTEGER NOT NULL,
         PRIMARY KEY (partition_key, producer_id)
     ) WITHOUT ROWID""",
+    # Transactions (DESIGN §4b), only for producers that have written one here: the coordinator epoch of the
+    # producer's last marker (-1 none) and the first offset of its open transaction (-1 none). New tables need no
+    # migration (an older state's log holds no transactional batch).
+    """CREATE TABLE IF NOT EXISTS producer_transactions (
+        partition_key INTEGER NOT NULL,
+        producer_id INTEGER NOT NULL,
+        coordinator_epoch INTEGER NOT NULL,
+        first_offset INTEGER NOT NULL,
+        PRIMARY KEY (partition_key, producer_id)
+    ) WITHOUT ROWID""",
+    # A partition's last stable offset is its oldest open transaction's first offset: one index seek.
+    "CREATE INDEX IF NOT EXISTS open_transactions ON producer_transactions (partition_key, first_offset) "
+    "WHERE first_offset >= 0",
+    # Aborted transactions (Kafka's transaction index), by (partition, marker offset): those overlapping a read's
+    # range are a range of this key, cut short by last_stable_offset (the LSO right after the abort: no
+    # transaction aborted later starts below it), so finding them costs what they are, never a partition scan.
+    # `entry`: its element of a read_committed FindBatches answer, serialized once at apply (batch_entries.py).
+    """CREATE TABLE IF NOT EXISTS aborted_transactions (
+        partition_key INTEGER NOT NULL,
+        last_offset INTEGER NOT NULL,
+        producer_id INTEGER NOT NULL,
+        first_offset INTEGER NOT NULL,
+        last_stable_offset INTEGER NOT NULL,
+        entry BLOB NOT NULL,
+        PRIMARY KEY (partition_key, last_offset)
+    ) WITHOUT ROWID""",
 )
 
 # A step of a migration: a statement, or a function of the writer's connection for what SQL cannot say.

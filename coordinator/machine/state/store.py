@@ -284,6 +284,10 @@ class StateStore:
                 view.load_producer(key, producer_id, decode_window(epoch, packed, last_timestamp))
         for topic_id, configs in reads.topic_configs(self._writer).items():
             view.load_topic_configs(topic_id, configs)
+        for row in self._writer.execute(
+            "SELECT partition_key, producer_id, coordinator_epoch, first_offset FROM producer_transactions"
+        ):
+            view.load_transaction_state(*row)
         return view
 
     def committed_file(self, object_key: str) -> FileFacts | None:

@@ -126,15 +126,31 @@ async def serve_reads(plan: ReaderPlan, board: StatusBoard, counts: CallCounts, 
         if (coordinator_id, generation) not in reported:  # once per state file: the node rebuilds it
             reported.add((coordinator_id, generation))
             log.error("reader %d: coordinator %d: a read met damage: %s", plan.index, coordinator_id, what)
-            connection.send(("damage", coordinator_id, generation, what))
+            tell_node(connection, ("damage", coordinator_id, generation, what))
 
     with reader_coordinators(settings, plan.directories, board, report_damage) as view:
         add_service(server, SERVICE, ReadService(view, gate), gate, only=SERVED_METHODS)
         await server.start()
-        gate.ready = True
-        connection.send(("listening", port))
-        log.info("reader %d: serving FindBatches on %s:%d", plan.index, plan.host, port)
-        await wait_told_to_stop(connection)
-        gate.stopping = True
-        await server.stop(settings.drain_timeout_ms / 1000)
+        try:
+            gate.ready = True
+            if tell_node(connection, ("listening", port)):
+                log.info("reader %d: serving FindBatches on %s:%d", plan.index, plan.host, port)
+                await wait_told_to_stop(connection)
+            else:
+                log.info("reader %d: the node is gone: stopping", plan.index)
+            gate.stopping = True
+        finally:
+            # Stopped on the loop that runs it, whatever ended the wait: a server left to its finalizer after
+            # the loop closed prints grpc's "Event loop is closed" on the way out.
+            await server.stop(settings.drain_timeout_ms / 1000)
     log.info("reader %d: stopped", plan.index)
+
+
+def tell_node(connection: Connection, message: tuple[Any, ...]) -> bool:
+    """Sends `message` to the node; False when the node is gone (its end of the pipe closed, as when it is
+    being killed): the reader then stops quietly, nobody is left to read from it."""
+    try:
+        connection.send(message)
+    except OSError:  # BrokenPipeError, ConnectionResetError: the node's end is closed
+        return False
+    return True

@@ -267,8 +267,10 @@ class CoordinatorShard:
         return self._serving_loaded().store.detached_read()
 
     def file_facts(self, object_key: str) -> FileFacts | None:
-        """The committed file with this key, read at once (no transaction)."""
-        return reads.file_facts(self._serving_loaded().store.reader, object_key)
+        """The committed file with this key as DescribeFiles sees it: batches of deleted topics awaiting their
+        purge are not live (reads.described_file_facts), read in one read transaction."""
+        with self.read_transaction() as db:
+            return reads.described_file_facts(db, object_key)
 
     def file_in_flight(self, object_key: str) -> FileInFlight | None:
         """The file with this key as records not yet applied, or a commit still queued, will add it; None if none.
