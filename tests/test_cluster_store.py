@@ -8,6 +8,7 @@ store has: revisions, watches and its faults, which the simulation relies on.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
@@ -28,7 +29,14 @@ from coordinator.cluster.memory_store import (
     WatchCancelled,
     WatchEvent,
 )
-from coordinator.cluster.store import ClusterConfig, ClusterStore, NodeEndpoint, NodeIdTaken, NodeSession
+from coordinator.cluster.store import (
+    ClusterConfig,
+    ClusterStore,
+    NodeEndpoint,
+    NodeIdTaken,
+    NodeRegistration,
+    NodeSession,
+)
 
 
 @dataclass
@@ -132,6 +140,28 @@ def test_a_node_vanishes_when_its_session_lease_expires(backend: Backend) -> Non
     assert registered == {7}
     assert after_expiry == set()
     assert 0 < valid_for_ms <= 1000
+
+
+def test_a_registration_names_its_lease_and_revoking_that_lease_ends_it_alone(backend: Backend) -> None:
+    async def run() -> None:
+        store = backend.store(f"/registration-{uuid.uuid4().hex}")
+        try:
+            assert await store.node_registration(7) is None
+            first = await store.register_node(NodeEndpoint(7, "127.0.0.1", 9092), ttl_s=30)
+            read = await store.node_registration(7)
+            assert read == NodeRegistration(NodeEndpoint(7, "127.0.0.1", 9092), first.lease_id)
+            await store.revoke(first.lease_id)  # a peer saw its process gone
+            assert await store.node_registration(7) is None and set(await store.live_nodes()) == set()
+            second = await store.register_node(NodeEndpoint(7, "127.0.0.1", 9092), ttl_s=30)  # at once, no TTL
+            with contextlib.suppress(Exception):  # etcd: the lease is not found any more; memory: nothing to do
+                await store.revoke(first.lease_id)  # a late peer revokes what it read: the new session stays
+            again = await store.node_registration(7)
+            assert again is not None and again.lease_id == second.lease_id != first.lease_id
+            await store.revoke(second.lease_id)
+        finally:
+            await store.close()
+
+    asyncio.run(run())
 
 
 def test_a_directory_mark_outlives_the_nodes_session(backend: Backend) -> None:

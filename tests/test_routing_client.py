@@ -8,6 +8,7 @@ The client is driven on the in-process nodes' event loop (grpc.aio binds to one 
 
 from __future__ import annotations
 
+import random
 import threading
 import time
 from collections.abc import Coroutine, Iterator
@@ -19,6 +20,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from coordinator.base.backoff import Backoff
 from coordinator.client.channels import RETRIABLE_CODE_BYTES
 from coordinator.client.request_parts import merge_file_answers
 from coordinator.client.routes import RETRIABLE_CODES
@@ -425,3 +427,16 @@ def test_reads_preferring_a_lagging_follower_are_answered_by_the_leader_where_it
     assert found(answer) == found(server.stub.FindBatches(fetch_request(routed, 10**6)))
     assert all(error == pb.NONE and batches for _, error, _, batches in found(answer))
     assert [name for name, _ in follower.calls] == ["FindBatches"], "asked of the follower once, then the leader"
+
+
+def test_retry_waits_grow_to_a_250_ms_cap_and_are_jittered_down_by_at_most_a_fifth() -> None:
+    # A failover ends within a refresh of a peer seeing the death: a 1 s cap left commits a second behind the new
+    # leader (issue #37). The jitter only shortens a wait, so the cap stays one.
+    calls = RoutingClient("127.0.0.1:1", jitter=random.Random(5))
+    backoff = Backoff(calls.backoff_initial_ms, calls.backoff_max_ms)
+    waits = [calls.next_wait_ms(backoff) for _ in range(12)]
+    bounds = [backoff.wait_ms(failures) for failures in range(1, 13)]
+    assert (calls.backoff_initial_ms, calls.backoff_max_ms) == (20, 250)
+    assert bounds[-1] == 250
+    assert all(0.8 * bound <= wait <= bound for wait, bound in zip(waits, bounds, strict=True)), waits
+    assert len({round(w, 3) for w in waits[-6:]}) > 1, "capped waits are all the same: no jitter"

@@ -6,6 +6,7 @@ routing table. The routing client builds on it the split, routed operations.
 from __future__ import annotations
 
 import asyncio
+import random
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
@@ -26,7 +27,13 @@ from protos import coordinator_pb2 as pb
 DEADLINE_MS_DEFAULT = 30_000
 RPC_TIMEOUT_MS_DEFAULT = 10_000
 BACKOFF_INITIAL_MS_DEFAULT = 20
-BACKOFF_MAX_MS_DEFAULT = 1_000
+# 250 ms, not Kafka's 1 s `retry.backoff.max.ms`: a failover ends within one refresh of a death seen by a peer
+# (`cluster/peer_death.py`), and a 1 s cap left commits waiting up to a second past the new leader. The cost is
+# bounded: at most 4 tries a second per waiting call while no node serves its coordinator.
+BACKOFF_MAX_MS_DEFAULT = 250
+# Each wait is drawn in [1 - this, 1] of the backoff's, so that the brokers a failover refused together do not all
+# come back in the same millisecond (Kafka's client backoff jitters 20% either way; here only down: the cap stays one).
+BACKOFF_JITTER = 0.2
 CHANNELS_MAX_DEFAULT = 64
 MESSAGE_MAX_BYTES_DEFAULT = 64 * 1024 * 1024
 CHANNEL_CLOSE_GRACE_MS_DEFAULT = 1_000
@@ -58,10 +65,12 @@ class NodeCalls:
         retry: bool = True,
         metadata: Sequence[tuple[str, str]] = (),
         caller: Callable[[], str | None] | None = None,
+        jitter: random.Random | None = None,
     ) -> None:
         """`retry=False`: one try per item, retriable answers kept; `metadata` goes with every call; `caller`: the
         principal each call is passed on for, as `diskless-forwarded-for` (all three for a node's first process
-        passing calls on to its commit processes)."""
+        passing calls on to its commit processes); `jitter`: the random source of the backoff's jitter (seeded in
+        tests)."""
         self.bootstrap = parse_bootstrap(bootstrap)
         if deadline_ms <= 0 or rpc_timeout_ms <= 0 or channels_max < 1 or message_max_bytes <= 0:
             raise ValueError(
@@ -81,6 +90,7 @@ class NodeCalls:
         self._retry = retry
         self._fixed_metadata = tuple(metadata)
         self._caller = caller
+        self._jitter = jitter if jitter is not None else random.Random()
         # Calls sent, by method (every try, routing questions included): what a broker's metrics would count, and
         # how the produce-gateway benchmark measures commit calls per WAL file.
         self.calls_sent: Counter[str] = Counter()
@@ -145,11 +155,15 @@ class NodeCalls:
             return None
         return decode_answer(method, raw)
 
+    def next_wait_ms(self, backoff: Backoff) -> float:
+        """Counts a failure; the wait before the next try: the backoff's, jittered down by up to BACKOFF_JITTER."""
+        return backoff.failed() * self._jitter.uniform(1 - BACKOFF_JITTER, 1)
+
     async def _wait_to_retry(self, backoff: Backoff, deadline: float) -> bool:
         """Sleeps the next backoff wait; False when it would end past the deadline, or retries are off."""
         if not self._retry:
             return False
-        wait_s = backoff.failed() / 1000
+        wait_s = self.next_wait_ms(backoff) / 1000
         if time.monotonic() + wait_s >= deadline:
             return False
         await asyncio.sleep(wait_s)

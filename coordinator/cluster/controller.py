@@ -19,6 +19,10 @@
   gives it; once registered, it tells each ISR it is in whether it is the
   replica the ISR knew (`assignment.after_restart`): the ISR records its new
   incarnation, or it leaves the ISR before anyone could elect it.
+- **Peer-observed death.** A follower whose fetch finds its leader's node
+  unreachable names it (`peer_unreachable`); where its port refuses two
+  connects, its process is gone and its lease is revoked (`peer_death.py`),
+  so its coordinators elect at once rather than after the session timeout.
 - **Preferred leaders.** Every `cluster.leader.imbalance.check.interval.ms`
   the live node of the lowest id gives leadership back to each coordinator's
   first replica where it is in the ISR (`preferred_leaders.py`, by CAS).
@@ -42,6 +46,7 @@ from coordinator.cluster.assignment import (
     assign_replicas,
 )
 from coordinator.cluster.incarnation import Incarnation, next_incarnation, next_mark
+from coordinator.cluster.peer_death import PeerDeathWatch
 from coordinator.cluster.preferred_leaders import (
     ElectionOutcome,
     ElectionRefused,
@@ -82,6 +87,8 @@ class RoleHolder(Protocol):
 class StubSource(Protocol):
     def internal_stub(self, address: str) -> internal_grpc.CoordinatorInternalAsyncStub: ...
 
+    async def refuses_connections(self, target: str, timeout_ms: int) -> bool: ...
+
 
 class ClusterController:
     """The node's etcd session and the coordinators' roles; also the replication's `ClusterLink`.
@@ -119,6 +126,10 @@ class ClusterController:
         # Coordinators whose replica here is damaged and found no healthy copy: this node does not shrink their ISR
         # to itself (`_refresh`), so that the members it waits for can lead once back (`leave_isr_damaged`).
         self._damaged: set[int] = set()
+        self.deaths = PeerDeathWatch(
+            endpoint.node_id, store, clock, self._refuses_connections, self._refresh_after_death,
+            settings.peer_death_probe_interval_ms, settings.peer_death_probe_timeout_ms,
+        )  # fmt: skip
 
     # ------------------------------------------------------------------ joining
 
@@ -242,6 +253,8 @@ class ClusterController:
             asyncio.create_task(self._refresh_loop(), name="cluster-refresh"),
             asyncio.create_task(self._mark_loop(), name="cluster-directory-mark"),
         ]
+        if self._settings.peer_death_probe_enable:
+            self._tasks.append(asyncio.create_task(self.deaths.run(), name="cluster-peer-deaths"))
         if self._settings.auto_leader_rebalance_enable:
             self._tasks.append(asyncio.create_task(self._preferred_leader_loop(), name="cluster-preferred-leaders"))
 
@@ -316,6 +329,19 @@ class ClusterController:
     def internal_stub(self, address: str) -> internal_grpc.CoordinatorInternalAsyncStub:
         assert self._stubs is not None, "attach() comes before any coordinator loads"
         return self._stubs.internal_stub(address)
+
+    def peer_unreachable(self, node_id: int) -> None:
+        """A follower's fetch found `node_id` unreachable: probed for death while the watch runs (`peer_death.py`)."""
+        if self._settings.peer_death_probe_enable:
+            self.deaths.suspect(node_id)
+
+    async def _refresh_after_death(self, node_id: int) -> None:
+        """A refresh now, on the watch's task: the dead node's coordinators elect without waiting for the loop's."""
+        async with self._changing:
+            await self._refresh()
+
+    async def _refuses_connections(self, target: str, timeout_ms: int) -> bool:
+        return self._stubs is not None and await self._stubs.refuses_connections(target, timeout_ms)
 
     # ------------------------------------------------------------------ loops
 

@@ -19,6 +19,7 @@ from coordinator.cluster.store import (
     ClusterConfig,
     NodeEndpoint,
     NodeIdTaken,
+    NodeRegistration,
     VersionedAssignment,
     node_endpoint,
     node_value,
@@ -140,6 +141,12 @@ class EtcdClusterStore:
             node_id = int(kv.key.rsplit(b"/", 1)[1])
             nodes[node_id] = node_endpoint(node_id, kv.value)
         return nodes
+
+    async def node_registration(self, node_id: int) -> NodeRegistration | None:
+        kv = await self._client.get(self._key("nodes", node_id))
+        if kv is None:
+            return None
+        return NodeRegistration(node_endpoint(node_id, kv.value), int(kv.lease))
 
     async def directory_mark(self, node_id: int) -> str:
         kv = await self._client.get(self._key("directories", node_id))

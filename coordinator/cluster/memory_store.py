@@ -26,6 +26,7 @@ from coordinator.cluster.store import (
     ClusterConfig,
     NodeEndpoint,
     NodeIdTaken,
+    NodeRegistration,
     VersionedAssignment,
     node_endpoint,
     node_value,
@@ -298,6 +299,11 @@ class MemoryClusterStore:
             node_id = int(kv.key.rsplit("/", 1)[1])
             nodes[node_id] = node_endpoint(node_id, kv.value)
         return nodes
+
+    async def node_registration(self, node_id: int) -> NodeRegistration | None:
+        await self.reach()
+        kv = self.etcd.get(self._key("nodes", node_id))
+        return None if kv is None else NodeRegistration(node_endpoint(node_id, kv.value), kv.lease_id)
 
     async def directory_mark(self, node_id: int) -> str:
         await self.reach()

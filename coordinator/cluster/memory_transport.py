@@ -50,15 +50,23 @@ class MemoryNetwork:
         self._clock = clock
         self.random = random.Random(seed)
         self._routers: dict[str, object] = {}
+        self._bound: set[str] = set()  # addresses whose port is bound: a connect there is not refused
         self._partitioned: set[frozenset[str]] = set()
         self.faults = NetworkFaults()
 
+    def bind(self, address: str) -> None:
+        """The node at `address` holds its port from now on, before it joins (as `diskless serve` binds before it
+        registers in etcd); calls are answered once it is attached."""
+        self._bound.add(address)
+
     def attach(self, address: str, router: object) -> None:
         """The node at `address` answers from now on (it started)."""
+        self._bound.add(address)
         self._routers[address] = router
 
     def detach(self, address: str) -> None:
-        """The node at `address` answers nothing from now on (it stopped or was killed)."""
+        """The node at `address` answers nothing from now on, and its port is closed (it stopped or was killed)."""
+        self._bound.discard(address)
         self._routers.pop(address, None)
 
     def partition(self, first: str, second: str) -> None:
@@ -115,6 +123,10 @@ class MemoryNetwork:
             raise _unavailable(f"{method} to {target}: connection refused")
         return router
 
+    def refuses(self, source: str, target: str) -> bool:
+        """A connect from `source` to `target` is refused: nothing runs there (a partition times out instead)."""
+        return frozenset((source, target)) not in self._partitioned and target not in self._bound
+
     async def _maybe_delay(self) -> None:
         if self.faults.delay_max_ms > 0 and self.random.random() < self.faults.delay:
             await self._clock.sleep_ms(self.random.randint(1, self.faults.delay_max_ms))
@@ -164,6 +176,9 @@ class MemoryTransport:
 
     def coordinator_stub(self, target: str) -> pb_grpc.DisklessCoordinatorAsyncStub:
         return cast("pb_grpc.DisklessCoordinatorAsyncStub", _Stub(self._network, self._address, target))
+
+    async def refuses_connections(self, target: str, timeout_ms: int) -> bool:
+        return self._network.refuses(self._address, target)
 
     async def close(self) -> None:
         return None

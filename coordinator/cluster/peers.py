@@ -70,6 +70,10 @@ class PeerClient:
         """A stub of the brokers' service at HOST:PORT (a call forwarded as a broker would make it)."""
         return self._transport.coordinator_stub(target)
 
+    async def refuses_connections(self, target: str, timeout_ms: int) -> bool:
+        """Whether HOST:PORT refuses a new connection now (`transport.Transport.refuses_connections`)."""
+        return await self._transport.refuses_connections(target, timeout_ms)
+
     async def hand_over(self, from_id: int, to_id: int, files: Sequence[FileFacts], timeout_s: float) -> None:
         """Makes `to_id` the owner of `files`; returns once it recorded them, raises PeerError otherwise."""
         request = internal.HandOverFilesRequest(

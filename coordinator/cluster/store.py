@@ -47,6 +47,14 @@ def node_endpoint(node_id: int, raw: bytes | str) -> NodeEndpoint:
 
 
 @dataclass(frozen=True, slots=True)
+class NodeRegistration:
+    """A live node's key as read: its endpoint and the lease it is under (its session; a restart gets another)."""
+
+    endpoint: NodeEndpoint
+    lease_id: int
+
+
+@dataclass(frozen=True, slots=True)
 class ClusterConfig:
     coordinators: int
     replication_factor: int
@@ -91,6 +99,11 @@ class ClusterStore(Protocol):
         ...
 
     async def live_nodes(self) -> dict[int, NodeEndpoint]: ...
+
+    async def node_registration(self, node_id: int) -> NodeRegistration | None:
+        """The node's key with its lease (None when it is not registered): what a peer revokes once it saw the
+        node's process gone (`peer_death.py`), that registration's lease and no later one's."""
+        ...
 
     async def directory_mark(self, node_id: int) -> str:
         """The mark of its data directory the node last recorded ("" if none): kept when its session ends, so that

@@ -9,6 +9,8 @@ router, and can drop, delay, duplicate and partition calls. Callers see the same
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from typing import Protocol
 
 import grpc
@@ -26,6 +28,11 @@ class Transport(Protocol):
 
     def coordinator_stub(self, target: str) -> pb_grpc.DisklessCoordinatorAsyncStub:
         """A stub of the brokers' service at HOST:PORT (a call passed on as a broker would make it)."""
+        ...
+
+    async def refuses_connections(self, target: str, timeout_ms: int) -> bool:
+        """Whether the node at HOST:PORT refuses a new connection now: nothing listens there, its process is gone. A
+        connect that times out or is accepted is no refusal (a partition, a stalled or a live node)."""
         ...
 
     async def close(self) -> None: ...
@@ -66,6 +73,20 @@ class GrpcTransport:
         return grpc.ssl_channel_credentials(
             root_certificates=ca if ca is not None else certificate, private_key=key, certificate_chain=certificate
         )
+
+    async def refuses_connections(self, target: str, timeout_ms: int) -> bool:
+        # A bare TCP connect, not a gRPC call: a channel in backoff answers from its last failure without dialling.
+        host, _, port = target.rpartition(":")
+        try:
+            _, writer = await asyncio.wait_for(asyncio.open_connection(host.strip("[]"), int(port)), timeout_ms / 1000)
+        except ConnectionRefusedError:
+            return True
+        except (OSError, TimeoutError, ValueError):
+            return False
+        writer.close()
+        with contextlib.suppress(OSError):
+            await writer.wait_closed()
+        return False
 
     async def close(self) -> None:
         for channel in self._channels.values():

@@ -116,7 +116,8 @@ def _replication(settings: Settings) -> None:
         "replication_factor", "min_insync_replicas", "replica_lag_time_max_ms", "node_heartbeat_interval_ms",
         "cluster_refresh_interval_ms", "replica_fetch_wait_max_ms", "replica_fetch_backoff_ms",
         "etcd_request_timeout_ms", "replica_buffer_bytes", "replica_socket_timeout_ms",
-        "leader_imbalance_check_interval_ms", "node_incarnation_mark_interval_ms",
+        "leader_imbalance_check_interval_ms", "node_incarnation_mark_interval_ms", "peer_death_probe_interval_ms",
+        "peer_death_probe_timeout_ms",
     ):  # fmt: skip
         if getattr(settings, attr) <= 0:
             raise SettingsError(f"{property_name(attr)} must be > 0, got {getattr(settings, attr)}")

@@ -77,6 +77,23 @@ class Settings(StorageSettings):
         200,
         "how often the node reads the coordinators' leaders and ISRs from etcd and elects where one is gone",
     )
+    peer_death_probe_enable: bool = _setting(
+        "diskless.cluster.peer.death.probe.enable",
+        True,
+        "a follower whose fetch finds its leader's node unreachable probes the node's port; refused twice (the "
+        "process is gone: kill -9 closes its port, a partition or a stall refuses nothing), it revokes the node's "
+        "etcd lease so that the coordinators it led elect at once instead of after the session timeout",
+    )
+    peer_death_probe_interval_ms: int = _setting(
+        "diskless.cluster.peer.death.probe.interval.ms",
+        100,
+        "the wait between the two refused connects that confirm a node's death, and between two probes of one node",
+    )
+    peer_death_probe_timeout_ms: int = _setting(
+        "diskless.cluster.peer.death.probe.timeout.ms",
+        500,
+        "how long one probe's connect may take; one that does not end by then is no refusal (the node is kept)",
+    )
     auto_leader_rebalance_enable: bool = _setting(
         "diskless.cluster.auto.leader.rebalance.enable",
         True,

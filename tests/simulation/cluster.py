@@ -123,6 +123,10 @@ class SimCluster:
     def _store(self) -> MemoryClusterStore:
         return MemoryClusterStore(self.etcd)
 
+    def etcd_store(self) -> MemoryClusterStore:
+        """A client of the cluster's etcd for the test itself (no node's, so never cut off)."""
+        return self._store()
+
     # ------------------------------------------------------------------ life of a node
 
     async def start_all(self) -> None:
@@ -141,6 +145,10 @@ class SimCluster:
     async def _starting(self, sim: SimNode) -> None:
         try:
             await self._start(sim)
+        except BaseException:
+            if sim.node is None:  # it never served: its port closes with it
+                self.network.detach(sim.address)
+            raise
         finally:
             sim.starting = False
 
@@ -148,6 +156,7 @@ class SimCluster:
         node_id = sim.node_id
         sim.store = self._store()
         settings = sim.settings
+        self.network.bind(sim.address)
         controller = ClusterController(settings, NodeEndpoint(node_id, "127.0.0.1", BASE_PORT + node_id), sim.store,
                                        self.clock, partial(replica_on_disk, sim.data_dir))  # fmt: skip
         config = await controller.join()

@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import Any, final
 
@@ -84,8 +84,9 @@ class RunReport:
 
 @final
 class Workload:
-    def __init__(self, cluster: SimCluster, seed: int, steps: int) -> None:
+    def __init__(self, cluster: SimCluster, seed: int, steps: int, actions: Mapping[str, int] = ACTIONS) -> None:
         self.cluster = cluster
+        self.actions = dict(actions)  # a step's action by these weights
         self.seed = seed
         self.steps = steps
         self.random = random.Random(seed * 7919 + 1)
@@ -108,7 +109,7 @@ class Workload:
         await self._create_topic()
         for step in range(1, self.steps + 1):
             self.step = step
-            action = self.random.choices(list(ACTIONS), weights=list(ACTIONS.values()))[0]
+            action = self.random.choices(list(self.actions), weights=list(self.actions.values()))[0]
             outcome = await self._act(action)
             self.report.trace.append(f"{self.step} {action} {outcome}")
             self._check_step()

@@ -120,9 +120,11 @@ class Follower:
         on_flushed: Callable[[], None],
         on_topic_records: TopicRecordsApplied | None,
         observe_fetch: Callable[[float, bool], None] = lambda seconds, returned_frames: None,
+        leader_unreachable: Callable[[int], None] = lambda node_id: None,
     ) -> None:
         self.coordinator_id = coordinator_id
         self._observe_fetch = observe_fetch  # each answered fetch's round trip, long-poll wait included
+        self._leader_unreachable = leader_unreachable  # told of each UNAVAILABLE: the node may be gone (kill -9)
         self._role = role
         self._settings = settings
         self._clock = clock
@@ -177,6 +179,8 @@ class Follower:
                 return error
             except (grpc.RpcError, LeaderRefused, ValueError) as error:
                 # The leader is gone, not ready or refused: the controller will name a new one; wait a little.
+                if isinstance(error, grpc.aio.AioRpcError) and error.code() == grpc.StatusCode.UNAVAILABLE:
+                    self._leader_unreachable(self._role.leader_node_id)
                 wait_ms = backoff.failed()
                 if failures % FAILURE_LOG_EVERY == 0:
                     log.info(

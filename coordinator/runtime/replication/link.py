@@ -28,3 +28,7 @@ class ClusterLink(Protocol):
     def internal_stub(self, address: str) -> internal_grpc.CoordinatorInternalAsyncStub:
         """A stub of another node's internal service (one channel per address)."""
         ...
+
+    def peer_unreachable(self, node_id: int) -> None:
+        """A call to `node_id` failed as unreachable (UNAVAILABLE): the node checks whether its process is gone."""
+        ...

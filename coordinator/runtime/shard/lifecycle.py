@@ -355,7 +355,7 @@ class Lifecycle:
             self._follower = Follower(
                 self.coordinator_id, role, self._settings, self._clock, loaded.metadata_log, loaded.epoch_cache,
                 loaded.store, loaded.view, loaded.unapplied, self._executor, self._link.internal_stub,
-                self.snapshots.log_grew, self._on_topic_records, self._observe_fetch,
+                self.snapshots.log_grew, self._on_topic_records, self._observe_fetch, self._link.peer_unreachable,
             )  # fmt: skip
             if self._closing:
                 self._follower.close()
