@@ -116,6 +116,13 @@ def test_the_runs_span_the_fewest_leaders_of_any_cut(leader_list: list[int], bro
     assert total == best
 
 
+def test_brokers_left_over_are_the_highest_ids() -> None:
+    # Several gateways per coordinator (per > 1) and brokers left over: the slots go to the lowest broker ids, the
+    # documented deterministic answer (runs of one slot first), so every node computes the same gateways.
+    gateways = produce_gateways([Broker(b, "a") for b in range(5)], {0: 7, 1: 8})
+    assert gateways == [Gateway(0, "a", (0, 1)), Gateway(1, "a", (2, 3))]
+
+
 def test_brokers_without_a_rack_form_one_rack_and_no_brokers_no_gateways() -> None:
     leaders = {0: 5, 1: 5}
     assert produce_gateways([Broker(3), Broker(1, "a"), Broker(2)], leaders) == [
