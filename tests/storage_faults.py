@@ -350,7 +350,17 @@ def check_node(
         reasons = refusals(node.stub, model, what)
         reasons += duplicate_refusals(node.stub, model, what)
         if not reasons:
-            break
+            # Damage these reads met may be taking a coordinator out to rebuild as they answer: its repair counts
+            # once it has loaded again. Done when, after the node settled, everything reads right again and the
+            # count stood still.
+            counted = repairs()
+            settle()
+            if not refusals(node.stub, model, what) + duplicate_refusals(node.stub, model, what) and (
+                repairs() == counted
+            ):
+                break
+            assert time.monotonic() < deadline, f"{what}: no settled moment in {SETTLE_S} s"
+            continue
         # Refused for good only when refused again twice, each after the node settled (an answer may come back
         # before the failure it reports takes the coordinator out of service), and the node says NOT_SERVING.
         settle()

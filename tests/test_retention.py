@@ -123,6 +123,30 @@ def test_a_pass_takes_at_most_the_bound_per_step(node: InProcessNode, monkeypatc
     assert offsets(node, topic) == (7, 7)
 
 
+def test_a_step_the_view_refuses_is_not_taken_again_in_the_pass(
+    node: InProcessNode, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A step cut inside a partition (its budget spent) that the check refuses (the view moved meanwhile) resumes
+    # past that partition: the pass ends instead of choosing the same refused step again and again.
+    broker = Broker(node.stub, node.coordinators)
+    topic = create(broker, 1, retention_ms=str(RETENTION_MS))
+    owner = coordinator_of(node.stub, topic, 0)
+    for _ in range(2 * BATCH_MAX):
+        commit_one(broker, topic, node.clock.now_ms() - 2 * RETENTION_MS)
+    worker = node.node.retention_workers[owner]
+    steps: list[RetentionStep] = []
+
+    async def refused(operation: Operation[RetentionStep, RetentionOutcome], what: str) -> RetentionOutcome:
+        steps.append(operation.request)
+        return RetentionOutcome(frozenset(), 0, 0)
+
+    monkeypatch.setattr(worker, "_submit", refused)
+    done = node.loop.run(worker.run_pass(), timeout_s=30)
+    assert len(steps) == 1 and steps[0].cut_key is not None, steps  # submitted once, then past that partition
+    assert done.batches == 0
+    assert offsets(node, topic) == (0, 2 * BATCH_MAX)
+
+
 def test_expired_batches_leave_from_the_log_start_and_commits_go_on(node: InProcessNode) -> None:
     broker = Broker(node.stub, node.coordinators)
     topic = create(broker, 1, retention_ms=str(RETENTION_MS))
