@@ -348,14 +348,18 @@ def restore_newest(
     log_start: int,
     log_end: int,
     accept: Callable[[Path], str | None] | None = None,
+    skipped: list[str] | None = None,
 ) -> SnapshotManifest | None:
     """Restores the newest snapshot that verifies and that the log continues (log start <= end <= log end).
 
     `accept` checks the restored file further (the structural check of the state: the backup API copies
     pages as they are, so a snapshot of a damaged state verifies its checksum and is still damaged); a
-    snapshot it refuses is skipped for an older one.
+    snapshot it refuses is skipped for an older one. `skipped` gets the id of each snapshot passed over as damaged.
     """
-    for manifest in list_snapshots(directory):
+    manifests = list_snapshots(directory)
+    if skipped is not None and directory.is_dir():  # list_snapshots left each unreadable manifest out
+        skipped += ["an unreadable manifest"] * (len(list(directory.glob(f"*{MANIFEST_SUFFIX}"))) - len(manifests))
+    for manifest in manifests:
         end = manifest.snapshot_id.end_offset
         if not log_start <= end <= log_end:
             log.warning(
@@ -366,11 +370,15 @@ def restore_newest(
             restore_snapshot(manifest, state_path)
         except ChecksumMismatch as error:
             log.error("snapshot %s does not verify (%s); trying an older one", manifest.snapshot_id, error)
+            if skipped is not None:
+                skipped.append(str(manifest.snapshot_id))
             continue
         problem = accept(state_path) if accept is not None else None
         if problem is not None:
             log.error("snapshot %s is damaged (%s); trying an older one", manifest.snapshot_id, problem)
             state_path.unlink()
+            if skipped is not None:
+                skipped.append(str(manifest.snapshot_id))
             continue
         return manifest
     return None

@@ -14,9 +14,10 @@ state is read too). Every answer is held to the model. Outcomes:
   check (every page; the coordinator then rebuilds, and every answer is checked again) or a scan of the
   whole log (a sealed segment below the applied offset is read again only by a replay), or the
   snapshots' verification (an older snapshot a restore did not need);
-- repaired: every answer right, and the node said it found damage and rebuilt, skipped or set aside what
-  held it (an epoch checkpoint rebuilt from the log, a manifest skipped, a state rebuilt from a snapshot
-  and the log, at load or after a refused read);
+- repaired: every answer right, and the node repaired what held the damage, as its metrics count it
+  (diskless_coordinator_repairs_total: a state set aside and rebuilt from a snapshot or the log, at load or
+  after a refused read; a damaged snapshot or manifest passed over; an epoch checkpoint rebuilt from the log),
+  each repair of a kind that cures damage in that kind of file (REPAIRS_OF_KIND), never a log line alone;
 - refused: the damaged coordinator stays out of service (retriable COORDINATOR_NOT_AVAILABLE with the
   reason, health NOT_SERVING), the other coordinators answer right.
 
@@ -34,7 +35,7 @@ import shutil
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -72,6 +73,20 @@ RELOADS_MAX = 3
 INTERNAL_ERROR_SIGNS = ("Traceback", "CRITICAL", "unexpected error", "check failed", "(error)", "(invariant)")
 READ_ON_RESTORE = frozenset({"snapshot", "manifest"})
 FORCED_REBUILD = "sweep: rebuild from the snapshots"
+REPAIRS_METRIC = "diskless_coordinator_repairs_total"
+STATE_REBUILDS = frozenset({"state_from_snapshot", "state_from_log"})
+# The repairs that cure damage in each kind of file: a trial "repaired" counted at least one of them (and a count of
+# another kind is a repair of damage that was never made: the trial fails).
+REPAIRS_OF_KIND = {
+    "log segment": STATE_REBUILDS,  # a state applied past a damaged frame, rebuilt up to where the log reads
+    "state": STATE_REBUILDS,
+    "wal": STATE_REBUILDS,
+    "shm": STATE_REBUILDS,
+    "snapshot": frozenset({"snapshot_skipped"}),
+    "manifest": frozenset({"snapshot_skipped"}),
+    "epoch checkpoint": frozenset({"epoch_checkpoint"}),
+}
+Repairs = Callable[[], Counter[str]]  # what the node counts in REPAIRS_METRIC so far, by repair
 
 
 @dataclass
@@ -107,6 +122,7 @@ class Trial:
 class Result:
     outcome: str
     detail: str  # the refusal's reason, or the first damage line the node logged
+    repairs: Counter[str] = field(default_factory=Counter)  # what the node counted doing, by repair
 
 
 class Node(Protocol):
@@ -302,15 +318,49 @@ def rebuilt(node: InProcessNode) -> bool:
     return any(FORCED_REBUILD in line for line in node.output)
 
 
-def check_node(node: Node, model: Model, what: str, settle: Callable[[], None]) -> Result:
+def repairs_in(samples: Iterable[tuple[str, Mapping[str, str], float]]) -> Counter[str]:
+    counted: Counter[str] = Counter()
+    for name, labels, value in samples:
+        if name == REPAIRS_METRIC:
+            counted[labels["repair"]] += int(value)
+    return counted
+
+
+def in_process_repairs(node: InProcessNode) -> Repairs:
+    def read() -> Counter[str]:  # the running node's (read when called: the node may start after this)
+        registry = node.node.metrics.registry
+        return repairs_in((s.name, s.labels, s.value) for m in registry.collect() for s in m.samples)
+
+    return read
+
+
+def check_node(
+    node: Node,
+    model: Model,
+    what: str,
+    settle: Callable[[], None],
+    repairs: Repairs,
+    before: Counter[str] | None = None,
+) -> Result:
     """Reads everything and sends the duplicates, again after a refusal until the node settles: a refusal takes
-    the coordinator out of service, and it rebuilds what is damaged (or stays out, saying why)."""
+    the coordinator out of service, and it rebuilds what is damaged (or stays out, saying why). Repaired: the node
+    counted repairs since `before`."""
     deadline = time.monotonic() + SETTLE_S
     while True:
         reasons = refusals(node.stub, model, what)
         reasons += duplicate_refusals(node.stub, model, what)
         if not reasons:
-            break
+            # Damage these reads met may be taking a coordinator out to rebuild as they answer: its repair counts
+            # once it has loaded again. Done when, after the node settled, everything reads right again and the
+            # count stood still.
+            counted = repairs()
+            settle()
+            if not refusals(node.stub, model, what) + duplicate_refusals(node.stub, model, what) and (
+                repairs() == counted
+            ):
+                break
+            assert time.monotonic() < deadline, f"{what}: no settled moment in {SETTLE_S} s"
+            continue
         # Refused for good only when refused again twice, each after the node settled (an answer may come back
         # before the failure it reports takes the coordinator out of service), and the node says NOT_SERVING.
         settle()
@@ -327,8 +377,11 @@ def check_node(node: Node, model: Model, what: str, settle: Callable[[], None]) 
         time.sleep(0.01)
     internal = [line for line in node.output if any(sign in line for sign in INTERNAL_ERROR_SIGNS)]
     assert not internal, f"{what}: an internal error: {''.join(internal)}"
+    done = repairs() - (before or Counter())
     damage = damage_lines(node.output)
-    return Result("repaired", damage[0].strip()) if damage else Result("intact", "")
+    if done:
+        return Result("repaired", damage[0].strip() if damage else str(dict(done)), done)
+    return Result("intact", "")
 
 
 def latent_damage(node: InProcessNode, trial: Trial) -> str | None:
@@ -354,21 +407,34 @@ def run_trial(templates: dict[str, Template], template: str, trial: Trial, scrat
     shutil.copytree(templates[template].directory, data_dir)
     flip_bit(data_dir / trial.path, trial.offset, trial.bit)
     node = InProcessNode(data_dir, coordinators=COORDINATORS, settings=SETTINGS)
+    repairs = in_process_repairs(node)
+    model = templates[template].model
     try:
         node.start(wait_serving=False)
         settle(node, str(trial))
-        result = check_node(node, templates[template].model, str(trial), lambda: settle(node, str(trial)))
+        result = check_node(node, model, str(trial), lambda: settle(node, str(trial)), repairs)
         if trial.kind in READ_ON_RESTORE and result.outcome != "refused":
-            # A snapshot is read only when a state is rebuilt: rebuild the coordinator's from its snapshots.
+            # A snapshot is read only when a state is rebuilt: rebuild the coordinator's from its snapshots. That
+            # rebuild is the sweep's own doing: its one state rebuild is not counted as a repair of the damage.
             shard = node.node.shards[int(trial.path.parts[0].removeprefix("coordinator-"))]
+            before = repairs()
             node.loop.call(lambda: shard.report_damage(StateDamaged(FORCED_REBUILD)))
             wait_until(lambda: shard.state is not ShardState.ACTIVE or rebuilt(node), f"{trial}: a rebuild")
-            result = check_node(node, templates[template].model, str(trial), lambda: settle(node, str(trial)))
+            at_start = result.repairs
+            result = check_node(node, model, str(trial), lambda: settle(node, str(trial)), repairs, before)
+            if result.outcome != "refused":
+                forced = [repair for repair in STATE_REBUILDS for _ in range(result.repairs[repair])]
+                assert len(forced) == 1, f"{trial}: the one rebuild asked for counted {dict(result.repairs)}"
+                done = at_start + result.repairs - Counter(forced)
+                result = Result("repaired", result.detail, done) if done else Result("intact", "")
         if result.outcome == "intact":
             found = latent_damage(node, trial)
             if found is not None:  # a state check takes the coordinator out to rebuild: everything right after it
-                check_node(node, templates[template].model, f"{trial} (checked)", lambda: settle(node, str(trial)))
+                check_node(node, model, f"{trial} (checked)", lambda: settle(node, str(trial)), repairs)
                 result = Result("latent", found)
+        if result.outcome == "repaired":
+            unexpected = set(result.repairs) - REPAIRS_OF_KIND[trial.kind]
+            assert not unexpected, f"{trial}: repaired by {dict(result.repairs)}, none of which cures {trial.kind}"
         return result
     except grpc.RpcError as error:
         raise AssertionError(f"{trial}: an internal error: {error}") from error
@@ -385,6 +451,7 @@ class Sweep:
     seed: int
     trials: int
     outcomes: Counter[tuple[str, str]] = field(default_factory=Counter)
+    repairs: Counter[str] = field(default_factory=Counter)  # what the node counted doing, over every trial
     reasons: dict[tuple[str, str], str] = field(default_factory=dict)  # an example per (kind, outcome)
     seconds: float = 0.0
 
@@ -398,6 +465,9 @@ class Sweep:
         totals = [sum(self.outcomes[(k, o)] for k in KINDS) for o in OUTCOMES]
         lines.append(f"{'all':{width}}  " + "  ".join(f"{c:>8}" for c in totals) + f"  {sum(totals):>8}")
         return "\n".join(lines)
+
+    def repairs_line(self) -> str:
+        return "repairs counted: " + (", ".join(f"{k} {v}" for k, v in sorted(self.repairs.items())) or "none")
 
     def examples(self) -> str:
         return "\n".join(f"  {k} / {o}: {r[:200]}" for (k, o), r in sorted(self.reasons.items()) if r)
@@ -432,6 +502,7 @@ def sweep(
         except AssertionError as error:
             raise AssertionError(f"seed {seed}, {error}") from error
         result.outcomes[(trial.kind, outcome.outcome)] += 1
+        result.repairs += outcome.repairs
         result.reasons.setdefault((trial.kind, outcome.outcome), outcome.detail)
         if (number + 1) % 100 == 0:
             progress(f"  {number + 1} trials, {time.monotonic() - started:.0f} s")
@@ -458,6 +529,7 @@ def main(arguments: list[str] | None = None) -> int:
             runner = run_served_trial
         result = sweep(seed, args.trials, scratch, lambda line: print(line, flush=True), runner)
     print(result.table())
+    print(result.repairs_line())
     print("examples:\n" + result.examples())
     print(f"{args.trials} trials in {result.seconds:.0f} s (seed {seed})")
     return 0

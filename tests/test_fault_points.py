@@ -26,8 +26,12 @@ def reached() -> Iterator[list[str]]:
 
 
 def test_without_a_hook_a_fault_point_does_nothing() -> None:
+    seen: list[str] = []
+    fault_points.install(seen.append)
+    fault_points.install(None)  # as the fixture leaves it, and as production always is
     fault_points.reach("snapshot.copy")
     fault_points.reach("not a step")  # unchecked: production never pays for a hook it has not got
+    assert seen == []  # the hook removed is not called, for a known step or an unknown one
 
 
 def test_the_hook_sees_each_step_and_unknown_steps_are_refused(reached: list[str]) -> None:

@@ -83,27 +83,31 @@ COMMIT_BATCHES = 200  # about 10 KB of request per commit
 BURST = 200
 
 
-async def _burst(
-    address: str, topic: bytes, count: int
-) -> list[tuple[pb.CommitFileResponse | grpc.aio.AioRpcError, float]]:
-    """`count` concurrent commits of COMMIT_BATCHES batches each: (answer or error, seconds it took)."""
+Outcome = tuple[pb.CommitFileResponse | grpc.aio.AioRpcError, float]  # answer or error, when it came (perf_counter)
+
+
+def commit_request(topic: bytes) -> pb.CommitFileRequest:
+    """A commit of COMMIT_BATCHES batches (about 10 KB)."""
+    batches = laid_out([batch(topic, 0, 2) for _ in range(COMMIT_BATCHES)])
+    return pb.CommitFileRequest(
+        object_key=f"wal/{uuid.uuid4()}", object_format=1, file_size=100 * COMMIT_BATCHES,
+        uploader_broker_id=1, owner_ids=[0], batches=batches,
+    )  # fmt: skip
+
+
+async def commit_once(stub: pb_grpc.DisklessCoordinatorStub, topic: bytes) -> Outcome:
+    try:
+        answer: pb.CommitFileResponse | grpc.aio.AioRpcError = await stub.CommitFile(commit_request(topic), timeout=60)
+    except grpc.aio.AioRpcError as error:
+        answer = error
+    return answer, time.perf_counter()
+
+
+async def _burst(address: str, topic: bytes, count: int) -> list[Outcome]:
+    """`count` concurrent commits of COMMIT_BATCHES batches each."""
     async with grpc.aio.insecure_channel(address) as channel:
         stub = pb_grpc.DisklessCoordinatorStub(channel)
-
-        async def one() -> tuple[pb.CommitFileResponse | grpc.aio.AioRpcError, float]:
-            batches = laid_out([batch(topic, 0, 2) for _ in range(COMMIT_BATCHES)])
-            request = pb.CommitFileRequest(
-                object_key=f"wal/{uuid.uuid4()}", object_format=1, file_size=100 * COMMIT_BATCHES,
-                uploader_broker_id=1, owner_ids=[0], batches=batches,
-            )  # fmt: skip
-            started = time.perf_counter()
-            try:
-                answer: pb.CommitFileResponse | grpc.aio.AioRpcError = await stub.CommitFile(request, timeout=60)
-            except grpc.aio.AioRpcError as error:
-                answer = error
-            return answer, time.perf_counter() - started
-
-        return await asyncio.gather(*(one() for _ in range(count)))
+        return await asyncio.gather(*(commit_once(stub, topic) for _ in range(count)))
 
 
 @pytest.mark.slow
@@ -126,12 +130,15 @@ def test_past_a_bound_calls_are_refused_at_once_and_nothing_refused_is_written(
     try:
         topic = Broker(server.stub, 1).create_topic("bounded", 1)
         outcomes = asyncio.run(_burst(server.address, topic, BURST))
-        refused = [(error, took) for error, took in outcomes if isinstance(error, grpc.aio.AioRpcError)]
+        refused = [(error, came) for error, came in outcomes if isinstance(error, grpc.aio.AioRpcError)]
         accepted = [answer for answer, _ in outcomes if isinstance(answer, pb.CommitFileResponse)]
         assert refused and accepted, f"{len(refused)} refused, {len(accepted)} accepted"
         assert {error.code() for error, _ in refused} == {grpc.StatusCode.RESOURCE_EXHAUSTED}
         assert all(setting in (error.details() or "") for error, _ in refused), refused[0][0].details()
-        assert max(took for _, took in refused) < 1.0, "a refusal waits for nothing"
+        # A refusal waits for nothing: a call is refused only while admitted ones are in progress, so each refusal
+        # comes before the last admitted call's answer (an order within the run, not a time a loaded machine misses).
+        last_accepted = max(came for answer, came in outcomes if isinstance(answer, pb.CommitFileResponse))
+        assert max(came for _, came in refused) < last_accepted, "a refusal waited for the admitted calls"
         # Every acknowledged batch is there, in the offsets it was given; no refused batch is.
         assert all(b.error_code == pb.NONE for answer in accepted for b in answer.batches)
         acknowledged = sorted(b.assigned_base_offset for answer in accepted for b in answer.batches)

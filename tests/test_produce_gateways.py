@@ -8,6 +8,7 @@ for any assignment), at most ⌈(its coordinators - 1) / the smallest group⌉ +
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import random
@@ -79,6 +80,47 @@ def test_the_larger_runs_are_placed_where_the_leader_groups_end() -> None:
     assert run_sizes(groups, 5) == [2, 3, 2, 3, 2]
     assert run_sizes([7] * 5, 2) == [3, 2]  # one group: the larger run first
     assert run_sizes([1, 2, 3], 5) == [1, 1, 1, 0, 0]
+
+
+def test_a_brokers_run_follows_the_leader_groups_not_even_cuts() -> None:
+    # The co-location step through produce_gateways itself: 12 coordinators led in groups of 2, 3, 2, 3, 2 and 5
+    # brokers in one rack. Runs cut evenly (3, 3, 2, 2, 2) would give brokers coordinators of two leaders; the
+    # leader-aware runs (2, 3, 2, 3, 2) give each broker one leader's coordinators.
+    groups = [0] * 2 + [1] * 3 + [2] * 2 + [3] * 3 + [4] * 2
+    leaders = dict(enumerate(groups))
+    gateways = produce_gateways([Broker(b, "a") for b in range(5)], leaders)
+    assert sorted(served(gateways).values()) == [[0, 1], [2, 3, 4], [5, 6], [7, 8, 9], [10, 11]]
+    assert {span for _, span in leader_spans(gateways, leaders).values()} == {1}
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, 4), min_size=1, max_size=14), st.integers(1, 9))
+def test_the_runs_span_the_fewest_leaders_of_any_cut(leader_list: list[int], brokers: int) -> None:
+    # Brute force over every choice of which runs take the extra coordinator: produce_gateways's brokers together
+    # span as few leader nodes as the best of them (one rack, so one gateway each when brokers <= coordinators).
+    leaders = dict(enumerate(sorted(leader_list)))  # coordinators numbered in their leader groups
+    count = len(leaders)
+    if brokers > count:
+        return
+    gateways = produce_gateways([Broker(b) for b in range(brokers)], leaders)
+    total = sum(span for _, span in leader_spans(gateways, leaders).values())
+    small, larger = divmod(count, brokers)
+    best = count
+    for extra in itertools.combinations(range(brokers), larger):
+        start, spans = 0, 0
+        for run in range(brokers):
+            size = small + (run in extra)
+            spans += len({leaders[c] for c in range(start, start + size)})
+            start += size
+        best = min(best, spans)
+    assert total == best
+
+
+def test_brokers_left_over_are_the_highest_ids() -> None:
+    # Several gateways per coordinator (per > 1) and brokers left over: the slots go to the lowest broker ids, the
+    # documented deterministic answer (runs of one slot first), so every node computes the same gateways.
+    gateways = produce_gateways([Broker(b, "a") for b in range(5)], {0: 7, 1: 8})
+    assert gateways == [Gateway(0, "a", (0, 1)), Gateway(1, "a", (2, 3))]
 
 
 def test_brokers_without_a_rack_form_one_rack_and_no_brokers_no_gateways() -> None:

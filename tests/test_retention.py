@@ -20,8 +20,10 @@ from hypothesis import strategies as st
 
 from coordinator.machine.view import CoordinatorView, PartitionView
 from coordinator.node.gauges import coordinator_gauges
+from coordinator.runtime.operation import Operation
 from coordinator.topics.retention import (
     LogStartMove,
+    RetentionOutcome,
     RetentionStep,
     StoredBatch,
     check_retention,
@@ -95,6 +97,54 @@ def pass_age_s(node: InProcessNode, coordinator_id: int) -> float:
 def offsets(node: InProcessNode, topic_id: bytes) -> tuple[int, int]:
     """(log start, high watermark) by ListOffsets -2 and -1."""
     return list_offset(node.stub, topic_id, 0, -2).offset, list_offset(node.stub, topic_id, 0, -1).offset
+
+
+def test_a_pass_takes_at_most_the_bound_per_step(node: InProcessNode, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The worker's own bound (diskless.coordinator.retention.batch.max), not only select_retention's: seven expired
+    # batches of one partition leave in steps of 3, 3 and 1, each its own operation, and commits run between them.
+    broker = Broker(node.stub, node.coordinators)
+    topic = create(broker, 1, retention_ms=str(RETENTION_MS))
+    owner = coordinator_of(node.stub, topic, 0)
+    for _ in range(7):
+        commit_one(broker, topic, node.clock.now_ms() - 2 * RETENTION_MS)
+    worker = node.node.retention_workers[owner]
+    assert worker.coordinator_id == owner
+    submitted: list[int] = []
+    submit = worker._submit
+
+    async def counting(operation: Operation[RetentionStep, RetentionOutcome], what: str) -> RetentionOutcome:
+        submitted.append(sum(move.batches for move in operation.request.moves))
+        return await submit(operation, what)
+
+    monkeypatch.setattr(worker, "_submit", counting)
+    done = node.loop.run(worker.run_pass())  # the clock stands still: no periodic pass runs meanwhile
+    assert submitted == [BATCH_MAX, BATCH_MAX, 1]
+    assert (done.steps, done.batches) == (3, 7)
+    assert offsets(node, topic) == (7, 7)
+
+
+def test_a_step_the_view_refuses_is_not_taken_again_in_the_pass(
+    node: InProcessNode, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A step cut inside a partition (its budget spent) that the check refuses (the view moved meanwhile) resumes
+    # past that partition: the pass ends instead of choosing the same refused step again and again.
+    broker = Broker(node.stub, node.coordinators)
+    topic = create(broker, 1, retention_ms=str(RETENTION_MS))
+    owner = coordinator_of(node.stub, topic, 0)
+    for _ in range(2 * BATCH_MAX):
+        commit_one(broker, topic, node.clock.now_ms() - 2 * RETENTION_MS)
+    worker = node.node.retention_workers[owner]
+    steps: list[RetentionStep] = []
+
+    async def refused(operation: Operation[RetentionStep, RetentionOutcome], what: str) -> RetentionOutcome:
+        steps.append(operation.request)
+        return RetentionOutcome(frozenset(), 0, 0)
+
+    monkeypatch.setattr(worker, "_submit", refused)
+    done = node.loop.run(worker.run_pass(), timeout_s=30)
+    assert len(steps) == 1 and steps[0].cut_key is not None, steps  # submitted once, then past that partition
+    assert done.batches == 0
+    assert offsets(node, topic) == (0, 2 * BATCH_MAX)
 
 
 def test_expired_batches_leave_from_the_log_start_and_commits_go_on(node: InProcessNode) -> None:

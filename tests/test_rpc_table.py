@@ -1,9 +1,9 @@
 """The RPC table (coordinator/edge/rpcs.py) against the protos, and what is derived from it.
 
 A method of a service in the protos without a row, a row naming a method or a handler that does not exist, or a
-row the first process of a node spread over processes cannot serve as it says, fails here. The derived maps are
-checked against the values that were kept by hand before the table (permissions, routes, the fast path's
-error-code fields, the front process's overrides).
+row the first process of a node spread over processes cannot serve as it says, fails here. What is derived from the
+rows is checked against rules read from the protos for every method of every service (its service, the verb of its
+name, its response's item results), so an RPC added since the table is checked as the first ones were.
 """
 
 from __future__ import annotations
@@ -15,11 +15,13 @@ from collections.abc import AsyncIterator, Iterable, Sequence
 from typing import Any, cast
 
 import pytest
-from google.protobuf.descriptor import FileDescriptor
+from google.protobuf import message_factory
+from google.protobuf.descriptor import Descriptor, FileDescriptor, MethodDescriptor
 
 from coordinator.base.invariants import InvariantViolation
 from coordinator.base.metrics import Metrics
 from coordinator.client import channels
+from coordinator.client.routes import RETRIABLE_CODES
 from coordinator.client.routing_client import RoutingClient
 from coordinator.edge.access_control import AccessControl
 from coordinator.edge.acl_file import Permission
@@ -34,38 +36,37 @@ from protos import coordinator_pb2 as pb
 
 PROTO_FILES = (pb.DESCRIPTOR, internal_pb2.DESCRIPTOR, admin_pb2.DESCRIPTOR)
 
-# What was kept by hand before the table: RPC_PERMISSIONS (edge/acl_file.py), INTERNAL_PERMISSIONS
-# (node/services.py), ADMIN_PERMISSIONS (node/admin_service.py). These expectations cover the RPCs of that time
-# only: an RPC added since is one row of the table and nothing here.
-OLD_PERMISSIONS = {
-    "CreatePartitions": Permission.CLUSTER_ACTION,
-    "DeleteTopics": Permission.CLUSTER_ACTION,
-    "CommitFile": Permission.CLUSTER_ACTION,
-    "DeleteRecords": Permission.CLUSTER_ACTION,
-    "ListOffsets": Permission.CLUSTER_ACTION,
-    "FindBatches": Permission.CLUSTER_ACTION,
-    "DescribeFiles": Permission.DESCRIBE,
-    "FindCoordinator": Permission.DESCRIBE,
-    "DescribeCoordinators": Permission.DESCRIBE,
-    "ListFileKeys": Permission.DESCRIBE,
-    **{
-        name: Permission.INTERNAL
-        for name in ("HandOverFiles", "KnownFiles", "FetchLog", "OffsetForLeaderEpoch", "FetchSnapshot", "ChangeTopic")
-    },
-    "CreateSnapshot": Permission.ALTER,
-    "ListSnapshots": Permission.DESCRIBE,
-    "CheckState": Permission.ALTER,
-}
-# channels._ERROR_CODE_FIELD, as hard-coded before it was read from the descriptors.
-OLD_ERROR_CODE_FIELDS = {"CommitFile": 1, "FindBatches": 2, "ListOffsets": 2, "DeleteRecords": 3, "DescribeFiles": 2}
-# routing_client's Access per method.
-OLD_ACCESS = {
-    "CommitFile": ServedBy.LEADER,
-    "ListOffsets": ServedBy.LEADER,
-    "DeleteRecords": ServedBy.LEADER,
-    "FindBatches": ServedBy.REPLICA,
-    "DescribeFiles": ServedBy.REPLICA,
-}
+# What each method's verb says it does to the coordinators, read from its name in the protos: a method whose verb is
+# in neither set fails here, so a new RPC is classified when it is added (and the rules below then check its row).
+CHANGING_VERBS = ("Create", "Delete", "Commit", "Alter", "Elect", "Check", "HandOver", "Change")
+READING_VERBS = ("Describe", "List", "Find", "Known", "Fetch", "OffsetFor")
+
+
+def verb(method: str) -> str:
+    found = [v for v in (*CHANGING_VERBS, *READING_VERBS) if method.startswith(v)]
+    assert len(found) == 1, f"{method}: its verb is not one of {CHANGING_VERBS + READING_VERBS}: classify it here"
+    return found[0]
+
+
+def proto_methods() -> list[tuple[str, MethodDescriptor]]:
+    """(service name, method) for every method of every service of the protos."""
+    return [(s.name, m) for f in PROTO_FILES for s in f.services_by_name.values() for m in s.methods]
+
+
+def with_item_codes(descriptor: Descriptor, code: int) -> Any:
+    """A message of `descriptor` with one element in each repeated message field, all the way down, and every item
+    result's `error_code` set to `code` (the top message's own left alone)."""
+    message = message_factory.GetMessageClass(descriptor)()
+
+    def fill(target: Any, top: bool) -> None:
+        for field in target.DESCRIPTOR.fields:
+            if field.name == "error_code" and not top:
+                setattr(target, field.name, code)
+            elif field.message_type is not None and field.is_repeated and not field.message_type.GetOptions().map_entry:
+                fill(getattr(target, field.name).add(), False)
+
+    fill(message, True)
+    return message
 
 
 def methods_without_row(files: Iterable[FileDescriptor], rows: Sequence[Rpc]) -> list[str]:
@@ -130,21 +131,53 @@ def test_a_rows_stream_is_the_methods() -> None:
     }
 
 
-def test_the_permissions_are_the_ones_kept_by_hand_before() -> None:
-    assert {method: PERMISSIONS[method] for method in OLD_PERMISSIONS} == OLD_PERMISSIONS
+def test_each_rows_permission_follows_from_its_service_and_verb() -> None:
+    # Derived from the protos, so an RPC added since is checked as the first ones were: calls between coordinators
+    # need INTERNAL; one that changes anything never needs only DESCRIBE (ALTER for operators, CLUSTER_ACTION for
+    # brokers); one that reads needs DESCRIBE, or CLUSTER_ACTION on a broker's data path.
+    for service, method in proto_methods():
+        permission = PERMISSIONS[method.name]
+        if service == Service.INTERNAL.value:
+            assert permission is Permission.INTERNAL, method.name
+            continue
+        changes = verb(method.name) in CHANGING_VERBS
+        allowed = {
+            (Service.COORDINATOR.value, True): {Permission.CLUSTER_ACTION},
+            (Service.COORDINATOR.value, False): {Permission.DESCRIBE, Permission.CLUSTER_ACTION},
+            (Service.ADMIN.value, True): {Permission.ALTER},
+            (Service.ADMIN.value, False): {Permission.DESCRIBE},
+        }[service, changes]
+        assert permission in allowed, f"{service}.{method.name}: {permission}, one of {allowed}"
     assert AccessControl(None, False, "none", 1.0).permissions == PERMISSIONS
 
 
-def test_the_routing_clients_access_per_method_is_the_one_kept_by_hand_before() -> None:
-    assert {method: BY_METHOD[method].served_by for method in OLD_ACCESS} == OLD_ACCESS
+def test_a_replica_answers_only_reads_and_a_change_goes_to_a_leader_or_a_node() -> None:
+    for service, method in proto_methods():
+        rpc = BY_METHOD[method.name]
+        if rpc.served_by is ServedBy.REPLICA:
+            assert verb(method.name) in READING_VERBS, f"{method.name}: a replica changes nothing"
+        if service == Service.INTERNAL.value and rpc.served_by is ServedBy.NODE:
+            assert verb(method.name) in READING_VERBS, f"{method.name}: a change between coordinators is a leader's"
 
 
-def test_the_error_code_fields_read_from_the_descriptors_are_the_ones_hard_coded_before() -> None:
-    assert {method: channels.ERROR_CODE_FIELDS[method] for method in OLD_ERROR_CODE_FIELDS} == OLD_ERROR_CODE_FIELDS
-    assert {method: channels.RESPONSE_TYPES[method].DESCRIPTOR.name for method in OLD_ERROR_CODE_FIELDS} == {
-        method: f"{method}Response" for method in OLD_ERROR_CODE_FIELDS
+def test_the_fast_path_finds_a_retriable_code_in_any_item_result_of_every_split_call() -> None:
+    # Behaviour, from the descriptors: every broker call split by coordinator (served by a leader or a replica, one
+    # answer) is on the fast path, and its byte scan sees a retriable code set in the item results, and none when
+    # every item answered NONE.
+    split = {
+        m.name
+        for service, m in proto_methods()
+        if service == Service.COORDINATOR.value and BY_METHOD[m.name].served_by is not ServedBy.NODE
+        if not m.server_streaming
     }
-    assert set(channels.ERROR_CODE_FIELDS) == set(channels.RESPONSE_TYPES)
+    assert set(channels.ERROR_CODE_FIELDS) == set(channels.RESPONSE_TYPES) == split
+    for name in sorted(split):
+        output = BY_METHOD[name].descriptor.output_type
+        for code in RETRIABLE_CODES:
+            answer, retriable = channels.decode_answer(name, with_item_codes(output, code).SerializeToString())
+            assert retriable, f"{name}: {pb.ErrorCode.Name(code)} not seen"
+        answer, retriable = channels.decode_answer(name, with_item_codes(output, pb.NONE).SerializeToString())
+        assert not retriable and answer.DESCRIPTOR is output, name
 
 
 def test_the_error_code_walk_refuses_a_response_without_item_results_and_a_multi_byte_tag() -> None:
@@ -154,24 +187,15 @@ def test_the_error_code_walk_refuses_a_response_without_item_results_and_a_multi
         channels.retriable_code_bytes(16)
 
 
-def test_calls_passed_on_to_a_catalog_holder_are_the_ones_the_router_passed_on_before() -> None:
-    holder = {
-        rpc.method for rpc in RPCS if rpc.no_replica is NoReplica.CATALOG_HOLDER and rpc.method in OLD_PERMISSIONS
-    }
-    assert holder == {"CreatePartitions", "DeleteTopics", "FindCoordinator"}
-
-
-def test_the_front_process_serves_every_row_as_before() -> None:
-    old_front = {
-        **dict.fromkeys(("CommitFile", "DeleteRecords", "ListOffsets", "DescribeFiles"), Front.LEADING_PROCESS),
-        "FindBatches": Front.STATE_FILES,
-        **dict.fromkeys(("CreatePartitions", "DeleteTopics"), Front.CATALOG_CHANGE),
-        "FindCoordinator": Front.CATALOG,
-        "DescribeCoordinators": Front.EVERY_PROCESS,
-        "ListFileKeys": Front.HERE,
-        **{method: Front.HERE for method in OLD_PERMISSIONS if BY_METHOD[method].service is not Service.COORDINATOR},
-    }
-    assert {method: BY_METHOD[method].front for method in old_front} == old_front
+def test_calls_passed_on_to_a_catalog_holder_are_a_nodes_and_the_front_passes_leaders_calls_on() -> None:
+    for service, method in proto_methods():
+        rpc = BY_METHOD[method.name]
+        if rpc.no_replica is NoReplica.CATALOG_HOLDER:
+            assert rpc.served_by is ServedBy.NODE, f"{method.name}: passed on whole, so a node's call"
+        if service != Service.COORDINATOR.value:
+            assert rpc.front is Front.HERE, f"{method.name}: operators' and coordinators' calls are answered here"
+        elif rpc.served_by is ServedBy.LEADER and not rpc.streams:
+            assert rpc.front is Front.LEADING_PROCESS, f"{method.name}: a leader's call reaches the leading process"
 
 
 def test_a_row_the_front_process_cannot_serve_stops_it_at_start_up(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -89,6 +89,12 @@ async def in_sync_with(sim: SimCluster, repaired: SimNode, leader: SimNode, part
     assert keys_found(leader, partition) == keys
     folders = damaged_folders(directory)
     assert len(folders) == 1 and (folders[0] / "log").is_dir(), "the damaged files are kept for the operator"
+    # What the node did, as its metrics count it: one repair from a replica (not a log line's say-so).
+    assert repaired.node is not None
+    repairs = repaired.node.metrics.registry.get_sample_value(
+        "diskless_coordinator_repairs_total", {"coordinator": "0", "repair": "from_replica"}
+    )
+    assert repairs == 1, repairs
 
 
 @pytest.mark.parametrize("seed", [*_seeds(FAST_SEEDS), *(pytest.param(s, marks=pytest.mark.slow) for s in SLOW_SEEDS)])

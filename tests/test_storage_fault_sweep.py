@@ -16,6 +16,8 @@ import pytest
 
 from coordinator.runtime.shard.availability import ShardState
 from snapshot import page_checksums
+from snapshot.manifests import manifest_path
+from snapshot.snapshots import MANIFEST_SUFFIX, list_snapshots, snapshot_directory
 from tests import storage_faults
 from tests.in_process import InProcessNode
 from tests.storage_faults import (
@@ -23,10 +25,12 @@ from tests.storage_faults import (
     CRASH_SETTINGS,
     SETTINGS,
     Template,
+    Trial,
     build_templates,
     check_node,
     commit,
     flip_bit,
+    in_process_repairs,
     load,
     parameters,
     settle,
@@ -45,8 +49,12 @@ def run_sweep(tmp_path: Path, default_trials: int, runner: storage_faults.TrialR
     seed, trials = parameters(default_trials)
     result = storage_faults.sweep(seed, trials, tmp_path, print, runner)
     print(result.table())
+    print(result.repairs_line())
     print("examples:\n" + result.examples())
     assert sum(result.outcomes.values()) == trials
+    # Each trial "repaired" counted at least one repair the node did (run_trial checks each is of its file's kind).
+    repaired = sum(count for (_, outcome), count in result.outcomes.items() if outcome == "repaired")
+    assert sum(result.repairs.values()) >= repaired
 
 
 def test_a_sweep_of_flipped_bits_in_every_kind_of_file_never_serves_a_wrong_answer(tmp_path: Path) -> None:
@@ -93,7 +101,13 @@ def test_a_damaged_producers_page_found_at_open_is_rebuilt_at_once(
         assert all(shard.state is ShardState.ACTIVE for shard in node.node.shards)
         output = "".join(node.output)
         assert "fails its checksum; moved it to state.sqlite.corrupt-" in output, output
-        result = check_node(node, templates["clean"].model, "producers page", lambda: settle(node, "producers"))
+        result = check_node(
+            node,
+            templates["clean"].model,
+            "producers page",
+            lambda: settle(node, "producers"),
+            in_process_repairs(node),
+        )
         assert result.outcome == "repaired", result
     finally:
         node.stop()
@@ -109,7 +123,9 @@ def test_a_commit_whose_check_meets_a_damaged_page_is_refused_retriably_and_the_
     flip_bit(state, (first_page_of(state, "sqlite_autoindex_files_1") - 1) * PAGE_BYTES + 2000, 6)
     node = InProcessNode(data_dir, coordinators=COORDINATORS, settings=SETTINGS).start()
     try:
-        result = check_node(node, templates["clean"].model, "files index", lambda: settle(node, "files index"))
+        result = check_node(
+            node, templates["clean"].model, "files index", lambda: settle(node, "files index"), in_process_repairs(node)
+        )
         assert result.outcome == "repaired", result
         output = "".join(node.output)
         assert "coordinator 0 out of service (state_damaged)" in output and "check failed" not in output, output
@@ -137,7 +153,7 @@ def test_a_stale_shm_between_runs_is_rebuilt_by_sqlite_never_trusted(tmp_path: P
     copied_shm.write_bytes(stale)
     node = InProcessNode(tmp_path / "crash", coordinators=COORDINATORS, settings=SETTINGS).start()
     try:
-        result = check_node(node, model, "stale -shm", lambda: settle(node, "stale -shm"))
+        result = check_node(node, model, "stale -shm", lambda: settle(node, "stale -shm"), in_process_repairs(node))
         assert result.outcome == "intact", result
     finally:
         node.stop()
@@ -154,10 +170,49 @@ def test_damage_met_inside_an_apply_is_named_with_its_file_and_offset(
     flip_bit(state, (page - 1) * PAGE_BYTES + 2500, 1)
     node = InProcessNode(data_dir, coordinators=COORDINATORS, settings=SETTINGS).start()
     try:
-        result = check_node(node, templates["clean"].model, "files page", lambda: settle(node, "files page"))
+        result = check_node(
+            node, templates["clean"].model, "files page", lambda: settle(node, "files page"), in_process_repairs(node)
+        )
         assert result.outcome == "repaired", result
         output = "".join(node.output)
         assert f"{state}: the page at offset {(page - 1) * PAGE_BYTES} fails its checksum" in output, output
         assert "cannot rollback" not in output, output
     finally:
         node.stop()
+
+
+def _newest_snapshot_file(data_dir: Path, suffix: str) -> Path:
+    directory = snapshot_directory(data_dir / "coordinator-0")
+    newest = list_snapshots(directory)[0]
+    path = newest.data_path if suffix == ".sqlite" else manifest_path(directory, newest.snapshot_id)
+    assert path.exists(), path
+    return path
+
+
+@pytest.mark.parametrize(
+    ("kind", "repairs"),
+    [
+        ("epoch checkpoint", {"epoch_checkpoint": 1}),
+        ("manifest", {"snapshot_skipped": 1}),
+        ("snapshot", {"snapshot_skipped": 1}),
+        ("state", {"state_from_snapshot": 1}),
+    ],
+)
+def test_a_repair_is_what_the_node_counts_doing(
+    templates: dict[str, Template], tmp_path: Path, kind: str, repairs: dict[str, int]
+) -> None:
+    """ "Repaired" is what the node did, as diskless_coordinator_repairs_total counts it, never a log line: one flip
+    in each kind of file a node repairs alone is repaired by exactly the repair that cures it. A node that no longer
+    rebuilt (or skipped, or rebuilt the checkpoint) would leave the trial refused, or intact, and fail here."""
+    data_dir = templates["clean"].directory
+    if kind == "epoch checkpoint":
+        path, offset = data_dir / "coordinator-0" / "leader-epoch-checkpoint", 0
+    elif kind == "state":
+        path = data_dir / "coordinator-0" / "state.sqlite"
+        offset = (first_page_of(path, "producers") - 1) * PAGE_BYTES + 1000
+    else:
+        path = _newest_snapshot_file(data_dir, ".sqlite" if kind == "snapshot" else MANIFEST_SUFFIX)
+        offset = path.stat().st_size // 2
+    trial = Trial(0, kind, path.relative_to(data_dir), offset, 3)
+    result = storage_faults.run_trial(templates, "clean", trial, tmp_path)
+    assert (result.outcome, dict(result.repairs)) == ("repaired", repairs), result

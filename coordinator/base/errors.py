@@ -52,6 +52,13 @@ else:
         NOT_ENOUGH_REPLICAS_AFTER_APPEND = pb.NOT_ENOUGH_REPLICAS_AFTER_APPEND
         FENCED_LEADER_EPOCH = pb.FENCED_LEADER_EPOCH
         UNKNOWN_LEADER_EPOCH = pb.UNKNOWN_LEADER_EPOCH
+        # Codes of the contract the coordinator does not answer with today, mirrored all the same: a code a broker
+        # may see is named in logs and usable without protobuf (tests/test_error_codes.py checks both directions).
+        CORRUPT_MESSAGE = pb.CORRUPT_MESSAGE
+        CLUSTER_AUTHORIZATION_FAILED = pb.CLUSTER_AUTHORIZATION_FAILED
+        DUPLICATE_SEQUENCE_NUMBER = pb.DUPLICATE_SEQUENCE_NUMBER
+        INVALID_TIMESTAMP = pb.INVALID_TIMESTAMP
+        THROTTLING_QUOTA_EXCEEDED = pb.THROTTLING_QUOTA_EXCEEDED
 
 
 class CallRejected(Exception):

@@ -113,6 +113,14 @@ class Metrics:
             "needs_operator, invariant, error); diskless_coordinator_up says whether it serves now.",
             ["coordinator", "kind"], registry=r,
         )  # fmt: skip
+        self.coordinator_repairs = Counter(
+            "diskless_coordinator_repairs",
+            "What a coordinator did about damage it found, by coordinator and repair: state_from_snapshot and "
+            "state_from_log (its state set aside and rebuilt), snapshot_skipped (a snapshot that did not verify passed "
+            "over for an older one), epoch_checkpoint (its leader-epoch checkpoint rebuilt from the log), "
+            "from_replica (its files set aside to fetch a healthy replica's copy).",
+            ["coordinator", "repair"], registry=r,
+        )  # fmt: skip
         self.replica_fetch = Histogram(
             "diskless_replica_fetch_seconds", "A follower's FetchLog round trips to its leader, by coordinator and "
             "whether the answer carried records (an empty one includes the leader's long-poll wait).",

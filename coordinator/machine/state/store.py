@@ -141,6 +141,9 @@ class StateStore:
     ) -> None:
         self.path = path
         self.coordinator_id = coordinator_id
+        # What the load that opened this file repaired to get it (coordinator/runtime/shard/state_opening.py): the
+        # coordinator counts each in diskless_coordinator_repairs_total.
+        self.repairs: list[str] = []
         self.checksums = (
             checksums  # pages and WAL frames verified on every read (diskless.coordinator.state.page.checksums)
         )

@@ -66,6 +66,9 @@ class LeaderEpochCache:
 
     path: Path
     _entries: list[EpochEntry]
+    # Opened from a checkpoint that was unreadable or behind the log, rebuilt from the log's frames (a repair the
+    # coordinator counts); False for one that was right, or absent (a new coordinator's).
+    rebuilt: bool = False
 
     @classmethod
     def open(cls, directory: Path, metadata_log: EpochSource) -> LeaderEpochCache:
@@ -73,6 +76,7 @@ class LeaderEpochCache:
         path = directory / CHECKPOINT_NAME
         part_path(path).unlink(missing_ok=True)  # a crash during a write left it; the old file is whole
         position = metadata_log.position()
+        existed = path.exists()
         stored = _read_checkpoint(path)
         # The log was cut after the checkpoint was written (a truncation whose checkpoint write a crash lost).
         entries = [e for e in stored if e.start_offset < position.end_offset] if stored is not None else None
@@ -83,7 +87,7 @@ class LeaderEpochCache:
             if stored is not None:
                 log.info("%s: latest epoch %d, the log's %d: rebuilding it from the log", path, cached_epoch, log_epoch)
             entries = _scan(metadata_log, position.start_offset)
-        cache = cls(path, entries)
+        cache = cls(path, entries, rebuilt=existed and entries != stored)
         if entries != stored:
             cache._write()
         return cache

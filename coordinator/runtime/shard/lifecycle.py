@@ -298,6 +298,7 @@ class Lifecycle:
         if await self._repair.leave_isr(failure, self._stopping):
             async with self.snapshots.files_lock:
                 await self._repair.set_files_aside(failure, self._executor)
+            self._metrics.coordinator_repairs.labels(str(self.coordinator_id), "from_replica").inc()
             self._repairing = True
             self._problem = f"repairing from a healthy replica after damage: {failure}"
         return True
@@ -347,6 +348,8 @@ class Lifecycle:
         if self._pipeline is not None:
             self._earlier_append_count += self._pipeline.statistics().log_append_count
         self._loaded = loaded
+        for repair in loaded.repairs:
+            self._metrics.coordinator_repairs.labels(str(self.coordinator_id), repair).inc()
         role = self._loaded_role = plan_role
         if role is not None and role.kind is RoleKind.FOLLOWER:
             self._repairing = False  # from here on it catches up and rejoins the ISR as any follower does

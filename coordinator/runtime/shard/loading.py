@@ -117,6 +117,7 @@ class Loaded:
     # In a cluster: the log's records after the applied offset, the leader's epoch start included; they are
     # applied once the high watermark passes them (a leader has replayed them into the view already).
     unapplied: list[AppliedFrame]
+    repairs: tuple[str, ...] = ()  # what this load repaired (diskless_coordinator_repairs_total's repair label)
 
 
 def open_coordinator(plan: LoadPlan) -> Loaded:
@@ -167,7 +168,10 @@ def open_coordinator(plan: LoadPlan) -> Loaded:
             with contextlib.suppress(Exception):
                 store.close()
         raise
-    return Loaded(metadata_log, store, view, position, end, replayed, metadata_log.flush_count, epoch_cache, unapplied)
+    repairs = (*store.repairs, *(("epoch_checkpoint",) if epoch_cache.rebuilt else ()))
+    return Loaded(
+        metadata_log, store, view, position, end, replayed, metadata_log.flush_count, epoch_cache, unapplied, repairs
+    )
 
 
 def _replay(plan: LoadPlan, store: StateStore, metadata_log: MetadataLog, position: LogPosition) -> int:

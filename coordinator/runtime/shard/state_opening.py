@@ -109,9 +109,11 @@ def replace_state(place: StatePlace, reason: str, position: LogPosition) -> Stat
     for suffix in ("-wal", "-shm"):  # a stale WAL beside a new file would be replayed into it
         path.with_name(path.name + suffix).unlink(missing_ok=True)
     accept = _restored_state_problem if place.check_restored else None
-    restored = restore_newest(snapshots, path, position.start_offset, position.end_offset, accept)
+    skipped: list[str] = []
+    restored = restore_newest(snapshots, path, position.start_offset, position.end_offset, accept, skipped)
     if restored is not None:
         store = place.open_store()
+        store.repairs += ["snapshot_skipped"] * len(skipped) + ["state_from_snapshot"]
         check_invariant(
             (store.applied_offset, store.meta["leader_epoch"])
             == (restored.snapshot_id.end_offset, restored.snapshot_id.epoch),
@@ -130,7 +132,9 @@ def replace_state(place: StatePlace, reason: str, position: LogPosition) -> Stat
         )
     # SQLite is a cache of the log: with the whole log at hand, rebuild it by replay.
     log.warning("coordinator %d: %s; no snapshot verifies: rebuilding from the whole log", coordinator_id, reason)
-    return place.open_store()
+    store = place.open_store()
+    store.repairs += ["snapshot_skipped"] * len(skipped) + ["state_from_log"]
+    return store
 
 
 def _restored_state_problem(path: Path) -> str | None:
