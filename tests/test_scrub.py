@@ -30,6 +30,7 @@ from coordinator.runtime.shard.availability import ShardState
 from coordinator.runtime.shard.damaged_files import damaged_folders
 from coordinator.runtime.shard.scrub_reads import LOG, SNAPSHOT, STATE, ScrubStep, scrub_pass
 from coordinator.runtime.shard.scrubber import Scrubber
+from protos import coordinator_pb2 as pb
 from snapshot.snapshots import list_snapshots, snapshot_directory
 from tests.in_process import InProcessNode, wait_until
 from tests.storage_faults import COORDINATORS, SETTINGS, check_node, flip_bit, load, settle
@@ -111,6 +112,9 @@ def test_one_pass_finds_a_flipped_bit_in_a_sealed_segment_an_older_snapshot_and_
         again = node.loop.run(shard.scrub())
         assert {finding.kind for finding in again.findings} <= {LOG}, again  # the segment waits for pruning
         assert again.complete
+        (described,) = node.stub.DescribeCoordinators(pb.DescribeCoordinatorsRequest(coordinator_ids=[0])).coordinators
+        assert described.scrub_damage_found == 3 + len(again.findings), described
+        assert described.last_scrub_damage.startswith(LOG if again.findings else STATE), described
     finally:
         node.stop()
 
@@ -128,6 +132,9 @@ def test_a_pass_over_sound_files_finds_nothing_and_reads_every_byte(tmp_path: Pa
         expected = sum(p.stat().st_size for p in [*sealed, *snapshots])
         state_bytes = (directory / "state.sqlite").stat().st_size
         assert expected < report.read_bytes <= expected + state_bytes, (report.read_bytes, expected, state_bytes)
+        (described,) = node.stub.DescribeCoordinators(pb.DescribeCoordinatorsRequest(coordinator_ids=[0])).coordinators
+        assert described.scrubbed_bytes == report.read_bytes and described.scrub_damage_found == 0, described
+        assert described.last_scrub_pass_ms >= 0 and not described.last_scrub_damage
     finally:
         node.stop()
 
