@@ -71,7 +71,8 @@ class StorageSettings(NodeSettings):
         "diskless.coordinator.scrub.bytes.per.second",
         8 * 1024 * 1024,
         "rate of the scrub, a background pass per coordinator that reads and verifies its sealed log segments, "
-        "snapshots and state pages so that damage is found before a read needs them (0: no scrub)",
+        "snapshots and state pages so that damage is found before a read needs them (0: no background pass; one "
+        "asked for is then unpaced)",
     )
     scrub_interval_ms: int = _setting(
         "diskless.coordinator.scrub.interval.ms",

@@ -173,16 +173,17 @@ def _state(path: Path, step_bytes: int) -> Iterator[ScrubStep]:
     page = 0
     while True:
         try:
-            read, problem = _state_pages(path, page, step_bytes)
+            pages, page_size, problem = _state_pages(path, page, step_bytes)
         except (apsw.Error, OSError):
             return  # gone or replaced meanwhile (not damage): the next pass reads the new one
         if problem is not None:
-            yield ScrubStep(read, ScrubFinding(STATE, path, problem, StateDamaged(f"the scrub read {problem}")))
+            finding = ScrubFinding(STATE, path, problem, StateDamaged(f"the scrub read {problem}"))
+            yield ScrubStep(pages * page_size, finding)
             return
-        if read == 0:
+        if pages == 0:
             return
-        yield ScrubStep(read)
-        page += read // _page_size_of(path)
+        yield ScrubStep(pages * page_size)
+        page += pages
 
 
 def _open_pages(path: Path) -> tuple[apsw.VFSFile, int]:
@@ -197,14 +198,8 @@ def _open_pages(path: Path) -> tuple[apsw.VFSFile, int]:
     return file, page_size
 
 
-def _page_size_of(path: Path) -> int:
-    with open(path, "rb") as file:
-        size = int.from_bytes(file.read(_HEADER_BYTES)[16:18], "big")
-    return 65536 if size == 1 else max(size, 512)
-
-
-def _state_pages(path: Path, first_page: int, step_bytes: int) -> tuple[int, str | None]:
-    """Reads pages from `first_page` (0-based) for about `step_bytes`: (bytes read, the damage met or None).
+def _state_pages(path: Path, first_page: int, step_bytes: int) -> tuple[int, int, str | None]:
+    """Reads pages from `first_page` (0-based) for about `step_bytes`: (pages read, page size, the damage met).
 
     A page that fails its checksum is read again through a new handle before it counts as damage: the state's
     checkpoint may be writing that very page, and a read racing a write may see half of each."""
@@ -212,7 +207,7 @@ def _state_pages(path: Path, first_page: int, step_bytes: int) -> tuple[int, str
         file, page_size = _open_pages(path)
     except apsw.Error as error:
         if is_state_damage(error) and is_state_damage(_read_again(path, 0)):
-            return 0, f"{type(error).__name__}: {error}"
+            return 0, 0, f"{type(error).__name__}: {error}"
         raise
     try:
         end = min(file.xFileSize() // page_size, first_page + max(1, step_bytes // page_size))
@@ -222,8 +217,8 @@ def _state_pages(path: Path, first_page: int, step_bytes: int) -> tuple[int, str
             except apsw.Error as error:
                 if not is_state_damage(error) or not is_state_damage(_read_again(path, page)):
                     raise
-                return (page - first_page) * page_size, f"{type(error).__name__}: {error}"
-        return max(0, end - first_page) * page_size, None
+                return page - first_page, page_size, f"{type(error).__name__}: {error}"
+        return max(0, end - first_page), page_size, None
     finally:
         file.xClose()
 
