@@ -562,7 +562,7 @@ class DescribeCoordinatorsRequest(_message.Message):
     def __init__(self, coordinator_ids: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class CoordinatorDescription(_message.Message):
-    __slots__ = ("coordinator_id", "error_code", "error_message", "leader", "partition_count", "live_file_count", "live_batch_count", "oldest_live_file_timestamp", "files_awaiting_deletion", "files_awaiting_handover", "log_start_offset", "log_end_offset", "high_watermark", "applied_offset", "last_snapshot_end_offset", "log_flush_count", "log_append_count", "queued_operations", "state", "node_id", "role", "isr", "replica_node_ids", "replica_progress", "replica_lag", "leader_changes", "state_bytes", "log_bytes", "snapshot_bytes", "producer_count")
+    __slots__ = ("coordinator_id", "error_code", "error_message", "leader", "partition_count", "live_file_count", "live_batch_count", "oldest_live_file_timestamp", "files_awaiting_deletion", "files_awaiting_handover", "log_start_offset", "log_end_offset", "high_watermark", "applied_offset", "last_snapshot_end_offset", "log_flush_count", "log_append_count", "queued_operations", "state", "node_id", "role", "isr", "replica_node_ids", "replica_progress", "replica_lag", "leader_changes", "state_bytes", "log_bytes", "snapshot_bytes", "producer_count", "scrubbed_bytes", "scrub_damage_found", "last_scrub_pass_ms", "last_scrub_damage")
     COORDINATOR_ID_FIELD_NUMBER: _ClassVar[int]
     ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
     ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
@@ -593,6 +593,10 @@ class CoordinatorDescription(_message.Message):
     LOG_BYTES_FIELD_NUMBER: _ClassVar[int]
     SNAPSHOT_BYTES_FIELD_NUMBER: _ClassVar[int]
     PRODUCER_COUNT_FIELD_NUMBER: _ClassVar[int]
+    SCRUBBED_BYTES_FIELD_NUMBER: _ClassVar[int]
+    SCRUB_DAMAGE_FOUND_FIELD_NUMBER: _ClassVar[int]
+    LAST_SCRUB_PASS_MS_FIELD_NUMBER: _ClassVar[int]
+    LAST_SCRUB_DAMAGE_FIELD_NUMBER: _ClassVar[int]
     coordinator_id: int
     error_code: ErrorCode
     error_message: str
@@ -623,7 +627,11 @@ class CoordinatorDescription(_message.Message):
     log_bytes: int
     snapshot_bytes: int
     producer_count: int
-    def __init__(self, coordinator_id: _Optional[int] = ..., error_code: _Optional[_Union[ErrorCode, str]] = ..., error_message: _Optional[str] = ..., leader: _Optional[_Union[CoordinatorEndpoint, _Mapping]] = ..., partition_count: _Optional[int] = ..., live_file_count: _Optional[int] = ..., live_batch_count: _Optional[int] = ..., oldest_live_file_timestamp: _Optional[int] = ..., files_awaiting_deletion: _Optional[int] = ..., files_awaiting_handover: _Optional[int] = ..., log_start_offset: _Optional[int] = ..., log_end_offset: _Optional[int] = ..., high_watermark: _Optional[int] = ..., applied_offset: _Optional[int] = ..., last_snapshot_end_offset: _Optional[int] = ..., log_flush_count: _Optional[int] = ..., log_append_count: _Optional[int] = ..., queued_operations: _Optional[int] = ..., state: _Optional[str] = ..., node_id: _Optional[int] = ..., role: _Optional[str] = ..., isr: _Optional[_Iterable[int]] = ..., replica_node_ids: _Optional[_Iterable[int]] = ..., replica_progress: _Optional[_Iterable[_Union[ReplicaProgress, _Mapping]]] = ..., replica_lag: _Optional[int] = ..., leader_changes: _Optional[int] = ..., state_bytes: _Optional[int] = ..., log_bytes: _Optional[int] = ..., snapshot_bytes: _Optional[int] = ..., producer_count: _Optional[int] = ...) -> None: ...
+    scrubbed_bytes: int
+    scrub_damage_found: int
+    last_scrub_pass_ms: int
+    last_scrub_damage: str
+    def __init__(self, coordinator_id: _Optional[int] = ..., error_code: _Optional[_Union[ErrorCode, str]] = ..., error_message: _Optional[str] = ..., leader: _Optional[_Union[CoordinatorEndpoint, _Mapping]] = ..., partition_count: _Optional[int] = ..., live_file_count: _Optional[int] = ..., live_batch_count: _Optional[int] = ..., oldest_live_file_timestamp: _Optional[int] = ..., files_awaiting_deletion: _Optional[int] = ..., files_awaiting_handover: _Optional[int] = ..., log_start_offset: _Optional[int] = ..., log_end_offset: _Optional[int] = ..., high_watermark: _Optional[int] = ..., applied_offset: _Optional[int] = ..., last_snapshot_end_offset: _Optional[int] = ..., log_flush_count: _Optional[int] = ..., log_append_count: _Optional[int] = ..., queued_operations: _Optional[int] = ..., state: _Optional[str] = ..., node_id: _Optional[int] = ..., role: _Optional[str] = ..., isr: _Optional[_Iterable[int]] = ..., replica_node_ids: _Optional[_Iterable[int]] = ..., replica_progress: _Optional[_Iterable[_Union[ReplicaProgress, _Mapping]]] = ..., replica_lag: _Optional[int] = ..., leader_changes: _Optional[int] = ..., state_bytes: _Optional[int] = ..., log_bytes: _Optional[int] = ..., snapshot_bytes: _Optional[int] = ..., producer_count: _Optional[int] = ..., scrubbed_bytes: _Optional[int] = ..., scrub_damage_found: _Optional[int] = ..., last_scrub_pass_ms: _Optional[int] = ..., last_scrub_damage: _Optional[str] = ...) -> None: ...
 
 class ReplicaProgress(_message.Message):
     __slots__ = ("node_id", "log_end_offset", "lag", "in_sync", "last_fetch_age_ms", "caught_up_age_ms")

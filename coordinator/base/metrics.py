@@ -13,7 +13,7 @@ import logging
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Histogram, Summary, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
@@ -120,6 +120,18 @@ class Metrics:
             "over for an older one), epoch_checkpoint (its leader-epoch checkpoint rebuilt from the log), "
             "from_replica (its files set aside to fetch a healthy replica's copy).",
             ["coordinator", "repair"], registry=r,
+        )  # fmt: skip
+        self.scrubbed_bytes = Counter(
+            "diskless_scrub_bytes", "Bytes the scrub read and verified (sealed log segments, snapshots, state pages), "
+            "by coordinator.", ["coordinator"], registry=r,
+        )  # fmt: skip
+        self.scrub_damage = Counter(
+            "diskless_scrub_damage", "Damage the scrub found before any read met it, by coordinator and file kind "
+            "(log segment, snapshot, state).", ["coordinator", "kind"], registry=r,
+        )  # fmt: skip
+        self.scrub_passes = Summary(
+            "diskless_scrub_pass_seconds", "Scrub passes over a coordinator's files and how long each took (paced "
+            "by diskless.coordinator.scrub.bytes.per.second), by coordinator.", ["coordinator"], registry=r,
         )  # fmt: skip
         self.replica_fetch = Histogram(
             "diskless_replica_fetch_seconds", "A follower's FetchLog round trips to its leader, by coordinator and "

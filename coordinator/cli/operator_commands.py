@@ -251,13 +251,16 @@ def describe(args: argparse.Namespace) -> int:
                     c.state_bytes,
                     c.log_bytes,
                     c.snapshot_bytes,
+                    c.scrubbed_bytes,
+                    c.scrub_damage_found,
                 )
             )
     print_rows(
         rows, args.json, "coordinators",
         ("coordinator_id", "state", "role", "leader", "leader_epoch", "replicas", "isr", "lag", "applied_offset",
          "high_watermark", "log_start_offset", "log_end_offset", "newest_snapshot", "partitions", "live_files",
-         "live_batches", "producers", "state_bytes", "log_bytes", "snapshot_bytes", "error"),
+         "live_batches", "producers", "state_bytes", "log_bytes", "snapshot_bytes", "scrubbed_bytes", "scrub_damage",
+         "error"),
     )  # fmt: skip
     return 1 if any(r.error for r in rows) else 0
 

@@ -71,6 +71,9 @@ class CoordinatorRow:
     state_bytes: int = -1
     log_bytes: int = -1
     snapshot_bytes: int = -1
+    # The scrub since the node started (issue #40): bytes verified, damage found before any read met it.
+    scrubbed_bytes: int = -1
+    scrub_damage: int = -1
 
 
 @dataclass(frozen=True, slots=True)

@@ -209,7 +209,11 @@ def _snapshots(settings: Settings) -> None:
                  "damaged_retained_count"):  # fmt: skip
         if getattr(settings, attr) <= 0:
             raise SettingsError(f"{property_name(attr)} must be > 0, got {getattr(settings, attr)}")
-    for attr in ("snapshot_interval_bytes", "snapshot_interval_ms", "snapshot_copy_max_bytes_per_second"):
+    for attr in ("scrub_interval_ms", "scrub_step_bytes"):
+        if getattr(settings, attr) <= 0:
+            raise SettingsError(f"{property_name(attr)} must be > 0, got {getattr(settings, attr)}")
+    for attr in ("snapshot_interval_bytes", "snapshot_interval_ms", "snapshot_copy_max_bytes_per_second",
+                 "scrub_bytes_per_second"):  # fmt: skip
         if getattr(settings, attr) < 0:
             raise SettingsError(f"{property_name(attr)} must be >= 0 (0: off), got {getattr(settings, attr)}")
     if 0 < settings.snapshot_interval_bytes < settings.log_segment_bytes:

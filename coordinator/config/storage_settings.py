@@ -67,6 +67,24 @@ class StorageSettings(NodeSettings):
     snapshot_retry_backoff_max_ms: int = _setting(
         "diskless.coordinator.snapshot.retry.backoff.max.ms", 60000, "cap of the wait between snapshot retries"
     )
+    scrub_bytes_per_second: int = _setting(
+        "diskless.coordinator.scrub.bytes.per.second",
+        8 * 1024 * 1024,
+        "rate of the scrub, a background pass per coordinator that reads and verifies its sealed log segments, "
+        "snapshots and state pages so that damage is found before a read needs them (0: no background pass; one "
+        "asked for is then unpaced)",
+    )
+    scrub_interval_ms: int = _setting(
+        "diskless.coordinator.scrub.interval.ms",
+        3600000,
+        "wait between the end of one scrub pass of a coordinator and the start of the next (the first starts one "
+        "interval after the coordinator's start)",
+    )
+    scrub_step_bytes: int = _setting(
+        "diskless.coordinator.scrub.step.bytes",
+        1024 * 1024,
+        "bytes one scrub step reads (and holds) before it yields to the coordinator's loads and paces itself",
+    )
     storage_backend: str = _setting(
         "diskless.storage.backend", "local", "object storage of WAL files: local (a directory) or s3"
     )

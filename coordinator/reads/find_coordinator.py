@@ -280,6 +280,11 @@ def _describe(
     description.log_bytes = usage.log_bytes
     description.snapshot_bytes = usage.snapshot_bytes
     description.producer_count = statistics.producer_count
+    scrub = shard.scrub_statistics()
+    description.scrubbed_bytes = scrub.scrubbed_bytes
+    description.scrub_damage_found = scrub.damage_found
+    description.last_scrub_pass_ms = scrub.last_pass_ms
+    description.last_scrub_damage = scrub.last_damage
     role = shard.role
     description.node_id = coordinators.settings.node_id
     description.role = shard.served_role

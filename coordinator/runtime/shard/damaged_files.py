@@ -1,4 +1,5 @@
-"""A damaged replica's files, set aside for the operator before it repairs from a healthy replica (DESIGN §6a).
+"""A damaged replica's files, set aside for the operator before it repairs from a healthy replica (DESIGN §6a),
+and a damaged snapshot the scrub found (scrubber.py).
 
 Evidence is never deleted on the spot (SQLite's corruption guidance: keep the damaged file for analysis): the
 coordinator's log, state, snapshots and checkpoints move into `damaged-<ms>/` inside its directory, one rename
@@ -46,6 +47,28 @@ def set_aside(directory: Path, now_ms: int, keep: int) -> Path:
             continue
         path.rename(target / path.name)
     fsync_directory(target)
+    fsync_directory(directory)
+    for old in damaged_folders(directory)[: -max(keep, 1)]:
+        log.warning("%s: deleting %s, past the %d folders of damaged files kept", directory, old.name, keep)
+        shutil.rmtree(old, ignore_errors=True)
+    return target
+
+
+def set_snapshot_aside(directory: Path, snapshot_files: list[Path], now_ms: int, keep: int) -> Path:
+    """Moves a damaged snapshot's files (data first: a manifest left alone verifies as missing and is skipped)
+    into `damaged-<now_ms>/`, so that no restore tries it again; returns the folder (blocking)."""
+    target = directory / f"{DAMAGED_PREFIX}{now_ms}"
+    suffix = 0
+    while target.exists():
+        suffix += 1
+        target = directory / f"{DAMAGED_PREFIX}{now_ms}-{suffix}"
+    target.mkdir()
+    for path in snapshot_files:
+        if path.exists():
+            path.rename(target / path.name)
+    fsync_directory(target)
+    for parent in {path.parent for path in snapshot_files}:
+        fsync_directory(parent)
     fsync_directory(directory)
     for old in damaged_folders(directory)[: -max(keep, 1)]:
         log.warning("%s: deleting %s, past the %d folders of damaged files kept", directory, old.name, keep)

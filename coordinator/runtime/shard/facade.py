@@ -37,6 +37,7 @@ from coordinator.runtime.shard.availability import ShardState
 from coordinator.runtime.shard.lifecycle import Lifecycle
 from coordinator.runtime.shard.loading import Loaded
 from coordinator.runtime.shard.pipeline import Pipeline
+from coordinator.runtime.shard.scrubber import Scrubber, ScrubReport, ScrubStatistics
 from coordinator.runtime.shard.snapshots import SnapshotTaken
 from protos import internal_pb2 as internal
 from protos import records_pb2 as rec
@@ -129,6 +130,17 @@ class CoordinatorShard:
             executors,
         )
         self._snapshots = self._lifecycle.snapshots
+        self._scrubber = Scrubber(
+            coordinator_id,
+            directory,
+            settings,
+            clock,
+            executors(f"scrub-{coordinator_id}"),
+            self._lifecycle,
+            self._snapshots.files_lock,
+            self._snapshots.request_now,
+            metrics,
+        )
 
     def _state_changed(self) -> None:
         if self._on_state_change is not None:
@@ -159,6 +171,7 @@ class CoordinatorShard:
         """
         first_attempt = self._lifecycle.start()
         self._snapshots.start()
+        self._scrubber.start()
         failure = await first_attempt
         if failure is not None:
             raise failure
@@ -166,10 +179,12 @@ class CoordinatorShard:
     async def close(self) -> None:
         """Finishes every queued and in-flight operation, then closes the log and state."""
         self._lifecycle.stop()
+        await self._scrubber.stop()
         await self._snapshots.stop()
         await self._lifecycle.wait_closed()
         self._executor.shutdown(wait=True)
         self._snapshots.shutdown()
+        self._scrubber.shutdown()
         self._lifecycle.release_directory()
 
     def require_active(self) -> None:
@@ -378,6 +393,13 @@ class CoordinatorShard:
     async def check_state(self) -> IntegrityReport:
         """Checks the state file now; a damaged one takes the coordinator out of service to rebuild it."""
         return await self._snapshots.check_state()
+
+    async def scrub(self) -> ScrubReport:
+        """One scrub pass now (paced as the background ones), its findings handed on as a read meeting them would."""
+        return await self._scrubber.run_pass()
+
+    def scrub_statistics(self) -> ScrubStatistics:
+        return self._scrubber.statistics()
 
     async def list_snapshots(self, verify: bool) -> list[SnapshotCheck]:
         """The coordinator's snapshots, newest first; with `verify`, each read and checked."""

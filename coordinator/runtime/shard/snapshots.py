@@ -156,7 +156,11 @@ class SnapshotScheduler:
         """Waits for "enough log or time since the last snapshot" or close; a failure is logged and retried."""
         backoff = Backoff(self._settings.snapshot_retry_backoff_ms, self._settings.snapshot_retry_backoff_max_ms)
         while not self._closing:
-            await self._clock.wait_event(self._wakeup, self._time_left_ms())
+            wait_ms = self._time_left_ms()
+            if self._requested:  # wanted while the coordinator did not serve: look again, or it waits for the next
+                retry_ms = self._settings.snapshot_retry_backoff_ms  # trigger, which may be never
+                wait_ms = retry_ms if wait_ms is None else min(wait_ms, retry_ms)
+            await self._clock.wait_event(self._wakeup, wait_ms)
             self._wakeup.clear()
             if self._closing or not self._due():
                 if self._time_left_ms() == 0:  # nothing applied since: look again one interval later
@@ -173,6 +177,8 @@ class SnapshotScheduler:
                     self.coordinator_id, type(error).__name__, error, wait_ms,
                 )  # fmt: skip
                 await self._clock.wait_event(self._wakeup, wait_ms)
+                if self._requested:
+                    self._wakeup.set()  # the backoff was the wait: try again at once
 
     # ------------------------------------------------------------------ on demand
 
