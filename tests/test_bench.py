@@ -99,10 +99,11 @@ def test_tiny_replicated_run_compares_three_nodes_with_one_and_loses_nothing_ack
     failover = document["failover"]["coordinator-replicated"]
     assert len(failover["kills"]) == TINY_KILLS == failover["commit_s"]["count"]
     for kill in failover["kills"]:
-        # The new leader serves after the killed node's session lapsed (2 s in the tiny run), not before. It is seen
-        # serving by polling (every 50 ms, and a DescribeCoordinators round): a commit queued behind its elected log
-        # may be answered at the moment its reads open, a poll before the harness sees it.
-        assert 1.0 < kill["leader_ready_s"] <= kill["commit_s"] + 0.25 and kill["commit_s"] < 30, kill
+        # The new leader serves once the killed node's session is gone: revoked by a follower whose connects to its
+        # port were refused (coordinator/cluster/peer_death.py), well before the 2 s it would take to lapse. It is
+        # seen serving by polling (every 50 ms, and a DescribeCoordinators round): a commit queued behind its
+        # elected log may be answered at the moment its reads open, a poll before the harness sees it.
+        assert 0.0 < kill["leader_ready_s"] <= kill["commit_s"] + 0.25 and kill["commit_s"] < 30, kill
         assert kill["coordinators_led"] >= 1 and kill["back_in_sync_s"] > 0, kill
         # Leadership came back to the restarted node: every coordinator it prefers is led by it again.
         assert kill["leader_return_s"] >= kill["back_in_sync_s"], kill
