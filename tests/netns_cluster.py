@@ -8,6 +8,7 @@ partitions the scenarios use (tests/test_network_partitions.py).
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from tests.cluster_harness import Cluster
@@ -15,6 +16,7 @@ from tests.netns import Network
 
 # No reader processes: they would add a process per node on a 2-core machine, and the workload only commits.
 NETNS_SETTINGS = {"diskless.server.read.processes": "0"}
+ETCD_ELECTION = re.compile(r"elected leader \S+ at term (\d+)")
 
 
 class NetnsCluster(Cluster):
@@ -56,6 +58,16 @@ class NetnsCluster(Cluster):
     def etcd_names(self) -> list[str]:
         return [f"etcd{i}" for i in range(len(self.etcd.members))]
 
+    def etcd_term(self) -> int:
+        """The highest raft term any etcd member logged an election in (etcd's own log: a count of elections)."""
+        terms = [
+            int(match.group(1))
+            for member in self.etcd.members
+            if (log := member.data_dir.parent / f"{member.name}.log").exists()
+            for match in ETCD_ELECTION.finditer(log.read_text(errors="replace"))
+        ]
+        return max(terms, default=0)
+
     def node_id_at(self, address: str) -> int:
         """The node listening at HOST:PORT (-1 for none)."""
         return next((i for i, node in enumerate(self.nodes) if node.address == address), -1)
@@ -84,3 +96,5 @@ class NetnsCluster(Cluster):
             super().stop()
         finally:
             self.network.close()
+            for index, node in enumerate(self.nodes):  # whole, for a failure's post-mortem (the test prints the tail)
+                (node.data_dir.parent / f"node{index}.log").write_text("".join(node.output))

@@ -47,6 +47,7 @@ DEGRADE_LOSS, DEGRADE_DELAY_MS = 0.2, 50
 # catch-up, the leader's ISR expansion written to etcd; a node whose session lapsed registers again first.
 HEAL_BOUND_S = 20.0
 STEADY_S = 1.0
+SESSION_LAPSED = ("session may have lapsed", "let its session expire")  # cluster/controller.py's lines
 PEER_DEATH_LINE = "refuses connections"  # cluster/peer_death.py's revocation
 # A coordinator's lifecycle died, an exception escaped, or one nobody retrieved (a late answer to a caller gone).
 NODE_ALARMS = ("CRITICAL", "Traceback", "never retrieved")
@@ -103,11 +104,13 @@ def _run(cluster: NetnsCluster, name: str, fault: Callable[[Run], None], fault_s
         wait_for("commits flowing", lambda: load.flowing_since(started))
         time.sleep(STEADY_S)
         run.lines_at_fault = [len(node.output) for node in cluster.nodes]
+        term_at_fault = cluster.etcd_term()
         fault(run)
         run.fault_at = time.monotonic()
         time.sleep(fault_s)
         cluster.heal()
         run.healed_at = time.monotonic()
+        etcd_elections = cluster.etcd_term() - term_at_fault
         cluster.wait_fully_in_sync(HEAL_BOUND_S)
         wait_for("commits flowing after the heal", lambda: load.flowing_since(run.healed_at), timeout_s=HEAL_BOUND_S)
         run.heal_s = round(time.monotonic() - run.healed_at, 2)
@@ -140,6 +143,8 @@ def _run(cluster: NetnsCluster, name: str, fault: Callable[[Run], None], fault_s
         "longest_gap_s": {
             c: round(longest_gap_s(run.history, [c], run.fault_at, run.healed_at), 2) for c in range(COORDINATORS)
         },
+        "etcd_elections_during_fault": etcd_elections,
+        "sessions_lapsed": len(cluster.log_lines(*SESSION_LAPSED, since=run.lines_at_fault)),
         "overlapping_leaders": len(overlaps),
         "peer_death_revocations": len(revoked),
         "node_alarms": len(alarms),
