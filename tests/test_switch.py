@@ -5,12 +5,17 @@ below the seal, and the switch's state across a restart, a log replay and a snap
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 
+import pytest
+
+from coordinator.cli.main import main
 from coordinator.client.routing_client import RoutingClient
 from protos import coordinator_pb2 as pb
 from tests.harness import (
     Broker,
+    ServerProcess,
     assert_state_equals_log_rebuild,
     batch,
     coordinator_state_files,
@@ -21,6 +26,7 @@ from tests.harness import (
 )
 from tests.in_process import InProcessNode
 from tests.snapshot_helpers import MANUAL_SNAPSHOTS, create_snapshots
+from tests.test_operator_commands import diskless
 
 SEAL = 1_000
 CLASSIC_START = 250
@@ -172,3 +178,59 @@ def test_the_routing_client_switches_each_partition_at_its_coordinators_leader(
     answered = asyncio.run(call()).topics[0].partitions
     assert [(r.partition, r.error_code, r.seal_offset) for r in answered] == [(p, pb.NONE, SEAL) for p in range(4)]
     assert {describe(broker, topic_id, p).seal_offset for p in range(4)} == {SEAL}
+
+
+# ---------------------------------------------------------------- `diskless switch`
+
+
+def test_the_cli_describes_a_switch_and_repairs_a_seal(
+    server: InProcessNode, broker: Broker, capsys: pytest.CaptureFixture[str]
+) -> None:
+    name = topic_name("switch")
+    topic_id = broker.create_topic(name, 3)
+    assert init(broker, topic_id, 0, 1, producers=2)[0][0] == pb.NONE  # partition 2 stays born diskless
+    assert produce(broker, topic_id, 20) == (pb.NONE, SEAL, False)
+    assert main(["switch", "describe", "--bootstrap", server.address, "--topic", name, "--json"]) == 0
+    found = json.loads(capsys.readouterr().out)
+    assert [(p["partition"], p["switched"], p["seal_offset"], p["producers_carried"]) for p in found["partitions"]] == [
+        (0, True, SEAL, 2), (1, True, SEAL, 2), (2, False, -1, 0),
+    ]  # fmt: skip
+    assert found["producers"] is None
+    target = ["--bootstrap", server.address, "--topic", topic_id.hex(), "--partition", "0"]
+    assert main(["switch", "describe", *target, "--json"]) == 0
+    one = json.loads(capsys.readouterr().out)
+    assert one["partitions"][0]["classic_log_start_offset"] == CLASSIC_START
+    assert [(p["producer_id"], p["last_sequence"]) for p in one["producers"]] == [(PRODUCER, 29), (PRODUCER + 1, 19)]
+    assert main(["switch", "repair", *target, "--seal", str(SEAL + 1)]) == 2  # diskless commits above the seal
+    assert "INVALID_REQUEST" in capsys.readouterr().err
+    repaired = ["--bootstrap", server.address, "--topic", name, "--partition", "1", "--seal", str(SEAL + 20)]
+    assert main(["switch", "repair", *repaired]) == 0
+    assert capsys.readouterr().out.strip() == f"partition 1 sealed at {SEAL + 20} (log start {CLASSIC_START})"
+    assert describe(broker, topic_id, 1).high_watermark == SEAL + 20
+
+
+@pytest.mark.slow
+def test_the_switch_command_runs_as_an_operator_runs_it(tmp_path: Path) -> None:
+    server = ServerProcess(tmp_path / "data", coordinators=2).start()
+    try:
+        broker = Broker(server.stub, 2)
+        name = topic_name("switch")
+        topic_id = broker.create_topic(name, 2)
+        assert init(broker, topic_id, 0) == [(pb.NONE, CLASSIC_START, SEAL, SEAL)]
+        target = ["--bootstrap", server.address, "--topic", name]
+        listed = diskless("switch", "describe", *target)
+        assert listed.returncode == 0, listed.stderr
+        header, *rows = listed.stdout.splitlines()
+        assert header.split()[:4] == ["PARTITION", "SWITCHED", "CLASSIC_LOG_START_OFFSET", "SEAL_OFFSET"]
+        assert [row.split() for row in rows] == [
+            ["0", "true", str(CLASSIC_START), str(SEAL), "7", "1", str(CLASSIC_START), str(SEAL), str(SEAL)],
+            ["1", "false", "-1", "-1", "-1", "0", "0", "0", "0"],
+        ]
+        repaired = diskless("switch", "repair", *target, "--partition", "0", "--seal", "900")
+        assert repaired.returncode == 0 and "partition 0 sealed at 900" in repaired.stdout, repaired.stderr
+        refused = diskless("switch", "repair", *target, "--partition", "1", "--seal", "5")
+        assert refused.returncode == 2 and "never switched" in refused.stderr
+        one = diskless("switch", "describe", *target, "--partition", "0")
+        assert one.returncode == 0 and f"producer_id {PRODUCER}, producer_epoch {EPOCH}" in one.stdout, one.stderr
+    finally:
+        assert server.stop() == 0
