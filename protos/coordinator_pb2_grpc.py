@@ -237,7 +237,7 @@ class DisklessCoordinatorServicer:
     def InitDisklessLog(self, request, context):
         """A classic topic's partition switched to diskless (Inkless's InitDisklessLog): its leader sealed
         the classic log at its high watermark; diskless offsets start there, with the classic log start
-        and the producers' state carried over (DESIGN §4d). Sent before the partition's first commit.
+        and the producers' state carried over (design §4d). Sent before the partition's first commit.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -85,7 +85,7 @@ class DisklessCoordinatorStub:
     InitDisklessLog: _grpc.UnaryUnaryMultiCallable[_coordinator_pb2.InitDisklessLogRequest, _coordinator_pb2.InitDisklessLogResponse]
     """A classic topic's partition switched to diskless (Inkless's InitDisklessLog): its leader sealed
     the classic log at its high watermark; diskless offsets start there, with the classic log start
-    and the producers' state carried over (DESIGN §4d). Sent before the partition's first commit.
+    and the producers' state carried over (design §4d). Sent before the partition's first commit.
     """
     RepairDisklessLog: _grpc.UnaryUnaryMultiCallable[_coordinator_pb2.RepairDisklessLogRequest, _coordinator_pb2.RepairDisklessLogResponse]
     """Moves a switched partition's seal while nothing diskless is committed above it (Inkless's
@@ -134,7 +134,7 @@ class DisklessCoordinatorAsyncStub(DisklessCoordinatorStub):
     InitDisklessLog: _aio.UnaryUnaryMultiCallable[_coordinator_pb2.InitDisklessLogRequest, _coordinator_pb2.InitDisklessLogResponse]  # type: ignore[assignment]
     """A classic topic's partition switched to diskless (Inkless's InitDisklessLog): its leader sealed
     the classic log at its high watermark; diskless offsets start there, with the classic log start
-    and the producers' state carried over (DESIGN §4d). Sent before the partition's first commit.
+    and the producers' state carried over (design §4d). Sent before the partition's first commit.
     """
     RepairDisklessLog: _aio.UnaryUnaryMultiCallable[_coordinator_pb2.RepairDisklessLogRequest, _coordinator_pb2.RepairDisklessLogResponse]  # type: ignore[assignment]
     """Moves a switched partition's seal while nothing diskless is committed above it (Inkless's
@@ -276,7 +276,7 @@ class DisklessCoordinatorServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_coordinator_pb2.InitDisklessLogResponse, _abc.Awaitable[_coordinator_pb2.InitDisklessLogResponse]]:
         """A classic topic's partition switched to diskless (Inkless's InitDisklessLog): its leader sealed
         the classic log at its high watermark; diskless offsets start there, with the classic log start
-        and the producers' state carried over (DESIGN §4d). Sent before the partition's first commit.
+        and the producers' state carried over (design §4d). Sent before the partition's first commit.
         """
 
     @_abc_1.abstractmethod

@@ -1,4 +1,4 @@
-"""The classic -> diskless switch in the simulated cluster (DESIGN §4d), with the leader crashed at every step of it.
+"""The classic -> diskless switch in the simulated cluster (design §4d), with the leader crashed at every step of it.
 
 Per seed, a three-node cluster on a simulated clock; the partition's coordinator's leader is crashed at one step of
 the switch, chosen by the seed: before InitDisklessLog, while it is in flight, after its answer, or after the first

@@ -1,4 +1,4 @@
-"""The classic -> diskless switch through the real socket (DESIGN §4d): InitDisklessLog, RepairDisklessLog and
+"""The classic -> diskless switch through the real socket (design §4d): InitDisklessLog, RepairDisklessLog and
 DescribeDisklessLogs as a broker and an operator call them, a classic producer going on across the switch, reads
 below the seal, and the switch's state across a restart, a log replay and a snapshot restore."""
 

@@ -1,4 +1,4 @@
-"""The classic -> diskless switch without a server (DESIGN §4d): InitDisklessLog's and RepairDisklessLog's rules, and
+"""The classic -> diskless switch without a server (design §4d): InitDisklessLog's and RepairDisklessLog's rules, and
 what a switched partition answers (commits of carried-over producers, reads below the seal, retention, DeleteRecords),
 each on the view and on SQLite alike."""
 

@@ -1,4 +1,4 @@
-"""`diskless switch describe|repair`: a classic topic's partitions switched to diskless (DESIGN §4d).
+"""`diskless switch describe|repair`: a classic topic's partitions switched to diskless (design §4d).
 
 `describe` asks DescribeDisklessLogs for the topic's partitions (one, or every one: 0, 1, ... up to the first the
 coordinators do not know) and, for one partition, DescribeProducers for its producers now: per partition whether it

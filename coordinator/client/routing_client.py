@@ -118,7 +118,7 @@ class RoutingClient(NodeCalls):
         return await self._partitioned("CommitRemoteLogSegments", request, pb.CommitRemoteLogSegmentsResponse())
 
     async def init_diskless_log(self, request: pb.InitDisklessLogRequest) -> pb.InitDisklessLogResponse:
-        """Each partition's switch to its coordinator's leader (DESIGN §4d)."""
+        """Each partition's switch to its coordinator's leader (design §4d)."""
         return await self._partitioned("InitDisklessLog", request, pb.InitDisklessLogResponse())
 
     async def repair_diskless_log(self, request: pb.RepairDisklessLogRequest) -> pb.RepairDisklessLogResponse:

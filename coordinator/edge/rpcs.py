@@ -142,7 +142,7 @@ RPCS: tuple[Rpc, ...] = (
     # A tiered-storage copier's offload, decided by each partition's coordinator's leader (only its refusals so far).
     Rpc(Service.COORDINATOR, "CommitRemoteLogSegments", Permission.CLUSTER_ACTION, ServedBy.LEADER,
         "commit_remote_log_segments", Front.LEADING_PROCESS),
-    # The classic -> diskless switch (DESIGN §4d): a classic leader's seal and a repair, decided by each partition's
+    # The classic -> diskless switch (design §4d): a classic leader's seal and a repair, decided by each partition's
     # coordinator's leader; the switch's state read from the leader, strictly (as DescribeProducers).
     Rpc(Service.COORDINATOR, "InitDisklessLog", Permission.CLUSTER_ACTION, ServedBy.LEADER, "init_diskless_log",
         Front.LEADING_PROCESS),

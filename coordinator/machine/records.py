@@ -102,7 +102,7 @@ def remote_log_segments_committed(partition_key: int, local_log_start_offset: in
 
 
 class CarriedProducer(NamedTuple):
-    """A producer's state carried over by the classic -> diskless switch (DESIGN §4d)."""
+    """A producer's state carried over by the classic -> diskless switch (design §4d)."""
 
     producer_id: int
     producer_epoch: int
@@ -126,7 +126,7 @@ class DisklessLogInit(NamedTuple):
 
 
 def diskless_logs_initialized(logs: Sequence[DisklessLogInit]) -> rec.MetadataRecord:
-    """Partitions switched from classic to diskless, or their seals repaired (DESIGN §4d): one record per call."""
+    """Partitions switched from classic to diskless, or their seals repaired (design §4d): one record per call."""
     return rec.MetadataRecord(
         diskless_logs_initialized=rec.DisklessLogsInitialized(
             logs=[

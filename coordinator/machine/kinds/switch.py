@@ -1,4 +1,4 @@
-"""The record kind of the classic -> diskless switch (DESIGN §4d): DisklessLogsInitialized.
+"""The record kind of the classic -> diskless switch (design §4d): DisklessLogsInitialized.
 
 A classic partition's leader sealed its log at its high watermark; the partition, which holds no diskless batch yet
 (coordinator.topics.switch.rules checked it), takes the classic log start as its log start and the seal as its high

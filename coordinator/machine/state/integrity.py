@@ -75,7 +75,7 @@ def _derived_state_problems(connection: apsw.Connection) -> list[str]:
     return problems
 
 
-# A switched partition (DESIGN §4d) whose positions contradict its seal: the classic start above it, the high
+# A switched partition (design §4d) whose positions contradict its seal: the classic start above it, the high
 # watermark or the local start below it, or a batch held below it (diskless offsets start at the seal).
 _SWITCH_PROBLEMS = (
     "SELECT partition_key, classic_log_start_offset, seal_offset, log_start_offset, local_log_start_offset, "

@@ -20,7 +20,7 @@ STATEMENTS = (
         name TEXT PRIMARY KEY,
         value INTEGER NOT NULL
     ) WITHOUT ROWID""",
-    # The classic -> diskless switch (DESIGN §4d; schema 9): a switched partition's classic log start, its seal (the
+    # The classic -> diskless switch (design §4d; schema 9): a switched partition's classic log start, its seal (the
     # first diskless offset), the sealing leader's epoch and the producers carried over, as the switch left them;
     # seal_offset -1: a partition born diskless. The positions the switch set live in the columns above.
     # Tiered storage (DESIGN §4a, KIP-405): below local_log_start_offset, down to log_start_offset, the records are in
@@ -191,7 +191,7 @@ _SWITCH_COLUMNS = {
 
 
 def _switch_columns(db: apsw.Connection) -> None:
-    """The switch's columns (DESIGN §4d), added where missing: a file that an older schema's number was written
+    """The switch's columns (design §4d), added where missing: a file that an older schema's number was written
     over (as a test does to take it back) may have them already."""
     present = {row[1] for row in db.execute("PRAGMA table_info(partitions)")}
     for name, default in _SWITCH_COLUMNS.items():
@@ -247,7 +247,7 @@ MIGRATIONS: dict[int, tuple[MigrationStep, ...]] = {
         _entries_with_producer_ids,
         "UPDATE meta SET value = 8 WHERE name = 'schema_version'",
     ),
-    # Schema 8 -> 9: the classic -> diskless switch (DESIGN §4d). No partition was switched before.
+    # Schema 8 -> 9: the classic -> diskless switch (design §4d). No partition was switched before.
     8: (
         _switch_columns,
         "UPDATE meta SET value = 9 WHERE name = 'schema_version'",

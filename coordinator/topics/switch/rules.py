@@ -1,4 +1,4 @@
-"""The classic -> diskless switch's rules (DESIGN §4d): InitDisklessLog and RepairDisklessLog, pure checks.
+"""The classic -> diskless switch's rules (design §4d): InitDisklessLog and RepairDisklessLog, pure checks.
 
 A classic partition's leader seals its log at its high watermark and sends, per partition, the classic log start, the
 seal, its leader epoch, the classic log's highest timestamp and its producers' state. The partition was created as

@@ -1,4 +1,4 @@
-"""InitDisklessLog, RepairDisklessLog and DescribeDisklessLogs (DESIGN §4d): each request split by coordinator.
+"""InitDisklessLog, RepairDisklessLog and DescribeDisklessLogs (design §4d): each request split by coordinator.
 
 The two writes run their pure checks (coordinator/topics/switch/rules.py) on each partition's coordinator's leader,
 one operation per coordinator; the read answers from each leader's committed state once everything pending at its
