@@ -11,9 +11,12 @@ from typing import Any
 
 import apsw
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from coordinator.base.errors import ErrorCode
 from coordinator.commits import rules as commit_rules
+from coordinator.machine.producers import SEQUENCE_MODULUS
 from coordinator.machine.state import integrity, reads
 from coordinator.machine.state.store import StateStore
 from coordinator.reads import offset_lookup
@@ -377,3 +380,47 @@ def test_the_state_rebuilt_from_the_records_equals_the_live_one_and_the_state_ch
     assert len(integrity.switch_problems(broken)) == 1
     assert integrity.check_integrity(coordinator.store.path).problem is not None  # the state check reports it
     broken.close()
+
+
+# ---------------------------------------------------------------- a classic producer's history, generated
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    records=st.lists(st.integers(1, 4), min_size=1, max_size=9),  # each classic batch's record count
+    first_sequence=st.sampled_from([0, 17, SEQUENCE_MODULUS - 6]),  # near the wrap from 2^31-1 to 0 too
+    resend=st.integers(0, 8),
+)
+def test_a_generated_classic_history_sealed_and_switched_lets_its_producer_go_on(
+    records: list[int], first_sequence: int, resend: int
+) -> None:
+    """Kafka's producer state of a classic log (the last 5 batches of the history) carried by the switch: each of them
+    resent is a duplicate at its classic offset, an older one is out of order, the next sequence goes on at the
+    seal, wrapping past 2^31-1 as Kafka's sequences do."""
+    history: list[rules.ClassicBatch] = []
+    offset, sequence = SEAL - sum(records), first_sequence
+    for count in records:  # the classic log's batches of this producer, ending at the seal
+        last = (sequence + count - 1) % SEQUENCE_MODULUS
+        history.append(rules.ClassicBatch(sequence, last, offset, offset + count - 1, 1_000, pb.CREATE_TIME))
+        offset, sequence = offset + count, (last + 1) % SEQUENCE_MODULUS
+    kept = tuple(history[-5:])  # what the classic leader's ProducerStateEntry holds
+    with tempfile.TemporaryDirectory() as directory:
+        coordinator = _coordinator(directory)
+        try:
+            start = min(CLASSIC_START, SEAL - sum(records))
+            assert init(coordinator, item(start=start, producers=(producer(batches=kept),)))[0].error_code == 0
+            chosen = history[resend % len(history)]
+            count = chosen.last_offset - chosen.base_offset + 1
+            [answer] = commit(coordinator, [idempotent(count, chosen.base_sequence)], "wal/resend")
+            if chosen in kept:
+                assert (answer.error_code, answer.is_duplicate, answer.assigned_base_offset) == (
+                    ErrorCode.NONE,
+                    True,
+                    chosen.base_offset,
+                )
+            else:  # older than the window: Kafka cannot tell it from a gap
+                assert answer.error_code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+            [following] = commit(coordinator, [idempotent(2, sequence)], "wal/next")
+            assert (following.error_code, following.assigned_base_offset, following.is_duplicate) == (0, SEAL, False)
+        finally:
+            coordinator.store.close()
