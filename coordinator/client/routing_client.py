@@ -117,6 +117,16 @@ class RoutingClient(NodeCalls):
         """Each partition's offload to its coordinator's leader (DESIGN §4a)."""
         return await self._partitioned("CommitRemoteLogSegments", request, pb.CommitRemoteLogSegmentsResponse())
 
+    async def init_diskless_log(self, request: pb.InitDisklessLogRequest) -> pb.InitDisklessLogResponse:
+        """Each partition's switch to its coordinator's leader (design §4d)."""
+        return await self._partitioned("InitDisklessLog", request, pb.InitDisklessLogResponse())
+
+    async def repair_diskless_log(self, request: pb.RepairDisklessLogRequest) -> pb.RepairDisklessLogResponse:
+        return await self._partitioned("RepairDisklessLog", request, pb.RepairDisklessLogResponse())
+
+    async def describe_diskless_logs(self, request: pb.DescribeDisklessLogsRequest) -> pb.DescribeDisklessLogsResponse:
+        return await self._partitioned("DescribeDisklessLogs", request, pb.DescribeDisklessLogsResponse())
+
     async def describe_files(self, request: pb.DescribeFilesRequest) -> pb.DescribeFilesResponse:
         """Every key asked of a replica of every coordinator; per key, what they know together."""
         deadline = self._deadline()
