@@ -32,7 +32,7 @@ from typing import Any, TypeVar, final
 
 from coordinator.base.backoff import Backoff
 from coordinator.client.channels import channel_credentials
-from coordinator.client.node_calls import READER_METHOD, NodeCalls, RoutingError
+from coordinator.client.node_calls import READER_METHOD, DeadlinePassed, NodeCalls, RoutingError
 from coordinator.client.request_parts import (
     PartitionKey,
     commit_error,
@@ -258,8 +258,15 @@ class RoutingClient(NodeCalls):
                     retry += indices
                     continue
                 if isinstance(answer, str):
-                    self._table.forget_address(address)
-                    unreachable.update(dict.fromkeys(indices, answer))
+                    if not isinstance(answer, DeadlinePassed):  # a slow node is not a gone one
+                        self._table.forget_address(address)
+                    unreachable.update(
+                        {
+                            i: answer
+                            for i in indices
+                            if not (isinstance(answer, DeadlinePassed) and results[i] is not None)
+                        }
+                    )
                     retry += indices
                     continue
                 answered = results_of(answer)
