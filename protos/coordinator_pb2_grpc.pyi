@@ -82,6 +82,13 @@ class DisklessCoordinatorStub:
     held in remote log segments (KIP-405): the coordinator forgets them (KIP-1164 "Metadata log
     size management").
     """
+    ReplaceBatches: _grpc.UnaryUnaryMultiCallable[_coordinator_pb2.ReplaceBatchesRequest, _coordinator_pb2.ReplaceBatchesResponse]
+    """Object consolidation: a merge job copied runs of some partitions' batches, byte for byte, into
+    one new object; the coordinator points those batches at it, offsets unchanged, in one
+    metadata-log record (KIP-1165 "Object Consolidation for Diskless").
+    """
+    GetFileMergeWorkItem: _grpc.UnaryUnaryMultiCallable[_coordinator_pb2.GetFileMergeWorkItemRequest, _coordinator_pb2.GetFileMergeWorkItemResponse]
+    """Consolidation planning (DESIGN §4c, issue #38 item 2), named after Inkless's getFileMergeWorkItem; stateless: nothing is leased."""
 
 @_typing.type_check_only
 class DisklessCoordinatorAsyncStub(DisklessCoordinatorStub):
@@ -120,6 +127,13 @@ class DisklessCoordinatorAsyncStub(DisklessCoordinatorStub):
     held in remote log segments (KIP-405): the coordinator forgets them (KIP-1164 "Metadata log
     size management").
     """
+    ReplaceBatches: _aio.UnaryUnaryMultiCallable[_coordinator_pb2.ReplaceBatchesRequest, _coordinator_pb2.ReplaceBatchesResponse]  # type: ignore[assignment]
+    """Object consolidation: a merge job copied runs of some partitions' batches, byte for byte, into
+    one new object; the coordinator points those batches at it, offsets unchanged, in one
+    metadata-log record (KIP-1165 "Object Consolidation for Diskless").
+    """
+    GetFileMergeWorkItem: _aio.UnaryUnaryMultiCallable[_coordinator_pb2.GetFileMergeWorkItemRequest, _coordinator_pb2.GetFileMergeWorkItemResponse]  # type: ignore[assignment]
+    """Consolidation planning (DESIGN §4c, issue #38 item 2), named after Inkless's getFileMergeWorkItem; stateless: nothing is leased."""
 
 class DisklessCoordinatorServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -245,5 +259,24 @@ class DisklessCoordinatorServicer(metaclass=_abc_1.ABCMeta):
         held in remote log segments (KIP-405): the coordinator forgets them (KIP-1164 "Metadata log
         size management").
         """
+
+    @_abc_1.abstractmethod
+    def ReplaceBatches(
+        self,
+        request: _coordinator_pb2.ReplaceBatchesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_coordinator_pb2.ReplaceBatchesResponse, _abc.Awaitable[_coordinator_pb2.ReplaceBatchesResponse]]:
+        """Object consolidation: a merge job copied runs of some partitions' batches, byte for byte, into
+        one new object; the coordinator points those batches at it, offsets unchanged, in one
+        metadata-log record (KIP-1165 "Object Consolidation for Diskless").
+        """
+
+    @_abc_1.abstractmethod
+    def GetFileMergeWorkItem(
+        self,
+        request: _coordinator_pb2.GetFileMergeWorkItemRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_coordinator_pb2.GetFileMergeWorkItemResponse, _abc.Awaitable[_coordinator_pb2.GetFileMergeWorkItemResponse]]:
+        """Consolidation planning (DESIGN §4c, issue #38 item 2), named after Inkless's getFileMergeWorkItem; stateless: nothing is leased."""
 
 def add_DisklessCoordinatorServicer_to_server(servicer: DisklessCoordinatorServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
