@@ -12,6 +12,7 @@ import pytest
 
 from coordinator.base.errors import ErrorCode
 from coordinator.base.result import Result
+from coordinator.commits import rules as rules_commit
 from coordinator.consolidation import rules
 from coordinator.consolidation.merge_work import WorkBounds, merge_work
 from coordinator.consolidation.rules import Extent, ReplacePart
@@ -191,6 +192,12 @@ def test_a_retry_answers_as_the_first_call_pending_or_applied_and_other_extents_
     # A key a CommitFile recorded is not a replacement's: refused, nothing written.
     reused = rules.check_replace_part(coordinator.view, part(Extent(TOPIC, 0, 2, 3, 0, 100), key="wal/a"), NOW)
     assert reused.records == [] and "by a commit or a hand-over" in reused.response[0].message
+    # And a CommitFile reusing the merged object's key is refused too.
+    from tests.harness import batch
+    from tests.test_core import commit_part
+
+    commit = rules_commit.check_commit_part(coordinator.view, commit_part([batch(TOPIC, 0, 1)], NEW_KEY), NOW)
+    assert commit.records == [] and [o.error_code for o in commit.response] == [ErrorCode.INVALID_REQUEST]
     assert logical_dump(coordinator.store.path) == state
 
 
