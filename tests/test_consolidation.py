@@ -12,20 +12,27 @@ import grpc
 import pytest
 
 from coordinator.client.routing_client import RoutingClient
+from coordinator.config.settings import Settings
 from coordinator.files.object_store import StoreConfig, open_object_store
 from coordinator.files.object_store.base import ObjectStore
+from coordinator.reads.find_batches import find_batches
+from coordinator.reads.readers.board import Status, StatusBoard
+from coordinator.reads.readers.state_files import reader_coordinators
 from protos import coordinator_pb2 as pb
 from tests.harness import (
     Broker,
     assert_state_equals_log_rebuild,
     batch,
     coordinator_of,
+    coordinator_state_files,
     describe_file,
     fetch,
+    find_batches_request,
     laid_out,
     topic_name,
 )
 from tests.in_process import InProcessNode
+from tests.snapshot_helpers import MANUAL_SNAPSHOTS, create_snapshots
 
 INTERVAL_MS = 1000
 GRACE_MS = 10 * INTERVAL_MS
@@ -185,3 +192,43 @@ def test_requests_the_node_cannot_answer_are_refused_whole(served: tuple[InProce
         with pytest.raises(grpc.RpcError) as refused:
             node.stub.GetFileMergeWorkItem(nonsense)
         assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
+def test_moved_positions_are_in_snapshots_and_a_reader_process_answers_them(tmp_path: Path) -> None:
+    node = InProcessNode(tmp_path / "data", coordinators=1, settings=MANUAL_SNAPSHOTS).start()
+    try:
+        broker = Broker(node.stub, 1)
+        topic_id = broker.create_topic(topic_name("merge"), 1)
+        for i in range(3):
+            answer = broker.commit(laid_out([batch(topic_id, 0, 2, size=100)]), object_key=f"wal/old/{i}")
+            assert answer.batches[0].error_code == pb.NONE
+
+        def replace(key: str, base: int, last: int, size: int) -> None:
+            request = pb.ReplaceBatchesRequest(object_key=key, object_format=1, file_size=size, owner_ids=[0])
+            request.extents.add(
+                topic_id=topic_id, partition=0, base_offset=base, last_offset=last, byte_offset=0, size=size
+            )
+            assert [e.error_code for e in node.stub.ReplaceBatches(request).extents] == [pb.NONE]
+
+        replace("wal/merged/1", 0, 3, 200)
+        create_snapshots(node)
+        replace("wal/merged/2", 4, 5, 100)  # the log's tail after the snapshot
+        seen = fetch(node.stub, topic_id, 0, 0)
+        assert [(b.object_key, b.byte_offset) for b in seen.batches] == [
+            ("wal/merged/1", 0), ("wal/merged/1", 100), ("wal/merged/2", 0),
+        ]  # fmt: skip
+        # A reader process reads the same rows (coordinator/reads/readers): the same answer, at once.
+        board = StatusBoard.create(1)
+        board.publish(0, Status(0, 1))
+        request = find_batches_request(topic_id, 0, 0)
+        with reader_coordinators(Settings(), [node.data_dir / "coordinator-0"], board, lambda *_: None) as view:
+            assert pb.FindBatchesResponse.FromString(find_batches(view, request)) == node.stub.FindBatches(request)
+        node.stop()
+        for path in coordinator_state_files(node.data_dir, 0):
+            path.unlink(missing_ok=True)
+        node.start()
+        assert "restored snapshot" in "".join(node.output)
+        assert fetch(node.stub, topic_id, 0, 0) == seen
+    finally:
+        if node.is_running():
+            node.stop()
