@@ -232,3 +232,36 @@ def test_moved_positions_are_in_snapshots_and_a_reader_process_answers_them(tmp_
     finally:
         if node.is_running():
             node.stop()
+
+
+def test_a_call_spanning_two_coordinators_records_one_part_each_and_an_unnamed_owner_refuses_its_own(
+    served: tuple[InProcessNode, ObjectStore],
+) -> None:
+    node, store = served
+    broker = Broker(node.stub, node.coordinators)
+    topic_id = broker.create_topic(topic_name("merge"), 8)
+    on = {coordinator_of(node.stub, topic_id, p): p for p in range(8)}
+    assert set(on) == {0, 1}, "eight partitions over two coordinators reach both"
+    for coordinator_id, partition in on.items():
+        upload_and_commit(broker, store, topic_id, partition, f"wal/span/{coordinator_id}")
+    request = pb.ReplaceBatchesRequest(object_key="wal/span/merged", object_format=1, file_size=320, owner_ids=[0, 1])
+    for index, partition in enumerate((on[0], on[1])):
+        request.extents.add(
+            topic_id=topic_id, partition=partition, base_offset=0, last_offset=4, byte_offset=160 * index, size=160
+        )
+    assert [e.error_code for e in node.stub.ReplaceBatches(request).extents] == [pb.NONE, pb.NONE]
+    described = describe_file(node.stub, "wal/span/merged")
+    assert (described.state, list(described.coordinator_ids)) == (pb.FILE_STATE_LIVE, [0, 1])
+    assert [fetch(node.stub, topic_id, on[c], 0).batches[1].byte_offset for c in (0, 1)] == [100, 260]
+    # Owners naming only coordinator 0: coordinator 1's extent is refused, coordinator 0's moves.
+    for coordinator_id, partition in on.items():
+        upload_and_commit(broker, store, topic_id, partition, f"wal/span/second-{coordinator_id}")
+    only_first = pb.ReplaceBatchesRequest()
+    only_first.CopyFrom(request)
+    only_first.object_key, only_first.owner_ids[:] = "wal/span/merged-2", [0]
+    for extent in only_first.extents:
+        extent.base_offset, extent.last_offset = 5, 9
+    answers = node.stub.ReplaceBatches(only_first).extents
+    assert [e.error_code for e in answers] == [pb.NONE, pb.INVALID_REQUEST]
+    assert "do not name coordinator 1" in answers[1].error_message
+    assert list(describe_file(node.stub, "wal/span/merged-2").coordinator_ids) == [0]
