@@ -150,6 +150,12 @@ RPCS: tuple[Rpc, ...] = (
         Front.LEADING_PROCESS),
     Rpc(Service.COORDINATOR, "DescribeDisklessLogs", Permission.DESCRIBE, ServedBy.LEADER, "describe_diskless_logs",
         Front.LEADING_PROCESS),
+    # Object consolidation (DESIGN §4c): each coordinator's extents to its leader, split as CommitFile's batches; the
+    # merge job's plan from one coordinator's leader (a follower may lag what moved).
+    Rpc(Service.COORDINATOR, "ReplaceBatches", Permission.CLUSTER_ACTION, ServedBy.LEADER, "replace_batches",
+        Front.LEADING_PROCESS),
+    Rpc(Service.COORDINATOR, "GetFileMergeWorkItem", Permission.DESCRIBE, ServedBy.LEADER, "get_file_merge_work_item",
+        Front.LEADING_PROCESS),
     # What DescribeFiles answers, for every file at once; only the coordinator's leader answers.
     Rpc(Service.COORDINATOR, "ListFileKeys", Permission.DESCRIBE, ServedBy.LEADER, "list_file_keys",
         Front.HERE, stream=Stream.GATED),
