@@ -225,3 +225,17 @@ def _end_group(pid: int) -> None:
     """The killed driver's Spark JVM and Python workers, if any outlived it."""
     with contextlib.suppress(ProcessLookupError):
         os.killpg(pid, signal.SIGKILL)
+
+
+@pytest.mark.slow
+def test_benchmark_runs_at_a_tiny_size(spark: SparkSession, tmp_path: Path) -> None:
+    from bench.consolidate import BenchSize, run_benchmark
+
+    size = BenchSize(files=64, partitions=12, brokers=4, coordinators=2, baseline_s=1.0, load_rate_per_s=4.0)
+    results = run_benchmark(size, tmp_path / "work", tmp_path / "out.json", spark=spark)
+    assert results["job"]["status"] == "ok" and results["job"]["objects_out"] == 12, results["job"]
+    assert results["after"]["gets"] == 12 < results["before"]["gets"]
+    assert results["after"]["files"]["live"] < results["before"]["files"]["live"]
+    assert results["one_process"]["batches_moved"] == results["job"]["batches_moved"] > 0
+    assert results["load_with_job"]["commits"] > 0 and results["load_without_job"]["failures"] == 0
+    assert json.loads((tmp_path / "out.json").read_text())["size"]["files"] == 64
