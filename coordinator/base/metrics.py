@@ -107,6 +107,10 @@ class Metrics:
             "diskless_offloaded_batches", "Batches taken out by CommitRemoteLogSegments (now remote), by coordinator.",
             ["coordinator"], registry=r,
         )  # fmt: skip
+        self.replaced_batches = Counter(
+            "diskless_replaced_batches", "Batches moved into merged objects (ReplaceBatches), by coordinator.",
+            ["coordinator"], registry=r,
+        )  # fmt: skip
         self.coordinator_failures = Counter(
             "diskless_coordinator_failures",
             "Times a coordinator went out of service, by kind (disk_full, io_error, log_damaged, state_damaged, "

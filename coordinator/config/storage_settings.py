@@ -177,6 +177,29 @@ class StorageSettings(NodeSettings):
         "batches one CommitRemoteLogSegments call may take out of a coordinator at most (one apply); a segment "
         "naming more is refused (INVALID_REQUEST): the copier commits smaller segments",
     )
+    # Object consolidation (DESIGN §4c).
+    replace_batch_max: int = _setting(
+        "diskless.coordinator.replace.batch.max",
+        10000,
+        "batches one ReplaceBatches call may move in one coordinator at most (one apply); an extent past what is left "
+        "of it is refused (INVALID_REQUEST): the merge job replaces smaller runs",
+    )
+    merge_work_files_max: int = _setting(
+        "diskless.coordinator.merge.work.files.max",
+        100,
+        "files one GetFileMergeWorkItem answer names at most (the cap on its max_files)",
+    )
+    merge_work_batches_max: int = _setting(
+        "diskless.coordinator.merge.work.batches.max",
+        10000,
+        "live batches one GetFileMergeWorkItem answer lists at most, over its files (its first file is whole even "
+        "if it holds more)",
+    )
+    merge_work_file_bytes_max: int = _setting(
+        "diskless.coordinator.merge.work.file.bytes.max",
+        8388608,
+        "GetFileMergeWorkItem's default max_file_size: only files of at most this size are worth merging",
+    )
     orphan_scan_interval_ms: int = _setting(
         "diskless.coordinator.orphan.scan.interval.ms",
         86400000,

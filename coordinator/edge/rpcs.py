@@ -142,6 +142,12 @@ RPCS: tuple[Rpc, ...] = (
     # A tiered-storage copier's offload, decided by each partition's coordinator's leader (only its refusals so far).
     Rpc(Service.COORDINATOR, "CommitRemoteLogSegments", Permission.CLUSTER_ACTION, ServedBy.LEADER,
         "commit_remote_log_segments", Front.LEADING_PROCESS),
+    # Object consolidation (DESIGN §4c): each coordinator's extents to its leader, split as CommitFile's batches; the
+    # merge job's plan from one coordinator's leader (a follower may lag what moved).
+    Rpc(Service.COORDINATOR, "ReplaceBatches", Permission.CLUSTER_ACTION, ServedBy.LEADER, "replace_batches",
+        Front.LEADING_PROCESS),
+    Rpc(Service.COORDINATOR, "GetFileMergeWorkItem", Permission.DESCRIBE, ServedBy.LEADER, "get_file_merge_work_item",
+        Front.LEADING_PROCESS),
     # What DescribeFiles answers, for every file at once; only the coordinator's leader answers.
     Rpc(Service.COORDINATOR, "ListFileKeys", Permission.DESCRIBE, ServedBy.LEADER, "list_file_keys",
         Front.HERE, stream=Stream.GATED),

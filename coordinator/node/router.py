@@ -22,6 +22,7 @@ from coordinator.base.metrics import Metrics
 from coordinator.cluster.peers import PeerClient, forward_call
 from coordinator.commits.commit_file import CommitFiles
 from coordinator.config.settings import Settings
+from coordinator.consolidation import merge_work, replace_batches
 from coordinator.edge.rpcs import NoReplica, Rpc
 from coordinator.files import describe_files, handover
 from coordinator.files.list_file_keys import FileKeyStreams
@@ -80,6 +81,7 @@ class Router:
         self.endpoint = Endpoint("127.0.0.1", 0)  # set by the server once it listens
         self._coordinators = NodeCoordinators(self.shards, catalog, settings, metrics, elsewhere)
         self._topic_admin = TopicAdmin(self._coordinators, peers)
+        self._clock = clock
         self._commits = CommitFiles(self._coordinators, clock)
         self._file_keys = FileKeyStreams(self._coordinators, clock)
         self._peers = peers
@@ -139,6 +141,14 @@ class Router:
 
     async def commit_file(self, request: pb.CommitFileRequest) -> pb.CommitFileResponse:
         return await self._commits.commit_file(request)
+
+    async def replace_batches(self, request: pb.ReplaceBatchesRequest) -> pb.ReplaceBatchesResponse:
+        """Object consolidation (DESIGN §4c): each coordinator's runs moved into the merged object, one record each."""
+        return await replace_batches.replace_batches(self._coordinators, request)
+
+    def get_file_merge_work_item(self, request: pb.GetFileMergeWorkItemRequest) -> pb.GetFileMergeWorkItemResponse:
+        """A coordinator's oldest small live files with their live batches, from its leader (DESIGN §4c)."""
+        return merge_work.get_file_merge_work_item(self._coordinators, self._clock, request)
 
     async def delete_records(self, request: pb.DeleteRecordsRequest) -> pb.DeleteRecordsResponse:
         return await delete_records.delete_records(self._coordinators, request)

@@ -41,6 +41,7 @@ from coordinator.machine.kinds.leadership import LeaderChangeKind
 from coordinator.machine.kinds.partitions import PartitionCreatedKind, RecordsDeletedKind, TopicDeletedKind
 from coordinator.machine.kinds.producers import ProducersExpiredKind
 from coordinator.machine.kinds.purges import BatchesPurgedKind
+from coordinator.machine.kinds.replacements import BatchesReplacedKind
 from coordinator.machine.kinds.retention import RetentionAppliedKind
 from coordinator.machine.kinds.tiering import RemoteLogSegmentsCommittedKind
 from coordinator.machine.kinds.topic_configs import TopicConfigsChangedKind
@@ -64,6 +65,7 @@ _REGISTERED: tuple[RecordKind, ...] = (
     BatchesPurgedKind(),
     RetentionAppliedKind(),
     RemoteLogSegmentsCommittedKind(),
+    BatchesReplacedKind(),
 )
 KINDS: dict[str, RecordKind] = {kind.name: kind for kind in _REGISTERED}
 # The pipeline asks of every applied record whether the catalog follows it: a set lookup by name is cheapest.

@@ -33,13 +33,13 @@ from coordinator.machine.transaction import StateTransaction
 from coordinator.machine.view import CoordinatorView
 from protos import records_pb2 as rec
 
-_INSERT_FILE = (
+INSERT_FILE = (
     "INSERT INTO files (file_id, object_key, file_size, uploader_broker_id, owner_ids, committed_at_ms, "
     "live_batches, is_last_owner, owned, delete_after_ms, part_batches) VALUES (?,?,?,?,?,?,?,?,?,-1,?)"
 )
 
 
-def _owner_list(owner_ids: list[int]) -> str:
+def owner_list(owner_ids: list[int]) -> str:
     return ",".join(map(str, owner_ids))
 
 
@@ -96,13 +96,13 @@ class FileCommittedKind:
         batches = list(BATCH_LAYOUT.iter_unpack(committed.packed_batches))
         coordinator_id = transaction.coordinator_id
         transaction.db.execute(
-            _INSERT_FILE,
+            INSERT_FILE,
             (
                 file_id,
                 committed.object_key,
                 committed.file_size,
                 committed.uploader_broker_id,
-                _owner_list(owners),
+                owner_list(owners),
                 append_time,
                 len(batches),
                 int(owners[-1] == coordinator_id),
@@ -238,13 +238,13 @@ class FileOwnershipTakenKind:
         transaction.next_file_id = next_id_after("file id", taken.file_id, transaction.next_file_id)
         owners = list(taken.owner_ids)
         transaction.db.execute(
-            _INSERT_FILE,
+            INSERT_FILE,
             (
                 taken.file_id,
                 taken.object_key,
                 taken.file_size,
                 taken.uploader_broker_id,
-                _owner_list(owners),
+                owner_list(owners),
                 taken.committed_at_ms,
                 0,
                 int(owners[-1] == transaction.coordinator_id),
@@ -276,6 +276,8 @@ def _file_leaves(transaction: StateTransaction, file_id: int, how: str) -> None:
         (file_id,),
         f"file {file_id} {how}, but it is not an idle file owned here",
     )
+    # A file consolidation recorded (DESIGN §4c) forgets its call's extents with it: a retry is no longer known.
+    transaction.db.execute("DELETE FROM file_replacements WHERE file_id = ?", (file_id,))
 
 
 class FileHandedOverKind:
