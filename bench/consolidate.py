@@ -30,7 +30,7 @@ from typing import Any
 
 import grpc
 
-from bench.consolidate_load import SteadyLoad, count_objects, layout_gets, live_files
+from bench.consolidate_load import SteadyLoad, count_objects, layout_gets, live_file_rows, live_files
 from bench.node_process import start_node, stop_node
 from bench.wal_broker import WalBroker
 from coordinator.files.object_store import StoreConfig, new_wal_key, open_object_store
@@ -43,7 +43,7 @@ FILE_INTERVAL_MS = 250
 BATCH_VARIANTS = 64  # distinct encoded batches the files reuse: genuine bytes without encoding millions
 WRITE_THREADS = 8
 PROGRESS_EVERY_S = 10.0
-DRAIN_TIMEOUT_S = 300.0
+DRAIN_TIMEOUT_S = 120.0
 TOPIC_PARTITIONS_MAX = 100
 NODE_SETTINGS = {
     "diskless.coordinator.file.deletion.grace.period.ms": "1000",
@@ -95,8 +95,8 @@ def build(work: Path, size: BenchSize) -> list[tuple[bytes, int]]:
             broker = WalBroker(stub, open_object_store(StoreConfig("local", str(root))))
             topics = -(-size.partitions // TOPIC_PARTITIONS_MAX)
             per_topic = -(-size.partitions // topics)
-            partitions = [(broker.create_topic(f"bench-{t}", per_topic), p) for t in range(topics)
-                          for p in range(per_topic)][: size.partitions]  # fmt: skip
+            topic_ids = [broker.create_topic(f"bench-{t}", per_topic) for t in range(topics)]
+            partitions = [(topic_id, p) for topic_id in topic_ids for p in range(per_topic)][: size.partitions]
             owners = {tp: broker.coordinator_of(*tp) for tp in partitions}
             _write_files(stub, root, size, partitions, owners, variants)
     finally:
@@ -160,8 +160,14 @@ def _wait_serving(stub: pb_grpc.DisklessCoordinatorStub) -> None:
     raise RuntimeError("the node is not serving")
 
 
-def _state(stub: pb_grpc.DisklessCoordinatorStub, root: Path, partitions: list[tuple[bytes, int]]) -> dict[str, Any]:
-    return {"objects": count_objects(root), **layout_gets(stub, partitions), "files": live_files(stub)}
+def _state(
+    stub: pb_grpc.DisklessCoordinatorStub, root: Path, partitions: list[tuple[bytes, int]], load_keys: list[str]
+) -> dict[str, Any]:
+    """Objects, GETs and the coordinators' live files (rows: a file live in two counts twice) of the built
+    partitions: the steady load's own files are left out."""
+    files = live_files(stub)
+    files["live"] -= live_file_rows(stub, load_keys)
+    return {"objects": count_objects(root) - len(load_keys), **layout_gets(stub, partitions), "files": files}
 
 
 def _drained(stub: pb_grpc.DisklessCoordinatorStub) -> None:
@@ -175,13 +181,13 @@ def _drained(stub: pb_grpc.DisklessCoordinatorStub) -> None:
     say("the coordinators had not deleted every emptied file within the bound; counted as they were")
 
 
-def _options(address: str, root: Path, size: BenchSize) -> Any:
+def _options(address: str, root: Path, size: BenchSize, committed_before_ms: int = 0) -> Any:
     from spark.consolidation_options import ConsolidateOptions
     from spark.coordinator_client import CoordinatorAccess
 
     return ConsolidateOptions(access=CoordinatorAccess((address,)), store=StoreConfig("local", str(root)),
                               min_age_ms=0, target_object_bytes=size.target_object_bytes,
-                              max_files=size.files)  # fmt: skip
+                              max_files=size.files, committed_before_ms=committed_before_ms)  # fmt: skip
 
 
 def one_process(address: str, root: Path, size: BenchSize) -> dict[str, Any]:
@@ -193,7 +199,8 @@ def one_process(address: str, root: Path, size: BenchSize) -> dict[str, Any]:
     options = _options(address, root, size)
     started = time.monotonic()
     discovery = discover(options.access)
-    request = PlanRequest(options.access, options.min_age_ms, options.max_file_size, options.max_files)
+    request = PlanRequest(options.access, options.min_age_ms, options.max_file_size, options.max_files,
+                          options.committed_before_ms)  # fmt: skip
     by_partition: dict[tuple[int, bytes, int], list[Any]] = {}
     for batch in plan_task([(c.coordinator_id, c.node) for c in discovery.coordinators], request):
         by_partition.setdefault((batch.coordinator_id, batch.topic_id, batch.partition), []).append(batch)
@@ -215,6 +222,7 @@ def run_benchmark(size: BenchSize, work: Path, out: Path | None = RESULTS, spark
     started = time.monotonic()
     partitions = build(work, size)
     build_s = time.monotonic() - started
+    built_ms = time.time_ns() // 1_000_000
     say(f"built {size.files:,} files in {build_s:.0f} s; copying for the one-process run")
     subprocess.run(["cp", "-a", str(work / "a"), str(work / "b")], check=True)
     results: dict[str, Any] = {"size": asdict(size), "build_s": round(build_s, 1), "load_average": os.getloadavg()}
@@ -225,19 +233,20 @@ def run_benchmark(size: BenchSize, work: Path, out: Path | None = RESULTS, spark
         with grpc.insecure_channel(address_a) as channel:
             stub = pb_grpc.DisklessCoordinatorStub(channel)
             _wait_serving(stub)
-            results["before"] = _state(stub, root_a, partitions)
+            results["before"] = _state(stub, root_a, partitions, [])
             load = SteadyLoad(address_a, StoreConfig("local", str(root_a)), size.load_rate_per_s)
             load.start()
             time.sleep(size.baseline_s)
             results["load_without_job"] = load.stop()
             load.start()
             job_started = time.monotonic()
-            report = run_consolidation(session, _options(address_a, root_a, size), say=say)
+            # Only the built files: the steady load's own (committed since) are not the job's to merge here.
+            report = run_consolidation(session, _options(address_a, root_a, size, built_ms), say=say)
             results["spark_wall_s"] = round(time.monotonic() - job_started, 2)
             results["load_with_job"] = load.stop()
             results["job"] = json.loads(report.to_json())
             _drained(stub)
-            results["after"] = _state(stub, root_a, partitions)
+            results["after"] = _state(stub, root_a, partitions, load.keys)
     finally:
         if spark is None:
             session.stop()

@@ -23,6 +23,7 @@ from protos import coordinator_pb2_grpc as pb_grpc
 
 LOAD_BROKER_ID = 999
 LOAD_PARTITIONS = 8
+DESCRIBE_KEYS_MAX = 1000
 
 
 class SteadyLoad:
@@ -36,6 +37,7 @@ class SteadyLoad:
         self._stop = threading.Event()
         self._latencies_s: list[float] = []
         self._failures = 0
+        self.keys: list[str] = []  # committed, over every window: these stay live, no job merges them here
         self._thread: threading.Thread | None = None
         self._topic: bytes = b""
 
@@ -71,7 +73,8 @@ class SteadyLoad:
                 if delay > 0 and self._stop.wait(delay):
                     break
                 try:
-                    broker.write_file(pieces, self._store_config.prefix)
+                    key, _ = broker.write_file(pieces, self._store_config.prefix)
+                    self.keys.append(key)
                 except (grpc.RpcError, RuntimeError):
                     self._failures += 1
                 self._latencies_s.append(time.monotonic() - intended)
@@ -93,6 +96,16 @@ def layout_gets(stub: pb_grpc.DisklessCoordinatorStub, partitions: Sequence[tupl
         gets += gets_to_read(batches)
         objects.update(b.object_key for b in batches)
     return {"gets": gets, "objects_read": len(objects)}
+
+
+def live_file_rows(stub: pb_grpc.DisklessCoordinatorStub, keys: Sequence[str]) -> int:
+    """Live-file rows these files hold over the coordinators (one per coordinator with a live batch of it)."""
+    rows = 0
+    for start in range(0, len(keys), DESCRIBE_KEYS_MAX):
+        answer = stub.DescribeFiles(pb.DescribeFilesRequest(object_keys=keys[start : start + DESCRIBE_KEYS_MAX]),
+                                    timeout=60)  # fmt: skip
+        rows += sum(len(f.coordinator_ids) for f in answer.files if f.has_live_batches)
+    return rows
 
 
 def live_files(stub: pb_grpc.DisklessCoordinatorStub) -> dict[str, int]:

@@ -103,7 +103,9 @@ def run_consolidation(
     context = spark.sparkContext
     clock.attach(context)
     coordinators = [(c.coordinator_id, c.node) for c in discovery.coordinators]
-    request = PlanRequest(options.access, options.min_age_ms, options.max_file_size, options.max_files)
+    request = PlanRequest(
+        options.access, options.min_age_ms, options.max_file_size, options.max_files, options.committed_before_ms
+    )
     with clock.phase("planning"):
         batches = context.parallelize(coordinators, min(len(coordinators), context.defaultParallelism))
         planned = batches.mapPartitions(functools.partial(plan_task, request=request))

@@ -18,8 +18,9 @@ from spark.coordinator_client import DEFAULT_BOOTSTRAP, CoordinatorAccess
 from spark.options import OptionsError, access_from_arguments
 
 RUN_TASKS_MAX = 10_000
-# The broker id ReplaceBatches names as the new object's uploader: no broker's (brokers' ids are >= 0).
-CONSOLIDATION_UPLOADER_ID = -1
+# The broker id ReplaceBatches names as the new object's uploader (the coordinator wants one >= 0, as in
+# CommitFile); it is informational only: owners, not the uploader, decide who deletes the object.
+CONSOLIDATION_UPLOADER_ID = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +34,7 @@ class ConsolidateOptions:
     dry_run: bool = False
     run_tasks: int = 0  # 0: four per core
     uploader_broker_id: int = CONSOLIDATION_UPLOADER_ID
+    committed_before_ms: int = 0  # also only files committed by then (wall clock; 0: no such bound)
 
     def problem(self) -> str | None:
         if self.min_age_ms < 0:

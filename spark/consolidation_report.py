@@ -1,8 +1,9 @@
 """`diskless consolidate`'s summary: what it planned, moved, left and why; a table or JSON.
 
-Status and exit code: `ok` (exit 0) when every planned run moved or was refused for a reason of its
-data (a run deleted meanwhile); `incomplete` (exit 1) when batches were damaged, a run's outcome is
-unknown (its object kept for a rerun or the orphan scan) or an upload failed; `aborted` (exit 1) when
+Status and exit code: `ok` (exit 0) when every planned run moved or was refused because part of it was
+deleted meanwhile (OFFSET_OUT_OF_RANGE); `incomplete` (exit 1) when batches were damaged, an extent was
+refused for another reason, a run's outcome is unknown (its object kept for a rerun or the orphan
+scan) or an upload failed; `aborted` (exit 1) when
 the job could not plan (a coordinator did not answer) and moved nothing. Bad options exit 2 with no
 summary.
 """
@@ -45,7 +46,8 @@ class ConsolidationReport:
     gets_before: int = 0  # GETs a full read of the moved data needed before
     gets_after: int = 0  # and needs now
     damaged: int = 0  # batches left in place: their bytes failed the check
-    refused: int = 0  # batches of extents a coordinator refused (moved meanwhile, deleted, ...)
+    refused: int = 0  # batches of extents a coordinator refused (deleted meanwhile, ...)
+    refused_otherwise: int = 0  # of those, for another reason than "deleted meanwhile"
     unknown: int = 0  # runs whose ReplaceBatches got no answer: objects kept
     upload_failed: int = 0
     objects_deleted: int = 0  # objects nothing moved into, deleted
@@ -57,6 +59,7 @@ class ConsolidationReport:
         for result in results:
             self.damaged += result.damaged
             self.refused += result.refused
+            self.refused_otherwise += result.refused_otherwise
             if result.status in (MOVED, PLANNED):
                 self.objects_out += 1
                 self.batches_moved += result.batches_moved
@@ -77,7 +80,8 @@ class ConsolidationReport:
 
     def finish(self) -> None:
         if self.status == RUNNING:
-            self.status = INCOMPLETE if self.damaged or self.unknown or self.upload_failed else OK
+            troubled = self.damaged or self.refused_otherwise or self.unknown or self.upload_failed
+            self.status = INCOMPLETE if troubled else OK
 
     @property
     def exit_code(self) -> int:
@@ -99,7 +103,10 @@ class ConsolidationReport:
             ("files in -> objects out", f"{self.files_in:,} -> {self.objects_out:,}"),
             ("GETs to read it all", f"{self.gets_before:,} before, {self.gets_after:,} after"),
             ("damaged (left in place)", f"{self.damaged:,} batches"),
-            ("refused by a coordinator", f"{self.refused:,} batches"),
+            (
+                "refused by a coordinator",
+                f"{self.refused:,} batches ({self.refused_otherwise:,} not deleted meanwhile)",
+            ),
             ("no answer (objects kept)", f"{self.unknown:,} runs"),
             ("uploads failed", f"{self.upload_failed:,} runs"),
             ("objects deleted (nothing moved)", f"{self.objects_deleted:,}"),

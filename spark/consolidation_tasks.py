@@ -89,6 +89,9 @@ class PlanRequest:
     min_age_ms: int
     max_file_size: int  # 0: the server's default
     max_files: int  # per coordinator
+    # Also only files committed at or before this wall-clock time (0: no such bound): the age bound is
+    # relative to when each coordinator is asked, this one is the same for all of them.
+    committed_before_ms: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +119,7 @@ class RunResult:
     bytes_moved: int = 0
     damaged: int = 0  # batches that failed their check: left in place
     refused: int = 0  # batches of extents the coordinator refused
+    refused_otherwise: int = 0  # of those, refused for another reason than "deleted meanwhile"
     gets_before: int = 0  # to read the moved batches from the first, before
     gets_after: int = 0  # and after
     moved_from: list[str] = field(default_factory=list)  # the source objects of the moved batches
@@ -135,9 +139,12 @@ def _work_items(
 ) -> Iterator[pb.GetFileMergeWorkItemResponse.File]:
     token, files = b"", 0
     while files < request.max_files:
+        min_age_ms = request.min_age_ms
+        if request.committed_before_ms > 0:
+            min_age_ms = max(min_age_ms, time.time_ns() // 1_000_000 - request.committed_before_ms)
         asked = pb.GetFileMergeWorkItemRequest(
             coordinator_id=coordinator_id,
-            min_age_ms=request.min_age_ms,
+            min_age_ms=min_age_ms,
             max_file_size=request.max_file_size,
             max_files=request.max_files - files,
             page_token=token,
@@ -324,6 +331,8 @@ def _tally(
             result.bytes_moved += extent.size
         else:
             result.refused += len(inside)
+            if answer.error_code != pb.OFFSET_OUT_OF_RANGE:
+                result.refused_otherwise += len(inside)
             name = pb.ErrorCode.Name(answer.error_code) if answer.error_code in pb.ErrorCode.values() else "error"
             result.note(
                 f"offsets {extent.base_offset}..{extent.last_offset} of {result.partition} stay: {name} "
