@@ -1,10 +1,12 @@
-"""The consolidation job's pure rules (spark/consolidation_rules.py): runs, keys, reads, extents, GETs."""
+"""The consolidation job's pure rules (spark/consolidation_rules.py: runs, keys, reads, extents, GETs) and
+its summary's counts and status (spark/consolidation_report.py)."""
 
 from __future__ import annotations
 
 import re
 
 from coordinator.machine.object_keys import WAL_KEY_PATTERN
+from spark.consolidation_report import INCOMPLETE, OK, ConsolidationReport
 from spark.consolidation_rules import (
     Extent,
     SourceBatch,
@@ -15,6 +17,7 @@ from spark.consolidation_rules import (
     run_object_key,
     source_batch_problem,
 )
+from spark.consolidation_tasks import MOVED, REFUSED, UNKNOWN, UPLOAD_FAILED, RunResult
 from spark.record_batches import Record, encode_batch
 
 TOPIC = bytes(range(16))
@@ -83,3 +86,30 @@ def test_a_source_batch_must_be_intact_and_the_batch_its_coordinator_describes()
     assert "CRC-32C" in (source_batch_problem(described, data[:-1] + bytes([data[-1] ^ 1])) or "")
     assert "bytes read" in (source_batch_problem(described, data[:-1]) or "")
     assert "offsets" in (source_batch_problem(batch(10, 12, "a", size=len(data)), data) or "")
+
+
+def run_result(status: str, **counts: object) -> RunResult:
+    return RunResult(0, "t-0", "wal/00/x.wal", status, batches=3, **counts)  # type: ignore[arg-type]
+
+
+def test_the_summary_counts_objects_files_and_gets_and_says_what_went_wrong() -> None:
+    report = ConsolidationReport("consolidate", 0, "local x", 0, 100, 10)
+    report.add([
+        run_result(MOVED, batches_moved=3, bytes_moved=300, gets_before=3, gets_after=1, moved_from=["a", "b"]),
+        run_result(MOVED, batches_moved=2, bytes_moved=200, gets_before=2, gets_after=1, moved_from=["b", "c"]),
+        run_result(REFUSED, refused=3, object_deleted=True),  # deleted meanwhile: nothing wrong
+    ])  # fmt: skip
+    report.finish()
+    assert (report.status, report.exit_code) == (OK, 0)
+    assert (report.objects_out, report.files_in, report.batches_moved, report.bytes_moved) == (2, 3, 5, 500)
+    assert (report.gets_before, report.gets_after, report.objects_deleted) == (5, 2, 1)
+    for trouble in ({"damaged": 1}, {"refused_otherwise": 1}):
+        troubled = ConsolidationReport("consolidate", 0, "local x", 0, 100, 10)
+        troubled.add([run_result(MOVED, batches_moved=1, **trouble)])
+        troubled.finish()
+        assert (troubled.status, troubled.exit_code) == (INCOMPLETE, 1), trouble
+    for status in (UNKNOWN, UPLOAD_FAILED):
+        troubled = ConsolidationReport("consolidate", 0, "local x", 0, 100, 10)
+        troubled.add([run_result(status)])
+        troubled.finish()
+        assert troubled.status == INCOMPLETE and troubled.objects_out == 0, status
