@@ -1,244 +1,267 @@
-"""`diskless consolidate` end to end: a real node over gRPC, WAL files of genuine Kafka batches, Spark.
-
-The test broker (bench/wal_broker.py) writes small WAL files of v2 record batches to the store (a local
-directory, and S3 on moto's server) and commits them; every partition is then read as a consumer reads
-it (FindBatches, ranged reads, records decoded at their offsets) before and after the job, and must be
-the same records at the same offsets. One Spark session (local[2]) serves the module; the crash test
-starts the job as a process of its own and kills it (kill -9) between an upload and its ReplaceBatches.
-"""
+"""Object consolidation through the real socket (DESIGN §4c): a merge job plans with GetFileMergeWorkItem, uploads
+the merged object and calls ReplaceBatches; FindBatches answers the new positions at once; the old files go to the
+file workers and are deleted after the grace; the state equals a rebuild from the log and survives a restart."""
 
 from __future__ import annotations
 
-import contextlib
-import json
-import os
-import random
-import signal
-import subprocess
-import sys
+import asyncio
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
+import grpc
 import pytest
-from pyspark.sql import SparkSession
 
-from bench.wal_broker import Piece, WalBroker, find_all_batches, gets_to_read, read_partition, sample_records
-from coordinator.files.object_store import ObjectStore
+from coordinator.client.routing_client import RoutingClient
+from coordinator.config.settings import Settings
+from coordinator.files.object_store import StoreConfig, open_object_store
+from coordinator.files.object_store.base import ObjectStore
+from coordinator.reads.find_batches import find_batches
+from coordinator.reads.readers.board import Status, StatusBoard
+from coordinator.reads.readers.state_files import reader_coordinators
 from protos import coordinator_pb2 as pb
-from spark.consolidation import open_consolidation_session
-from spark.consolidation_command import main
-from tests.harness import REPO, ServerProcess, describe_file
-from tests.object_stores import ObjectStoreUnderTest, storage_settings
+from tests.harness import (
+    Broker,
+    assert_state_equals_log_rebuild,
+    batch,
+    coordinator_of,
+    coordinator_state_files,
+    describe_file,
+    fetch,
+    find_batches_request,
+    laid_out,
+    topic_name,
+)
+from tests.in_process import InProcessNode
+from tests.snapshot_helpers import MANUAL_SNAPSHOTS, create_snapshots
 
-# The coordinator must not hand over or delete the old files while the test reads them back.
-COORDINATOR_SETTINGS = {
-    "diskless.coordinator.file.deletion.grace.period.ms": "3600000",
-    "diskless.coordinator.file.handover.probe.delay.ms": "3600000",
-}
-QUICK_SPARK_SETTINGS = {
-    "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
-    "spark.ui.enabled": "false",
-}
-TOPICS, PARTITIONS, FILES = 2, 3, 8
-CRASH_TIMEOUT_S = 240
-
-Partition = tuple[bytes, int]
-
-
-@pytest.fixture(scope="module")
-def spark(moto_server: object) -> Iterator[SparkSession]:
-    session = open_consolidation_session("local[2]", QUICK_SPARK_SETTINGS)
-    yield session
-    session.stop()
+INTERVAL_MS = 1000
+GRACE_MS = 10 * INTERVAL_MS
+MIN_AGE_MS = 5000
 
 
-@dataclass
-class Scene:
-    server: ServerProcess
-    store: ObjectStore
-    properties: Path
-    partitions: list[Partition]
-    files: list[str]
-
-    def read_all(self) -> dict[Partition, list]:
-        return {p: read_partition(self.server.stub, self.store, *p) for p in self.partitions}
-
-    def batches(self) -> dict[Partition, list[pb.BatchInfo]]:
-        return {p: find_all_batches(self.server.stub, *p) for p in self.partitions}
-
-    def consolidate(
-        self, spark: SparkSession | None, capsys: pytest.CaptureFixture[str], *argv: str
-    ) -> tuple[int, dict]:
-        code = main(["--json", "--bootstrap", self.server.address, "--config", str(self.properties),
-                     "--min-age-ms", "0", *argv], spark=spark)  # fmt: skip
-        return code, json.loads(capsys.readouterr().out)
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[tuple[InProcessNode, ObjectStore]]:
+    root = tmp_path / "objects"
+    root.mkdir()
+    node = InProcessNode(
+        tmp_path / "data",
+        coordinators=2,
+        settings={
+            "diskless.storage.local.root": str(root),
+            "diskless.coordinator.file.worker.interval.ms": str(INTERVAL_MS),
+            "diskless.coordinator.file.deletion.grace.period.ms": str(GRACE_MS),
+        },
+    ).start()
+    yield node, open_object_store(StoreConfig("local", local_root=str(root)))
+    if node.is_running():
+        assert node.stop() == 0, "".join(node.output)
 
 
-def build_scene(tmp_path: Path, under_test: ObjectStoreUnderTest, seed: int = 38) -> Scene:
-    server = ServerProcess(tmp_path / "data", 4, {**under_test.settings, **COORDINATOR_SETTINGS}).start()
-    store = under_test.open()
-    properties = tmp_path / "consolidate.properties"
-    properties.write_text("".join(f"{k}={v}\n" for k, v in storage_settings(under_test.config).items()))
-    broker = WalBroker(server.stub, store)
-    rng = random.Random(seed)
-    topics = [broker.create_topic(f"t{t}-{seed}", PARTITIONS) for t in range(TOPICS)]
-    partitions = [(topic, p) for topic in topics for p in range(PARTITIONS)]
-    files = []
-    for i in range(FILES):
-        now_ms = 1_700_000_000_000 + 1000 * i
-        pieces = [
-            Piece(t, p, sample_records(rng, rng.randint(1, 4), now_ms)) for t, p in partitions if rng.random() < 0.8
-        ]
-        key, _ = broker.write_file(
-            pieces or [Piece(*partitions[0], sample_records(rng, 1, 0))], under_test.config.prefix
-        )
-        files.append(key)
-    return Scene(server, store, properties, partitions, files)
+def upload_and_commit(broker: Broker, store: ObjectStore, topic_id: bytes, partition: int, key: str) -> None:
+    """A WAL file of two batches of the partition (2 and 3 records, 100 and 60 bytes), uploaded then committed."""
+    batches = laid_out([batch(topic_id, partition, 2, size=100), batch(topic_id, partition, 3, size=60)])
+    store.put(key, b"w" * 160)
+    answer = broker.commit(batches, object_key=key)
+    assert [b.error_code for b in answer.batches] == [pb.NONE, pb.NONE], answer
 
 
-def gets(batches: dict[Partition, list[pb.BatchInfo]]) -> int:
-    return sum(gets_to_read(b) for b in batches.values())
+def plan(node: InProcessNode, coordinator_id: int, **given: int) -> pb.GetFileMergeWorkItemResponse:
+    async def call() -> pb.GetFileMergeWorkItemResponse:
+        async with RoutingClient([node.address], deadline_ms=10_000) as client:
+            return await client.get_file_merge_work_item(
+                pb.GetFileMergeWorkItemRequest(coordinator_id=coordinator_id, min_age_ms=MIN_AGE_MS, **given)
+            )
+
+    return asyncio.run(call())
 
 
-@pytest.mark.slow
-def test_consolidation_moves_batches_and_every_offset_reads_the_same_records(
-    object_store_under_test: ObjectStoreUnderTest,
-    spark: SparkSession,
-    tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    scene = build_scene(tmp_path, object_store_under_test)
-    try:
-        before, batches_before = scene.read_all(), scene.batches()
-        code, report = scene.consolidate(spark, capsys, "--dry-run")
-        assert code == 0 and report["mode"] == "dry-run" and report["batches_moved"] > 0, report
-        assert scene.batches() == batches_before  # a dry run moves nothing
-        assert _new_keys(scene) == []  # nor uploads anything
-
-        code, report = scene.consolidate(spark, capsys, "--target-object-bytes", "100000")
-        assert code == 0 and report["status"] == "ok", report
-        after = scene.batches()
-        moved = sum(1 for p in scene.partitions for b in after[p] if b.object_key not in scene.files)
-        assert moved == report["batches_moved"] > 0, json.dumps(report)
-        assert report["objects_out"] == len(scene.partitions)  # one object per partition: they all fit
-        assert report["files_in"] == len(scene.files)
-        assert gets(after) == report["gets_after"] == len(scene.partitions) < gets(batches_before)
-        assert report["gets_before"] == gets(batches_before)
-        assert scene.read_all() == before  # same records, same offsets, decoded from the new objects
-
-        code, report = scene.consolidate(spark, capsys)
-        assert code == 0 and report["runs"] == 0 and report["batches_moved"] == 0, report  # nothing left to merge
-        assert scene.read_all() == before
-    finally:
-        scene.server.stop()
-
-
-def _new_keys(scene: Scene) -> list[str]:
-    """Every key in the store now that is not one of the broker's files."""
-    return [info.key for info in scene.store.list(scene.store.config.prefix) if info.key not in scene.files]
-
-
-@pytest.mark.slow
-def test_a_damaged_batch_is_reported_and_left_in_place(
-    local_store_under_test: ObjectStoreUnderTest,
-    spark: SparkSession,
-    tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    scene = build_scene(tmp_path, local_store_under_test, seed=5)
-    try:
-        before, batches_before = scene.read_all(), scene.batches()
-        partition = scene.partitions[0]
-        victim = batches_before[partition][len(batches_before[partition]) // 2]
-        data = bytearray(scene.store.read_range(victim.object_key, 0, 1 << 20) or b"")
-        data[victim.byte_offset + victim.byte_size - 1] ^= 0x40  # a bit of its last record flipped
-        scene.store.put(victim.object_key, bytes(data))
-
-        code, report = scene.consolidate(spark, capsys, "--target-object-bytes", "100000")
-        assert code == 1 and report["status"] == "incomplete" and report["damaged"] == 1, report
-        assert any("CRC-32C" in message and victim.object_key in message for message in report["messages"])
-        after = scene.batches()
-        (kept,) = [b for b in after[partition] if b.base_offset == victim.base_offset]
-        assert (kept.object_key, kept.byte_offset, kept.byte_size) == (victim.object_key, victim.byte_offset,
-                                                                       victim.byte_size)  # fmt: skip
-        # Around it the partition moved, in two extents of one object.
-        others = [b for b in after[partition] if b.base_offset != victim.base_offset]
-        assert len({b.object_key for b in others}) == 1 and others[0].object_key not in scene.files
-        for p in scene.partitions[1:]:
-            assert read_partition(scene.server.stub, scene.store, *p) == before[p]
-        intact = [r for r in before[partition] if not victim.base_offset <= r[0] <= victim.last_offset]
-        readable = [b for b in after[partition] if b.base_offset != victim.base_offset]
-        assert _decoded(scene.store, readable) == intact
-    finally:
-        scene.server.stop()
-
-
-def _decoded(store: ObjectStore, batches: list[pb.BatchInfo]) -> list:
-    from spark.record_batches import decode_records
-
-    records = []
-    for info in batches:
-        _, decoded = decode_records(store.read_range(info.object_key, info.byte_offset, info.byte_size) or b"")
-        records.extend((info.base_offset + r.offset_delta, r.timestamp, r.key, r.value, r.headers) for r in decoded)
-    return records
-
-
-@pytest.mark.slow
-def test_a_driver_killed_between_upload_and_replace_loses_nothing_and_a_rerun_commits_its_object(
-    local_store_under_test: ObjectStoreUnderTest,
-    spark: SparkSession,
-    tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    scene = build_scene(tmp_path, local_store_under_test, seed=9)
-    try:
-        before = scene.read_all()
-        marker = tmp_path / "uploaded"
-        env = dict(os.environ, PYTHONPATH=str(REPO), PYTHONUNBUFFERED="1")
-        crashed = subprocess.Popen(
-            [sys.executable, "-m", "tests.crashing_consolidate", str(marker), "--bootstrap", scene.server.address,
-             "--config", str(scene.properties), "--min-age-ms", "0", "--target-object-bytes", "100000",
-             "--master", "local[1]", "--run-tasks", "1"],
-            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+def merged_request(key: str, files: list[pb.GetFileMergeWorkItemResponse.File], owner: int) -> pb.ReplaceBatchesRequest:
+    """What the merge job asks: each partition's batches of the planned files, in offset order, one after another."""
+    by_partition: dict[tuple[bytes, int], list[pb.GetFileMergeWorkItemResponse.Batch]] = {}
+    for file in files:
+        for found in file.batches:
+            by_partition.setdefault((found.topic_id, found.partition), []).append(found)
+    request = pb.ReplaceBatchesRequest(object_key=key, object_format=1, uploader_broker_id=9, owner_ids=[owner])
+    position = 0
+    for (topic_id, partition), batches in by_partition.items():
+        batches.sort(key=lambda b: b.base_offset)
+        size = sum(b.size for b in batches)
+        request.extents.add(
+            topic_id=topic_id, partition=partition, base_offset=batches[0].base_offset,
+            last_offset=batches[-1].last_offset, byte_offset=position, size=size,
         )  # fmt: skip
-        try:
-            output, _ = crashed.communicate(timeout=CRASH_TIMEOUT_S)
-        finally:
-            _end_group(crashed.pid)
-        assert crashed.returncode == -signal.SIGKILL, output
-        orphan = marker.read_text().strip()
-        assert scene.store.head(orphan) is not None  # uploaded ...
-        assert describe_file(scene.server.stub, orphan).state == pb.FILE_STATE_UNKNOWN  # ... and not committed
-        assert scene.read_all() == before  # nothing lost
+        position += size
+    request.file_size = position
+    return request
 
-        code, report = scene.consolidate(spark, capsys, "--target-object-bytes", "100000")
-        assert code == 0 and report["status"] == "ok", report
-        # The rerun planned the same run, so the same key: the object the crash left is now committed.
-        assert describe_file(scene.server.stub, orphan).state == pb.FILE_STATE_LIVE
-        assert scene.read_all() == before
+
+def test_a_merge_is_planned_replaced_read_at_its_new_positions_and_the_old_files_deleted_after_the_grace(
+    served: tuple[InProcessNode, ObjectStore], tmp_path: Path
+) -> None:
+    node, store = served
+    broker = Broker(node.stub, node.coordinators)
+    topic_id = broker.create_topic(topic_name("merge"), 1)
+    owner = coordinator_of(node.stub, topic_id, 0)
+    old_keys = [f"wal/0{i}/{i:032x}.wal" for i in range(3)]
+    for key in old_keys:
+        upload_and_commit(broker, store, topic_id, 0, key)  # offsets 0..14, six batches
+    before = fetch(node.stub, topic_id, 0, 0)
+    assert plan(node, owner).files == []  # younger than min_age_ms
+    node.advance(MIN_AGE_MS)
+    planned = plan(node, owner)
+    assert planned.error_code == pb.NONE and [f.object_key for f in planned.files] == old_keys
+    assert planned.next_page_token == b"" and all(len(f.batches) == 2 for f in planned.files)
+    assert plan(node, 1 - owner).files == []  # the other coordinator holds none of them
+
+    merged_key = "wal/ff/" + "f" * 32 + ".wal"
+    request = merged_request(merged_key, list(planned.files), owner)
+    store.put(merged_key, b"m" * request.file_size)
+    assert [e.error_code for e in node.stub.ReplaceBatches(request).extents] == [pb.NONE]
+    after = fetch(node.stub, topic_id, 0, 0)
+    assert [(b.object_key, b.byte_offset, b.byte_size) for b in after.batches] == [
+        (merged_key, p, s) for p, s in zip([0, 100, 160, 260, 320, 420], [100, 60] * 3, strict=True)
+    ]
+    keep = ("base_offset", "last_offset", "batch_max_timestamp", "log_append_timestamp", "byte_size", "producer_id")
+    assert [[getattr(b, f) for f in keep] for b in after.batches] == [
+        [getattr(b, f) for f in keep] for b in before.batches
+    ]
+    # A retry answers as the first call and changes nothing; the same key with other extents is refused.
+    assert [e.error_code for e in node.stub.ReplaceBatches(request).extents] == [pb.NONE]
+    assert fetch(node.stub, topic_id, 0, 0) == after
+    other = pb.ReplaceBatchesRequest()
+    other.CopyFrom(request)
+    other.extents[0].byte_offset = 1
+    other.file_size += 1
+    assert [e.error_code for e in node.stub.ReplaceBatches(other).extents] == [pb.INVALID_REQUEST]
+
+    described = describe_file(node.stub, merged_key)
+    assert (described.state, described.has_live_batches, list(described.coordinator_ids)) == (
+        pb.FILE_STATE_LIVE, True, [owner],
+    )  # fmt: skip
+    for key in old_keys:
+        old = describe_file(node.stub, key)
+        assert (old.state, old.has_live_batches) == (pb.FILE_STATE_AWAITING_DELETION, False)
+    node.advance(GRACE_MS)  # readers holding old positions may still read the old objects meanwhile
+    assert all(store.head(key) is not None for key in old_keys)
+    node.advance(2 * INTERVAL_MS)
+    assert [describe_file(node.stub, key).state for key in old_keys] == [pb.FILE_STATE_UNKNOWN] * 3
+    assert all(store.head(key) is None for key in old_keys) and store.head(merged_key) is not None
+    # The merged object is a file like any other: planned again while it is small enough, not once it is larger.
+    assert [f.object_key for f in plan(node, owner).files] == [merged_key]
+    assert plan(node, owner, max_file_size=request.file_size - 1).files == []
+
+    node.restart()
+    assert fetch(node.stub, topic_id, 0, 0) == after
+    assert node.stop() == 0
+    assert_state_equals_log_rebuild(tmp_path / "data", node.coordinators, tmp_path / "rebuilt")
+
+
+def test_a_call_that_moves_nothing_leaves_its_object_to_be_deleted_after_the_grace(
+    served: tuple[InProcessNode, ObjectStore],
+) -> None:
+    node, store = served
+    broker = Broker(node.stub, node.coordinators)
+    topic_id = broker.create_topic(topic_name("merge"), 1)
+    owner = coordinator_of(node.stub, topic_id, 0)
+    upload_and_commit(broker, store, topic_id, 0, "wal/01/" + "1" * 32 + ".wal")
+    key = "wal/02/" + "2" * 32 + ".wal"
+    store.put(key, b"m" * 160)
+    request = pb.ReplaceBatchesRequest(object_key=key, object_format=1, file_size=160, owner_ids=[owner])
+    request.extents.add(topic_id=topic_id, partition=0, base_offset=0, last_offset=4, byte_offset=0, size=159)
+    answer = node.stub.ReplaceBatches(request).extents
+    assert answer[0].error_code == pb.INVALID_REQUEST and "size 159 differs" in answer[0].error_message
+    assert describe_file(node.stub, key).state == pb.FILE_STATE_AWAITING_DELETION
+    node.advance(GRACE_MS + 2 * INTERVAL_MS)
+    assert describe_file(node.stub, key).state == pb.FILE_STATE_UNKNOWN and store.head(key) is None
+
+
+def test_requests_the_node_cannot_answer_are_refused_whole(served: tuple[InProcessNode, ObjectStore]) -> None:
+    node, _ = served
+    broker = Broker(node.stub, node.coordinators)
+    topic_id = broker.create_topic(topic_name("merge"), 1)
+    bad_format = pb.ReplaceBatchesRequest(object_key="wal/x", object_format=2, file_size=10, owner_ids=[0])
+    bad_format.extents.add(topic_id=topic_id, partition=0, base_offset=0, last_offset=0, size=10)
+    bad_format.extents.add(topic_id=topic_id, partition=5, base_offset=0, last_offset=0, byte_offset=10, size=10)
+    assert [e.error_code for e in node.stub.ReplaceBatches(bad_format).extents] == [pb.INVALID_REQUEST] * 2
+    assert describe_file(node.stub, "wal/x").state == pb.FILE_STATE_UNKNOWN
+    for nonsense in (
+        pb.GetFileMergeWorkItemRequest(coordinator_id=2),
+        pb.GetFileMergeWorkItemRequest(coordinator_id=0, min_age_ms=-1),
+        pb.GetFileMergeWorkItemRequest(coordinator_id=0, page_token=b"x"),
+    ):
+        with pytest.raises(grpc.RpcError) as refused:
+            node.stub.GetFileMergeWorkItem(nonsense)
+        assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
+def test_moved_positions_are_in_snapshots_and_a_reader_process_answers_them(tmp_path: Path) -> None:
+    node = InProcessNode(tmp_path / "data", coordinators=1, settings=MANUAL_SNAPSHOTS).start()
+    try:
+        broker = Broker(node.stub, 1)
+        topic_id = broker.create_topic(topic_name("merge"), 1)
+        for i in range(3):
+            answer = broker.commit(laid_out([batch(topic_id, 0, 2, size=100)]), object_key=f"wal/old/{i}")
+            assert answer.batches[0].error_code == pb.NONE
+
+        def replace(key: str, base: int, last: int, size: int) -> None:
+            request = pb.ReplaceBatchesRequest(object_key=key, object_format=1, file_size=size, owner_ids=[0])
+            request.extents.add(
+                topic_id=topic_id, partition=0, base_offset=base, last_offset=last, byte_offset=0, size=size
+            )
+            assert [e.error_code for e in node.stub.ReplaceBatches(request).extents] == [pb.NONE]
+
+        replace("wal/merged/1", 0, 3, 200)
+        create_snapshots(node)
+        replace("wal/merged/2", 4, 5, 100)  # the log's tail after the snapshot
+        seen = fetch(node.stub, topic_id, 0, 0)
+        assert [(b.object_key, b.byte_offset) for b in seen.batches] == [
+            ("wal/merged/1", 0), ("wal/merged/1", 100), ("wal/merged/2", 0),
+        ]  # fmt: skip
+        # A reader process reads the same rows (coordinator/reads/readers): the same answer, at once.
+        board = StatusBoard.create(1)
+        board.publish(0, Status(0, 1))
+        request = find_batches_request(topic_id, 0, 0)
+        with reader_coordinators(Settings(), [node.data_dir / "coordinator-0"], board, lambda *_: None) as view:
+            assert pb.FindBatchesResponse.FromString(find_batches(view, request)) == node.stub.FindBatches(request)
+        node.stop()
+        for path in coordinator_state_files(node.data_dir, 0):
+            path.unlink(missing_ok=True)
+        node.start()
+        assert "restored snapshot" in "".join(node.output)
+        assert fetch(node.stub, topic_id, 0, 0) == seen
     finally:
-        scene.server.stop()
+        if node.is_running():
+            node.stop()
 
 
-def _end_group(pid: int) -> None:
-    """The killed driver's Spark JVM and Python workers, if any outlived it."""
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(pid, signal.SIGKILL)
-
-
-@pytest.mark.slow
-@pytest.mark.timeout(600)
-def test_benchmark_runs_at_a_tiny_size(spark: SparkSession, tmp_path: Path) -> None:
-    from bench.consolidate import BenchSize, run_benchmark
-
-    size = BenchSize(files=64, partitions=12, brokers=4, coordinators=2, baseline_s=1.0, load_rate_per_s=4.0)
-    results = run_benchmark(size, tmp_path / "work", tmp_path / "out.json", spark=spark)
-    assert results["job"]["status"] == "ok" and results["job"]["objects_out"] == 12, results["job"]
-    assert results["after"]["gets"] == 12 < results["before"]["gets"]
-    # Live-file rows: one per coordinator holding a live batch of the file (its partitions are on two).
-    assert results["after"]["files"]["live"] == 12 < results["before"]["files"]["live"]
-    assert results["after"]["objects"] == 12 < results["before"]["objects"] == 64
-    assert results["one_process"]["batches_moved"] == results["job"]["batches_moved"] > 0
-    assert results["load_with_job"]["commits"] > 0 and results["load_without_job"]["failures"] == 0
-    assert json.loads((tmp_path / "out.json").read_text())["size"]["files"] == 64
+def test_a_call_spanning_two_coordinators_records_one_part_each_and_an_unnamed_owner_refuses_its_own(
+    served: tuple[InProcessNode, ObjectStore],
+) -> None:
+    node, store = served
+    broker = Broker(node.stub, node.coordinators)
+    topic_id = broker.create_topic(topic_name("merge"), 8)
+    on = {coordinator_of(node.stub, topic_id, p): p for p in range(8)}
+    assert set(on) == {0, 1}, "eight partitions over two coordinators reach both"
+    for coordinator_id, partition in on.items():
+        upload_and_commit(broker, store, topic_id, partition, f"wal/span/{coordinator_id}")
+    request = pb.ReplaceBatchesRequest(object_key="wal/span/merged", object_format=1, file_size=320, owner_ids=[0, 1])
+    for index, partition in enumerate((on[0], on[1])):
+        request.extents.add(
+            topic_id=topic_id, partition=partition, base_offset=0, last_offset=4, byte_offset=160 * index, size=160
+        )
+    assert [e.error_code for e in node.stub.ReplaceBatches(request).extents] == [pb.NONE, pb.NONE]
+    described = describe_file(node.stub, "wal/span/merged")
+    assert (described.state, list(described.coordinator_ids)) == (pb.FILE_STATE_LIVE, [0, 1])
+    assert [fetch(node.stub, topic_id, on[c], 0).batches[1].byte_offset for c in (0, 1)] == [100, 260]
+    # Owners naming only coordinator 0: coordinator 1's extent is refused, coordinator 0's moves.
+    for coordinator_id, partition in on.items():
+        upload_and_commit(broker, store, topic_id, partition, f"wal/span/second-{coordinator_id}")
+    only_first = pb.ReplaceBatchesRequest()
+    only_first.CopyFrom(request)
+    only_first.object_key, only_first.owner_ids[:] = "wal/span/merged-2", [0]
+    for extent in only_first.extents:
+        extent.base_offset, extent.last_offset = 5, 9
+    answers = node.stub.ReplaceBatches(only_first).extents
+    assert [e.error_code for e in answers] == [pb.NONE, pb.INVALID_REQUEST]
+    assert "do not name coordinator 1" in answers[1].error_message
+    assert list(describe_file(node.stub, "wal/span/merged-2").coordinator_ids) == [0]

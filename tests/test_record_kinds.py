@@ -42,13 +42,18 @@ SAMPLES: dict[str, rec.MetadataRecord] = {
     "batches_purged": records.batches_purged([(0, 10), (1, 2**63 - 1)]),
     "retention_applied": records.retention_applied([(0, 6)]),
     "batches_replaced": records.batches_replaced(
-        10, "wal/c", 300, 3, [0, 1], 2000,
+        10,
+        "wal/c",
+        300,
+        3,
+        [0, 1],
+        2000,
         [rec.BatchesReplaced.Run(partition_key=0, base_offset=6, last_offset=9, byte_offset=0, batches=1)],
         [
             rec.BatchesReplaced.Extent(topic_id=TOPIC, partition=2, base_offset=6, last_offset=9, size=100),
             rec.BatchesReplaced.Extent(topic_id=TOPIC, partition=2, base_offset=0, last_offset=5, error_code=1),
         ],
-    ),  # fmt: skip
+    ),
     "topic_deleted": records.topic_deleted(TOPIC),
 }
 

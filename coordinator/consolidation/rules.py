@@ -211,9 +211,9 @@ def check_replace_part(view: CoordinatorView, part: ReplacePart, now_ms: int) ->
             message = f"offsets {extent.base_offset}..{extent.last_offset} overlap an earlier extent of the partition"
             outcome = ExtentOutcome(ErrorCode.INVALID_REQUEST, message)
         else:
-            claimed.setdefault(partition.key, []).append((extent.base_offset, extent.last_offset))
             outcome, moved = _run_problem(view, partition, extent, batches_left)
-            if moved:
+            if moved:  # only a run that moves claims its offsets: a batch has one new position
+                claimed.setdefault(partition.key, []).append((extent.base_offset, extent.last_offset))
                 batches_left -= moved
                 runs.append(
                     rec.BatchesReplaced.Run(

@@ -297,6 +297,8 @@ class CoordinatorShard:
         """
         view = self._view()
         if view.file_pending(object_key):
+            if view.pending_replacement(object_key) is not None:  # a merged object (DESIGN §4c): live until applied
+                return FileInFlight(None, queued=True)
             return FileInFlight(view.pending_commit(object_key))
         pipeline = self._lifecycle.pipeline
         if self._lifecycle.follower is None and pipeline is not None and pipeline.file_queued(object_key):
