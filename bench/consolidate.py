@@ -208,7 +208,7 @@ def one_process(address: str, root: Path, size: BenchSize) -> dict[str, Any]:
                    discovery.nodes, options.uploader_broker_id)  # fmt: skip
     moved = objects = 0
     for batches in by_partition.values():
-        for run in partition_runs(batches, options.target_object_bytes):
+        for run in partition_runs(batches, options.target_object_bytes, options.max_batches_per_run):
             result = move_run(run, plan)
             moved += result.batches_moved
             objects += result.status == "moved"

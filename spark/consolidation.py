@@ -68,8 +68,8 @@ def _partition_of(batch: SourceBatch) -> tuple[int, bytes, int]:
     return batch.coordinator_id, batch.topic_id, batch.partition
 
 
-def _runs_of(group: tuple[Any, Any], target_bytes: int) -> list[Run]:
-    return partition_runs(group[1], target_bytes)
+def _runs_of(group: tuple[Any, Any], target_bytes: int, max_batches: int) -> list[Run]:
+    return partition_runs(group[1], target_bytes, max_batches)
 
 
 def run_consolidation(
@@ -113,7 +113,11 @@ def run_consolidation(
         runs = (
             planned.keyBy(_partition_of)
             .groupByKey()
-            .flatMap(functools.partial(_runs_of, target_bytes=options.target_object_bytes))
+            .flatMap(
+                functools.partial(
+                    _runs_of, target_bytes=options.target_object_bytes, max_batches=options.max_batches_per_run
+                )
+            )
             .persist(StorageLevel.MEMORY_AND_DISK)
         )
         try:

@@ -1,7 +1,8 @@
 """`diskless consolidate`'s options: the coordinators' settings file plus the command's flags.
 
 The store comes from the same properties file as the coordinators' (`--config`, `diskless.storage.*`),
-so that the job reads and writes where the brokers do; the defaults of the age, size and count bounds
+so that the job reads and writes where the brokers do, and so does the most batches one ReplaceBatches
+call may move (`diskless.coordinator.replace.batch.max`); the defaults of the age, size and count bounds
 are settings (`diskless.consolidation.*`), each of which a flag overrides for one run.
 """
 
@@ -35,6 +36,7 @@ class ConsolidateOptions:
     run_tasks: int = 0  # 0: four per core
     uploader_broker_id: int = CONSOLIDATION_UPLOADER_ID
     committed_before_ms: int = 0  # also only files committed by then (wall clock; 0: no such bound)
+    max_batches_per_run: int = 10_000  # the coordinators' diskless.coordinator.replace.batch.max
 
     def problem(self) -> str | None:
         if self.min_age_ms < 0:
@@ -47,6 +49,8 @@ class ConsolidateOptions:
             return f"--max-file-size must be >= 0 (0: the coordinators' default), got {self.max_file_size}"
         if not 0 <= self.run_tasks <= RUN_TASKS_MAX:
             return f"--run-tasks must be 0..{RUN_TASKS_MAX} (0: four per core), got {self.run_tasks}"
+        if self.max_batches_per_run <= 0:
+            return f"diskless.coordinator.replace.batch.max must be > 0, got {self.max_batches_per_run}"
         if not self.access.bootstrap:
             return "--bootstrap names no address"
         return None
@@ -70,6 +74,7 @@ def options_from_arguments(args: argparse.Namespace) -> ConsolidateOptions:
         max_file_size=args.max_file_size,
         dry_run=args.dry_run,
         run_tasks=args.run_tasks,
+        max_batches_per_run=settings.replace_batch_max,
     )
     problem = options.problem()
     if problem:

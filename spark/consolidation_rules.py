@@ -1,7 +1,8 @@
 """The consolidation job's rules (DESIGN §4c), as pure functions: runs, object keys, reads, extents, GETs.
 
 - A run is consecutive live batches of one partition (each batch starts where the one before ended:
-  `base_offset == previous last_offset + 1`), in offset order, up to the target object size. A gap (a
+  `base_offset == previous last_offset + 1`), in offset order, up to the target object size and to the
+  batches one ReplaceBatches call may move (the coordinators' `diskless.coordinator.replace.batch.max`). A gap (a
   batch in a file that was not planned: too young, too large, or beyond --max-files) ends a run, since a
   ReplaceBatches extent moves every batch of its offset range.
 - A run is worth moving only if its batches come from at least two source objects: moving one file's
@@ -79,8 +80,9 @@ class Extent:
     size: int
 
 
-def partition_runs(batches: Iterable[SourceBatch], target_bytes: int) -> list[Run]:
-    """The runs worth moving among one partition's planned batches (see the module's rules)."""
+def partition_runs(batches: Iterable[SourceBatch], target_bytes: int, max_batches: int = 10_000) -> list[Run]:
+    """The runs worth moving among one partition's planned batches (see the module's rules); at most
+    `max_batches` each, the most one ReplaceBatches call may move (`diskless.coordinator.replace.batch.max`)."""
     ordered = sorted(batches, key=lambda b: b.base_offset)
     runs: list[list[SourceBatch]] = []
     for batch in ordered:
@@ -89,6 +91,7 @@ def partition_runs(batches: Iterable[SourceBatch], target_bytes: int) -> list[Ru
             current is None
             or batch.base_offset != current[-1].last_offset + 1
             or sum(b.size for b in current) + batch.size > target_bytes
+            or len(current) >= max_batches
         ):
             runs.append([batch])
         else:

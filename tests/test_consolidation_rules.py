@@ -34,6 +34,12 @@ def test_a_run_is_consecutive_offsets_from_two_files_at_least_up_to_the_target()
     assert all(run.size <= 300 and len(run.source_keys) >= 2 for run in runs)
 
 
+def test_a_run_moves_at_most_the_batches_one_replace_batches_call_may() -> None:
+    batches = [batch(i, i, f"f{i}") for i in range(7)]
+    runs = partition_runs(batches, target_bytes=10_000, max_batches=3)
+    assert [[b.base_offset for b in run.batches] for run in runs] == [[0, 1, 2], [3, 4, 5]]  # 6 alone: one file
+
+
 def test_a_gap_in_offsets_ends_a_run_since_an_extent_moves_its_whole_range() -> None:
     # Offsets 2..4 live in a file that was not planned (young, large, or past --max-files).
     runs = partition_runs([batch(0, 1, "a"), batch(5, 5, "b"), batch(6, 6, "c")], target_bytes=10_000)
