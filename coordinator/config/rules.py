@@ -183,6 +183,11 @@ def _files(settings: Settings) -> None:
         )
     if settings.orphan_scan_interval_ms <= 0:
         raise SettingsError(f"{property_name('orphan_scan_interval_ms')} must be > 0")
+    if settings.consolidation_min_age_ms < 0:
+        raise SettingsError(f"{property_name('consolidation_min_age_ms')} must be >= 0")
+    for attr in ("consolidation_target_object_bytes", "consolidation_max_files"):
+        if getattr(settings, attr) <= 0:
+            raise SettingsError(f"{property_name(attr)} must be > 0, got {getattr(settings, attr)}")
     if not 0 <= settings.orphan_scan_max_orphan_percent <= 100:
         raise SettingsError(f"{property_name('orphan_scan_max_orphan_percent')} must be 0..100")
     try:

@@ -226,6 +226,25 @@ class StorageSettings(NodeSettings):
         50,
         "the scan aborts without deleting when orphans exceed this share of the listed WAL files (percent)",
     )
+    # Object consolidation (`diskless consolidate`, spark/consolidation.py; DESIGN §4c).
+    consolidation_min_age_ms: int = _setting(
+        "diskless.consolidation.min.age.ms",
+        300000,
+        "`diskless consolidate` plans only WAL files committed at least this long ago (consumers at the tail read "
+        "the newest files; merging them would only race the brokers' next ones)",
+    )
+    consolidation_target_object_bytes: int = _setting(
+        "diskless.consolidation.target.object.bytes",
+        64 * 1024 * 1024,
+        "`diskless consolidate` writes one object per run of a partition's batches of at most this many bytes "
+        "(a batch larger than it is left where it is)",
+    )
+    consolidation_max_files: int = _setting(
+        "diskless.consolidation.max.files",
+        10000,
+        "WAL files one `diskless consolidate` run plans per coordinator at most (the oldest first); a rerun "
+        "takes the next ones",
+    )
     drain_timeout_ms: int = _setting(
         "diskless.shutdown.drain.timeout.ms", 10000, "on SIGTERM, how long in-flight calls may take to finish"
     )
