@@ -11,6 +11,7 @@ import json
 import subprocess
 import sys
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -101,6 +102,16 @@ def test_the_same_add_again_changes_nothing_and_a_stale_or_lower_count_is_refuse
     assert (dry.error_code, dry.previous_count, dry.count) == (pb.NONE, 5, 7)
     assert sorted(describe_coordinators(node.stub)) == [0, 1, 2, 3, 4]
     assert recorded_count(node.data_dir) == 5
+
+
+def test_two_adds_at_once_from_the_same_count_make_one_change(node: InProcessNode) -> None:
+    """Two operators' `--count` read 4 at once: one add runs, the other is refused, never both."""
+    with ThreadPoolExecutor(2) as pool:
+        answers = list(pool.map(lambda total: create_coordinators(node, total, expected=4), (5, 6)))
+    assert sorted(a.error_code for a in answers) == [pb.NONE, pb.INVALID_REQUEST], answers
+    done = next(a for a in answers if a.error_code == pb.NONE)
+    assert sorted(describe_coordinators(node.stub)) == list(range(done.count))
+    assert recorded_count(node.data_dir) == done.count
 
 
 def test_a_crash_after_the_count_is_recorded_is_completed_by_the_next_start(node: InProcessNode) -> None:
