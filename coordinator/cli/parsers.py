@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from coordinator.cli.configs import add_configs_command
+from coordinator.cli.coordinators import add_coordinators_command
 from coordinator.cli.gateways import describe_gateways
 from coordinator.cli.leaders import add_elect_leaders_command
 from coordinator.cli.operator_commands import (
@@ -62,6 +63,7 @@ def add_operator_commands(commands: Any) -> None:
     add_transactions_command(commands)
     add_switch_command(commands)
     add_elect_leaders_command(commands)
+    add_coordinators_command(commands)
     add_reassign_commands(commands)
 
     snapshot_parser = commands.add_parser("snapshot", help="create, list, verify or restore coordinator snapshots")

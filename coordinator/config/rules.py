@@ -8,6 +8,8 @@ from coordinator.config.settings import STATE_VERIFY_MODES, Settings, SettingsEr
 
 READ_PROCESSES_MAX = 64  # each reader holds one connection per coordinator and its own gRPC server
 NODE_PROCESSES_MAX = 64  # commit processes of one node: one per core is the point
+# The most coordinators a node or cluster may have, at formation or after `diskless coordinators add`.
+COORDINATORS_MAX = 4096
 # Producers in one expiry record: a step of the pass holds its coordinator's loop a few milliseconds per thousand.
 PRODUCER_EXPIRATION_BATCH_MAX = 100_000
 
@@ -30,8 +32,10 @@ def check(settings: Settings) -> None:
     for attr in positive:
         if getattr(settings, attr) <= 0:
             raise SettingsError(f"{property_name(attr)} must be > 0, got {getattr(settings, attr)}")
-    if settings.coordinators > 4096:
-        raise SettingsError(f"{property_name('coordinators')} must be <= 4096, got {settings.coordinators}")
+    if settings.coordinators > COORDINATORS_MAX:
+        raise SettingsError(
+            f"{property_name('coordinators')} must be <= {COORDINATORS_MAX}, got {settings.coordinators}"
+        )
     if settings.node_id < 0:
         raise SettingsError(f"{property_name('node_id')} must be >= 0, got {settings.node_id}")
     if not 0 <= settings.append_linger_ms <= 1000:

@@ -173,6 +173,8 @@ RPCS: tuple[Rpc, ...] = (
     # Topics by name, for operators naming a topic as kafka-configs does: from the catalog, as FindCoordinator.
     Rpc(Service.ADMIN, "DescribeTopics", Permission.DESCRIBE, ServedBy.NODE, "describe_topics", Front.HERE,
         NoReplica.CATALOG_HOLDER),
+    # Coordinators added online (a lone node): the node taking the call grows, an ALTER of the whole node.
+    Rpc(Service.ADMIN, "CreateCoordinators", Permission.ALTER, ServedBy.NODE, "create_coordinators", Front.HERE),
     # Between coordinators: each goes to the node leading the target coordinator.
     Rpc(Service.INTERNAL, "HandOverFiles", Permission.INTERNAL, ServedBy.LEADER, "hand_over_files", Front.HERE),
     Rpc(Service.INTERNAL, "KnownFiles", Permission.INTERNAL, ServedBy.LEADER, "known_files", Front.HERE),

@@ -39,6 +39,8 @@ from coordinator.edge.gate import CallGate, add_service, grpc_call_counts, grpc_
 from coordinator.edge.loop import EdgeLoop, NodeHop
 from coordinator.edge.tls import TlsFiles, is_loopback, server_credentials, tls_files
 from coordinator.node import gauges
+from coordinator.node.coordinator_count import with_recorded_count
+from coordinator.node.growth import CoordinatorGrowth
 from coordinator.node.node import Node, replica_on_disk
 from coordinator.node.processes import commit_process
 from coordinator.node.processes.commit_process import CommitProcessPlan
@@ -324,11 +326,13 @@ async def _start(
         config = await cluster.join()
         settings = dataclasses.replace(settings, coordinators=config.coordinators)
         roles = dict(cluster.initial_roles())
-    elif commit_process is not None:  # one of a node's commit processes: it leads its share of the coordinators
-        roles = commit_process.layout.roles(settings.coordinators, commit_process.index)
-    elif settings.node_processes > 1:  # the first process of a node spread over commit processes: it leads none
-        layout = node_layout(settings, host, advertised_endpoint(settings, host, port))
-        roles = layout.roles(settings.coordinators, None)
+    else:  # a lone node: the count an add recorded wins over --coordinators (coordinator/node/coordinator_count.py)
+        settings = with_recorded_count(settings)
+        if commit_process is not None:  # one of a node's commit processes: it leads its share of the coordinators
+            roles = commit_process.layout.roles(settings.coordinators, commit_process.index)
+        elif settings.node_processes > 1:  # the first process of a node spread over commit processes: it leads none
+            layout = node_layout(settings, host, advertised_endpoint(settings, host, port))
+            roles = layout.roles(settings.coordinators, None)
     catalog_address = commit_process.layout.front_address if commit_process is not None else None
     node = Node(settings, clock=clock, metrics=metrics, roles=roles, link=cluster, catalog_address=catalog_address)
     front = NodeFront(node, clock or SystemClock(), layout, run_commit_process) if layout is not None else None
@@ -368,6 +372,8 @@ async def _start(
         settings, node, server, gate, health_service, metrics_server, host, port, tls is not None, cluster, edge, front
     )
     running.role_listeners = role_listeners
+    if cluster is None and commit_process is None and front is None:  # a lone node of one process adds online
+        node.router.growth = CoordinatorGrowth(node, lambda: running.readers)
     if cluster is not None and settings.read_processes > 0:
         running.reader_advertising = ReaderAdvertising(
             cluster, clock or SystemClock(), settings.cluster_refresh_interval_ms
@@ -407,7 +413,7 @@ async def serve(settings: Settings) -> int:
     security = f"TLS (client auth {settings.ssl_client_auth})" if running.tls else "plaintext"
     print(
         f"diskless: node {settings.node_id} listening on {running.host}:{running.port}, data in "
-        f"{settings.data_dir.resolve()}, {settings.coordinators} coordinators{_spread(running)}, {security}",
+        f"{settings.data_dir.resolve()}, {len(running.node.shards)} coordinators{_spread(running)}, {security}",
         flush=True,
     )
     stop = asyncio.Event()

@@ -9,6 +9,7 @@ those roles as leaders come and go.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -62,8 +63,9 @@ class Node:
         clock = clock or SystemClock()
         self.metrics = metrics or Metrics()
         ticks = AppendTicks(settings.append_linger_ms)  # a commit's parts on several coordinators written together
-        self.shards = [
-            CoordinatorShard(
+
+        def make_shard(i: int) -> CoordinatorShard:
+            return CoordinatorShard(
                 i,
                 coordinator_directory(settings.data_dir, i),
                 settings,
@@ -76,8 +78,10 @@ class Node:
                 ticks,
                 executors,
             )
-            for i in range(settings.coordinators)
-        ]
+
+        # Coordinators added online (CreateCoordinators, coordinator/node/growth.py) are made the same way.
+        self._make_shard = make_shard
+        self.shards = [make_shard(i) for i in range(settings.coordinators)]
         self._loaded = False
         self._health_changed = asyncio.Event()
         # Told of every state change of a coordinator (the reader processes' status board).
@@ -153,7 +157,7 @@ class Node:
     def _shard_state_changed(self, shard: CoordinatorShard) -> None:
         if shard.state is ShardState.ACTIVE and self._loaded:
             self.rebuild_catalog()  # back in service: its partitions are known again
-        if shard.state is ShardState.ACTIVE and self.topic_purgers:
+        if shard.state is ShardState.ACTIVE and shard.coordinator_id < len(self.topic_purgers):
             self.topic_purgers[shard.coordinator_id].wake()  # a new leader goes on with a purge left half done
         self._health_changed.set()
         for listener in self.state_listeners:
@@ -172,32 +176,55 @@ class Node:
     def _topic_records_applied(self, coordinator_id: int, records: Sequence[rec.MetadataRecord]) -> None:
         """A coordinator applied partition creations or topic deletions: the catalog follows, the purge starts."""
         self.catalog.apply_records(coordinator_id, records)
-        if self.topic_purgers and any(_deletes_topics(record) for record in records):
+        if coordinator_id < len(self.topic_purgers) and any(_deletes_topics(record) for record in records):
             self.topic_purgers[coordinator_id].wake()
 
     def start_workers(self) -> None:
         """Starts each coordinator's WAL-file worker, topic purger, producer-expiry worker and retention worker (once
         the node answers calls; each acts only where the coordinator is led here)."""
         self.object_store = open_object_store(StoreConfig.from_settings(self.settings))
-        self.file_workers = [
+        self._start_workers_of(self.shards)
+
+    def _start_workers_of(self, shards: Sequence[CoordinatorShard]) -> None:
+        if self.object_store is None:
+            return  # not started yet: start_workers starts them for every coordinator
+        file_workers = [
             FileWorker(shard, self.settings, self._clock, self.object_store, self.peers, self.metrics)
-            for shard in self.shards
+            for shard in shards
         ]
-        self.topic_purgers = [TopicPurger(shard, self.settings, self._clock, self.metrics) for shard in self.shards]
-        self.producer_expiry_workers = [
-            ProducerExpiryWorker(shard, self.settings, self._clock, self.metrics) for shard in self.shards
-        ]
-        for worker in self.file_workers:
+        purgers = [TopicPurger(shard, self.settings, self._clock, self.metrics) for shard in shards]
+        expiries = [ProducerExpiryWorker(shard, self.settings, self._clock, self.metrics) for shard in shards]
+        retentions = [RetentionWorker(shard, self.settings, self._clock, self.metrics) for shard in shards]
+        self.file_workers.extend(file_workers)
+        self.topic_purgers.extend(purgers)
+        self.producer_expiry_workers.extend(expiries)
+        self.retention_workers.extend(retentions)
+        for worker in file_workers:
             worker.start()
-        for purger in self.topic_purgers:
+        for purger in purgers:
             purger.start()
-        self.retention_workers = [
-            RetentionWorker(shard, self.settings, self._clock, self.metrics) for shard in self.shards
-        ]
-        for expiry in self.producer_expiry_workers:
+        for expiry in expiries:
             expiry.start()
-        for retention in self.retention_workers:
+        for retention in retentions:
             retention.start()
+
+    async def add_coordinators(self, count: int) -> bool:
+        """Creates and loads coordinators len(shards)..count-1 (their directories, logs and states are made by the
+        load), then routes calls to them and starts their workers; True when all the new ones are ACTIVE.
+
+        They are loaded before any call reaches them, so no partition is placed on a coordinator still loading;
+        one that failed to load goes on trying by itself, as at start.
+        """
+        added = [self._make_shard(i) for i in range(len(self.shards), count)]
+        if not added:
+            return True
+        self.settings = dataclasses.replace(self.settings, coordinators=count)
+        self.shards.extend(added)  # before the load: the catalog rebuilt on each one's ACTIVE includes it
+        outcomes = await asyncio.gather(*(shard.load() for shard in added), return_exceptions=True)
+        self.router.add_shards(added)
+        self.rebuild_catalog()
+        self._start_workers_of(added)
+        return not any(isinstance(o, BaseException) for o in outcomes)
 
     async def close(self) -> None:
         await asyncio.gather(*(worker.stop() for worker in self.file_workers))

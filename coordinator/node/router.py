@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeAlias, final
+from typing import Any, Protocol, TypeAlias, final
 
 from coordinator.base.clock import Clock
 from coordinator.base.errors import ErrorCode
@@ -42,7 +42,21 @@ from protos import admin_pb2 as admin
 from protos import coordinator_pb2 as pb
 from protos import internal_pb2 as internal
 
-__all__ = ["Answer", "Endpoint", "Placed", "Placement", "Router"]
+__all__ = ["Answer", "CoordinatorGrower", "Endpoint", "Placed", "Placement", "Router"]
+
+NO_GROWTH = (
+    "this node cannot add coordinators online: a cluster's count (--etcd) is its formation's; a node spread over "
+    "commit processes (diskless.node.processes > 1) takes more at a restart with a larger --coordinators"
+)
+
+
+class CoordinatorGrower(Protocol):
+    """What answers CreateCoordinators where the node may add coordinators online (coordinator/node/growth.py)."""
+
+    async def create_coordinators(
+        self, request: admin.CreateCoordinatorsRequest
+    ) -> admin.CreateCoordinatorsResponse: ...
+
 
 # A request -> its response, an awaitable of it, or (a stream) an async iterator of its messages.
 Answer: TypeAlias = Callable[[Any], Any]
@@ -92,6 +106,13 @@ class Router:
         # The node's cluster controller, set where the node is part of a cluster: it runs preferred elections and
         # starts reassignments.
         self.elector: ClusterAdmin | None = None
+        # Adds coordinators online where this node may (a lone node of one process; coordinator/node/growth.py).
+        self.growth: CoordinatorGrower | None = None
+
+    def add_shards(self, shards: Sequence[CoordinatorShard]) -> None:
+        """Coordinators added online (coordinator/node/growth.py): calls and new partitions go to them from now on."""
+        self.shards.extend(shards)
+        self._coordinators.shards.extend(shards)
 
     @property
     def coordinators(self) -> NodeCoordinators:
@@ -251,6 +272,14 @@ class Router:
 
     async def describe_topics(self, request: admin.DescribeTopicsRequest) -> admin.DescribeTopicsResponse:
         return await self._topic_admin.describe_topics(request)
+
+    async def create_coordinators(self, request: admin.CreateCoordinatorsRequest) -> admin.CreateCoordinatorsResponse:
+        if self.growth is None:
+            count = len(self.shards)
+            return admin.CreateCoordinatorsResponse(
+                error_code=pb.INVALID_REQUEST, error_message=NO_GROWTH, previous_count=count, count=count
+            )
+        return await self.growth.create_coordinators(request)
 
 
 async def _refused_snapshot(message: str) -> AsyncIterator[internal.FetchSnapshotChunk]:
