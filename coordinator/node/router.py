@@ -19,6 +19,7 @@ from typing import Any, TypeAlias, final
 from coordinator.base.clock import Clock
 from coordinator.base.errors import ErrorCode
 from coordinator.base.metrics import Metrics
+from coordinator.base.workers import NODE_WIDE, WorkerStatus
 from coordinator.cluster.peers import PeerClient, forward_call
 from coordinator.commits.commit_file import CommitFiles
 from coordinator.config.settings import Settings
@@ -89,6 +90,8 @@ class Router:
         # The node's cluster controller, set where the node is part of a cluster: it runs preferred elections and
         # starts reassignments.
         self.elector: ClusterAdmin | None = None
+        # The node's supervised background workers now (set by the node): DescribeCoordinators shows them.
+        self.worker_statuses: Callable[[], Sequence[WorkerStatus]] = list
 
     @property
     def coordinators(self) -> NodeCoordinators:
@@ -165,7 +168,17 @@ class Router:
         return await find_coordinator.find_coordinator_asking(self._coordinators, self.endpoint, request, self._peers)
 
     def describe_coordinators(self, request: pb.DescribeCoordinatorsRequest) -> pb.DescribeCoordinatorsResponse:
-        return find_coordinator.describe_coordinators(self._coordinators, self.endpoint, request)
+        response = find_coordinator.describe_coordinators(self._coordinators, self.endpoint, request)
+        statuses = self.worker_statuses()
+        node_workers = [_background_worker(status) for status in statuses if status.coordinator_id == NODE_WIDE]
+        for description in response.coordinators:
+            if not self._coordinators.hosts(description.coordinator_id):
+                continue
+            description.workers.extend(
+                _background_worker(status) for status in statuses if status.coordinator_id == description.coordinator_id
+            )
+            description.node_workers.extend(node_workers)
+        return response
 
     def describe_produce_gateways(
         self, request: pb.DescribeProduceGatewaysRequest
@@ -235,3 +248,10 @@ class Router:
 
 async def _refused_snapshot(message: str) -> AsyncIterator[internal.FetchSnapshotChunk]:
     yield internal.FetchSnapshotChunk(error_code=pb.NOT_LEADER_OR_FOLLOWER, error_message=message, last=True)
+
+
+def _background_worker(status: WorkerStatus) -> pb.BackgroundWorker:
+    return pb.BackgroundWorker(
+        name=status.name, scope=status.scope.value, state=status.state.value, failures=status.failures,
+        recent_failures=status.recent_failures, failing=status.failing, last_failure=status.last_failure,
+    )  # fmt: skip
