@@ -230,7 +230,10 @@ class WorkerSupervisor:
         while True:
             try:
                 await running.worker.run()
-                return  # its work is over: nothing to start again
+                key = (running.spec.name, running.coordinator_id)
+                if self._running.get(key) is running:
+                    del self._running[key]  # its work is over: nothing to start again, nothing to show
+                return
             except Exception as error:
                 wait_ms = self._failed(running, error)
             running.state = WorkerState.BACKING_OFF

@@ -114,6 +114,11 @@ READER_PROCESSES = WorkerSpec(
     "coordinator.reads.readers.supervisor:ReadProcesses.start",
 )  # fmt: skip
 
+PARENT_MESSAGES = WorkerSpec(
+    "parent-messages", Scope.NODE, "in a commit process: its parent's messages (damage reports, stop) until stopped",
+    "coordinator.base.child_processes:wait_told_to_stop", None, "coordinator.node.processes.commit_process:_serve",
+)  # fmt: skip
+
 
 @dataclass(frozen=True, slots=True)
 class WorkerInputs:
@@ -152,4 +157,5 @@ WORKERS: tuple[WorkerSpec, ...] = (
     PREFERRED_LEADERS,
     COMMIT_PROCESSES,
     READER_PROCESSES,
+    PARENT_MESSAGES,
 )
