@@ -17,6 +17,7 @@ import pytest
 from grpc_health.v1 import health_pb2
 
 from coordinator.base.workers import Scope
+from coordinator.cli.operator_commands import workers_cell
 from coordinator.config.settings import Settings
 from coordinator.node.worker_registry import COORDINATOR_WORKERS, HEALTH, RETENTION, WORKERS
 from coordinator.topics.retention_worker import RetentionWorker
@@ -146,6 +147,7 @@ def test_a_failing_worker_is_restarted_counted_described_and_makes_health_not_se
         assert retention.last_failure == "RuntimeError: retention rule broken on coordinator 1"
         assert {worker.name for worker in description.workers} == {spec.name for spec, _ in COORDINATOR_WORKERS}
         assert HEALTH.name in {worker.name for worker in description.node_workers}
+        assert workers_cell(description) == "retention:2/2!"  # `diskless describe`'s worker_failures column
     finally:
         node.stop()
 
