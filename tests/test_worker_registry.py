@@ -131,6 +131,7 @@ def test_a_failing_worker_is_restarted_counted_described_and_makes_health_not_se
         node.advance(100 + 1000)  # the new worker's first pass raises too
         assert node.node.running_workers(RETENTION.name)[0] is not first, "not started anew"
         wait_until(lambda: node.health() == health_pb2.HealthCheckResponse.NOT_SERVING, "health says NOT_SERVING")
+        wait_until(lambda: "workers failing: retention (0), retention (1)" in "".join(node.output), "the log says why")
         samples = {
             coordinator_id: node.node.metrics.registry.get_sample_value(
                 "diskless_worker_failures_total", {"worker": RETENTION.name, "coordinator": str(coordinator_id)}

@@ -92,7 +92,8 @@ async def set_health(health_service: health.aio.HealthServicer, status: Any) -> 
 
 
 async def track_health(node: Node, publish: Callable[[Any], Awaitable[None]]) -> None:
-    """Health is SERVING while every coordinator serves, NOT_SERVING while any is out (a load balancer's cue)."""
+    """Health is SERVING while every coordinator serves and no background worker keeps failing, NOT_SERVING while
+    any is out or failing (a load balancer's cue)."""
     serving: bool | None = None
     while True:
         now_serving = node.serving()
@@ -105,7 +106,12 @@ async def track_health(node: Node, publish: Callable[[Any], Awaitable[None]]) ->
                 log.info("all %d coordinators loaded: SERVING", len(node.shards))
             elif serving is not None:
                 down = [str(shard.coordinator_id) for shard in node.shards if shard.state is not ShardState.ACTIVE]
-                log.error("coordinators out of service: NOT_SERVING (%s)", ", ".join(down))
+                failing = [f"{w.name} ({w.coordinator_id})" for w in node.workers.failing()]
+                log.error(
+                    "NOT_SERVING: coordinators out of service: %s; workers failing: %s",
+                    ", ".join(down) or "none",
+                    ", ".join(failing) or "none",
+                )
             serving = now_serving
         await node.wait_health_change()
 
