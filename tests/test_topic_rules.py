@@ -169,3 +169,9 @@ def test_a_config_change_waits_for_every_coordinator_and_checks_names_and_values
     assert code(check_configs_change(pb.AlterTopicConfigsRequest.Topic(topic_id=b"short"), None)) == (
         ErrorCode.INVALID_REQUEST
     )
+
+
+def test_a_name_held_by_another_id_is_topic_already_exists_whichever_id_sorts_first() -> None:
+    for held, asked in ((TOPIC, OTHER), (OTHER, TOPIC)):
+        outcome = create(catalog_with(held, "orders", range(1)), asked, "orders", 1)
+        assert code(outcome) == ErrorCode.TOPIC_ALREADY_EXISTS
