@@ -143,11 +143,25 @@ def test_a_rebuild_replaces_everything() -> None:
 # ---------------------------------------------------------------- rules a mutation run found unpinned (issue #40)
 
 
-def test_one_partition_fewer_than_now_is_invalid_partitions() -> None:
-    # Three partitions (0..2) are a count of three: asking for two is going down, not "nothing missing".
-    outcome = create(catalog_with(TOPIC, "orders", range(3)), TOPIC, "orders", 2)
+@pytest.mark.parametrize("now", [2, 3, 4])
+def test_one_partition_fewer_than_now_is_invalid_partitions(now: int) -> None:
+    # Partitions 0..now-1 are a count of `now`: asking for one fewer is going down, not "nothing missing".
+    outcome = create(catalog_with(TOPIC, "orders", range(now)), TOPIC, "orders", now - 1)
     assert code(outcome) == ErrorCode.INVALID_PARTITIONS
-    assert "has 3 partitions" in outcome.message  # type: ignore[union-attr]
+    assert f"has {now} partitions" in outcome.message  # type: ignore[union-attr]
+
+
+def test_one_partition_and_exactly_the_maximum_are_allowed() -> None:
+    assert planned(create(TopicCatalog(), TOPIC, "orders", 1)) != {}
+    assert sum(len(p) for p in planned(create(TopicCatalog(), TOPIC, "orders", LIMITS.partitions_max)).values()) == (
+        LIMITS.partitions_max
+    )
+
+
+def test_an_id_held_under_another_name_is_inconsistent_whichever_name_sorts_first() -> None:
+    for held, asked in (("orders", "payments"), ("payments", "orders")):
+        outcome = create(catalog_with(TOPIC, held, range(1)), TOPIC, asked, 1)
+        assert code(outcome) == ErrorCode.INCONSISTENT_TOPIC_ID
 
 
 def test_a_new_topic_takes_the_configs_asked_for_and_a_known_one_keeps_its_own() -> None:
