@@ -253,6 +253,7 @@ def describe(args: argparse.Namespace) -> int:
                     c.snapshot_bytes,
                     c.scrubbed_bytes,
                     c.scrub_damage_found,
+                    workers_cell(c),
                 )
             )
     print_rows(
@@ -260,9 +261,18 @@ def describe(args: argparse.Namespace) -> int:
         ("coordinator_id", "state", "role", "leader", "leader_epoch", "replicas", "isr", "lag", "applied_offset",
          "high_watermark", "log_start_offset", "log_end_offset", "newest_snapshot", "partitions", "live_files",
          "live_batches", "producers", "state_bytes", "log_bytes", "snapshot_bytes", "scrubbed_bytes", "scrub_damage",
-         "error"),
+         "worker_failures", "error"),
     )  # fmt: skip
     return 1 if any(r.error for r in rows) else 0
+
+
+def workers_cell(description: pb.CoordinatorDescription) -> str:
+    """The background workers that failed on the answering node: NAME:RECENT/TOTAL, "!" after a failing one."""
+    return ",".join(
+        f"{w.name}:{w.recent_failures}/{w.failures}{'!' if w.failing else ''}"
+        for w in (*description.workers, *description.node_workers)
+        if w.failures
+    )
 
 
 def _lag_cell(description: pb.CoordinatorDescription) -> str:

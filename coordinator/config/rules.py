@@ -75,6 +75,15 @@ def check(settings: Settings) -> None:
             f"{property_name('read_process_restart_backoff_max_ms')}, got {settings.read_process_restart_backoff_ms} "
             f"and {settings.read_process_restart_backoff_max_ms}"
         )
+    if not 0 < settings.worker_restart_backoff_ms <= settings.worker_restart_backoff_max_ms:
+        raise SettingsError(
+            f"{property_name('worker_restart_backoff_ms')} must be > 0 and <= "
+            f"{property_name('worker_restart_backoff_max_ms')}, got {settings.worker_restart_backoff_ms} "
+            f"and {settings.worker_restart_backoff_max_ms}"
+        )
+    for attr in ("worker_failures_window_ms", "worker_failures_max"):
+        if getattr(settings, attr) <= 0:
+            raise SettingsError(f"{property_name(attr)} must be > 0, got {getattr(settings, attr)}")
     for attr in ("log_retention_ms", "log_retention_bytes"):  # Kafka's: -1 (no limit) or more
         if getattr(settings, attr) < -1:
             raise SettingsError(f"{property_name(attr)} must be >= -1 (-1: no limit), got {getattr(settings, attr)}")

@@ -11,7 +11,6 @@ The node's services take their requests as bytes through the edge
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import gc
 import logging
@@ -29,6 +28,7 @@ from grpc_reflection.v1alpha import reflection
 
 from coordinator.base.clock import Clock, SystemClock
 from coordinator.base.metrics import GaugeCollector, Metrics, serve_metrics
+from coordinator.base.workers import LoopWorker
 from coordinator.cluster.controller import ClusterController
 from coordinator.cluster.etcd_store import etcd_cluster_store
 from coordinator.cluster.store import NodeEndpoint
@@ -49,6 +49,7 @@ from coordinator.node.processes.layout import ProcessLayout
 from coordinator.node.reader_advertising import ReaderAdvertising
 from coordinator.node.router import Endpoint
 from coordinator.node.services import SERVICE_NAME, servicers
+from coordinator.node.worker_registry import HEALTH, READER_ADVERTISING
 from coordinator.reads.find_batches import answer_bound
 from coordinator.reads.readers.supervisor import ReadProcesses
 from coordinator.runtime.replication.role import ReplicaRole
@@ -93,7 +94,8 @@ async def set_health(health_service: health.aio.HealthServicer, status: Any) -> 
 
 
 async def track_health(node: Node, publish: Callable[[Any], Awaitable[None]]) -> None:
-    """Health is SERVING while every coordinator serves, NOT_SERVING while any is out (a load balancer's cue)."""
+    """Health is SERVING while every coordinator serves and no background worker keeps failing, NOT_SERVING while
+    any is out or failing (a load balancer's cue)."""
     serving: bool | None = None
     while True:
         now_serving = node.serving()
@@ -106,7 +108,12 @@ async def track_health(node: Node, publish: Callable[[Any], Awaitable[None]]) ->
                 log.info("all %d coordinators loaded: SERVING", len(node.shards))
             elif serving is not None:
                 down = [str(shard.coordinator_id) for shard in node.shards if shard.state is not ShardState.ACTIVE]
-                log.error("coordinators out of service: NOT_SERVING (%s)", ", ".join(down))
+                failing = [f"{w.name} ({w.coordinator_id})" for w in node.workers.failing()]
+                log.error(
+                    "NOT_SERVING: coordinators out of service: %s; workers failing: %s",
+                    ", ".join(down) or "none",
+                    ", ".join(failing) or "none",
+                )
             serving = now_serving
         await node.wait_health_change()
 
@@ -151,7 +158,6 @@ class RunningServer:
         self.admission = gate.admission  # what the edge works on at once (its gauges; tests read it)
         self._health_service = health_service
         self._metrics_server = metrics_server
-        self._health_tracker: asyncio.Task[None] | None = None
         self.readers: ReadProcesses | None = None
         # Told of every role etcd sets for a coordinator here (the readers' board refuses a removed replica at once).
         self.role_listeners: list[Callable[[CoordinatorShard], None]] = []
@@ -170,14 +176,15 @@ class RunningServer:
         self._gate.ready = True
         if self.cluster is not None:
             self.cluster.start()
-        if self.reader_advertising is not None:
-            self.reader_advertising.start()
-        self.node.start_workers()
+        await self.node.start_workers()
+        advertising = self.reader_advertising
+        if advertising is not None:
+            self.node.workers.start(READER_ADVERTISING, lambda: advertising)
         if self.readers is not None:  # SERVING means FindCoordinator names the readers: clients learn them at once
             await self.readers.wait_first_starts()
         if not loaded:
             log.error("some coordinators failed to load: NOT_SERVING until every coordinator serves (see above)")
-        self._health_tracker = asyncio.create_task(track_health(self.node, self._publish_health), name="health")
+        self.node.workers.start(HEALTH, lambda: LoopWorker(partial(track_health, self.node, self._publish_health)))
         return loaded
 
     async def _publish_health(self, status: Any) -> None:
@@ -211,15 +218,11 @@ class RunningServer:
 
     async def stop(self) -> None:
         """Drains in-flight calls for up to the drain timeout (readers' too), then closes the node."""
-        if self._health_tracker is not None:
-            self._health_tracker.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._health_tracker
+        await self.node.workers.stop_waiting(HEALTH.name)  # the graceful shutdown's NOT_SERVING is the last word
         log.info("stopping: draining in-flight calls for up to %d ms", self.settings.drain_timeout_ms)
         self._gate.stopping = True
         await on_edge(self.edge, self._health_service.enter_graceful_shutdown())
-        if self.reader_advertising is not None:
-            await self.reader_advertising.stop()
+        await self.node.workers.stop_waiting(READER_ADVERTISING.name)
         # The readers stop before the coordinators close: none reads a state file being closed.
         readers_stopped = self.readers.stop() if self.readers is not None else asyncio.sleep(0)
         server_stopped = on_edge(self.edge, self.server.stop(self.settings.drain_timeout_ms / 1000))

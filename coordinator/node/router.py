@@ -19,6 +19,7 @@ from typing import Any, Protocol, TypeAlias, final
 from coordinator.base.clock import Clock
 from coordinator.base.errors import ErrorCode
 from coordinator.base.metrics import Metrics
+from coordinator.base.workers import NODE_WIDE, WorkerStatus
 from coordinator.cluster.peers import PeerClient, forward_call
 from coordinator.commits.commit_file import CommitFiles
 from coordinator.config.settings import Settings
@@ -108,6 +109,8 @@ class Router:
         self.elector: ClusterAdmin | None = None
         # Adds coordinators online where this node may (a lone node of one process; coordinator/node/growth.py).
         self.growth: CoordinatorGrower | None = None
+        # The node's supervised background workers now (set by the node): DescribeCoordinators shows them.
+        self.worker_statuses: Callable[[], Sequence[WorkerStatus]] = list
 
     def add_shards(self, shards: Sequence[CoordinatorShard]) -> None:
         """Coordinators added online (coordinator/node/growth.py): calls and new partitions go to them from now on."""
@@ -206,7 +209,17 @@ class Router:
         return await find_coordinator.find_coordinator_asking(self._coordinators, self.endpoint, request, self._peers)
 
     def describe_coordinators(self, request: pb.DescribeCoordinatorsRequest) -> pb.DescribeCoordinatorsResponse:
-        return find_coordinator.describe_coordinators(self._coordinators, self.endpoint, request)
+        response = find_coordinator.describe_coordinators(self._coordinators, self.endpoint, request)
+        statuses = self.worker_statuses()
+        node_workers = [_background_worker(status) for status in statuses if status.coordinator_id == NODE_WIDE]
+        for description in response.coordinators:
+            if not self._coordinators.hosts(description.coordinator_id):
+                continue
+            description.workers.extend(
+                _background_worker(status) for status in statuses if status.coordinator_id == description.coordinator_id
+            )
+            description.node_workers.extend(node_workers)
+        return response
 
     def describe_produce_gateways(
         self, request: pb.DescribeProduceGatewaysRequest
@@ -284,3 +297,10 @@ class Router:
 
 async def _refused_snapshot(message: str) -> AsyncIterator[internal.FetchSnapshotChunk]:
     yield internal.FetchSnapshotChunk(error_code=pb.NOT_LEADER_OR_FOLLOWER, error_message=message, last=True)
+
+
+def _background_worker(status: WorkerStatus) -> pb.BackgroundWorker:
+    return pb.BackgroundWorker(
+        name=status.name, scope=status.scope.value, state=status.state.value, failures=status.failures,
+        recent_failures=status.recent_failures, failing=status.failing, last_failure=status.last_failure,
+    )  # fmt: skip
