@@ -25,6 +25,7 @@ from coordinator.files.workers import FileWorker
 from coordinator.machine import kinds
 from coordinator.machine.catalog import PlacedPartition, TopicCatalog
 from coordinator.node.router import Router
+from coordinator.runtime.replication.fetcher import ReplicaFetcher
 from coordinator.runtime.replication.link import ClusterLink
 from coordinator.runtime.replication.role import ReplicaRole, RoleKind
 from coordinator.runtime.shard import CoordinatorShard, ShardState
@@ -62,6 +63,8 @@ class Node:
         clock = clock or SystemClock()
         self.metrics = metrics or Metrics()
         ticks = AppendTicks(settings.append_linger_ms)  # a commit's parts on several coordinators written together
+        # In a cluster, one fetch loop per leader node for every coordinator followed there (a node-scope worker).
+        self.replica_fetcher = ReplicaFetcher(settings, clock, link) if link is not None else None
         self.shards = [
             CoordinatorShard(
                 i,
@@ -75,6 +78,7 @@ class Node:
                 link,
                 ticks,
                 executors,
+                self.replica_fetcher,
             )
             for i in range(settings.coordinators)
         ]
@@ -130,6 +134,8 @@ class Node:
         trying by itself, unless only an operator can settle its failure.
         """
         self.settings.data_dir.mkdir(parents=True, exist_ok=True)
+        if self.replica_fetcher is not None:
+            self.replica_fetcher.start()  # before the coordinators load: followers join it as they become ones
         outcomes = await asyncio.gather(*(shard.load() for shard in self.shards), return_exceptions=True)
         self.rebuild_catalog()
         self._loaded = True
@@ -206,6 +212,8 @@ class Node:
         await asyncio.gather(*(worker.stop() for worker in self.retention_workers))
         await self.peers.close()
         await asyncio.gather(*(shard.close() for shard in self.shards))
+        if self.replica_fetcher is not None:
+            await self.replica_fetcher.stop()  # after the coordinators: their followers have left it
         if self.object_store is not None:
             self.object_store.close()
 
