@@ -19,7 +19,7 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import Executor
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from types import MappingProxyType
 from typing import final
 
@@ -30,6 +30,7 @@ from coordinator.config.settings import Settings, property_name
 from coordinator.runtime.log.damage import CorruptLogError
 from coordinator.runtime.log.epoch_cache import LeaderEpochCache
 from coordinator.runtime.log.segments import MetadataLog
+from coordinator.runtime.replication.progress import FollowerProgress, ReplicaProgress
 from coordinator.runtime.replication.role import ReplicaRole
 from protos import internal_pb2 as internal
 
@@ -54,32 +55,6 @@ def refused_epoch_end(code: ErrorCode, message: str) -> internal.OffsetForLeader
 
 class RoleChanged(Exception):
     """This node no longer leads (or follows) the coordinator as it did: pending records get NOT_COORDINATOR."""
-
-
-@final
-@dataclass(slots=True)
-class FollowerProgress:
-    """What the leader knows of one follower (Kafka's `Replica` state on the leader)."""
-
-    node_id: int
-    incarnation: str = ""  # the follower node's incarnation, as its fetches say
-    log_end_offset: int = -1  # -1 until its first fetch in this epoch
-    last_fetch_ms: int = -1
-    leader_end_at_last_fetch: int = -1
-    last_caught_up_ms: int = -1
-
-
-@final
-@dataclass(frozen=True, slots=True)
-class ReplicaProgress:
-    """One replica as the leader sees it now (DescribeCoordinators' `replica_progress`, the lag gauges)."""
-
-    node_id: int
-    log_end_offset: int  # -1 until the follower has fetched in this epoch
-    lag: int  # offsets behind the leader's log end; -1 while unknown
-    in_sync: bool
-    last_fetch_age_ms: int  # -1 if it has not fetched in this epoch (and for the leader itself)
-    caught_up_age_ms: int
 
 
 @final
