@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import grpc
+
 from coordinator.machine.topic_names import coordinator_for_new_partition
 from protos import coordinator_pb2 as pb
 from protos import internal_pb2 as internal
@@ -177,3 +179,37 @@ def test_fetch_logs_waits_for_any_coordinator_and_bounds_the_answers_frames(tmp_
         assert answer.partitions[1].log_end_offset == _log_end(leader, second) > 0
 
     simulate(tmp_path, 33, work, coordinators=COORDINATORS)
+
+
+def test_followers_of_a_node_without_fetch_logs_fetch_alone_with_fetch_log(tmp_path: Path) -> None:
+    """A rolling upgrade: a leader node of an earlier version answers FetchLogs UNIMPLEMENTED; its followers
+    replicate with FetchLog, one coordinator per call, and commits are acknowledged (min.insync.replicas 2)."""
+
+    async def work(sim: SimCluster) -> None:
+        await sim.start_all()
+        fetch_log_calls: list[int] = []
+        for sim_node in sim.running():
+            node = sim_node.node
+            assert node is not None
+
+            async def unimplemented(request: internal.FetchLogsRequest) -> internal.FetchLogsResponse:
+                raise grpc.aio.AioRpcError(
+                    grpc.StatusCode.UNIMPLEMENTED, grpc.aio.Metadata(), grpc.aio.Metadata(), "no FetchLogs"
+                )
+
+            def counted(fetch_log: object) -> object:
+                async def fetch(request: internal.FetchLogRequest) -> internal.FetchLogResponse:
+                    fetch_log_calls.append(request.coordinator_id)
+                    return await fetch_log(request)  # type: ignore[operator, no-any-return]
+
+                return fetch
+
+            node.router.fetch_logs = unimplemented  # type: ignore[method-assign]
+            node.router.fetch_log = counted(node.router.fetch_log)  # type: ignore[method-assign]
+        await _topic(sim)
+        for coordinator_id in range(COORDINATORS):
+            await _commit(sim, coordinator_id, f"wal/alone/{coordinator_id}")
+        await _until("every replica holds every leader's log", lambda: _replicated(sim))
+        assert set(fetch_log_calls) == set(range(COORDINATORS))
+
+    simulate(tmp_path, 34, work, coordinators=COORDINATORS)

@@ -108,7 +108,11 @@ class _Session:
             try:
                 answer = await self._call(ready)
             except (grpc.RpcError, OSError) as error:  # the leader node unreachable or failing: all wait
-                if isinstance(error, grpc.aio.AioRpcError) and error.code() == grpc.StatusCode.UNAVAILABLE:
+                code = error.code() if isinstance(error, grpc.aio.AioRpcError) else None
+                if code == grpc.StatusCode.UNIMPLEMENTED:
+                    self._let_go(ready)
+                    continue
+                if code == grpc.StatusCode.UNAVAILABLE:
                     ready[0].follower.leader_unreachable()
                 wait_ms = call_backoff.failed()
                 if call_failures % FAILURE_LOG_EVERY == 0:
@@ -126,6 +130,17 @@ class _Session:
             call_backoff.succeeded()
             call_failures = 0
             await asyncio.gather(*(self._hand(member, offset, part) for member, offset, part in answer))
+
+    def _let_go(self, members: list[_Member]) -> None:
+        """The leader node is of an earlier version (no FetchLogs): each of `members` fetches alone with FetchLog,
+        as before, until its role changes (a rolling upgrade keeps replicating)."""
+        log.info(
+            "node at %s answers no FetchLogs (an earlier version): coordinators %s fetch alone", self.address,
+            sorted(m.follower.coordinator_id for m in members),
+        )  # fmt: skip
+        for member in members:
+            self.leave(member.follower)
+            member.follower.fetch_alone()
 
     async def _call(self, members: list[_Member]) -> list[tuple[_Member, int, internal.FetchLogResponse]] | None:
         """One FetchLogs for `members`: each member with its fetch offset and its part of the answer; None when a

@@ -153,6 +153,7 @@ class Follower:
         self._closed = False
         self._wake = asyncio.Event()  # ends a backoff sleep early
         self._closing = asyncio.Event()  # ends a call in flight: a paused leader would hold it to its deadline
+        self._closing_or_alone = asyncio.Event()  # ends fetching through the node's fetcher
         self._failure: Exception | None = None  # damage a read met: `run` ends with it
 
     def fail(self, error: Exception) -> bool:
@@ -168,6 +169,7 @@ class Follower:
         self._closed = True
         self._wake.set()
         self._closing.set()
+        self._closing_or_alone.set()
 
     @property
     def role(self) -> ReplicaRole:
@@ -200,7 +202,10 @@ class Follower:
                     await self._unless_closed(self._truncate_to_leader())
                     truncated = True
                 if self._fetcher is not None:
-                    return await self._fetch_with_node()
+                    await self._fetch_with_node()
+                    if self.closed:
+                        return self._failure
+                    continue  # let go by the node's fetcher (the leader's node has no FetchLogs): fetch alone
                 await self._unless_closed(self._fetch_once())
                 backoff.succeeded()
                 failures = 0
@@ -221,16 +226,22 @@ class Follower:
                 await self._clock.wait_event(self._wake, wait_ms)
         return self._failure
 
-    async def _fetch_with_node(self) -> BaseException | None:
-        """Fetching is the node's (one call per leader node for all its coordinators) until this replica closes or
-        the node's fetcher hands it a failure (`fail`)."""
-        assert self._fetcher is not None
-        self._fetcher.join(self)
+    async def _fetch_with_node(self) -> None:
+        """Fetching is the node's (one call per leader node for all its coordinators) until this replica closes,
+        the node's fetcher hands it a failure (`fail`), or lets it go (`fetch_alone`)."""
+        fetcher = self._fetcher  # `fetch_alone` forgets it
+        assert fetcher is not None
+        fetcher.join(self)
         try:
-            await self._closing.wait()
+            await self._closing_or_alone.wait()
         finally:
-            self._fetcher.leave(self)
-        return self._failure
+            fetcher.leave(self)
+
+    def fetch_alone(self) -> None:
+        """The leader's node answers no FetchLogs (an earlier version): this replica fetches alone with FetchLog, as
+        replicas did before, until its role changes (the next follower tries the node's fetcher again)."""
+        self._fetcher = None
+        self._closing_or_alone.set()
 
     async def _unless_closed(self, step: Coroutine[Any, Any, None]) -> None:
         """Runs one step; a close cancels it, so a new role does not wait for a call to a silent leader."""
