@@ -161,6 +161,8 @@ def _replication(settings: Settings) -> None:
         )
     if settings.replica_fetch_max_bytes < 1024:
         raise SettingsError(f"{property_name('replica_fetch_max_bytes')} must be >= 1024")
+    if settings.replica_fetch_response_max_bytes < 1024:
+        raise SettingsError(f"{property_name('replica_fetch_response_max_bytes')} must be >= 1024")
     if settings.advertise:
         host, _, port = settings.advertise.rpartition(":")
         if not host or not port.isdigit() or not 0 < int(port) < 65536:

@@ -179,6 +179,8 @@ RPCS: tuple[Rpc, ...] = (
     Rpc(Service.INTERNAL, "HandOverFiles", Permission.INTERNAL, ServedBy.LEADER, "hand_over_files", Front.HERE),
     Rpc(Service.INTERNAL, "KnownFiles", Permission.INTERNAL, ServedBy.LEADER, "known_files", Front.HERE),
     Rpc(Service.INTERNAL, "FetchLog", Permission.INTERNAL, ServedBy.LEADER, "fetch_log", Front.HERE),
+    # Every coordinator one follower node fetches from this node (each answered by its leader here, or refused).
+    Rpc(Service.INTERNAL, "FetchLogs", Permission.INTERNAL, ServedBy.NODE, "fetch_logs", Front.HERE),
     Rpc(Service.INTERNAL, "OffsetForLeaderEpoch", Permission.INTERNAL, ServedBy.LEADER, "offset_for_leader_epoch",
         Front.HERE),
     Rpc(Service.INTERNAL, "FetchSnapshot", Permission.INTERNAL, ServedBy.LEADER, "fetch_snapshot", Front.HERE,

@@ -27,6 +27,7 @@ from coordinator.machine import kinds
 from coordinator.machine.catalog import PlacedPartition, TopicCatalog
 from coordinator.node.router import Router
 from coordinator.node.worker_registry import COORDINATOR_WORKERS, TOPIC_PURGER, WorkerInputs
+from coordinator.runtime.replication.fetcher import ReplicaFetcher
 from coordinator.runtime.replication.link import ClusterLink
 from coordinator.runtime.replication.role import ReplicaRole, RoleKind
 from coordinator.runtime.shard import CoordinatorShard, ShardState
@@ -62,6 +63,8 @@ class Node:
         clock = clock or SystemClock()
         self.metrics = metrics or Metrics()
         ticks = AppendTicks(settings.append_linger_ms)  # a commit's parts on several coordinators written together
+        # In a cluster, one fetch loop per leader node for every coordinator followed there (a node-scope worker).
+        self.replica_fetcher = ReplicaFetcher(settings, clock, link) if link is not None else None
 
         def make_shard(i: int) -> CoordinatorShard:
             return CoordinatorShard(
@@ -76,6 +79,7 @@ class Node:
                 link,
                 ticks,
                 executors,
+                self.replica_fetcher,
             )
 
         # Coordinators added online (CreateCoordinators, coordinator/node/growth.py) are made the same way.
@@ -134,6 +138,8 @@ class Node:
         trying by itself, unless only an operator can settle its failure.
         """
         self.settings.data_dir.mkdir(parents=True, exist_ok=True)
+        if self.replica_fetcher is not None:
+            self.replica_fetcher.start()  # before the coordinators load: followers join it as they become ones
         outcomes = await asyncio.gather(*(shard.load() for shard in self.shards), return_exceptions=True)
         self.rebuild_catalog()
         self._loaded = True
@@ -233,6 +239,8 @@ class Node:
         await self.workers.close()
         await self.peers.close()
         await asyncio.gather(*(shard.close() for shard in self.shards))
+        if self.replica_fetcher is not None:
+            await self.replica_fetcher.stop()  # after the coordinators: their followers have left it
         if self.object_store is not None:
             self.object_store.close()
 

@@ -33,7 +33,8 @@ from coordinator.node.reassignments import ClusterAdmin
 from coordinator.reads import describe_producers, find_batches, find_coordinator, list_offsets
 from coordinator.reads.find_coordinator import Endpoint
 from coordinator.runtime.node_coordinators import Elsewhere, NodeCoordinators
-from coordinator.runtime.replication.leader import refused_epoch_end, refused_fetch
+from coordinator.runtime.replication.fetch_answers import answer_fetch_logs
+from coordinator.runtime.replication.leader import LeaderReplication, refused_epoch_end, refused_fetch
 from coordinator.runtime.replication.snapshot_transfer import stream_snapshot
 from coordinator.runtime.shard import CoordinatorShard
 from coordinator.topics import delete_records, remote_segments
@@ -241,6 +242,14 @@ class Router:
         if not self._coordinators.hosts(request.coordinator_id):
             return refused_fetch(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"no coordinator {request.coordinator_id} here")
         return await self._coordinators.shard(request.coordinator_id).fetch_log(request)
+
+    async def fetch_logs(self, request: internal.FetchLogsRequest) -> internal.FetchLogsResponse:
+        return await answer_fetch_logs(self._replication_leader, self.settings, request)
+
+    def _replication_leader(self, coordinator_id: int) -> LeaderReplication | str:
+        if not self._coordinators.hosts(coordinator_id):
+            return f"no coordinator {coordinator_id} here"
+        return self._coordinators.shard(coordinator_id).replication_leader()
 
     def offset_for_leader_epoch(
         self, request: internal.OffsetForLeaderEpochRequest

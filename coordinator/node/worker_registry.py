@@ -78,6 +78,16 @@ ISR_TICKER = WorkerSpec(
     "coordinator.runtime.replication.leader:LeaderReplication._tick", "replica_lag_time_max_ms",
     "coordinator.runtime.replication.leader:LeaderReplication.start",
 )  # fmt: skip
+REPLICA_FETCHER = WorkerSpec(
+    "replica-fetcher", Scope.NODE, "fetches every coordinator followed here from each leader node in one FetchLogs",
+    "coordinator.runtime.replication.fetcher:ReplicaFetcher._run", "replica_fetch_wait_max_ms",
+    "coordinator.runtime.replication.fetcher:ReplicaFetcher.start",
+)  # fmt: skip
+REPLICA_FETCH_SESSIONS = WorkerSpec(
+    "replica-fetch-session", Scope.NODE, "one leader node's fetch session (long poll, appends, acknowledgements)",
+    "coordinator.runtime.replication.fetcher:_Session.run", "replica_fetch_wait_max_ms",
+    "coordinator.runtime.replication.fetcher:ReplicaFetcher._run",
+)  # fmt: skip
 CLUSTER_SESSION = WorkerSpec(
     "cluster-session", Scope.NODE, "keeps the node's etcd lease alive (its liveness for the cluster)",
     "coordinator.cluster.controller:ClusterController._keep_alive", "node_heartbeat_interval_ms",
@@ -150,6 +160,8 @@ WORKERS: tuple[WorkerSpec, ...] = (
     SNAPSHOTS,
     SCRUB,
     ISR_TICKER,
+    REPLICA_FETCHER,
+    REPLICA_FETCH_SESSIONS,
     CLUSTER_SESSION,
     CLUSTER_REFRESH,
     INCARNATION_MARK,
