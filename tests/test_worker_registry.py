@@ -41,7 +41,7 @@ ONE_CALL = {
     "coordinator.runtime.node_coordinators:NodeCoordinators.wait_all_applied": "one request's waits, awaited",
     "coordinator.runtime.replication.follower:Follower._unless_closed": "one fetch step raced against the close",
     "coordinator.runtime.replication.leader:LeaderReplication._change_isr": "one ISR change in flight at a time",
-    "coordinator.runtime.replication.fetcher:_Session._call": "one FetchLogs in flight, cancelled by a joining follower",
+    "coordinator.runtime.replication.fetcher:_Session._call": "one FetchLogs in flight, a joining follower cancels it",
     "coordinator.runtime.shard.lifecycle:Lifecycle._wait_for_role": "one wait for a role or the close",
     "coordinator.runtime.shard.lifecycle:Lifecycle._attempt_load": "one notice once the new leader applied its log",
     "coordinator.runtime.shard.pipeline:Pipeline.__init__": "the new leader's log tail replicated, one write",
