@@ -15,13 +15,10 @@ from coordinator.cli.operator_commands import (
     describe,
     log_recover,
     run,
-    snapshot_create,
-    snapshot_list,
-    snapshot_restore,
-    snapshot_verify,
     state_check,
 )
 from coordinator.cli.reassign import add_reassign_commands
+from coordinator.cli.snapshots import snapshot_create, snapshot_list, snapshot_restore, snapshot_verify
 from coordinator.cli.switch import add_switch_command
 from coordinator.cli.transactions import add_transactions_command
 from coordinator.config.settings import Settings
