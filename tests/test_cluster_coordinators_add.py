@@ -22,7 +22,6 @@ import pytest
 from coordinator.cluster.assignment import CoordinatorAssignment
 from coordinator.cluster.placement import leader_counts, place_added, replica_counts
 from coordinator.cluster.store import ClusterConfig
-from coordinator.node.router import NO_GROWTH
 from protos import admin_pb2 as admin
 from protos import coordinator_pb2 as pb
 from tests.harness import batch
@@ -247,7 +246,3 @@ def test_an_add_needs_enough_live_nodes_to_place_and_completes_once_they_are_bac
         assert (await _add(sim.nodes[1], 5, 4)).error_code == pb.NONE
 
     simulate(tmp_path, 64, work, nodes=3)
-
-
-def test_a_node_spread_over_commit_processes_refuses_with_the_reason() -> None:
-    assert "commit processes" in NO_GROWTH and "restart" in NO_GROWTH
