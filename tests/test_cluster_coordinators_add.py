@@ -241,6 +241,10 @@ def test_an_add_needs_enough_live_nodes_to_place_and_completes_once_they_are_bac
         answer = await _add(sim.nodes[0], 5, 4)  # 2 live nodes, replication factor 3: recorded, not placed
         assert answer.error_code == pb.COORDINATOR_NOT_AVAILABLE and "recorded" in answer.error_message, answer
         assert sim.etcd.get("/diskless/coordinators/4") is None
+        node = sim.nodes[0].node
+        assert node is not None and len(node.shards) == 4  # not placed: not made
+        # A call to coordinator 4 meanwhile (a file hand-over) is sent to this node, which refuses it as not hosted.
+        assert node._peer_address(4).port == node.router.endpoint.port
         await sim.start(2)  # back: a refresh places the added coordinator, every node makes it
         await _until("every node serves 5 coordinators", lambda: _served(sim, 5))
         assert (await _add(sim.nodes[1], 5, 4)).error_code == pb.NONE

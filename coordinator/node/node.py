@@ -110,7 +110,9 @@ class Node:
 
     def _peer_address(self, coordinator_id: int) -> PeerAddress:
         """The node leading the coordinator: alone, this node's own address; in a cluster, etcd's leader."""
-        role = self.shards[coordinator_id].role
+        # A coordinator another node's add made that this node has not made yet (it does at its next refresh): asked
+        # here, it answers NOT_COORDINATOR, and the caller retries as for any leader change.
+        role = self.shards[coordinator_id].role if coordinator_id < len(self.shards) else None
         if role is not None and role.leader_address:
             host, _, port = role.leader_address.rpartition(":")
             return PeerAddress(host, int(port))
