@@ -1,27 +1,22 @@
 """This node's part in the cluster (DESIGN §6a): its session in etcd, elections, and each coordinator's role.
 
-- **Session.** The node registers under a lease and renews it every heartbeat;
-  when a renewal has not come back within the lease's time to live, every
-  coordinator it leads steps down before etcd can let the lease expire, so two
+- **Session.** The node registers under a lease and renews it every heartbeat; when a renewal has not come back
+  within the lease's time to live, every coordinator it leads steps down before etcd can let the lease expire, so two
   leaders never both answer writes. A lease etcd let expire is registered anew.
-- **Forming, incarnations, coordinators added.** `joining.py`: the configuration
-  stored once, each coordinator placed once (compare-and-set on an absent key),
-  each ISR told whether this node is the replica it knew; a count an add raised
-  (`diskless coordinators add`) is read at each refresh, the added coordinators
-  placed where no node placed them yet, and made here (`on_count_raised`).
-- **Reassignments.** At each refresh the leader of a coordinator being
-  reassigned takes its next step (`reassignment.py`), by compare-and-set.
-- **Refreshing.** Every `cluster.refresh.interval.ms` the node reads the
-  assignments and the live nodes; where a leader's node is gone it elects the
-  first live in-sync replica (the pure rule of `assignment.after_nodes_lost`)
-  by compare-and-set, and it tells each of its coordinators what it now is.
-- **Peer-observed death.** A follower whose fetch finds its leader's node
-  unreachable names it (`peer_unreachable`); where its port refuses two
-  connects, its process is gone and its lease is revoked (`peer_death.py`),
-  so its coordinators elect at once rather than after the session timeout.
-- **Preferred leaders.** Every `cluster.leader.imbalance.check.interval.ms`
-  the live node of the lowest id gives leadership back to each coordinator's
-  first replica where it is in the ISR (`preferred_leaders.py`, by CAS).
+- **Forming, incarnations, coordinators added.** `joining.py`: the configuration stored once, each coordinator
+  placed once (compare-and-set on an absent key), each ISR told whether this node is the replica it knew; a count an
+  add raised (`diskless coordinators add`) is read at each refresh, the added coordinators placed where no node
+  placed them yet, and made here (`on_count_raised`).
+- **Reassignments.** At each refresh the leader of a coordinator being reassigned takes its next step
+  (`reassignment.py`), by compare-and-set.
+- **Refreshing.** Every `cluster.refresh.interval.ms` the node reads the assignments and the live nodes; where a
+  leader's node is gone it elects the first live in-sync replica (`isr_changes.elect_where_leaders_lost`) by
+  compare-and-set, and it tells each of its coordinators what it now is.
+- **Peer-observed death.** A follower whose fetch finds its leader's node unreachable names it
+  (`peer_unreachable`); where its port refuses two connects, its process is gone and its lease is revoked
+  (`peer_death.py`), so its coordinators elect at once rather than after the session timeout.
+- **Preferred leaders.** Every `cluster.leader.imbalance.check.interval.ms` the live node of the lowest id gives
+  leadership back to each coordinator's first replica where it is in the ISR (`preferred_leaders.py`, by CAS).
 """
 
 from __future__ import annotations
@@ -36,7 +31,13 @@ from coordinator.base.clock import Clock
 from coordinator.cluster import isr_changes
 from coordinator.cluster.assignment import NO_INCARNATIONS
 from coordinator.cluster.incarnation import Incarnation, next_incarnation, next_mark
-from coordinator.cluster.joining import missing_coordinators, place_missing, reconcile_incarnation, register
+from coordinator.cluster.joining import (
+    missing_coordinators,
+    place_missing,
+    reconcile_incarnation,
+    register,
+    renew_while_forming,
+)
 from coordinator.cluster.peer_death import PeerDeathWatch
 from coordinator.cluster.preferred_leaders import (
     ElectionOutcome,
@@ -147,20 +148,8 @@ class ClusterController:
                 len(self.live), self.config.replication_factor,
             )  # fmt: skip
             await self._clock.sleep_ms(self._settings.cluster_refresh_interval_ms)
-            await self._renew_while_forming()
-
-    async def _renew_while_forming(self) -> None:
-        """Keeps the session alive while the cluster forms (the keep-alive starts only once it has): a node waiting
-        longer than its session for the others would otherwise vanish from etcd and wait for ever."""
-        assert self._session is not None
-        try:
-            await self._session.renew()
-        except SessionExpired:
-            log.warning("node %d: its session expired while the cluster formed; registering again",
-                        self._endpoint.node_id)  # fmt: skip
-            self._session = await self._register()
-        except Exception as error:  # etcd unreachable: the next round tries again
-            log.warning("node %d: session not renewed while the cluster forms (%s)", self._endpoint.node_id, error)
+            assert self._session is not None
+            self._session = await renew_while_forming(self._session, self._register, self._endpoint.node_id)
 
     @property
     def incarnation(self) -> str:

@@ -15,7 +15,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
 
 from coordinator.base.clock import Clock
@@ -28,6 +28,7 @@ from coordinator.cluster.store import (
     NodeEndpoint,
     NodeIdTaken,
     NodeSession,
+    SessionExpired,
     VersionedAssignment,
 )
 
@@ -49,6 +50,22 @@ async def register(store: ClusterStore, endpoint: NodeEndpoint, ttl_s: int, cloc
                 raise
             log.info("%s; waiting for its lease to expire", error)
             await clock.sleep_ms(REGISTER_RETRY_MS)
+
+
+async def renew_while_forming(
+    session: NodeSession, register_again: Callable[[], Awaitable[NodeSession]], node_id: int
+) -> NodeSession:
+    """Keeps the session alive while the cluster forms (the keep-alive starts only once it has): a node waiting
+    longer than its session for the others would otherwise vanish from etcd and wait for ever. The session to go on
+    with: this one, or a new one where etcd let it expire."""
+    try:
+        await session.renew()
+    except SessionExpired:
+        log.warning("node %d: its session expired while the cluster formed; registering again", node_id)
+        return await register_again()
+    except Exception as error:  # etcd unreachable: the next round tries again
+        log.warning("node %d: session not renewed while the cluster forms (%s)", node_id, error)
+    return session
 
 
 def missing_coordinators(config: ClusterConfig, assignments: Mapping[int, VersionedAssignment]) -> list[int]:
