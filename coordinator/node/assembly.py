@@ -39,6 +39,7 @@ from coordinator.edge.gate import CallGate, add_service, grpc_call_counts, grpc_
 from coordinator.edge.loop import EdgeLoop, NodeHop
 from coordinator.edge.tls import TlsFiles, is_loopback, server_credentials, tls_files
 from coordinator.node import gauges
+from coordinator.node.cluster_growth import follow_cluster_count
 from coordinator.node.coordinator_count import with_recorded_count
 from coordinator.node.growth import CoordinatorGrowth
 from coordinator.node.node import Node, replica_on_disk
@@ -377,6 +378,8 @@ async def _start(
     running.role_listeners = role_listeners
     if cluster is None and commit_process is None and front is None:  # a lone node of one process adds online
         node.router.growth = CoordinatorGrowth(node, lambda: running.readers)
+    if cluster is not None:  # any node of a cluster adds online, and follows every add (the count is etcd's)
+        follow_cluster_count(node, cluster, lambda shard: RolesTold(shard, role_listeners), lambda: running.readers)
     if cluster is not None and settings.read_processes > 0:
         running.reader_advertising = ReaderAdvertising(
             cluster, clock or SystemClock(), settings.cluster_refresh_interval_ms

@@ -66,7 +66,7 @@ class Node:
         # In a cluster, one fetch loop per leader node for every coordinator followed there (a node-scope worker).
         self.replica_fetcher = ReplicaFetcher(settings, clock, link) if link is not None else None
 
-        def make_shard(i: int) -> CoordinatorShard:
+        def make_shard(i: int, role: ReplicaRole | None) -> CoordinatorShard:
             return CoordinatorShard(
                 i,
                 coordinator_directory(settings.data_dir, i),
@@ -75,7 +75,7 @@ class Node:
                 self.metrics,
                 self._shard_state_changed,
                 self._topic_records_applied,
-                None if roles is None else roles[i],
+                role,
                 link,
                 ticks,
                 executors,
@@ -84,7 +84,7 @@ class Node:
 
         # Coordinators added online (CreateCoordinators, coordinator/node/growth.py) are made the same way.
         self._make_shard = make_shard
-        self.shards = [make_shard(i) for i in range(settings.coordinators)]
+        self.shards = [make_shard(i, None if roles is None else roles[i]) for i in range(settings.coordinators)]
         self._loaded = False
         self._health_changed = asyncio.Event()
         # Told of every state change of a coordinator (the reader processes' status board).
@@ -110,7 +110,9 @@ class Node:
 
     def _peer_address(self, coordinator_id: int) -> PeerAddress:
         """The node leading the coordinator: alone, this node's own address; in a cluster, etcd's leader."""
-        role = self.shards[coordinator_id].role
+        # A coordinator another node's add made that this node has not made yet (it does at its next refresh): asked
+        # here, it answers NOT_COORDINATOR, and the caller retries as for any leader change.
+        role = self.shards[coordinator_id].role if coordinator_id < len(self.shards) else None
         if role is not None and role.leader_address:
             host, _, port = role.leader_address.rpartition(":")
             return PeerAddress(host, int(port))
@@ -215,14 +217,15 @@ class Node:
         """The supervised workers of one kind now running, by coordinator id (tests and gauges look at them)."""
         return self.workers.workers(name)
 
-    async def add_coordinators(self, count: int) -> bool:
+    async def add_coordinators(self, count: int, roles: Mapping[int, ReplicaRole] | None = None) -> bool:
         """Creates and loads coordinators len(shards)..count-1 (their directories, logs and states are made by the
-        load), then routes calls to them and starts their workers; True when all the new ones are ACTIVE.
+        load), then routes calls to them and starts their workers; True when all the new ones are ACTIVE. In a
+        cluster each starts in the role `roles` gives it (coordinator/node/cluster_growth.py).
 
         They are loaded before any call reaches them, so no partition is placed on a coordinator still loading;
         one that failed to load goes on trying by itself, as at start.
         """
-        added = [self._make_shard(i) for i in range(len(self.shards), count)]
+        added = [self._make_shard(i, None if roles is None else roles[i]) for i in range(len(self.shards), count)]
         if not added:
             return True
         self.settings = dataclasses.replace(self.settings, coordinators=count)

@@ -110,7 +110,7 @@ PEER_DEATHS = WorkerSpec(
 )  # fmt: skip
 PREFERRED_LEADERS = WorkerSpec(
     "cluster-preferred-leaders", Scope.NODE, "moves leadership back to preferred replicas (auto leader rebalance)",
-    "coordinator.cluster.controller:ClusterController._preferred_leader_loop", "leader_imbalance_check_interval_ms",
+    "coordinator.cluster.preferred_leaders:balance_leaders", "leader_imbalance_check_interval_ms",
     "coordinator.cluster.controller:ClusterController.start",
 )  # fmt: skip
 COMMIT_PROCESSES = WorkerSpec(
