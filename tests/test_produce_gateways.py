@@ -27,6 +27,7 @@ from coordinator.reads.produce_gateways import Broker, Gateway, produce_gateways
 from protos import coordinator_pb2 as pb
 from tests.harness import REPO
 from tests.in_process import InProcessNode
+from tests.lanes import sized
 
 RACKS = ("r0", "r1", "r2")
 KIP_COORDINATORS = 12
@@ -93,7 +94,7 @@ def test_a_brokers_run_follows_the_leader_groups_not_even_cuts() -> None:
     assert {span for _, span in leader_spans(gateways, leaders).values()} == {1}
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=sized(200, 50), deadline=None)
 @given(st.lists(st.integers(0, 4), min_size=1, max_size=14), st.integers(1, 9))
 def test_the_runs_span_the_fewest_leaders_of_any_cut(leader_list: list[int], brokers: int) -> None:
     # Brute force over every choice of which runs take the extra coordinator: produce_gateways's brokers together
@@ -146,7 +147,7 @@ clusters = st.tuples(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=sized(300, 75), deadline=None)
 @given(clusters)
 def test_the_rule_holds_on_random_clusters(cluster: tuple[dict[int, str], list[int], random.Random]) -> None:
     rack_of, leader_list, shuffler = cluster
