@@ -9,6 +9,7 @@ from pathlib import Path
 import grpc
 
 from coordinator.machine.topic_names import coordinator_for_new_partition
+from coordinator.node.gauges import fetcher_gauges
 from protos import coordinator_pb2 as pb
 from protos import internal_pb2 as internal
 from tests.harness import batch
@@ -110,6 +111,9 @@ def test_followers_replicate_through_one_call_per_leader_node_and_never_call_fet
             assert statistics.sessions == len({_leader(sim, c).node_id for c in followed}), statistics
             # Each call carries more than one coordinator: a leader node leads two of them.
             assert statistics.partitions_fetched > statistics.calls > 0, statistics
+            gauges = {name: value for name, _, _, _, value in fetcher_gauges(sim_node.node)}
+            assert gauges["diskless_replica_fetcher_members"] == statistics.members
+            assert gauges["diskless_replica_fetcher_calls"] == statistics.calls > 0
 
     simulate(tmp_path, 31, work, coordinators=COORDINATORS)
 
