@@ -159,6 +159,11 @@ def _replication(settings: Settings) -> None:
             f"{property_name('replica_socket_timeout_ms')} ({settings.replica_socket_timeout_ms}) must be above "
             f"{property_name('replica_fetch_wait_max_ms')} ({settings.replica_fetch_wait_max_ms})"
         )
+    if not 0 <= settings.replica_fetch_linger_ms < settings.replica_fetch_wait_max_ms:
+        raise SettingsError(
+            f"{property_name('replica_fetch_linger_ms')} must be >= 0 and below "
+            f"{property_name('replica_fetch_wait_max_ms')}, got {settings.replica_fetch_linger_ms}"
+        )
     if settings.replica_fetch_max_bytes < 1024:
         raise SettingsError(f"{property_name('replica_fetch_max_bytes')} must be >= 1024")
     if settings.replica_fetch_response_max_bytes < 1024:

@@ -121,6 +121,12 @@ class Settings(StorageSettings):
         500,
         "how long the leader holds a follower's fetch when there is nothing new (long poll)",
     )
+    replica_fetch_linger_ms: int = _setting(
+        "diskless.coordinator.replica.fetch.linger.ms",
+        5,
+        "how long a leader node holds a follower node's answer for the writes it began before answering (the same "
+        "append tick's other coordinators) so that they go in that answer, not the next (0: never)",
+    )
     replica_socket_timeout_ms: int = _setting(
         "diskless.coordinator.replica.socket.timeout.ms",
         10000,

@@ -98,6 +98,10 @@ class LeaderReplication:
         self._waiters: list[tuple[int, asyncio.Future[CoordinatorUnavailable | None]]] = []
         self._new_data = asyncio.Event()
         self._data_listeners: dict[Callable[[], None], None] = {}  # ordered: a seeded run replays exactly
+        # Writes the pipeline began (`writing`) and ended (appended or failed): a node-level fetch lingers for
+        # those begun before it answers (fetch_answers.py).
+        self.writes_begun = 0
+        self._writes_ended = 0
         self._closed: RoleChanged | None = None
         self._isr_change: asyncio.Task[None] | None = None
         self._ticker: asyncio.Task[None] | None = None
@@ -118,8 +122,7 @@ class LeaderReplication:
                 waiter.set_exception(self._closed)
         self._waiters = []
         self._new_data.set()
-        for listener in list(self._data_listeners):
-            listener()
+        self._tell_data_listeners()
         for task in (self._ticker, self._isr_change):
             if task is not None:
                 task.cancel()
@@ -138,8 +141,21 @@ class LeaderReplication:
             )
         return None
 
+    def writing(self) -> None:
+        """The pipeline begins writing a group; `appended` or `write_failed` follows."""
+        self.writes_begun += 1
+
+    def write_failed(self) -> None:
+        self._writes_ended += 1
+        self._tell_data_listeners()
+
+    def wrote_through(self, begun: int) -> bool:
+        """Whether the first `begun` writes have ended (or leadership has: none will be sent any more)."""
+        return self._writes_ended >= begun or self._closed is not None
+
     def appended(self, frames: bytes, base_offset: int, end_offset: int) -> None:
         """The leader's own log holds these frames durably (called on the loop after the write)."""
+        self._writes_ended += 1
         check_invariant(
             base_offset == self.log_end_offset,
             f"coordinator {self.coordinator_id}: frames at {base_offset} after log end {self.log_end_offset}",
@@ -151,6 +167,9 @@ class LeaderReplication:
             self._recent_bytes -= len(self._recent.popleft()[2])
         self._advance_high_watermark()
         self._new_data.set()
+        self._tell_data_listeners()
+
+    def _tell_data_listeners(self) -> None:
         for listener in list(self._data_listeners):
             listener()
 
