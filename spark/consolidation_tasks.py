@@ -124,6 +124,7 @@ class RunResult:
     gets_after: int = 0  # and after
     moved_from: list[str] = field(default_factory=list)  # the source objects of the moved batches
     object_deleted: bool = False
+    replace_ms: float = 0.0  # the ReplaceBatches call(s), retries included: what the coordinator's loop waited on
     messages: list[str] = field(default_factory=list)
 
     def note(self, message: str) -> None:
@@ -259,7 +260,9 @@ def _move(run: Run, plan: RunPlan, store: ObjectStore, result: RunResult) -> Non
         extents=[_extent(run, e) for e in extents],
         timeout_ms=int(plan.access.rpc_timeout_s * 1000),
     )
+    called = time.monotonic()
     answers = _replace(plan, run.coordinator_id, request, result)
+    result.replace_ms = round((time.monotonic() - called) * 1000, 1)
     if answers is None:
         result.status = UNKNOWN  # kept: a rerun commits it, or the orphan scan removes it
         return

@@ -119,3 +119,10 @@ def test_the_summary_counts_objects_files_and_gets_and_says_what_went_wrong() ->
         troubled.add([run_result(status)])
         troubled.finish()
         assert troubled.status == INCOMPLETE and troubled.objects_out == 0, status
+
+
+def test_the_summary_names_the_replace_batches_calls_median_and_slowest() -> None:
+    report = ConsolidationReport("consolidate", 0, "local x", 0, 100, 10)
+    report.add([run_result(MOVED, batches_moved=1, replace_ms=ms) for ms in (4.0, 9.5, 2.0, 120.0, 5.0)])
+    assert (report.replace_ms_p50, report.replace_ms_max) == (5.0, 120.0)
+    assert "p50 5 ms, slowest 120 ms" in report.to_table()
