@@ -214,7 +214,7 @@ def test_a_driver_killed_between_upload_and_replace_loses_nothing_and_a_rerun_co
         assert scene.read_all() == before  # nothing lost
 
         code, report = scene.consolidate(spark, capsys, "--target-object-bytes", "100000")
-        assert code == 0 and report["status"] == "ok", report
+        assert code == 0 and report["status"] == "ok", json.dumps(report)
         # The rerun planned the same run, so the same key: the object the crash left is now committed.
         assert describe_file(scene.server.stub, orphan).state == pb.FILE_STATE_LIVE
         assert scene.read_all() == before
