@@ -64,6 +64,7 @@ class BenchSize:
     baseline_s: float = 20.0  # the load alone, before the job
     master: str = "local[2]"
     job_nice: int = 19  # the job's JVM and Python workers (diskless.consolidation.job.nice)
+    replace_duty_percent: int = 20  # diskless.consolidation.replace.duty.percent
     seed: int = 38
 
 
@@ -189,7 +190,8 @@ def _options(address: str, root: Path, size: BenchSize, committed_before_ms: int
 
     return ConsolidateOptions(access=CoordinatorAccess((address,)), store=StoreConfig("local", str(root)),
                               min_age_ms=0, target_object_bytes=size.target_object_bytes,
-                              max_files=size.files, committed_before_ms=committed_before_ms)  # fmt: skip
+                              max_files=size.files, committed_before_ms=committed_before_ms,
+                              job_nice=size.job_nice, replace_duty_percent=size.replace_duty_percent)  # fmt: skip
 
 
 def one_process(address: str, root: Path, size: BenchSize) -> dict[str, Any]:

@@ -120,6 +120,7 @@ def run_consolidation(
         nodes=discovery.nodes,
         uploader_broker_id=options.uploader_broker_id,
         dry_run=options.dry_run,
+        replace_duty_percent=options.replace_duty_percent,
         after_upload=after_upload,
     )
     with clock.phase("checking" if options.dry_run else "moving"):

@@ -104,6 +104,7 @@ class RunPlan:
     nodes: tuple[str, ...]  # every leader node, asked by DescribeFiles before an object is deleted
     uploader_broker_id: int
     dry_run: bool = False
+    replace_duty_percent: int = 100  # diskless.consolidation.replace.duty.percent (100: no pause)
     # For tests only: called with the object key after its upload and before ReplaceBatches (a crash there).
     after_upload: Callable[[str], None] | None = None
 
@@ -354,7 +355,18 @@ def _delete_if_unknown(plan: RunPlan, result: RunResult) -> bool:
     return tally.deleted == 1
 
 
-def move_task(runs: Iterable[Run], plan: RunPlan) -> Iterator[RunResult]:
-    """One run task (a Spark partition): its runs one after the other."""
+def replace_pause_s(replace_ms: float, duty_percent: int) -> float:
+    """The pause after a ReplaceBatches call of `replace_ms` that keeps the calls to `duty_percent` of the time.
+
+    The call's wall time is what the coordinator's loop spent on the record plus what the call waited
+    for it (a busy node answers slower): the pause grows with both, so the job backs off a loaded node."""
+    return replace_ms / 1000 * (100 / duty_percent - 1)
+
+
+def move_task(runs: Iterable[Run], plan: RunPlan, sleep: Callable[[float], None] = time.sleep) -> Iterator[RunResult]:
+    """One run task (a Spark partition): its runs one after the other, paced (`replace_pause_s`)."""
     for run in runs:
-        yield move_run(run, plan)
+        result = move_run(run, plan)
+        yield result
+        if result.replace_ms > 0 and plan.replace_duty_percent < 100:
+            sleep(replace_pause_s(result.replace_ms, plan.replace_duty_percent))

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
+from coordinator.files.object_store import StoreConfig
 from coordinator.machine.object_keys import WAL_KEY_PATTERN
 from spark.consolidation_report import INCOMPLETE, OK, ConsolidationReport
 from spark.consolidation_rules import (
@@ -17,7 +20,17 @@ from spark.consolidation_rules import (
     run_object_key,
     source_batch_problem,
 )
-from spark.consolidation_tasks import MOVED, REFUSED, UNKNOWN, UPLOAD_FAILED, RunResult
+from spark.consolidation_tasks import (
+    MOVED,
+    REFUSED,
+    UNKNOWN,
+    UPLOAD_FAILED,
+    RunPlan,
+    RunResult,
+    move_task,
+    replace_pause_s,
+)
+from spark.coordinator_client import CoordinatorAccess
 from spark.record_batches import Record, encode_batch
 
 TOPIC = bytes(range(16))
@@ -126,3 +139,24 @@ def test_the_summary_names_the_replace_batches_calls_median_and_slowest() -> Non
     report.add([run_result(MOVED, batches_moved=1, replace_ms=ms) for ms in (4.0, 9.5, 2.0, 120.0, 5.0)])
     assert (report.replace_ms_p50, report.replace_ms_max) == (5.0, 120.0)
     assert "p50 5 ms, slowest 120 ms" in report.to_table()
+
+
+def test_a_run_task_pauses_after_each_replace_batches_call_in_proportion_to_its_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from spark import consolidation_tasks
+
+    assert replace_pause_s(30.0, 20) == pytest.approx(0.120)  # 30 ms busy, then 120 ms away: 20% of the time
+    assert replace_pause_s(30.0, 100) == 0.0
+    calls = iter([run_result(MOVED, replace_ms=10.0), run_result(REFUSED), run_result(MOVED, replace_ms=50.0)])
+    monkeypatch.setattr(consolidation_tasks, "move_run", lambda run, plan: next(calls))
+    pauses: list[float] = []
+    plan = RunPlan(StoreConfig("local", "/nowhere"), CoordinatorAccess(("127.0.0.1:1",)), {}, (), 0,
+                   replace_duty_percent=50)  # fmt: skip
+    results = list(move_task([None, None, None], plan, sleep=pauses.append))  # type: ignore[list-item]
+    assert len(results) == 3
+    assert pauses == [pytest.approx(0.010), pytest.approx(0.050)]  # none after a run that called nothing
+    unpaced = RunPlan(plan.store, plan.access, {}, (), 0)
+    calls = iter([run_result(MOVED, replace_ms=10.0)])
+    assert len(list(move_task([None], unpaced, sleep=pauses.append))) == 1  # type: ignore[list-item]
+    assert len(pauses) == 2
