@@ -3,8 +3,9 @@
 The test broker (bench/wal_broker.py) writes small WAL files of v2 record batches to the store (a local
 directory, and S3 on moto's server) and commits them; every partition is then read as a consumer reads
 it (FindBatches, ranged reads, records decoded at their offsets) before and after the job, and must be
-the same records at the same offsets. One Spark session (local[2]) serves the module; the crash test
-starts the job as a process of its own and kills it (kill -9) between an upload and its ReplaceBatches.
+the same records at the same offsets. One Spark session (local[2]) serves the module; the crash tests
+start the job as a process of its own and kill (kill -9) its driver, or one of its Python workers found
+in its process tree, between an upload and its ReplaceBatches.
 """
 
 from __future__ import annotations
