@@ -187,9 +187,10 @@ def plan_task(coordinators: Iterable[tuple[int, str]], request: PlanRequest) -> 
         with request.access.channel(node) as channel:
             stub = pb_grpc.DisklessCoordinatorStub(channel)
             for item in _work_items(stub, coordinator_id, node, request):
+                key = item.object_key  # one string per file, shared by its batches (a plan holds millions)
                 for b in item.batches:
                     yield SourceBatch(coordinator_id, b.topic_id, b.partition, b.base_offset, b.last_offset,
-                                      item.object_key, b.byte_offset, b.size)  # fmt: skip
+                                      key, b.byte_offset, b.size)  # fmt: skip
 
 
 # ---------------------------------------------------------------------- one run

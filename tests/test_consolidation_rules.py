@@ -160,3 +160,22 @@ def test_a_run_task_pauses_after_each_replace_batches_call_in_proportion_to_its_
     calls = iter([run_result(MOVED, replace_ms=10.0)])
     assert len(list(move_task([None], unpaced, sleep=pauses.append))) == 1  # type: ignore[list-item]
     assert len(pauses) == 2
+
+
+def test_the_driver_plans_every_coordinator_and_cuts_each_partitions_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    from spark import consolidation_planning
+
+    def answered(coordinators: list[tuple[int, str]], request: object) -> list[SourceBatch]:
+        ((coordinator_id, _),) = coordinators
+        topic = bytes([coordinator_id]) * 16
+        # Two partitions, each a batch per file in three files, given file by file as GetFileMergeWorkItem does.
+        return [SourceBatch(coordinator_id, topic, p, f * 4, f * 4 + 3, f"wal/{coordinator_id}-{f}.wal", p * 100, 100)
+                for f in range(3) for p in (1, 0)]  # fmt: skip
+
+    monkeypatch.setattr(consolidation_planning, "plan_task", answered)
+    plan = consolidation_planning.plan_runs([(2, "b:1"), (1, "a:1")], None, 250, 10)  # type: ignore[arg-type]
+    assert (plan.files, plan.batches) == (6, 12)
+    # 250 bytes: two batches per run, the third alone moves nothing (one file): one run per partition.
+    assert [(r.coordinator_id, r.partition, [b.base_offset for b in r.batches]) for r in plan.runs] == [
+        (1, 0, [0, 4]), (1, 1, [0, 4]), (2, 0, [0, 4]), (2, 1, [0, 4])
+    ]  # fmt: skip
