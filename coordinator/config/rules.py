@@ -208,6 +208,10 @@ def _files(settings: Settings) -> None:
     for attr in ("consolidation_target_object_bytes", "consolidation_max_files"):
         if getattr(settings, attr) <= 0:
             raise SettingsError(f"{property_name(attr)} must be > 0, got {getattr(settings, attr)}")
+    if not 0 <= settings.consolidation_job_nice <= 19:  # Linux's range of niceness a process may take
+        raise SettingsError(f"{property_name('consolidation_job_nice')} must be 0..19")
+    if not 1 <= settings.consolidation_replace_duty_percent <= 100:
+        raise SettingsError(f"{property_name('consolidation_replace_duty_percent')} must be 1..100")
     if not 0 <= settings.orphan_scan_max_orphan_percent <= 100:
         raise SettingsError(f"{property_name('orphan_scan_max_orphan_percent')} must be 0..100")
     try:
