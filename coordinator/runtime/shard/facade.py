@@ -22,6 +22,7 @@ from coordinator.base.clock import Clock
 from coordinator.base.errors import ErrorCode
 from coordinator.base.executors import ExecutorFactory, thread_executor
 from coordinator.base.metrics import Metrics
+from coordinator.base.workers import SupervisionBounds, WorkerSupervisor
 from coordinator.config.settings import Settings
 from coordinator.machine.state import reads
 from coordinator.machine.state.detached_read import DetachedRead
@@ -41,6 +42,7 @@ from coordinator.runtime.shard.loading import Loaded
 from coordinator.runtime.shard.pipeline import Pipeline
 from coordinator.runtime.shard.scrubber import Scrubber, ScrubReport, ScrubStatistics
 from coordinator.runtime.shard.snapshots import SnapshotTaken
+from coordinator.runtime.worker_specs import SCRUB, SNAPSHOTS
 from protos import internal_pb2 as internal
 from protos import records_pb2 as rec
 from snapshot.snapshots import SnapshotCheck, snapshot_directory, snapshots_bytes
@@ -112,8 +114,13 @@ class CoordinatorShard:
         ticks: AppendTicks | None = None,
         executors: ExecutorFactory = thread_executor,
         fetcher: NodeFetcher | None = None,
+        workers: WorkerSupervisor | None = None,
     ) -> None:
         self.coordinator_id = coordinator_id
+        # The node's supervisor runs the coordinator's workers (its life loop, snapshots, scrub, ISR ticker); a
+        # coordinator made alone (a test, a tool) has one of its own, open from its load to its close.
+        self._own_workers = workers is None
+        self._workers = workers or WorkerSupervisor(clock, SupervisionBounds.of(settings), _uncounted, _no_health)
         self.directory = directory
         self._settings = settings
         self._on_state_change = on_state_change
@@ -127,6 +134,7 @@ class CoordinatorShard:
             self._executor,
             self._state_changed,
             on_topic_records,
+            self._workers,
             role,
             link,
             ticks,
@@ -173,9 +181,13 @@ class CoordinatorShard:
         (unless only an operator can settle it), and after a failure while serving, it answers
         what was waiting and loads again.
         """
+        if self._own_workers:
+            await self._workers.open()
         first_attempt = self._lifecycle.start()
-        self._snapshots.start()
-        self._scrubber.start()
+        scheduler, scrubber = self._snapshots, self._scrubber
+        self._workers.start(SNAPSHOTS, lambda: scheduler, self.coordinator_id)
+        if scrubber.background:
+            self._workers.start(SCRUB, lambda: scrubber, self.coordinator_id)
         failure = await first_attempt
         if failure is not None:
             raise failure
@@ -183,13 +195,16 @@ class CoordinatorShard:
     async def close(self) -> None:
         """Finishes every queued and in-flight operation, then closes the log and state."""
         self._lifecycle.stop()
-        await self._scrubber.stop()
-        await self._snapshots.stop()
+        # A scrub step or a snapshot copy in progress ends first: neither reads files the close is closing.
+        await self._workers.stop_waiting(SCRUB.name, self.coordinator_id)
+        await self._workers.stop_waiting(SNAPSHOTS.name, self.coordinator_id)
         await self._lifecycle.wait_closed()
         self._executor.shutdown(wait=True)
         self._snapshots.shutdown()
         self._scrubber.shutdown()
         self._lifecycle.release_directory()
+        if self._own_workers:
+            await self._workers.close()
 
     def require_active(self) -> None:
         """Raises CoordinatorUnavailable with the code a caller should see in this state."""
@@ -456,3 +471,11 @@ def _file_bytes(path: Path) -> int:
         return path.stat().st_size
     except FileNotFoundError:
         return 0
+
+
+def _uncounted(name: str, coordinator_id: int) -> None:
+    """A coordinator made alone counts no worker failure in metrics (the supervisor still logs each)."""
+
+
+def _no_health() -> None:
+    """A coordinator made alone has no health to tell."""

@@ -53,7 +53,7 @@ def leader_replication(
     executor: Executor,
     report_damage: Callable[[Exception], None],
 ) -> LeaderReplication:
-    """Started: its ISR ticker runs until the leadership ends (`close`)."""
+    """Its ISR ticker (`run_isr_ticks`) is the lifecycle's to start, on the node's worker supervisor."""
     coordinator_id, epoch = loaded.store.coordinator_id, role.leader_epoch
 
     async def alter_isr(isr: tuple[int, ...], joined: Mapping[int, str]) -> tuple[int, ...] | None:
@@ -63,5 +63,4 @@ def leader_replication(
         coordinator_id, role, settings, clock, loaded.metadata_log, loaded.epoch_cache, executor,
         loaded.store.applied_offset, link.session_valid, alter_isr, report_damage,
     )  # fmt: skip
-    leader.start()
     return leader

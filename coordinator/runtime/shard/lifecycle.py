@@ -33,6 +33,7 @@ from coordinator.base.errors import CoordinatorUnavailable, ErrorCode
 from coordinator.base.executors import ExecutorFactory, thread_executor
 from coordinator.base.invariants import check_invariant
 from coordinator.base.metrics import Metrics
+from coordinator.base.workers import LoopWorker, WorkerSupervisor
 from coordinator.config.settings import Settings
 from coordinator.runtime.ports import TopicRecordsApplied
 from coordinator.runtime.replication.follower import Follower, NeedsSnapshot, NodeFetcher
@@ -47,6 +48,7 @@ from coordinator.runtime.shard.loading import NEEDS_OPERATOR, Loaded, close_load
 from coordinator.runtime.shard.pipeline import Pipeline
 from coordinator.runtime.shard.repair import ReplicaRepair, repairable_from_replica
 from coordinator.runtime.shard.snapshots import SnapshotScheduler
+from coordinator.runtime.worker_specs import COORDINATOR_LIFE, ISR_TICKER
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +67,7 @@ class Lifecycle:
         executor: Executor,
         on_state_change: Callable[[], None],
         on_topic_records: TopicRecordsApplied | None,
+        workers: WorkerSupervisor,
         role: ReplicaRole | None = None,
         link: ClusterLink | None = None,
         ticks: AppendTicks | None = None,
@@ -72,6 +75,8 @@ class Lifecycle:
         fetcher: NodeFetcher | None = None,
     ) -> None:
         self.coordinator_id = coordinator_id
+        self._workers = workers  # the node's: runs this loop (`run`) and the leader's ISR ticker
+        self._first_attempt: asyncio.Future[BaseException | None] | None = None
         self._fetcher = fetcher  # the node's replica fetcher: a follower here fetches through it
         self._ticks = ticks  # the process's append ticks, shared with its other coordinators
         self._role = role  # None: alone, the leader of everything
@@ -94,7 +99,6 @@ class Lifecycle:
         self._state = ShardState.LOADING
         self._closing = False
         self._stopping = asyncio.Event()  # set by close: ends a wait between load attempts
-        self._task: asyncio.Task[None] | None = None
         self._problem = ""  # why the coordinator is not serving, for callers, DescribeCoordinators and the log
         self._loaded: Loaded | None = None
         # The last pipeline stays after a failure: its statistics (log end, high watermark) are still reported.
@@ -199,10 +203,15 @@ class Lifecycle:
         self._role_changed.set()
         self._interrupt(reason)
 
+    def _close_leader(self, reason: str) -> None:
+        """The leadership ended: its waiters are answered, its ISR ticker stops."""
+        if self._leader is not None:
+            self._leader.close(reason)
+            self._workers.stop(ISR_TICKER.name, self.coordinator_id)
+
     def _interrupt(self, reason: RoleChanged) -> None:
         """Ends whatever serves now: the leader's waiters and pipeline, or the follower's fetching."""
-        if self._leader is not None:
-            self._leader.close(str(reason))
+        self._close_leader(str(reason))
         if self._state is ShardState.ACTIVE and self._pipeline is not None and self._leader is not None:
             self._pipeline.report_damage(reason)
         if self._follower is not None:
@@ -231,11 +240,32 @@ class Lifecycle:
     # ------------------------------------------------------------------ load, serve, load again
 
     def start(self) -> asyncio.Future[BaseException | None]:
-        """Starts the loop; the future resolves once the first load attempt is over, with its failure if any."""
+        """Starts the loop (the COORDINATOR_LIFE worker, on the node's supervisor); the future resolves once the
+        first load attempt is over, with its failure if any."""
         first_attempt: asyncio.Future[BaseException | None] = asyncio.get_running_loop().create_future()
-        self._task = asyncio.create_task(self._live(first_attempt), name=f"coordinator-{self.coordinator_id}")
-        self._task.add_done_callback(self._ended)
+        self._first_attempt = first_attempt
+        started = self._workers.start(COORDINATOR_LIFE, lambda: self, self.coordinator_id)
+        check_invariant(started, f"coordinator {self.coordinator_id}: started twice, or the supervisor is not open")
         return first_attempt
+
+    async def run(self) -> None:
+        """The loop, as the supervisor runs it: ends on close or when an operator is needed. Anything it raises is a
+        bug: the coordinator is left FAILED, its callers answered, and the supervisor counts it and does not start
+        the loop again (COORDINATOR_LIFE says why), so the node's health is NOT_SERVING until a reload."""
+        first_attempt = self._first_attempt
+        assert first_attempt is not None, "run before start"
+        try:
+            await self._live(first_attempt)
+        except Exception as error:
+            self._died(error)
+            if not first_attempt.done():
+                first_attempt.set_result(error)
+            raise
+
+    def request_stop(self) -> None:
+        """The supervisor closing: as `stop` (a no-op after it), then the loop ends by itself."""
+        if not self._closing:
+            self.stop()
 
     async def _live(self, first_attempt: asyncio.Future[BaseException | None]) -> None:
         """Load, serve, and after a failure load again, until closed or an operator is needed."""
@@ -326,8 +356,7 @@ class Lifecycle:
 
     async def _end_serving(self, answer: CoordinatorUnavailable) -> None:
         """Closes the leader's replication, answers everything waiting with `answer`, closes log and state."""
-        if self._leader is not None:
-            self._leader.close(answer.message)
+        self._close_leader(answer.message)
         if self._pipeline is not None and self._follower is None:
             await self._pipeline.fail_everything(answer)
         self._leader, self._follower = None, None
@@ -372,8 +401,10 @@ class Lifecycle:
             )  # fmt: skip
             if self._closing:  # closed while loading: the pipeline only drains, and nothing waits for followers
                 self._pipeline.close()
-                if self._leader is not None:
-                    self._leader.close("the node is shutting down")
+                self._close_leader("the node is shutting down")
+            elif self._leader is not None:
+                leader = self._leader
+                self._workers.start(ISR_TICKER, lambda: LoopWorker(leader.run_isr_ticks), self.coordinator_id)
         self._problem = ""
         self._transition(ShardState.ACTIVE)
         if self._pipeline is not None and self._pipeline.reads_refusal() is not None:
@@ -418,13 +449,11 @@ class Lifecycle:
             )
         )
 
-    def _ended(self, task: asyncio.Task[None]) -> None:
-        """The loop ends on close or when an operator is needed; anything else is a bug, reported loudly."""
-        if task.cancelled() or task.exception() is None:
-            return
-        log.critical("coordinator %d lifecycle died", self.coordinator_id, exc_info=task.exception())
+    def _died(self, error: Exception) -> None:
+        """The loop raised: a bug (the supervisor logs it with its traceback)."""
+        log.critical("coordinator %d lifecycle died: %s: %s", self.coordinator_id, type(error).__name__, error)
         if self._state is not ShardState.FAILED and self._state is not ShardState.CLOSED:
-            self._problem = f"internal error: {task.exception()}"
+            self._problem = f"internal error: {error}"
             self._transition(ShardState.FAILED)
         if self._pipeline is not None:
             self._pipeline.fail_queued(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"coordinator {self.coordinator_id} failed")
@@ -439,16 +468,14 @@ class Lifecycle:
             self._follower.close()
         if self._pipeline is not None:
             self._pipeline.close()
-        if self._leader is not None:
-            # The node's calls are drained by now (the server stops first): what followers have not confirmed is
-            # answered NOT_COORDINATOR at once. Waiting would gain nothing, and with the followers gone (the last
-            # node to stop) the ISR cannot shrink any more, so the wait would last the whole drain timeout.
-            self._leader.close("the node is shutting down")
+        # The node's calls are drained by now (the server stops first): what followers have not confirmed is
+        # answered NOT_COORDINATOR at once. Waiting would gain nothing, and with the followers gone (the last
+        # node to stop) the ISR cannot shrink any more, so the wait would last the whole drain timeout.
+        self._close_leader("the node is shutting down")
 
     async def wait_closed(self) -> None:
         """Waits for the loop to end, then closes log and state, marking a clean close (close's second half)."""
-        if self._task is not None:
-            await asyncio.wait([self._task])  # its failure, if any, was reported by _ended
+        await self._workers.stop_waiting(COORDINATOR_LIFE.name, self.coordinator_id)  # its failure: reported
         serving = self._state is ShardState.ACTIVE
         if self._state != ShardState.CLOSED:
             self._transition(ShardState.CLOSED)
