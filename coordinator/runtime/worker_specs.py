@@ -12,7 +12,7 @@ from coordinator.base.workers import Scope, WorkerSpec
 COORDINATOR_LIFE = WorkerSpec(
     "coordinator-life", Scope.COORDINATOR, "loads the coordinator, serves it as leader (pipeline) or follower (the "
     "follower's fetch loop), loads it again after a failure or a role change",
-    "coordinator.runtime.shard.lifecycle:Lifecycle.run", "reload_backoff_ms",
+    "coordinator.runtime.shard.lifecycle:Lifecycle.live", "reload_backoff_ms",
     # It handles its own failures (loads again with reload.backoff); one that escapes it is a bug that leaves the
     # coordinator FAILED with its pipeline answered: starting the loop again over half-closed files is not safe, so
     # the supervisor counts it and the node's health says NOT_SERVING until the coordinator is reloaded.

@@ -4,7 +4,7 @@ Writes go in as typed operations (`submit`); reads go through the read API
 below (`read_transaction`, `open_detached_read`, `file_facts`, `file_in_flight`,
 `partitions`, `leader_epoch`); nothing outside this package touches the coordinator's
 log, state or view. The work is done by its parts: `lifecycle` (load, serve,
-reload), `loading`, `pipeline` and `snapshots`.
+reload), `loading`, `pipeline` and `snapshots`; what it tells about itself is in `facts`.
 """
 
 from __future__ import annotations
@@ -12,9 +12,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple, final
+from typing import final
 
 import apsw
 
@@ -37,6 +36,14 @@ from coordinator.runtime.replication.progress import ReplicaProgress
 from coordinator.runtime.replication.role import ReplicaRole, RoleKind
 from coordinator.runtime.shard.append_ticks import AppendTicks
 from coordinator.runtime.shard.availability import ShardState
+from coordinator.runtime.shard.facts import (
+    DiskUsage,
+    FileInFlight,
+    PartitionName,
+    ShardStatistics,
+    file_bytes,
+    shard_statistics,
+)
 from coordinator.runtime.shard.lifecycle import Lifecycle
 from coordinator.runtime.shard.loading import Loaded
 from coordinator.runtime.shard.pipeline import Pipeline
@@ -44,58 +51,7 @@ from coordinator.runtime.shard.scrubber import Scrubber, ScrubReport, ScrubStati
 from coordinator.runtime.shard.snapshots import SnapshotTaken
 from coordinator.runtime.worker_specs import SCRUB, SNAPSHOTS
 from protos import internal_pb2 as internal
-from protos import records_pb2 as rec
 from snapshot.snapshots import SnapshotCheck, snapshot_directory, snapshots_bytes
-
-
-@final
-@dataclass(frozen=True, slots=True)
-class ShardStatistics:
-    coordinator_id: int
-    state: str
-    leader_epoch: int
-    queued_operations: int
-    queue_max_operations: int
-    log_start_offset: int
-    log_end_offset: int
-    high_watermark: int
-    applied_offset: int
-    log_flush_count: int
-    log_append_count: int
-    last_snapshot_end_offset: int = -1
-    last_snapshot_created_at_ms: int = -1  # -1 when the coordinator has no snapshot
-    problem: str = ""  # why it is not serving (empty while ACTIVE)
-    replica_lag: int = 0  # a follower's offsets behind its leader's log end, as last fetched (0 on the leader)
-    leader_changes: int = 0  # new leaderships this replica was told of since the node started
-    state_checkpoints: int = 0  # WAL checkpoints of the state on its own thread since it loaded
-    state_checkpoints_in_apply: int = 0  # those an apply ran itself, the WAL past its hard bound
-    producer_count: int = 0  # idempotent producers' states (one per partition) its committed state keeps
-
-
-@final
-@dataclass(frozen=True, slots=True)
-class DiskUsage:
-    """Bytes a coordinator's replica takes on this node's disk."""
-
-    state_bytes: int  # the SQLite state: database and its WAL
-    log_bytes: int  # the metadata-log segments
-    snapshot_bytes: int  # every snapshot kept
-
-
-@final
-@dataclass(frozen=True, slots=True)
-class FileInFlight:
-    """A file this replica will hold once what is in flight lands: a record not yet applied adds it, or (on the
-    leader) a commit naming it waits in the queue, not yet checked."""
-
-    committed: rec.FileCommitted | None  # the commit's record, checked and not yet applied; else None
-    queued: bool = False  # only a queued commit names it: how it will be recorded is not decided yet
-
-
-class PartitionName(NamedTuple):
-    topic_id: bytes
-    topic_name: str
-    partition: int
 
 
 @final
@@ -351,49 +307,17 @@ class CoordinatorShard:
     # ------------------------------------------------------------------ statistics and snapshots
 
     def statistics(self) -> ShardStatistics:
-        # After a failure the last pipeline's figures stay (log end, high watermark); the files are closed.
-        loaded = self._lifecycle.loaded
-        pipeline = self._lifecycle.pipeline
-        flow = pipeline.statistics() if pipeline is not None else None
-        follower = self._lifecycle.follower.statistics() if self._lifecycle.follower is not None else None
-        leader = self._lifecycle.leader
-        last_snapshot = self._snapshots.last_snapshot
-        return ShardStatistics(
-            coordinator_id=self.coordinator_id,
-            state="DAMAGED" if self.damaged else self.state.value,
-            leader_epoch=self.leader_epoch,
-            queued_operations=flow.queued_operations if flow else 0,
-            queue_max_operations=self._settings.queue_max_operations,
-            log_start_offset=loaded.metadata_log.position().start_offset if loaded else -1,
-            log_end_offset=follower.log_end_offset if follower else flow.log_end_offset if flow else 0,
-            high_watermark=(
-                follower.high_watermark
-                if follower
-                else leader.high_watermark
-                if leader
-                else flow.high_watermark
-                if flow
-                else 0
-            ),
-            applied_offset=loaded.store.applied_offset if loaded else -1,
-            log_flush_count=loaded.metadata_log.flush_count - loaded.flush_count_at_load if loaded else 0,
-            log_append_count=self._lifecycle.append_count,
-            last_snapshot_end_offset=last_snapshot.snapshot_id.end_offset if last_snapshot else -1,
-            last_snapshot_created_at_ms=last_snapshot.created_at_ms if last_snapshot else -1,
-            problem=self.problem,
-            replica_lag=follower.lag if follower else 0,
-            leader_changes=self._lifecycle.leader_changes,
-            state_checkpoints=loaded.store.checkpoints_completed if loaded else 0,
-            state_checkpoints_in_apply=loaded.store.checkpoints_in_apply if loaded else 0,
-            producer_count=loaded.store.producer_count if loaded else 0,
-        )
+        return shard_statistics(
+            self.coordinator_id, self._lifecycle, self._snapshots.last_snapshot, self._settings,
+            "DAMAGED" if self.damaged else self.state.value, self.leader_epoch,
+        )  # fmt: skip
 
     def disk_usage(self) -> DiskUsage:
         """What the replica's files take now (a few stat calls); the coordinator must be serving."""
         loaded = self._serving_loaded()
         state = loaded.store.path
         return DiskUsage(
-            state_bytes=_file_bytes(state) + _file_bytes(state.with_name(state.name + "-wal")),
+            state_bytes=file_bytes(state) + file_bytes(state.with_name(state.name + "-wal")),
             log_bytes=loaded.metadata_log.size_bytes(),
             snapshot_bytes=snapshots_bytes(snapshot_directory(self.directory)),
         )
@@ -464,13 +388,6 @@ class CoordinatorShard:
             )
         epoch, end = loaded.epoch_cache.end_offset_for(request.leader_epoch, leader.log_end_offset)
         return internal.OffsetForLeaderEpochResponse(error_code=ErrorCode.NONE, leader_epoch=epoch, end_offset=end)
-
-
-def _file_bytes(path: Path) -> int:
-    try:
-        return path.stat().st_size
-    except FileNotFoundError:
-        return 0
 
 
 def _uncounted(name: str, coordinator_id: int) -> None:

@@ -19,11 +19,11 @@ healthy replica's copy cures is repaired from it (`repair.py`), by itself.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Callable
 from concurrent.futures import Executor
+from functools import partial
 from pathlib import Path
 from typing import final
 
@@ -43,12 +43,13 @@ from coordinator.runtime.replication.role import ReplicaRole, RoleKind
 from coordinator.runtime.shard.append_ticks import AppendTicks
 from coordinator.runtime.shard.availability import TRANSITIONS, ShardState, not_leading, unavailable
 from coordinator.runtime.shard.directory import CoordinatorDirectory
-from coordinator.runtime.shard.leading import leading
+from coordinator.runtime.shard.leading import following, leading, tell_once_applied
+from coordinator.runtime.shard.life_worker import FirstAttempt, start_life, wait_life_ended
 from coordinator.runtime.shard.loading import NEEDS_OPERATOR, Loaded, close_loaded, damage_behind, failure_kind
 from coordinator.runtime.shard.pipeline import Pipeline
 from coordinator.runtime.shard.repair import ReplicaRepair, repairable_from_replica
 from coordinator.runtime.shard.snapshots import SnapshotScheduler
-from coordinator.runtime.worker_specs import COORDINATOR_LIFE, ISR_TICKER
+from coordinator.runtime.worker_specs import ISR_TICKER
 
 log = logging.getLogger(__name__)
 
@@ -75,8 +76,7 @@ class Lifecycle:
         fetcher: NodeFetcher | None = None,
     ) -> None:
         self.coordinator_id = coordinator_id
-        self._workers = workers  # the node's: runs this loop (`run`) and the leader's ISR ticker
-        self._first_attempt: asyncio.Future[BaseException | None] | None = None
+        self._workers = workers  # the node's: runs this loop (life_worker.py) and the leader's ISR ticker
         self._fetcher = fetcher  # the node's replica fetcher: a follower here fetches through it
         self._ticks = ticks  # the process's append ticks, shared with its other coordinators
         self._role = role  # None: alone, the leader of everything
@@ -217,11 +217,6 @@ class Lifecycle:
         if self._follower is not None:
             self._follower.close()
 
-    def _observe_fetch(self, seconds: float, returned_frames: bool) -> None:
-        self._metrics.replica_fetch.labels(str(self.coordinator_id), "frames" if returned_frames else "none").observe(
-            seconds
-        )
-
     def report_damage(self, error: Exception) -> None:
         """A read met a damaged state: the coordinator goes out of service, sets the state aside and rebuilds it."""
         if self._state is not ShardState.ACTIVE:
@@ -239,35 +234,12 @@ class Lifecycle:
 
     # ------------------------------------------------------------------ load, serve, load again
 
-    def start(self) -> asyncio.Future[BaseException | None]:
-        """Starts the loop (the COORDINATOR_LIFE worker, on the node's supervisor); the future resolves once the
-        first load attempt is over, with its failure if any."""
-        first_attempt: asyncio.Future[BaseException | None] = asyncio.get_running_loop().create_future()
-        self._first_attempt = first_attempt
-        started = self._workers.start(COORDINATOR_LIFE, lambda: self, self.coordinator_id)
-        check_invariant(started, f"coordinator {self.coordinator_id}: started twice, or the supervisor is not open")
-        return first_attempt
+    def start(self) -> FirstAttempt:
+        """Starts the loop on the node's supervisor (life_worker.py); the future resolves once the first load attempt
+        is over, with its failure if any."""
+        return start_life(self._workers, self.coordinator_id, self)
 
-    async def run(self) -> None:
-        """The loop, as the supervisor runs it: ends on close or when an operator is needed. Anything it raises is a
-        bug: the coordinator is left FAILED, its callers answered, and the supervisor counts it and does not start
-        the loop again (COORDINATOR_LIFE says why), so the node's health is NOT_SERVING until a reload."""
-        first_attempt = self._first_attempt
-        assert first_attempt is not None, "run before start"
-        try:
-            await self._live(first_attempt)
-        except Exception as error:
-            self._died(error)
-            if not first_attempt.done():
-                first_attempt.set_result(error)
-            raise
-
-    def request_stop(self) -> None:
-        """The supervisor closing: as `stop` (a no-op after it), then the loop ends by itself."""
-        if not self._closing:
-            self.stop()
-
-    async def _live(self, first_attempt: asyncio.Future[BaseException | None]) -> None:
+    async def live(self, first_attempt: FirstAttempt) -> None:
         """Load, serve, and after a failure load again, until closed or an operator is needed."""
         backoff = Backoff(self._settings.reload_backoff_ms, self._settings.reload_backoff_max_ms)
         while not self._closing:
@@ -386,11 +358,9 @@ class Lifecycle:
             self._repairing = False  # from here on it catches up and rejoins the ISR as any follower does
             self._pipeline = None
             assert self._link is not None
-            self._follower = Follower(
-                self.coordinator_id, role, self._settings, self._clock, loaded.metadata_log, loaded.epoch_cache,
-                loaded.store, loaded.view, loaded.unapplied, self._executor, self._link.internal_stub,
-                self.snapshots.log_grew, self._on_topic_records, self._observe_fetch, self._link.peer_unreachable,
-                self._fetcher,
+            self._follower = following(
+                role, self._link, self._settings, self._clock, self._metrics, loaded, self._executor,
+                self.snapshots.log_grew, self._on_topic_records, self._fetcher,
             )  # fmt: skip
             if self._closing:
                 self._follower.close()
@@ -408,7 +378,10 @@ class Lifecycle:
         self._problem = ""
         self._transition(ShardState.ACTIVE)
         if self._pipeline is not None and self._pipeline.reads_refusal() is not None:
-            self._readable_task = asyncio.create_task(self._readable_once_applied(self._pipeline))
+            pipeline = self._pipeline
+            self._readable_task = asyncio.create_task(
+                tell_once_applied(pipeline, partial(self._serves_with, pipeline), self._on_state_change)
+            )
         log.info(
             "coordinator %d loaded in %.2fs: replayed %d log batches, log end %d, leader epoch %d",
             self.coordinator_id, time.monotonic() - started, loaded.replayed, loaded.end_offset,
@@ -416,12 +389,8 @@ class Lifecycle:
         )  # fmt: skip
         return None
 
-    async def _readable_once_applied(self, pipeline: Pipeline) -> None:
-        """Tells the state's listeners (the readers' board) once the new leader applied its elected log."""
-        with contextlib.suppress(Exception):  # the pipeline closed first: the next load publishes its own state
-            await pipeline.wait_applied(pipeline.read_floor)
-            if pipeline is self._pipeline and self._state is ShardState.ACTIVE:
-                self._on_state_change()
+    def _serves_with(self, pipeline: Pipeline) -> bool:
+        return pipeline is self._pipeline and self._state is ShardState.ACTIVE
 
     def _load_blocking(self, role: ReplicaRole | None) -> Loaded:
         """On the coordinator's thread: takes the directory, opens log and state; on failure leaves nothing open."""
@@ -449,7 +418,7 @@ class Lifecycle:
             )
         )
 
-    def _died(self, error: Exception) -> None:
+    def died(self, error: Exception) -> None:
         """The loop raised: a bug (the supervisor logs it with its traceback)."""
         log.critical("coordinator %d lifecycle died: %s: %s", self.coordinator_id, type(error).__name__, error)
         if self._state is not ShardState.FAILED and self._state is not ShardState.CLOSED:
@@ -475,7 +444,7 @@ class Lifecycle:
 
     async def wait_closed(self) -> None:
         """Waits for the loop to end, then closes log and state, marking a clean close (close's second half)."""
-        await self._workers.stop_waiting(COORDINATOR_LIFE.name, self.coordinator_id)  # its failure: reported
+        await wait_life_ended(self._workers, self.coordinator_id)
         serving = self._state is ShardState.ACTIVE
         if self._state != ShardState.CLOSED:
             self._transition(ShardState.CLOSED)
