@@ -24,8 +24,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Coroutine, Mapping, Sequence
 from dataclasses import replace
+from functools import partial
+from typing import Any
 
 from coordinator.base.clock import Clock
 from coordinator.cluster import isr_changes
@@ -92,7 +94,6 @@ class ClusterController:
         self.assignments: dict[int, VersionedAssignment] = {}
         self.live: dict[int, NodeEndpoint] = {}
         self._holders: list[RoleHolder] = []
-        self._tasks: list[asyncio.Task[None]] = []
         self.leader_changes = 0  # elections this node won or saw (a metric)
         # A refresh reads etcd, changes it and sets the roles from what it read; a preferred election sets the roles
         # from what it wrote. One at a time, or a refresh that read before an election would set them back to the
@@ -170,29 +171,25 @@ class ClusterController:
         self._stubs = stubs
         self._holders = list(holders)
 
-    def start(self) -> None:
-        """Starts the lease keep-alive and the refresh loop (once the node's coordinators are loading)."""
-        self._tasks = [
-            asyncio.create_task(self._keep_alive(), name="cluster-session"),
-            asyncio.create_task(self._refresh_loop(), name="cluster-refresh"),
-            asyncio.create_task(self._mark_loop(), name="cluster-directory-mark"),
-        ]
+    def loops(self) -> dict[str, Callable[[], Coroutine[Any, Any, None]]]:
+        """The lease keep-alive, the refresh and the other loops this node runs, by worker name: the node's
+        supervisor runs them (coordinator/node/worker_registry.py) from once its coordinators are loading until
+        before `close`."""
+        loops = {
+            "cluster-session": self._keep_alive,
+            "cluster-refresh": self._refresh_loop,
+            "cluster-directory-mark": self._mark_loop,
+        }
         if self._settings.peer_death_probe_enable:
-            self._tasks.append(asyncio.create_task(self.deaths.run(), name="cluster-peer-deaths"))
+            loops["cluster-peer-deaths"] = self.deaths.run
         if self._settings.auto_leader_rebalance_enable:
-            self._tasks.append(
-                asyncio.create_task(
-                    balance_leaders(self, self._clock, self._settings.leader_imbalance_check_interval_ms),
-                    name="cluster-preferred-leaders",
-                )
+            loops["cluster-preferred-leaders"] = partial(
+                balance_leaders, self, self._clock, self._settings.leader_imbalance_check_interval_ms
             )
+        return loops
 
     async def close(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        """After its loops stopped: moves the mark on, revokes the session."""
         if self._incarnation.mark:  # a clean stop moves the mark on: any copy taken while it ran is behind it
             with contextlib.suppress(Exception):
                 await self._move_mark()

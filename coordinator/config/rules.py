@@ -252,8 +252,3 @@ def _snapshots(settings: Settings) -> None:
             f"{property_name('snapshot_interval_bytes')} ({settings.snapshot_interval_bytes}) must be 0 or >= "
             f"{property_name('log_segment_bytes')} ({settings.log_segment_bytes})"
         )
-    if settings.snapshot_retry_backoff_max_ms < settings.snapshot_retry_backoff_ms:
-        raise SettingsError(
-            f"{property_name('snapshot_retry_backoff_max_ms')} ({settings.snapshot_retry_backoff_max_ms}) must be "
-            f">= {property_name('snapshot_retry_backoff_ms')} ({settings.snapshot_retry_backoff_ms})"
-        )

@@ -62,10 +62,8 @@ class StorageSettings(NodeSettings):
     snapshot_retry_backoff_ms: int = _setting(
         "diskless.coordinator.snapshot.retry.backoff.ms",
         1000,
-        "wait before retrying a failed snapshot; doubles per failure up to the max",
-    )
-    snapshot_retry_backoff_max_ms: int = _setting(
-        "diskless.coordinator.snapshot.retry.backoff.max.ms", 60000, "cap of the wait between snapshot retries"
+        "wait before looking again at a snapshot asked for while the coordinator did not serve (a snapshot that "
+        "failed is started again by the worker supervisor: diskless.server.worker.restart.backoff.ms)",
     )
     scrub_bytes_per_second: int = _setting(
         "diskless.coordinator.scrub.bytes.per.second",

@@ -32,6 +32,7 @@ from coordinator.runtime.replication.link import ClusterLink
 from coordinator.runtime.replication.role import ReplicaRole, RoleKind
 from coordinator.runtime.shard import CoordinatorShard, ShardState
 from coordinator.runtime.shard.append_ticks import AppendTicks
+from coordinator.runtime.worker_specs import REPLICA_FETCHER
 from protos import records_pb2 as rec
 
 log = logging.getLogger(__name__)
@@ -62,6 +63,10 @@ class Node:
         self.settings = settings
         clock = clock or SystemClock()
         self.metrics = metrics or Metrics()
+        # Every background worker of the node runs under this one owner (coordinator/node/worker_registry.py): its
+        # coordinators' too, each started by the coordinator's lifecycle.
+        self.workers = WorkerSupervisor(clock, SupervisionBounds.of(settings), self._count_worker_failure,
+                                        self.health_changed)  # fmt: skip
         ticks = AppendTicks(settings.append_linger_ms)  # a commit's parts on several coordinators written together
         # In a cluster, one fetch loop per leader node for every coordinator followed there (a node-scope worker).
         self.replica_fetcher = ReplicaFetcher(settings, clock, link) if link is not None else None
@@ -80,6 +85,7 @@ class Node:
                 ticks,
                 executors,
                 self.replica_fetcher,
+                self.workers,
             )
 
         # Coordinators added online (CreateCoordinators, coordinator/node/growth.py) are made the same way.
@@ -102,9 +108,6 @@ class Node:
         self.router = Router(self.shards, settings, clock, self.metrics, self.catalog, self.peers, self._catalog_holder)
         self._clock = clock
         self.object_store: ObjectStore | None = None
-        # Every background worker of the node runs under this one owner (coordinator/node/worker_registry.py).
-        self.workers = WorkerSupervisor(clock, supervision_bounds(settings), self._count_worker_failure,
-                                        self.health_changed)  # fmt: skip
         self._worker_inputs: WorkerInputs | None = None  # set once the workers start
         self.router.worker_statuses = self.workers.statuses
 
@@ -140,8 +143,10 @@ class Node:
         trying by itself, unless only an operator can settle its failure.
         """
         self.settings.data_dir.mkdir(parents=True, exist_ok=True)
-        if self.replica_fetcher is not None:
-            self.replica_fetcher.start()  # before the coordinators load: followers join it as they become ones
+        await self.workers.open()  # the coordinators' own workers start as they load
+        fetcher = self.replica_fetcher
+        if fetcher is not None:  # before the coordinators load: followers join it as they become ones
+            self.workers.start(REPLICA_FETCHER, lambda: fetcher)
         outcomes = await asyncio.gather(*(shard.load() for shard in self.shards), return_exceptions=True)
         self.rebuild_catalog()
         self._loaded = True
@@ -239,20 +244,17 @@ class Node:
 
     async def close(self) -> None:
         self._worker_inputs = None  # coordinators closing start no worker again
-        await self.workers.close()
+        for shard in self.shards:
+            for spec, _ in COORDINATOR_WORKERS:
+                await self.workers.stop_waiting(spec.name, shard.coordinator_id)
         await self.peers.close()
+        # Each coordinator stops its own workers (its life loop drains it first); the fetcher after them: their
+        # followers have left it. What is left of the node's own ends with the supervisor.
         await asyncio.gather(*(shard.close() for shard in self.shards))
-        if self.replica_fetcher is not None:
-            await self.replica_fetcher.stop()  # after the coordinators: their followers have left it
+        await self.workers.stop_waiting(REPLICA_FETCHER.name)
+        await self.workers.close()
         if self.object_store is not None:
             self.object_store.close()
-
-
-def supervision_bounds(settings: Settings) -> SupervisionBounds:
-    return SupervisionBounds(
-        settings.worker_restart_backoff_ms, settings.worker_restart_backoff_max_ms, settings.worker_failures_window_ms,
-        settings.worker_failures_max,
-    )  # fmt: skip
 
 
 def _deletes_topics(record: rec.MetadataRecord) -> bool:

@@ -39,6 +39,7 @@ from coordinator.config.settings import Settings
 from coordinator.machine.state.integrity import take_clean_close_mark
 from coordinator.node.cluster_growth import follow_cluster_count
 from coordinator.node.node import Node, coordinator_directory, replica_on_disk
+from coordinator.node.worker_registry import start_cluster_workers, stop_cluster_workers
 from coordinator.reads.find_coordinator import Endpoint
 from coordinator.runtime.shard import CoordinatorShard
 
@@ -181,7 +182,7 @@ class SimCluster:
         sim.node, sim.controller, sim.paused = node, controller, False
         self.network.attach(sim.address, node.router)
         await node.load()
-        controller.start()
+        start_cluster_workers(node.workers, controller)
         await node.start_workers()
 
     async def crash(self, node_id: int) -> None:
@@ -192,6 +193,7 @@ class SimCluster:
         self.network.detach(sim.address)
         sim.store.reachable = False
         sim.node, sim.controller, sim.paused = None, None, False
+        await stop_cluster_workers(node.workers)
         await controller.close()  # its revoke cannot reach etcd
         await node.close()
         # A crash leaves no clean-close mark: the next load verifies each state as after kill -9.

@@ -104,14 +104,10 @@ class LeaderReplication:
         self._writes_ended = 0
         self._closed: RoleChanged | None = None
         self._isr_change: asyncio.Task[None] | None = None
-        self._ticker: asyncio.Task[None] | None = None
 
     @property
     def leader_epoch(self) -> int:
         return self._role.leader_epoch
-
-    def start(self) -> None:
-        self._ticker = asyncio.create_task(self._tick(), name=f"coordinator-{self.coordinator_id}-isr")
 
     def close(self, reason: str) -> None:
         """Leadership ended: every waiter learns it, fetchers stop waiting."""
@@ -123,9 +119,8 @@ class LeaderReplication:
         self._waiters = []
         self._new_data.set()
         self._tell_data_listeners()
-        for task in (self._ticker, self._isr_change):
-            if task is not None:
-                task.cancel()
+        if self._isr_change is not None:
+            self._isr_change.cancel()
 
     # ------------------------------------------------------------------ the pipeline's side
 
@@ -423,11 +418,15 @@ class LeaderReplication:
 
     # ------------------------------------------------------------------ the ISR
 
-    async def _tick(self) -> None:
-        """Looks for lagging followers every quarter of the lag bound (Kafka's isr-expiration task)."""
+    async def run_isr_ticks(self) -> None:
+        """Looks for lagging followers every quarter of the lag bound (Kafka's isr-expiration task), until the
+        leadership ends. The ISR_TICKER worker (coordinator/runtime/worker_specs.py): the coordinator's lifecycle
+        starts it on the node's supervisor with the leadership and stops it when the leadership ends."""
         interval_ms = max(1, self._settings.replica_lag_time_max_ms // 4)
-        while True:
+        while not self._ended():
             await self._clock.sleep_ms(interval_ms)
+            if self._ended():
+                return  # never an ISR change after the leadership ended
             now = self._clock.now_ms()
             lagging = {
                 node
@@ -442,6 +441,9 @@ class LeaderReplication:
                     self.coordinator_id, sorted(lagging), self._settings.replica_lag_time_max_ms,
                 )  # fmt: skip
                 self._change_isr(tuple(n for n in self.isr if n not in lagging))
+
+    def _ended(self) -> bool:
+        return self._closed is not None
 
     def _change_isr(self, isr: tuple[int, ...], joined: Mapping[int, str] = NO_INCARNATIONS) -> None:
         if self._isr_change is not None and not self._isr_change.done():
