@@ -300,3 +300,24 @@ def test_the_merge_plan_is_the_oldest_small_live_files_with_their_live_batches_p
         plan = merge_work(db, bounds(max_file_size=1000, committed_before_ms=NOW + 5))
     assert [f.object_key for f in plan.files] == ["wal/c", NEW_KEY]
     assert [(b.partition, b.byte_offset) for b in plan.files[1].batches] == [(0, 0), (0, 100), (1, 200)]
+
+
+def test_extents_sharing_one_offset_overlap(coordinator: Coordinator) -> None:
+    """One-record batches at offsets 0, 1, 2 (bytes 0, 100, 200 of wal/a): an extent sharing only one offset with an
+    earlier one is refused (a batch gets one new position), whichever side the shared offset is on. Kills `start <=
+    extent.last_offset` made `<`, and `extent.base_offset <= stop` made `<`, in `check_replace_part`'s overlap test
+    (the first a survivor of the mutation run, docs/testing.md)."""
+    commit_sizes(coordinator, 0, [100, 100, 100], "wal/a", records_each=1)
+    answers = replace(coordinator, part(Extent(TOPIC, 0, 1, 2, 0, 200), Extent(TOPIC, 0, 0, 1, 1000, 200)))
+    assert codes(answers) == [ErrorCode.NONE, ErrorCode.INVALID_REQUEST], answers
+    assert "overlap an earlier extent of the partition" in answers[1][1]
+    assert positions(coordinator, 0) == [("wal/a", 0, 100, 0, 0), (NEW_KEY, 0, 100, 1, 1), (NEW_KEY, 100, 100, 2, 2)]
+    assert_counts_agree(coordinator)
+
+
+def test_extents_sharing_one_offset_overlap_the_other_way(coordinator: Coordinator) -> None:
+    """The same with the earlier extent below: 0..1, then 1..2."""
+    commit_sizes(coordinator, 0, [100, 100, 100], "wal/a", records_each=1)
+    answers = replace(coordinator, part(Extent(TOPIC, 0, 0, 1, 0, 200), Extent(TOPIC, 0, 1, 2, 1000, 200)))
+    assert codes(answers) == [ErrorCode.NONE, ErrorCode.INVALID_REQUEST], answers
+    assert positions(coordinator, 0) == [(NEW_KEY, 0, 100, 0, 0), (NEW_KEY, 100, 100, 1, 1), ("wal/a", 200, 100, 2, 2)]

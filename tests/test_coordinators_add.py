@@ -130,12 +130,15 @@ def test_a_crash_after_the_count_is_recorded_is_completed_by_the_next_start(node
 
 
 def test_count_change_rules() -> None:
+    """The bound itself is allowed: `wanted > COORDINATORS_MAX` made `>=` is killed by the last line (a survivor
+    of the mutation run, docs/testing.md)."""
     assert plan_count_change(4, 6, 4).adds
     assert plan_count_change(4, 6, -1).adds
     assert not plan_count_change(6, 6, 4).adds and plan_count_change(6, 6, 4).error_code is ErrorCode.NONE
     assert plan_count_change(5, 6, 4).error_code is ErrorCode.INVALID_REQUEST
     assert plan_count_change(4, 3, -1).error_code is ErrorCode.INVALID_PARTITIONS
     assert plan_count_change(4, COORDINATORS_MAX + 1, -1).error_code is ErrorCode.INVALID_PARTITIONS
+    assert plan_count_change(4, COORDINATORS_MAX, -1).adds
 
 
 def test_a_damaged_count_file_stops_the_start_rather_than_guess(tmp_path: Path) -> None:

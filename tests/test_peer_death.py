@@ -165,3 +165,29 @@ def test_a_lease_another_peer_revoked_first_is_no_failure_and_still_starts_an_el
         assert await store.node_registration(1) is None
 
     asyncio.run(run())
+
+
+def test_node_0_is_a_peer_like_any_other() -> None:
+    """Node ids start at 0 (`diskless serve --node-id 0`): another node suspecting node 0 probes it. Kills `node_id >=
+    0` made `node_id >= 1` in `PeerDeathWatch.suspect` (a survivor of the mutation run, docs/testing.md)."""
+
+    async def run() -> None:
+        clock = LoopClock(asyncio.get_running_loop(), 0)
+        store = MemoryClusterStore(MemoryEtcd(clock))
+        await _registered(store, 0, 9000)
+        probes = Probes([False] * 10)
+
+        async def died(node_id: int) -> None:
+            raise AssertionError(f"node {node_id} answered: nothing dies")
+
+        watch = PeerDeathWatch(1, store, clock, probes, died, INTERVAL_MS, 100)
+        watch.suspect(0)
+        task = asyncio.create_task(watch.run())
+        for _ in range(500):  # the first round starts at once; the bound only ends a test whose rule broke
+            if probes.targets:
+                break
+            await asyncio.sleep(0.01)
+        task.cancel()
+        assert probes.targets[:1] == ["127.0.0.1:9000"]
+
+    asyncio.run(run())

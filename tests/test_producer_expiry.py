@@ -169,3 +169,20 @@ def test_describe_coordinators_tells_the_replicas_sizes_on_disk_and_its_producer
         assert all(describe_coordinator(node.stub, c).producer_count == 0 for c in others)
     finally:
         node.stop()
+
+
+def test_one_pass_goes_over_every_producer_in_bounded_steps(tmp_path: Path) -> None:
+    """Five idle producers, steps of two (expiration.batch.max): the one pass at 60 s forgets all five, taking three
+    steps. Kills `if len(rows) < self._step_max: break` negated in `ProducerExpiryWorker.run_pass` (the pass would
+    end after its first full step, the rest waiting for later passes; a survivor of the mutation run, docs/testing.md),
+    which the test above cannot see, since its passes come every 10 s."""
+    node = InProcessNode(tmp_path / "data", coordinators=4, settings=SETTINGS).start()
+    try:
+        producers = Producers(node)
+        for producer_id in IDLE:
+            assert producers.produce(producer_id, 0) == pb.NONE
+        node.advance(EXPIRATION_MS)  # one pass: each is exactly as old as the expiration
+        assert producers.count() == 0
+        assert producers.expired_metric() == len(IDLE)
+    finally:
+        node.stop()

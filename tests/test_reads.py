@@ -764,6 +764,34 @@ def test_requests_too_large_for_item_limits_are_refused_as_a_whole(broker: Broke
     assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
 
 
+PAST_ITEMS_MAX = 10_001  # one past diskless.coordinator.request.max.items' default
+
+
+@pytest.mark.parametrize("verb", ["ListOffsets", "FindBatches", "DeleteRecords", "FindCoordinator"])
+def test_partition_lists_past_the_item_bound_are_refused_as_a_whole(broker: Broker, verb: str) -> None:
+    """Every call carrying a list of partitions is bounded by request.max.items, before any work. Kills
+    `coordinators.limit_items(...)` removed from reads/list_offsets.py (a survivor of the mutation run,
+    docs/testing.md), and the same line in the other three verbs."""
+    topic_id = new_topic_id()
+    requests = {
+        "ListOffsets": lambda: broker.stub.ListOffsets(pb.ListOffsetsRequest(topics=[pb.ListOffsetsRequest.Topic(
+            topic_id=topic_id, partitions=[pb.ListOffsetsRequest.Partition(partition=p, timestamp=-1)
+                                           for p in range(PAST_ITEMS_MAX)])])),
+        "FindBatches": lambda: broker.stub.FindBatches(pb.FindBatchesRequest(fetch_max_bytes=BIG, topics=[
+            pb.FindBatchesRequest.Topic(topic_id=topic_id, partitions=[pb.FindBatchesRequest.Partition(
+                partition=p, offset=0, max_partition_fetch_bytes=BIG) for p in range(PAST_ITEMS_MAX)])])),
+        "DeleteRecords": lambda: broker.stub.DeleteRecords(pb.DeleteRecordsRequest(topics=[
+            pb.DeleteRecordsRequest.Topic(topic_id=topic_id, partitions=[
+                pb.DeleteRecordsRequest.Partition(partition=p, offset=0) for p in range(PAST_ITEMS_MAX)])])),
+        "FindCoordinator": lambda: broker.stub.FindCoordinator(pb.FindCoordinatorRequest(topics=[
+            pb.FindCoordinatorRequest.Topic(topic_id=topic_id, partitions=list(range(PAST_ITEMS_MAX)))])),
+    }  # fmt: skip
+    with pytest.raises(grpc.RpcError) as caught:
+        requests[verb]()
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "more than diskless.coordinator.request.max.items" in (caught.value.details() or "")
+
+
 def test_find_batches_repeated_partitions_each_get_their_answer(broker: Broker, three: tuple[bytes, bytes]) -> None:
     first, _ = three
     assert counts(fetch_many(broker.stub, [(first, 0, 0, BIG), (first, 0, 1, BIG)], BIG)) == [3, 2]

@@ -35,6 +35,7 @@ from tests.harness import (
     laid_out,
 )
 from tests.in_process import InProcessNode
+from tests.storage_faults import in_process_repairs
 
 COORDINATORS = 4
 SETTINGS = {"diskless.coordinator.log.segment.bytes": "2048"}  # several segments per coordinator
@@ -298,6 +299,9 @@ DAMAGES = {
 
 @pytest.mark.parametrize("damage", DAMAGES, ids=list(DAMAGES))
 def test_corrupt_state_is_set_aside_and_rebuilt_from_the_log(filled: Filled, tmp_path: Path, damage: str) -> None:
+    """The node says what it did: a damaged state set aside counts a `state_from_log` repair (what the storage sweep
+    classifies "repaired" by). The count kills `store.repairs += [...]` removed from state_opening.py (a survivor of
+    the mutation run, docs/testing.md)."""
     victim = 2
     seen, positions = answers(filled), log_positions(filled)
     dumps = stopped_dumps(filled, tmp_path / "before")
@@ -314,6 +318,7 @@ def test_corrupt_state_is_set_aside_and_rebuilt_from_the_log(filled: Filled, tmp
     if set_aside_expected:
         assert len(aside) == 1, sorted(p.name for p in coordinator_dir(filled, victim).iterdir())
         assert aside[0].read_bytes() == damaged, "the damaged file is kept as it was, for the operator"
+        assert in_process_repairs(filled.server)()["state_from_log"] == 1
     assert_dumps_equal_but_for_one_start(dumps, stopped_dumps(filled, tmp_path / "after"))
 
 

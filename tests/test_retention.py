@@ -357,3 +357,18 @@ def test_the_check_keeps_only_moves_the_speculative_view_still_allows() -> None:
     ):
         refused = check_retention(view, step, NOW_MS)
         assert (refused.records, refused.response.batches, refused.response.applied_keys) == ([], 0, frozenset())
+
+
+def test_a_commit_after_a_pass_answers_the_log_start_the_pass_moved(node: InProcessNode) -> None:
+    """The pass's record moves the log start in SQLite and in the view; a commit's answer reads the view, so it tells
+    the broker the new start. Kills `replay_log_start(...)` removed from RetentionApplied's view effect
+    (machine/kinds/retention.py; a survivor of the mutation run, docs/testing.md): every read from SQLite still says
+    4, only the view would lag."""
+    broker = Broker(node.stub, node.coordinators)
+    topic = create(broker, 1, retention_ms=str(RETENTION_MS))
+    for _ in range(4):
+        commit_one(broker, topic, node.clock.now_ms() - 2 * RETENTION_MS)
+    node.advance(INTERVAL_MS)
+    assert offsets(node, topic) == (4, 4)
+    (result,) = broker.commit([batch(topic, 0, max_timestamp=node.clock.now_ms())], object_key="wal/after").batches
+    assert (result.error_code, result.assigned_base_offset, result.log_start_offset) == (pb.NONE, 4, 4)

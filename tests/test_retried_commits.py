@@ -502,3 +502,23 @@ def test_the_per_part_retry_check_asks_sqlite_only_whether_the_key_is_committed(
     assert rows_read == []
     # Without the index's answer (a view built by hand), the row's presence still decides.
     assert CoordinatorView(0, committed_file).file_known("wal/committed") and rows_read == ["wal/committed"]
+
+
+def test_a_duplicates_copy_at_the_log_start_offset_is_still_stored(broker: Broker) -> None:
+    """The boundary of the test above: records deleted up to the stored copy's base offset leave the copy (the log
+    start offset is the first offset still held), so the retry still gets the duplicate's answer. Kills
+    `original.base_offset < partition.local_log_start_offset` made `<=` in `retries._duplicate_of_stored` (a survivor
+    of the mutation run, docs/testing.md)."""
+    topic_id = broker.create_topic(topic_name("retry"), 1)
+    owner = coordinator_of(broker.stub, topic_id, 0)
+    assert answers(broker.commit([batch(topic_id, 0, 2)]))[0][0] == pb.NONE  # offsets 0-1
+    resent = batch(topic_id, 0, 3, producer_id=PID, epoch=3, sequence=0)
+    assert answers(broker.commit([resent]))[0][:2] == (pb.NONE, 2)  # offsets 2-4
+    request = new_request(laid_out([batch(topic_id, 0, 1), resent]), [owner])
+    first = answers(broker.stub.CommitFile(request))
+    assert [(a[0], a[1], a[4]) for a in first] == [(pb.NONE, 5, False), (pb.NONE, 2, True)]
+
+    assert delete_records(broker.stub, topic_id, 0, 2).error_code == pb.NONE  # offsets 0-1 go, the copy at 2 stays
+    again = answers(broker.stub.CommitFile(request))
+    # The first answer again, with the partition's log start offset as it is now.
+    assert [(a[0], a[1], a[3], a[4]) for a in again] == [(pb.NONE, 5, 2, False), (pb.NONE, 2, 2, True)]

@@ -40,3 +40,15 @@ def test_aborted_transactions_are_listed_by_first_offset_when_they_ended_out_of_
         assert unordered == 1  # the sorted path answered
         ((_, unordered),) = db.execute(reads._ABORTED_ENTRIES, (0, 6, 8)).fetchall()
         assert unordered == 0  # only producer 4's: joined in SQL as it is
+
+
+def test_a_transaction_opened_and_ended_in_one_file_is_listed_only_when_aborted_even_at_offset_0(
+    coordinator: Coordinator,
+) -> None:
+    """One file holding a producer's transactional data and its marker takes the in-order path
+    (transaction_batches._apply_in_order): the abort of a transaction that opened at offset 0, the partition's first,
+    is listed; a commit is not. Kills `batch.transaction_first_offset >= 0` made `> 0`, and `control_type ==
+    CONTROL_ABORT and ...` made `or`, in `_apply_in_order` (survivors of the mutation run, docs/testing.md)."""
+    assert commit(coordinator, [data(0, 1, 1, 0, 0), marker(0, 1, 0, commit=False)], "w/aborted") == [0, 0]  # 0..1
+    assert commit(coordinator, [data(0, 1, 2, 0, 0), marker(0, 2, 0, commit=True)], "w/committed") == [0, 0]  # 2..3
+    assert find(coordinator, 0, 0).aborted == [(1, 0)]

@@ -1,0 +1,1 @@
+"""A sampled mutation run over coordinator/ (`python -m bench.mutation`; docs/testing.md)."""

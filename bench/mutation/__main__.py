@@ -1,0 +1,3 @@
+from bench.mutation.run import main
+
+raise SystemExit(main())
