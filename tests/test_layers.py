@@ -60,6 +60,8 @@ PURE_CORE = {
     "coordinator.topics.config_checks",
     "coordinator.topics.topic_configs",
     "coordinator.files.ownership",
+    "coordinator.files.loans",
+    "coordinator.topics.partition_balance",
     "coordinator.cluster.assignment",
     "coordinator.reads.produce_gateways",
     "coordinator.runtime.operation",
