@@ -69,6 +69,11 @@ class CoordinatorAdminStub:
                 request_serializer=protos_dot_admin__pb2.DescribeTopicsRequest.SerializeToString,
                 response_deserializer=protos_dot_admin__pb2.DescribeTopicsResponse.FromString,
                 _registered_method=True)
+        self.DescribePartitionLoads = channel.unary_unary(
+                '/diskless.coordinator.v1.CoordinatorAdmin/DescribePartitionLoads',
+                request_serializer=protos_dot_admin__pb2.DescribePartitionLoadsRequest.SerializeToString,
+                response_deserializer=protos_dot_admin__pb2.DescribePartitionLoadsResponse.FromString,
+                _registered_method=True)
 
 
 class CoordinatorAdminServicer:
@@ -137,6 +142,15 @@ class CoordinatorAdminServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DescribePartitionLoads(self, request, context):
+        """Each user partition of the coordinators this node leads with its live batches, read from their committed
+        state: what `diskless rebalance-partitions` plans over (docs/design.md §5a). A coordinator this node does not
+        lead answers NOT_COORDINATOR (ask its leader).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_CoordinatorAdminServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -174,6 +188,11 @@ def add_CoordinatorAdminServicer_to_server(servicer, server):
                     servicer.DescribeTopics,
                     request_deserializer=protos_dot_admin__pb2.DescribeTopicsRequest.FromString,
                     response_serializer=protos_dot_admin__pb2.DescribeTopicsResponse.SerializeToString,
+            ),
+            'DescribePartitionLoads': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribePartitionLoads,
+                    request_deserializer=protos_dot_admin__pb2.DescribePartitionLoadsRequest.FromString,
+                    response_serializer=protos_dot_admin__pb2.DescribePartitionLoadsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -365,6 +384,33 @@ class CoordinatorAdmin:
             '/diskless.coordinator.v1.CoordinatorAdmin/DescribeTopics',
             protos_dot_admin__pb2.DescribeTopicsRequest.SerializeToString,
             protos_dot_admin__pb2.DescribeTopicsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DescribePartitionLoads(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/diskless.coordinator.v1.CoordinatorAdmin/DescribePartitionLoads',
+            protos_dot_admin__pb2.DescribePartitionLoadsRequest.SerializeToString,
+            protos_dot_admin__pb2.DescribePartitionLoadsResponse.FromString,
             options,
             channel_credentials,
             insecure,

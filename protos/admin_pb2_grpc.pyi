@@ -71,6 +71,11 @@ class CoordinatorAdminStub:
     operator may name a topic as kafka-configs --entity-name does (`diskless configs --topic NAME`). Asked of the
     node holding the catalog, which asks the leaders of coordinators it holds no replica of.
     """
+    DescribePartitionLoads: _grpc.UnaryUnaryMultiCallable[_admin_pb2.DescribePartitionLoadsRequest, _admin_pb2.DescribePartitionLoadsResponse]
+    """Each user partition of the coordinators this node leads with its live batches, read from their committed
+    state: what `diskless rebalance-partitions` plans over (docs/design.md §5a). A coordinator this node does not
+    lead answers NOT_COORDINATOR (ask its leader).
+    """
 
 @_typing.type_check_only
 class CoordinatorAdminAsyncStub(CoordinatorAdminStub):
@@ -109,6 +114,11 @@ class CoordinatorAdminAsyncStub(CoordinatorAdminStub):
     """Topics by name: each one's id and partition count (what kafka-topics --describe prints as TopicId), so an
     operator may name a topic as kafka-configs --entity-name does (`diskless configs --topic NAME`). Asked of the
     node holding the catalog, which asks the leaders of coordinators it holds no replica of.
+    """
+    DescribePartitionLoads: _aio.UnaryUnaryMultiCallable[_admin_pb2.DescribePartitionLoadsRequest, _admin_pb2.DescribePartitionLoadsResponse]  # type: ignore[assignment]
+    """Each user partition of the coordinators this node leads with its live batches, read from their committed
+    state: what `diskless rebalance-partitions` plans over (docs/design.md §5a). A coordinator this node does not
+    lead answers NOT_COORDINATOR (ask its leader).
     """
 
 class CoordinatorAdminServicer(metaclass=_abc_1.ABCMeta):
@@ -187,6 +197,17 @@ class CoordinatorAdminServicer(metaclass=_abc_1.ABCMeta):
         """Topics by name: each one's id and partition count (what kafka-topics --describe prints as TopicId), so an
         operator may name a topic as kafka-configs --entity-name does (`diskless configs --topic NAME`). Asked of the
         node holding the catalog, which asks the leaders of coordinators it holds no replica of.
+        """
+
+    @_abc_1.abstractmethod
+    def DescribePartitionLoads(
+        self,
+        request: _admin_pb2.DescribePartitionLoadsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_admin_pb2.DescribePartitionLoadsResponse, _abc.Awaitable[_admin_pb2.DescribePartitionLoadsResponse]]:
+        """Each user partition of the coordinators this node leads with its live batches, read from their committed
+        state: what `diskless rebalance-partitions` plans over (docs/design.md §5a). A coordinator this node does not
+        lead answers NOT_COORDINATOR (ask its leader).
         """
 
 def add_CoordinatorAdminServicer_to_server(servicer: CoordinatorAdminServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

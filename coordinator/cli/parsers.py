@@ -20,6 +20,7 @@ from coordinator.cli.operator_commands import (
     snapshot_verify,
     state_check,
 )
+from coordinator.cli.partition_moves import add_partition_move_commands
 from coordinator.cli.reassign import add_reassign_commands
 from coordinator.cli.transactions import add_transactions_command
 from coordinator.config.settings import Settings
@@ -61,6 +62,7 @@ def add_operator_commands(commands: Any) -> None:
     add_transactions_command(commands)
     add_elect_leaders_command(commands)
     add_reassign_commands(commands)
+    add_partition_move_commands(commands)
 
     snapshot_parser = commands.add_parser("snapshot", help="create, list, verify or restore coordinator snapshots")
     actions = snapshot_parser.add_subparsers(dest="action", required=True)

@@ -159,6 +159,10 @@ RPCS: tuple[Rpc, ...] = (
     # Topics by name, for operators naming a topic as kafka-configs does: from the catalog, as FindCoordinator.
     Rpc(Service.ADMIN, "DescribeTopics", Permission.DESCRIBE, ServedBy.NODE, "describe_topics", Front.HERE,
         NoReplica.CATALOG_HOLDER),
+    # Each partition's live batches, for `diskless rebalance-partitions` (docs/design.md §5a): from the coordinators
+    # this node (process) leads; the command asks every address it is given.
+    Rpc(Service.ADMIN, "DescribePartitionLoads", Permission.DESCRIBE, ServedBy.NODE, "describe_partition_loads",
+        Front.HERE),
     # Between coordinators: each goes to the node leading the target coordinator.
     Rpc(Service.INTERNAL, "HandOverFiles", Permission.INTERNAL, ServedBy.LEADER, "hand_over_files", Front.HERE),
     Rpc(Service.INTERNAL, "KnownFiles", Permission.INTERNAL, ServedBy.LEADER, "known_files", Front.HERE),

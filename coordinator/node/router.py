@@ -232,6 +232,11 @@ class Router:
     async def describe_topics(self, request: admin.DescribeTopicsRequest) -> admin.DescribeTopicsResponse:
         return await self._topic_admin.describe_topics(request)
 
+    def describe_partition_loads(
+        self, request: admin.DescribePartitionLoadsRequest
+    ) -> admin.DescribePartitionLoadsResponse:
+        return admin_service.describe_partition_loads(self.shards, self.settings, request)
+
 
 async def _refused_snapshot(message: str) -> AsyncIterator[internal.FetchSnapshotChunk]:
     yield internal.FetchSnapshotChunk(error_code=pb.NOT_LEADER_OR_FOLLOWER, error_message=message, last=True)
