@@ -62,6 +62,7 @@ PURE_CORE = {
     "coordinator.files.ownership",
     "coordinator.files.loans",
     "coordinator.topics.partition_balance",
+    "coordinator.topics.move_protocol",
     "coordinator.cluster.assignment",
     "coordinator.reads.produce_gateways",
     "coordinator.runtime.operation",
