@@ -30,10 +30,12 @@ class EtcdMember:
     peer_port: int
     data_dir: Path
     process: subprocess.Popen[bytes] | None = None
+    host: str = "127.0.0.1"  # another address where the member runs in a network namespace (tests/netns_cluster.py)
+    command_prefix: tuple[str, ...] = ()  # what precedes etcd's command line there (`ip netns exec NAME`)
 
     @property
     def endpoint(self) -> str:
-        return f"127.0.0.1:{self.client_port}"
+        return f"{self.host}:{self.client_port}"
 
     @property
     def running(self) -> bool:
@@ -97,7 +99,7 @@ class EtcdCluster:
         return None
 
     def _launch(self, member: EtcdMember) -> None:
-        initial = ",".join(f"{m.name}=http://127.0.0.1:{m.peer_port}" for m in self.members)
+        initial = ",".join(f"{m.name}=http://{m.host}:{m.peer_port}" for m in self.members)
         member.data_dir.mkdir(parents=True, exist_ok=True)
         log = open(member.data_dir.parent / f"{member.name}.log", "ab")  # noqa: SIM115 - the process keeps it
         timing = []
@@ -106,13 +108,14 @@ class EtcdCluster:
                       "--heartbeat-interval", str(max(10, self._election_timeout_ms // 10))]  # fmt: skip
         member.process = subprocess.Popen(
             [
+                *member.command_prefix,
                 self._binary,
                 "--name", member.name,
                 "--data-dir", str(member.data_dir),
-                "--listen-client-urls", f"http://127.0.0.1:{member.client_port}",
-                "--advertise-client-urls", f"http://127.0.0.1:{member.client_port}",
-                "--listen-peer-urls", f"http://127.0.0.1:{member.peer_port}",
-                "--initial-advertise-peer-urls", f"http://127.0.0.1:{member.peer_port}",
+                "--listen-client-urls", f"http://{member.host}:{member.client_port}",
+                "--advertise-client-urls", f"http://{member.host}:{member.client_port}",
+                "--listen-peer-urls", f"http://{member.host}:{member.peer_port}",
+                "--initial-advertise-peer-urls", f"http://{member.host}:{member.peer_port}",
                 "--initial-cluster", initial,
                 "--initial-cluster-state", "new",
                 *timing,
@@ -129,7 +132,7 @@ class EtcdCluster:
                 if member.process.poll() is not None:
                     raise RuntimeError(f"etcd member {member.name} exited with {member.process.returncode}")
                 try:
-                    with socket.create_connection(("127.0.0.1", member.client_port), timeout=0.5):
+                    with socket.create_connection((member.host, member.client_port), timeout=0.5):
                         break
                 except OSError as error:
                     if time.monotonic() > deadline:

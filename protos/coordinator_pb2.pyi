@@ -899,3 +899,194 @@ class DescribeProducersResponse(_message.Message):
     TOPICS_FIELD_NUMBER: _ClassVar[int]
     topics: _containers.RepeatedCompositeFieldContainer[DescribeProducersResponse.TopicResult]
     def __init__(self, topics: _Optional[_Iterable[_Union[DescribeProducersResponse.TopicResult, _Mapping]]] = ...) -> None: ...
+
+class ClassicProducerBatch(_message.Message):
+    __slots__ = ("base_sequence", "last_sequence", "base_offset", "last_offset", "timestamp", "timestamp_type")
+    BASE_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    LAST_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    BASE_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    LAST_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    TIMESTAMP_FIELD_NUMBER: _ClassVar[int]
+    TIMESTAMP_TYPE_FIELD_NUMBER: _ClassVar[int]
+    base_sequence: int
+    last_sequence: int
+    base_offset: int
+    last_offset: int
+    timestamp: int
+    timestamp_type: TimestampType
+    def __init__(self, base_sequence: _Optional[int] = ..., last_sequence: _Optional[int] = ..., base_offset: _Optional[int] = ..., last_offset: _Optional[int] = ..., timestamp: _Optional[int] = ..., timestamp_type: _Optional[_Union[TimestampType, str]] = ...) -> None: ...
+
+class ClassicProducerState(_message.Message):
+    __slots__ = ("producer_id", "producer_epoch", "batches", "last_timestamp", "coordinator_epoch", "current_txn_first_offset")
+    PRODUCER_ID_FIELD_NUMBER: _ClassVar[int]
+    PRODUCER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    BATCHES_FIELD_NUMBER: _ClassVar[int]
+    LAST_TIMESTAMP_FIELD_NUMBER: _ClassVar[int]
+    COORDINATOR_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    CURRENT_TXN_FIRST_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    producer_id: int
+    producer_epoch: int
+    batches: _containers.RepeatedCompositeFieldContainer[ClassicProducerBatch]
+    last_timestamp: int
+    coordinator_epoch: int
+    current_txn_first_offset: int
+    def __init__(self, producer_id: _Optional[int] = ..., producer_epoch: _Optional[int] = ..., batches: _Optional[_Iterable[_Union[ClassicProducerBatch, _Mapping]]] = ..., last_timestamp: _Optional[int] = ..., coordinator_epoch: _Optional[int] = ..., current_txn_first_offset: _Optional[int] = ...) -> None: ...
+
+class InitDisklessLogRequest(_message.Message):
+    __slots__ = ("topics", "timeout_ms")
+    class Partition(_message.Message):
+        __slots__ = ("partition", "log_start_offset", "seal_offset", "leader_epoch", "producers", "max_timestamp")
+        PARTITION_FIELD_NUMBER: _ClassVar[int]
+        LOG_START_OFFSET_FIELD_NUMBER: _ClassVar[int]
+        SEAL_OFFSET_FIELD_NUMBER: _ClassVar[int]
+        LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+        PRODUCERS_FIELD_NUMBER: _ClassVar[int]
+        MAX_TIMESTAMP_FIELD_NUMBER: _ClassVar[int]
+        partition: int
+        log_start_offset: int
+        seal_offset: int
+        leader_epoch: int
+        producers: _containers.RepeatedCompositeFieldContainer[ClassicProducerState]
+        max_timestamp: int
+        def __init__(self, partition: _Optional[int] = ..., log_start_offset: _Optional[int] = ..., seal_offset: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., producers: _Optional[_Iterable[_Union[ClassicProducerState, _Mapping]]] = ..., max_timestamp: _Optional[int] = ...) -> None: ...
+    class Topic(_message.Message):
+        __slots__ = ("topic_id", "partitions")
+        TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
+        PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+        topic_id: bytes
+        partitions: _containers.RepeatedCompositeFieldContainer[InitDisklessLogRequest.Partition]
+        def __init__(self, topic_id: _Optional[bytes] = ..., partitions: _Optional[_Iterable[_Union[InitDisklessLogRequest.Partition, _Mapping]]] = ...) -> None: ...
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    topics: _containers.RepeatedCompositeFieldContainer[InitDisklessLogRequest.Topic]
+    timeout_ms: int
+    def __init__(self, topics: _Optional[_Iterable[_Union[InitDisklessLogRequest.Topic, _Mapping]]] = ..., timeout_ms: _Optional[int] = ...) -> None: ...
+
+class InitDisklessLogResponse(_message.Message):
+    __slots__ = ("topics",)
+    class PartitionResult(_message.Message):
+        __slots__ = ("partition", "error_code", "error_message", "log_start_offset", "seal_offset", "high_watermark")
+        PARTITION_FIELD_NUMBER: _ClassVar[int]
+        ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+        ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+        LOG_START_OFFSET_FIELD_NUMBER: _ClassVar[int]
+        SEAL_OFFSET_FIELD_NUMBER: _ClassVar[int]
+        HIGH_WATERMARK_FIELD_NUMBER: _ClassVar[int]
+        partition: int
+        error_code: ErrorCode
+        error_message: str
+        log_start_offset: int
+        seal_offset: int
+        high_watermark: int
+        def __init__(self, partition: _Optional[int] = ..., error_code: _Optional[_Union[ErrorCode, str]] = ..., error_message: _Optional[str] = ..., log_start_offset: _Optional[int] = ..., seal_offset: _Optional[int] = ..., high_watermark: _Optional[int] = ...) -> None: ...
+    class TopicResult(_message.Message):
+        __slots__ = ("topic_id", "partitions")
+        TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
+        PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+        topic_id: bytes
+        partitions: _containers.RepeatedCompositeFieldContainer[InitDisklessLogResponse.PartitionResult]
+        def __init__(self, topic_id: _Optional[bytes] = ..., partitions: _Optional[_Iterable[_Union[InitDisklessLogResponse.PartitionResult, _Mapping]]] = ...) -> None: ...
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    topics: _containers.RepeatedCompositeFieldContainer[InitDisklessLogResponse.TopicResult]
+    def __init__(self, topics: _Optional[_Iterable[_Union[InitDisklessLogResponse.TopicResult, _Mapping]]] = ...) -> None: ...
+
+class RepairDisklessLogRequest(_message.Message):
+    __slots__ = ("topics", "timeout_ms")
+    class Partition(_message.Message):
+        __slots__ = ("partition", "seal_offset")
+        PARTITION_FIELD_NUMBER: _ClassVar[int]
+        SEAL_OFFSET_FIELD_NUMBER: _ClassVar[int]
+        partition: int
+        seal_offset: int
+        def __init__(self, partition: _Optional[int] = ..., seal_offset: _Optional[int] = ...) -> None: ...
+    class Topic(_message.Message):
+        __slots__ = ("topic_id", "partitions")
+        TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
+        PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+        topic_id: bytes
+        partitions: _containers.RepeatedCompositeFieldContainer[RepairDisklessLogRequest.Partition]
+        def __init__(self, topic_id: _Optional[bytes] = ..., partitions: _Optional[_Iterable[_Union[RepairDisklessLogRequest.Partition, _Mapping]]] = ...) -> None: ...
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    topics: _containers.RepeatedCompositeFieldContainer[RepairDisklessLogRequest.Topic]
+    timeout_ms: int
+    def __init__(self, topics: _Optional[_Iterable[_Union[RepairDisklessLogRequest.Topic, _Mapping]]] = ..., timeout_ms: _Optional[int] = ...) -> None: ...
+
+class RepairDisklessLogResponse(_message.Message):
+    __slots__ = ("topics",)
+    class PartitionResult(_message.Message):
+        __slots__ = ("partition", "error_code", "error_message", "log_start_offset", "seal_offset", "high_watermark")
+        PARTITION_FIELD_NUMBER: _ClassVar[int]
+        ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+        ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+        LOG_START_OFFSET_FIELD_NUMBER: _ClassVar[int]
+        SEAL_OFFSET_FIELD_NUMBER: _ClassVar[int]
+        HIGH_WATERMARK_FIELD_NUMBER: _ClassVar[int]
+        partition: int
+        error_code: ErrorCode
+        error_message: str
+        log_start_offset: int
+        seal_offset: int
+        high_watermark: int
+        def __init__(self, partition: _Optional[int] = ..., error_code: _Optional[_Union[ErrorCode, str]] = ..., error_message: _Optional[str] = ..., log_start_offset: _Optional[int] = ..., seal_offset: _Optional[int] = ..., high_watermark: _Optional[int] = ...) -> None: ...
+    class TopicResult(_message.Message):
+        __slots__ = ("topic_id", "partitions")
+        TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
+        PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+        topic_id: bytes
+        partitions: _containers.RepeatedCompositeFieldContainer[RepairDisklessLogResponse.PartitionResult]
+        def __init__(self, topic_id: _Optional[bytes] = ..., partitions: _Optional[_Iterable[_Union[RepairDisklessLogResponse.PartitionResult, _Mapping]]] = ...) -> None: ...
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    topics: _containers.RepeatedCompositeFieldContainer[RepairDisklessLogResponse.TopicResult]
+    def __init__(self, topics: _Optional[_Iterable[_Union[RepairDisklessLogResponse.TopicResult, _Mapping]]] = ...) -> None: ...
+
+class DescribeDisklessLogsRequest(_message.Message):
+    __slots__ = ("topics",)
+    class Topic(_message.Message):
+        __slots__ = ("topic_id", "partitions")
+        TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
+        PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+        topic_id: bytes
+        partitions: _containers.RepeatedScalarFieldContainer[int]
+        def __init__(self, topic_id: _Optional[bytes] = ..., partitions: _Optional[_Iterable[int]] = ...) -> None: ...
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    topics: _containers.RepeatedCompositeFieldContainer[DescribeDisklessLogsRequest.Topic]
+    def __init__(self, topics: _Optional[_Iterable[_Union[DescribeDisklessLogsRequest.Topic, _Mapping]]] = ...) -> None: ...
+
+class DescribeDisklessLogsResponse(_message.Message):
+    __slots__ = ("topics",)
+    class PartitionResult(_message.Message):
+        __slots__ = ("partition", "error_code", "error_message", "switched", "classic_log_start_offset", "seal_offset", "leader_epoch", "producers_carried", "log_start_offset", "local_log_start_offset", "high_watermark")
+        PARTITION_FIELD_NUMBER: _ClassVar[int]
+        ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+        ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+        SWITCHED_FIELD_NUMBER: _ClassVar[int]
+        CLASSIC_LOG_START_OFFSET_FIELD_NUMBER: _ClassVar[int]
+        SEAL_OFFSET_FIELD_NUMBER: _ClassVar[int]
+        LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+        PRODUCERS_CARRIED_FIELD_NUMBER: _ClassVar[int]
+        LOG_START_OFFSET_FIELD_NUMBER: _ClassVar[int]
+        LOCAL_LOG_START_OFFSET_FIELD_NUMBER: _ClassVar[int]
+        HIGH_WATERMARK_FIELD_NUMBER: _ClassVar[int]
+        partition: int
+        error_code: ErrorCode
+        error_message: str
+        switched: bool
+        classic_log_start_offset: int
+        seal_offset: int
+        leader_epoch: int
+        producers_carried: int
+        log_start_offset: int
+        local_log_start_offset: int
+        high_watermark: int
+        def __init__(self, partition: _Optional[int] = ..., error_code: _Optional[_Union[ErrorCode, str]] = ..., error_message: _Optional[str] = ..., switched: _Optional[bool] = ..., classic_log_start_offset: _Optional[int] = ..., seal_offset: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., producers_carried: _Optional[int] = ..., log_start_offset: _Optional[int] = ..., local_log_start_offset: _Optional[int] = ..., high_watermark: _Optional[int] = ...) -> None: ...
+    class TopicResult(_message.Message):
+        __slots__ = ("topic_id", "partitions")
+        TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
+        PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+        topic_id: bytes
+        partitions: _containers.RepeatedCompositeFieldContainer[DescribeDisklessLogsResponse.PartitionResult]
+        def __init__(self, topic_id: _Optional[bytes] = ..., partitions: _Optional[_Iterable[_Union[DescribeDisklessLogsResponse.PartitionResult, _Mapping]]] = ...) -> None: ...
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    topics: _containers.RepeatedCompositeFieldContainer[DescribeDisklessLogsResponse.TopicResult]
+    def __init__(self, topics: _Optional[_Iterable[_Union[DescribeDisklessLogsResponse.TopicResult, _Mapping]]] = ...) -> None: ...

@@ -109,6 +109,21 @@ class DisklessCoordinatorStub:
                 request_serializer=protos_dot_coordinator__pb2.CommitRemoteLogSegmentsRequest.SerializeToString,
                 response_deserializer=protos_dot_coordinator__pb2.CommitRemoteLogSegmentsResponse.FromString,
                 _registered_method=True)
+        self.InitDisklessLog = channel.unary_unary(
+                '/diskless.coordinator.v1.DisklessCoordinator/InitDisklessLog',
+                request_serializer=protos_dot_coordinator__pb2.InitDisklessLogRequest.SerializeToString,
+                response_deserializer=protos_dot_coordinator__pb2.InitDisklessLogResponse.FromString,
+                _registered_method=True)
+        self.RepairDisklessLog = channel.unary_unary(
+                '/diskless.coordinator.v1.DisklessCoordinator/RepairDisklessLog',
+                request_serializer=protos_dot_coordinator__pb2.RepairDisklessLogRequest.SerializeToString,
+                response_deserializer=protos_dot_coordinator__pb2.RepairDisklessLogResponse.FromString,
+                _registered_method=True)
+        self.DescribeDisklessLogs = channel.unary_unary(
+                '/diskless.coordinator.v1.DisklessCoordinator/DescribeDisklessLogs',
+                request_serializer=protos_dot_coordinator__pb2.DescribeDisklessLogsRequest.SerializeToString,
+                response_deserializer=protos_dot_coordinator__pb2.DescribeDisklessLogsResponse.FromString,
+                _registered_method=True)
 
 
 class DisklessCoordinatorServicer:
@@ -219,6 +234,30 @@ class DisklessCoordinatorServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def InitDisklessLog(self, request, context):
+        """A classic topic's partition switched to diskless (Inkless's InitDisklessLog): its leader sealed
+        the classic log at its high watermark; diskless offsets start there, with the classic log start
+        and the producers' state carried over (design §4d). Sent before the partition's first commit.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RepairDisklessLog(self, request, context):
+        """Moves a switched partition's seal while nothing diskless is committed above it (Inkless's
+        repairDisklessLog, after an operator overrode the classic log's leader).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DescribeDisklessLogs(self, request, context):
+        """Each partition's switch as its coordinator's leader holds it: a strict read, as DescribeProducers.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_DisklessCoordinatorServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -296,6 +335,21 @@ def add_DisklessCoordinatorServicer_to_server(servicer, server):
                     servicer.CommitRemoteLogSegments,
                     request_deserializer=protos_dot_coordinator__pb2.CommitRemoteLogSegmentsRequest.FromString,
                     response_serializer=protos_dot_coordinator__pb2.CommitRemoteLogSegmentsResponse.SerializeToString,
+            ),
+            'InitDisklessLog': grpc.unary_unary_rpc_method_handler(
+                    servicer.InitDisklessLog,
+                    request_deserializer=protos_dot_coordinator__pb2.InitDisklessLogRequest.FromString,
+                    response_serializer=protos_dot_coordinator__pb2.InitDisklessLogResponse.SerializeToString,
+            ),
+            'RepairDisklessLog': grpc.unary_unary_rpc_method_handler(
+                    servicer.RepairDisklessLog,
+                    request_deserializer=protos_dot_coordinator__pb2.RepairDisklessLogRequest.FromString,
+                    response_serializer=protos_dot_coordinator__pb2.RepairDisklessLogResponse.SerializeToString,
+            ),
+            'DescribeDisklessLogs': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribeDisklessLogs,
+                    request_deserializer=protos_dot_coordinator__pb2.DescribeDisklessLogsRequest.FromString,
+                    response_serializer=protos_dot_coordinator__pb2.DescribeDisklessLogsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -703,6 +757,87 @@ class DisklessCoordinator:
             '/diskless.coordinator.v1.DisklessCoordinator/CommitRemoteLogSegments',
             protos_dot_coordinator__pb2.CommitRemoteLogSegmentsRequest.SerializeToString,
             protos_dot_coordinator__pb2.CommitRemoteLogSegmentsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def InitDisklessLog(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/diskless.coordinator.v1.DisklessCoordinator/InitDisklessLog',
+            protos_dot_coordinator__pb2.InitDisklessLogRequest.SerializeToString,
+            protos_dot_coordinator__pb2.InitDisklessLogResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RepairDisklessLog(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/diskless.coordinator.v1.DisklessCoordinator/RepairDisklessLog',
+            protos_dot_coordinator__pb2.RepairDisklessLogRequest.SerializeToString,
+            protos_dot_coordinator__pb2.RepairDisklessLogResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DescribeDisklessLogs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/diskless.coordinator.v1.DisklessCoordinator/DescribeDisklessLogs',
+            protos_dot_coordinator__pb2.DescribeDisklessLogsRequest.SerializeToString,
+            protos_dot_coordinator__pb2.DescribeDisklessLogsResponse.FromString,
             options,
             channel_credentials,
             insecure,

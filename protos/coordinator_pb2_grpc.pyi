@@ -82,6 +82,17 @@ class DisklessCoordinatorStub:
     held in remote log segments (KIP-405): the coordinator forgets them (KIP-1164 "Metadata log
     size management").
     """
+    InitDisklessLog: _grpc.UnaryUnaryMultiCallable[_coordinator_pb2.InitDisklessLogRequest, _coordinator_pb2.InitDisklessLogResponse]
+    """A classic topic's partition switched to diskless (Inkless's InitDisklessLog): its leader sealed
+    the classic log at its high watermark; diskless offsets start there, with the classic log start
+    and the producers' state carried over (design §4d). Sent before the partition's first commit.
+    """
+    RepairDisklessLog: _grpc.UnaryUnaryMultiCallable[_coordinator_pb2.RepairDisklessLogRequest, _coordinator_pb2.RepairDisklessLogResponse]
+    """Moves a switched partition's seal while nothing diskless is committed above it (Inkless's
+    repairDisklessLog, after an operator overrode the classic log's leader).
+    """
+    DescribeDisklessLogs: _grpc.UnaryUnaryMultiCallable[_coordinator_pb2.DescribeDisklessLogsRequest, _coordinator_pb2.DescribeDisklessLogsResponse]
+    """Each partition's switch as its coordinator's leader holds it: a strict read, as DescribeProducers."""
 
 @_typing.type_check_only
 class DisklessCoordinatorAsyncStub(DisklessCoordinatorStub):
@@ -120,6 +131,17 @@ class DisklessCoordinatorAsyncStub(DisklessCoordinatorStub):
     held in remote log segments (KIP-405): the coordinator forgets them (KIP-1164 "Metadata log
     size management").
     """
+    InitDisklessLog: _aio.UnaryUnaryMultiCallable[_coordinator_pb2.InitDisklessLogRequest, _coordinator_pb2.InitDisklessLogResponse]  # type: ignore[assignment]
+    """A classic topic's partition switched to diskless (Inkless's InitDisklessLog): its leader sealed
+    the classic log at its high watermark; diskless offsets start there, with the classic log start
+    and the producers' state carried over (design §4d). Sent before the partition's first commit.
+    """
+    RepairDisklessLog: _aio.UnaryUnaryMultiCallable[_coordinator_pb2.RepairDisklessLogRequest, _coordinator_pb2.RepairDisklessLogResponse]  # type: ignore[assignment]
+    """Moves a switched partition's seal while nothing diskless is committed above it (Inkless's
+    repairDisklessLog, after an operator overrode the classic log's leader).
+    """
+    DescribeDisklessLogs: _aio.UnaryUnaryMultiCallable[_coordinator_pb2.DescribeDisklessLogsRequest, _coordinator_pb2.DescribeDisklessLogsResponse]  # type: ignore[assignment]
+    """Each partition's switch as its coordinator's leader holds it: a strict read, as DescribeProducers."""
 
 class DisklessCoordinatorServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -245,5 +267,34 @@ class DisklessCoordinatorServicer(metaclass=_abc_1.ABCMeta):
         held in remote log segments (KIP-405): the coordinator forgets them (KIP-1164 "Metadata log
         size management").
         """
+
+    @_abc_1.abstractmethod
+    def InitDisklessLog(
+        self,
+        request: _coordinator_pb2.InitDisklessLogRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_coordinator_pb2.InitDisklessLogResponse, _abc.Awaitable[_coordinator_pb2.InitDisklessLogResponse]]:
+        """A classic topic's partition switched to diskless (Inkless's InitDisklessLog): its leader sealed
+        the classic log at its high watermark; diskless offsets start there, with the classic log start
+        and the producers' state carried over (design §4d). Sent before the partition's first commit.
+        """
+
+    @_abc_1.abstractmethod
+    def RepairDisklessLog(
+        self,
+        request: _coordinator_pb2.RepairDisklessLogRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_coordinator_pb2.RepairDisklessLogResponse, _abc.Awaitable[_coordinator_pb2.RepairDisklessLogResponse]]:
+        """Moves a switched partition's seal while nothing diskless is committed above it (Inkless's
+        repairDisklessLog, after an operator overrode the classic log's leader).
+        """
+
+    @_abc_1.abstractmethod
+    def DescribeDisklessLogs(
+        self,
+        request: _coordinator_pb2.DescribeDisklessLogsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_coordinator_pb2.DescribeDisklessLogsResponse, _abc.Awaitable[_coordinator_pb2.DescribeDisklessLogsResponse]]:
+        """Each partition's switch as its coordinator's leader holds it: a strict read, as DescribeProducers."""
 
 def add_DisklessCoordinatorServicer_to_server(servicer: DisklessCoordinatorServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

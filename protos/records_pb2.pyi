@@ -196,8 +196,50 @@ class RemoteLogSegmentsCommitted(_message.Message):
     local_log_start_offset: int
     def __init__(self, partition_key: _Optional[int] = ..., local_log_start_offset: _Optional[int] = ...) -> None: ...
 
+class DisklessLogsInitialized(_message.Message):
+    __slots__ = ("logs",)
+    LOGS_FIELD_NUMBER: _ClassVar[int]
+    logs: _containers.RepeatedCompositeFieldContainer[DisklessLogInit]
+    def __init__(self, logs: _Optional[_Iterable[_Union[DisklessLogInit, _Mapping]]] = ...) -> None: ...
+
+class DisklessLogInit(_message.Message):
+    __slots__ = ("partition_key", "log_start_offset", "seal_offset", "leader_epoch", "max_timestamp", "producers_replaced", "producers", "classic_log_start_offset")
+    PARTITION_KEY_FIELD_NUMBER: _ClassVar[int]
+    LOG_START_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    SEAL_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    MAX_TIMESTAMP_FIELD_NUMBER: _ClassVar[int]
+    PRODUCERS_REPLACED_FIELD_NUMBER: _ClassVar[int]
+    PRODUCERS_FIELD_NUMBER: _ClassVar[int]
+    CLASSIC_LOG_START_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    partition_key: int
+    log_start_offset: int
+    seal_offset: int
+    leader_epoch: int
+    max_timestamp: int
+    producers_replaced: bool
+    producers: _containers.RepeatedCompositeFieldContainer[CarriedProducer]
+    classic_log_start_offset: int
+    def __init__(self, partition_key: _Optional[int] = ..., log_start_offset: _Optional[int] = ..., seal_offset: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., max_timestamp: _Optional[int] = ..., producers_replaced: _Optional[bool] = ..., producers: _Optional[_Iterable[_Union[CarriedProducer, _Mapping]]] = ..., classic_log_start_offset: _Optional[int] = ...) -> None: ...
+
+class CarriedProducer(_message.Message):
+    __slots__ = ("producer_id", "producer_epoch", "window", "last_timestamp", "coordinator_epoch", "txn_first_offset")
+    PRODUCER_ID_FIELD_NUMBER: _ClassVar[int]
+    PRODUCER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    WINDOW_FIELD_NUMBER: _ClassVar[int]
+    LAST_TIMESTAMP_FIELD_NUMBER: _ClassVar[int]
+    COORDINATOR_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    TXN_FIRST_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    producer_id: int
+    producer_epoch: int
+    window: bytes
+    last_timestamp: int
+    coordinator_epoch: int
+    txn_first_offset: int
+    def __init__(self, producer_id: _Optional[int] = ..., producer_epoch: _Optional[int] = ..., window: _Optional[bytes] = ..., last_timestamp: _Optional[int] = ..., coordinator_epoch: _Optional[int] = ..., txn_first_offset: _Optional[int] = ...) -> None: ...
+
 class MetadataRecord(_message.Message):
-    __slots__ = ("leader_change", "partition_created", "topic_deleted", "file_committed", "records_deleted", "file_ownership_taken", "file_handed_over", "file_deletion_scheduled", "file_deleted", "producers_expired", "topic_configs_changed", "batches_purged", "retention_applied", "remote_log_segments_committed")
+    __slots__ = ("leader_change", "partition_created", "topic_deleted", "file_committed", "records_deleted", "file_ownership_taken", "file_handed_over", "file_deletion_scheduled", "file_deleted", "producers_expired", "topic_configs_changed", "batches_purged", "retention_applied", "remote_log_segments_committed", "diskless_logs_initialized")
     LEADER_CHANGE_FIELD_NUMBER: _ClassVar[int]
     PARTITION_CREATED_FIELD_NUMBER: _ClassVar[int]
     TOPIC_DELETED_FIELD_NUMBER: _ClassVar[int]
@@ -212,6 +254,7 @@ class MetadataRecord(_message.Message):
     BATCHES_PURGED_FIELD_NUMBER: _ClassVar[int]
     RETENTION_APPLIED_FIELD_NUMBER: _ClassVar[int]
     REMOTE_LOG_SEGMENTS_COMMITTED_FIELD_NUMBER: _ClassVar[int]
+    DISKLESS_LOGS_INITIALIZED_FIELD_NUMBER: _ClassVar[int]
     leader_change: LeaderChange
     partition_created: PartitionCreated
     topic_deleted: TopicDeleted
@@ -226,7 +269,8 @@ class MetadataRecord(_message.Message):
     batches_purged: BatchesPurged
     retention_applied: RetentionApplied
     remote_log_segments_committed: RemoteLogSegmentsCommitted
-    def __init__(self, leader_change: _Optional[_Union[LeaderChange, _Mapping]] = ..., partition_created: _Optional[_Union[PartitionCreated, _Mapping]] = ..., topic_deleted: _Optional[_Union[TopicDeleted, _Mapping]] = ..., file_committed: _Optional[_Union[FileCommitted, _Mapping]] = ..., records_deleted: _Optional[_Union[RecordsDeleted, _Mapping]] = ..., file_ownership_taken: _Optional[_Union[FileOwnershipTaken, _Mapping]] = ..., file_handed_over: _Optional[_Union[FileHandedOver, _Mapping]] = ..., file_deletion_scheduled: _Optional[_Union[FileDeletionScheduled, _Mapping]] = ..., file_deleted: _Optional[_Union[FileDeleted, _Mapping]] = ..., producers_expired: _Optional[_Union[ProducersExpired, _Mapping]] = ..., topic_configs_changed: _Optional[_Union[TopicConfigsChanged, _Mapping]] = ..., batches_purged: _Optional[_Union[BatchesPurged, _Mapping]] = ..., retention_applied: _Optional[_Union[RetentionApplied, _Mapping]] = ..., remote_log_segments_committed: _Optional[_Union[RemoteLogSegmentsCommitted, _Mapping]] = ...) -> None: ...
+    diskless_logs_initialized: DisklessLogsInitialized
+    def __init__(self, leader_change: _Optional[_Union[LeaderChange, _Mapping]] = ..., partition_created: _Optional[_Union[PartitionCreated, _Mapping]] = ..., topic_deleted: _Optional[_Union[TopicDeleted, _Mapping]] = ..., file_committed: _Optional[_Union[FileCommitted, _Mapping]] = ..., records_deleted: _Optional[_Union[RecordsDeleted, _Mapping]] = ..., file_ownership_taken: _Optional[_Union[FileOwnershipTaken, _Mapping]] = ..., file_handed_over: _Optional[_Union[FileHandedOver, _Mapping]] = ..., file_deletion_scheduled: _Optional[_Union[FileDeletionScheduled, _Mapping]] = ..., file_deleted: _Optional[_Union[FileDeleted, _Mapping]] = ..., producers_expired: _Optional[_Union[ProducersExpired, _Mapping]] = ..., topic_configs_changed: _Optional[_Union[TopicConfigsChanged, _Mapping]] = ..., batches_purged: _Optional[_Union[BatchesPurged, _Mapping]] = ..., retention_applied: _Optional[_Union[RetentionApplied, _Mapping]] = ..., remote_log_segments_committed: _Optional[_Union[RemoteLogSegmentsCommitted, _Mapping]] = ..., diskless_logs_initialized: _Optional[_Union[DisklessLogsInitialized, _Mapping]] = ...) -> None: ...
 
 class RecordBatch(_message.Message):
     __slots__ = ("records",)

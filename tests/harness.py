@@ -50,6 +50,9 @@ class ServerProcess:
         self.coordinators = coordinators
         # What follows the interpreter: the `diskless` command, or a launcher that crashes it at a fault point.
         self.launcher: tuple[str, ...] = ("-m", "coordinator")
+        # What precedes the interpreter (`ip netns exec NAME`: tests/netns_cluster.py) and the host it listens on.
+        self.command_prefix: tuple[str, ...] = ()
+        self.host = "127.0.0.1"
         self.settings = {**QUIET_FILE_WORKERS, **NODE_PROCESSES, **(settings or {})}
         self.credentials = credentials  # TLS for the test's own channel (and health probe)
         self.process: subprocess.Popen[str] | None = None
@@ -60,7 +63,7 @@ class ServerProcess:
 
     @property
     def address(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
 
     def start(self, wait_serving: bool = True) -> ServerProcess:
         """Starts the node; waits for health SERVING unless told not to (a node with a coordinator out)."""
@@ -68,8 +71,8 @@ class ServerProcess:
         config.write_text("".join(f"{k}={v}\n" for k, v in self.settings.items()))
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         self.process = subprocess.Popen(
-            [sys.executable, *self.launcher, "serve", "--data-dir", str(self.data_dir), "--listen",
-             f"127.0.0.1:{self.port}", "--coordinators", str(self.coordinators), "--config", str(config),
+            [*self.command_prefix, sys.executable, *self.launcher, "serve", "--data-dir", str(self.data_dir),
+             "--listen", f"{self.host}:{self.port}", "--coordinators", str(self.coordinators), "--config", str(config),
              *self.arguments],
             cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         )  # fmt: skip

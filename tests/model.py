@@ -31,7 +31,8 @@ same well-formed batches (every field the coordinator keeps: partition, bytes, r
 timestamps, magic, producer fields when idempotent; malformed ones are not kept, so not
 compared, and get their problem again). It gets the first answer again (offsets, append time;
 the current log start) only while every well-formed batch of the first part was accepted with
-new offsets and is still live; otherwise, like any other reuse, INVALID_REQUEST.
+new offsets and is still live, or was rejected then and is now a duplicate (its producer's window) of a live
+batch, answered as that duplicate; otherwise, like any other reuse, INVALID_REQUEST.
 """
 
 from __future__ import annotations
@@ -381,17 +382,37 @@ class Model:
             return None
         again = iter(firsts)
         answers: list[CommitExpect] = []
-        for _, bad in part:
+        for index, bad in part:
             if bad:
                 answers.append(CommitExpect(pb.INVALID_RECORD))
                 continue
             topic_id, identity, stored, answer = next(again)
             p = self.partition(topic_id, identity[0])
-            # Rejected then (a producer error, a duplicate) or deleted since: the first answer is gone.
+            if stored is None and p is not None:
+                # Rejected then: answered again only as a duplicate of a batch still stored.
+                duplicate = self._duplicate_of_live(p, request.batches[index])
+                if duplicate is None:
+                    return None
+                answers.append(duplicate)
+                continue
+            # Deleted since: the first answer is gone.
             if stored is None or p is None or not any(live is stored for live in p.batches):
                 return None
             answers.append(CommitExpect(pb.NONE, answer.base, answer.append, p.log_start, False, retry=True))
         return answers
+
+    @staticmethod
+    def _duplicate_of_live(p: Partition, b: pb.CommitFileRequest.Batch) -> CommitExpect | None:
+        """The duplicate's answer if the batch is in its producer's window and that copy is still live."""
+        state = p.producers.get(b.producer_id) if b.producer_id >= 0 else None
+        if state is None or state.epoch != b.producer_epoch:
+            return None
+        for sent in state.window:
+            if (sent.base_seq, sent.last_seq) == (b.base_sequence, b.last_sequence) and sent.base_offset >= p.log_start:
+                return CommitExpect(
+                    pb.NONE, sent.base_offset, sent.reported_append_time(), p.log_start, True, retry=True
+                )
+        return None
 
     def _commit_batch(
         self,

@@ -59,6 +59,7 @@ PURE_CORE = {
     "coordinator.topics.rules",
     "coordinator.topics.config_checks",
     "coordinator.topics.topic_configs",
+    "coordinator.topics.switch.rules",
     "coordinator.files.ownership",
     "coordinator.files.loans",
     "coordinator.topics.partition_balance",

@@ -19,6 +19,7 @@ import apsw
 import pytest
 
 from coordinator.machine.state import time_index
+from coordinator.machine.state.schema import SCHEMA_VERSION
 from coordinator.runtime.log.frame import decode_frame, encode_frame
 from coordinator.runtime.log.segments import SEGMENT_SUFFIX, MetadataLog
 from coordinator.runtime.shard.log_replay import logical_dump
@@ -419,6 +420,8 @@ def test_a_schema_2_state_is_migrated_in_place_and_answers_the_same(filled: Fill
             db.execute("ALTER TABLE producers DROP COLUMN last_timestamp")
             db.execute("ALTER TABLE partitions DROP COLUMN local_log_start_offset")
             db.execute("ALTER TABLE partitions DROP COLUMN remote_max_timestamp")
+            for column in ("classic_log_start_offset", "seal_offset", "switch_leader_epoch", "switch_producers"):
+                db.execute(f"ALTER TABLE partitions DROP COLUMN {column}")  # schema 9's switch
             db.execute("DROP TABLE time_index")
             db.execute("UPDATE meta SET value = 2 WHERE name = 'schema_version'")
         db.close()
@@ -430,7 +433,8 @@ def test_a_schema_2_state_is_migrated_in_place_and_answers_the_same(filled: Fill
     stored_without, stored_with = 0, 0
     for coordinator_id in range(COORDINATORS):
         db = apsw.Connection(str(coordinator_dir(filled, coordinator_id) / "state.sqlite"))
-        assert db.execute("SELECT value FROM meta WHERE name = 'schema_version'").fetchall() == [(8,)]
+        assert db.execute("SELECT value FROM meta WHERE name = 'schema_version'").fetchall() == [(SCHEMA_VERSION,)]
+        assert db.execute("SELECT count(*) FROM partitions WHERE seal_offset != -1").fetchall() == [(0,)]  # unswitched
         assert db.execute("SELECT count(*) FROM time_index").fetchall()[0][0] > 0
         assert time_index.index_problems(db) == []  # built at open from the held batches, then kept
         assert db.execute(

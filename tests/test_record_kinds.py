@@ -31,6 +31,10 @@ SAMPLES: dict[str, rec.MetadataRecord] = {
     "leader_change": records.leader_change(3, 5),
     "partition_created": records.partition_created(0, TOPIC, "orders", 2),
     "topic_configs_changed": records.topic_configs_changed(TOPIC, {"retention.ms": "60000"}),
+    # Switched before its first commit, at an empty classic log (a seal above 0 would move the next offset there).
+    "diskless_logs_initialized": records.diskless_logs_initialized(
+        [records.DisklessLogInit(0, 0, 0, 3, -1, True, (records.CarriedProducer(42, 0, b"", -1, -1, -1),), 0)]
+    ),
     "records_deleted": records.records_deleted(0, 4),
     "file_committed": records.file_committed(8, "wal/a", 100, 1, [0], 1000, [PRODUCED, UNNAMED]),
     "remote_log_segments_committed": records.remote_log_segments_committed(0, 10),
@@ -56,6 +60,11 @@ EXPECTED: dict[str, tuple[PartitionChanges, NamesGiven, str]] = {
         PartitionChanges(),
         NamesGiven(),
         f"topic configs changed: orders (topic id {TOPIC.hex()}): retention.ms=60000",
+    ),
+    "diskless_logs_initialized": (
+        PartitionChanges(next_offsets=((0, 0),)),
+        NamesGiven(),
+        "diskless logs initialized: orders-2 switched at seal 0 (log start 0, leader epoch 3, 1 producer)",
     ),
     "records_deleted": (PartitionChanges(), NamesGiven(), "records deleted: orders-2 log start offset moved to 4"),
     "file_committed": (

@@ -3,7 +3,8 @@
 Through the real socket: the retry is answered with the first commit's offsets and append time
 and writes nothing (no log record, no offsets, no producer state), also after a restart and
 while the first commit is still pending; any other reuse of the key stays INVALID_REQUEST,
-and so does a retry of a commit that some batches were rejected by or deleted from since.
+and so does a retry of a commit that some batches were rejected by (unless as duplicates of batches still stored)
+or deleted from since.
 """
 
 from __future__ import annotations
@@ -260,6 +261,31 @@ def test_retry_of_a_commit_that_rejected_a_batch_is_invalid_request(broker: Brok
     response = broker.stub.CommitFile(request)
     assert [b.error_code for b in response.batches] == [pb.INVALID_REQUEST] * 2
     assert high_watermark(broker.stub, topic_id, 0) == 2
+
+
+def test_retry_of_a_commit_that_answered_a_duplicate_gets_the_duplicate_again(broker: Broker) -> None:
+    """Found on a lossy network (tests/test_network_partitions.py): a batch stored in one file, resent in a second
+    file (answered as a duplicate), and that second commit retried as it was after its answer was lost. The retry is
+    answered as the first time, the stored batch's offset and a duplicate, and writes nothing; once the stored copy
+    is deleted the duplicate's answer is gone, and the retry is refused again."""
+    topic_id = broker.create_topic(topic_name("retry"), 1)
+    owner = coordinator_of(broker.stub, topic_id, 0)
+    assert answers(broker.commit([batch(topic_id, 0, 2)]))[0][0] == pb.NONE  # offsets 0-1
+    resent = batch(topic_id, 0, 3, producer_id=PID, epoch=3, sequence=0)
+    assert answers(broker.commit([resent]))[0][:2] == (pb.NONE, 2)  # offsets 2-4
+    request = new_request(laid_out([batch(topic_id, 0, 1), resent]), [owner])
+    first = answers(broker.stub.CommitFile(request))
+    assert [(a[0], a[1], a[4]) for a in first] == [(pb.NONE, 5, False), (pb.NONE, 2, True)]
+    end = log_end(broker.stub, owner)
+
+    assert answers(broker.stub.CommitFile(request)) == first
+    assert log_end(broker.stub, owner) == end  # nothing written
+    assert high_watermark(broker.stub, topic_id, 0) == 6
+
+    assert delete_records(broker.stub, topic_id, 0, 5).error_code == pb.NONE  # the duplicate's stored copy goes
+    refused = broker.stub.CommitFile(request)
+    assert [b.error_code for b in refused.batches] == [pb.INVALID_REQUEST] * 2
+    assert "rejected then or deleted since" in refused.batches[0].error_message
 
 
 def on_coordinator(broker: Broker, topic_id: bytes, partitions: int, coordinator_id: int) -> int:

@@ -46,6 +46,7 @@ class RoutingProxy(pb_grpc.DisklessCoordinatorServicer):
         self.node = node
         self.where: dict[int, str] = {}
         self.refusals = refusals
+        self.stall_s = 0.0  # CommitFile calls not refused answer NOT_COORDINATOR only after this long (a slow node)
         self.calls: list[tuple[str, Any]] = []
         self._lock = threading.Lock()
         self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
@@ -89,8 +90,11 @@ class RoutingProxy(pb_grpc.DisklessCoordinatorServicer):
             return refuse
 
     def CommitFile(self, request: pb.CommitFileRequest, context: Any) -> pb.CommitFileResponse:
+        refused = pb.CommitFileResponse.BatchResult(error_code=pb.NOT_COORDINATOR, assigned_base_offset=-1)
         if self._refused("CommitFile", request):
-            refused = pb.CommitFileResponse.BatchResult(error_code=pb.NOT_COORDINATOR, assigned_base_offset=-1)
+            return pb.CommitFileResponse(batches=[refused for _ in request.batches])
+        if self.stall_s:
+            time.sleep(self.stall_s)
             return pb.CommitFileResponse(batches=[refused for _ in request.batches])
         return self.node.stub.CommitFile(request)
 
@@ -272,6 +276,26 @@ def test_bounded_retries_end_with_the_last_error_at_the_deadline(
     assert server.stub.DescribeFiles(pb.DescribeFilesRequest(object_keys=["wal/never"])).files[0].state == (
         pb.FILE_STATE_UNKNOWN
     )
+
+
+def test_a_try_cut_by_the_deadline_ends_with_the_last_error(
+    server: InProcessNode, broker: Broker, proxies: list[RoutingProxy]
+) -> None:
+    """A node that answered NOT_COORDINATOR, then is too slow for the call's deadline: gRPC's DEADLINE_EXCEEDED on
+    the last try is the deadline passing, and the call ends with the items' last answers, not an exception."""
+    routed, _, owners = two_topics(broker)
+    stale = proxies[0]
+    stale.refusals = 1
+    stale.stall_s = 5 * SHORT_DEADLINE_MS / 1000
+    stale.where = dict.fromkeys(range(server.coordinators), stale.address)
+
+    async def scenario() -> pb.CommitFileResponse:
+        async with RoutingClient([stale.address], deadline_ms=SHORT_DEADLINE_MS, backoff_initial_ms=10) as client:
+            return await client.commit_file(commit_request(routed, owners, "wal/slow"))
+
+    response = run(server, scenario())
+    assert {b.error_code for b in response.batches} == {pb.NOT_COORDINATOR}
+    assert [name for name, _ in stale.calls].count("CommitFile") == 2, "answered once, then cut by the deadline"
 
 
 def test_a_bad_bootstrap_address_is_a_clear_error(server: InProcessNode) -> None:

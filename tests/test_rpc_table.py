@@ -38,7 +38,7 @@ PROTO_FILES = (pb.DESCRIPTOR, internal_pb2.DESCRIPTOR, admin_pb2.DESCRIPTOR)
 
 # What each method's verb says it does to the coordinators, read from its name in the protos: a method whose verb is
 # in neither set fails here, so a new RPC is classified when it is added (and the rules below then check its row).
-CHANGING_VERBS = ("Create", "Delete", "Commit", "Alter", "Elect", "Check", "HandOver", "Change")
+CHANGING_VERBS = ("Create", "Delete", "Commit", "Alter", "Elect", "Check", "HandOver", "Change", "Init", "Repair")
 READING_VERBS = ("Describe", "List", "Find", "Known", "Fetch", "OffsetFor")
 
 

@@ -1,6 +1,10 @@
 """Transactions in the simulated cluster (DESIGN §4b): transactional producers whose markers cross failovers. Nothing
 acknowledged is lost, the last stable offset a read_committed consumer sees never moves back, and every replica
-holds the same open transactions, coordinator epochs and aborted ranges."""
+holds the same open transactions, coordinator epochs and aborted ranges.
+
+The seeded randomized runs (tests/simulation/transactions.py) print their seed; as the plain runs,
+`DISKLESS_SIM_SEEDS=7 DISKLESS_SIM_STEPS=500 pytest tests/test_simulation_transactions.py -k seeded` replays one.
+"""
 
 from __future__ import annotations
 
@@ -13,11 +17,64 @@ import pytest
 from protos import coordinator_pb2 as pb
 from tests.harness import batch
 from tests.simulation.cluster import SimCluster, SimNode
-from tests.simulation.workload import TOPIC_ID
-from tests.test_simulation import _leader, _partition_of, _topic, _until, simulate
+from tests.simulation.transactions import TransactionalWorkload
+from tests.simulation.workload import TOPIC_ID, RunReport
+from tests.test_simulation import _leader, _partition_of, _seeds, _steps, _topic, _until, simulate
 from tests.test_transactions_core import marker
 
 PRODUCERS = (31, 32, 33)
+FAST_SEEDS = (1,)
+FAST_STEPS = 200
+SLOW_SEEDS = tuple(range(200, 206))
+SLOW_STEPS = 1000
+
+
+def _run(root: Path, seed: int, steps: int) -> tuple[RunReport, TransactionalWorkload]:
+    def work(sim: SimCluster) -> Any:
+        workload = TransactionalWorkload(sim, seed, steps)
+        return workload.run(), workload
+
+    async def run(sim: SimCluster) -> tuple[RunReport, TransactionalWorkload]:
+        report, workload = work(sim)
+        return await report, workload
+
+    report, workload = simulate(root, seed, run)
+    ended = workload.ended
+    print(
+        f"seed {seed}: {report.steps} steps in {report.wall_s:.2f} s ({report.simulated_s:.0f} s simulated), "
+        f"{report.acknowledged} batches acknowledged, {report.refused} refused; {len(ended)} transaction ends "
+        f"({sum(not e.committed for e in ended)} aborts), {workload.transactions_checked} read_committed checks"
+    )
+    return report, workload
+
+
+def _assert_it_checked(workload: TransactionalWorkload) -> None:
+    ended = workload.ended
+    assert any(e.committed and e.offsets for e in ended), "no transaction committed with a batch: nothing checked"
+    assert any(not e.committed and e.offsets for e in ended), "no transaction aborted with a batch: nothing checked"
+    assert workload.transactions_checked > 0
+
+
+@pytest.mark.parametrize("seed", _seeds(FAST_SEEDS))
+def test_seeded_run_with_transactions_loses_nothing_keeps_the_lso_and_replicas_agree(tmp_path: Path, seed: int) -> None:
+    _, workload = _run(tmp_path, seed, _steps(FAST_STEPS))
+    _assert_it_checked(workload)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", SLOW_SEEDS)
+def test_seeded_long_run_with_transactions_loses_nothing_keeps_the_lso_and_replicas_agree(
+    tmp_path: Path, seed: int
+) -> None:
+    _, workload = _run(tmp_path, seed, SLOW_STEPS)
+    _assert_it_checked(workload)
+
+
+def test_a_seed_with_transactions_replays_exactly(tmp_path: Path) -> None:
+    first, _ = _run(tmp_path / "first", 12, 80)
+    second, _ = _run(tmp_path / "second", 12, 80)
+    assert first.trace == second.trace
+    assert any(" commit [" in line or " abort [" in line for line in first.trace), "no transaction ended"
 
 
 def _data(partition: int, producer: int, sequence: int) -> pb.CommitFileRequest.Batch:

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from coordinator.cli.main import main
+from coordinator.client.control_batch import decode_marker
 from coordinator.client.routing_client import RoutingClient
 from protos import coordinator_pb2 as pb
 from tests.harness import Broker, ServerProcess, batch, laid_out, topic_name
@@ -159,15 +160,26 @@ def test_the_cli_finds_a_hanging_transaction_and_aborts_it_through_commit_file(
     assert (found["partition"], found["producer_id"], found["start_offset"]) == (1, 21, 1)
     assert main(["transactions", "find-hanging", *target, "--max-transaction-timeout", str(10**9), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["hanging"] == []  # not idle that long
-    assert main(["transactions", "abort", *target, "--partition", "1", "--start-offset", "7"]) == 2
+    assert main(["transactions", "abort", *target, "--partition", "1", "--start-offset", "1"]) == 2
+    assert "give the nodes' settings file (--config FILE" in capsys.readouterr().err  # nowhere to upload the marker
+    store = ["--data-dir", str(server.data_dir)]  # the node's embedded local store, <data dir>/objects
+    assert main(["transactions", "abort", *target, *store, "--partition", "1", "--start-offset", "7"]) == 2
     assert "no transaction of partition 1 is open at offset 7" in capsys.readouterr().err
-    assert main(["transactions", "abort", *target, "--partition", "1", "--start-offset", "1", "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["marker_offset"] == 3
+    assert main(["transactions", "abort", *target, *store, "--partition", "1", "--start-offset", "1", "--json"]) == 0
+    done = json.loads(capsys.readouterr().out)
+    assert done["marker_offset"] == 3
     answer = find(broker, topic_id, 0, partition=1)
     assert answer.error_code == pb.NONE and answer.partition == 1
     assert answer.last_stable_offset == 4 and [
         (a.producer_id, a.first_offset) for a in answer.aborted_transactions
     ] == [(21, 1)]
+    # The marker is a WAL object as a broker writes it: the byte range FindBatches answers is an ABORT control batch.
+    (found,) = [b for b in answer.batches if b.base_offset == 3]
+    assert found.is_control and found.object_key == done["object_key"]
+    wal_file = (server.data_dir / "objects" / found.object_key).read_bytes()
+    control = decode_marker(wal_file[found.byte_offset : found.byte_offset + found.byte_size])
+    assert (control.control_type, control.producer_id, control.producer_epoch) == (pb.CONTROL_ABORT, 21, 0)
+    assert control.coordinator_epoch == 0  # the producer's last marker's (none yet: 0)
     assert main(["transactions", "find-hanging", *target, "--max-transaction-timeout", "60", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["hanging"] == []
 
@@ -184,9 +196,11 @@ def test_the_transactions_commands_run_as_an_operator_runs_them(tmp_path: Path) 
         assert header.split() == ["PARTITION", "PRODUCER_ID", "PRODUCER_EPOCH", "COORDINATOR_EPOCH", "START_OFFSET",
                                   "DURATION_MINUTES"]  # fmt: skip
         assert row.split()[:5] == ["1", "21", "0", "-1", "1"]
-        aborted = diskless("transactions", "abort", *target, "--partition", "1", "--start-offset", "1")
+        store = ["--data-dir", str(server.data_dir)]
+        aborted = diskless("transactions", "abort", *target, *store, "--partition", "1", "--start-offset", "1")
         assert aborted.returncode == 0 and "ABORT marker at offset 3" in aborted.stdout, aborted.stderr
-        again = diskless("transactions", "abort", *target, "--partition", "1", "--start-offset", "1")
+        assert len(list((server.data_dir / "objects" / "wal").glob("*/*.wal"))) == 1  # its WAL object, uploaded
+        again = diskless("transactions", "abort", *target, *store, "--partition", "1", "--start-offset", "1")
         assert again.returncode == 2 and "no transaction of partition 1 is open at offset 1" in again.stderr
     finally:
         assert server.stop() == 0

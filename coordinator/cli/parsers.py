@@ -22,6 +22,7 @@ from coordinator.cli.operator_commands import (
 )
 from coordinator.cli.partition_moves import add_partition_move_commands
 from coordinator.cli.reassign import add_reassign_commands
+from coordinator.cli.switch import add_switch_command
 from coordinator.cli.transactions import add_transactions_command
 from coordinator.config.settings import Settings
 
@@ -60,6 +61,7 @@ def add_operator_commands(commands: Any) -> None:
 
     add_configs_command(commands)
     add_transactions_command(commands)
+    add_switch_command(commands)
     add_elect_leaders_command(commands)
     add_reassign_commands(commands)
     add_partition_move_commands(commands)

@@ -5,7 +5,11 @@
 wrote nothing for longer than `--max-transaction-timeout` minutes (Kafka's test: the producer's last timestamp, as
 its tool has no transaction coordinator to ask here). `abort` ends one with an ABORT marker committed through
 CommitFile, the path a broker takes for WriteTxnMarkers: the producer's epoch and its last marker's coordinator
-epoch (0 if none), as Kafka's `abort --start-offset` takes them from DescribeProducers.
+epoch (0 if none), as Kafka's `abort --start-offset` takes them from DescribeProducers. As a broker does, it first
+uploads the marker's WAL object (one Kafka v2 control batch, `coordinator/client/control_batch.py`) to the object
+store the nodes' settings name (`--config`, or `--data-dir` for the embedded local store), then commits it: a
+consumer reading the marker's bytes finds a genuine ABORT control record. An upload whose commit then fails is an
+orphan, removed by the orphan scan as any broker's.
 """
 
 from __future__ import annotations
@@ -13,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -21,11 +24,19 @@ import grpc
 
 from coordinator.cli.configs import TOPIC_FORMS, topic_id_of
 from coordinator.cli.operator_commands import DEFAULT_BOOTSTRAP, RPC_TIMEOUT_S, CommandFailed, call_first, run
+from coordinator.client.control_batch import EndTransactionMarker, encode_marker
+from coordinator.config.loading import load_settings
+from coordinator.config.settings import SettingsError
+from coordinator.files.object_store import ObjectStore, ObjectStoreError, StoreConfig, new_wal_key, open_object_store
 from protos import coordinator_pb2 as pb
 from protos import coordinator_pb2_grpc as pb_grpc
 
 PARTITIONS_PER_CALL = 100  # partitions asked per DescribeProducers call while looking for the topic's last one
 MARKER_BYTES = 78  # an EndTransactionMarker batch: the v2 batch header (61 bytes) and its one control record
+NO_STORE = (
+    "abort uploads the marker's WAL object as a broker does: give the nodes' settings file (--config FILE, "
+    "its diskless.storage.* settings) or, for the embedded local store, the node's --data-dir"
+)
 
 
 def _describe(channel: grpc.Channel, topic_id: bytes) -> list[pb.DescribeProducersResponse.PartitionResult]:
@@ -86,8 +97,23 @@ def _marker(topic_id: bytes, partition: int, producer: Any, now_ms: int) -> pb.C
     )  # fmt: skip
 
 
+def object_store_of(args: argparse.Namespace) -> ObjectStore:
+    """The object store the nodes write WAL files to, from their settings file or data directory."""
+    if args.config is None and args.data_dir is None:
+        raise CommandFailed(NO_STORE)
+    try:
+        settings = load_settings(args.config, {"diskless.data.dir": args.data_dir})
+    except (SettingsError, OSError) as error:
+        raise CommandFailed(str(error)) from error
+    try:
+        return open_object_store(StoreConfig.from_settings(settings))
+    except (ObjectStoreError, ValueError) as error:
+        raise CommandFailed(f"the object store cannot be opened: {error}") from error
+
+
 def abort(args: argparse.Namespace) -> int:
     topic_id = topic_id_of(args)
+    store = object_store_of(args)
 
     def call(channel: grpc.Channel) -> dict[str, Any]:
         stub = pb_grpc.DisklessCoordinatorStub(channel)
@@ -110,8 +136,15 @@ def abort(args: argparse.Namespace) -> int:
         coordinator_id = where.topics[0].partitions[0].coordinator_id
         if coordinator_id < 0:
             raise CommandFailed(f"partition {args.partition}'s coordinator is not known now: try again")
-        object_key = f"wal/{uuid.uuid4()}"
-        marker = _marker(topic_id, args.partition, producer, int(time.time() * 1000))
+        now_ms = int(time.time() * 1000)
+        marker = _marker(topic_id, args.partition, producer, now_ms)
+        object_key = new_wal_key(store.config.prefix)
+        control = EndTransactionMarker(pb.CONTROL_ABORT, producer.producer_id, producer.producer_epoch,
+                                       marker.coordinator_epoch, now_ms)  # fmt: skip
+        try:
+            store.put(object_key, encode_marker(control))
+        except ObjectStoreError as error:
+            raise CommandFailed(f"the marker's WAL object could not be uploaded: {error}") from error
         answer = stub.CommitFile(
             pb.CommitFileRequest(
                 object_key=object_key, object_format=1, file_size=MARKER_BYTES, uploader_broker_id=args.broker_id,
@@ -125,7 +158,10 @@ def abort(args: argparse.Namespace) -> int:
         return {"partition": args.partition, "producer_id": producer.producer_id, "marker_offset":
                 batch.assigned_base_offset, "object_key": object_key}  # fmt: skip
 
-    done = call_first(args, call)
+    try:
+        done = call_first(args, call)
+    finally:
+        store.close()
     if args.json:
         print(json.dumps(done, indent=2))
     else:
@@ -158,5 +194,11 @@ def add_transactions_command(commands: Any) -> None:
     ending.add_argument("--partition", type=int, required=True)
     ending.add_argument("--start-offset", type=int, required=True, help="the open transaction's first offset")
     ending.add_argument("--broker-id", type=int, default=0, help="the uploader broker id the marker's file names")
+    ending.add_argument(
+        "--config", type=Path, help="the nodes' settings file: the object store (diskless.storage.*) to upload to"
+    )
+    ending.add_argument(
+        "--data-dir", type=Path, help="a node's data directory: its embedded local store (<data dir>/objects)"
+    )
     hanging.set_defaults(run=lambda args: run(find_hanging, args))
     ending.set_defaults(run=lambda args: run(abort, args))

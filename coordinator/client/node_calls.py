@@ -46,6 +46,12 @@ class RoutingError(Exception):
     """No node could be reached for part of a call before its deadline; the message names the addresses and why."""
 
 
+class DeadlinePassed(str):
+    """Why a try reached no node: the call's own deadline passed (before it was sent, or gRPC's DEADLINE_EXCEEDED at
+    it). An item a node had already answered keeps that answer: the call ends with its last error, as a broker's
+    bounded retries do, rather than with a RoutingError."""
+
+
 class NodeCalls:
     """The routing client's connection layer: channels, calls to one node, and the routing questions."""
 
@@ -256,7 +262,7 @@ class NodeCalls:
         """The answer, or why the node could not be reached (a string); other failures raise."""
         timeout_s = min(self.rpc_timeout_ms / 1000, deadline - time.monotonic())
         if timeout_s <= 0:
-            return f"{address}: the call's deadline passed"
+            return DeadlinePassed(f"{address}: the call's deadline passed")
         channel = await self._channels.get(address)
         admin = BY_METHOD[method].service is Service.ADMIN
         stub = admin_grpc.CoordinatorAdminStub(channel.channel) if admin else channel.stub
@@ -266,4 +272,6 @@ class NodeCalls:
         except grpc.aio.AioRpcError as error:
             if error.code() in RETRIED_STATUS:
                 return f"{address}: {error.code().name} {error.details()}"
+            if error.code() == grpc.StatusCode.DEADLINE_EXCEEDED and time.monotonic() >= deadline:
+                return DeadlinePassed(f"{address}: the call's deadline passed ({error.details()})")
             raise

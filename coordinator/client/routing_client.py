@@ -32,7 +32,7 @@ from typing import Any, TypeVar, final
 
 from coordinator.base.backoff import Backoff
 from coordinator.client.channels import channel_credentials
-from coordinator.client.node_calls import READER_METHOD, NodeCalls, RoutingError
+from coordinator.client.node_calls import READER_METHOD, DeadlinePassed, NodeCalls, RoutingError
 from coordinator.client.request_parts import (
     PartitionKey,
     commit_error,
@@ -116,6 +116,16 @@ class RoutingClient(NodeCalls):
     ) -> pb.CommitRemoteLogSegmentsResponse:
         """Each partition's offload to its coordinator's leader (DESIGN §4a)."""
         return await self._partitioned("CommitRemoteLogSegments", request, pb.CommitRemoteLogSegmentsResponse())
+
+    async def init_diskless_log(self, request: pb.InitDisklessLogRequest) -> pb.InitDisklessLogResponse:
+        """Each partition's switch to its coordinator's leader (design §4d)."""
+        return await self._partitioned("InitDisklessLog", request, pb.InitDisklessLogResponse())
+
+    async def repair_diskless_log(self, request: pb.RepairDisklessLogRequest) -> pb.RepairDisklessLogResponse:
+        return await self._partitioned("RepairDisklessLog", request, pb.RepairDisklessLogResponse())
+
+    async def describe_diskless_logs(self, request: pb.DescribeDisklessLogsRequest) -> pb.DescribeDisklessLogsResponse:
+        return await self._partitioned("DescribeDisklessLogs", request, pb.DescribeDisklessLogsResponse())
 
     async def describe_files(self, request: pb.DescribeFilesRequest) -> pb.DescribeFilesResponse:
         """Every key asked of a replica of every coordinator; per key, what they know together."""
@@ -248,8 +258,15 @@ class RoutingClient(NodeCalls):
                     retry += indices
                     continue
                 if isinstance(answer, str):
-                    self._table.forget_address(address)
-                    unreachable.update(dict.fromkeys(indices, answer))
+                    if not isinstance(answer, DeadlinePassed):  # a slow node is not a gone one
+                        self._table.forget_address(address)
+                    unreachable.update(
+                        {
+                            i: answer
+                            for i in indices
+                            if not (isinstance(answer, DeadlinePassed) and results[i] is not None)
+                        }
+                    )
                     retry += indices
                     continue
                 answered = results_of(answer)

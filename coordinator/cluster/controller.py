@@ -76,6 +76,17 @@ REGISTER_RETRY_MS = 500
 RENEWAL_WAIT_MIN_MS = 50  # a renewal is given at least this long, even when the session is about to lapse
 
 
+def renewal_wait_ms(interval_ms: int, valid_for_ms: int) -> int:
+    """How long one renewal may wait for its answer: a heartbeat at most, and while the session holds no longer than
+    what is left of it (at least RENEWAL_WAIT_MIN_MS), so that the node steps down on time. Once it lapsed there is
+    nothing left to protect: a whole heartbeat, or over a link slower than the floor (a 100 ms round trip) no renewal
+    would ever be answered, and the node would stay stepped down until etcd let its lease expire
+    (tests/test_session_renewal.py)."""
+    if valid_for_ms <= 0:
+        return interval_ms
+    return max(RENEWAL_WAIT_MIN_MS, min(interval_ms, valid_for_ms))
+
+
 class RoleHolder(Protocol):
     """A coordinator as the controller drives it (the shard)."""
 
@@ -357,9 +368,7 @@ class ClusterController:
                 # as etcd's leader died waits there for the next leader (etcd checks once per election timeout)
                 # even after one is elected, while a new one is answered at once. Waiting out the first for the
                 # whole session made every node step down on an etcd leader's loss, with no lease expiring.
-                await run_within(
-                    self._clock, session.renew(), max(RENEWAL_WAIT_MIN_MS, min(interval_ms, session.valid_for_ms()))
-                )
+                await run_within(self._clock, session.renew(), renewal_wait_ms(interval_ms, session.valid_for_ms()))
                 stepped_down = False
             except SessionExpired:
                 log.error("node %d: etcd let its session expire; registering again", self._endpoint.node_id)

@@ -1,8 +1,8 @@
 """A CommitFile part whose object key a coordinator already holds (DESIGN §4, "Retried commits").
 
 An identical retry of the commit that recorded the key gets the first answer again, as long as
-that answer is still whole; any other reuse of the key is refused with INVALID_REQUEST. Pure:
-nothing is written either way.
+that answer is still whole (its stored batches live, the others duplicates of stored ones); any other
+reuse of the key is refused with INVALID_REQUEST. Pure: nothing is written either way.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from coordinator.base.errors import ErrorCode
 from coordinator.base.result import Result
 from coordinator.commits.parts import BatchOutcome, CommitPart, RequestBatch, reject_all
 from coordinator.machine import records
+from coordinator.machine.producers import check_producer
 from coordinator.machine.view import CoordinatorView
 from protos import coordinator_pb2 as pb
 
@@ -39,31 +40,87 @@ def retried_commit(view: CoordinatorView, part: CommitPart) -> Result[list[Batch
     batch for batch, what the first commit stored (partition, bytes, record count, timestamps,
     magic, producer fields); batches the request itself marks malformed are not stored, so not
     compared: they get their problem again. The first answer can be given again only while every other batch is still
-    stored as accepted then: a first commit that rejected some (a producer error, a duplicate) or
-    whose batches were deleted since (DeleteRecords, DeleteTopics) no longer knows it, and the
-    retry is refused like any other reuse. Nothing is written either way.
+    stored as accepted then, or, for a batch the first commit did not store, while it is a duplicate of a batch still
+    stored (the producer's window names it): answered as that duplicate, as the first commit answered it, and as any
+    resend of it would be. A first commit whose batches were deleted since (DeleteRecords, DeleteTopics), or that
+    rejected a batch for a producer error that still holds, no longer knows its answer, and the retry is refused like
+    any other reuse. Nothing is written either way.
+
+    Why duplicates are answered (found on a lossy network, tests/test_network_partitions.py): a producer's batch
+    whose answer was lost is resent in a new file, answered as a duplicate, and that answer lost too; the broker
+    then retries that commit as it was, and a refusal (INVALID_REQUEST, not retriable) would fail a batch that is
+    stored, where Kafka answers any resend of a stored sequence as a duplicate.
     """
     first = _first_commit(view, part)
-    problem = first if isinstance(first, str) else _retry_problem(view, part, first)
-    if problem is not None:
+    answers = (
+        first if isinstance(first, str) else (_retry_problem(view, part, first) or _answers_again(view, part, first))
+    )
+    if isinstance(answers, str):
         return reject_all(
             part,
             f"object key {part.object_key!r} was already committed to coordinator {view.coordinator_id} "
-            f"{problem}: only an identical retry of a commit whose batches are all still stored is answered again",
+            f"{answers}: only an identical retry of a commit whose batches are all still stored (or duplicates of "
+            "stored batches) is answered again",
         )
-    assert not isinstance(first, str)
+    return Result([], answers)
+
+
+def _answers_again(view: CoordinatorView, part: CommitPart, first: FirstCommit) -> list[BatchOutcome] | str:
+    """The first answer, batch for batch, or why it cannot be given: a batch the first commit stored gets its
+    offsets again; one it did not (`first.missing` of them) is answered only as a duplicate of a stored batch."""
+    partition_of = view.partition_index.get
     stored = iter(first.batches)
-    partitions = view.partitions_by_key
+    next_stored = next(stored, None)
     outcomes: list[BatchOutcome] = []
-    for batch_problem in part.problems:
+    duplicates = 0
+    for batch, batch_problem in zip(part.batches, part.problems, strict=True):
         if batch_problem is not None:
             outcomes.append(BatchOutcome(batch_problem.error_code, batch_problem.message))
             continue
-        batch = next(stored)
-        append_time = first.append_time_ms if batch.timestamp_type == pb.LOG_APPEND_TIME else -1
-        log_start = partitions[batch.partition_key].log_start_offset
-        outcomes.append(BatchOutcome(ErrorCode.NONE, "", batch.base_offset, append_time, log_start, is_retry=True))
-    return Result([], outcomes)
+        partition = partition_of((batch.topic_id, batch.partition))
+        if partition is not None and next_stored is not None and _same_batch(batch, partition.key, next_stored):
+            append_time = first.append_time_ms if next_stored.timestamp_type == pb.LOG_APPEND_TIME else -1
+            outcomes.append(
+                BatchOutcome(
+                    ErrorCode.NONE, "", next_stored.base_offset, append_time, partition.log_start_offset, is_retry=True
+                )
+            )
+            next_stored = next(stored, None)
+            continue
+        duplicate = _duplicate_of_stored(view, batch) if duplicates < first.missing else None
+        if duplicate is None:
+            if first.missing:
+                return f"and {first.missing} of its batches here were rejected then or deleted since"
+            return (
+                f"with other batches (this request's batch of partition {batch.partition} at bytes "
+                f"{batch.byte_offset}+{batch.size} differs)"
+            )
+        duplicates += 1
+        outcomes.append(duplicate)
+    if duplicates != first.missing:
+        return f"and {first.missing} of its batches here were rejected then or deleted since"
+    if next_stored is not None:
+        return (
+            f"with {len(first.batches)} batches still stored, for the "
+            f"{sum(1 for p in part.problems if p is None)} well-formed batches of this request (other batches, or "
+            "some were rejected then or deleted since)"
+        )
+    return outcomes
+
+
+def _duplicate_of_stored(view: CoordinatorView, batch: RequestBatch) -> BatchOutcome | None:
+    """A duplicate's answer if the batch is one in its producer's window whose copy is still stored, else None."""
+    partition = view.partition_index.get((batch.topic_id, batch.partition))
+    if partition is None or batch.producer_id < 0:
+        return None
+    window = view.producer_window(partition.key, batch.producer_id)
+    original = check_producer(window, batch.producer_epoch, batch.base_sequence, batch.last_sequence).duplicate_of
+    if original is None or original.base_offset < partition.local_log_start_offset:
+        return None  # not a duplicate, or its copy was deleted or offloaded since
+    append_time = original.append_time_ms if original.timestamp_type == pb.LOG_APPEND_TIME else -1
+    return BatchOutcome(
+        ErrorCode.NONE, "", original.base_offset, append_time, partition.log_start_offset, True, is_retry=True
+    )
 
 
 def _first_commit(view: CoordinatorView, part: CommitPart) -> FirstCommit | str:
@@ -119,23 +176,7 @@ def _retry_problem(view: CoordinatorView, part: CommitPart, first: FirstCommit) 
         # DESIGN §4a), perhaps not yet applied, removed it.
         if partition is None or stored.last_offset < partition.local_log_start_offset:
             return "and some of its batches were deleted or offloaded since"
-    if first.missing:
-        return f"and {first.missing} of its batches here were rejected then or deleted since"
-    accepted = [batch for batch, problem in zip(part.batches, part.problems, strict=True) if problem is None]
-    if len(accepted) != len(first.batches):
-        return (
-            f"with {len(first.batches)} batches still stored, for the {len(accepted)} well-formed batches of this "
-            "request (other batches, or some were rejected then or deleted since)"
-        )
-    partition_of = view.partition_index.get
-    for batch, stored in zip(accepted, first.batches, strict=True):
-        partition = partition_of((batch.topic_id, batch.partition))
-        if partition is None or not _same_batch(batch, partition.key, stored):
-            return (
-                f"with other batches (this request's batch of partition {batch.partition} at bytes "
-                f"{batch.byte_offset}+{batch.size} differs)"
-            )
-    return None
+    return None  # batch for batch: `_answers_again`
 
 
 def _same_batch(batch: RequestBatch, partition_key: int, stored: records.CommittedBatch) -> bool:

@@ -342,7 +342,7 @@ def check_commit_part(view: CoordinatorView, part: CommitPart, now_ms: int) -> R
                 windows[window_key] = advance_window(
                     window,  # type: ignore[arg-type]
                     producer_epoch,
-                    WindowEntry(base_sequence, last_sequence, assigned, now_ms, timestamp_type),
+                    new_batch(WindowEntry, (base_sequence, last_sequence, assigned, now_ms, timestamp_type)),
                     effective_timestamp(max_timestamp, timestamp_type, now_ms),
                 )
                 if is_transactional:
@@ -361,10 +361,12 @@ def check_commit_part(view: CoordinatorView, part: CommitPart, now_ms: int) -> R
         )  # fmt: skip
         batch_id += 1
         add_outcome(
-            BatchOutcome(
-                _NONE, "", assigned, now_ms if timestamp_type == LOG_APPEND_TIME else -1, partition.log_start_offset
+            new_batch(
+                BatchOutcome,
+                (_NONE, "", assigned, now_ms if timestamp_type == LOG_APPEND_TIME else -1, partition.log_start_offset,
+                 False, False),
             )
-        )
+        )  # fmt: skip
     if not any_known_partition:
         return Result([], outcomes)
     # The well-formed batches not stored are counted: a retry cannot be answered again without their

@@ -177,6 +177,12 @@ class StorageSettings(NodeSettings):
         "batches one CommitRemoteLogSegments call may take out of a coordinator at most (one apply); a segment "
         "naming more is refused (INVALID_REQUEST): the copier commits smaller segments",
     )
+    switch_producers_max: int = _setting(
+        "diskless.coordinator.switch.producers.max",
+        10000,
+        "producers one partition's InitDisklessLog may carry over from the classic log at most (one record holds "
+        "them all); a partition with more is refused (INVALID_REQUEST)",
+    )
     orphan_scan_interval_ms: int = _setting(
         "diskless.coordinator.orphan.scan.interval.ms",
         86400000,

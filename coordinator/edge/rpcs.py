@@ -142,6 +142,14 @@ RPCS: tuple[Rpc, ...] = (
     # A tiered-storage copier's offload, decided by each partition's coordinator's leader (only its refusals so far).
     Rpc(Service.COORDINATOR, "CommitRemoteLogSegments", Permission.CLUSTER_ACTION, ServedBy.LEADER,
         "commit_remote_log_segments", Front.LEADING_PROCESS),
+    # The classic -> diskless switch (design §4d): a classic leader's seal and a repair, decided by each partition's
+    # coordinator's leader; the switch's state read from the leader, strictly (as DescribeProducers).
+    Rpc(Service.COORDINATOR, "InitDisklessLog", Permission.CLUSTER_ACTION, ServedBy.LEADER, "init_diskless_log",
+        Front.LEADING_PROCESS),
+    Rpc(Service.COORDINATOR, "RepairDisklessLog", Permission.CLUSTER_ACTION, ServedBy.LEADER, "repair_diskless_log",
+        Front.LEADING_PROCESS),
+    Rpc(Service.COORDINATOR, "DescribeDisklessLogs", Permission.DESCRIBE, ServedBy.LEADER, "describe_diskless_logs",
+        Front.LEADING_PROCESS),
     # What DescribeFiles answers, for every file at once; only the coordinator's leader answers.
     Rpc(Service.COORDINATOR, "ListFileKeys", Permission.DESCRIBE, ServedBy.LEADER, "list_file_keys",
         Front.HERE, stream=Stream.GATED),

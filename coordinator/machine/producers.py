@@ -36,6 +36,11 @@ class ProducerWindow(NamedTuple):
     last_timestamp: int  # the effective timestamp of the producer's last batch: what its expiry is decided by
 
 
+# NamedTuples built with tuple.__new__ on the commit path: the generated __new__ (a Python function handling
+# defaults) costs more than the rest of building the window; every field is given here.
+_new = tuple.__new__
+
+
 def effective_timestamp(max_timestamp: int, timestamp_type: int, append_time_ms: int) -> int:
     """A batch's effective timestamp (DESIGN §4, §4a): its append time for LOG_APPEND_TIME or no timestamp (-1)."""
     return append_time_ms if timestamp_type == LOG_APPEND_TIME or max_timestamp < 0 else max_timestamp
@@ -130,8 +135,8 @@ def window_after_marker(window: ProducerWindow | None, epoch: int, last_timestam
     """The window after an accepted marker: a higher epoch becomes the producer's, with no batch yet (Kafka's
     `maybeUpdateProducerEpoch`); the same epoch keeps its entries. The marker's timestamp is the producer's last."""
     if window is None or window.epoch != epoch:
-        return ProducerWindow(epoch, (), last_timestamp)
-    return ProducerWindow(epoch, window.entries, last_timestamp)
+        return _new(ProducerWindow, (epoch, (), last_timestamp))
+    return _new(ProducerWindow, (epoch, window.entries, last_timestamp))
 
 
 def advance_window(
@@ -140,8 +145,8 @@ def advance_window(
     """The window after an accepted batch whose effective timestamp is `last_timestamp`: a new epoch starts an
     empty window."""
     if window is None or window.epoch != epoch:
-        return ProducerWindow(epoch, (entry,), last_timestamp)
-    return ProducerWindow(epoch, (*window.entries, entry)[-PRODUCER_WINDOW_BATCHES:], last_timestamp)
+        return _new(ProducerWindow, (epoch, (entry,), last_timestamp))
+    return _new(ProducerWindow, (epoch, (*window.entries, entry)[-PRODUCER_WINDOW_BATCHES:], last_timestamp))
 
 
 def last_batch_offset(window: ProducerWindow) -> int:

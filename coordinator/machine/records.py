@@ -101,6 +101,72 @@ def remote_log_segments_committed(partition_key: int, local_log_start_offset: in
     )
 
 
+class CarriedProducer(NamedTuple):
+    """A producer's state carried over by the classic -> diskless switch (design §4d)."""
+
+    producer_id: int
+    producer_epoch: int
+    window: bytes  # its last batches, packed as SQLite holds them (coordinator.machine.producers.encode_window)
+    last_timestamp: int
+    coordinator_epoch: int  # of its last transaction marker, -1 if none
+    txn_first_offset: int  # of its open transaction, -1 if none
+
+
+class DisklessLogInit(NamedTuple):
+    """One partition's switch (or repaired seal), as applied: the positions it takes and its producers."""
+
+    partition_key: int
+    log_start_offset: int
+    seal_offset: int
+    leader_epoch: int
+    max_timestamp: int
+    producers_replaced: bool  # False for a repair: the producers stay as they are
+    producers: tuple[CarriedProducer, ...]
+    classic_log_start_offset: int  # as the classic leader gave it; the log start above never goes back
+
+
+def diskless_logs_initialized(logs: Sequence[DisklessLogInit]) -> rec.MetadataRecord:
+    """Partitions switched from classic to diskless, or their seals repaired (design §4d): one record per call."""
+    return rec.MetadataRecord(
+        diskless_logs_initialized=rec.DisklessLogsInitialized(
+            logs=[
+                rec.DisklessLogInit(
+                    partition_key=log.partition_key,
+                    log_start_offset=log.log_start_offset,
+                    seal_offset=log.seal_offset,
+                    leader_epoch=log.leader_epoch,
+                    max_timestamp=log.max_timestamp,
+                    producers_replaced=log.producers_replaced,
+                    producers=[rec.CarriedProducer(**producer._asdict()) for producer in log.producers],
+                    classic_log_start_offset=log.classic_log_start_offset,
+                )
+                for log in logs
+            ]
+        )
+    )
+
+
+def diskless_log_inits(initialized: rec.DisklessLogsInitialized) -> list[DisklessLogInit]:
+    return [
+        DisklessLogInit(
+            log.partition_key,
+            log.log_start_offset,
+            log.seal_offset,
+            log.leader_epoch,
+            log.max_timestamp,
+            log.producers_replaced,
+            tuple(
+                CarriedProducer(
+                    p.producer_id, p.producer_epoch, p.window, p.last_timestamp, p.coordinator_epoch, p.txn_first_offset
+                )
+                for p in log.producers
+            ),
+            log.classic_log_start_offset,
+        )
+        for log in initialized.logs
+    ]
+
+
 def file_committed(
     file_id: int,
     object_key: str,

@@ -39,6 +39,16 @@ class PartitionView:
     # The first offset whose batch the coordinator still holds (DESIGN §4a): below it, down to the log start, the
     # records are in remote log segments. Equal to the log start while nothing is remote.
     local_log_start_offset: int
+    # The classic -> diskless switch (design §4d): the seal (the first diskless offset, -1 for a partition born
+    # diskless), the sealing leader's epoch and the classic log start as the switch carried them.
+    seal_offset: int = -1
+    switch_leader_epoch: int = -1
+    classic_log_start_offset: int = -1
+
+    @property
+    def diskless_start_offset(self) -> int:
+        """The first offset diskless commits assigned or will assign: the seal, 0 for a partition born diskless."""
+        return max(self.seal_offset, 0)
 
     @property
     def remote_log_end_offset(self) -> int:

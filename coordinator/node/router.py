@@ -36,6 +36,7 @@ from coordinator.runtime.replication.snapshot_transfer import stream_snapshot
 from coordinator.runtime.shard import CoordinatorShard
 from coordinator.topics import delete_records, remote_segments
 from coordinator.topics.admin import TopicAdmin
+from coordinator.topics.switch import service as switch_service
 from protos import admin_pb2 as admin
 from protos import coordinator_pb2 as pb
 from protos import internal_pb2 as internal
@@ -136,6 +137,15 @@ class Router:
         self, request: pb.CommitRemoteLogSegmentsRequest
     ) -> pb.CommitRemoteLogSegmentsResponse:
         return await remote_segments.commit_remote_log_segments(self._coordinators, request)
+
+    async def init_diskless_log(self, request: pb.InitDisklessLogRequest) -> pb.InitDisklessLogResponse:
+        return await switch_service.init_diskless_log(self._coordinators, request)
+
+    async def repair_diskless_log(self, request: pb.RepairDisklessLogRequest) -> pb.RepairDisklessLogResponse:
+        return await switch_service.repair_diskless_log(self._coordinators, request)
+
+    async def describe_diskless_logs(self, request: pb.DescribeDisklessLogsRequest) -> pb.DescribeDisklessLogsResponse:
+        return await switch_service.describe_diskless_logs(self._coordinators, request)
 
     async def commit_file(self, request: pb.CommitFileRequest) -> pb.CommitFileResponse:
         return await self._commits.commit_file(request)

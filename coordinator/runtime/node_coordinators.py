@@ -267,7 +267,14 @@ class NodeCoordinators:
             except CoordinatorUnavailable as error:
                 outcomes[coordinator_id] = error
         if futures:
-            await asyncio.wait(futures.values(), timeout=self.timeout_s(timeout_ms))
+            try:
+                await asyncio.wait(futures.values(), timeout=self.timeout_s(timeout_ms))
+            except asyncio.CancelledError:
+                # The caller went (its RPC's deadline): the operations stay queued and are answered later, an error
+                # too (the ISR shrank after the append), which nobody would then retrieve.
+                for future in futures.values():
+                    future.add_done_callback(_consume)
+                raise
         for coordinator_id, future in futures.items():
             outcome = _outcome(future)
             outcomes[coordinator_id] = outcome

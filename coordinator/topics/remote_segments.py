@@ -69,13 +69,15 @@ def retention_removes_local_batches(configs: TopicConfigs, log_start_offset: int
 
     Tiering on: never (a batch leaves only once remote, by an offload; expiry is the copier's and remote storage's).
     Copies disabled with remote storage on (KIP-950 "retain"): only once nothing is remote, so offsets stay continuous
-    for a re-enable. Otherwise (never tiered, or tiering disabled with its remote data deleted): as any topic.
+    for a re-enable. Otherwise (never tiered, or tiering disabled with its remote data deleted): as any topic, once
+    the classic log below a switched partition's seal (design §4d) is gone too.
     """
     if configs.tiering_on:
         return False
-    if configs.remote_storage_enable:
-        return log_start_offset == local_log_start_offset
-    return True
+    # Otherwise only once nothing is below the local start either: with remote storage on, nothing remote; for a
+    # partition switched from a classic log (design §4d), nothing classic, which expires first (Kafka's oldest-first
+    # order), by the classic log's own retention and the broker's DeleteRecords.
+    return log_start_offset >= local_log_start_offset
 
 
 @dataclass(slots=True)

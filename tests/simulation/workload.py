@@ -82,7 +82,6 @@ class RunReport:
         return self.steps / self.wall_s if self.wall_s > 0 else 0.0
 
 
-@final
 class Workload:
     def __init__(self, cluster: SimCluster, seed: int, steps: int, actions: Mapping[str, int] = ACTIONS) -> None:
         self.cluster = cluster
@@ -190,28 +189,36 @@ class Workload:
     # ------------------------------------------------------------------ a broker's commit
 
     async def _commit(self, asked_node: int, partition: int, batches: int) -> None:
+        self._files += 1
+        object_key = f"wal/{self.seed}/{self._files}"
+        made = [batch(TOPIC_ID, partition, 1 + i, byte_offset=100 * i) for i in range(batches)]
+        await self._send(asked_node, partition, made, object_key)
+
+    async def _send(
+        self, asked_node: int, partition: int, batches: list[pb.CommitFileRequest.Batch], object_key: str
+    ) -> list[int] | None:
+        """Commits a file of `batches` (one partition's) at the leader `asked_node` names, as a broker does: each
+        batch's offset, or -1 when it was refused or its outcome is unknown; None when no call was made."""
         cluster = self.cluster
         coordinator_id = coordinator_for_new_partition(TOPIC_ID, partition, cluster.coordinators)
         asked = cluster.nodes[asked_node].node
         if asked is None:
-            return
+            return None
         topic = pb.FindCoordinatorRequest.Topic(topic_id=TOPIC_ID, partitions=[partition])
         found = await asked.router.find_coordinator(pb.FindCoordinatorRequest(topics=[topic]))
         endpoint = next((e for e in found.coordinators if e.coordinator_id == coordinator_id), None)
         if endpoint is None or endpoint.port == 0:
-            return
+            return None
         target = next((n for n in cluster.nodes if n.address.endswith(f":{endpoint.port}")), None)
         if target is None or target.node is None or (target.paused and self.random.random() < 0.5):
-            return
-        self._files += 1
-        object_key = f"wal/{self.seed}/{self._files}"
+            return None
         request = pb.CommitFileRequest(
             object_key=object_key,
             object_format=1,
-            file_size=100 * batches,
+            file_size=max(b.byte_offset + b.size for b in batches),
             uploader_broker_id=1,
             owner_ids=[coordinator_id],
-            batches=[batch(TOPIC_ID, partition, 1 + i, byte_offset=100 * i) for i in range(batches)],
+            batches=batches,
             timeout_ms=COMMIT_TIMEOUT_MS,
         )
         node = target.node
@@ -219,22 +226,26 @@ class Workload:
             answer = await node.router.commit_file(request)
         except Exception as error:  # a node closing under the call: the broker was told nothing
             self.report.trace.append(f"commit {object_key} at node {target.node_id}: {type(error).__name__}")
-            return
+            return [-1] * len(batches)
         epoch = node.shards[coordinator_id].leader_epoch
         outcomes = ",".join(
             f"{result.assigned_base_offset}" if result.error_code == pb.NONE else pb.ErrorCode.Name(result.error_code)
             for result in answer.batches
         )
         self.report.trace.append(f"commit {object_key} at node {target.node_id} epoch {epoch}: {outcomes}")
+        offsets = []
         for result in answer.batches:
             if result.error_code != pb.NONE:
                 self.report.refused += 1
+                offsets.append(-1)
                 continue
             self.report.acknowledged += 1
             offset = result.assigned_base_offset
+            offsets.append(offset)
             self._acknowledge(
                 Acknowledged(partition, coordinator_id, offset, object_key, target.node_id, epoch, self.step)
             )
+        return offsets
 
     def _acknowledge(self, acked: Acknowledged) -> None:
         earlier = self.acknowledged.get((acked.partition, acked.offset))

@@ -42,6 +42,7 @@ from coordinator.machine.kinds.partitions import PartitionCreatedKind, RecordsDe
 from coordinator.machine.kinds.producers import ProducersExpiredKind
 from coordinator.machine.kinds.purges import BatchesPurgedKind
 from coordinator.machine.kinds.retention import RetentionAppliedKind
+from coordinator.machine.kinds.switch import DisklessLogsInitializedKind
 from coordinator.machine.kinds.tiering import RemoteLogSegmentsCommittedKind
 from coordinator.machine.kinds.topic_configs import TopicConfigsChangedKind
 from coordinator.machine.transaction import StateTransaction
@@ -64,6 +65,7 @@ _REGISTERED: tuple[RecordKind, ...] = (
     BatchesPurgedKind(),
     RetentionAppliedKind(),
     RemoteLogSegmentsCommittedKind(),
+    DisklessLogsInitializedKind(),
 )
 KINDS: dict[str, RecordKind] = {kind.name: kind for kind in _REGISTERED}
 # The pipeline asks of every applied record whether the catalog follows it: a set lookup by name is cheapest.

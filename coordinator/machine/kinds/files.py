@@ -33,6 +33,9 @@ from coordinator.machine.transaction import StateTransaction
 from coordinator.machine.view import CoordinatorView
 from protos import records_pb2 as rec
 
+# A WindowEntry built once per batch: tuple.__new__ skips the NamedTuple's generated __new__ (a Python call).
+new_tuple = tuple.__new__
+
 _INSERT_FILE = (
     "INSERT INTO files (file_id, object_key, file_size, uploader_broker_id, owner_ids, committed_at_ms, "
     "live_batches, is_last_owner, owned, delete_after_ms, part_batches) VALUES (?,?,?,?,?,?,?,?,?,-1,?)"
@@ -75,7 +78,9 @@ class FileCommittedKind:
                     windows[producer_id] = advance_window(
                         windows.get(producer_id),
                         producer_epoch,
-                        WindowEntry(base_sequence, last_sequence, base_offset, append_time, timestamp_type),
+                        new_tuple(
+                            WindowEntry, (base_sequence, last_sequence, base_offset, append_time, timestamp_type)
+                        ),
                         effective_timestamp(max_timestamp, timestamp_type, append_time),
                     )
                 else:  # a transaction marker (DESIGN §4b): no sequence
@@ -144,7 +149,9 @@ class FileCommittedKind:
                     changed_windows[window_key] = advance_packed_window(
                         window,
                         producer_epoch,
-                        WindowEntry(base_sequence, last_sequence, base_offset, append_time, timestamp_type),
+                        new_tuple(
+                            WindowEntry, (base_sequence, last_sequence, base_offset, append_time, timestamp_type)
+                        ),
                         effective_timestamp(max_timestamp, timestamp_type, append_time),
                     )
                 else:  # a transaction marker (DESIGN §4b): no sequence

@@ -6,6 +6,8 @@ these only write it down. A file without transactional batches never reaches her
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from coordinator.machine.batch_entries import aborted_entries
 from coordinator.machine.records import BATCH_LAYOUT
 from coordinator.machine.transaction import StateTransaction
@@ -16,16 +18,20 @@ from protos import records_pb2 as rec
 CONTROL_ABORT = pb.CONTROL_ABORT
 
 
-def _batch_of(committed: rec.FileCommitted, batch_id: int) -> tuple[int, int, int]:
-    """(partition key, producer id, base offset) of one of the file's batches (their ids are consecutive)."""
-    first_id = BATCH_LAYOUT.unpack_from(committed.packed_batches, 0)[0]
-    fields = BATCH_LAYOUT.unpack_from(committed.packed_batches, (batch_id - first_id) * BATCH_LAYOUT.size)
-    return fields[1], fields[7], fields[4]
+def _batches_of(committed: rec.FileCommitted) -> Iterator[tuple[rec.TransactionBatch, int, int, int]]:
+    """Each transaction batch with (partition key, producer id, base offset) of its batch in the file (the file's
+    batch ids are consecutive: one unpack per batch, a transactional file holds one per batch)."""
+    packed = committed.packed_batches
+    first_id = BATCH_LAYOUT.unpack_from(packed, 0)[0]
+    size = BATCH_LAYOUT.size
+    unpack_from = BATCH_LAYOUT.unpack_from
+    for batch in committed.transaction_batches:
+        fields = unpack_from(packed, (batch.batch_id - first_id) * size)
+        yield batch, fields[1], fields[7], fields[4]
 
 
 def replay_transactions(view: CoordinatorView, committed: rec.FileCommitted) -> None:
-    for batch in committed.transaction_batches:
-        key, producer_id, _ = _batch_of(committed, batch.batch_id)
+    for batch, key, producer_id, _ in _batches_of(committed):
         if batch.is_control:
             view.end_transaction(key, producer_id, batch.coordinator_epoch)
         else:
@@ -48,11 +54,40 @@ _ABORTED = (
 
 
 def apply_transactions(transaction: StateTransaction, committed: rec.FileCommitted) -> None:
-    execute = transaction.db.execute
-    for batch in committed.transaction_batches:
-        key, producer_id, offset = _batch_of(committed, batch.batch_id)
+    # Rows gathered and written by one executemany each, in the order the batches came: a file of a transaction's
+    # first batches opens one per partition, a file of markers ends as many.
+    opened: list[tuple[int, int, int]] = []
+    ended: list[tuple[int, int, int]] = []
+    aborted: list[tuple[int, int, int, int, int, bytes]] = []
+    for batch, key, producer_id, offset in _batches_of(committed):
         if not batch.is_control:
             if batch.transaction_first_offset == offset:  # the batch opened the transaction; the rest change nothing
+                opened.append((key, producer_id, offset))
+            continue
+        ended.append((key, producer_id, batch.coordinator_epoch))
+        if batch.control_type == CONTROL_ABORT and batch.transaction_first_offset >= 0:
+            first = batch.transaction_first_offset
+            entry = aborted_entries([(producer_id, first)])
+            aborted.append((key, offset, producer_id, first, batch.last_stable_offset, entry))
+    # A file may open a producer's transaction and end it (data then marker), or end one and open the next: the
+    # ends and opens of one producer and partition must land in the file's order.
+    if opened and ended and {row[:2] for row in opened} & {row[:2] for row in ended}:
+        _apply_in_order(transaction, committed)
+        return
+    db = transaction.db
+    if ended:
+        db.executemany(_END, ended)
+    if opened:
+        db.executemany(_OPEN, opened)
+    if aborted:
+        db.executemany(_ABORTED, aborted)
+
+
+def _apply_in_order(transaction: StateTransaction, committed: rec.FileCommitted) -> None:
+    execute = transaction.db.execute
+    for batch, key, producer_id, offset in _batches_of(committed):
+        if not batch.is_control:
+            if batch.transaction_first_offset == offset:
                 execute(_OPEN, (key, producer_id, offset))
             continue
         execute(_END, (key, producer_id, batch.coordinator_epoch))

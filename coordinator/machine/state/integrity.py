@@ -9,7 +9,8 @@ leaf copied over another) and that indexes match their tables. It is run
 when the state may have been damaged: after a crash or a failure (no
 clean-close mark), always if configured, and on demand. Then the rows
 derived from others are compared with what those imply (the time index
-with the held batches). Its cost is measured by `python -m bench.state_check`.
+with the held batches, a switched partition's positions with its seal).
+Its cost is measured by `python -m bench.state_check`.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from snapshot.durable_files import fsync_directory
 CLEAN_CLOSE_MARK = "state.closed-cleanly"  # beside state.sqlite; present only between a clean close and a load
 PROBLEMS_REPORTED_MAX = 5  # integrity_check's list of problems is cut to this many lines
 TIME_INDEX_SCHEMA = 7  # the first schema with the time index (coordinator/machine/state/schema.py)
+SWITCH_SCHEMA = 9  # the first schema with the classic -> diskless switch's columns
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,7 +69,30 @@ def _derived_state_problems(connection: apsw.Connection) -> list[str]:
     version = connection.execute("SELECT value FROM meta WHERE name = 'schema_version'").fetchone()
     if version is None or int(version[0]) < TIME_INDEX_SCHEMA:
         return []
-    return time_index.index_problems(connection)
+    problems = time_index.index_problems(connection)
+    if int(version[0]) >= SWITCH_SCHEMA:
+        problems += switch_problems(connection)
+    return problems
+
+
+# A switched partition (design §4d) whose positions contradict its seal: the classic start above it, the high
+# watermark or the local start below it, or a batch held below it (diskless offsets start at the seal).
+_SWITCH_PROBLEMS = (
+    "SELECT partition_key, classic_log_start_offset, seal_offset, log_start_offset, local_log_start_offset, "
+    "high_watermark FROM partitions AS p WHERE seal_offset >= 0 AND (classic_log_start_offset > seal_offset "
+    "OR classic_log_start_offset < 0 OR high_watermark < seal_offset OR local_log_start_offset < seal_offset "
+    "OR EXISTS (SELECT 1 FROM batches AS b WHERE b.partition_key = p.partition_key AND b.last_offset < p.seal_offset)"
+    f") LIMIT {PROBLEMS_REPORTED_MAX}"
+)
+
+
+def switch_problems(connection: apsw.Connection) -> list[str]:
+    """Switched partitions whose positions or batches contradict their seal, at most a few."""
+    return [
+        f"partition key {key} switched at seal {seal} (classic start {classic}) holds log start {start}, local start "
+        f"{local}, high watermark {high_watermark}, or a batch below its seal"
+        for key, classic, seal, start, local, high_watermark in connection.execute(_SWITCH_PROBLEMS)
+    ]
 
 
 def take_clean_close_mark(directory: Path) -> bool:

@@ -115,9 +115,34 @@ def aborted_transactions(
     ]
 
 
+# The same answer as `_aborted_rows`, joined by SQLite in one statement: a read_committed FindBatches lists tens of
+# aborted transactions, and handing each row to Python cost more than the rest of the aborted work (bench/
+# transactions.py). Overlapping [?2, ?3) is the WHERE clause exactly; the scan's end is only a bound on the cost:
+# a row from ?2 whose recorded LSO reaches ?3 (no transaction aborted after it starts below ?3). Any such row is a
+# correct bound, the first the cheapest: it is looked for from ?3 - 1 (an abort's recorded LSO is at most its
+# marker's offset + 1, `rules._oldest_open`) in key order, without ORDER BY, which cost a sorter per call here.
+# Rows are joined in key (marker) order, the primary key search's (tests/test_transactions_reads.py checks the
+# plan); that is first-offset order unless a row was aborted while an older transaction of the set was still
+# open, which its recorded LSO (below its own first offset) shows: then the rows are sorted as `_aborted_rows`
+# sorts them. `group_concat` of BLOBs in a UTF-8 database copies their bytes as they are; the CAST gives them back
+# as a BLOB.
+_ABORTED_ENTRIES = (
+    "SELECT CAST(group_concat(entry, '') AS BLOB), max(last_stable_offset < first_offset) "
+    "FROM aborted_transactions WHERE partition_key = ?1 AND last_offset >= ?2 AND first_offset < ?3 "
+    "AND last_offset <= coalesce((SELECT last_offset FROM aborted_transactions WHERE partition_key = ?1 "
+    "AND last_offset >= max(?2, ?3 - 1) AND last_stable_offset >= ?3 LIMIT 1), "
+    "9223372036854775807)"
+)
+
+
 def aborted_entries(db: apsw.Connection, partition_key: int, from_offset: int, below_offset: int) -> bytes:
     """The same as a read_committed answer's serialized aborted_transactions (empty when there are none)."""
-    return b"".join([entry for _, _, entry in _aborted_rows(db, partition_key, from_offset, below_offset)])
+    joined, unordered = one_row(
+        db.execute(_ABORTED_ENTRIES, (partition_key, from_offset, below_offset)), "aborted transactions"
+    )
+    if unordered:
+        return b"".join([entry for _, _, entry in _aborted_rows(db, partition_key, from_offset, below_offset)])
+    return bytes(joined) if joined is not None else b""
 
 
 def topic_configs(db: apsw.Connection) -> dict[bytes, dict[str, str]]:

@@ -11,7 +11,7 @@ from coordinator.machine.batch_entries import batch_entry
 from coordinator.machine.producers import packed_last_append_time
 from coordinator.machine.state import time_index
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 
 # meta holds counters and the applied log offset, updated in the same
 # transaction as the state they describe.
@@ -20,6 +20,9 @@ STATEMENTS = (
         name TEXT PRIMARY KEY,
         value INTEGER NOT NULL
     ) WITHOUT ROWID""",
+    # The classic -> diskless switch (design §4d; schema 9): a switched partition's classic log start, its seal (the
+    # first diskless offset), the sealing leader's epoch and the producers carried over, as the switch left them;
+    # seal_offset -1: a partition born diskless. The positions the switch set live in the columns above.
     # Tiered storage (DESIGN §4a, KIP-405): below local_log_start_offset, down to log_start_offset, the records are in
     # remote log segments; remote_max_timestamp is the highest effective timestamp offloaded and still remote (-1
     # while nothing is), which says whether a timestamp query is remote storage's to answer.
@@ -32,6 +35,10 @@ STATEMENTS = (
         high_watermark INTEGER NOT NULL,
         local_log_start_offset INTEGER NOT NULL,
         remote_max_timestamp INTEGER NOT NULL,
+        classic_log_start_offset INTEGER NOT NULL DEFAULT -1,
+        seal_offset INTEGER NOT NULL DEFAULT -1,
+        switch_leader_epoch INTEGER NOT NULL DEFAULT -1,
+        switch_producers INTEGER NOT NULL DEFAULT 0,
         UNIQUE (topic_id, partition)
     )""",
     # part_batches: the well-formed batches of the file's commit here, stored or rejected (0 for a file
@@ -175,6 +182,23 @@ def _entries_with_producer_ids(db: apsw.Connection) -> None:
         )
 
 
+_SWITCH_COLUMNS = {
+    "classic_log_start_offset": -1,
+    "seal_offset": -1,
+    "switch_leader_epoch": -1,
+    "switch_producers": 0,
+}
+
+
+def _switch_columns(db: apsw.Connection) -> None:
+    """The switch's columns (design §4d), added where missing: a file that an older schema's number was written
+    over (as a test does to take it back) may have them already."""
+    present = {row[1] for row in db.execute("PRAGMA table_info(partitions)")}
+    for name, default in _SWITCH_COLUMNS.items():
+        if name not in present:
+            db.execute(f"ALTER TABLE partitions ADD COLUMN {name} INTEGER NOT NULL DEFAULT {default}")
+
+
 # Schema 1 -> 2: WAL-file ownership. A file was owned where it was first committed (its first owner).
 MIGRATIONS: dict[int, tuple[MigrationStep, ...]] = {
     1: (
@@ -222,6 +246,11 @@ MIGRATIONS: dict[int, tuple[MigrationStep, ...]] = {
     7: (
         _entries_with_producer_ids,
         "UPDATE meta SET value = 8 WHERE name = 'schema_version'",
+    ),
+    # Schema 8 -> 9: the classic -> diskless switch (design §4d). No partition was switched before.
+    8: (
+        _switch_columns,
+        "UPDATE meta SET value = 9 WHERE name = 'schema_version'",
     ),
 }
 

@@ -282,7 +282,7 @@ class StateStore:
         )
         for row in self._writer.execute(
             "SELECT partition_key, topic_id, topic_name, partition, log_start_offset, high_watermark, "
-            "local_log_start_offset FROM partitions"
+            "local_log_start_offset, seal_offset, switch_leader_epoch, classic_log_start_offset FROM partitions"
         ):
             view.load_partition(PartitionView(*row))
         for key, windows in self.producer_windows.items():

@@ -1,0 +1,1 @@
+"""A classic topic's partitions switched to diskless (design §4d, Inkless's InitDisklessLog): rules and RPCs."""
