@@ -45,6 +45,8 @@ SAMPLES: dict[str, rec.MetadataRecord] = {
     "producers_expired": records.producers_expired(1500, [ExpiredProducer(0, 42, 1, 0, 1000)]),
     "batches_purged": records.batches_purged([(0, 10), (1, 2**63 - 1)]),
     "retention_applied": records.retention_applied([(0, 6)]),
+    "partition_move_started": records.partition_move_started(0, 2, 11),
+    "partition_move_cancelled": records.partition_move_cancelled(0, 11),
     "topic_deleted": records.topic_deleted(TOPIC),
 }
 
@@ -102,6 +104,16 @@ EXPECTED: dict[str, tuple[PartitionChanges, NamesGiven, str]] = {
         f"batches purged: orders-2 below offset 10; partition key 1 (name unknown) below offset {2**63 - 1}",
     ),
     "retention_applied": (PartitionChanges(), NamesGiven(), "retention applied: orders-2 log start offset moved to 6"),
+    "partition_move_started": (
+        PartitionChanges(),
+        NamesGiven(),
+        "partition move started: orders-2 frozen, moving to coordinator 2 (move 11)",
+    ),
+    "partition_move_cancelled": (
+        PartitionChanges(),
+        NamesGiven(),
+        "partition move cancelled: orders-2 takes writes again (move 11)",
+    ),
     "topic_deleted": (
         PartitionChanges(deleted_topics=(TOPIC,)),
         NamesGiven(),

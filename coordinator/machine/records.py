@@ -285,3 +285,15 @@ def decode_batch(payload: bytes) -> list[rec.MetadataRecord]:
     batch = rec.RecordBatch()
     batch.ParseFromString(payload)
     return list(batch.records)
+
+
+def partition_move_started(partition_key: int, to_coordinator: int, move_id: int) -> rec.MetadataRecord:
+    """A partition frozen at its source, moving to `to_coordinator` (design §5a)."""
+    started = rec.PartitionMoveStarted(partition_key=partition_key, to_coordinator=to_coordinator, move_id=move_id)
+    return rec.MetadataRecord(partition_move_started=started)
+
+
+def partition_move_cancelled(partition_key: int, move_id: int) -> rec.MetadataRecord:
+    """The freeze of move `move_id` lifted: the partition takes writes at its source again (design §5a)."""
+    cancelled = rec.PartitionMoveCancelled(partition_key=partition_key, move_id=move_id)
+    return rec.MetadataRecord(partition_move_cancelled=cancelled)

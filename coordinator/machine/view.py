@@ -44,6 +44,10 @@ class PartitionView:
     seal_offset: int = -1
     switch_leader_epoch: int = -1
     classic_log_start_offset: int = -1
+    # A partition move (design §5a): the target while the partition is frozen here (its writes answer
+    # NOT_COORDINATOR), -1 otherwise; and the move's id.
+    moving_to: int = -1
+    move_id: int = -1
 
     @property
     def diskless_start_offset(self) -> int:

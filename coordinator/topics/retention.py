@@ -167,6 +167,8 @@ def check_retention(view: CoordinatorView, step: RetentionStep, now_ms: int) -> 
             continue  # its topic was deleted meanwhile
         if move.log_start_offset <= partition.log_start_offset:
             continue  # DeleteRecords went as far already
+        if partition.moving_to >= 0:
+            continue  # frozen, moving to another coordinator (design §5a): its retention goes on there
         configs = effective_configs(view.topic_configs(partition.topic_id), step.defaults)
         if configs != move.configs:
             continue  # the limits changed meanwhile: the next pass decides by the new ones

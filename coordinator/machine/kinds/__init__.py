@@ -38,6 +38,7 @@ from coordinator.machine.kinds.kind import (
     RecordNames,
 )
 from coordinator.machine.kinds.leadership import LeaderChangeKind
+from coordinator.machine.kinds.moves import PartitionMoveCancelledKind, PartitionMoveStartedKind
 from coordinator.machine.kinds.partitions import PartitionCreatedKind, RecordsDeletedKind, TopicDeletedKind
 from coordinator.machine.kinds.producers import ProducersExpiredKind
 from coordinator.machine.kinds.purges import BatchesPurgedKind
@@ -66,6 +67,8 @@ _REGISTERED: tuple[RecordKind, ...] = (
     RetentionAppliedKind(),
     RemoteLogSegmentsCommittedKind(),
     DisklessLogsInitializedKind(),
+    PartitionMoveStartedKind(),
+    PartitionMoveCancelledKind(),
 )
 KINDS: dict[str, RecordKind] = {kind.name: kind for kind in _REGISTERED}
 # The pipeline asks of every applied record whether the catalog follows it: a set lookup by name is cheapest.

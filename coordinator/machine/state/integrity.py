@@ -29,6 +29,7 @@ CLEAN_CLOSE_MARK = "state.closed-cleanly"  # beside state.sqlite; present only b
 PROBLEMS_REPORTED_MAX = 5  # integrity_check's list of problems is cut to this many lines
 TIME_INDEX_SCHEMA = 7  # the first schema with the time index (coordinator/machine/state/schema.py)
 SWITCH_SCHEMA = 9  # the first schema with the classic -> diskless switch's columns
+MOVES_SCHEMA = 10  # the first schema with partition moves (design §5a)
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +73,8 @@ def _derived_state_problems(connection: apsw.Connection) -> list[str]:
     problems = time_index.index_problems(connection)
     if int(version[0]) >= SWITCH_SCHEMA:
         problems += switch_problems(connection)
+    if int(version[0]) >= MOVES_SCHEMA:
+        problems += move_problems(connection)
     return problems
 
 
@@ -92,6 +95,23 @@ def switch_problems(connection: apsw.Connection) -> list[str]:
         f"partition key {key} switched at seal {seal} (classic start {classic}) holds log start {start}, local start "
         f"{local}, high watermark {high_watermark}, or a batch below its seal"
         for key, classic, seal, start, local, high_watermark in connection.execute(_SWITCH_PROBLEMS)
+    ]
+
+
+# A partition frozen for a move (design §5a) that is not here, or that moves to this coordinator itself.
+_MOVE_PROBLEMS = (
+    "SELECT m.partition_key, m.to_coordinator, m.move_id FROM partition_moves AS m WHERE m.move_id < 0 "
+    "OR m.to_coordinator < 0 OR m.to_coordinator = (SELECT value FROM meta WHERE name = 'coordinator_id') "
+    "OR NOT EXISTS (SELECT 1 FROM partitions AS p WHERE p.partition_key = m.partition_key) "
+    f"LIMIT {PROBLEMS_REPORTED_MAX}"
+)
+
+
+def move_problems(connection: apsw.Connection) -> list[str]:
+    """Frozen partitions whose move contradicts the state, at most a few."""
+    return [
+        f"partition key {key} frozen by move {move_id} to coordinator {target}: not here, or a move to itself"
+        for key, target, move_id in connection.execute(_MOVE_PROBLEMS)
     ]
 
 

@@ -11,7 +11,7 @@ from coordinator.machine.batch_entries import batch_entry
 from coordinator.machine.producers import packed_last_append_time
 from coordinator.machine.state import time_index
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 
 # meta holds counters and the applied log offset, updated in the same
 # transaction as the state they describe.
@@ -41,6 +41,13 @@ STATEMENTS = (
         switch_producers INTEGER NOT NULL DEFAULT 0,
         UNIQUE (topic_id, partition)
     )""",
+    # Partition moves (design §5a; schema 10): a partition frozen at this coordinator, its source, while it moves to
+    # `to_coordinator`: every write to it answers NOT_COORDINATOR. One row per frozen partition, gone on cancel.
+    """CREATE TABLE IF NOT EXISTS partition_moves (
+        partition_key INTEGER PRIMARY KEY,
+        to_coordinator INTEGER NOT NULL,
+        move_id INTEGER NOT NULL
+    ) WITHOUT ROWID""",
     # part_batches: the well-formed batches of the file's commit here, stored or rejected (0 for a file
     # taken by hand-over); a retried commit is answered again only while all of them are live (DESIGN §6a).
     """CREATE TABLE IF NOT EXISTS files (
@@ -252,6 +259,8 @@ MIGRATIONS: dict[int, tuple[MigrationStep, ...]] = {
         _switch_columns,
         "UPDATE meta SET value = 9 WHERE name = 'schema_version'",
     ),
+    # Schema 9 -> 10: partition moves (design §5a). The table is created empty by the open; nothing was frozen.
+    9: ("UPDATE meta SET value = 10 WHERE name = 'schema_version'",),
 }
 
 META_DEFAULTS = {

@@ -281,8 +281,10 @@ class StateStore:
             leader_epoch=self.meta["leader_epoch"],
         )
         for row in self._writer.execute(
-            "SELECT partition_key, topic_id, topic_name, partition, log_start_offset, high_watermark, "
-            "local_log_start_offset, seal_offset, switch_leader_epoch, classic_log_start_offset FROM partitions"
+            "SELECT p.partition_key, topic_id, topic_name, partition, log_start_offset, high_watermark, "
+            "local_log_start_offset, seal_offset, switch_leader_epoch, classic_log_start_offset, "
+            "COALESCE(m.to_coordinator, -1), COALESCE(m.move_id, -1) "
+            "FROM partitions AS p LEFT JOIN partition_moves AS m ON m.partition_key = p.partition_key"
         ):
             view.load_partition(PartitionView(*row))
         for key, windows in self.producer_windows.items():
