@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import tempfile
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -18,13 +19,14 @@ from coordinator.base.invariants import InvariantViolation
 from coordinator.commits import rules as commit_rules
 from coordinator.commits.producer_expiry import ExpiryRequest, check_expire_producers
 from coordinator.machine import kinds
-from coordinator.machine.state import integrity
+from coordinator.machine.state import integrity, reads
 from coordinator.machine.state.store import StateStore
 from coordinator.runtime.shard.log_replay import logical_dump
 from coordinator.topics import partition_checks
 from coordinator.topics.move_freeze import MoveCancel, MoveStart, check_cancel_move, check_start_move
 from coordinator.topics.remote_segments import RemoteSegments, check_commit_remote_log_segments
-from coordinator.topics.retention import LogStartMove, RetentionStep, check_retention
+from coordinator.topics.retention import LogStartMove, RetentionStep, check_retention, select_retention
+from coordinator.topics.retention_worker import _stored_batches
 from coordinator.topics.topic_configs import ConfigDefaults, effective_configs
 from protos import records_pb2 as rec
 from snapshot import page_checksums
@@ -204,3 +206,27 @@ def test_the_freeze_survives_a_reopen_and_a_rebuild_from_the_records_and_the_sta
     assert len(integrity.move_problems(broken)) == 1
     assert integrity.check_integrity(path).problem is not None  # the state check reports it
     broken.close()
+
+
+def test_a_retention_pass_reads_no_batch_of_a_frozen_partition(coordinator: Coordinator) -> None:
+    commit(coordinator, [idempotent(0), batch(TOPIC, 1, 2)], "wal/1")
+    start(coordinator)
+    coordinator.apply()
+
+    def select() -> list[int]:
+        db = coordinator.store.reader
+        step = select_retention(
+            reads.partitions_from(db, 0, 10),
+            {TOPIC: {"retention.ms": "1"}},  # every batch expired
+            ConfigDefaults(),
+            partial(_stored_batches, db),
+            partial(reads.partition_bytes, db),
+            LATER,
+            100,
+        )
+        return [coordinator.view.partitions_by_key[move.partition_key].partition for move in step.moves]
+
+    assert select() == [1]
+    cancel(coordinator)
+    coordinator.apply()
+    assert select() == [0, 1]

@@ -134,7 +134,8 @@ def select_retention(
         if left <= 0:
             return RetentionStep(tuple(moves), defaults, partition.key, None)
         configs = effective_configs(configs_of.get(partition.topic_id, {}), defaults)
-        allowed = retention_allowed_below(configs, partition)
+        # A frozen partition (design §5a) is left to its target: no batch of it is read for a step the check drops.
+        allowed = None if partition.moving_to >= 0 else retention_allowed_below(configs, partition)
         found = None
         if allowed is not None and allowed > partition.log_start_offset:
             found = expired_prefix(

@@ -463,12 +463,17 @@ def topics_awaiting_purge(db: apsw.Connection) -> int:
 
 
 def partitions_from(db: apsw.Connection, first_key: int, limit: int) -> list[PartitionView]:
-    """The partitions with key >= `first_key`, in key order, at most `limit` (a retention step's walk)."""
+    """The partitions with key >= `first_key`, in key order, at most `limit` (a retention step's walk), with their
+    moves (design §5a)."""
     return [
-        PartitionView(key, bytes(topic_id), name, partition, log_start, high_watermark, local_start)
-        for key, topic_id, name, partition, log_start, high_watermark, local_start in db.execute(
-            "SELECT partition_key, topic_id, topic_name, partition, log_start_offset, high_watermark, "
-            "local_log_start_offset FROM partitions WHERE partition_key >= ? ORDER BY partition_key LIMIT ?",
+        PartitionView(
+            key, bytes(topic_id), name, partition, log_start, high_watermark, local_start, moving_to=moving_to
+        )
+        for key, topic_id, name, partition, log_start, high_watermark, local_start, moving_to in db.execute(
+            "SELECT p.partition_key, topic_id, topic_name, partition, log_start_offset, high_watermark, "
+            "local_log_start_offset, COALESCE(m.to_coordinator, -1) FROM partitions AS p "
+            "LEFT JOIN partition_moves AS m ON m.partition_key = p.partition_key "
+            "WHERE p.partition_key >= ? ORDER BY p.partition_key LIMIT ?",
             (first_key, limit),
         )
     ]
