@@ -7,6 +7,7 @@ import os
 import sys
 from dataclasses import asdict, replace
 from pathlib import Path
+from typing import Any
 
 SYSTEMS = ("coordinator", "coordinator-sequential", "coordinator-replicated", "raw-apsw", "postgres", "postgres-simple")
 PROFILE_SECONDS = 8.0
@@ -131,6 +132,20 @@ def _compare(args: argparse.Namespace) -> int:
     return run(args)
 
 
+def _consolidate(args: argparse.Namespace) -> int:
+    from bench.consolidate import BenchSize, run_benchmark, table
+
+    size = BenchSize(files=args.files, partitions=args.partitions, brokers=args.brokers,
+                     coordinators=args.coordinators, target_object_bytes=args.target_object_bytes,
+                     baseline_s=args.baseline_seconds, master=args.master)  # fmt: skip
+    if min(size.files, size.partitions, size.brokers, size.coordinators, size.target_object_bytes) <= 0:
+        print("diskless bench consolidate: sizes must be > 0", file=sys.stderr)
+        return 2
+    results = run_benchmark(size, args.work_dir, args.out)
+    print(table(results))
+    return 0
+
+
 def add_bench_commands(parser: argparse.ArgumentParser) -> None:
     """The `bench` subcommands, added to `diskless bench`'s parser (or this module's own)."""
     commands = parser.add_subparsers(dest="bench_command", required=True)
@@ -212,6 +227,37 @@ def add_bench_commands(parser: argparse.ArgumentParser) -> None:
     )
     _add_compare_arguments(compare)
     compare.set_defaults(run=_compare)
+    _add_consolidate_command(commands)
+
+
+def _add_consolidate_command(commands: Any) -> None:
+    from bench.consolidate import RESULTS, BenchSize, default_work_dir
+
+    size = BenchSize()
+    consolidate = commands.add_parser(
+        "consolidate",
+        help="small WAL files of genuine batches merged by `diskless consolidate` on local Spark, measured",
+        description="Builds a store of --files WAL files (--brokers brokers' 250 ms files over --partitions "
+        "partitions) on one node, then runs the consolidation job on local Spark beside a steady commit load: wall "
+        "time, objects, GETs to read every partition and the coordinators' live files before and after, commit p99 "
+        "with the job against without, and the same work in one process on a copy. Writes --out (JSON).",
+    )
+    consolidate.add_argument("--files", type=int, default=size.files, help=f"WAL files (default {size.files:,})")
+    consolidate.add_argument("--partitions", type=int, default=size.partitions, help=f"default {size.partitions:,}")
+    consolidate.add_argument("--brokers", type=int, default=size.brokers, help=f"default {size.brokers}")
+    consolidate.add_argument("--coordinators", type=int, default=size.coordinators, help=f"default {size.coordinators}")
+    consolidate.add_argument(
+        "--target-object-bytes", type=int, default=size.target_object_bytes,
+        help=f"the job's largest object (default {size.target_object_bytes:,})",
+    )  # fmt: skip
+    consolidate.add_argument(
+        "--baseline-seconds", type=float, default=size.baseline_s,
+        help=f"the steady load alone before the job (default {size.baseline_s:g})",
+    )  # fmt: skip
+    consolidate.add_argument("--master", default=size.master, help=f"Spark master (default {size.master})")
+    consolidate.add_argument("--work-dir", type=Path, default=default_work_dir(), help="where the store is built")
+    consolidate.add_argument("--out", type=Path, default=RESULTS, help=f"results JSON (default {RESULTS})")
+    consolidate.set_defaults(run=_consolidate)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -13,7 +13,8 @@
    once; batches/s and the files' commit p50/p99. Every answer is checked: the first diskless offsets are the seal's,
    no batch is taken for a duplicate. Then each producer resends its last classic batch once: every one must be a
    duplicate answering its classic offset.
-3. The same commits to a topic created diskless (its producers new: their first batches), for the ratio.
+3. The same commits to a topic created diskless (its producers new: their first batches), for the ratio; with
+   `--baseline-first` also once before the switch, which shows how much of the ratio is the order of the runs.
 
 The machine is shared: figures are for a loaded machine and move from run to run.
 """
@@ -201,6 +202,9 @@ async def measure(address: str, args: argparse.Namespace) -> dict[str, Any]:
             assert all(r.error_code == pb.NONE for r in answer.topics[0].partitions), answer
             return time.monotonic() - started
 
+        baseline_first = None
+        if args.baseline_first:
+            baseline_first = await run.rounds(await run.topic("born-diskless-first"), 0, 0)
         switch_s, calls = await _bounded([partial(init, c) for c in chunks], args.concurrency)
         print(
             f"switched {args.partitions} partitions x {args.producers} producers in {switch_s:.2f} s", file=sys.stderr
@@ -224,6 +228,7 @@ async def measure(address: str, args: argparse.Namespace) -> dict[str, Any]:
         "commits_after_switch": after,
         "duplicates_of_last_classic_batch": args.partitions,
         "commits_born_diskless": baseline,
+        "commits_born_diskless_before_switch": baseline_first,
     }
 
 
@@ -235,6 +240,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, default=4, help="calls in flight at once")
     parser.add_argument("--rounds", type=int, default=3, help="batches each producer sends after the switch")
     parser.add_argument("--coordinators", type=int, default=4)
+    parser.add_argument("--baseline-first", action="store_true", help="also commit to a new topic before the switch")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="bench-switch-") as scratch:

@@ -11,8 +11,11 @@ a time, for a timestamp near the head (1% in), in the middle, near the tail (99.
 each --lookups times after a few warm-up calls, every answer checked against the generator's. Last, --rounds
 rounds of --commit-s seconds of commits (one CommitFile of 10 batches in flight at a time, to partition 0), each
 round once alone, once with another process sending those four lookups back to back, and once with it sending
-ListOffsets -1 (the high watermark: the same call with nothing to look up, the control): commit p50/p99 and
-commits/s of each, and the ratios of the p99s (medians over the rounds).
+ListOffsets -1 (the high watermark: the same call with nothing to look up, the control), and once with it
+sending ListOffsets -1 to a second, empty `diskless serve` process (the machine's control: the same client and
+server work, none of it on the measured coordinator): commit p50/p99 and commits/s of each, and the ratios of the
+p99s (medians over the rounds). On a machine with few cores the last control shows how much of the ratio is
+only CPU shared with the two extra processes.
 
 The state is built by the code it runs under, so the same file measures another checkout: with that checkout's
 interpreter and the checkout first on the path (`cd OTHER && PYTHONPATH=OTHER OTHER/.venv/bin/python
@@ -229,6 +232,8 @@ async def measure(args: argparse.Namespace, directory: Path, timestamps: list[in
     probes["max_timestamp"] = MAX_TIMESTAMP
     started = time.monotonic()
     process, address, _ = start_node(directory, 1, settings)
+    (directory / "elsewhere").mkdir()
+    elsewhere, elsewhere_address, _ = start_node(directory / "elsewhere", 1, settings)
     report: dict[str, Any] = {}
     try:
         async with grpc.aio.insecure_channel(address) as channel:
@@ -243,19 +248,27 @@ async def measure(args: argparse.Namespace, directory: Path, timestamps: list[in
             key = 0
             for _ in range(args.rounds):
                 pair: dict[str, Any] = {}
-                for how, looked_up in (("alone", None), ("with_lookups", probes.values()), ("with_latest", [LATEST])):
-                    pair[how] = await _commits_beside(stub, address, args.commit_s, key, looked_up)
+                for how, target, looked_up in (
+                    ("alone", address, None),
+                    ("with_lookups", address, probes.values()),
+                    ("with_latest", address, [LATEST]),
+                    ("with_latest_elsewhere", elsewhere_address, [LATEST]),
+                ):
+                    pair[how] = await _commits_beside(stub, target, args.commit_s, key, looked_up)
                     key += pair[how]["commits"]
                 rounds.append(pair)
             report["commit_rounds"] = rounds
     finally:
         stop_node(process)
+        stop_node(elsewhere)
     medians = {how: statistics.median(r[how]["p99_ms"] for r in rounds) for how in rounds[0]}
     rates = {how: statistics.median(r[how]["commits_per_s"] for r in rounds) for how in rounds[0]}
     report["commit_p99_ms"] = {
         **medians,
         "ratio": round(medians["with_lookups"] / medians["alone"], 2),
         "ratio_latest": round(medians["with_latest"] / medians["alone"], 2),
+        "ratio_latest_elsewhere": round(medians["with_latest_elsewhere"] / medians["alone"], 2),
+        "ratio_lookups_to_elsewhere": round(medians["with_lookups"] / medians["with_latest_elsewhere"], 2),
     }
     report["commits_per_s"] = rates
     return report
@@ -316,7 +329,9 @@ def main() -> None:
             )
     p99 = report["commit_p99_ms"]
     print(f"  commit p99 (median of rounds): {p99['alone']} ms alone, {p99['with_lookups']} ms with lookups "
-          f"({p99['ratio']}x), {p99['with_latest']} ms with ListOffsets -1 ({p99['ratio_latest']}x)")  # fmt: skip
+          f"({p99['ratio']}x), {p99['with_latest']} ms with ListOffsets -1 ({p99['ratio_latest']}x), "
+          f"{p99['with_latest_elsewhere']} ms with ListOffsets -1 to another process "
+          f"({p99['ratio_latest_elsewhere']}x; lookups against it {p99['ratio_lookups_to_elsewhere']}x)")  # fmt: skip
 
 
 if __name__ == "__main__":

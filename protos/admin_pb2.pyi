@@ -301,3 +301,25 @@ class ListSnapshotsResponse(_message.Message):
     COORDINATORS_FIELD_NUMBER: _ClassVar[int]
     coordinators: _containers.RepeatedCompositeFieldContainer[ListSnapshotsResponse.Coordinator]
     def __init__(self, coordinators: _Optional[_Iterable[_Union[ListSnapshotsResponse.Coordinator, _Mapping]]] = ...) -> None: ...
+
+class CreateCoordinatorsRequest(_message.Message):
+    __slots__ = ("count", "expected_count", "validate_only")
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    EXPECTED_COUNT_FIELD_NUMBER: _ClassVar[int]
+    VALIDATE_ONLY_FIELD_NUMBER: _ClassVar[int]
+    count: int
+    expected_count: int
+    validate_only: bool
+    def __init__(self, count: _Optional[int] = ..., expected_count: _Optional[int] = ..., validate_only: _Optional[bool] = ...) -> None: ...
+
+class CreateCoordinatorsResponse(_message.Message):
+    __slots__ = ("error_code", "error_message", "previous_count", "count")
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    PREVIOUS_COUNT_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    error_code: _coordinator_pb2.ErrorCode
+    error_message: str
+    previous_count: int
+    count: int
+    def __init__(self, error_code: _Optional[_Union[_coordinator_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., previous_count: _Optional[int] = ..., count: _Optional[int] = ...) -> None: ...

@@ -69,6 +69,11 @@ class CoordinatorAdminStub:
                 request_serializer=protos_dot_admin__pb2.DescribeTopicsRequest.SerializeToString,
                 response_deserializer=protos_dot_admin__pb2.DescribeTopicsResponse.FromString,
                 _registered_method=True)
+        self.CreateCoordinators = channel.unary_unary(
+                '/diskless.coordinator.v1.CoordinatorAdmin/CreateCoordinators',
+                request_serializer=protos_dot_admin__pb2.CreateCoordinatorsRequest.SerializeToString,
+                response_deserializer=protos_dot_admin__pb2.CreateCoordinatorsResponse.FromString,
+                _registered_method=True)
         self.DescribePartitionLoads = channel.unary_unary(
                 '/diskless.coordinator.v1.CoordinatorAdmin/DescribePartitionLoads',
                 request_serializer=protos_dot_admin__pb2.DescribePartitionLoadsRequest.SerializeToString,
@@ -142,6 +147,17 @@ class CoordinatorAdminServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CreateCoordinators(self, request, context):
+        """Adds coordinators (metadata-log partitions) online, as Kafka's CreatePartitions adds partitions to
+        __consumer_offsets: `count` is the new total, so a retry is no change. Coordinators current..count-1 are created,
+        loaded and serve; partitions created afterwards spread over every coordinator, existing ones stay where they
+        are (the assignment is stored). A lone node records the count in its data directory; it wins over
+        --coordinators at every later start.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def DescribePartitionLoads(self, request, context):
         """Each user partition of the coordinators this node leads with its live batches, read from their committed
         state: what `diskless rebalance-partitions` plans over (docs/design.md §5a). A coordinator this node does not
@@ -188,6 +204,11 @@ def add_CoordinatorAdminServicer_to_server(servicer, server):
                     servicer.DescribeTopics,
                     request_deserializer=protos_dot_admin__pb2.DescribeTopicsRequest.FromString,
                     response_serializer=protos_dot_admin__pb2.DescribeTopicsResponse.SerializeToString,
+            ),
+            'CreateCoordinators': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateCoordinators,
+                    request_deserializer=protos_dot_admin__pb2.CreateCoordinatorsRequest.FromString,
+                    response_serializer=protos_dot_admin__pb2.CreateCoordinatorsResponse.SerializeToString,
             ),
             'DescribePartitionLoads': grpc.unary_unary_rpc_method_handler(
                     servicer.DescribePartitionLoads,
@@ -384,6 +405,33 @@ class CoordinatorAdmin:
             '/diskless.coordinator.v1.CoordinatorAdmin/DescribeTopics',
             protos_dot_admin__pb2.DescribeTopicsRequest.SerializeToString,
             protos_dot_admin__pb2.DescribeTopicsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateCoordinators(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/diskless.coordinator.v1.CoordinatorAdmin/CreateCoordinators',
+            protos_dot_admin__pb2.CreateCoordinatorsRequest.SerializeToString,
+            protos_dot_admin__pb2.CreateCoordinatorsResponse.FromString,
             options,
             channel_credentials,
             insecure,

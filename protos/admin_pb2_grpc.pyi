@@ -71,6 +71,13 @@ class CoordinatorAdminStub:
     operator may name a topic as kafka-configs --entity-name does (`diskless configs --topic NAME`). Asked of the
     node holding the catalog, which asks the leaders of coordinators it holds no replica of.
     """
+    CreateCoordinators: _grpc.UnaryUnaryMultiCallable[_admin_pb2.CreateCoordinatorsRequest, _admin_pb2.CreateCoordinatorsResponse]
+    """Adds coordinators (metadata-log partitions) online, as Kafka's CreatePartitions adds partitions to
+    __consumer_offsets: `count` is the new total, so a retry is no change. Coordinators current..count-1 are created,
+    loaded and serve; partitions created afterwards spread over every coordinator, existing ones stay where they
+    are (the assignment is stored). A lone node records the count in its data directory; it wins over
+    --coordinators at every later start.
+    """
     DescribePartitionLoads: _grpc.UnaryUnaryMultiCallable[_admin_pb2.DescribePartitionLoadsRequest, _admin_pb2.DescribePartitionLoadsResponse]
     """Each user partition of the coordinators this node leads with its live batches, read from their committed
     state: what `diskless rebalance-partitions` plans over (docs/design.md §5a). A coordinator this node does not
@@ -114,6 +121,13 @@ class CoordinatorAdminAsyncStub(CoordinatorAdminStub):
     """Topics by name: each one's id and partition count (what kafka-topics --describe prints as TopicId), so an
     operator may name a topic as kafka-configs --entity-name does (`diskless configs --topic NAME`). Asked of the
     node holding the catalog, which asks the leaders of coordinators it holds no replica of.
+    """
+    CreateCoordinators: _aio.UnaryUnaryMultiCallable[_admin_pb2.CreateCoordinatorsRequest, _admin_pb2.CreateCoordinatorsResponse]  # type: ignore[assignment]
+    """Adds coordinators (metadata-log partitions) online, as Kafka's CreatePartitions adds partitions to
+    __consumer_offsets: `count` is the new total, so a retry is no change. Coordinators current..count-1 are created,
+    loaded and serve; partitions created afterwards spread over every coordinator, existing ones stay where they
+    are (the assignment is stored). A lone node records the count in its data directory; it wins over
+    --coordinators at every later start.
     """
     DescribePartitionLoads: _aio.UnaryUnaryMultiCallable[_admin_pb2.DescribePartitionLoadsRequest, _admin_pb2.DescribePartitionLoadsResponse]  # type: ignore[assignment]
     """Each user partition of the coordinators this node leads with its live batches, read from their committed
@@ -197,6 +211,19 @@ class CoordinatorAdminServicer(metaclass=_abc_1.ABCMeta):
         """Topics by name: each one's id and partition count (what kafka-topics --describe prints as TopicId), so an
         operator may name a topic as kafka-configs --entity-name does (`diskless configs --topic NAME`). Asked of the
         node holding the catalog, which asks the leaders of coordinators it holds no replica of.
+        """
+
+    @_abc_1.abstractmethod
+    def CreateCoordinators(
+        self,
+        request: _admin_pb2.CreateCoordinatorsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_admin_pb2.CreateCoordinatorsResponse, _abc.Awaitable[_admin_pb2.CreateCoordinatorsResponse]]:
+        """Adds coordinators (metadata-log partitions) online, as Kafka's CreatePartitions adds partitions to
+        __consumer_offsets: `count` is the new total, so a retry is no change. Coordinators current..count-1 are created,
+        loaded and serve; partitions created afterwards spread over every coordinator, existing ones stay where they
+        are (the assignment is stored). A lone node records the count in its data directory; it wins over
+        --coordinators at every later start.
         """
 
     @_abc_1.abstractmethod

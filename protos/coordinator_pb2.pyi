@@ -562,7 +562,7 @@ class DescribeCoordinatorsRequest(_message.Message):
     def __init__(self, coordinator_ids: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class CoordinatorDescription(_message.Message):
-    __slots__ = ("coordinator_id", "error_code", "error_message", "leader", "partition_count", "live_file_count", "live_batch_count", "oldest_live_file_timestamp", "files_awaiting_deletion", "files_awaiting_handover", "log_start_offset", "log_end_offset", "high_watermark", "applied_offset", "last_snapshot_end_offset", "log_flush_count", "log_append_count", "queued_operations", "state", "node_id", "role", "isr", "replica_node_ids", "replica_progress", "replica_lag", "leader_changes", "state_bytes", "log_bytes", "snapshot_bytes", "producer_count", "scrubbed_bytes", "scrub_damage_found", "last_scrub_pass_ms", "last_scrub_damage")
+    __slots__ = ("coordinator_id", "error_code", "error_message", "leader", "partition_count", "live_file_count", "live_batch_count", "oldest_live_file_timestamp", "files_awaiting_deletion", "files_awaiting_handover", "log_start_offset", "log_end_offset", "high_watermark", "applied_offset", "last_snapshot_end_offset", "log_flush_count", "log_append_count", "queued_operations", "state", "node_id", "role", "isr", "replica_node_ids", "replica_progress", "replica_lag", "leader_changes", "state_bytes", "log_bytes", "snapshot_bytes", "producer_count", "scrubbed_bytes", "scrub_damage_found", "last_scrub_pass_ms", "last_scrub_damage", "workers", "node_workers")
     COORDINATOR_ID_FIELD_NUMBER: _ClassVar[int]
     ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
     ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
@@ -597,6 +597,8 @@ class CoordinatorDescription(_message.Message):
     SCRUB_DAMAGE_FOUND_FIELD_NUMBER: _ClassVar[int]
     LAST_SCRUB_PASS_MS_FIELD_NUMBER: _ClassVar[int]
     LAST_SCRUB_DAMAGE_FIELD_NUMBER: _ClassVar[int]
+    WORKERS_FIELD_NUMBER: _ClassVar[int]
+    NODE_WORKERS_FIELD_NUMBER: _ClassVar[int]
     coordinator_id: int
     error_code: ErrorCode
     error_message: str
@@ -631,7 +633,27 @@ class CoordinatorDescription(_message.Message):
     scrub_damage_found: int
     last_scrub_pass_ms: int
     last_scrub_damage: str
-    def __init__(self, coordinator_id: _Optional[int] = ..., error_code: _Optional[_Union[ErrorCode, str]] = ..., error_message: _Optional[str] = ..., leader: _Optional[_Union[CoordinatorEndpoint, _Mapping]] = ..., partition_count: _Optional[int] = ..., live_file_count: _Optional[int] = ..., live_batch_count: _Optional[int] = ..., oldest_live_file_timestamp: _Optional[int] = ..., files_awaiting_deletion: _Optional[int] = ..., files_awaiting_handover: _Optional[int] = ..., log_start_offset: _Optional[int] = ..., log_end_offset: _Optional[int] = ..., high_watermark: _Optional[int] = ..., applied_offset: _Optional[int] = ..., last_snapshot_end_offset: _Optional[int] = ..., log_flush_count: _Optional[int] = ..., log_append_count: _Optional[int] = ..., queued_operations: _Optional[int] = ..., state: _Optional[str] = ..., node_id: _Optional[int] = ..., role: _Optional[str] = ..., isr: _Optional[_Iterable[int]] = ..., replica_node_ids: _Optional[_Iterable[int]] = ..., replica_progress: _Optional[_Iterable[_Union[ReplicaProgress, _Mapping]]] = ..., replica_lag: _Optional[int] = ..., leader_changes: _Optional[int] = ..., state_bytes: _Optional[int] = ..., log_bytes: _Optional[int] = ..., snapshot_bytes: _Optional[int] = ..., producer_count: _Optional[int] = ..., scrubbed_bytes: _Optional[int] = ..., scrub_damage_found: _Optional[int] = ..., last_scrub_pass_ms: _Optional[int] = ..., last_scrub_damage: _Optional[str] = ...) -> None: ...
+    workers: _containers.RepeatedCompositeFieldContainer[BackgroundWorker]
+    node_workers: _containers.RepeatedCompositeFieldContainer[BackgroundWorker]
+    def __init__(self, coordinator_id: _Optional[int] = ..., error_code: _Optional[_Union[ErrorCode, str]] = ..., error_message: _Optional[str] = ..., leader: _Optional[_Union[CoordinatorEndpoint, _Mapping]] = ..., partition_count: _Optional[int] = ..., live_file_count: _Optional[int] = ..., live_batch_count: _Optional[int] = ..., oldest_live_file_timestamp: _Optional[int] = ..., files_awaiting_deletion: _Optional[int] = ..., files_awaiting_handover: _Optional[int] = ..., log_start_offset: _Optional[int] = ..., log_end_offset: _Optional[int] = ..., high_watermark: _Optional[int] = ..., applied_offset: _Optional[int] = ..., last_snapshot_end_offset: _Optional[int] = ..., log_flush_count: _Optional[int] = ..., log_append_count: _Optional[int] = ..., queued_operations: _Optional[int] = ..., state: _Optional[str] = ..., node_id: _Optional[int] = ..., role: _Optional[str] = ..., isr: _Optional[_Iterable[int]] = ..., replica_node_ids: _Optional[_Iterable[int]] = ..., replica_progress: _Optional[_Iterable[_Union[ReplicaProgress, _Mapping]]] = ..., replica_lag: _Optional[int] = ..., leader_changes: _Optional[int] = ..., state_bytes: _Optional[int] = ..., log_bytes: _Optional[int] = ..., snapshot_bytes: _Optional[int] = ..., producer_count: _Optional[int] = ..., scrubbed_bytes: _Optional[int] = ..., scrub_damage_found: _Optional[int] = ..., last_scrub_pass_ms: _Optional[int] = ..., last_scrub_damage: _Optional[str] = ..., workers: _Optional[_Iterable[_Union[BackgroundWorker, _Mapping]]] = ..., node_workers: _Optional[_Iterable[_Union[BackgroundWorker, _Mapping]]] = ...) -> None: ...
+
+class BackgroundWorker(_message.Message):
+    __slots__ = ("name", "scope", "state", "failures", "recent_failures", "failing", "last_failure")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    FAILURES_FIELD_NUMBER: _ClassVar[int]
+    RECENT_FAILURES_FIELD_NUMBER: _ClassVar[int]
+    FAILING_FIELD_NUMBER: _ClassVar[int]
+    LAST_FAILURE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    scope: str
+    state: str
+    failures: int
+    recent_failures: int
+    failing: bool
+    last_failure: str
+    def __init__(self, name: _Optional[str] = ..., scope: _Optional[str] = ..., state: _Optional[str] = ..., failures: _Optional[int] = ..., recent_failures: _Optional[int] = ..., failing: _Optional[bool] = ..., last_failure: _Optional[str] = ...) -> None: ...
 
 class ReplicaProgress(_message.Message):
     __slots__ = ("node_id", "log_end_offset", "lag", "in_sync", "last_fetch_age_ms", "caught_up_age_ms")
@@ -1090,3 +1112,103 @@ class DescribeDisklessLogsResponse(_message.Message):
     TOPICS_FIELD_NUMBER: _ClassVar[int]
     topics: _containers.RepeatedCompositeFieldContainer[DescribeDisklessLogsResponse.TopicResult]
     def __init__(self, topics: _Optional[_Iterable[_Union[DescribeDisklessLogsResponse.TopicResult, _Mapping]]] = ...) -> None: ...
+
+class ReplaceBatchesRequest(_message.Message):
+    __slots__ = ("object_key", "object_format", "file_size", "uploader_broker_id", "owner_ids", "extents", "timeout_ms")
+    class Extent(_message.Message):
+        __slots__ = ("topic_id", "partition", "base_offset", "last_offset", "byte_offset", "size")
+        TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
+        PARTITION_FIELD_NUMBER: _ClassVar[int]
+        BASE_OFFSET_FIELD_NUMBER: _ClassVar[int]
+        LAST_OFFSET_FIELD_NUMBER: _ClassVar[int]
+        BYTE_OFFSET_FIELD_NUMBER: _ClassVar[int]
+        SIZE_FIELD_NUMBER: _ClassVar[int]
+        topic_id: bytes
+        partition: int
+        base_offset: int
+        last_offset: int
+        byte_offset: int
+        size: int
+        def __init__(self, topic_id: _Optional[bytes] = ..., partition: _Optional[int] = ..., base_offset: _Optional[int] = ..., last_offset: _Optional[int] = ..., byte_offset: _Optional[int] = ..., size: _Optional[int] = ...) -> None: ...
+    OBJECT_KEY_FIELD_NUMBER: _ClassVar[int]
+    OBJECT_FORMAT_FIELD_NUMBER: _ClassVar[int]
+    FILE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    UPLOADER_BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    OWNER_IDS_FIELD_NUMBER: _ClassVar[int]
+    EXTENTS_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    object_key: str
+    object_format: int
+    file_size: int
+    uploader_broker_id: int
+    owner_ids: _containers.RepeatedScalarFieldContainer[int]
+    extents: _containers.RepeatedCompositeFieldContainer[ReplaceBatchesRequest.Extent]
+    timeout_ms: int
+    def __init__(self, object_key: _Optional[str] = ..., object_format: _Optional[int] = ..., file_size: _Optional[int] = ..., uploader_broker_id: _Optional[int] = ..., owner_ids: _Optional[_Iterable[int]] = ..., extents: _Optional[_Iterable[_Union[ReplaceBatchesRequest.Extent, _Mapping]]] = ..., timeout_ms: _Optional[int] = ...) -> None: ...
+
+class ReplaceBatchesResponse(_message.Message):
+    __slots__ = ("extents",)
+    class ExtentResult(_message.Message):
+        __slots__ = ("error_code", "error_message")
+        ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+        ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+        error_code: ErrorCode
+        error_message: str
+        def __init__(self, error_code: _Optional[_Union[ErrorCode, str]] = ..., error_message: _Optional[str] = ...) -> None: ...
+    EXTENTS_FIELD_NUMBER: _ClassVar[int]
+    extents: _containers.RepeatedCompositeFieldContainer[ReplaceBatchesResponse.ExtentResult]
+    def __init__(self, extents: _Optional[_Iterable[_Union[ReplaceBatchesResponse.ExtentResult, _Mapping]]] = ...) -> None: ...
+
+class GetFileMergeWorkItemRequest(_message.Message):
+    __slots__ = ("coordinator_id", "min_age_ms", "max_file_size", "max_files", "page_token")
+    COORDINATOR_ID_FIELD_NUMBER: _ClassVar[int]
+    MIN_AGE_MS_FIELD_NUMBER: _ClassVar[int]
+    MAX_FILE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    MAX_FILES_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    coordinator_id: int
+    min_age_ms: int
+    max_file_size: int
+    max_files: int
+    page_token: bytes
+    def __init__(self, coordinator_id: _Optional[int] = ..., min_age_ms: _Optional[int] = ..., max_file_size: _Optional[int] = ..., max_files: _Optional[int] = ..., page_token: _Optional[bytes] = ...) -> None: ...
+
+class GetFileMergeWorkItemResponse(_message.Message):
+    __slots__ = ("error_code", "error_message", "files", "next_page_token")
+    class Batch(_message.Message):
+        __slots__ = ("topic_id", "partition", "base_offset", "last_offset", "byte_offset", "size")
+        TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
+        PARTITION_FIELD_NUMBER: _ClassVar[int]
+        BASE_OFFSET_FIELD_NUMBER: _ClassVar[int]
+        LAST_OFFSET_FIELD_NUMBER: _ClassVar[int]
+        BYTE_OFFSET_FIELD_NUMBER: _ClassVar[int]
+        SIZE_FIELD_NUMBER: _ClassVar[int]
+        topic_id: bytes
+        partition: int
+        base_offset: int
+        last_offset: int
+        byte_offset: int
+        size: int
+        def __init__(self, topic_id: _Optional[bytes] = ..., partition: _Optional[int] = ..., base_offset: _Optional[int] = ..., last_offset: _Optional[int] = ..., byte_offset: _Optional[int] = ..., size: _Optional[int] = ...) -> None: ...
+    class File(_message.Message):
+        __slots__ = ("object_key", "object_format", "file_size", "committed_at_ms", "batches")
+        OBJECT_KEY_FIELD_NUMBER: _ClassVar[int]
+        OBJECT_FORMAT_FIELD_NUMBER: _ClassVar[int]
+        FILE_SIZE_FIELD_NUMBER: _ClassVar[int]
+        COMMITTED_AT_MS_FIELD_NUMBER: _ClassVar[int]
+        BATCHES_FIELD_NUMBER: _ClassVar[int]
+        object_key: str
+        object_format: int
+        file_size: int
+        committed_at_ms: int
+        batches: _containers.RepeatedCompositeFieldContainer[GetFileMergeWorkItemResponse.Batch]
+        def __init__(self, object_key: _Optional[str] = ..., object_format: _Optional[int] = ..., file_size: _Optional[int] = ..., committed_at_ms: _Optional[int] = ..., batches: _Optional[_Iterable[_Union[GetFileMergeWorkItemResponse.Batch, _Mapping]]] = ...) -> None: ...
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    FILES_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    error_code: ErrorCode
+    error_message: str
+    files: _containers.RepeatedCompositeFieldContainer[GetFileMergeWorkItemResponse.File]
+    next_page_token: bytes
+    def __init__(self, error_code: _Optional[_Union[ErrorCode, str]] = ..., error_message: _Optional[str] = ..., files: _Optional[_Iterable[_Union[GetFileMergeWorkItemResponse.File, _Mapping]]] = ..., next_page_token: _Optional[bytes] = ...) -> None: ...

@@ -124,6 +124,16 @@ class DisklessCoordinatorStub:
                 request_serializer=protos_dot_coordinator__pb2.DescribeDisklessLogsRequest.SerializeToString,
                 response_deserializer=protos_dot_coordinator__pb2.DescribeDisklessLogsResponse.FromString,
                 _registered_method=True)
+        self.ReplaceBatches = channel.unary_unary(
+                '/diskless.coordinator.v1.DisklessCoordinator/ReplaceBatches',
+                request_serializer=protos_dot_coordinator__pb2.ReplaceBatchesRequest.SerializeToString,
+                response_deserializer=protos_dot_coordinator__pb2.ReplaceBatchesResponse.FromString,
+                _registered_method=True)
+        self.GetFileMergeWorkItem = channel.unary_unary(
+                '/diskless.coordinator.v1.DisklessCoordinator/GetFileMergeWorkItem',
+                request_serializer=protos_dot_coordinator__pb2.GetFileMergeWorkItemRequest.SerializeToString,
+                response_deserializer=protos_dot_coordinator__pb2.GetFileMergeWorkItemResponse.FromString,
+                _registered_method=True)
 
 
 class DisklessCoordinatorServicer:
@@ -258,6 +268,22 @@ class DisklessCoordinatorServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ReplaceBatches(self, request, context):
+        """Object consolidation: a merge job copied runs of some partitions' batches, byte for byte, into
+        one new object; the coordinator points those batches at it, offsets unchanged, in one
+        metadata-log record (KIP-1165 "Object Consolidation for Diskless").
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetFileMergeWorkItem(self, request, context):
+        """Consolidation planning (DESIGN §4c, issue #38 item 2), named after Inkless's getFileMergeWorkItem; stateless: nothing is leased.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_DisklessCoordinatorServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -350,6 +376,16 @@ def add_DisklessCoordinatorServicer_to_server(servicer, server):
                     servicer.DescribeDisklessLogs,
                     request_deserializer=protos_dot_coordinator__pb2.DescribeDisklessLogsRequest.FromString,
                     response_serializer=protos_dot_coordinator__pb2.DescribeDisklessLogsResponse.SerializeToString,
+            ),
+            'ReplaceBatches': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReplaceBatches,
+                    request_deserializer=protos_dot_coordinator__pb2.ReplaceBatchesRequest.FromString,
+                    response_serializer=protos_dot_coordinator__pb2.ReplaceBatchesResponse.SerializeToString,
+            ),
+            'GetFileMergeWorkItem': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetFileMergeWorkItem,
+                    request_deserializer=protos_dot_coordinator__pb2.GetFileMergeWorkItemRequest.FromString,
+                    response_serializer=protos_dot_coordinator__pb2.GetFileMergeWorkItemResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -838,6 +874,60 @@ class DisklessCoordinator:
             '/diskless.coordinator.v1.DisklessCoordinator/DescribeDisklessLogs',
             protos_dot_coordinator__pb2.DescribeDisklessLogsRequest.SerializeToString,
             protos_dot_coordinator__pb2.DescribeDisklessLogsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReplaceBatches(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/diskless.coordinator.v1.DisklessCoordinator/ReplaceBatches',
+            protos_dot_coordinator__pb2.ReplaceBatchesRequest.SerializeToString,
+            protos_dot_coordinator__pb2.ReplaceBatchesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetFileMergeWorkItem(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/diskless.coordinator.v1.DisklessCoordinator/GetFileMergeWorkItem',
+            protos_dot_coordinator__pb2.GetFileMergeWorkItemRequest.SerializeToString,
+            protos_dot_coordinator__pb2.GetFileMergeWorkItemResponse.FromString,
             options,
             channel_credentials,
             insecure,

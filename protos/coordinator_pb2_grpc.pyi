@@ -93,6 +93,13 @@ class DisklessCoordinatorStub:
     """
     DescribeDisklessLogs: _grpc.UnaryUnaryMultiCallable[_coordinator_pb2.DescribeDisklessLogsRequest, _coordinator_pb2.DescribeDisklessLogsResponse]
     """Each partition's switch as its coordinator's leader holds it: a strict read, as DescribeProducers."""
+    ReplaceBatches: _grpc.UnaryUnaryMultiCallable[_coordinator_pb2.ReplaceBatchesRequest, _coordinator_pb2.ReplaceBatchesResponse]
+    """Object consolidation: a merge job copied runs of some partitions' batches, byte for byte, into
+    one new object; the coordinator points those batches at it, offsets unchanged, in one
+    metadata-log record (KIP-1165 "Object Consolidation for Diskless").
+    """
+    GetFileMergeWorkItem: _grpc.UnaryUnaryMultiCallable[_coordinator_pb2.GetFileMergeWorkItemRequest, _coordinator_pb2.GetFileMergeWorkItemResponse]
+    """Consolidation planning (DESIGN §4c, issue #38 item 2), named after Inkless's getFileMergeWorkItem; stateless: nothing is leased."""
 
 @_typing.type_check_only
 class DisklessCoordinatorAsyncStub(DisklessCoordinatorStub):
@@ -142,6 +149,13 @@ class DisklessCoordinatorAsyncStub(DisklessCoordinatorStub):
     """
     DescribeDisklessLogs: _aio.UnaryUnaryMultiCallable[_coordinator_pb2.DescribeDisklessLogsRequest, _coordinator_pb2.DescribeDisklessLogsResponse]  # type: ignore[assignment]
     """Each partition's switch as its coordinator's leader holds it: a strict read, as DescribeProducers."""
+    ReplaceBatches: _aio.UnaryUnaryMultiCallable[_coordinator_pb2.ReplaceBatchesRequest, _coordinator_pb2.ReplaceBatchesResponse]  # type: ignore[assignment]
+    """Object consolidation: a merge job copied runs of some partitions' batches, byte for byte, into
+    one new object; the coordinator points those batches at it, offsets unchanged, in one
+    metadata-log record (KIP-1165 "Object Consolidation for Diskless").
+    """
+    GetFileMergeWorkItem: _aio.UnaryUnaryMultiCallable[_coordinator_pb2.GetFileMergeWorkItemRequest, _coordinator_pb2.GetFileMergeWorkItemResponse]  # type: ignore[assignment]
+    """Consolidation planning (DESIGN §4c, issue #38 item 2), named after Inkless's getFileMergeWorkItem; stateless: nothing is leased."""
 
 class DisklessCoordinatorServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -296,5 +310,24 @@ class DisklessCoordinatorServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_coordinator_pb2.DescribeDisklessLogsResponse, _abc.Awaitable[_coordinator_pb2.DescribeDisklessLogsResponse]]:
         """Each partition's switch as its coordinator's leader holds it: a strict read, as DescribeProducers."""
+
+    @_abc_1.abstractmethod
+    def ReplaceBatches(
+        self,
+        request: _coordinator_pb2.ReplaceBatchesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_coordinator_pb2.ReplaceBatchesResponse, _abc.Awaitable[_coordinator_pb2.ReplaceBatchesResponse]]:
+        """Object consolidation: a merge job copied runs of some partitions' batches, byte for byte, into
+        one new object; the coordinator points those batches at it, offsets unchanged, in one
+        metadata-log record (KIP-1165 "Object Consolidation for Diskless").
+        """
+
+    @_abc_1.abstractmethod
+    def GetFileMergeWorkItem(
+        self,
+        request: _coordinator_pb2.GetFileMergeWorkItemRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_coordinator_pb2.GetFileMergeWorkItemResponse, _abc.Awaitable[_coordinator_pb2.GetFileMergeWorkItemResponse]]:
+        """Consolidation planning (DESIGN §4c, issue #38 item 2), named after Inkless's getFileMergeWorkItem; stateless: nothing is leased."""
 
 def add_DisklessCoordinatorServicer_to_server(servicer: DisklessCoordinatorServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

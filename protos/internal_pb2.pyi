@@ -89,7 +89,7 @@ class FetchLogRequest(_message.Message):
     def __init__(self, coordinator_id: _Optional[int] = ..., replica_node_id: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., fetch_offset: _Optional[int] = ..., last_fetched_epoch: _Optional[int] = ..., max_bytes: _Optional[int] = ..., max_wait_ms: _Optional[int] = ..., replica_incarnation: _Optional[str] = ...) -> None: ...
 
 class FetchLogResponse(_message.Message):
-    __slots__ = ("error_code", "error_message", "high_watermark", "log_start_offset", "log_end_offset", "frames", "diverging_epoch", "diverging_end_offset")
+    __slots__ = ("error_code", "error_message", "high_watermark", "log_start_offset", "log_end_offset", "frames", "diverging_epoch", "diverging_end_offset", "coordinator_id")
     ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
     ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
     HIGH_WATERMARK_FIELD_NUMBER: _ClassVar[int]
@@ -98,6 +98,7 @@ class FetchLogResponse(_message.Message):
     FRAMES_FIELD_NUMBER: _ClassVar[int]
     DIVERGING_EPOCH_FIELD_NUMBER: _ClassVar[int]
     DIVERGING_END_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    COORDINATOR_ID_FIELD_NUMBER: _ClassVar[int]
     error_code: _coordinator_pb2.ErrorCode
     error_message: str
     high_watermark: int
@@ -106,7 +107,28 @@ class FetchLogResponse(_message.Message):
     frames: bytes
     diverging_epoch: int
     diverging_end_offset: int
-    def __init__(self, error_code: _Optional[_Union[_coordinator_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., high_watermark: _Optional[int] = ..., log_start_offset: _Optional[int] = ..., log_end_offset: _Optional[int] = ..., frames: _Optional[bytes] = ..., diverging_epoch: _Optional[int] = ..., diverging_end_offset: _Optional[int] = ...) -> None: ...
+    coordinator_id: int
+    def __init__(self, error_code: _Optional[_Union[_coordinator_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., high_watermark: _Optional[int] = ..., log_start_offset: _Optional[int] = ..., log_end_offset: _Optional[int] = ..., frames: _Optional[bytes] = ..., diverging_epoch: _Optional[int] = ..., diverging_end_offset: _Optional[int] = ..., coordinator_id: _Optional[int] = ...) -> None: ...
+
+class FetchLogsRequest(_message.Message):
+    __slots__ = ("replica_node_id", "replica_incarnation", "max_wait_ms", "max_bytes", "partitions")
+    REPLICA_NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    REPLICA_INCARNATION_FIELD_NUMBER: _ClassVar[int]
+    MAX_WAIT_MS_FIELD_NUMBER: _ClassVar[int]
+    MAX_BYTES_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    replica_node_id: int
+    replica_incarnation: str
+    max_wait_ms: int
+    max_bytes: int
+    partitions: _containers.RepeatedCompositeFieldContainer[FetchLogRequest]
+    def __init__(self, replica_node_id: _Optional[int] = ..., replica_incarnation: _Optional[str] = ..., max_wait_ms: _Optional[int] = ..., max_bytes: _Optional[int] = ..., partitions: _Optional[_Iterable[_Union[FetchLogRequest, _Mapping]]] = ...) -> None: ...
+
+class FetchLogsResponse(_message.Message):
+    __slots__ = ("partitions",)
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    partitions: _containers.RepeatedCompositeFieldContainer[FetchLogResponse]
+    def __init__(self, partitions: _Optional[_Iterable[_Union[FetchLogResponse, _Mapping]]] = ...) -> None: ...
 
 class OffsetForLeaderEpochRequest(_message.Message):
     __slots__ = ("coordinator_id", "replica_node_id", "current_leader_epoch", "leader_epoch")

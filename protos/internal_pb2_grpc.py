@@ -49,6 +49,11 @@ class CoordinatorInternalStub:
                 request_serializer=protos_dot_internal__pb2.FetchLogRequest.SerializeToString,
                 response_deserializer=protos_dot_internal__pb2.FetchLogResponse.FromString,
                 _registered_method=True)
+        self.FetchLogs = channel.unary_unary(
+                '/diskless.coordinator.v1.CoordinatorInternal/FetchLogs',
+                request_serializer=protos_dot_internal__pb2.FetchLogsRequest.SerializeToString,
+                response_deserializer=protos_dot_internal__pb2.FetchLogsResponse.FromString,
+                _registered_method=True)
         self.OffsetForLeaderEpoch = channel.unary_unary(
                 '/diskless.coordinator.v1.CoordinatorInternal/OffsetForLeaderEpoch',
                 request_serializer=protos_dot_internal__pb2.OffsetForLeaderEpochRequest.SerializeToString,
@@ -99,6 +104,16 @@ class CoordinatorInternalServicer:
     def FetchLog(self, request, context):
         """Replication. A follower fetches the leader's log from its own log end;
         its fetch offset tells the leader what it holds durably (its log end).
+        Kept for a node of an earlier version; this version's followers use FetchLogs.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def FetchLogs(self, request, context):
+        """Every coordinator a follower node follows on the called node, in one call (Kafka's per-broker replica
+        fetcher): each partition is answered by the same rules as FetchLog; the call waits until any of them has
+        frames to send, or max_wait_ms.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -153,6 +168,11 @@ def add_CoordinatorInternalServicer_to_server(servicer, server):
                     servicer.FetchLog,
                     request_deserializer=protos_dot_internal__pb2.FetchLogRequest.FromString,
                     response_serializer=protos_dot_internal__pb2.FetchLogResponse.SerializeToString,
+            ),
+            'FetchLogs': grpc.unary_unary_rpc_method_handler(
+                    servicer.FetchLogs,
+                    request_deserializer=protos_dot_internal__pb2.FetchLogsRequest.FromString,
+                    response_serializer=protos_dot_internal__pb2.FetchLogsResponse.SerializeToString,
             ),
             'OffsetForLeaderEpoch': grpc.unary_unary_rpc_method_handler(
                     servicer.OffsetForLeaderEpoch,
@@ -256,6 +276,33 @@ class CoordinatorInternal:
             '/diskless.coordinator.v1.CoordinatorInternal/FetchLog',
             protos_dot_internal__pb2.FetchLogRequest.SerializeToString,
             protos_dot_internal__pb2.FetchLogResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def FetchLogs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/diskless.coordinator.v1.CoordinatorInternal/FetchLogs',
+            protos_dot_internal__pb2.FetchLogsRequest.SerializeToString,
+            protos_dot_internal__pb2.FetchLogsResponse.FromString,
             options,
             channel_credentials,
             insecure,

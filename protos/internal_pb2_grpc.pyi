@@ -57,6 +57,12 @@ class CoordinatorInternalStub:
     FetchLog: _grpc.UnaryUnaryMultiCallable[_internal_pb2.FetchLogRequest, _internal_pb2.FetchLogResponse]
     """Replication. A follower fetches the leader's log from its own log end;
     its fetch offset tells the leader what it holds durably (its log end).
+    Kept for a node of an earlier version; this version's followers use FetchLogs.
+    """
+    FetchLogs: _grpc.UnaryUnaryMultiCallable[_internal_pb2.FetchLogsRequest, _internal_pb2.FetchLogsResponse]
+    """Every coordinator a follower node follows on the called node, in one call (Kafka's per-broker replica
+    fetcher): each partition is answered by the same rules as FetchLog; the call waits until any of them has
+    frames to send, or max_wait_ms.
     """
     OffsetForLeaderEpoch: _grpc.UnaryUnaryMultiCallable[_internal_pb2.OffsetForLeaderEpochRequest, _internal_pb2.OffsetForLeaderEpochResponse]
     """The end offset of the largest leader epoch <= the one asked (KIP-101):
@@ -94,6 +100,12 @@ class CoordinatorInternalAsyncStub(CoordinatorInternalStub):
     FetchLog: _aio.UnaryUnaryMultiCallable[_internal_pb2.FetchLogRequest, _internal_pb2.FetchLogResponse]  # type: ignore[assignment]
     """Replication. A follower fetches the leader's log from its own log end;
     its fetch offset tells the leader what it holds durably (its log end).
+    Kept for a node of an earlier version; this version's followers use FetchLogs.
+    """
+    FetchLogs: _aio.UnaryUnaryMultiCallable[_internal_pb2.FetchLogsRequest, _internal_pb2.FetchLogsResponse]  # type: ignore[assignment]
+    """Every coordinator a follower node follows on the called node, in one call (Kafka's per-broker replica
+    fetcher): each partition is answered by the same rules as FetchLog; the call waits until any of them has
+    frames to send, or max_wait_ms.
     """
     OffsetForLeaderEpoch: _aio.UnaryUnaryMultiCallable[_internal_pb2.OffsetForLeaderEpochRequest, _internal_pb2.OffsetForLeaderEpochResponse]  # type: ignore[assignment]
     """The end offset of the largest leader epoch <= the one asked (KIP-101):
@@ -146,6 +158,18 @@ class CoordinatorInternalServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_internal_pb2.FetchLogResponse, _abc.Awaitable[_internal_pb2.FetchLogResponse]]:
         """Replication. A follower fetches the leader's log from its own log end;
         its fetch offset tells the leader what it holds durably (its log end).
+        Kept for a node of an earlier version; this version's followers use FetchLogs.
+        """
+
+    @_abc_1.abstractmethod
+    def FetchLogs(
+        self,
+        request: _internal_pb2.FetchLogsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_internal_pb2.FetchLogsResponse, _abc.Awaitable[_internal_pb2.FetchLogsResponse]]:
+        """Every coordinator a follower node follows on the called node, in one call (Kafka's per-broker replica
+        fetcher): each partition is answered by the same rules as FetchLog; the call waits until any of them has
+        frames to send, or max_wait_ms.
         """
 
     @_abc_1.abstractmethod

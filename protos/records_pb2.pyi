@@ -188,6 +188,58 @@ class TopicConfigValue(_message.Message):
     value: str
     def __init__(self, name: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
 
+class BatchesReplaced(_message.Message):
+    __slots__ = ("file_id", "object_key", "file_size", "uploader_broker_id", "owner_ids", "committed_at_ms", "runs", "extents")
+    class Run(_message.Message):
+        __slots__ = ("partition_key", "base_offset", "last_offset", "byte_offset", "batches")
+        PARTITION_KEY_FIELD_NUMBER: _ClassVar[int]
+        BASE_OFFSET_FIELD_NUMBER: _ClassVar[int]
+        LAST_OFFSET_FIELD_NUMBER: _ClassVar[int]
+        BYTE_OFFSET_FIELD_NUMBER: _ClassVar[int]
+        BATCHES_FIELD_NUMBER: _ClassVar[int]
+        partition_key: int
+        base_offset: int
+        last_offset: int
+        byte_offset: int
+        batches: int
+        def __init__(self, partition_key: _Optional[int] = ..., base_offset: _Optional[int] = ..., last_offset: _Optional[int] = ..., byte_offset: _Optional[int] = ..., batches: _Optional[int] = ...) -> None: ...
+    class Extent(_message.Message):
+        __slots__ = ("topic_id", "partition", "base_offset", "last_offset", "byte_offset", "size", "error_code", "error_message")
+        TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
+        PARTITION_FIELD_NUMBER: _ClassVar[int]
+        BASE_OFFSET_FIELD_NUMBER: _ClassVar[int]
+        LAST_OFFSET_FIELD_NUMBER: _ClassVar[int]
+        BYTE_OFFSET_FIELD_NUMBER: _ClassVar[int]
+        SIZE_FIELD_NUMBER: _ClassVar[int]
+        ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+        ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+        topic_id: bytes
+        partition: int
+        base_offset: int
+        last_offset: int
+        byte_offset: int
+        size: int
+        error_code: int
+        error_message: str
+        def __init__(self, topic_id: _Optional[bytes] = ..., partition: _Optional[int] = ..., base_offset: _Optional[int] = ..., last_offset: _Optional[int] = ..., byte_offset: _Optional[int] = ..., size: _Optional[int] = ..., error_code: _Optional[int] = ..., error_message: _Optional[str] = ...) -> None: ...
+    FILE_ID_FIELD_NUMBER: _ClassVar[int]
+    OBJECT_KEY_FIELD_NUMBER: _ClassVar[int]
+    FILE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    UPLOADER_BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    OWNER_IDS_FIELD_NUMBER: _ClassVar[int]
+    COMMITTED_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    RUNS_FIELD_NUMBER: _ClassVar[int]
+    EXTENTS_FIELD_NUMBER: _ClassVar[int]
+    file_id: int
+    object_key: str
+    file_size: int
+    uploader_broker_id: int
+    owner_ids: _containers.RepeatedScalarFieldContainer[int]
+    committed_at_ms: int
+    runs: _containers.RepeatedCompositeFieldContainer[BatchesReplaced.Run]
+    extents: _containers.RepeatedCompositeFieldContainer[BatchesReplaced.Extent]
+    def __init__(self, file_id: _Optional[int] = ..., object_key: _Optional[str] = ..., file_size: _Optional[int] = ..., uploader_broker_id: _Optional[int] = ..., owner_ids: _Optional[_Iterable[int]] = ..., committed_at_ms: _Optional[int] = ..., runs: _Optional[_Iterable[_Union[BatchesReplaced.Run, _Mapping]]] = ..., extents: _Optional[_Iterable[_Union[BatchesReplaced.Extent, _Mapping]]] = ...) -> None: ...
+
 class RemoteLogSegmentsCommitted(_message.Message):
     __slots__ = ("partition_key", "local_log_start_offset")
     PARTITION_KEY_FIELD_NUMBER: _ClassVar[int]
@@ -257,7 +309,7 @@ class PartitionMoveCancelled(_message.Message):
     def __init__(self, partition_key: _Optional[int] = ..., move_id: _Optional[int] = ...) -> None: ...
 
 class MetadataRecord(_message.Message):
-    __slots__ = ("leader_change", "partition_created", "topic_deleted", "file_committed", "records_deleted", "file_ownership_taken", "file_handed_over", "file_deletion_scheduled", "file_deleted", "producers_expired", "topic_configs_changed", "batches_purged", "retention_applied", "remote_log_segments_committed", "diskless_logs_initialized", "partition_move_started", "partition_move_cancelled")
+    __slots__ = ("leader_change", "partition_created", "topic_deleted", "file_committed", "records_deleted", "file_ownership_taken", "file_handed_over", "file_deletion_scheduled", "file_deleted", "producers_expired", "topic_configs_changed", "batches_purged", "retention_applied", "remote_log_segments_committed", "diskless_logs_initialized", "batches_replaced", "partition_move_started", "partition_move_cancelled")
     LEADER_CHANGE_FIELD_NUMBER: _ClassVar[int]
     PARTITION_CREATED_FIELD_NUMBER: _ClassVar[int]
     TOPIC_DELETED_FIELD_NUMBER: _ClassVar[int]
@@ -273,6 +325,7 @@ class MetadataRecord(_message.Message):
     RETENTION_APPLIED_FIELD_NUMBER: _ClassVar[int]
     REMOTE_LOG_SEGMENTS_COMMITTED_FIELD_NUMBER: _ClassVar[int]
     DISKLESS_LOGS_INITIALIZED_FIELD_NUMBER: _ClassVar[int]
+    BATCHES_REPLACED_FIELD_NUMBER: _ClassVar[int]
     PARTITION_MOVE_STARTED_FIELD_NUMBER: _ClassVar[int]
     PARTITION_MOVE_CANCELLED_FIELD_NUMBER: _ClassVar[int]
     leader_change: LeaderChange
@@ -290,9 +343,10 @@ class MetadataRecord(_message.Message):
     retention_applied: RetentionApplied
     remote_log_segments_committed: RemoteLogSegmentsCommitted
     diskless_logs_initialized: DisklessLogsInitialized
+    batches_replaced: BatchesReplaced
     partition_move_started: PartitionMoveStarted
     partition_move_cancelled: PartitionMoveCancelled
-    def __init__(self, leader_change: _Optional[_Union[LeaderChange, _Mapping]] = ..., partition_created: _Optional[_Union[PartitionCreated, _Mapping]] = ..., topic_deleted: _Optional[_Union[TopicDeleted, _Mapping]] = ..., file_committed: _Optional[_Union[FileCommitted, _Mapping]] = ..., records_deleted: _Optional[_Union[RecordsDeleted, _Mapping]] = ..., file_ownership_taken: _Optional[_Union[FileOwnershipTaken, _Mapping]] = ..., file_handed_over: _Optional[_Union[FileHandedOver, _Mapping]] = ..., file_deletion_scheduled: _Optional[_Union[FileDeletionScheduled, _Mapping]] = ..., file_deleted: _Optional[_Union[FileDeleted, _Mapping]] = ..., producers_expired: _Optional[_Union[ProducersExpired, _Mapping]] = ..., topic_configs_changed: _Optional[_Union[TopicConfigsChanged, _Mapping]] = ..., batches_purged: _Optional[_Union[BatchesPurged, _Mapping]] = ..., retention_applied: _Optional[_Union[RetentionApplied, _Mapping]] = ..., remote_log_segments_committed: _Optional[_Union[RemoteLogSegmentsCommitted, _Mapping]] = ..., diskless_logs_initialized: _Optional[_Union[DisklessLogsInitialized, _Mapping]] = ..., partition_move_started: _Optional[_Union[PartitionMoveStarted, _Mapping]] = ..., partition_move_cancelled: _Optional[_Union[PartitionMoveCancelled, _Mapping]] = ...) -> None: ...
+    def __init__(self, leader_change: _Optional[_Union[LeaderChange, _Mapping]] = ..., partition_created: _Optional[_Union[PartitionCreated, _Mapping]] = ..., topic_deleted: _Optional[_Union[TopicDeleted, _Mapping]] = ..., file_committed: _Optional[_Union[FileCommitted, _Mapping]] = ..., records_deleted: _Optional[_Union[RecordsDeleted, _Mapping]] = ..., file_ownership_taken: _Optional[_Union[FileOwnershipTaken, _Mapping]] = ..., file_handed_over: _Optional[_Union[FileHandedOver, _Mapping]] = ..., file_deletion_scheduled: _Optional[_Union[FileDeletionScheduled, _Mapping]] = ..., file_deleted: _Optional[_Union[FileDeleted, _Mapping]] = ..., producers_expired: _Optional[_Union[ProducersExpired, _Mapping]] = ..., topic_configs_changed: _Optional[_Union[TopicConfigsChanged, _Mapping]] = ..., batches_purged: _Optional[_Union[BatchesPurged, _Mapping]] = ..., retention_applied: _Optional[_Union[RetentionApplied, _Mapping]] = ..., remote_log_segments_committed: _Optional[_Union[RemoteLogSegmentsCommitted, _Mapping]] = ..., diskless_logs_initialized: _Optional[_Union[DisklessLogsInitialized, _Mapping]] = ..., batches_replaced: _Optional[_Union[BatchesReplaced, _Mapping]] = ..., partition_move_started: _Optional[_Union[PartitionMoveStarted, _Mapping]] = ..., partition_move_cancelled: _Optional[_Union[PartitionMoveCancelled, _Mapping]] = ...) -> None: ...
 
 class RecordBatch(_message.Message):
     __slots__ = ("records",)

@@ -1,4 +1,10 @@
-"""The orphan-file scan of object storage, on PySpark (DESIGN §7).
+"""The orphan-file scan of object storage (DESIGN §7) and object consolidation (DESIGN §4c), on PySpark.
+
+Object consolidation (`diskless consolidate`): `consolidation` (the job's phases), `consolidation_command`,
+`consolidation_options`, `consolidation_rules` (runs, keys, reads, extents: pure), `consolidation_tasks`
+(planning and one run on executors), `consolidation_report`, `record_batches` (Kafka v2 batches, CRC-32C).
+
+The orphan scan:
 
 - `orphan_scan`: the job and its phases (`run_scan`);
 - `command`: `diskless orphan-scan` and the spark-submit script (`spark-submit spark/command.py`), the periodic loop;

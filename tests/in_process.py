@@ -32,6 +32,8 @@ from coordinator.config.loading import load_settings
 from coordinator.files.workers import FileWorker
 from coordinator.node.assembly import RunningServer, start_server
 from coordinator.node.node import Node
+from coordinator.node.worker_registry import FILE_WORKER, PRODUCER_EXPIRY, RETENTION, TOPIC_PURGER
+from coordinator.topics.purge_worker import TopicPurger
 from protos import coordinator_pb2_grpc as pb_grpc
 from tests.harness import QUIET_FILE_WORKERS
 
@@ -141,7 +143,9 @@ class InProcessNode:
 
     @property
     def file_workers(self) -> list[FileWorker]:
-        return self.node.file_workers
+        """The file workers running now (one per coordinator led here), by coordinator id."""
+        running = self.node.running_workers(FILE_WORKER.name)
+        return [worker for _, worker in sorted(running.items()) if isinstance(worker, FileWorker)]
 
     def start(self, wait_serving: bool = True) -> InProcessNode:
         """Starts the node (settings read as `diskless serve` reads them); waits until SERVING unless told not to."""
@@ -240,10 +244,16 @@ def advance_together(nodes: Sequence[InProcessNode], duration_ms: int) -> None:
     clock = nodes[0].clock
     running = [node for node in nodes if node.is_running()]
     workers = sum(
-        len(node.file_workers) + len(node.node.producer_expiry_workers) + len(node.node.retention_workers)
+        len(node.node.running_workers(spec.name))
         for node in running
+        for spec in (FILE_WORKER, PRODUCER_EXPIRY, RETENTION)
     )
-    purgers = [purger for node in running for purger in node.node.topic_purgers]
+    purgers = [
+        purger
+        for node in running
+        for purger in node.node.running_workers(TOPIC_PURGER.name).values()
+        if isinstance(purger, TopicPurger)
+    ]
     target_ms = clock.now_ms() + duration_ms
     wait_until(
         lambda: clock.sleepers() >= workers, f"{workers} file, producer-expiry and retention workers wait on the clock"

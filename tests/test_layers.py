@@ -35,7 +35,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("edge",),  # the gRPC edge: admission, the call gate, access control, TLS
     ("runtime",),  # one coordinator: shard, metadata log, replication; the node's coordinators
     ("cluster",),  # etcd, the controller, assignment, calls between nodes
-    ("commits", "topics", "files", "reads"),  # the domain: each RPC with its rules and workers
+    ("commits", "topics", "files", "reads", "consolidation"),  # the domain: each RPC with its rules and workers
     ("client",),  # the routing client a broker uses
     ("node",),  # a node assembled: router, services, processes
     ("cli",),  # the `diskless` command
@@ -55,6 +55,7 @@ PURE_CORE = {
     "coordinator.commits.producer_expiry",
     "coordinator.commits.retries",
     "coordinator.commits.rules",
+    "coordinator.consolidation.rules",
     "coordinator.topics.partition_checks",
     "coordinator.topics.rules",
     "coordinator.topics.config_checks",

@@ -81,6 +81,17 @@ def test_head_of_a_missing_object_is_none(object_store: ObjectStore) -> None:
     assert object_store.head(f"{prefix}dir/file/under") is None
 
 
+def test_read_range_gives_the_bytes_asked_fewer_at_the_end_none_if_missing(object_store: ObjectStore) -> None:
+    key = f"{object_store.config.prefix}ranges/{uuid.uuid4().hex}"
+    data = bytes(range(256)) * 4
+    object_store.put(key, data)
+    assert object_store.read_range(key, 0, len(data)) == data
+    assert object_store.read_range(key, 300, 17) == data[300:317]
+    assert object_store.read_range(key, len(data) - 5, 100) == data[-5:]  # the object ends first
+    assert object_store.read_range(key, len(data) + 10, 5) == b""
+    assert object_store.read_range(f"{key}-missing", 0, 10) is None
+
+
 def test_list_filters_by_plain_string_prefix(object_store: ObjectStore) -> None:
     prefix = object_store.config.prefix
     keys = ["wal/3/x", "wal/30/y", "wal/3f/aaa.wal", "wal/3f/abc.wal", "wal/4f/z", "wal-x", "other"]

@@ -111,10 +111,10 @@ def test_contract_is_kept_additions_only(tmp_path: Path) -> None:
 )
 def test_the_contract_check_sees_a_change(tmp_path: Path, original: str, changed: str) -> None:
     text = OURS.read_text()
-    assert text.count(original) == 1, original
+    assert original in text, original
     tampered = tmp_path / "tampered" / "coordinator.proto"
     tampered.parent.mkdir()
-    tampered.write_text(text.replace(original, changed))
+    tampered.write_text(text.replace(original, changed, 1))  # the first: a contract field (later ones may be ours)
     contract = contract_entries(compile_proto(CONTRACT, tmp_path))
     assert contract_breaks(contract, contract_entries(compile_proto(tampered, tmp_path)))
 

@@ -60,7 +60,7 @@ def test_reader_addresses_are_written_again_after_a_failure_and_the_latest_wins(
         clock = ManualClock(start_ms=0)
         cluster = FlakyCluster(failures=1)
         advertising = ReaderAdvertising(cluster, clock, retry_ms=200)
-        advertising.start()
+        task = asyncio.create_task(advertising.run())
         advertising.set(("h:1",))
         for _ in range(5):
             await asyncio.sleep(0)
@@ -70,7 +70,8 @@ def test_reader_addresses_are_written_again_after_a_failure_and_the_latest_wins(
         for _ in range(5):
             await asyncio.sleep(0)
         assert cluster.written == [("h:2",)]
-        await advertising.stop()
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
 
     asyncio.run(run())
 

@@ -45,6 +45,19 @@ SAMPLES: dict[str, rec.MetadataRecord] = {
     "producers_expired": records.producers_expired(1500, [ExpiredProducer(0, 42, 1, 0, 1000)]),
     "batches_purged": records.batches_purged([(0, 10), (1, 2**63 - 1)]),
     "retention_applied": records.retention_applied([(0, 6)]),
+    "batches_replaced": records.batches_replaced(
+        10,
+        "wal/c",
+        300,
+        3,
+        [0, 1],
+        2000,
+        [rec.BatchesReplaced.Run(partition_key=0, base_offset=6, last_offset=9, byte_offset=0, batches=1)],
+        [
+            rec.BatchesReplaced.Extent(topic_id=TOPIC, partition=2, base_offset=6, last_offset=9, size=100),
+            rec.BatchesReplaced.Extent(topic_id=TOPIC, partition=2, base_offset=0, last_offset=5, error_code=1),
+        ],
+    ),
     "partition_move_started": records.partition_move_started(0, 2, 11),
     "partition_move_cancelled": records.partition_move_cancelled(0, 11),
     "topic_deleted": records.topic_deleted(TOPIC),
@@ -104,6 +117,12 @@ EXPECTED: dict[str, tuple[PartitionChanges, NamesGiven, str]] = {
         f"batches purged: orders-2 below offset 10; partition key 1 (name unknown) below offset {2**63 - 1}",
     ),
     "retention_applied": (PartitionChanges(), NamesGiven(), "retention applied: orders-2 log start offset moved to 6"),
+    "batches_replaced": (
+        PartitionChanges(),  # offsets do not move
+        NamesGiven(files=((10, "wal/c"),)),
+        "batches replaced: wal/c (300 bytes, broker 3): 1 run moved, 1 extent refused: orders-2 offsets 6..9 "
+        "(1 batch) at byte 0",
+    ),
     "partition_move_started": (
         PartitionChanges(),
         NamesGiven(),
@@ -185,7 +204,7 @@ def test_a_recovery_follows_next_offsets_and_names_through_records_of_every_kind
     names, next_offsets = Names(), {}
     _replay_offsets(iter(frames[:-1]), names, next_offsets)
     assert next_offsets == {0: 10, 1: 4}
-    assert names.partitions == {0: ("orders", TOPIC, 2)} and names.files == {8: "wal/a", 9: "wal/b"}
+    assert names.partitions == {0: ("orders", TOPIC, 2)} and names.files == {8: "wal/a", 9: "wal/b", 10: "wal/c"}
     assert names.leader_node_id == 5
     _replay_offsets(iter(frames[-1:]), names, next_offsets)  # the topic's partitions go; an unnamed one stays
     assert next_offsets == {1: 4}

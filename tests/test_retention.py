@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from coordinator.machine.view import CoordinatorView, PartitionView
 from coordinator.node.gauges import coordinator_gauges
+from coordinator.node.worker_registry import RETENTION
 from coordinator.runtime.operation import Operation
 from coordinator.topics.retention import (
     LogStartMove,
@@ -29,6 +30,7 @@ from coordinator.topics.retention import (
     check_retention,
     select_retention,
 )
+from coordinator.topics.retention_worker import RetentionWorker
 from coordinator.topics.topic_configs import ConfigDefaults, effective_configs
 from protos import coordinator_pb2 as pb
 from tests.harness import (
@@ -107,7 +109,8 @@ def test_a_pass_takes_at_most_the_bound_per_step(node: InProcessNode, monkeypatc
     owner = coordinator_of(node.stub, topic, 0)
     for _ in range(7):
         commit_one(broker, topic, node.clock.now_ms() - 2 * RETENTION_MS)
-    worker = node.node.retention_workers[owner]
+    worker = node.node.running_workers(RETENTION.name)[owner]
+    assert isinstance(worker, RetentionWorker)
     assert worker.coordinator_id == owner
     submitted: list[int] = []
     submit = worker._submit
@@ -133,7 +136,8 @@ def test_a_step_the_view_refuses_is_not_taken_again_in_the_pass(
     owner = coordinator_of(node.stub, topic, 0)
     for _ in range(2 * BATCH_MAX):
         commit_one(broker, topic, node.clock.now_ms() - 2 * RETENTION_MS)
-    worker = node.node.retention_workers[owner]
+    worker = node.node.running_workers(RETENTION.name)[owner]
+    assert isinstance(worker, RetentionWorker)
     steps: list[RetentionStep] = []
 
     async def refused(operation: Operation[RetentionStep, RetentionOutcome], what: str) -> RetentionOutcome:

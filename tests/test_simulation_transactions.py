@@ -25,7 +25,7 @@ from tests.test_transactions_core import marker
 PRODUCERS = (31, 32, 33)
 FAST_SEEDS = (1,)
 FAST_STEPS = 200
-SLOW_SEEDS = tuple(range(200, 206))
+SLOW_SEEDS = tuple(range(200, 203))  # three: each runs 20-50 s, and the README command stays under 20 minutes
 SLOW_STEPS = 1000
 
 

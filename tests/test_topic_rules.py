@@ -9,7 +9,14 @@ from coordinator.base.result import ItemError
 from coordinator.machine import records
 from coordinator.machine.catalog import PlacedPartition, TopicCatalog
 from coordinator.machine.topic_names import coordinator_for_new_partition
-from coordinator.topics.rules import CreatePlan, DeletePlan, TopicLimits, plan_create_partitions, plan_delete_topic
+from coordinator.topics.rules import (
+    CreatePlan,
+    DeletePlan,
+    TopicLimits,
+    check_configs_change,
+    plan_create_partitions,
+    plan_delete_topic,
+)
 from protos import coordinator_pb2 as pb
 
 TOPIC = bytes(range(1, 17))
@@ -131,3 +138,54 @@ def test_a_rebuild_replaces_everything() -> None:
     catalog.rebuild([PlacedPartition(2, OTHER, "payments", 0)])
     assert catalog.topic(TOPIC) is None
     assert catalog.coordinator_of(OTHER, 0) == 2
+
+
+# ---------------------------------------------------------------- rules a mutation run found unpinned (issue #40)
+
+
+@pytest.mark.parametrize("now", [2, 3, 4])
+def test_one_partition_fewer_than_now_is_invalid_partitions(now: int) -> None:
+    # Partitions 0..now-1 are a count of `now`: asking for one fewer is going down, not "nothing missing".
+    outcome = create(catalog_with(TOPIC, "orders", range(now)), TOPIC, "orders", now - 1)
+    assert code(outcome) == ErrorCode.INVALID_PARTITIONS
+    assert f"has {now} partitions" in outcome.message  # type: ignore[union-attr]
+
+
+def test_one_partition_and_exactly_the_maximum_are_allowed() -> None:
+    assert planned(create(TopicCatalog(), TOPIC, "orders", 1)) != {}
+    assert sum(len(p) for p in planned(create(TopicCatalog(), TOPIC, "orders", LIMITS.partitions_max)).values()) == (
+        LIMITS.partitions_max
+    )
+
+
+def test_an_id_held_under_another_name_is_inconsistent_whichever_name_sorts_first() -> None:
+    for held, asked in (("orders", "payments"), ("payments", "orders")):
+        outcome = create(catalog_with(TOPIC, held, range(1)), TOPIC, asked, 1)
+        assert code(outcome) == ErrorCode.INCONSISTENT_TOPIC_ID
+
+
+def test_a_new_topic_takes_the_configs_asked_for_and_a_known_one_keeps_its_own() -> None:
+    configs = [pb.TopicConfig(name="retention.ms", value="1000")]
+    new = pb.CreatePartitionsRequest.Topic(topic_id=TOPIC, name="orders", num_partitions=1, configs=configs)
+    plan = plan_create_partitions(TopicCatalog(), new, LIMITS, None)
+    assert isinstance(plan, CreatePlan) and ("retention.ms", "1000") in plan.configs
+    known = pb.CreatePartitionsRequest.Topic(topic_id=TOPIC, name="orders", num_partitions=3, configs=configs)
+    plan = plan_create_partitions(catalog_with(TOPIC, "orders", range(1)), known, LIMITS, None)
+    assert isinstance(plan, CreatePlan) and plan.configs == () and plan.holders
+
+
+def test_a_config_change_waits_for_every_coordinator_and_checks_names_and_values() -> None:
+    change = pb.AlterTopicConfigsRequest.Topic(topic_id=TOPIC, set=[pb.TopicConfig(name="retention.ms", value="1000")])
+    assert check_configs_change(change, DOWN) == DOWN
+    assert check_configs_change(change, None) is None
+    unknown = pb.AlterTopicConfigsRequest.Topic(topic_id=TOPIC, set=[pb.TopicConfig(name="no.such.config", value="1")])
+    assert isinstance(check_configs_change(unknown, None), ItemError)
+    assert code(check_configs_change(pb.AlterTopicConfigsRequest.Topic(topic_id=b"short"), None)) == (
+        ErrorCode.INVALID_REQUEST
+    )
+
+
+def test_a_name_held_by_another_id_is_topic_already_exists_whichever_id_sorts_first() -> None:
+    for held, asked in ((TOPIC, OTHER), (OTHER, TOPIC)):
+        outcome = create(catalog_with(held, "orders", range(1)), asked, "orders", 1)
+        assert code(outcome) == ErrorCode.TOPIC_ALREADY_EXISTS

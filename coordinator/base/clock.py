@@ -79,9 +79,21 @@ class LoopClock:
 
 
 async def _wait_event_on_loop(event: asyncio.Event, timeout_ms: int | None) -> bool:
-    """`Clock.wait_event` on the running loop's own time (the system clock's, or a simulated loop's)."""
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(event.wait(), None if timeout_ms is None else max(0, timeout_ms) / 1000)
+    """`Clock.wait_event` on the running loop's own time (the system clock's, or a simulated loop's).
+
+    Not `asyncio.wait_for`: on Python 3.11 it swallows a cancellation that comes as the event is set, and a loop
+    waiting so (a cluster session's renewal) then never ends when its owner stops it.
+    """
+    if event.is_set():
+        return True
+    setting = asyncio.ensure_future(event.wait())
+    try:
+        await asyncio.wait((setting,), timeout=None if timeout_ms is None else max(0, timeout_ms) / 1000)
+    finally:
+        if not setting.done():
+            setting.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await setting
     return event.is_set()
 
 

@@ -74,6 +74,10 @@ class Metrics:
             "diskless_denied_calls", "Calls refused by authentication or authorisation.", ["method", "reason"],
             registry=r,
         )  # fmt: skip
+        self.worker_failures = Counter(
+            "diskless_worker_failures", "Background workers that raised (each started again after a backoff), by "
+            "worker and coordinator (empty for the node's own).", ["worker", "coordinator"], registry=r,
+        )  # fmt: skip
         self.file_transitions = Counter(
             "diskless_file_transitions",
             "WAL files handed over, taken, scheduled for deletion or deleted, by coordinator and step",
@@ -105,6 +109,10 @@ class Metrics:
         )  # fmt: skip
         self.offloaded_batches = Counter(
             "diskless_offloaded_batches", "Batches taken out by CommitRemoteLogSegments (now remote), by coordinator.",
+            ["coordinator"], registry=r,
+        )  # fmt: skip
+        self.replaced_batches = Counter(
+            "diskless_replaced_batches", "Batches moved into merged objects (ReplaceBatches), by coordinator.",
             ["coordinator"], registry=r,
         )  # fmt: skip
         self.coordinator_failures = Counter(

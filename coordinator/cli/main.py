@@ -1,6 +1,6 @@
 """`diskless`: the operator's command (DESIGN §9).
 
-`orphan-scan` and `bench` are other packages' commands with parsers of their own: this parser hands
+`orphan-scan`, `consolidate` and `bench` are other packages' commands with parsers of their own: this parser hands
 them the rest of the command line, and imports them only when one runs (spark/ and bench/ build on
 coordinator/, never the other way at import time; and `diskless --help` needs neither Spark nor the
 bench extra).
@@ -96,6 +96,11 @@ def build_parser() -> argparse.ArgumentParser:
     add_operator_commands(commands)
     handed_over = (
         ("orphan-scan", "find WAL files no coordinator knows (PySpark); --delete removes them", _orphan_scan),
+        (
+            "consolidate",
+            "merge small WAL files into per-partition objects (PySpark); --dry-run changes nothing",
+            _consolidate,
+        ),
         ("bench", "benchmarks: `diskless bench run [--quick] [--out DIR]`, `diskless bench compare REV`", _bench),
     )
     for name, help_text, run in handed_over:
@@ -109,6 +114,12 @@ def _orphan_scan(args: argparse.Namespace, rest: list[str]) -> int:
     from spark.command import main as orphan_scan
 
     return orphan_scan(rest, prog="diskless orphan-scan")
+
+
+def _consolidate(args: argparse.Namespace, rest: list[str]) -> int:
+    from spark.consolidation_command import main as consolidate
+
+    return consolidate(rest, prog="diskless consolidate")
 
 
 def _bench(args: argparse.Namespace, rest: list[str]) -> int:

@@ -1,5 +1,6 @@
-"""Operator commands `diskless describe`, `diskless snapshot create|list|verify|restore` and
-`diskless log recover` (DESIGN §6, §9); `diskless describe --gateways` is in `gateways.py`.
+"""Operator commands `diskless describe`, `diskless state check` and `diskless log recover` (DESIGN §6, §9), and
+what every command shares (the first answering address, a coordinator directory's lock, the exit codes);
+`diskless snapshot ...` is in `snapshots.py`, `diskless describe --gateways` in `gateways.py`.
 
 Each talks to a running node over gRPC (`--bootstrap HOST:PORT[,...]`, the
 first address that answers) or works on a stopped node's data directory
@@ -32,18 +33,13 @@ from coordinator.cli.log_recovery.report import plan_json_text, report_lines
 from coordinator.cli.output import (
     STATE_CHECK_COLUMNS,
     CoordinatorRow,
-    SnapshotRow,
     StateCheckRow,
     print_rows,
-    row_of_info,
-    row_of_manifest,
 )
-from coordinator.config.settings import Settings
 from coordinator.machine.state import reads
 from coordinator.machine.state.integrity import check_integrity, take_clean_close_mark
-from coordinator.runtime.log.inspection import scan_log, scan_position
-from coordinator.runtime.log.segments import CorruptLogError, LogPosition, MetadataLog
-from coordinator.runtime.shard.pruning import prune
+from coordinator.runtime.log.inspection import scan_log
+from coordinator.runtime.log.segments import CorruptLogError, LogPosition
 from protos import admin_pb2 as admin
 from protos import admin_pb2_grpc
 from protos import coordinator_pb2 as pb
@@ -52,13 +48,8 @@ from snapshot import page_checksums
 from snapshot.durable_files import ChecksumMismatch
 from snapshot.snapshots import (
     SnapshotError,
-    SnapshotId,
-    check_snapshots,
     list_snapshots,
-    restore_snapshot,
     snapshot_directory,
-    take_snapshot,
-    verify_snapshot,
 )
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:50051"
@@ -111,25 +102,10 @@ def call_first(args: argparse.Namespace, call: Callable[[grpc.Channel], T]) -> T
     raise CommandFailed("; ".join(problems) or f"no address in --bootstrap {bootstrap!r}")
 
 
-def _remote_snapshots(args: argparse.Namespace, verify: bool) -> tuple[list[SnapshotRow], list[str]]:
-    def call(channel: grpc.Channel) -> admin.ListSnapshotsResponse:
-        stub = admin_pb2_grpc.CoordinatorAdminStub(channel)
-        request = admin.ListSnapshotsRequest(coordinator_ids=args.coordinator or [], verify=verify)
-        return stub.ListSnapshots(request, timeout=RPC_TIMEOUT_S)
-
-    rows, errors = [], []
-    for entry in call_first(args, call).coordinators:
-        if entry.error_code != pb.NONE:
-            errors.append(f"coordinator {entry.coordinator_id}: {entry.error_message}")
-        for s in entry.snapshots:
-            rows.append(row_of_info(entry.coordinator_id, s.info, s.verified if verify else None, s.problem))
-    return rows, errors
-
-
 # ---------------------------------------------------------------------- on a data directory
 
 
-def _coordinator_directories(args: argparse.Namespace) -> list[tuple[int, Path]]:
+def coordinator_directories(args: argparse.Namespace) -> list[tuple[int, Path]]:
     data_dir: Path = args.data_dir
     if not data_dir.is_dir():
         raise CommandFailed(f"{data_dir} is not a directory")
@@ -147,7 +123,7 @@ def _coordinator_directories(args: argparse.Namespace) -> list[tuple[int, Path]]
 
 
 @contextmanager
-def _locked(directory: Path) -> Iterator[None]:
+def locked(directory: Path) -> Iterator[None]:
     try:
         lock = DirectoryLock(directory)
     except DirectoryInUse as error:
@@ -206,8 +182,8 @@ def _describe_state(coordinator_id: int, directory: Path, position: LogPosition)
 def describe(args: argparse.Namespace) -> int:
     rows: list[CoordinatorRow] = []
     if args.data_dir is not None:
-        for coordinator_id, directory in _coordinator_directories(args):
-            with _locked(directory):
+        for coordinator_id, directory in coordinator_directories(args):
+            with locked(directory):
                 rows.append(_describe_directory(coordinator_id, directory))
     else:
 
@@ -253,6 +229,7 @@ def describe(args: argparse.Namespace) -> int:
                     c.snapshot_bytes,
                     c.scrubbed_bytes,
                     c.scrub_damage_found,
+                    workers_cell(c),
                 )
             )
     print_rows(
@@ -260,9 +237,18 @@ def describe(args: argparse.Namespace) -> int:
         ("coordinator_id", "state", "role", "leader", "leader_epoch", "replicas", "isr", "lag", "applied_offset",
          "high_watermark", "log_start_offset", "log_end_offset", "newest_snapshot", "partitions", "live_files",
          "live_batches", "producers", "state_bytes", "log_bytes", "snapshot_bytes", "scrubbed_bytes", "scrub_damage",
-         "error"),
+         "worker_failures", "error"),
     )  # fmt: skip
     return 1 if any(r.error for r in rows) else 0
+
+
+def workers_cell(description: pb.CoordinatorDescription) -> str:
+    """The background workers that failed on the answering node: NAME:RECENT/TOTAL, "!" after a failing one."""
+    return ",".join(
+        f"{w.name}:{w.recent_failures}/{w.failures}{'!' if w.failing else ''}"
+        for w in (*description.workers, *description.node_workers)
+        if w.failures
+    )
 
 
 def _lag_cell(description: pb.CoordinatorDescription) -> str:
@@ -276,111 +262,18 @@ def _lag_cell(description: pb.CoordinatorDescription) -> str:
     )
 
 
-_SNAPSHOT_COLUMNS = ("coordinator_id", "snapshot", "size_bytes", "crc32", "created_at_ms", "verified", "problem")
-
-
-def snapshot_create(args: argparse.Namespace) -> int:
-    rows, errors = [], []
-    if args.data_dir is not None:
-        settings = Settings()
-        for coordinator_id, directory in _coordinator_directories(args):
-            with _locked(directory):
-                state = directory / "state.sqlite"
-                if not state.exists():
-                    errors.append(f"coordinator {coordinator_id}: {state} is missing")
-                    continue
-                manifest = take_snapshot(
-                    state,
-                    snapshot_directory(directory),
-                    settings.snapshot_copy_step_pages,
-                    _now_ms(),
-                    settings.snapshot_copy_max_bytes_per_second,
-                    settings.state_page_checksums,
-                )
-                metadata_log = MetadataLog(directory / "log", settings.log_segment_bytes)
-                try:
-                    prune(snapshot_directory(directory), metadata_log, args.retained_count)
-                finally:
-                    metadata_log.close()
-                rows.append(row_of_manifest(coordinator_id, manifest))
-    else:
-
-        def call(channel: grpc.Channel) -> admin.CreateSnapshotResponse:
-            request = admin.CreateSnapshotRequest(coordinator_ids=args.coordinator or [])
-            return admin_pb2_grpc.CoordinatorAdminStub(channel).CreateSnapshot(request, timeout=RPC_TIMEOUT_S)
-
-        for result in call_first(args, call).results:
-            if result.error_code != pb.NONE:
-                errors.append(f"coordinator {result.coordinator_id}: {result.error_message}")
-            else:
-                rows.append(row_of_info(result.coordinator_id, result.snapshot, None, ""))
-    print_rows(rows, args.json, "snapshots", _SNAPSHOT_COLUMNS)
-    return _report(errors)
-
-
-def snapshot_list(args: argparse.Namespace, verify: bool = False) -> int:
-    rows: list[SnapshotRow] = []
-    errors: list[str] = []
-    if args.data_dir is not None:
-        for coordinator_id, directory in _coordinator_directories(args):
-            with _locked(directory):
-                if verify:
-                    checks = check_snapshots(snapshot_directory(directory))
-                    rows += [row_of_manifest(coordinator_id, c.manifest, c.problem or "") for c in checks]
-                else:
-                    rows += [row_of_manifest(coordinator_id, m) for m in list_snapshots(snapshot_directory(directory))]
-    else:
-        rows, errors = _remote_snapshots(args, verify)
-    print_rows(rows, args.json, "snapshots", _SNAPSHOT_COLUMNS)
-    errors += [f"coordinator {r.coordinator_id}: snapshot {r.snapshot}: {r.problem}" for r in rows if r.problem]
-    return _report(errors)
-
-
-def snapshot_verify(args: argparse.Namespace) -> int:
-    return snapshot_list(args, verify=True)
-
-
-def snapshot_restore(args: argparse.Namespace) -> int:
-    if args.data_dir is None:
-        raise CommandFailed("restore works on a stopped node's --data-dir only")
-    found = _coordinator_directories(args)
-    if len(found) != 1 or not args.coordinator:
-        raise CommandFailed("restore needs one --coordinator")
-    [(coordinator_id, directory)] = found
-    with _locked(directory):
-        position = scan_position(directory / "log")
-        snapshots = list_snapshots(snapshot_directory(directory))
-        if args.snapshot:
-            wanted = SnapshotId.parse(args.snapshot)
-            snapshots = [m for m in snapshots if m.snapshot_id == wanted]
-            if not snapshots:
-                raise CommandFailed(f"coordinator {coordinator_id} has no snapshot {wanted}")
-        for manifest in snapshots:
-            end = manifest.snapshot_id.end_offset
-            problem = verify_snapshot(manifest)
-            if problem is None and not position.start_offset <= end <= position.end_offset:
-                problem = f"the log ({position.start_offset}..{position.end_offset}) does not continue it at {end}"
-            if problem is None:
-                take_clean_close_mark(directory)  # a state the node did not close: checked at its next load
-                restore_snapshot(manifest, directory / "state.sqlite")
-                print_rows([row_of_manifest(coordinator_id, manifest, "")], args.json, "restored", _SNAPSHOT_COLUMNS)
-                return 0
-            print(f"diskless snapshot restore: skipping {manifest.snapshot_id}: {problem}", file=sys.stderr)
-    raise CommandFailed(f"coordinator {coordinator_id}: no snapshot verifies and fits the log")
-
-
 def log_recover(args: argparse.Namespace) -> int:
     """Recovers a stopped coordinator whose log is damaged inside; a dry run unless --yes (log_recovery/apply.py)."""
-    found = _coordinator_directories(args)
+    found = coordinator_directories(args)
     if len(found) != 1 or not args.coordinator:
         raise CommandFailed("log recover needs one --coordinator")
     [(coordinator_id, directory)] = found
-    with _locked(directory):
+    with locked(directory):
         plan = plan_recovery(directory, coordinator_id)
         outcome = None
         if args.yes and plan.damage is not None:
             take_clean_close_mark(directory)  # a state the node did not close: checked at its next load
-            outcome = apply_recovery(plan, _now_ms())
+            outcome = apply_recovery(plan, now_ms())
     recovery_directory = outcome.recovery_directory if outcome is not None else None
     if args.json:
         print(plan_json_text(plan, recovery_directory, done=outcome is not None))
@@ -394,8 +287,8 @@ def state_check(args: argparse.Namespace) -> int:
     rows: list[StateCheckRow] = []
     errors: list[str] = []
     if args.data_dir is not None:
-        for coordinator_id, directory in _coordinator_directories(args):
-            with _locked(directory):
+        for coordinator_id, directory in coordinator_directories(args):
+            with locked(directory):
                 state = directory / "state.sqlite"
                 if not state.exists():
                     errors.append(f"coordinator {coordinator_id}: {state} is missing (the next start rebuilds it)")
@@ -423,16 +316,16 @@ def state_check(args: argparse.Namespace) -> int:
             )  # fmt: skip
     print_rows(rows, args.json, "coordinators", STATE_CHECK_COLUMNS)
     errors += [f"coordinator {r.coordinator_id}: state damaged: {r.problem}" for r in rows if not r.sound]
-    return _report(errors)
+    return report_errors(errors)
 
 
-def _report(errors: list[str]) -> int:
+def report_errors(errors: list[str]) -> int:
     for error in errors:
         print(f"diskless: {error}", file=sys.stderr)
     return 1 if errors else 0
 
 
-def _now_ms() -> int:
+def now_ms() -> int:
     from coordinator.base.clock import SystemClock
 
     return SystemClock().now_ms()

@@ -74,6 +74,9 @@ class CoordinatorRow:
     # The scrub since the node started (issue #40): bytes verified, damage found before any read met it.
     scrubbed_bytes: int = -1
     scrub_damage: int = -1
+    # Background workers that failed on the answering node (this coordinator's and the node's own): NAME:RECENT/TOTAL,
+    # comma-separated, "!" after one that keeps failing (health NOT_SERVING); empty when none failed.
+    worker_failures: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from coordinator.cli.configs import add_configs_command
+from coordinator.cli.coordinators import add_coordinators_command
 from coordinator.cli.gateways import describe_gateways
 from coordinator.cli.leaders import add_elect_leaders_command
 from coordinator.cli.operator_commands import (
@@ -14,14 +15,11 @@ from coordinator.cli.operator_commands import (
     describe,
     log_recover,
     run,
-    snapshot_create,
-    snapshot_list,
-    snapshot_restore,
-    snapshot_verify,
     state_check,
 )
 from coordinator.cli.partition_moves import add_partition_move_commands
 from coordinator.cli.reassign import add_reassign_commands
+from coordinator.cli.snapshots import snapshot_create, snapshot_list, snapshot_restore, snapshot_verify
 from coordinator.cli.switch import add_switch_command
 from coordinator.cli.transactions import add_transactions_command
 from coordinator.config.settings import Settings
@@ -63,6 +61,7 @@ def add_operator_commands(commands: Any) -> None:
     add_transactions_command(commands)
     add_switch_command(commands)
     add_elect_leaders_command(commands)
+    add_coordinators_command(commands)
     add_reassign_commands(commands)
     add_partition_move_commands(commands)
 

@@ -19,8 +19,13 @@ from protos import coordinator_pb2_grpc as pb_grpc
 
 SERVICE = Service.COORDINATOR.descriptor.full_name
 # The calls a broker's request splits by coordinator, item by item: the fast path sends them unsplit to a node alone.
+# A call for one coordinator (its request names it: GetFileMergeWorkItem) has nothing to split and no items.
 FAST_PATH_METHODS = tuple(
-    rpc.descriptor for rpc in rows_of(Service.COORDINATOR) if rpc.served_by is not ServedBy.NODE and not rpc.streams
+    rpc.descriptor
+    for rpc in rows_of(Service.COORDINATOR)
+    if rpc.served_by is not ServedBy.NODE
+    and not rpc.streams
+    and "coordinator_id" not in rpc.descriptor.input_type.fields_by_name
 )
 
 

@@ -158,6 +158,22 @@ def commit_error(problem: ItemError) -> pb.CommitFileResponse.BatchResult:
     )
 
 
+# ---------------------------------------------------------------- ReplaceBatches (DESIGN §4c)
+
+
+def replace_keys(request: pb.ReplaceBatchesRequest) -> list[PartitionKey]:
+    return [(extent.topic_id, extent.partition) for extent in request.extents]
+
+
+def replace_part(request: pb.ReplaceBatchesRequest, indices: Sequence[int]) -> pb.ReplaceBatchesRequest:
+    """The object's fields with only the extents at `indices`: each coordinator moves its own runs."""
+    part = pb.ReplaceBatchesRequest()
+    part.CopyFrom(request)
+    part.ClearField("extents")
+    part.extents.extend(request.extents[i] for i in indices)
+    return part
+
+
 # ---------------------------------------------------------------- DescribeFiles
 
 

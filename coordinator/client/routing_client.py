@@ -45,6 +45,8 @@ from coordinator.client.request_parts import (
     partition_keys,
     partition_part,
     partition_results,
+    replace_keys,
+    replace_part,
     trim_to_fetch_budget,
 )
 from coordinator.client.routes import RETRIABLE_CODES
@@ -91,6 +93,56 @@ class RoutingClient(NodeCalls):
             skip=frozenset(local),
         )
         return pb.CommitFileResponse(throttle_time_ms=fast.throttle_time_ms if fast is not None else 0, batches=results)
+
+    async def replace_batches(self, request: pb.ReplaceBatchesRequest) -> pb.ReplaceBatchesResponse:
+        """Object consolidation (DESIGN §4c): each coordinator's extents to its leader; one answer per extent, in
+        request order. The byte-range rule spans the request; a node checks it among the extents it is sent."""
+        deadline = self._deadline()
+        fast = await self._fast_path("ReplaceBatches", request, deadline)
+        if fast is not None and not fast[1]:
+            return fast[0]  # type: ignore[no-any-return]  # decoded by the method's response type
+        results: list[Any] = [None] * len(request.extents) if fast is None else list(fast[0].extents)
+        results = await self._route_items(
+            "ReplaceBatches",
+            replace_keys(request),
+            lambda indices: replace_part(request, indices),
+            lambda response: list(response.extents),
+            results,
+            deadline,
+        )
+        return pb.ReplaceBatchesResponse(extents=results)
+
+    async def get_file_merge_work_item(
+        self, request: pb.GetFileMergeWorkItemRequest
+    ) -> pb.GetFileMergeWorkItemResponse:
+        """One coordinator's merge plan from its leader (DESIGN §4c), retried while its leader moves."""
+        deadline = self._deadline()
+        backoff = Backoff(self.backoff_initial_ms, self.backoff_max_ms)
+        coordinator_id = request.coordinator_id
+        while True:
+            address = self._leader_of(coordinator_id)
+            problem = None
+            if address is None:
+                self._table.coordinators_known = False
+                problem = await self._refresh([], deadline, everything=True)
+                address = self._leader_of(coordinator_id)
+            if address is None:
+                answer: Any = problem or f"no leader known for coordinator {coordinator_id}"
+            else:
+                answer = await self._send(address, "GetFileMergeWorkItem", request, deadline)
+                if not isinstance(answer, str) and answer.error_code not in RETRIABLE_CODES:
+                    return answer  # type: ignore[no-any-return]
+                if isinstance(answer, str):
+                    self._table.forget_address(address)
+            self._table.routes.pop(coordinator_id, None)  # moved, or unknown: asked again before the next try
+            if not await self._wait_to_retry(backoff, deadline):
+                if isinstance(answer, str):
+                    raise RoutingError(f"GetFileMergeWorkItem: {answer}")
+                return answer  # type: ignore[no-any-return]
+
+    def _leader_of(self, coordinator_id: int) -> str | None:
+        route = self._table.routes.get(coordinator_id)
+        return None if route is None else route.address_for(ServedBy.LEADER)
 
     async def find_batches(self, request: pb.FindBatchesRequest) -> pb.FindBatchesResponse:
         """From each coordinator's read replica, under the call's one byte budget in request order."""

@@ -133,6 +133,28 @@ class NodeSettings:
         10000,
         "longest wait before a reader process that died is started again",
     )
+    worker_restart_backoff_ms: int = _setting(
+        "diskless.server.worker.restart.backoff.ms",
+        1000,
+        "first wait before a background worker that raised is started again (doubling per failure within "
+        "diskless.server.worker.failures.window.ms)",
+    )
+    worker_restart_backoff_max_ms: int = _setting(
+        "diskless.server.worker.restart.backoff.max.ms",
+        60000,
+        "longest wait before a background worker that raised is started again",
+    )
+    worker_failures_window_ms: int = _setting(
+        "diskless.server.worker.failures.window.ms",
+        600000,
+        "the window in which a background worker's failures count towards diskless.server.worker.failures.max",
+    )
+    worker_failures_max: int = _setting(
+        "diskless.server.worker.failures.max",
+        3,
+        "failures of one background worker within the window that make it failing: health NOT_SERVING until "
+        "fewer remain in the window",
+    )
     request_max_bytes: int = _setting(
         "diskless.coordinator.request.max.bytes", 16 * 1024 * 1024, "largest gRPC message accepted (bytes)"
     )

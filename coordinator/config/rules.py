@@ -8,6 +8,8 @@ from coordinator.config.settings import STATE_VERIFY_MODES, Settings, SettingsEr
 
 READ_PROCESSES_MAX = 64  # each reader holds one connection per coordinator and its own gRPC server
 NODE_PROCESSES_MAX = 64  # commit processes of one node: one per core is the point
+# The most coordinators a node or cluster may have, at formation or after `diskless coordinators add`.
+COORDINATORS_MAX = 4096
 # Producers in one expiry record: a step of the pass holds its coordinator's loop a few milliseconds per thousand.
 PRODUCER_EXPIRATION_BATCH_MAX = 100_000
 
@@ -30,8 +32,10 @@ def check(settings: Settings) -> None:
     for attr in positive:
         if getattr(settings, attr) <= 0:
             raise SettingsError(f"{property_name(attr)} must be > 0, got {getattr(settings, attr)}")
-    if settings.coordinators > 4096:
-        raise SettingsError(f"{property_name('coordinators')} must be <= 4096, got {settings.coordinators}")
+    if settings.coordinators > COORDINATORS_MAX:
+        raise SettingsError(
+            f"{property_name('coordinators')} must be <= {COORDINATORS_MAX}, got {settings.coordinators}"
+        )
     if settings.node_id < 0:
         raise SettingsError(f"{property_name('node_id')} must be >= 0, got {settings.node_id}")
     if not 0 <= settings.append_linger_ms <= 1000:
@@ -71,6 +75,15 @@ def check(settings: Settings) -> None:
             f"{property_name('read_process_restart_backoff_max_ms')}, got {settings.read_process_restart_backoff_ms} "
             f"and {settings.read_process_restart_backoff_max_ms}"
         )
+    if not 0 < settings.worker_restart_backoff_ms <= settings.worker_restart_backoff_max_ms:
+        raise SettingsError(
+            f"{property_name('worker_restart_backoff_ms')} must be > 0 and <= "
+            f"{property_name('worker_restart_backoff_max_ms')}, got {settings.worker_restart_backoff_ms} "
+            f"and {settings.worker_restart_backoff_max_ms}"
+        )
+    for attr in ("worker_failures_window_ms", "worker_failures_max"):
+        if getattr(settings, attr) <= 0:
+            raise SettingsError(f"{property_name(attr)} must be > 0, got {getattr(settings, attr)}")
     for attr in ("log_retention_ms", "log_retention_bytes"):  # Kafka's: -1 (no limit) or more
         if getattr(settings, attr) < -1:
             raise SettingsError(f"{property_name(attr)} must be >= -1 (-1: no limit), got {getattr(settings, attr)}")
@@ -148,6 +161,8 @@ def _replication(settings: Settings) -> None:
         )
     if settings.replica_fetch_max_bytes < 1024:
         raise SettingsError(f"{property_name('replica_fetch_max_bytes')} must be >= 1024")
+    if settings.replica_fetch_response_max_bytes < 1024:
+        raise SettingsError(f"{property_name('replica_fetch_response_max_bytes')} must be >= 1024")
     if settings.advertise:
         host, _, port = settings.advertise.rpartition(":")
         if not host or not port.isdigit() or not 0 < int(port) < 65536:
@@ -168,6 +183,7 @@ def _files(settings: Settings) -> None:
         "file_worker_interval_ms", "file_worker_max_files", "file_retry_backoff_ms", "topic_purge_batch_max",
         "topic_purge_interval_ms", "retention_check_interval_ms", "retention_batch_max", "remote_segment_batch_max",
         "switch_producers_max",
+        "replace_batch_max", "merge_work_files_max", "merge_work_batches_max", "merge_work_file_bytes_max",
     ):  # fmt: skip
         if getattr(settings, attr) <= 0:
             raise SettingsError(f"{property_name(attr)} must be > 0, got {getattr(settings, attr)}")
@@ -182,6 +198,11 @@ def _files(settings: Settings) -> None:
         )
     if settings.orphan_scan_interval_ms <= 0:
         raise SettingsError(f"{property_name('orphan_scan_interval_ms')} must be > 0")
+    if settings.consolidation_min_age_ms < 0:
+        raise SettingsError(f"{property_name('consolidation_min_age_ms')} must be >= 0")
+    for attr in ("consolidation_target_object_bytes", "consolidation_max_files"):
+        if getattr(settings, attr) <= 0:
+            raise SettingsError(f"{property_name(attr)} must be > 0, got {getattr(settings, attr)}")
     if not 0 <= settings.orphan_scan_max_orphan_percent <= 100:
         raise SettingsError(f"{property_name('orphan_scan_max_orphan_percent')} must be 0..100")
     try:

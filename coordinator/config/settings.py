@@ -110,6 +110,12 @@ class Settings(StorageSettings):
         4 * 1024 * 1024,
         "log bytes one follower fetch may carry (at most half the request size bound)",
     )
+    replica_fetch_response_max_bytes: int = _setting(
+        "diskless.coordinator.replica.fetch.response.max.bytes",
+        8 * 1024 * 1024,
+        "log bytes one node-to-node fetch may carry for all the coordinators it fetches together (at most half the "
+        "request size bound; each coordinator's part also at most replica.fetch.max.bytes)",
+    )
     replica_fetch_wait_max_ms: int = _setting(
         "diskless.coordinator.replica.fetch.wait.max.ms",
         500,

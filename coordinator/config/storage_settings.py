@@ -183,6 +183,29 @@ class StorageSettings(NodeSettings):
         "producers one partition's InitDisklessLog may carry over from the classic log at most (one record holds "
         "them all); a partition with more is refused (INVALID_REQUEST)",
     )
+    # Object consolidation (DESIGN §4c).
+    replace_batch_max: int = _setting(
+        "diskless.coordinator.replace.batch.max",
+        10000,
+        "batches one ReplaceBatches call may move in one coordinator at most (one apply); an extent past what is left "
+        "of it is refused (INVALID_REQUEST): the merge job replaces smaller runs",
+    )
+    merge_work_files_max: int = _setting(
+        "diskless.coordinator.merge.work.files.max",
+        100,
+        "files one GetFileMergeWorkItem answer names at most (the cap on its max_files)",
+    )
+    merge_work_batches_max: int = _setting(
+        "diskless.coordinator.merge.work.batches.max",
+        10000,
+        "live batches one GetFileMergeWorkItem answer lists at most, over its files (its first file is whole even "
+        "if it holds more)",
+    )
+    merge_work_file_bytes_max: int = _setting(
+        "diskless.coordinator.merge.work.file.bytes.max",
+        8388608,
+        "GetFileMergeWorkItem's default max_file_size: only files of at most this size are worth merging",
+    )
     orphan_scan_interval_ms: int = _setting(
         "diskless.coordinator.orphan.scan.interval.ms",
         86400000,
@@ -202,6 +225,25 @@ class StorageSettings(NodeSettings):
         "diskless.coordinator.orphan.scan.max.orphan.percent",
         50,
         "the scan aborts without deleting when orphans exceed this share of the listed WAL files (percent)",
+    )
+    # Object consolidation (`diskless consolidate`, spark/consolidation.py; DESIGN §4c).
+    consolidation_min_age_ms: int = _setting(
+        "diskless.consolidation.min.age.ms",
+        300000,
+        "`diskless consolidate` plans only WAL files committed at least this long ago (consumers at the tail read "
+        "the newest files; merging them would only race the brokers' next ones)",
+    )
+    consolidation_target_object_bytes: int = _setting(
+        "diskless.consolidation.target.object.bytes",
+        64 * 1024 * 1024,
+        "`diskless consolidate` writes one object per run of a partition's batches of at most this many bytes "
+        "(a batch larger than it is left where it is)",
+    )
+    consolidation_max_files: int = _setting(
+        "diskless.consolidation.max.files",
+        10000,
+        "WAL files one `diskless consolidate` run plans per coordinator at most (the oldest first); a rerun "
+        "takes the next ones",
     )
     drain_timeout_ms: int = _setting(
         "diskless.shutdown.drain.timeout.ms", 10000, "on SIGTERM, how long in-flight calls may take to finish"

@@ -150,6 +150,12 @@ RPCS: tuple[Rpc, ...] = (
         Front.LEADING_PROCESS),
     Rpc(Service.COORDINATOR, "DescribeDisklessLogs", Permission.DESCRIBE, ServedBy.LEADER, "describe_diskless_logs",
         Front.LEADING_PROCESS),
+    # Object consolidation (DESIGN §4c): each coordinator's extents to its leader, split as CommitFile's batches; the
+    # merge job's plan from one coordinator's leader (a follower may lag what moved).
+    Rpc(Service.COORDINATOR, "ReplaceBatches", Permission.CLUSTER_ACTION, ServedBy.LEADER, "replace_batches",
+        Front.LEADING_PROCESS),
+    Rpc(Service.COORDINATOR, "GetFileMergeWorkItem", Permission.DESCRIBE, ServedBy.LEADER, "get_file_merge_work_item",
+        Front.LEADING_PROCESS),
     # What DescribeFiles answers, for every file at once; only the coordinator's leader answers.
     Rpc(Service.COORDINATOR, "ListFileKeys", Permission.DESCRIBE, ServedBy.LEADER, "list_file_keys",
         Front.HERE, stream=Stream.GATED),
@@ -167,6 +173,8 @@ RPCS: tuple[Rpc, ...] = (
     # Topics by name, for operators naming a topic as kafka-configs does: from the catalog, as FindCoordinator.
     Rpc(Service.ADMIN, "DescribeTopics", Permission.DESCRIBE, ServedBy.NODE, "describe_topics", Front.HERE,
         NoReplica.CATALOG_HOLDER),
+    # Coordinators added online (a lone node): the node taking the call grows, an ALTER of the whole node.
+    Rpc(Service.ADMIN, "CreateCoordinators", Permission.ALTER, ServedBy.NODE, "create_coordinators", Front.HERE),
     # Each partition's live batches, for `diskless rebalance-partitions` (docs/design.md §5a): from the coordinators
     # this node (process) leads; the command asks every address it is given.
     Rpc(Service.ADMIN, "DescribePartitionLoads", Permission.DESCRIBE, ServedBy.NODE, "describe_partition_loads",
@@ -175,6 +183,8 @@ RPCS: tuple[Rpc, ...] = (
     Rpc(Service.INTERNAL, "HandOverFiles", Permission.INTERNAL, ServedBy.LEADER, "hand_over_files", Front.HERE),
     Rpc(Service.INTERNAL, "KnownFiles", Permission.INTERNAL, ServedBy.LEADER, "known_files", Front.HERE),
     Rpc(Service.INTERNAL, "FetchLog", Permission.INTERNAL, ServedBy.LEADER, "fetch_log", Front.HERE),
+    # Every coordinator one follower node fetches from this node (each answered by its leader here, or refused).
+    Rpc(Service.INTERNAL, "FetchLogs", Permission.INTERNAL, ServedBy.NODE, "fetch_logs", Front.HERE),
     Rpc(Service.INTERNAL, "OffsetForLeaderEpoch", Permission.INTERNAL, ServedBy.LEADER, "offset_for_leader_epoch",
         Front.HERE),
     Rpc(Service.INTERNAL, "FetchSnapshot", Permission.INTERNAL, ServedBy.LEADER, "fetch_snapshot", Front.HERE,

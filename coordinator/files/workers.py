@@ -100,20 +100,16 @@ class FileWorker(CoordinatorWorker):
         self._probe_cursor = -1
         self._next_probe_pass_ms = 0
 
-    async def _run(self) -> None:
+    async def run(self) -> None:
         while True:
             # The first cycle waits one interval too: a node that just started answers its callers first.
             # The wait is on the node's clock, so a test's clock decides when a cycle runs.
             await self._clock.sleep_ms(self._settings.file_worker_interval_ms)
             try:
                 await self.run_cycle()
-            except asyncio.CancelledError:
-                raise
             except (CoordinatorUnavailable, CallRejected) as error:
                 log.warning("coordinator %d: file worker waits: %s", self.coordinator_id, error)
-            except Exception:
-                # A bug must not kill the worker for good: log it and try again next cycle.
-                log.exception("coordinator %d: file worker cycle failed", self.coordinator_id)
+            # Anything else is a bug: the supervisor logs and counts it and starts a new worker after a backoff.
 
     async def run_cycle(self) -> CycleCounts:
         """One pass of every step; what it did, for tests and logs."""

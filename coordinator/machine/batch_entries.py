@@ -109,3 +109,16 @@ def partition_result(header: pb.FindBatchesResponse.PartitionResult, entries: It
 def topic_result(topic_id: bytes, partitions: Iterable[bytes]) -> bytes:
     """A TopicResult framed as one element of FindBatchesResponse.topics."""
     return _framed(_TOPICS_TAG, _TopicResult(topic_id=topic_id).SerializeToString() + b"".join(partitions))
+
+
+def moved_entry(entry: bytes, object_key: str, byte_offset: int) -> bytes:
+    """A batch's entry after consolidation moved it (DESIGN §4c): the same BatchInfo in another object at another
+    position; everything else (offsets, timestamps, producer, transaction flags) as it was."""
+    length_start = len(_BATCHES_TAG)
+    position = length_start
+    while entry[position] & 0x80:  # the payload's length, a varint
+        position += 1
+    info = pb.BatchInfo.FromString(entry[position + 1 :])
+    info.object_key = object_key
+    info.byte_offset = byte_offset
+    return _framed(_BATCHES_TAG, info.SerializeToString())

@@ -146,6 +146,31 @@ def diskless_logs_initialized(logs: Sequence[DisklessLogInit]) -> rec.MetadataRe
     )
 
 
+def batches_replaced(
+    file_id: int,
+    object_key: str,
+    file_size: int,
+    uploader_broker_id: int,
+    owner_ids: Sequence[int],
+    committed_at_ms: int,
+    runs: Sequence[rec.BatchesReplaced.Run],
+    extents: Sequence[rec.BatchesReplaced.Extent],
+) -> rec.MetadataRecord:
+    """ReplaceBatches at one coordinator (DESIGN §4c): the new file, the runs moved into it, the part's extents."""
+    return rec.MetadataRecord(
+        batches_replaced=rec.BatchesReplaced(
+            file_id=file_id,
+            object_key=object_key,
+            file_size=file_size,
+            uploader_broker_id=uploader_broker_id,
+            owner_ids=owner_ids,
+            committed_at_ms=committed_at_ms,
+            runs=runs,
+            extents=extents,
+        )
+    )
+
+
 def diskless_log_inits(initialized: rec.DisklessLogsInitialized) -> list[DisklessLogInit]:
     return [
         DisklessLogInit(

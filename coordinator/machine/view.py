@@ -26,6 +26,11 @@ CommittedBatches = Callable[[int, Collection[int]], list[CommittedBatch]]
 # (partition key, from offset, below offset, limit) -> the last offsets of the committed batches whose last offset is
 # in [from, below), ascending, at most `limit`.
 CommittedLastOffsets = Callable[[int, int, int, int], list[int]]
+# (partition key, from offset, to offset, limit) -> (base offset, last offset, size) of the committed batches holding
+# an offset in [from, to], in offset order, at most `limit` (consolidation's check, DESIGN §4c).
+CommittedRun = Callable[[int, int, int, int], list[tuple[int, int, int]]]
+# file id -> the extents of the ReplaceBatches that recorded the file (a BatchesReplaced's, serialized), or None.
+CommittedReplacement = Callable[[int], bytes | None]
 
 
 @dataclass(slots=True)
@@ -90,11 +95,15 @@ class CoordinatorView:
         next_batch_id: int = 0,
         next_file_id: int = 0,
         leader_epoch: int = 0,
+        committed_run: CommittedRun | None = None,
+        committed_replacement: CommittedReplacement | None = None,
     ) -> None:
         self.coordinator_id = coordinator_id
         self._committed_file = committed_file
         self._committed_batches = committed_batches
         self._committed_last_offsets = committed_last_offsets
+        self._committed_run = committed_run
+        self._committed_replacement = committed_replacement
         self.next_partition_key = next_partition_key
         self.next_batch_id = next_batch_id
         self.next_file_id = next_file_id
@@ -114,6 +123,8 @@ class CoordinatorView:
         # object key -> (log end offset of the batch that recorded it, its FileCommitted or None when the
         # file came by hand-over); dropped once applied.
         self._pending_files: dict[str, tuple[int, rec.FileCommitted | None]] = {}
+        # object key -> (log end offset, its BatchesReplaced) for files recorded by consolidation, not yet applied.
+        self._pending_replacements: dict[str, tuple[int, rec.BatchesReplaced]] = {}
 
     # ------------------------------------------------------------------ reads
 
@@ -165,6 +176,26 @@ class CoordinatorView:
 
     def committed_file(self, object_key: str) -> FileFacts | None:
         return self._committed_file(object_key)
+
+    def pending_replacement(self, object_key: str) -> rec.BatchesReplaced | None:
+        """The BatchesReplaced not yet applied that added this key, if one did."""
+        pending = self._pending_replacements.get(object_key)
+        return None if pending is None else pending[1]
+
+    def committed_replacement(self, file_id: int) -> rec.BatchesReplaced | None:
+        """The extents (with their answers) of the ReplaceBatches that recorded a committed file; None for a file
+        recorded otherwise."""
+        stored = None if self._committed_replacement is None else self._committed_replacement(file_id)
+        return None if stored is None else rec.BatchesReplaced.FromString(stored)
+
+    def committed_run(
+        self, partition_key: int, from_offset: int, to_offset: int, limit: int
+    ) -> list[tuple[int, int, int]]:
+        """(base offset, last offset, size) of the committed batches holding offsets in [from, to], in offset order,
+        at most `limit`. Batches not yet applied are not among them (consolidation names applied batches)."""
+        if self._committed_run is None:
+            return []
+        return self._committed_run(partition_key, from_offset, to_offset, limit)
 
     def committed_batches(self, file_id: int, partition_keys: Collection[int]) -> list[CommittedBatch]:
         """A committed file's batches still stored on these partitions, in batch id (request) order."""
@@ -258,7 +289,14 @@ class CoordinatorView:
         """A file recorded by a log batch ending at `end_offset`, known here until SQLite holds it."""
         self._pending_files[object_key] = (end_offset, committed)
 
+    def add_pending_replacement(self, object_key: str, end_offset: int, replaced: rec.BatchesReplaced) -> None:
+        """A file recorded by consolidation in a log batch ending at `end_offset` (DESIGN §4c)."""
+        self._pending_files[object_key] = (end_offset, None)
+        self._pending_replacements[object_key] = (end_offset, replaced)
+
     def forget_applied_files(self, applied_offset: int) -> None:
         """Drops pending files whose records SQLite now holds."""
         if self._pending_files:
             self._pending_files = {k: v for k, v in self._pending_files.items() if v[0] > applied_offset}
+        if self._pending_replacements:
+            self._pending_replacements = {k: v for k, v in self._pending_replacements.items() if v[0] > applied_offset}

@@ -11,7 +11,6 @@ The node's services take their requests as bytes through the edge
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import gc
 import logging
@@ -29,6 +28,7 @@ from grpc_reflection.v1alpha import reflection
 
 from coordinator.base.clock import Clock, SystemClock
 from coordinator.base.metrics import GaugeCollector, Metrics, serve_metrics
+from coordinator.base.workers import LoopWorker
 from coordinator.cluster.controller import ClusterController
 from coordinator.cluster.etcd_store import etcd_cluster_store
 from coordinator.cluster.store import NodeEndpoint
@@ -39,6 +39,8 @@ from coordinator.edge.gate import CallGate, add_service, grpc_call_counts, grpc_
 from coordinator.edge.loop import EdgeLoop, NodeHop
 from coordinator.edge.tls import TlsFiles, is_loopback, server_credentials, tls_files
 from coordinator.node import gauges
+from coordinator.node.coordinator_count import with_recorded_count
+from coordinator.node.growth import CoordinatorGrowth
 from coordinator.node.node import Node, replica_on_disk
 from coordinator.node.processes import commit_process
 from coordinator.node.processes.commit_process import CommitProcessPlan
@@ -47,6 +49,7 @@ from coordinator.node.processes.layout import ProcessLayout
 from coordinator.node.reader_advertising import ReaderAdvertising
 from coordinator.node.router import Endpoint
 from coordinator.node.services import SERVICE_NAME, servicers
+from coordinator.node.worker_registry import HEALTH, READER_ADVERTISING
 from coordinator.reads.find_batches import answer_bound
 from coordinator.reads.readers.supervisor import ReadProcesses
 from coordinator.runtime.replication.role import ReplicaRole
@@ -91,7 +94,8 @@ async def set_health(health_service: health.aio.HealthServicer, status: Any) -> 
 
 
 async def track_health(node: Node, publish: Callable[[Any], Awaitable[None]]) -> None:
-    """Health is SERVING while every coordinator serves, NOT_SERVING while any is out (a load balancer's cue)."""
+    """Health is SERVING while every coordinator serves and no background worker keeps failing, NOT_SERVING while
+    any is out or failing (a load balancer's cue)."""
     serving: bool | None = None
     while True:
         now_serving = node.serving()
@@ -104,7 +108,12 @@ async def track_health(node: Node, publish: Callable[[Any], Awaitable[None]]) ->
                 log.info("all %d coordinators loaded: SERVING", len(node.shards))
             elif serving is not None:
                 down = [str(shard.coordinator_id) for shard in node.shards if shard.state is not ShardState.ACTIVE]
-                log.error("coordinators out of service: NOT_SERVING (%s)", ", ".join(down))
+                failing = [f"{w.name} ({w.coordinator_id})" for w in node.workers.failing()]
+                log.error(
+                    "NOT_SERVING: coordinators out of service: %s; workers failing: %s",
+                    ", ".join(down) or "none",
+                    ", ".join(failing) or "none",
+                )
             serving = now_serving
         await node.wait_health_change()
 
@@ -149,7 +158,6 @@ class RunningServer:
         self.admission = gate.admission  # what the edge works on at once (its gauges; tests read it)
         self._health_service = health_service
         self._metrics_server = metrics_server
-        self._health_tracker: asyncio.Task[None] | None = None
         self.readers: ReadProcesses | None = None
         # Told of every role etcd sets for a coordinator here (the readers' board refuses a removed replica at once).
         self.role_listeners: list[Callable[[CoordinatorShard], None]] = []
@@ -168,14 +176,15 @@ class RunningServer:
         self._gate.ready = True
         if self.cluster is not None:
             self.cluster.start()
-        if self.reader_advertising is not None:
-            self.reader_advertising.start()
-        self.node.start_workers()
+        await self.node.start_workers()
+        advertising = self.reader_advertising
+        if advertising is not None:
+            self.node.workers.start(READER_ADVERTISING, lambda: advertising)
         if self.readers is not None:  # SERVING means FindCoordinator names the readers: clients learn them at once
             await self.readers.wait_first_starts()
         if not loaded:
             log.error("some coordinators failed to load: NOT_SERVING until every coordinator serves (see above)")
-        self._health_tracker = asyncio.create_task(track_health(self.node, self._publish_health), name="health")
+        self.node.workers.start(HEALTH, lambda: LoopWorker(partial(track_health, self.node, self._publish_health)))
         return loaded
 
     async def _publish_health(self, status: Any) -> None:
@@ -209,15 +218,11 @@ class RunningServer:
 
     async def stop(self) -> None:
         """Drains in-flight calls for up to the drain timeout (readers' too), then closes the node."""
-        if self._health_tracker is not None:
-            self._health_tracker.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._health_tracker
+        await self.node.workers.stop_waiting(HEALTH.name)  # the graceful shutdown's NOT_SERVING is the last word
         log.info("stopping: draining in-flight calls for up to %d ms", self.settings.drain_timeout_ms)
         self._gate.stopping = True
         await on_edge(self.edge, self._health_service.enter_graceful_shutdown())
-        if self.reader_advertising is not None:
-            await self.reader_advertising.stop()
+        await self.node.workers.stop_waiting(READER_ADVERTISING.name)
         # The readers stop before the coordinators close: none reads a state file being closed.
         readers_stopped = self.readers.stop() if self.readers is not None else asyncio.sleep(0)
         server_stopped = on_edge(self.edge, self.server.stop(self.settings.drain_timeout_ms / 1000))
@@ -324,11 +329,13 @@ async def _start(
         config = await cluster.join()
         settings = dataclasses.replace(settings, coordinators=config.coordinators)
         roles = dict(cluster.initial_roles())
-    elif commit_process is not None:  # one of a node's commit processes: it leads its share of the coordinators
-        roles = commit_process.layout.roles(settings.coordinators, commit_process.index)
-    elif settings.node_processes > 1:  # the first process of a node spread over commit processes: it leads none
-        layout = node_layout(settings, host, advertised_endpoint(settings, host, port))
-        roles = layout.roles(settings.coordinators, None)
+    else:  # a lone node: the count an add recorded wins over --coordinators (coordinator/node/coordinator_count.py)
+        settings = with_recorded_count(settings)
+        if commit_process is not None:  # one of a node's commit processes: it leads its share of the coordinators
+            roles = commit_process.layout.roles(settings.coordinators, commit_process.index)
+        elif settings.node_processes > 1:  # the first process of a node spread over commit processes: it leads none
+            layout = node_layout(settings, host, advertised_endpoint(settings, host, port))
+            roles = layout.roles(settings.coordinators, None)
     catalog_address = commit_process.layout.front_address if commit_process is not None else None
     node = Node(settings, clock=clock, metrics=metrics, roles=roles, link=cluster, catalog_address=catalog_address)
     front = NodeFront(node, clock or SystemClock(), layout, run_commit_process) if layout is not None else None
@@ -368,6 +375,8 @@ async def _start(
         settings, node, server, gate, health_service, metrics_server, host, port, tls is not None, cluster, edge, front
     )
     running.role_listeners = role_listeners
+    if cluster is None and commit_process is None and front is None:  # a lone node of one process adds online
+        node.router.growth = CoordinatorGrowth(node, lambda: running.readers)
     if cluster is not None and settings.read_processes > 0:
         running.reader_advertising = ReaderAdvertising(
             cluster, clock or SystemClock(), settings.cluster_refresh_interval_ms
@@ -407,7 +416,7 @@ async def serve(settings: Settings) -> int:
     security = f"TLS (client auth {settings.ssl_client_auth})" if running.tls else "plaintext"
     print(
         f"diskless: node {settings.node_id} listening on {running.host}:{running.port}, data in "
-        f"{settings.data_dir.resolve()}, {settings.coordinators} coordinators{_spread(running)}, {security}",
+        f"{settings.data_dir.resolve()}, {len(running.node.shards)} coordinators{_spread(running)}, {security}",
         flush=True,
     )
     stop = asyncio.Event()

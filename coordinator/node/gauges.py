@@ -8,7 +8,9 @@ from collections.abc import Iterator
 from coordinator.base.errors import CoordinatorUnavailable
 from coordinator.machine.state import reads
 from coordinator.node.node import Node
+from coordinator.node.worker_registry import RETENTION
 from coordinator.runtime.shard import CoordinatorShard, ShardState
+from coordinator.topics.retention_worker import RetentionWorker
 from protos import coordinator_pb2 as pb
 
 
@@ -63,10 +65,10 @@ def coordinator_gauges(node: Node) -> Iterator[tuple[str, str, str, dict[str, st
         if awaiting is not None:
             yield ("diskless_coordinator_topics_awaiting_purge", "Deleted topics whose batches the purge passes have "
                    "not all removed yet.", "gauge", labels, awaiting)  # fmt: skip
-        if node.retention_workers and node.retention_workers[shard.coordinator_id].leads():
-            retention = node.retention_workers[shard.coordinator_id]
+        retention = node.running_workers(RETENTION.name).get(shard.coordinator_id)
+        if isinstance(retention, RetentionWorker) and retention.leads():
             yield ("diskless_coordinator_retention_pass_age_seconds", "Seconds (node clock) since the leader's last "
-                   "retention pass ended here (since the node started, before the first).", "gauge", labels,
+                   "retention pass ended here (since it became the leader here, before the first).", "gauge", labels,
                    retention.last_pass_age_ms() / 1000)  # fmt: skip
         if statistics.last_snapshot_created_at_ms >= 0:
             age_s = max(0.0, time.time() - statistics.last_snapshot_created_at_ms / 1000)

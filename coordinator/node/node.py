@@ -9,28 +9,29 @@ those roles as leaders come and go.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from functools import partial
 from pathlib import Path
 
 from coordinator.base.clock import Clock, SystemClock
 from coordinator.base.executors import ExecutorFactory, thread_executor
 from coordinator.base.metrics import Metrics
+from coordinator.base.workers import SupervisionBounds, Worker, WorkerSupervisor
 from coordinator.cluster.peers import PeerAddress, PeerClient
 from coordinator.cluster.transport import Transport
-from coordinator.commits.producer_expiry_worker import ProducerExpiryWorker
 from coordinator.config.settings import Settings
 from coordinator.files.object_store import ObjectStore, StoreConfig, open_object_store
-from coordinator.files.workers import FileWorker
 from coordinator.machine import kinds
 from coordinator.machine.catalog import PlacedPartition, TopicCatalog
 from coordinator.node.router import Router
+from coordinator.node.worker_registry import COORDINATOR_WORKERS, TOPIC_PURGER, WorkerInputs
+from coordinator.runtime.replication.fetcher import ReplicaFetcher
 from coordinator.runtime.replication.link import ClusterLink
 from coordinator.runtime.replication.role import ReplicaRole, RoleKind
 from coordinator.runtime.shard import CoordinatorShard, ShardState
 from coordinator.runtime.shard.append_ticks import AppendTicks
-from coordinator.topics.purge_worker import TopicPurger
-from coordinator.topics.retention_worker import RetentionWorker
 from protos import records_pb2 as rec
 
 log = logging.getLogger(__name__)
@@ -62,8 +63,11 @@ class Node:
         clock = clock or SystemClock()
         self.metrics = metrics or Metrics()
         ticks = AppendTicks(settings.append_linger_ms)  # a commit's parts on several coordinators written together
-        self.shards = [
-            CoordinatorShard(
+        # In a cluster, one fetch loop per leader node for every coordinator followed there (a node-scope worker).
+        self.replica_fetcher = ReplicaFetcher(settings, clock, link) if link is not None else None
+
+        def make_shard(i: int) -> CoordinatorShard:
+            return CoordinatorShard(
                 i,
                 coordinator_directory(settings.data_dir, i),
                 settings,
@@ -75,9 +79,12 @@ class Node:
                 link,
                 ticks,
                 executors,
+                self.replica_fetcher,
             )
-            for i in range(settings.coordinators)
-        ]
+
+        # Coordinators added online (CreateCoordinators, coordinator/node/growth.py) are made the same way.
+        self._make_shard = make_shard
+        self.shards = [make_shard(i) for i in range(settings.coordinators)]
         self._loaded = False
         self._health_changed = asyncio.Event()
         # Told of every state change of a coordinator (the reader processes' status board).
@@ -95,10 +102,11 @@ class Node:
         self.router = Router(self.shards, settings, clock, self.metrics, self.catalog, self.peers, self._catalog_holder)
         self._clock = clock
         self.object_store: ObjectStore | None = None
-        self.file_workers: list[FileWorker] = []
-        self.producer_expiry_workers: list[ProducerExpiryWorker] = []
-        self.topic_purgers: list[TopicPurger] = []
-        self.retention_workers: list[RetentionWorker] = []
+        # Every background worker of the node runs under this one owner (coordinator/node/worker_registry.py).
+        self.workers = WorkerSupervisor(clock, supervision_bounds(settings), self._count_worker_failure,
+                                        self.health_changed)  # fmt: skip
+        self._worker_inputs: WorkerInputs | None = None  # set once the workers start
+        self.router.worker_statuses = self.workers.statuses
 
     def _peer_address(self, coordinator_id: int) -> PeerAddress:
         """The node leading the coordinator: alone, this node's own address; in a cluster, etcd's leader."""
@@ -130,16 +138,24 @@ class Node:
         trying by itself, unless only an operator can settle its failure.
         """
         self.settings.data_dir.mkdir(parents=True, exist_ok=True)
+        if self.replica_fetcher is not None:
+            self.replica_fetcher.start()  # before the coordinators load: followers join it as they become ones
         outcomes = await asyncio.gather(*(shard.load() for shard in self.shards), return_exceptions=True)
         self.rebuild_catalog()
         self._loaded = True
         return not any(isinstance(o, BaseException) for o in outcomes)
 
     def serving(self) -> bool:
-        """Whether every coordinator with a replica here serves, as leader or follower (the node's health)."""
-        return self.others_serving() and all(
-            shard.state is ShardState.ACTIVE for shard in self.shards if _hosted(shard)
+        """Whether every coordinator with a replica here serves, as leader or follower, and no background worker
+        keeps failing (the node's health)."""
+        return (
+            self.others_serving()
+            and all(shard.state is ShardState.ACTIVE for shard in self.shards if _hosted(shard))
+            and not self.workers.failing()
         )
+
+    def _count_worker_failure(self, name: str, coordinator_id: int) -> None:
+        self.metrics.worker_failures.labels(name, "" if coordinator_id < 0 else str(coordinator_id)).inc()
 
     def health_changed(self) -> None:
         """Wakes `wait_health_change` (the rest of the node went in or out of service)."""
@@ -153,8 +169,7 @@ class Node:
     def _shard_state_changed(self, shard: CoordinatorShard) -> None:
         if shard.state is ShardState.ACTIVE and self._loaded:
             self.rebuild_catalog()  # back in service: its partitions are known again
-        if shard.state is ShardState.ACTIVE and self.topic_purgers:
-            self.topic_purgers[shard.coordinator_id].wake()  # a new leader goes on with a purge left half done
+        self._follow_leadership(shard)  # a new leader's purger goes on with a purge left half done
         self._health_changed.set()
         for listener in self.state_listeners:
             listener(shard)
@@ -172,42 +187,69 @@ class Node:
     def _topic_records_applied(self, coordinator_id: int, records: Sequence[rec.MetadataRecord]) -> None:
         """A coordinator applied partition creations or topic deletions: the catalog follows, the purge starts."""
         self.catalog.apply_records(coordinator_id, records)
-        if self.topic_purgers and any(_deletes_topics(record) for record in records):
-            self.topic_purgers[coordinator_id].wake()
+        if any(_deletes_topics(record) for record in records):
+            self.workers.wake(TOPIC_PURGER.name, coordinator_id)
 
-    def start_workers(self) -> None:
-        """Starts each coordinator's WAL-file worker, topic purger, producer-expiry worker and retention worker (once
-        the node answers calls; each acts only where the coordinator is led here)."""
+    async def start_workers(self) -> None:
+        """Opens the node's worker supervisor and starts the workers of every coordinator led here (once the node
+        answers calls); from then on each leadership won or lost starts or stops its coordinator's workers."""
+        await self.workers.open()
         self.object_store = open_object_store(StoreConfig.from_settings(self.settings))
-        self.file_workers = [
-            FileWorker(shard, self.settings, self._clock, self.object_store, self.peers, self.metrics)
-            for shard in self.shards
-        ]
-        self.topic_purgers = [TopicPurger(shard, self.settings, self._clock, self.metrics) for shard in self.shards]
-        self.producer_expiry_workers = [
-            ProducerExpiryWorker(shard, self.settings, self._clock, self.metrics) for shard in self.shards
-        ]
-        for worker in self.file_workers:
-            worker.start()
-        for purger in self.topic_purgers:
-            purger.start()
-        self.retention_workers = [
-            RetentionWorker(shard, self.settings, self._clock, self.metrics) for shard in self.shards
-        ]
-        for expiry in self.producer_expiry_workers:
-            expiry.start()
-        for retention in self.retention_workers:
-            retention.start()
+        self._worker_inputs = WorkerInputs(self.settings, self._clock, self.metrics, self.object_store, self.peers)
+        for shard in self.shards:
+            self._follow_leadership(shard)
+
+    def _follow_leadership(self, shard: CoordinatorShard) -> None:
+        """The coordinator's leader-only workers run while it serves and is led here, and only then."""
+        inputs = self._worker_inputs
+        if inputs is None:
+            return  # not started yet (start_workers starts those of every coordinator led by then)
+        leads = shard.state is ShardState.ACTIVE and shard.leads
+        for spec, factory in COORDINATOR_WORKERS:
+            if leads:
+                self.workers.start(spec, partial(factory, shard, inputs), shard.coordinator_id)
+            else:
+                self.workers.stop(spec.name, shard.coordinator_id)
+
+    def running_workers(self, name: str) -> dict[int, Worker]:
+        """The supervised workers of one kind now running, by coordinator id (tests and gauges look at them)."""
+        return self.workers.workers(name)
+
+    async def add_coordinators(self, count: int) -> bool:
+        """Creates and loads coordinators len(shards)..count-1 (their directories, logs and states are made by the
+        load), then routes calls to them and starts their workers; True when all the new ones are ACTIVE.
+
+        They are loaded before any call reaches them, so no partition is placed on a coordinator still loading;
+        one that failed to load goes on trying by itself, as at start.
+        """
+        added = [self._make_shard(i) for i in range(len(self.shards), count)]
+        if not added:
+            return True
+        self.settings = dataclasses.replace(self.settings, coordinators=count)
+        self.shards.extend(added)  # before the load: the catalog rebuilt on each one's ACTIVE includes it
+        outcomes = await asyncio.gather(*(shard.load() for shard in added), return_exceptions=True)
+        self.router.add_shards(added)
+        self.rebuild_catalog()
+        for shard in added:
+            self._follow_leadership(shard)  # led here once loaded: their leader-only workers start
+        return not any(isinstance(o, BaseException) for o in outcomes)
 
     async def close(self) -> None:
-        await asyncio.gather(*(worker.stop() for worker in self.file_workers))
-        await asyncio.gather(*(worker.stop() for worker in self.producer_expiry_workers))
-        await asyncio.gather(*(purger.stop() for purger in self.topic_purgers))
-        await asyncio.gather(*(worker.stop() for worker in self.retention_workers))
+        self._worker_inputs = None  # coordinators closing start no worker again
+        await self.workers.close()
         await self.peers.close()
         await asyncio.gather(*(shard.close() for shard in self.shards))
+        if self.replica_fetcher is not None:
+            await self.replica_fetcher.stop()  # after the coordinators: their followers have left it
         if self.object_store is not None:
             self.object_store.close()
+
+
+def supervision_bounds(settings: Settings) -> SupervisionBounds:
+    return SupervisionBounds(
+        settings.worker_restart_backoff_ms, settings.worker_restart_backoff_max_ms, settings.worker_failures_window_ms,
+        settings.worker_failures_max,
+    )  # fmt: skip
 
 
 def _deletes_topics(record: rec.MetadataRecord) -> bool:

@@ -29,22 +29,14 @@ class ReaderAdvertising:
         self._retry_ms = retry_ms
         self._wanted: tuple[str, ...] = ()
         self._changed = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
 
     def set(self, addresses: tuple[str, ...]) -> None:
         """The readers' addresses now (called as readers come and go)."""
         self._wanted = addresses
         self._changed.set()
 
-    def start(self) -> None:
-        self._task = asyncio.create_task(self._run(), name="reader-advertising")
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-
-    async def _run(self) -> None:
+    async def run(self) -> None:
+        """The loop the node's worker supervisor runs (coordinator/node/worker_registry.py: reader-advertising)."""
         while True:
             await self._changed.wait()
             self._changed.clear()

@@ -14,14 +14,16 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeAlias, final
+from typing import Any, Protocol, TypeAlias, final
 
 from coordinator.base.clock import Clock
 from coordinator.base.errors import ErrorCode
 from coordinator.base.metrics import Metrics
+from coordinator.base.workers import NODE_WIDE, WorkerStatus
 from coordinator.cluster.peers import PeerClient, forward_call
 from coordinator.commits.commit_file import CommitFiles
 from coordinator.config.settings import Settings
+from coordinator.consolidation import merge_work, replace_batches
 from coordinator.edge.rpcs import NoReplica, Rpc
 from coordinator.files import describe_files, handover
 from coordinator.files.list_file_keys import FileKeyStreams
@@ -31,7 +33,8 @@ from coordinator.node.reassignments import ClusterAdmin
 from coordinator.reads import describe_producers, find_batches, find_coordinator, list_offsets
 from coordinator.reads.find_coordinator import Endpoint
 from coordinator.runtime.node_coordinators import Elsewhere, NodeCoordinators
-from coordinator.runtime.replication.leader import refused_epoch_end, refused_fetch
+from coordinator.runtime.replication.fetch_answers import answer_fetch_logs
+from coordinator.runtime.replication.leader import LeaderReplication, refused_epoch_end, refused_fetch
 from coordinator.runtime.replication.snapshot_transfer import stream_snapshot
 from coordinator.runtime.shard import CoordinatorShard
 from coordinator.topics import delete_records, remote_segments
@@ -41,7 +44,21 @@ from protos import admin_pb2 as admin
 from protos import coordinator_pb2 as pb
 from protos import internal_pb2 as internal
 
-__all__ = ["Answer", "Endpoint", "Placed", "Placement", "Router"]
+__all__ = ["Answer", "CoordinatorGrower", "Endpoint", "Placed", "Placement", "Router"]
+
+NO_GROWTH = (
+    "this node cannot add coordinators online: a cluster's count (--etcd) is its formation's; a node spread over "
+    "commit processes (diskless.node.processes > 1) takes more at a restart with a larger --coordinators"
+)
+
+
+class CoordinatorGrower(Protocol):
+    """What answers CreateCoordinators where the node may add coordinators online (coordinator/node/growth.py)."""
+
+    async def create_coordinators(
+        self, request: admin.CreateCoordinatorsRequest
+    ) -> admin.CreateCoordinatorsResponse: ...
+
 
 # A request -> its response, an awaitable of it, or (a stream) an async iterator of its messages.
 Answer: TypeAlias = Callable[[Any], Any]
@@ -81,6 +98,7 @@ class Router:
         self.endpoint = Endpoint("127.0.0.1", 0)  # set by the server once it listens
         self._coordinators = NodeCoordinators(self.shards, catalog, settings, metrics, elsewhere)
         self._topic_admin = TopicAdmin(self._coordinators, peers)
+        self._clock = clock
         self._commits = CommitFiles(self._coordinators, clock)
         self._file_keys = FileKeyStreams(self._coordinators, clock)
         self._peers = peers
@@ -90,6 +108,15 @@ class Router:
         # The node's cluster controller, set where the node is part of a cluster: it runs preferred elections and
         # starts reassignments.
         self.elector: ClusterAdmin | None = None
+        # Adds coordinators online where this node may (a lone node of one process; coordinator/node/growth.py).
+        self.growth: CoordinatorGrower | None = None
+        # The node's supervised background workers now (set by the node): DescribeCoordinators shows them.
+        self.worker_statuses: Callable[[], Sequence[WorkerStatus]] = list
+
+    def add_shards(self, shards: Sequence[CoordinatorShard]) -> None:
+        """Coordinators added online (coordinator/node/growth.py): calls and new partitions go to them from now on."""
+        self.shards.extend(shards)
+        self._coordinators.shards.extend(shards)
 
     @property
     def coordinators(self) -> NodeCoordinators:
@@ -150,6 +177,14 @@ class Router:
     async def commit_file(self, request: pb.CommitFileRequest) -> pb.CommitFileResponse:
         return await self._commits.commit_file(request)
 
+    async def replace_batches(self, request: pb.ReplaceBatchesRequest) -> pb.ReplaceBatchesResponse:
+        """Object consolidation (DESIGN §4c): each coordinator's runs moved into the merged object, one record each."""
+        return await replace_batches.replace_batches(self._coordinators, request)
+
+    def get_file_merge_work_item(self, request: pb.GetFileMergeWorkItemRequest) -> pb.GetFileMergeWorkItemResponse:
+        """A coordinator's oldest small live files with their live batches, from its leader (DESIGN §4c)."""
+        return merge_work.get_file_merge_work_item(self._coordinators, self._clock, request)
+
     async def delete_records(self, request: pb.DeleteRecordsRequest) -> pb.DeleteRecordsResponse:
         return await delete_records.delete_records(self._coordinators, request)
 
@@ -175,7 +210,17 @@ class Router:
         return await find_coordinator.find_coordinator_asking(self._coordinators, self.endpoint, request, self._peers)
 
     def describe_coordinators(self, request: pb.DescribeCoordinatorsRequest) -> pb.DescribeCoordinatorsResponse:
-        return find_coordinator.describe_coordinators(self._coordinators, self.endpoint, request)
+        response = find_coordinator.describe_coordinators(self._coordinators, self.endpoint, request)
+        statuses = self.worker_statuses()
+        node_workers = [_background_worker(status) for status in statuses if status.coordinator_id == NODE_WIDE]
+        for description in response.coordinators:
+            if not self._coordinators.hosts(description.coordinator_id):
+                continue
+            description.workers.extend(
+                _background_worker(status) for status in statuses if status.coordinator_id == description.coordinator_id
+            )
+            description.node_workers.extend(node_workers)
+        return response
 
     def describe_produce_gateways(
         self, request: pb.DescribeProduceGatewaysRequest
@@ -197,6 +242,14 @@ class Router:
         if not self._coordinators.hosts(request.coordinator_id):
             return refused_fetch(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"no coordinator {request.coordinator_id} here")
         return await self._coordinators.shard(request.coordinator_id).fetch_log(request)
+
+    async def fetch_logs(self, request: internal.FetchLogsRequest) -> internal.FetchLogsResponse:
+        return await answer_fetch_logs(self._replication_leader, self.settings, request)
+
+    def _replication_leader(self, coordinator_id: int) -> LeaderReplication | str:
+        if not self._coordinators.hosts(coordinator_id):
+            return f"no coordinator {coordinator_id} here"
+        return self._coordinators.shard(coordinator_id).replication_leader()
 
     def offset_for_leader_epoch(
         self, request: internal.OffsetForLeaderEpochRequest
@@ -242,6 +295,14 @@ class Router:
     async def describe_topics(self, request: admin.DescribeTopicsRequest) -> admin.DescribeTopicsResponse:
         return await self._topic_admin.describe_topics(request)
 
+    async def create_coordinators(self, request: admin.CreateCoordinatorsRequest) -> admin.CreateCoordinatorsResponse:
+        if self.growth is None:
+            count = len(self.shards)
+            return admin.CreateCoordinatorsResponse(
+                error_code=pb.INVALID_REQUEST, error_message=NO_GROWTH, previous_count=count, count=count
+            )
+        return await self.growth.create_coordinators(request)
+
     def describe_partition_loads(
         self, request: admin.DescribePartitionLoadsRequest
     ) -> admin.DescribePartitionLoadsResponse:
@@ -250,3 +311,10 @@ class Router:
 
 async def _refused_snapshot(message: str) -> AsyncIterator[internal.FetchSnapshotChunk]:
     yield internal.FetchSnapshotChunk(error_code=pb.NOT_LEADER_OR_FOLLOWER, error_message=message, last=True)
+
+
+def _background_worker(status: WorkerStatus) -> pb.BackgroundWorker:
+    return pb.BackgroundWorker(
+        name=status.name, scope=status.scope.value, state=status.state.value, failures=status.failures,
+        recent_failures=status.recent_failures, failing=status.failing, last_failure=status.last_failure,
+    )  # fmt: skip

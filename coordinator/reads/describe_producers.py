@@ -9,14 +9,11 @@ find-hanging`).
 
 from __future__ import annotations
 
-from collections import defaultdict
-
 import apsw
 
-from coordinator.base.result import ItemError
 from coordinator.machine.producers import decode_window
 from coordinator.machine.state import reads
-from coordinator.runtime.node_coordinators import NodeCoordinators, set_error
+from coordinator.runtime.node_coordinators import NodeCoordinators
 from protos import coordinator_pb2 as pb
 
 _Result = pb.DescribeProducersResponse.PartitionResult
@@ -34,35 +31,13 @@ _PRODUCERS = (
 async def describe_producers(
     coordinators: NodeCoordinators, request: pb.DescribeProducersRequest
 ) -> pb.DescribeProducersResponse:
-    coordinators.limit_items(sum(len(t.partitions) for t in request.topics), "partitions")
     response = pb.DescribeProducersResponse()
-    pending: dict[int, list[_Pending]] = defaultdict(list)
-    for topic in request.topics:
-        topic_result = response.topics.add(topic_id=topic.topic_id)
-        routes = coordinators.route(topic.topic_id, list(topic.partitions))
-        for partition, route in zip(topic.partitions, routes, strict=True):
-            result = topic_result.partitions.add(partition=partition)
-            if isinstance(route, ItemError):
-                set_error(result, route)
-            else:
-                pending[route].append((topic.topic_id, result))
-    barriers = await coordinators.wait_all_applied(list(pending), 0, leader_only=True)
-    for coordinator_id, its in pending.items():
-        failure = barriers.get(coordinator_id)
-        if failure is not None:
-            for _, result in its:
-                set_error(result, failure)
-            continue
-        shard = coordinators.shard(coordinator_id)
-        try:
-            with shard.read_transaction() as db:
-                for topic_id, result in its:
-                    _describe(db, topic_id, result)
-        except reads.DAMAGE_ERRORS as error:
-            damaged = coordinators.damaged(shard, error)
-            for _, result in its:
-                result.ClearField("active_producers")
-                set_error(result, damaged)
+    await coordinators.read_at_leaders(
+        request.topics,
+        lambda topic_id: response.topics.add(topic_id=topic_id),
+        _describe,
+        lambda result: result.ClearField("active_producers"),
+    )
     return response
 
 

@@ -11,7 +11,7 @@ import asyncio
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
-from typing import Protocol, TypeVar, final
+from typing import Any, Protocol, TypeVar, final
 
 import apsw
 
@@ -21,6 +21,7 @@ from coordinator.base.metrics import Metrics
 from coordinator.base.result import ItemError
 from coordinator.config.settings import Settings, property_name
 from coordinator.machine.catalog import TopicCatalog
+from coordinator.machine.state.reads import DAMAGE_ERRORS
 from coordinator.machine.topic_names import topic_id_problem
 from coordinator.runtime.replication.role import RoleKind
 from coordinator.runtime.shard import CoordinatorShard, Operation, ShardState
@@ -222,6 +223,47 @@ class NodeCoordinators:
         except CoordinatorUnavailable as error:
             return error
         return None
+
+    async def read_at_leaders(
+        self,
+        topics: Iterable[Any],
+        add_topic: Callable[[bytes], Any],
+        read: Callable[[apsw.Connection, bytes, Any], None],
+        forget: Callable[[Any], None] = lambda _: None,
+    ) -> None:
+        """Strict reads per partition (DescribeProducers, DescribeDisklessLogs): `topics` (topic_id, partitions)
+        answered in the topic results `add_topic` makes, each partition by `read` from its coordinator's leader once
+        what was pending there is applied, one read transaction per coordinator. An item whose route, barrier or
+        state fails gets that error (`forget` first drops what `read` had set on it)."""
+        topics = list(topics)
+        self.limit_items(sum(len(t.partitions) for t in topics), "partitions")
+        pending: dict[int, list[tuple[bytes, Any]]] = {}
+        for topic in topics:
+            topic_result = add_topic(topic.topic_id)
+            routes = self.route(topic.topic_id, list(topic.partitions))
+            for partition, route in zip(topic.partitions, routes, strict=True):
+                result = topic_result.partitions.add(partition=partition)
+                if isinstance(route, ItemError):
+                    set_error(result, route)
+                else:
+                    pending.setdefault(route, []).append((topic.topic_id, result))
+        barriers = await self.wait_all_applied(list(pending), 0, leader_only=True)
+        for coordinator_id, its in pending.items():
+            failure = barriers.get(coordinator_id)
+            if failure is not None:
+                for _, result in its:
+                    set_error(result, failure)
+                continue
+            shard = self.shard(coordinator_id)
+            try:
+                with shard.read_transaction() as db:
+                    for topic_id, result in its:
+                        read(db, topic_id, result)
+            except DAMAGE_ERRORS as error:
+                damaged = self.damaged(shard, error)
+                for _, result in its:
+                    forget(result)
+                    set_error(result, damaged)
 
     def damaged(self, shard: CoordinatorShard, error: Exception) -> CoordinatorUnavailable:
         """A read met damage in a coordinator's state: out of service it goes, to rebuild (DESIGN §6)."""

@@ -13,6 +13,7 @@ its acknowledgement with the topic in place (read your writes, DESIGN §6a).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Mapping
 from typing import TypeVar, final
 
@@ -49,6 +50,15 @@ class TopicAdmin:
         )  # fmt: skip
         self.configs = TopicConfigAdmin(coordinators, peers, self._lock)
 
+    def _limits_now(self) -> TopicLimits:
+        """New partitions spread over every coordinator there is now: coordinators may be added online."""
+        count = len(self._coordinators.shards)
+        return (
+            self._limits
+            if count == self._limits.coordinators
+            else dataclasses.replace(self._limits, coordinators=count)
+        )
+
     async def create_partitions(self, request: pb.CreatePartitionsRequest) -> pb.CreatePartitionsResponse:
         self._coordinators.limit_items(len(request.topics), "topics")
         response = pb.CreatePartitionsResponse()
@@ -60,7 +70,7 @@ class TopicAdmin:
                     )
                     or self._coordinators.unavailable_for_topic_changes()
                 )
-                plan = plan_create_partitions(self._coordinators.catalog, topic, self._limits, unavailable)
+                plan = plan_create_partitions(self._coordinators.catalog, topic, self._limits_now(), unavailable)
                 outcome = plan if isinstance(plan, ItemError) else await self._create(plan, request.timeout_ms)
                 if not isinstance(plan, ItemError) and outcome.error_code == ErrorCode.NONE:
                     self._coordinators.catalog.learn(plan.topic_id, plan.topic_name, {

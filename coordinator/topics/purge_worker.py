@@ -64,7 +64,7 @@ class TopicPurger(CoordinatorWorker):
         """Something may await purge now (a topic deleted, the coordinator back in service): look after the interval."""
         self._wake.set()
 
-    async def _run(self) -> None:
+    async def run(self) -> None:
         while True:
             self.parked = True
             await self._clock.wait_event(self._wake, None)
@@ -88,17 +88,13 @@ class TopicPurger(CoordinatorWorker):
         """A pass; on a failure that a retry may mend, None (after saying why)."""
         try:
             return await self.run_pass()
-        except asyncio.CancelledError:
-            raise
         except CoordinatorUnavailable as error:
-            # Out of service or no longer the leader: coming back into service wakes this worker again.
+            # Out of service or no longer the leader: a worker started anew when it leads again looks at once.
             log.info("coordinator %d: topic purge waits: %s", self.coordinator_id, error)
             return _NOTHING_LEFT
         except (CallRejected, TimeoutError) as error:  # a full queue, a slow pipeline
             log.warning("coordinator %d: topic purge pass failed: %s; retrying", self.coordinator_id, error)
-        except Exception:
-            # A bug must not end the purge for good: log it and try again after a backoff.
-            log.exception("coordinator %d: topic purge pass failed", self.coordinator_id)
+        # A bug ends the loop: the supervisor logs and counts it and starts a new purger (which looks at once).
         return None
 
     async def run_pass(self) -> PurgePass:

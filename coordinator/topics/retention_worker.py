@@ -56,13 +56,8 @@ class RetentionWorker(PeriodicWorker):
         coordinator = str(shard.coordinator_id)
         self._expired_batches = metrics.retention_expired_batches.labels(coordinator)
         self._expired_bytes = metrics.retention_expired_bytes.labels(coordinator)
-        # When the last pass here ended, on the node's clock (the worker's start before the first): a gauge's age.
+        # When the last pass here ended, on the node's clock (the worker's making before the first): a gauge's age.
         self.last_pass_ms = clock.now_ms()
-
-    def start(self) -> None:
-        if self._task is None:
-            self.last_pass_ms = self._clock.now_ms()
-        super().start()
 
     def last_pass_age_ms(self) -> int:
         return max(0, self._clock.now_ms() - self.last_pass_ms)

@@ -177,7 +177,7 @@ class SimCluster:
         self.network.attach(sim.address, node.router)
         await node.load()
         controller.start()
-        node.start_workers()
+        await node.start_workers()
 
     async def crash(self, node_id: int) -> None:
         """Gone at once for everyone (no lease revoked: etcd lets it expire); then its files are closed."""

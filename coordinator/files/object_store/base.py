@@ -74,6 +74,10 @@ class ObjectStore(Protocol):
         """The object's facts, or None if it does not exist."""
         ...
 
+    def read_range(self, key: str, start: int, size: int) -> bytes | None:
+        """`size` bytes of the object from `start`, or None if it does not exist; fewer if it ends before."""
+        ...
+
     def list(self, prefix: str, start_after: str = "") -> Iterator[ObjectInfo]:
         """Objects whose key starts with `prefix` (a plain string prefix, not only a folder), by key order."""
         ...

@@ -94,6 +94,20 @@ class LocalObjectStore:
             return None
         return ObjectInfo(key, file_stat.st_size, file_stat.st_mtime_ns // 1_000_000)
 
+    def read_range(self, key: str, start: int, size: int) -> bytes | None:
+        if start < 0 or size < 0:
+            raise ValueError(f"read of {key!r}: start {start} and size {size} must be >= 0")
+        path = os.path.join(self._root, *self._segments(key))
+        self._pin_root()
+        try:
+            with open(path, "rb") as file:
+                return os.pread(file.fileno(), size, start)
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+            self._check_root()  # a vanished root hides every object: an outage, not a miss
+            return None
+        except OSError as error:
+            raise self._error("read", key, error) from error
+
     def list(self, prefix: str, start_after: str = "") -> Iterator[ObjectInfo]:
         """Objects whose key starts with `prefix`, by key order; only directories that can match are read."""
         self._pin_root()

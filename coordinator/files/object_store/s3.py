@@ -93,6 +93,26 @@ class S3ObjectStore:
             raise self._error("head", self._where(key), error) from error
         return ObjectInfo(key, response["ContentLength"], _epoch_ms(response["LastModified"]))
 
+    def read_range(self, key: str, start: int, size: int) -> bytes | None:
+        _check_key(key)
+        if start < 0 or size < 0:
+            raise ValueError(f"read of {key!r}: start {start} and size {size} must be >= 0")
+        if size == 0:
+            return b"" if self.head(key) is not None else None
+        try:
+            response = self._client.get_object(Bucket=self._bucket, Key=key, Range=f"bytes={start}-{start + size - 1}")
+            body: bytes = response["Body"].read()
+        except ClientError as error:
+            code = _error_code(error)
+            if code == "InvalidRange":  # past the end: the object holds nothing there
+                return b""
+            if code not in NOT_FOUND_CODES:
+                raise self._error("read", self._where(key), error) from error
+            return None
+        except BotoCoreError as error:
+            raise self._error("read", self._where(key), error) from error
+        return body
+
     def list(self, prefix: str, start_after: str = "") -> Iterator[ObjectInfo]:
         """Objects whose key starts with `prefix`, by key order; the first page is fetched before returning."""
         arguments: dict[str, str] = {"Bucket": self._bucket, "Prefix": prefix}

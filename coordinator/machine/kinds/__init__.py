@@ -42,6 +42,7 @@ from coordinator.machine.kinds.moves import PartitionMoveCancelledKind, Partitio
 from coordinator.machine.kinds.partitions import PartitionCreatedKind, RecordsDeletedKind, TopicDeletedKind
 from coordinator.machine.kinds.producers import ProducersExpiredKind
 from coordinator.machine.kinds.purges import BatchesPurgedKind
+from coordinator.machine.kinds.replacements import BatchesReplacedKind
 from coordinator.machine.kinds.retention import RetentionAppliedKind
 from coordinator.machine.kinds.switch import DisklessLogsInitializedKind
 from coordinator.machine.kinds.tiering import RemoteLogSegmentsCommittedKind
@@ -67,6 +68,7 @@ _REGISTERED: tuple[RecordKind, ...] = (
     RetentionAppliedKind(),
     RemoteLogSegmentsCommittedKind(),
     DisklessLogsInitializedKind(),
+    BatchesReplacedKind(),
     PartitionMoveStartedKind(),
     PartitionMoveCancelledKind(),
 )

@@ -36,13 +36,13 @@ from protos import records_pb2 as rec
 # A WindowEntry built once per batch: tuple.__new__ skips the NamedTuple's generated __new__ (a Python call).
 new_tuple = tuple.__new__
 
-_INSERT_FILE = (
+INSERT_FILE = (
     "INSERT INTO files (file_id, object_key, file_size, uploader_broker_id, owner_ids, committed_at_ms, "
     "live_batches, is_last_owner, owned, delete_after_ms, part_batches) VALUES (?,?,?,?,?,?,?,?,?,-1,?)"
 )
 
 
-def _owner_list(owner_ids: list[int]) -> str:
+def owner_list(owner_ids: list[int]) -> str:
     return ",".join(map(str, owner_ids))
 
 
@@ -101,13 +101,13 @@ class FileCommittedKind:
         batches = list(BATCH_LAYOUT.iter_unpack(committed.packed_batches))
         coordinator_id = transaction.coordinator_id
         transaction.db.execute(
-            _INSERT_FILE,
+            INSERT_FILE,
             (
                 file_id,
                 committed.object_key,
                 committed.file_size,
                 committed.uploader_broker_id,
-                _owner_list(owners),
+                owner_list(owners),
                 append_time,
                 len(batches),
                 int(owners[-1] == coordinator_id),
@@ -245,13 +245,13 @@ class FileOwnershipTakenKind:
         transaction.next_file_id = next_id_after("file id", taken.file_id, transaction.next_file_id)
         owners = list(taken.owner_ids)
         transaction.db.execute(
-            _INSERT_FILE,
+            INSERT_FILE,
             (
                 taken.file_id,
                 taken.object_key,
                 taken.file_size,
                 taken.uploader_broker_id,
-                _owner_list(owners),
+                owner_list(owners),
                 taken.committed_at_ms,
                 0,
                 int(owners[-1] == transaction.coordinator_id),
@@ -283,6 +283,8 @@ def _file_leaves(transaction: StateTransaction, file_id: int, how: str) -> None:
         (file_id,),
         f"file {file_id} {how}, but it is not an idle file owned here",
     )
+    # A file consolidation recorded (DESIGN §4c) forgets its call's extents with it: a retry is no longer known.
+    transaction.db.execute("DELETE FROM file_replacements WHERE file_id = ?", (file_id,))
 
 
 class FileHandedOverKind:

@@ -29,7 +29,7 @@ CLEAN_CLOSE_MARK = "state.closed-cleanly"  # beside state.sqlite; present only b
 PROBLEMS_REPORTED_MAX = 5  # integrity_check's list of problems is cut to this many lines
 TIME_INDEX_SCHEMA = 7  # the first schema with the time index (coordinator/machine/state/schema.py)
 SWITCH_SCHEMA = 9  # the first schema with the classic -> diskless switch's columns
-MOVES_SCHEMA = 10  # the first schema with partition moves (design §5a)
+MOVES_SCHEMA = 11  # the first schema with partition moves (design §5a)
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,16 +61,17 @@ def check_integrity(path: Path) -> IntegrityReport:
 
 
 def _derived_state_problems(connection: apsw.Connection) -> list[str]:
-    """Where state derived from other rows differs from what they imply: the time index from the held batches.
+    """Where state derived from other rows differs from what they imply: the time index from the held batches, and
+    each file's live batches (and the meta count) from the batches that name it.
 
     A sound file (every page and key order right) may still hold a wrong derived row, which would answer
-    ListOffsets wrongly without any read failing. A state older than the index (schema 6) gets it at its
-    migration, so it has none to check yet.
+    ListOffsets wrongly, or delete a file still read (DESIGN §5, §4c), without any read failing. A state older than
+    the index (schema 6) gets it at its migration, so it has none to check yet.
     """
     version = connection.execute("SELECT value FROM meta WHERE name = 'schema_version'").fetchone()
     if version is None or int(version[0]) < TIME_INDEX_SCHEMA:
         return []
-    problems = time_index.index_problems(connection)
+    problems = time_index.index_problems(connection) + live_batch_problems(connection)
     if int(version[0]) >= SWITCH_SCHEMA:
         problems += switch_problems(connection)
     if int(version[0]) >= MOVES_SCHEMA:
@@ -96,6 +97,22 @@ def switch_problems(connection: apsw.Connection) -> list[str]:
         f"{local}, high watermark {high_watermark}, or a batch below its seal"
         for key, classic, seal, start, local, high_watermark in connection.execute(_SWITCH_PROBLEMS)
     ]
+
+
+def live_batch_problems(connection: apsw.Connection) -> list[str]:
+    """Files whose `live_batches` differs from the batches naming them, and a meta count differing from the total."""
+    counted = dict(connection.execute("SELECT file_id, count(*) FROM batches GROUP BY file_id"))
+    problems = []
+    for file_id, live in connection.execute("SELECT file_id, live_batches FROM files"):
+        naming = counted.pop(file_id, 0)
+        if live != naming:
+            problems.append(f"file {file_id} counts {live} live batches, {naming} name it")
+    problems += [f"{count} batches name file {file_id}, which is not in files" for file_id, count in counted.items()]
+    total = connection.execute("SELECT value FROM meta WHERE name = 'live_batch_count'").fetchone()
+    (held,) = connection.execute("SELECT count(*) FROM batches").fetchall()[0]
+    if total is not None and int(total[0]) != held:
+        problems.append(f"meta live_batch_count is {total[0]}, {held} batches are held")
+    return problems[:PROBLEMS_REPORTED_MAX]
 
 
 # A partition frozen for a move (design §5a) that is not here, or that moves to this coordinator itself.

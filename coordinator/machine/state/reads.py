@@ -229,9 +229,9 @@ def described_file_facts(db: apsw.Connection, object_key: str) -> FileFacts | No
     """The file as DescribeFiles sees it: its batches of deleted topics not yet purged are not live.
 
     A deleted topic is gone for every caller at once (DESIGN §4a), while its batches leave in later bounded passes
-    and keep counting in the file's `live_batches` until then. Batches have no index by file, so each partition
-    awaiting purge (few: those of topics deleted since the last passes) is searched for the file's run, which is
-    O(log n) lookups, and only for a file still counted live while some partition awaits purge. Call it in a read
+    and keep counting in the file's `live_batches` until then. Each partition awaiting purge (few: those of topics
+    deleted since the last passes) is counted for the file by the index of batches by file, and only for a file
+    still counted live while some partition awaits purge. Call it in a read
     transaction: the count and the runs must be of one state.
     """
     facts = file_facts(db, object_key)
@@ -248,27 +248,36 @@ def described_file_facts(db: apsw.Connection, object_key: str) -> FileFacts | No
     return dataclasses.replace(facts, live_batches=live)
 
 
+def batches_holding(
+    db: apsw.Connection, partition_key: int, from_offset: int, to_offset: int, limit: int
+) -> list[tuple[int, int, int]]:
+    """(base offset, last offset, size) of the partition's batches holding offsets in [from, to], in offset order, at
+    most `limit`: a range of the batches' key, and the one batch after it that may still hold `to` (DESIGN §4c)."""
+    found: list[tuple[int, int, int]] = list(
+        db.execute(
+            "SELECT base_offset, last_offset, size FROM batches WHERE partition_key = ? AND last_offset >= ? "
+            "AND last_offset <= ? ORDER BY last_offset LIMIT ?",
+            (partition_key, from_offset, to_offset, limit),
+        )
+    )
+    if len(found) < limit:
+        after = db.execute(
+            "SELECT base_offset, last_offset, size FROM batches WHERE partition_key = ? AND last_offset > ? "
+            "ORDER BY last_offset LIMIT 1",
+            (partition_key, to_offset),
+        ).fetchone()
+        if after is not None and after[0] <= to_offset:
+            found.append(tuple(after))
+    return found
+
+
 def _batches_of_file(db: apsw.Connection, partition_key: int, file_id: int) -> int:
-    """How many batches of `file_id` the partition holds: its run, found as `file_batches` finds it."""
-    ends = db.execute(
-        "SELECT (SELECT file_id FROM batches WHERE partition_key = ?1 ORDER BY last_offset LIMIT 1), "
-        "(SELECT file_id FROM batches WHERE partition_key = ?1 ORDER BY last_offset DESC LIMIT 1)",
-        (partition_key,),
+    """How many batches of `file_id` the partition holds (the index of batches by file: one range)."""
+    row = db.execute(
+        "SELECT count(*) FROM batches INDEXED BY batches_by_file WHERE file_id = ? AND partition_key = ?",
+        (file_id, partition_key),
     ).fetchone()
-    if ends is None or ends[0] is None or not ends[0] <= file_id <= ends[1]:
-        return 0  # file ids never go down as offsets go up: the file is not among the partition's
-    start = _first_offset_of_file_or_later(db, partition_key, file_id)
-    if start is None:
-        return 0
-    count = 0
-    for (found,) in db.execute(
-        "SELECT file_id FROM batches WHERE partition_key = ? AND last_offset >= ? ORDER BY last_offset",
-        (partition_key, start),
-    ):
-        if found != file_id:
-            break
-        count += 1
-    return count
+    return int(row[0]) if row is not None else 0
 
 
 # The columns of coordinator.machine.records.CommittedBatch, in order, then the file id.
@@ -281,57 +290,19 @@ _COMMITTED_BATCH_COLUMNS = (
 def file_batches(db: apsw.Connection, file_id: int, partition_keys: Collection[int]) -> list[CommittedBatch]:
     """A file's batches still stored on these partitions, in batch id order (the order of its request).
 
-    Batches are stored by (partition, last offset), not by file: no index on the file serves only
-    this read (a retried commit), so each partition is searched instead. Within a partition, file
-    ids never go down as offsets go up (both are handed out in check order), so the file's batches
-    there are one run, found by a binary search on offsets: O(log n) lookups per partition.
+    Found by the index of batches by file: a file's batches are no longer one run of rising file ids in each
+    partition once consolidation moved some (DESIGN §4c).
     """
-    found: list[CommittedBatch] = []
-    for partition_key in partition_keys:
-        start = _first_offset_of_file_or_later(db, partition_key, file_id)
-        if start is None:
-            continue
+    wanted = set(partition_keys)
+    found = [
+        CommittedBatch._make(row[:-1])
         for row in db.execute(
-            f"SELECT {_COMMITTED_BATCH_COLUMNS} FROM batches WHERE partition_key = ? AND last_offset >= ? "
-            "ORDER BY last_offset",
-            (partition_key, start),
-        ):
-            if row[-1] != file_id:
-                break
-            found.append(CommittedBatch._make(row[:-1]))
+            f"SELECT {_COMMITTED_BATCH_COLUMNS} FROM batches INDEXED BY batches_by_file WHERE file_id = ?", (file_id,)
+        )
+        if row[1] in wanted
+    ]
     found.sort()  # by batch id: batch ids follow the request's order
     return found
-
-
-def _first_offset_of_file_or_later(db: apsw.Connection, partition_key: int, file_id: int) -> int | None:
-    """The smallest last offset in the partition whose batch belongs to `file_id` or a later file."""
-    low, high = one_row(
-        db.execute("SELECT min(last_offset), max(last_offset) FROM batches WHERE partition_key = ?", (partition_key,)),
-        "the partition's batch offsets",
-    )
-    if low is None:
-        return None
-
-    def at_or_after(offset: int) -> tuple[int, int]:
-        """(last offset, file id) of the first batch whose last offset is >= `offset`."""
-        row = db.execute(
-            "SELECT last_offset, file_id FROM batches WHERE partition_key = ? AND last_offset >= ? "
-            "ORDER BY last_offset LIMIT 1",
-            (partition_key, offset),
-        ).fetchone()
-        if row is None:  # offset <= high, the partition's last batch: one is there
-            raise StateDamaged(f"no batch of partition {partition_key} at or after {offset}, below its last {high}")
-        return row[0], row[1]
-
-    # The smallest offset in [low, high] whose first batch at or after it has a file id >= file_id.
-    while low < high:
-        middle = (low + high) // 2
-        if at_or_after(middle)[1] >= file_id:
-            high = middle
-        else:
-            low = middle + 1
-    last_offset, found_file_id = at_or_after(low)
-    return last_offset if found_file_id == file_id else None
 
 
 class IdleFilesQuery(enum.Enum):

@@ -11,7 +11,7 @@ from coordinator.machine.batch_entries import batch_entry
 from coordinator.machine.producers import packed_last_append_time
 from coordinator.machine.state import time_index
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 
 # meta holds counters and the applied log offset, updated in the same
 # transaction as the state they describe.
@@ -90,6 +90,17 @@ STATEMENTS = (
         entry BLOB,
         PRIMARY KEY (partition_key, last_offset)
     ) WITHOUT ROWID""",
+    # A file's batches (DESIGN §4c): consolidation plans by file (GetFileMergeWorkItem) and moves batches into new
+    # files, so a file's batches are no longer one run of file ids rising with offsets in each partition; this
+    # index finds them (and a retried commit's, and a deleted topic's still counted) by file. File ids only grow:
+    # a commit's entries go to the index's right edge.
+    "CREATE INDEX IF NOT EXISTS batches_by_file ON batches (file_id)",
+    # The extents of a ReplaceBatches call here with their answers (a BatchesReplaced's `extents`, serialized), kept
+    # while its file is known, so that a retry with the same key is answered again and changes nothing (§4c).
+    """CREATE TABLE IF NOT EXISTS file_replacements (
+        file_id INTEGER PRIMARY KEY,
+        extents BLOB NOT NULL
+    )""",
     # Partitions of deleted topics whose batches are still being purged (DESIGN §4a): gone for every caller (not in
     # `partitions`), their batches leave in bounded passes and the row with the last of them. A table an older
     # state file gains empty on open: its code removed a deleted topic's batches at once.
@@ -259,8 +270,15 @@ MIGRATIONS: dict[int, tuple[MigrationStep, ...]] = {
         _switch_columns,
         "UPDATE meta SET value = 9 WHERE name = 'schema_version'",
     ),
-    # Schema 9 -> 10: partition moves (design §5a). The table is created empty by the open; nothing was frozen.
-    9: ("UPDATE meta SET value = 10 WHERE name = 'schema_version'",),
+    # Schema 9 -> 10: object consolidation (DESIGN §4c). Batches by file (the open creates the index and the empty
+    # table of replacements, as it creates anything missing); a state of 10 may hold moved batches, which code of 9
+    # (file ids rising with offsets in a partition) would not find.
+    9: (
+        "CREATE INDEX IF NOT EXISTS batches_by_file ON batches (file_id)",
+        "UPDATE meta SET value = 10 WHERE name = 'schema_version'",
+    ),
+    # Schema 10 -> 11: partition moves (design §5a). The table is created empty by the open; nothing was frozen.
+    10: ("UPDATE meta SET value = 11 WHERE name = 'schema_version'",),
 }
 
 META_DEFAULTS = {

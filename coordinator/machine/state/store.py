@@ -279,6 +279,8 @@ class StateStore:
             next_batch_id=self.meta["next_batch_id"],
             next_file_id=self.meta["next_file_id"],
             leader_epoch=self.meta["leader_epoch"],
+            committed_run=self.committed_run,
+            committed_replacement=self.committed_replacement,
         )
         for row in self._writer.execute(
             "SELECT p.partition_key, topic_id, topic_name, partition, log_start_offset, high_watermark, "
@@ -309,6 +311,17 @@ class StateStore:
     def committed_last_offsets(self, partition_key: int, from_offset: int, below_offset: int, limit: int) -> list[int]:
         """Last offsets of a partition's committed batches in [from, below), ascending (the writer's, as above)."""
         return reads.last_offsets_between(self._writer, partition_key, from_offset, below_offset, limit)
+
+    def committed_run(
+        self, partition_key: int, from_offset: int, to_offset: int, limit: int
+    ) -> list[tuple[int, int, int]]:
+        """The committed batches holding offsets in [from, to] (the writer's, as above; DESIGN §4c)."""
+        return reads.batches_holding(self._writer, partition_key, from_offset, to_offset, limit)
+
+    def committed_replacement(self, file_id: int) -> bytes | None:
+        """The stored extents of the ReplaceBatches that recorded the file (the writer's, as above)."""
+        row = self._writer.execute("SELECT extents FROM file_replacements WHERE file_id = ?", (file_id,)).fetchone()
+        return None if row is None else bytes(row[0])
 
     def read_transaction(self) -> contextlib.AbstractContextManager[apsw.Connection]:
         """A read transaction: every query inside sees the same committed state."""

@@ -87,6 +87,8 @@ class ReadProcesses:
     def publish(self, shard: CoordinatorShard) -> None:
         """Called on every state change of a coordinator; a coordinator (re)loaded is a new generation."""
         coordinator_id = shard.coordinator_id
+        if coordinator_id >= len(self._generations):
+            return  # added online, not on this board yet: `grow` publishes it
         if shard.state is ShardState.ACTIVE:
             self._generations[coordinator_id] += 1
         self.board.publish(coordinator_id, status_of(shard, self._generations[coordinator_id]))
@@ -96,6 +98,8 @@ class ReadProcesses:
         refused by the readers at once, before the coordinator steps aside and closes (or deletes) its files.
         The generation stays: the file is the same until the coordinator reloads."""
         coordinator_id = shard.coordinator_id
+        if coordinator_id >= len(self._generations):
+            return
         status = status_of(shard, self._generations[coordinator_id])
         if status != self.board.status(coordinator_id):
             self.board.publish(coordinator_id, status)
@@ -173,6 +177,24 @@ class ReadProcesses:
         await stop_children((slot.connection for slot in self.slots), processes, self._settings, "reader")
         await asyncio.gather(*self._tasks)
         log.info("reader processes stopped")
+
+    async def grow(self, shards: Sequence[CoordinatorShard]) -> None:
+        """Coordinators were added online (coordinator/node/growth.py): the readers start again over all of them, on
+        a board as large. A reader holds its coordinators' state files from its start; meanwhile FindBatches goes to
+        the node, which serves it too."""
+        await self.stop()
+        restarts = [slot.restarts for slot in self.slots]
+        self._shards = list(shards)
+        self.board = StatusBoard.create(len(self._shards))
+        self._generations = [*self._generations, *[0] * (len(self._shards) - len(self._generations))]
+        self.slots = [ReaderSlot(i) for i in range(self._settings.read_processes)]
+        for slot, count in zip(self.slots, restarts, strict=True):
+            slot.restarts = count
+        self._stopping = asyncio.Event()
+        for shard in self._shards:
+            self.publish(shard)
+        self.start()
+        await self.wait_first_starts()
 
     # ------------------------------------------------------------------ metrics
 

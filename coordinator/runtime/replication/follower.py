@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Coroutine
 from concurrent.futures import Executor
 from dataclasses import dataclass
-from typing import Any, final
+from typing import Any, Protocol, final
 
 import grpc
 
@@ -49,6 +49,15 @@ class NeedsSnapshot(Exception):
     def __init__(self, message: str, leader_log_start: int) -> None:
         super().__init__(message)
         self.leader_log_start = leader_log_start
+
+
+class NodeFetcher(Protocol):
+    """The node's replica fetcher (fetcher.py): fetches every coordinator this node follows from one leader node in
+    one call, and hands each its part of the answer (`Follower.handle`)."""
+
+    def join(self, follower: Follower) -> None: ...
+
+    def leave(self, follower: Follower) -> None: ...
 
 
 class LeaderRefused(Exception):
@@ -121,8 +130,10 @@ class Follower:
         on_topic_records: TopicRecordsApplied | None,
         observe_fetch: Callable[[float, bool], None] = lambda seconds, returned_frames: None,
         leader_unreachable: Callable[[int], None] = lambda node_id: None,
+        fetcher: NodeFetcher | None = None,
     ) -> None:
         self.coordinator_id = coordinator_id
+        self._fetcher = fetcher  # the node's fetcher; without one this replica fetches alone (FetchLog)
         self._observe_fetch = observe_fetch  # each answered fetch's round trip, long-poll wait included
         self._leader_unreachable = leader_unreachable  # told of each UNAVAILABLE: the node may be gone (kill -9)
         self._role = role
@@ -142,10 +153,12 @@ class Follower:
         self._closed = False
         self._wake = asyncio.Event()  # ends a backoff sleep early
         self._closing = asyncio.Event()  # ends a call in flight: a paused leader would hold it to its deadline
+        self._closing_or_alone = asyncio.Event()  # ends fetching through the node's fetcher
         self._failure: Exception | None = None  # damage a read met: `run` ends with it
 
     def fail(self, error: Exception) -> bool:
-        """A read of this replica met damage: fetching ends and `run` returns it. False if one is reported."""
+        """A read of this replica met damage, or the node's fetcher met what it cannot go on from (a snapshot needed,
+        its log's write failed): fetching ends and `run` returns it. False if one is reported."""
         if self._failure is not None or self._closed:
             return False
         self._failure = error
@@ -156,6 +169,22 @@ class Follower:
         self._closed = True
         self._wake.set()
         self._closing.set()
+        self._closing_or_alone.set()
+
+    @property
+    def role(self) -> ReplicaRole:
+        return self._role
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def observe_fetch(self, seconds: float, returned_frames: bool) -> None:
+        self._observe_fetch(seconds, returned_frames)
+
+    def leader_unreachable(self) -> None:
+        """A call to the leader's node failed as unreachable: the node may be gone (kill -9)."""
+        self._leader_unreachable(self._role.leader_node_id)
 
     def statistics(self) -> FollowerStatistics:
         return FollowerStatistics(
@@ -172,6 +201,11 @@ class Follower:
                 if not truncated:
                     await self._unless_closed(self._truncate_to_leader())
                     truncated = True
+                if self._fetcher is not None:
+                    await self._fetch_with_node()
+                    if self.closed:
+                        return self._failure
+                    continue  # let go by the node's fetcher (the leader's node has no FetchLogs): fetch alone
                 await self._unless_closed(self._fetch_once())
                 backoff.succeeded()
                 failures = 0
@@ -191,6 +225,23 @@ class Follower:
                 self._wake.clear()
                 await self._clock.wait_event(self._wake, wait_ms)
         return self._failure
+
+    async def _fetch_with_node(self) -> None:
+        """Fetching is the node's (one call per leader node for all its coordinators) until this replica closes,
+        the node's fetcher hands it a failure (`fail`), or lets it go (`fetch_alone`)."""
+        fetcher = self._fetcher  # `fetch_alone` forgets it
+        assert fetcher is not None
+        fetcher.join(self)
+        try:
+            await self._closing_or_alone.wait()
+        finally:
+            fetcher.leave(self)
+
+    def fetch_alone(self) -> None:
+        """The leader's node answers no FetchLogs (an earlier version): this replica fetches alone with FetchLog, as
+        replicas did before, until its role changes (the next follower tries the node's fetcher again)."""
+        self._fetcher = None
+        self._closing_or_alone.set()
 
     async def _unless_closed(self, step: Coroutine[Any, Any, None]) -> None:
         """Runs one step; a close cancels it, so a new role does not wait for a call to a silent leader."""
@@ -256,24 +307,35 @@ class Follower:
     # ------------------------------------------------------------------ fetching
 
     async def _fetch_once(self) -> None:
-        fetch_offset = self._log.end_offset
+        request = self.partition_request()
+        request.max_wait_ms = self._settings.replica_fetch_wait_max_ms
         sent = time.monotonic()
         response = await self._stub(self._role.leader_address).FetchLog(
-            internal.FetchLogRequest(
-                coordinator_id=self.coordinator_id,
-                replica_node_id=self._role.node_id,
-                leader_epoch=self._role.leader_epoch,
-                replica_incarnation=self._role.node_incarnation,
-                fetch_offset=fetch_offset,
-                last_fetched_epoch=self._epoch_cache.latest_epoch,
-                max_bytes=self._settings.replica_fetch_max_bytes,
-                max_wait_ms=self._settings.replica_fetch_wait_max_ms,
-            ),
+            request,
             timeout=(self._settings.replica_fetch_wait_max_ms + self._settings.replica_socket_timeout_ms) / 1000,
         )
         self._observe_fetch(time.monotonic() - sent, bool(response.frames))
-        if self._closed:
-            return
+        await self.handle(request.fetch_offset, response)
+
+    def partition_request(self) -> internal.FetchLogRequest:
+        """This replica's part of a fetch: from its log end, which acknowledges everything below it as durable."""
+        return internal.FetchLogRequest(
+            coordinator_id=self.coordinator_id,
+            replica_node_id=self._role.node_id,
+            leader_epoch=self._role.leader_epoch,
+            replica_incarnation=self._role.node_incarnation,
+            fetch_offset=self._log.end_offset,
+            last_fetched_epoch=self._epoch_cache.latest_epoch,
+            max_bytes=self._settings.replica_fetch_max_bytes,
+        )
+
+    async def handle(self, fetch_offset: int, response: internal.FetchLogResponse) -> None:
+        """The leader's answer to a fetch from `fetch_offset`: truncates where it diverged, appends and fdatasyncs
+        its frames, applies up to its high watermark. Raises NeedsSnapshot or OSError when this replica cannot go
+        on (`run` ends with it), LeaderRefused or ValueError when the fetch is to be tried again after a backoff.
+        Nothing happens once closed: the coordinator may be closing its files."""
+        if self._closed or fetch_offset != self._log.end_offset:
+            return  # closed, or an answer to a request sent before a truncation or append since
         code = response.error_code
         if code == ErrorCode.OFFSET_OUT_OF_RANGE and fetch_offset < response.log_start_offset:
             raise NeedsSnapshot(
@@ -291,6 +353,8 @@ class Follower:
         self.leader_log_end_offset = response.log_end_offset
         if response.frames:
             await self._append(response.frames, fetch_offset)
+            if self.closed:  # closed during the write (the property: mypy would take the check above as still true)
+                return  # the coordinator closes its files: the next load replays what was appended
         self._apply_up_to(min(response.high_watermark, self._log.end_offset))
 
     async def _append(self, frames: bytes, fetch_offset: int) -> None:

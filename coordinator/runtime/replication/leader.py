@@ -19,7 +19,7 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import Executor
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from types import MappingProxyType
 from typing import final
 
@@ -30,6 +30,7 @@ from coordinator.config.settings import Settings, property_name
 from coordinator.runtime.log.damage import CorruptLogError
 from coordinator.runtime.log.epoch_cache import LeaderEpochCache
 from coordinator.runtime.log.segments import MetadataLog
+from coordinator.runtime.replication.progress import FollowerProgress, ReplicaProgress
 from coordinator.runtime.replication.role import ReplicaRole
 from protos import internal_pb2 as internal
 
@@ -54,32 +55,6 @@ def refused_epoch_end(code: ErrorCode, message: str) -> internal.OffsetForLeader
 
 class RoleChanged(Exception):
     """This node no longer leads (or follows) the coordinator as it did: pending records get NOT_COORDINATOR."""
-
-
-@final
-@dataclass(slots=True)
-class FollowerProgress:
-    """What the leader knows of one follower (Kafka's `Replica` state on the leader)."""
-
-    node_id: int
-    incarnation: str = ""  # the follower node's incarnation, as its fetches say
-    log_end_offset: int = -1  # -1 until its first fetch in this epoch
-    last_fetch_ms: int = -1
-    leader_end_at_last_fetch: int = -1
-    last_caught_up_ms: int = -1
-
-
-@final
-@dataclass(frozen=True, slots=True)
-class ReplicaProgress:
-    """One replica as the leader sees it now (DescribeCoordinators' `replica_progress`, the lag gauges)."""
-
-    node_id: int
-    log_end_offset: int  # -1 until the follower has fetched in this epoch
-    lag: int  # offsets behind the leader's log end; -1 while unknown
-    in_sync: bool
-    last_fetch_age_ms: int  # -1 if it has not fetched in this epoch (and for the leader itself)
-    caught_up_age_ms: int
 
 
 @final
@@ -122,6 +97,7 @@ class LeaderReplication:
         self._recent_bytes = 0
         self._waiters: list[tuple[int, asyncio.Future[CoordinatorUnavailable | None]]] = []
         self._new_data = asyncio.Event()
+        self._data_listeners: dict[Callable[[], None], None] = {}  # ordered: a seeded run replays exactly
         self._closed: RoleChanged | None = None
         self._isr_change: asyncio.Task[None] | None = None
         self._ticker: asyncio.Task[None] | None = None
@@ -142,6 +118,8 @@ class LeaderReplication:
                 waiter.set_exception(self._closed)
         self._waiters = []
         self._new_data.set()
+        for listener in list(self._data_listeners):
+            listener()
         for task in (self._ticker, self._isr_change):
             if task is not None:
                 task.cancel()
@@ -173,6 +151,8 @@ class LeaderReplication:
             self._recent_bytes -= len(self._recent.popleft()[2])
         self._advance_high_watermark()
         self._new_data.set()
+        for listener in list(self._data_listeners):
+            listener()
 
     async def committed(self, end_offset: int) -> CoordinatorUnavailable | None:
         """Waits for the high watermark to pass `end_offset`; then None, or the error to answer with.
@@ -269,6 +249,21 @@ class LeaderReplication:
 
     async def fetch(self, request: internal.FetchLogRequest) -> internal.FetchLogResponse:
         """One follower fetch: records its progress, then answers frames from its fetch offset (long poll)."""
+        early = self.start_fetch(request)
+        if early is not None:
+            return early
+        offset = request.fetch_offset
+        if offset == self.log_end_offset and request.max_wait_ms > 0:
+            self._new_data.clear()
+            wait_s = min(request.max_wait_ms, self._settings.replica_fetch_wait_max_ms) / 1000
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._new_data.wait(), wait_s)
+        return await self.read_fetch(offset, max(request.max_bytes, 1))
+
+    def start_fetch(self, request: internal.FetchLogRequest) -> internal.FetchLogResponse | None:
+        """The part of a fetch that never waits: fencing, the offset's range, divergence, then the follower's
+        progress (its fetch offset acknowledges everything below it). An answer to send as it is, or None when
+        frames from the fetch offset are to be read (`read_fetch`), after a long-poll wait if there are none yet."""
         refusal = self._fencing_problem(request.replica_node_id, request.leader_epoch)
         if refusal is not None:
             return refusal
@@ -287,16 +282,30 @@ class LeaderReplication:
                 response.diverging_epoch, response.diverging_end_offset = epoch, end
                 return response
         self._record_fetch(follower, offset)
-        if offset == self.log_end_offset and request.max_wait_ms > 0:
-            self._new_data.clear()
-            wait_s = min(request.max_wait_ms, self._settings.replica_fetch_wait_max_ms) / 1000
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._new_data.wait(), wait_s)
-            if self._closed is not None:
-                return self._response(ErrorCode.NOT_LEADER_OR_FOLLOWER, str(self._closed))
+        return None
+
+    def has_frames_after(self, offset: int) -> bool:
+        """Whether a fetch from `offset` would be answered at once: frames past it, or leadership ended."""
+        return offset < self.log_end_offset or self._closed is not None
+
+    def add_data_listener(self, listener: Callable[[], None]) -> None:
+        """`listener` is called on each append and on close, until removed (a node-level fetch waiting on several
+        coordinators at once)."""
+        self._data_listeners[listener] = None
+
+    def remove_data_listener(self, listener: Callable[[], None]) -> None:
+        self._data_listeners.pop(listener, None)
+
+    async def read_fetch(self, offset: int, max_bytes: int) -> internal.FetchLogResponse:
+        """A started fetch's answer: frames from `offset`, at most `max_bytes` but always one whole frame if any;
+        none at all when `max_bytes` <= 0 (an answer's bound spent on other coordinators)."""
+        if self._closed is not None:
+            return self._response(ErrorCode.NOT_LEADER_OR_FOLLOWER, str(self._closed))
+        if max_bytes <= 0:
+            return self._response(ErrorCode.NONE, "")
         # Half the message bound leaves room for the one frame always sent, whatever its size.
         bound = min(self._settings.replica_fetch_max_bytes, self._settings.request_max_bytes // 2)
-        max_bytes = min(max(request.max_bytes, 1), bound)
+        max_bytes = min(max_bytes, bound)
         try:
             frames = await self._frames_from(offset, max_bytes)
         except CorruptLogError as error:

@@ -29,8 +29,10 @@ from coordinator.machine.state.integrity import IntegrityReport
 from coordinator.machine.view import CoordinatorView, FileFacts
 from coordinator.runtime.operation import Operation, RequestT, ResponseT
 from coordinator.runtime.ports import TopicRecordsApplied
-from coordinator.runtime.replication.leader import ReplicaProgress, refused_epoch_end, refused_fetch
+from coordinator.runtime.replication.follower import NodeFetcher
+from coordinator.runtime.replication.leader import LeaderReplication, refused_epoch_end, refused_fetch
 from coordinator.runtime.replication.link import ClusterLink
+from coordinator.runtime.replication.progress import ReplicaProgress
 from coordinator.runtime.replication.role import ReplicaRole, RoleKind
 from coordinator.runtime.shard.append_ticks import AppendTicks
 from coordinator.runtime.shard.availability import ShardState
@@ -109,6 +111,7 @@ class CoordinatorShard:
         link: ClusterLink | None = None,
         ticks: AppendTicks | None = None,
         executors: ExecutorFactory = thread_executor,
+        fetcher: NodeFetcher | None = None,
     ) -> None:
         self.coordinator_id = coordinator_id
         self.directory = directory
@@ -128,6 +131,7 @@ class CoordinatorShard:
             link,
             ticks,
             executors,
+            fetcher,
         )
         self._snapshots = self._lifecycle.snapshots
         self._scrubber = Scrubber(
@@ -297,6 +301,8 @@ class CoordinatorShard:
         """
         view = self._view()
         if view.file_pending(object_key):
+            if view.pending_replacement(object_key) is not None:  # a merged object (DESIGN §4c): live until applied
+                return FileInFlight(None, queued=True)
             return FileInFlight(view.pending_commit(object_key))
         pipeline = self._lifecycle.pipeline
         if self._lifecycle.follower is None and pipeline is not None and pipeline.file_queued(object_key):
@@ -413,6 +419,13 @@ class CoordinatorShard:
         if leader is None or self.state is not ShardState.ACTIVE:
             return refused_fetch(ErrorCode.NOT_LEADER_OR_FOLLOWER, self._not_leader_here())
         return await leader.fetch(request)
+
+    def replication_leader(self) -> LeaderReplication | str:
+        """This node's leader of the coordinator, for followers' fetches; else why there is none here."""
+        leader = self._lifecycle.leader
+        if leader is None or self.state is not ShardState.ACTIVE:
+            return self._not_leader_here()
+        return leader
 
     def _not_leader_here(self) -> str:
         role = self._lifecycle.role

@@ -35,7 +35,7 @@ from coordinator.base.invariants import check_invariant
 from coordinator.base.metrics import Metrics
 from coordinator.config.settings import Settings
 from coordinator.runtime.ports import TopicRecordsApplied
-from coordinator.runtime.replication.follower import Follower, NeedsSnapshot
+from coordinator.runtime.replication.follower import Follower, NeedsSnapshot, NodeFetcher
 from coordinator.runtime.replication.leader import LeaderReplication, RoleChanged
 from coordinator.runtime.replication.link import ClusterLink
 from coordinator.runtime.replication.role import ReplicaRole, RoleKind
@@ -69,8 +69,10 @@ class Lifecycle:
         link: ClusterLink | None = None,
         ticks: AppendTicks | None = None,
         executors: ExecutorFactory = thread_executor,
+        fetcher: NodeFetcher | None = None,
     ) -> None:
         self.coordinator_id = coordinator_id
+        self._fetcher = fetcher  # the node's replica fetcher: a follower here fetches through it
         self._ticks = ticks  # the process's append ticks, shared with its other coordinators
         self._role = role  # None: alone, the leader of everything
         self._link = link
@@ -359,6 +361,7 @@ class Lifecycle:
                 self.coordinator_id, role, self._settings, self._clock, loaded.metadata_log, loaded.epoch_cache,
                 loaded.store, loaded.view, loaded.unapplied, self._executor, self._link.internal_stub,
                 self.snapshots.log_grew, self._on_topic_records, self._observe_fetch, self._link.peer_unreachable,
+                self._fetcher,
             )  # fmt: skip
             if self._closing:
                 self._follower.close()

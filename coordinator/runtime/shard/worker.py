@@ -1,15 +1,14 @@
 """What every background worker of one coordinator shares (the file worker, the topic purger, producer expiry, …):
-one task started once the node answers calls and cancelled on close, and operations appended through the
-coordinator's pipeline within the node's request timeout.
+a loop (`run`) that the node's WorkerSupervisor runs while the coordinator is led here (coordinator/node/
+worker_registry.py), and operations appended through the coordinator's pipeline within the node's request timeout.
 
-Each worker's loop waits on the node's clock (a test's clock decides when it runs) and acts only where its
-coordinator is led here; that loop is the worker's own (`_run`).
+Each worker's loop waits on the node's clock (a test's clock decides when it runs) and still checks that its
+coordinator is led here before it acts (a pass may race a demotion).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from typing import Any, ClassVar, TypeVar
 
@@ -32,14 +31,13 @@ def _consume(future: asyncio.Future[Any]) -> None:
 
 
 class CoordinatorWorker:
-    """One coordinator's background task; subclasses name it (`task_name`) and write its loop (`_run`)."""
+    """One coordinator's background worker; subclasses name it (`task_name`) and write its loop (`run`)."""
 
     task_name: ClassVar[str]
 
     def __init__(self, shard: CoordinatorShard, timeout_s: float) -> None:
         self._shard = shard
         self._timeout_s = timeout_s
-        self._task: asyncio.Task[None] | None = None
 
     @property
     def coordinator_id(self) -> int:
@@ -49,18 +47,8 @@ class CoordinatorWorker:
         """Whether the coordinator serves and is led here: the leader's decisions are the workers' to write."""
         return self._shard.state is ShardState.ACTIVE and self._shard.leads
 
-    def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.create_task(self._run(), name=f"{self.task_name}-{self.coordinator_id}")
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
-
-    async def _run(self) -> None:
+    async def run(self) -> None:
+        """The worker's loop, run by the node's WorkerSupervisor while the coordinator is led here."""
         raise NotImplementedError
 
     async def _submit(self, operation: Operation[RequestT, AnswerT], what: str) -> AnswerT:
@@ -77,8 +65,9 @@ class CoordinatorWorker:
 class PeriodicWorker(CoordinatorWorker):
     """A worker whose pass runs every `interval_ms` of the node's clock, the first one interval after the start (the
     node answers its callers first; a test's clock decides when a pass runs). A failure a retry may mend (the
-    coordinator out of service, a full queue, a slow pipeline) waits for the next interval; a bug is logged and
-    never ends the loop. Subclasses name what they do (`what`) and write the pass (`run_pass`)."""
+    coordinator out of service, a full queue, a slow pipeline) waits for the next interval; anything else ends the
+    loop and is the supervisor's (logged, counted, started again after a backoff). Subclasses name what they do
+    (`what`) and write the pass (`run_pass`)."""
 
     what: ClassVar[str]
 
@@ -90,14 +79,10 @@ class PeriodicWorker(CoordinatorWorker):
     async def run_pass(self) -> object:
         raise NotImplementedError
 
-    async def _run(self) -> None:
+    async def run(self) -> None:
         while True:
             await self._clock.sleep_ms(self._interval_ms)
             try:
                 await self.run_pass()
-            except asyncio.CancelledError:
-                raise
             except (CoordinatorUnavailable, CallRejected, TimeoutError) as error:
                 log.warning("coordinator %d: %s waits: %s", self.coordinator_id, self.what, error)
-            except Exception:
-                log.exception("coordinator %d: %s pass failed", self.coordinator_id, self.what)

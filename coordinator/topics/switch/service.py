@@ -15,7 +15,6 @@ import apsw
 
 from coordinator.base.errors import CoordinatorUnavailable
 from coordinator.base.result import ItemError
-from coordinator.machine.state import reads
 from coordinator.runtime.node_coordinators import NodeCoordinators, set_error
 from coordinator.runtime.shard import Operation
 from coordinator.topics.switch import rules
@@ -131,34 +130,10 @@ _SWITCH = (
 async def describe_diskless_logs(
     coordinators: NodeCoordinators, request: pb.DescribeDisklessLogsRequest
 ) -> pb.DescribeDisklessLogsResponse:
-    coordinators.limit_items(sum(len(t.partitions) for t in request.topics), "partitions")
     response = pb.DescribeDisklessLogsResponse()
-    pending: dict[int, list[tuple[bytes, _DescribeResult]]] = defaultdict(list)
-    for topic in request.topics:
-        topic_result = response.topics.add(topic_id=topic.topic_id)
-        routes = coordinators.route(topic.topic_id, list(topic.partitions))
-        for partition, route in zip(topic.partitions, routes, strict=True):
-            result = topic_result.partitions.add(partition=partition)
-            if isinstance(route, ItemError):
-                set_error(result, route)
-            else:
-                pending[route].append((topic.topic_id, result))
-    barriers = await coordinators.wait_all_applied(list(pending), 0, leader_only=True)
-    for coordinator_id, its in pending.items():
-        failure = barriers.get(coordinator_id)
-        if failure is not None:
-            for _, result in its:
-                set_error(result, failure)
-            continue
-        shard = coordinators.shard(coordinator_id)
-        try:
-            with shard.read_transaction() as db:
-                for topic_id, result in its:
-                    _describe(db, topic_id, result)
-        except reads.DAMAGE_ERRORS as error:
-            damaged = coordinators.damaged(shard, error)
-            for _, result in its:
-                set_error(result, damaged)
+    await coordinators.read_at_leaders(
+        request.topics, lambda topic_id: response.topics.add(topic_id=topic_id), _describe
+    )
     return response
 
 

@@ -1,0 +1,290 @@
+"""`diskless bench consolidate`: small WAL files merged on local Spark, measured (issue #38 item 5).
+
+The store: `files` WAL files of genuine v2 record batches (bench/wal_broker.py), written as `brokers`
+brokers write theirs every 250 ms: broker b leads the partitions p with p % brokers == b, and each of its
+files holds one batch of every partition it leads. The node keeps the files' metadata (CommitFile), with
+a deletion grace of a second so that the files nothing lives in any more are gone by the end.
+
+Measured: the job's wall time on local Spark; objects in the store, GETs to read every partition from
+its start, and the coordinators' live files, before and after; the p99 of a steady commit load
+(bench/consolidate_load.py) with the job running against without (the target: at most 1.5x); and the
+same work done by one process (the job's functions called in a loop, no Spark) on a copy of the store
+and the node's data, made before either ran.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from concurrent import futures
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+from bench.consolidate_load import SteadyLoad, count_objects, layout_gets, live_file_rows, live_files
+from bench.node_process import start_node, stop_node
+from bench.wal_broker import WalBroker
+from coordinator.files.object_store import StoreConfig, new_wal_key, open_object_store
+from protos import coordinator_pb2 as pb
+from protos import coordinator_pb2_grpc as pb_grpc
+from spark.record_batches import encode_batch
+
+RESULTS = Path(__file__).resolve().parent / "results" / "consolidate.json"
+FILE_INTERVAL_MS = 250
+BATCH_VARIANTS = 64  # distinct encoded batches the files reuse: genuine bytes without encoding millions
+WRITE_THREADS = 8
+PROGRESS_EVERY_S = 10.0
+DRAIN_TIMEOUT_S = 120.0
+TOPIC_PARTITIONS_MAX = 100
+NODE_SETTINGS = {
+    "diskless.coordinator.file.deletion.grace.period.ms": "1000",
+    "diskless.coordinator.file.handover.probe.delay.ms": "1000",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class BenchSize:
+    files: int = 100_000
+    partitions: int = 1_000
+    brokers: int = 16
+    coordinators: int = 8
+    records_per_batch: int = 4
+    value_bytes: int = 100
+    target_object_bytes: int = 16 * 1024 * 1024
+    load_rate_per_s: float = 8.0  # steady commits per second beside the job
+    baseline_s: float = 20.0  # the load alone, before the job
+    master: str = "local[2]"
+    seed: int = 38
+
+
+def say(line: str) -> None:
+    print(f"bench.consolidate: {line}", file=sys.stderr, flush=True)
+
+
+def _storage(root: Path) -> dict[str, str]:
+    return {"diskless.storage.backend": "local", "diskless.storage.local.root": str(root)}
+
+
+def _variants(size: BenchSize, rng: random.Random) -> list[bytes]:
+    from bench.wal_broker import sample_records
+
+    return [encode_batch(sample_records(rng, size.records_per_batch, 1_700_000_000_000 + i, size.value_bytes))
+            for i in range(BATCH_VARIANTS)]  # fmt: skip
+
+
+def build(work: Path, size: BenchSize) -> list[tuple[bytes, int]]:
+    """The store and the node's data under `work`; returns the partitions."""
+    rng = random.Random(size.seed)
+    variants = _variants(size, rng)
+    root = work / "a" / "objects"
+    root.mkdir(parents=True)
+    process, address, _ = start_node(work / "a", size.coordinators, {**NODE_SETTINGS, **_storage(root)})
+    try:
+        with grpc.insecure_channel(address) as channel:
+            stub = pb_grpc.DisklessCoordinatorStub(channel)
+            _wait_serving(stub)
+            broker = WalBroker(stub, open_object_store(StoreConfig("local", str(root))))
+            topics = -(-size.partitions // TOPIC_PARTITIONS_MAX)
+            per_topic = -(-size.partitions // topics)
+            topic_ids = [broker.create_topic(f"bench-{t}", per_topic) for t in range(topics)]
+            partitions = [(topic_id, p) for topic_id in topic_ids for p in range(per_topic)][: size.partitions]
+            owners = {tp: broker.coordinator_of(*tp) for tp in partitions}
+            _write_files(stub, root, size, partitions, owners, variants)
+    finally:
+        stop_node(process)
+    return partitions
+
+
+def _write_files(
+    stub: pb_grpc.DisklessCoordinatorStub,
+    root: Path,
+    size: BenchSize,
+    partitions: list[tuple[bytes, int]],
+    owners: dict[tuple[bytes, int], int],
+    variants: list[bytes],
+) -> None:
+    led = [[tp for i, tp in enumerate(partitions) if i % size.brokers == b] for b in range(size.brokers)]
+    store = open_object_store(StoreConfig("local", str(root)))
+    done, lock, started = [0], threading.Lock(), time.monotonic()
+
+    def write(index: int) -> None:
+        broker, rng = index % size.brokers, random.Random(index)
+        data, batches = bytearray(), []
+        for topic_id, partition in led[broker]:
+            encoded = variants[rng.randrange(len(variants))]
+            batches.append(pb.CommitFileRequest.Batch(
+                magic=2, topic_id=topic_id, partition=partition, byte_offset=len(data), size=len(encoded),
+                base_offset=0, last_offset=size.records_per_batch - 1,
+                batch_max_timestamp=1_700_000_000_000 + index // size.brokers * FILE_INTERVAL_MS,
+                timestamp_type=pb.CREATE_TIME, producer_id=-1, producer_epoch=-1, base_sequence=-1, last_sequence=-1,
+            ))  # fmt: skip
+            data += encoded
+        key = new_wal_key()
+        store.put(key, bytes(data))
+        owner_ids = list(dict.fromkeys(owners[(b.topic_id, b.partition)] for b in batches))
+        answer = stub.CommitFile(pb.CommitFileRequest(object_key=key, object_format=1, file_size=len(data),
+                                                      uploader_broker_id=broker, owner_ids=owner_ids,
+                                                      batches=batches), timeout=120)  # fmt: skip
+        if any(b.error_code != pb.NONE for b in answer.batches):
+            raise RuntimeError(f"CommitFile {key}: {answer.batches[0]}")
+        with lock:
+            done[0] += 1
+            if done[0] % 1000 == 0:
+                say(f"building: {done[0]:,}/{size.files:,} files ({done[0] / (time.monotonic() - started):,.0f}/s)")
+
+    # In waves, so that the files' commit order follows their broker times roughly, as brokers' would.
+    for wave in range(0, size.files, size.brokers * WRITE_THREADS):
+        with futures.ThreadPoolExecutor(WRITE_THREADS) as pool:
+            list(pool.map(write, range(wave, min(size.files, wave + size.brokers * WRITE_THREADS))))
+
+
+def _wait_serving(stub: pb_grpc.DisklessCoordinatorStub) -> None:
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            described = stub.DescribeCoordinators(pb.DescribeCoordinatorsRequest(), timeout=5)
+            if described.coordinators and all(c.error_code == pb.NONE for c in described.coordinators):
+                return
+        except grpc.RpcError:
+            pass
+        time.sleep(0.2)
+    raise RuntimeError("the node is not serving")
+
+
+def _state(
+    stub: pb_grpc.DisklessCoordinatorStub, root: Path, partitions: list[tuple[bytes, int]], load_keys: list[str]
+) -> dict[str, Any]:
+    """Objects, GETs and the coordinators' live files (rows: a file live in two counts twice) of the built
+    partitions: the steady load's own files are left out."""
+    files = live_files(stub)
+    files["live"] -= live_file_rows(stub, load_keys)
+    return {"objects": count_objects(root) - len(load_keys), **layout_gets(stub, partitions), "files": files}
+
+
+def _drained(stub: pb_grpc.DisklessCoordinatorStub) -> None:
+    """Waits until the coordinators have handed over and deleted every file nothing lives in any more."""
+    deadline = time.monotonic() + DRAIN_TIMEOUT_S
+    while time.monotonic() < deadline:
+        files = live_files(stub)
+        if files["awaiting_handover"] == 0 and files["awaiting_deletion"] == 0:
+            return
+        time.sleep(1.0)
+    say("the coordinators had not deleted every emptied file within the bound; counted as they were")
+
+
+def _options(address: str, root: Path, size: BenchSize, committed_before_ms: int = 0) -> Any:
+    from spark.consolidation_options import ConsolidateOptions
+    from spark.coordinator_client import CoordinatorAccess
+
+    return ConsolidateOptions(access=CoordinatorAccess((address,)), store=StoreConfig("local", str(root)),
+                              min_age_ms=0, target_object_bytes=size.target_object_bytes,
+                              max_files=size.files, committed_before_ms=committed_before_ms)  # fmt: skip
+
+
+def one_process(address: str, root: Path, size: BenchSize) -> dict[str, Any]:
+    """The same work without Spark: plan every coordinator, cut the runs, move them one by one."""
+    from spark.consolidation_rules import partition_runs
+    from spark.consolidation_tasks import PlanRequest, RunPlan, move_run, plan_task
+    from spark.coordinator_client import discover
+
+    options = _options(address, root, size)
+    started = time.monotonic()
+    discovery = discover(options.access)
+    request = PlanRequest(options.access, options.min_age_ms, options.max_file_size, options.max_files,
+                          options.committed_before_ms)  # fmt: skip
+    by_partition: dict[tuple[int, bytes, int], list[Any]] = {}
+    for batch in plan_task([(c.coordinator_id, c.node) for c in discovery.coordinators], request):
+        by_partition.setdefault((batch.coordinator_id, batch.topic_id, batch.partition), []).append(batch)
+    plan = RunPlan(options.store, options.access, {c.coordinator_id: c.node for c in discovery.coordinators},
+                   discovery.nodes, options.uploader_broker_id)  # fmt: skip
+    moved = objects = 0
+    for batches in by_partition.values():
+        for run in partition_runs(batches, options.target_object_bytes, options.max_batches_per_run):
+            result = move_run(run, plan)
+            moved += result.batches_moved
+            objects += result.status == "moved"
+    return {"wall_s": round(time.monotonic() - started, 2), "batches_moved": moved, "objects_out": objects}
+
+
+def run_benchmark(size: BenchSize, work: Path, out: Path | None = RESULTS, spark: Any = None) -> dict[str, Any]:
+    from spark.consolidation import open_consolidation_session, run_consolidation
+
+    shutil.rmtree(work, ignore_errors=True)
+    started = time.monotonic()
+    partitions = build(work, size)
+    build_s = time.monotonic() - started
+    built_ms = time.time_ns() // 1_000_000
+    say(f"built {size.files:,} files in {build_s:.0f} s; copying for the one-process run")
+    subprocess.run(["cp", "-a", str(work / "a"), str(work / "b")], check=True)
+    results: dict[str, Any] = {"size": asdict(size), "build_s": round(build_s, 1), "load_average": os.getloadavg()}
+    root_a, root_b = work / "a" / "objects", work / "b" / "objects"
+    node_a, address_a, _ = start_node(work / "a", size.coordinators, {**NODE_SETTINGS, **_storage(root_a)})
+    session = spark or open_consolidation_session(size.master, {"spark.ui.enabled": "false"})
+    try:
+        with grpc.insecure_channel(address_a) as channel:
+            stub = pb_grpc.DisklessCoordinatorStub(channel)
+            _wait_serving(stub)
+            results["before"] = _state(stub, root_a, partitions, [])
+            load = SteadyLoad(address_a, StoreConfig("local", str(root_a)), size.load_rate_per_s)
+            load.start()
+            time.sleep(size.baseline_s)
+            results["load_without_job"] = load.stop()
+            load.start()
+            job_started = time.monotonic()
+            # Only the built files: the steady load's own (committed since) are not the job's to merge here.
+            report = run_consolidation(session, _options(address_a, root_a, size, built_ms), say=say)
+            results["spark_wall_s"] = round(time.monotonic() - job_started, 2)
+            results["load_with_job"] = load.stop()
+            results["job"] = json.loads(report.to_json())
+            _drained(stub)
+            results["after"] = _state(stub, root_a, partitions, load.keys)
+    finally:
+        if spark is None:
+            session.stop()
+        stop_node(node_a)
+    node_b, address_b, _ = start_node(work / "b", size.coordinators, {**NODE_SETTINGS, **_storage(root_b)})
+    try:
+        with grpc.insecure_channel(address_b) as channel:
+            _wait_serving(pb_grpc.DisklessCoordinatorStub(channel))
+        results["one_process"] = one_process(address_b, root_b, size)
+    finally:
+        stop_node(node_b)
+    without, with_job = results["load_without_job"]["p99_ms"], results["load_with_job"]["p99_ms"]
+    results["commit_p99_ratio"] = round(with_job / without, 2) if without else None
+    results["spark_vs_one_process"] = round(results["spark_wall_s"] / max(results["one_process"]["wall_s"], 1e-9), 2)
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(results, indent=2) + "\n")
+    return results
+
+
+def table(results: dict[str, Any]) -> str:
+    before, after, job = results["before"], results["after"], results["job"]
+    one_process = f"{results['one_process']['wall_s']} s (ratio {results['spark_vs_one_process']})"
+    rows = [
+        ("files (size)", f"{results['size']['files']:,} files, {results['size']['partitions']:,} partitions, "
+                         f"{results['size']['brokers']} brokers"),
+        ("job wall time (local Spark)", f"{results['spark_wall_s']} s; one process: {one_process}"),
+        ("objects in the store", f"{before['objects']:,} -> {after['objects']:,}"),
+        ("GETs to read every partition", f"{before['gets']:,} -> {after['gets']:,}"),
+        ("coordinators' live files", f"{before['files']['live']:,} -> {after['files']['live']:,}"),
+        ("batches moved, objects out", f"{job['batches_moved']:,}, {job['objects_out']:,} (status {job['status']})"),
+        ("commit p99 without / with job", f"{results['load_without_job']['p99_ms']} ms / "
+                                          f"{results['load_with_job']['p99_ms']} ms "
+                                          f"(ratio {results['commit_p99_ratio']}, target <= 1.5)"),
+    ]  # fmt: skip
+    width = max(len(name) for name, _ in rows)
+    return "\n".join(f"{name.ljust(width)}  {value}" for name, value in rows)
+
+
+def default_work_dir() -> Path:
+    return Path(tempfile.gettempdir()) / "diskless-consolidate-bench"

@@ -1,0 +1,173 @@
+"""Every background task of a node and of its coordinators, declared once (STYLE §5: background work has one owner).
+
+A spec says what runs, in which scope (the node's, one per coordinator replica, one per coordinator led here), what
+paces it, and where its task is made. The supervised ones (`started_in` None) run under the node's
+`WorkerSupervisor` (coordinator/base/workers.py): started, stopped and woken there, restarted after a failure with a
+bounded backoff, counted in `diskless_worker_failures_total`, shown in DescribeCoordinators and in health. The others
+still make their task at the seam named, inside the part that owns their state; tests/test_worker_registry.py fails
+on a task made anywhere else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from coordinator.base.clock import Clock
+from coordinator.base.metrics import Metrics
+from coordinator.base.workers import Scope, Worker, WorkerSpec
+from coordinator.cluster.peers import PeerClient
+from coordinator.commits.producer_expiry_worker import ProducerExpiryWorker
+from coordinator.config.settings import Settings
+from coordinator.files.object_store import ObjectStore
+from coordinator.files.workers import FileWorker
+from coordinator.runtime.shard import CoordinatorShard
+from coordinator.topics.purge_worker import TopicPurger
+from coordinator.topics.retention_worker import RetentionWorker
+
+# ---------------------------------------------------------------- supervised: a coordinator's leader's work
+
+FILE_WORKER = WorkerSpec(
+    "file-worker", Scope.LEADER_ONLY, "WAL files: hands them over, takes unclaimed ones, schedules and runs deletions",
+    "coordinator.files.workers:FileWorker.run", "file_worker_interval_ms",
+)  # fmt: skip
+TOPIC_PURGER = WorkerSpec(
+    "topic-purger", Scope.LEADER_ONLY, "removes the batches of deleted topics, a bounded step a pass; woken by a "
+    "deletion", "coordinator.topics.purge_worker:TopicPurger.run", "topic_purge_interval_ms",
+)  # fmt: skip
+PRODUCER_EXPIRY = WorkerSpec(
+    "producer-expiry", Scope.LEADER_ONLY, "expires idempotent producers idle past producer.id.expiration.ms",
+    "coordinator.runtime.shard.worker:PeriodicWorker.run", "producer_id_expiration_check_interval_ms",
+)  # fmt: skip
+RETENTION = WorkerSpec(
+    "retention", Scope.LEADER_ONLY, "moves log start offsets past batches older or beyond the topic's retention",
+    "coordinator.runtime.shard.worker:PeriodicWorker.run", "retention_check_interval_ms",
+)  # fmt: skip
+
+# ---------------------------------------------------------------- supervised: the node's own
+
+READER_ADVERTISING = WorkerSpec(
+    "reader-advertising", Scope.NODE, "names the node's reader processes in its etcd registration (in a cluster)",
+    "coordinator.node.reader_advertising:ReaderAdvertising.run",
+)  # fmt: skip
+HEALTH = WorkerSpec(
+    "health", Scope.NODE, "publishes SERVING / NOT_SERVING on the gRPC health service as coordinators and workers "
+    "go in and out of service", "coordinator.node.assembly:track_health",
+)  # fmt: skip
+
+# ---------------------------------------------------------------- at their seams (their owner makes the task)
+
+COORDINATOR_LIFE = WorkerSpec(
+    "coordinator-life", Scope.COORDINATOR, "loads the coordinator, serves it as leader (pipeline) or follower (the "
+    "follower's fetch loop), loads it again after a failure or a role change",
+    "coordinator.runtime.shard.lifecycle:Lifecycle._live", "reload_backoff_ms",
+    "coordinator.runtime.shard.lifecycle:Lifecycle.start",
+)  # fmt: skip
+SNAPSHOTS = WorkerSpec(
+    "snapshots", Scope.COORDINATOR, "takes snapshots of the state by log bytes or time, and trims old ones",
+    "coordinator.runtime.shard.snapshots:SnapshotScheduler._run", "snapshot_interval_ms",
+    "coordinator.runtime.shard.snapshots:SnapshotScheduler.start",
+)  # fmt: skip
+SCRUB = WorkerSpec(
+    "scrub", Scope.COORDINATOR, "reads and verifies sealed log segments, snapshots and state pages at a bounded rate",
+    "coordinator.runtime.shard.scrubber:Scrubber._run", "scrub_interval_ms",
+    "coordinator.runtime.shard.scrubber:Scrubber.start",
+)  # fmt: skip
+ISR_TICKER = WorkerSpec(
+    "isr-ticker", Scope.LEADER_ONLY, "takes followers not caught up for replica.lag.time.max.ms out of the ISR",
+    "coordinator.runtime.replication.leader:LeaderReplication._tick", "replica_lag_time_max_ms",
+    "coordinator.runtime.replication.leader:LeaderReplication.start",
+)  # fmt: skip
+REPLICA_FETCHER = WorkerSpec(
+    "replica-fetcher", Scope.NODE, "fetches every coordinator followed here from each leader node in one FetchLogs",
+    "coordinator.runtime.replication.fetcher:ReplicaFetcher._run", "replica_fetch_wait_max_ms",
+    "coordinator.runtime.replication.fetcher:ReplicaFetcher.start",
+)  # fmt: skip
+REPLICA_FETCH_SESSIONS = WorkerSpec(
+    "replica-fetch-session", Scope.NODE, "one leader node's fetch session (long poll, appends, acknowledgements)",
+    "coordinator.runtime.replication.fetcher:_Session.run", "replica_fetch_wait_max_ms",
+    "coordinator.runtime.replication.fetcher:ReplicaFetcher._run",
+)  # fmt: skip
+CLUSTER_SESSION = WorkerSpec(
+    "cluster-session", Scope.NODE, "keeps the node's etcd lease alive (its liveness for the cluster)",
+    "coordinator.cluster.controller:ClusterController._keep_alive", "node_heartbeat_interval_ms",
+    "coordinator.cluster.controller:ClusterController.start",
+)  # fmt: skip
+CLUSTER_REFRESH = WorkerSpec(
+    "cluster-refresh", Scope.NODE, "reads assignments and live nodes from etcd, sets coordinators' roles, elects",
+    "coordinator.cluster.controller:ClusterController._refresh_loop", "cluster_refresh_interval_ms",
+    "coordinator.cluster.controller:ClusterController.start",
+)  # fmt: skip
+INCARNATION_MARK = WorkerSpec(
+    "cluster-directory-mark", Scope.NODE, "refreshes the incarnation marks of the node's replica directories",
+    "coordinator.cluster.controller:ClusterController._mark_loop", "node_incarnation_mark_interval_ms",
+    "coordinator.cluster.controller:ClusterController.start",
+)  # fmt: skip
+PEER_DEATHS = WorkerSpec(
+    "cluster-peer-deaths", Scope.NODE, "probes peers that stopped answering and revokes a dead one's session",
+    "coordinator.cluster.peer_death:PeerDeathWatch.run", "peer_death_probe_interval_ms",
+    "coordinator.cluster.controller:ClusterController.start",
+)  # fmt: skip
+PREFERRED_LEADERS = WorkerSpec(
+    "cluster-preferred-leaders", Scope.NODE, "moves leadership back to preferred replicas (auto leader rebalance)",
+    "coordinator.cluster.controller:ClusterController._preferred_leader_loop", "leader_imbalance_check_interval_ms",
+    "coordinator.cluster.controller:ClusterController.start",
+)  # fmt: skip
+COMMIT_PROCESSES = WorkerSpec(
+    "commit-processes", Scope.NODE, "keeps each commit process of a multi-process node running (restart, backoff)",
+    "coordinator.node.processes.supervisor:CommitProcesses._keep_running", None,
+    "coordinator.node.processes.supervisor:CommitProcesses.start",
+)  # fmt: skip
+READER_PROCESSES = WorkerSpec(
+    "reader-processes", Scope.NODE, "keeps each reader process running (restart with read.process.restart.backoff)",
+    "coordinator.reads.readers.supervisor:ReadProcesses._keep_running", "read_process_restart_backoff_ms",
+    "coordinator.reads.readers.supervisor:ReadProcesses.start",
+)  # fmt: skip
+
+PARENT_MESSAGES = WorkerSpec(
+    "parent-messages", Scope.NODE, "in a commit process: its parent's messages (damage reports, stop) until stopped",
+    "coordinator.base.child_processes:wait_told_to_stop", None, "coordinator.node.processes.commit_process:_serve",
+)  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerInputs:
+    """What a coordinator's supervised workers are made from (besides the coordinator)."""
+
+    settings: Settings
+    clock: Clock
+    metrics: Metrics
+    object_store: ObjectStore
+    peers: PeerClient
+
+
+CoordinatorFactory = Callable[[CoordinatorShard, WorkerInputs], Worker]
+
+# The supervised workers of each coordinator, in start order.
+COORDINATOR_WORKERS: tuple[tuple[WorkerSpec, CoordinatorFactory], ...] = (
+    (FILE_WORKER, lambda shard, i: FileWorker(shard, i.settings, i.clock, i.object_store, i.peers, i.metrics)),
+    (TOPIC_PURGER, lambda shard, i: TopicPurger(shard, i.settings, i.clock, i.metrics)),
+    (PRODUCER_EXPIRY, lambda shard, i: ProducerExpiryWorker(shard, i.settings, i.clock, i.metrics)),
+    (RETENTION, lambda shard, i: RetentionWorker(shard, i.settings, i.clock, i.metrics)),
+)
+
+# Every worker, supervised or not: describe, the docs and the registry's test read this.
+WORKERS: tuple[WorkerSpec, ...] = (
+    *(spec for spec, _ in COORDINATOR_WORKERS),
+    READER_ADVERTISING,
+    HEALTH,
+    COORDINATOR_LIFE,
+    SNAPSHOTS,
+    SCRUB,
+    ISR_TICKER,
+    REPLICA_FETCHER,
+    REPLICA_FETCH_SESSIONS,
+    CLUSTER_SESSION,
+    CLUSTER_REFRESH,
+    INCARNATION_MARK,
+    PEER_DEATHS,
+    PREFERRED_LEADERS,
+    COMMIT_PROCESSES,
+    READER_PROCESSES,
+    PARENT_MESSAGES,
+)

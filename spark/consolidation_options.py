@@ -1,0 +1,115 @@
+"""`diskless consolidate`'s options: the coordinators' settings file plus the command's flags.
+
+The store comes from the same properties file as the coordinators' (`--config`, `diskless.storage.*`),
+so that the job reads and writes where the brokers do, and so does the most batches one ReplaceBatches
+call may move (`diskless.coordinator.replace.batch.max`); the defaults of the age, size and count bounds
+are settings (`diskless.consolidation.*`), each of which a flag overrides for one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+from pathlib import Path
+
+from coordinator.config.loading import load_settings
+from coordinator.config.settings import SettingsError
+from coordinator.files.object_store import StoreConfig
+from spark.coordinator_client import DEFAULT_BOOTSTRAP, CoordinatorAccess
+from spark.options import OptionsError, access_from_arguments
+
+RUN_TASKS_MAX = 10_000
+# The broker id ReplaceBatches names as the new object's uploader (the coordinator wants one >= 0, as in
+# CommitFile); it is informational only: owners, not the uploader, decide who deletes the object.
+CONSOLIDATION_UPLOADER_ID = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ConsolidateOptions:
+    access: CoordinatorAccess
+    store: StoreConfig
+    min_age_ms: int
+    target_object_bytes: int
+    max_files: int  # per coordinator
+    max_file_size: int = 0  # 0: the coordinators' default
+    dry_run: bool = False
+    run_tasks: int = 0  # 0: four per core
+    uploader_broker_id: int = CONSOLIDATION_UPLOADER_ID
+    committed_before_ms: int = 0  # also only files committed by then (wall clock; 0: no such bound)
+    max_batches_per_run: int = 10_000  # the coordinators' diskless.coordinator.replace.batch.max
+
+    def problem(self) -> str | None:
+        if self.min_age_ms < 0:
+            return f"--min-age-ms must be >= 0, got {self.min_age_ms}"
+        if self.target_object_bytes <= 0:
+            return f"--target-object-bytes must be > 0, got {self.target_object_bytes}"
+        if self.max_files <= 0:
+            return f"--max-files must be > 0, got {self.max_files}"
+        if self.max_file_size < 0:
+            return f"--max-file-size must be >= 0 (0: the coordinators' default), got {self.max_file_size}"
+        if not 0 <= self.run_tasks <= RUN_TASKS_MAX:
+            return f"--run-tasks must be 0..{RUN_TASKS_MAX} (0: four per core), got {self.run_tasks}"
+        if self.max_batches_per_run <= 0:
+            return f"diskless.coordinator.replace.batch.max must be > 0, got {self.max_batches_per_run}"
+        if not self.access.bootstrap:
+            return "--bootstrap names no address"
+        return None
+
+
+def options_from_arguments(args: argparse.Namespace) -> ConsolidateOptions:
+    try:
+        settings = load_settings(args.config, {})
+    except (SettingsError, OSError) as error:
+        raise OptionsError(str(error)) from error
+
+    def chosen(flag: int | None, default: int) -> int:
+        return default if flag is None else flag
+
+    options = ConsolidateOptions(
+        access=access_from_arguments(args),
+        store=StoreConfig.from_settings(settings),
+        min_age_ms=chosen(args.min_age_ms, settings.consolidation_min_age_ms),
+        target_object_bytes=chosen(args.target_object_bytes, settings.consolidation_target_object_bytes),
+        max_files=chosen(args.max_files, settings.consolidation_max_files),
+        max_file_size=args.max_file_size,
+        dry_run=args.dry_run,
+        run_tasks=args.run_tasks,
+        max_batches_per_run=settings.replace_batch_max,
+    )
+    problem = options.problem()
+    if problem:
+        raise OptionsError(problem)
+    return options
+
+
+def add_consolidate_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--bootstrap", default=DEFAULT_BOOTSTRAP,
+        help=f"HOST:PORT[,HOST:PORT...] of a node; every coordinator is found from it (default {DEFAULT_BOOTSTRAP})",
+    )  # fmt: skip
+    parser.add_argument(
+        "--config", type=Path, help="the coordinators' properties file: diskless.storage.* and diskless.consolidation.*"
+    )
+    parser.add_argument("--master", help="Spark master URL (default local[*], or spark-submit's --master)")
+    parser.add_argument(
+        "--min-age-ms", type=int,
+        help="plan only files committed at least this long ago (default diskless.consolidation.min.age.ms)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--target-object-bytes", type=int,
+        help="largest object written, one per run of a partition (default diskless.consolidation.target.object.bytes)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--max-files", type=int,
+        help="files planned per coordinator, the oldest first (default diskless.consolidation.max.files)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--max-file-size", type=int, default=0,
+        help="plan only files of at most this size (default 0: the coordinators' own default)",
+    )  # fmt: skip
+    parser.add_argument("--dry-run", action="store_true", help="plan, read and check; upload and change nothing")
+    parser.add_argument("--json", action="store_true", help="print the summary as JSON")
+    parser.add_argument("--run-tasks", type=int, default=0, help="Spark tasks moving runs (default 0: four per core)")
+    parser.add_argument("--ca", type=Path, help="PEM CA of the nodes' certificates: call over TLS")
+    parser.add_argument("--cert", type=Path, help="PEM certificate of the operator (mutual TLS)")
+    parser.add_argument("--key", type=Path, help="PEM private key of --cert")

@@ -1,0 +1,121 @@
+"""The consolidation job's pure rules (spark/consolidation_rules.py: runs, keys, reads, extents, GETs) and
+its summary's counts and status (spark/consolidation_report.py)."""
+
+from __future__ import annotations
+
+import re
+
+from coordinator.machine.object_keys import WAL_KEY_PATTERN
+from spark.consolidation_report import INCOMPLETE, OK, ConsolidationReport
+from spark.consolidation_rules import (
+    Extent,
+    SourceBatch,
+    gets_to_read,
+    layout_extents,
+    partition_runs,
+    read_ranges,
+    run_object_key,
+    source_batch_problem,
+)
+from spark.consolidation_tasks import MOVED, REFUSED, UNKNOWN, UPLOAD_FAILED, RunResult
+from spark.record_batches import Record, encode_batch
+
+TOPIC = bytes(range(16))
+
+
+def batch(base: int, last: int, key: str, byte_offset: int = 0, size: int = 100) -> SourceBatch:
+    return SourceBatch(3, TOPIC, 0, base, last, key, byte_offset, size)
+
+
+def test_a_run_is_consecutive_offsets_from_two_files_at_least_up_to_the_target() -> None:
+    batches = [batch(0, 1, "a"), batch(2, 2, "b"), batch(3, 5, "c"), batch(6, 6, "d"), batch(7, 7, "e")]
+    runs = partition_runs(reversed(batches), target_bytes=300)  # any order in: offset order out
+    assert [[b.base_offset for b in run.batches] for run in runs] == [[0, 2, 3], [6, 7]]
+    assert all(run.size <= 300 and len(run.source_keys) >= 2 for run in runs)
+
+
+def test_a_run_moves_at_most_the_batches_one_replace_batches_call_may() -> None:
+    batches = [batch(i, i, f"f{i}") for i in range(7)]
+    runs = partition_runs(batches, target_bytes=10_000, max_batches=3)
+    assert [[b.base_offset for b in run.batches] for run in runs] == [[0, 1, 2], [3, 4, 5]]  # 6 alone: one file
+
+
+def test_a_gap_in_offsets_ends_a_run_since_an_extent_moves_its_whole_range() -> None:
+    # Offsets 2..4 live in a file that was not planned (young, large, or past --max-files).
+    runs = partition_runs([batch(0, 1, "a"), batch(5, 5, "b"), batch(6, 6, "c")], target_bytes=10_000)
+    assert [[b.base_offset for b in run.batches] for run in runs] == [[5, 6]]
+
+
+def test_a_run_from_one_file_only_is_not_worth_moving() -> None:
+    assert partition_runs([batch(0, 0, "a", 0), batch(1, 1, "a", 100)], target_bytes=10_000) == []
+    # A batch larger than the target stays where it is, and cuts the runs around it.
+    big = batch(2, 2, "b", size=5000)
+    runs = partition_runs([batch(0, 0, "a"), batch(1, 1, "c"), big, batch(3, 3, "d"), batch(4, 4, "e")], 1000)
+    assert [[b.base_offset for b in run.batches] for run in runs] == [[0, 1], [3, 4]]
+
+
+def test_a_run_key_is_a_wal_key_the_same_for_the_same_run_and_new_for_another() -> None:
+    run = partition_runs([batch(0, 0, "a"), batch(1, 1, "b")], 10_000)[0]
+    again = partition_runs([batch(1, 1, "b"), batch(0, 0, "a")], 10_000)[0]
+    other = partition_runs([batch(0, 0, "a"), batch(1, 1, "c")], 10_000)[0]
+    key = run_object_key(run, "cluster/")
+    assert re.fullmatch(WAL_KEY_PATTERN, key.removeprefix("cluster/")) and key.startswith("cluster/wal/")
+    assert run_object_key(again, "cluster/") == key
+    assert run_object_key(other, "cluster/") != key
+
+
+def test_back_to_back_batches_of_one_file_are_one_read_and_one_get() -> None:
+    batches = [batch(0, 0, "a", 0), batch(1, 1, "a", 100), batch(2, 2, "b", 0), batch(3, 3, "a", 300)]
+    ranges = read_ranges(batches)
+    assert [(r.object_key, r.byte_offset, r.size, len(r.batches)) for r in ranges] == [
+        ("a", 0, 200, 2), ("b", 0, 100, 1), ("a", 300, 100, 1)
+    ]  # fmt: skip
+    assert gets_to_read(batches) == 3
+
+
+def test_extents_skip_a_damaged_batch_and_lay_the_rest_back_to_back() -> None:
+    batches = [
+        batch(0, 1, "a", size=10),
+        batch(2, 2, "b", size=20),
+        batch(3, 4, "c", size=30),
+        batch(5, 5, "d", size=5),
+    ]
+    assert layout_extents(batches, [True, True, True, True]) == [Extent(0, 5, 0, 65)]
+    assert layout_extents(batches, [True, False, True, True]) == [Extent(0, 1, 0, 10), Extent(3, 5, 10, 35)]
+    assert layout_extents(batches, [False, False, False, False]) == []
+
+
+def test_a_source_batch_must_be_intact_and_the_batch_its_coordinator_describes() -> None:
+    data = encode_batch([Record(0, 1, None, b"x"), Record(1, 2, None, b"y")])
+    described = batch(10, 11, "a", size=len(data))
+    assert source_batch_problem(described, data) is None
+    assert "CRC-32C" in (source_batch_problem(described, data[:-1] + bytes([data[-1] ^ 1])) or "")
+    assert "bytes read" in (source_batch_problem(described, data[:-1]) or "")
+    assert "offsets" in (source_batch_problem(batch(10, 12, "a", size=len(data)), data) or "")
+
+
+def run_result(status: str, **counts: object) -> RunResult:
+    return RunResult(0, "t-0", "wal/00/x.wal", status, batches=3, **counts)  # type: ignore[arg-type]
+
+
+def test_the_summary_counts_objects_files_and_gets_and_says_what_went_wrong() -> None:
+    report = ConsolidationReport("consolidate", 0, "local x", 0, 100, 10)
+    report.add([
+        run_result(MOVED, batches_moved=3, bytes_moved=300, gets_before=3, gets_after=1, moved_from=["a", "b"]),
+        run_result(MOVED, batches_moved=2, bytes_moved=200, gets_before=2, gets_after=1, moved_from=["b", "c"]),
+        run_result(REFUSED, refused=3, object_deleted=True),  # deleted meanwhile: nothing wrong
+    ])  # fmt: skip
+    report.finish()
+    assert (report.status, report.exit_code) == (OK, 0)
+    assert (report.objects_out, report.files_in, report.batches_moved, report.bytes_moved) == (2, 3, 5, 500)
+    assert (report.gets_before, report.gets_after, report.objects_deleted) == (5, 2, 1)
+    for trouble in ({"damaged": 1}, {"refused_otherwise": 1}):
+        troubled = ConsolidationReport("consolidate", 0, "local x", 0, 100, 10)
+        troubled.add([run_result(MOVED, batches_moved=1, **trouble)])
+        troubled.finish()
+        assert (troubled.status, troubled.exit_code) == (INCOMPLETE, 1), trouble
+    for status in (UNKNOWN, UPLOAD_FAILED):
+        troubled = ConsolidationReport("consolidate", 0, "local x", 0, 100, 10)
+        troubled.add([run_result(status)])
+        troubled.finish()
+        assert troubled.status == INCOMPLETE and troubled.objects_out == 0, status
