@@ -308,8 +308,51 @@ class PartitionMoveCancelled(_message.Message):
     move_id: int
     def __init__(self, partition_key: _Optional[int] = ..., move_id: _Optional[int] = ...) -> None: ...
 
+class PartitionAdoptionChunk(_message.Message):
+    __slots__ = ("move_id", "from_coordinator", "staged_partition_key", "index", "topic_id", "partition", "files", "packed_batches", "file_indexes", "append_times_ms", "flags")
+    class File(_message.Message):
+        __slots__ = ("file_id", "object_key", "loaned", "file_size", "uploader_broker_id", "owner_ids", "committed_at_ms")
+        FILE_ID_FIELD_NUMBER: _ClassVar[int]
+        OBJECT_KEY_FIELD_NUMBER: _ClassVar[int]
+        LOANED_FIELD_NUMBER: _ClassVar[int]
+        FILE_SIZE_FIELD_NUMBER: _ClassVar[int]
+        UPLOADER_BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+        OWNER_IDS_FIELD_NUMBER: _ClassVar[int]
+        COMMITTED_AT_MS_FIELD_NUMBER: _ClassVar[int]
+        file_id: int
+        object_key: str
+        loaned: bool
+        file_size: int
+        uploader_broker_id: int
+        owner_ids: _containers.RepeatedScalarFieldContainer[int]
+        committed_at_ms: int
+        def __init__(self, file_id: _Optional[int] = ..., object_key: _Optional[str] = ..., loaned: _Optional[bool] = ..., file_size: _Optional[int] = ..., uploader_broker_id: _Optional[int] = ..., owner_ids: _Optional[_Iterable[int]] = ..., committed_at_ms: _Optional[int] = ...) -> None: ...
+    MOVE_ID_FIELD_NUMBER: _ClassVar[int]
+    FROM_COORDINATOR_FIELD_NUMBER: _ClassVar[int]
+    STAGED_PARTITION_KEY_FIELD_NUMBER: _ClassVar[int]
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    FILES_FIELD_NUMBER: _ClassVar[int]
+    PACKED_BATCHES_FIELD_NUMBER: _ClassVar[int]
+    FILE_INDEXES_FIELD_NUMBER: _ClassVar[int]
+    APPEND_TIMES_MS_FIELD_NUMBER: _ClassVar[int]
+    FLAGS_FIELD_NUMBER: _ClassVar[int]
+    move_id: int
+    from_coordinator: int
+    staged_partition_key: int
+    index: int
+    topic_id: bytes
+    partition: int
+    files: _containers.RepeatedCompositeFieldContainer[PartitionAdoptionChunk.File]
+    packed_batches: bytes
+    file_indexes: _containers.RepeatedScalarFieldContainer[int]
+    append_times_ms: _containers.RepeatedScalarFieldContainer[int]
+    flags: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, move_id: _Optional[int] = ..., from_coordinator: _Optional[int] = ..., staged_partition_key: _Optional[int] = ..., index: _Optional[int] = ..., topic_id: _Optional[bytes] = ..., partition: _Optional[int] = ..., files: _Optional[_Iterable[_Union[PartitionAdoptionChunk.File, _Mapping]]] = ..., packed_batches: _Optional[bytes] = ..., file_indexes: _Optional[_Iterable[int]] = ..., append_times_ms: _Optional[_Iterable[int]] = ..., flags: _Optional[_Iterable[int]] = ...) -> None: ...
+
 class MetadataRecord(_message.Message):
-    __slots__ = ("leader_change", "partition_created", "topic_deleted", "file_committed", "records_deleted", "file_ownership_taken", "file_handed_over", "file_deletion_scheduled", "file_deleted", "producers_expired", "topic_configs_changed", "batches_purged", "retention_applied", "remote_log_segments_committed", "diskless_logs_initialized", "batches_replaced", "partition_move_started", "partition_move_cancelled")
+    __slots__ = ("leader_change", "partition_created", "topic_deleted", "file_committed", "records_deleted", "file_ownership_taken", "file_handed_over", "file_deletion_scheduled", "file_deleted", "producers_expired", "topic_configs_changed", "batches_purged", "retention_applied", "remote_log_segments_committed", "diskless_logs_initialized", "batches_replaced", "partition_move_started", "partition_move_cancelled", "partition_adoption_chunk")
     LEADER_CHANGE_FIELD_NUMBER: _ClassVar[int]
     PARTITION_CREATED_FIELD_NUMBER: _ClassVar[int]
     TOPIC_DELETED_FIELD_NUMBER: _ClassVar[int]
@@ -328,6 +371,7 @@ class MetadataRecord(_message.Message):
     BATCHES_REPLACED_FIELD_NUMBER: _ClassVar[int]
     PARTITION_MOVE_STARTED_FIELD_NUMBER: _ClassVar[int]
     PARTITION_MOVE_CANCELLED_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_ADOPTION_CHUNK_FIELD_NUMBER: _ClassVar[int]
     leader_change: LeaderChange
     partition_created: PartitionCreated
     topic_deleted: TopicDeleted
@@ -346,7 +390,8 @@ class MetadataRecord(_message.Message):
     batches_replaced: BatchesReplaced
     partition_move_started: PartitionMoveStarted
     partition_move_cancelled: PartitionMoveCancelled
-    def __init__(self, leader_change: _Optional[_Union[LeaderChange, _Mapping]] = ..., partition_created: _Optional[_Union[PartitionCreated, _Mapping]] = ..., topic_deleted: _Optional[_Union[TopicDeleted, _Mapping]] = ..., file_committed: _Optional[_Union[FileCommitted, _Mapping]] = ..., records_deleted: _Optional[_Union[RecordsDeleted, _Mapping]] = ..., file_ownership_taken: _Optional[_Union[FileOwnershipTaken, _Mapping]] = ..., file_handed_over: _Optional[_Union[FileHandedOver, _Mapping]] = ..., file_deletion_scheduled: _Optional[_Union[FileDeletionScheduled, _Mapping]] = ..., file_deleted: _Optional[_Union[FileDeleted, _Mapping]] = ..., producers_expired: _Optional[_Union[ProducersExpired, _Mapping]] = ..., topic_configs_changed: _Optional[_Union[TopicConfigsChanged, _Mapping]] = ..., batches_purged: _Optional[_Union[BatchesPurged, _Mapping]] = ..., retention_applied: _Optional[_Union[RetentionApplied, _Mapping]] = ..., remote_log_segments_committed: _Optional[_Union[RemoteLogSegmentsCommitted, _Mapping]] = ..., diskless_logs_initialized: _Optional[_Union[DisklessLogsInitialized, _Mapping]] = ..., batches_replaced: _Optional[_Union[BatchesReplaced, _Mapping]] = ..., partition_move_started: _Optional[_Union[PartitionMoveStarted, _Mapping]] = ..., partition_move_cancelled: _Optional[_Union[PartitionMoveCancelled, _Mapping]] = ...) -> None: ...
+    partition_adoption_chunk: PartitionAdoptionChunk
+    def __init__(self, leader_change: _Optional[_Union[LeaderChange, _Mapping]] = ..., partition_created: _Optional[_Union[PartitionCreated, _Mapping]] = ..., topic_deleted: _Optional[_Union[TopicDeleted, _Mapping]] = ..., file_committed: _Optional[_Union[FileCommitted, _Mapping]] = ..., records_deleted: _Optional[_Union[RecordsDeleted, _Mapping]] = ..., file_ownership_taken: _Optional[_Union[FileOwnershipTaken, _Mapping]] = ..., file_handed_over: _Optional[_Union[FileHandedOver, _Mapping]] = ..., file_deletion_scheduled: _Optional[_Union[FileDeletionScheduled, _Mapping]] = ..., file_deleted: _Optional[_Union[FileDeleted, _Mapping]] = ..., producers_expired: _Optional[_Union[ProducersExpired, _Mapping]] = ..., topic_configs_changed: _Optional[_Union[TopicConfigsChanged, _Mapping]] = ..., batches_purged: _Optional[_Union[BatchesPurged, _Mapping]] = ..., retention_applied: _Optional[_Union[RetentionApplied, _Mapping]] = ..., remote_log_segments_committed: _Optional[_Union[RemoteLogSegmentsCommitted, _Mapping]] = ..., diskless_logs_initialized: _Optional[_Union[DisklessLogsInitialized, _Mapping]] = ..., batches_replaced: _Optional[_Union[BatchesReplaced, _Mapping]] = ..., partition_move_started: _Optional[_Union[PartitionMoveStarted, _Mapping]] = ..., partition_move_cancelled: _Optional[_Union[PartitionMoveCancelled, _Mapping]] = ..., partition_adoption_chunk: _Optional[_Union[PartitionAdoptionChunk, _Mapping]] = ...) -> None: ...
 
 class RecordBatch(_message.Message):
     __slots__ = ("records",)

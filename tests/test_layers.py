@@ -63,6 +63,7 @@ PURE_CORE = {
     "coordinator.topics.switch.rules",
     "coordinator.files.ownership",
     "coordinator.files.loans",
+    "coordinator.files.move_chunks",
     "coordinator.topics.partition_balance",
     "coordinator.topics.move_protocol",
     "coordinator.cluster.assignment",

@@ -60,6 +60,16 @@ SAMPLES: dict[str, rec.MetadataRecord] = {
     ),
     "partition_move_started": records.partition_move_started(0, 2, 11),
     "partition_move_cancelled": records.partition_move_cancelled(0, 11),
+    "partition_adoption_chunk": records.partition_adoption_chunk(
+        2,
+        11,
+        5,
+        0,
+        TOPIC,
+        2,
+        [rec.PartitionAdoptionChunk.File(file_id=10, object_key="wal/c", loaned=True, owner_ids=[2])],
+        [(CommittedBatch(9, 5, 0, 100, 0, 9, 1700, -1, -1, -1, -1, 2, 0), 0, 1500, 0)],
+    ),
     "topic_deleted": records.topic_deleted(TOPIC),
 }
 
@@ -132,6 +142,12 @@ EXPECTED: dict[str, tuple[PartitionChanges, NamesGiven, str]] = {
         PartitionChanges(),
         NamesGiven(),
         "partition move cancelled: orders-2 takes writes again (move 11)",
+    ),
+    "partition_adoption_chunk": (
+        PartitionChanges(),  # staged batches belong to no partition here yet
+        NamesGiven(files=((10, "wal/c"),)),
+        "partition adoption chunk: orders-2 chunk 0 from coordinator 2 (move 11), 1 batch, offsets 0..9 staged as "
+        "partition key 5, 1 file borrowed",
     ),
     "topic_deleted": (
         PartitionChanges(deleted_topics=(TOPIC,)),

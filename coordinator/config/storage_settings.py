@@ -183,6 +183,13 @@ class StorageSettings(NodeSettings):
         "producers one partition's InitDisklessLog may carry over from the classic log at most (one record holds "
         "them all); a partition with more is refused (INVALID_REQUEST)",
     )
+    # Partition moves (design §5a).
+    partition_move_chunk_batches: int = _setting(
+        "diskless.partition.move.chunk.batches",
+        1000,
+        "batches of a moved partition one PartitionAdoptionChunk record stages at the target at most (one apply); a "
+        "larger chunk is refused (INVALID_REQUEST)",
+    )
     # Object consolidation (DESIGN §4c).
     replace_batch_max: int = _setting(
         "diskless.coordinator.replace.batch.max",

@@ -32,6 +32,36 @@ class CommittedBatch(NamedTuple):
 BATCH_LAYOUT = struct.Struct("<qqqqqqqqiiibb")
 
 
+class MovedFile(NamedTuple):
+    """A WAL file a moved partition's batches live in, as its source holds it (design §5a)."""
+
+    object_key: str
+    file_size: int
+    uploader_broker_id: int
+    owner_ids: tuple[int, ...]
+    committed_at_ms: int
+
+
+class MovedBatch(NamedTuple):
+    """A batch of a moved partition as its source holds it, sent to the target (design §5a): everything but its id,
+    which is per coordinator."""
+
+    object_key: str
+    byte_offset: int
+    size: int
+    base_offset: int
+    last_offset: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    last_sequence: int
+    magic: int
+    timestamp_type: int
+    append_time_ms: int
+    flags: int  # coordinator/machine/batch_entries.py: TRANSACTIONAL, CONTROL
+
+
 def pack_batches(batches: Sequence[CommittedBatch]) -> bytes:
     pack = BATCH_LAYOUT.pack
     return b"".join([pack(*batch) for batch in batches])
@@ -322,3 +352,31 @@ def partition_move_cancelled(partition_key: int, move_id: int) -> rec.MetadataRe
     """The freeze of move `move_id` lifted: the partition takes writes at its source again (design §5a)."""
     cancelled = rec.PartitionMoveCancelled(partition_key=partition_key, move_id=move_id)
     return rec.MetadataRecord(partition_move_cancelled=cancelled)
+
+
+def partition_adoption_chunk(
+    from_coordinator: int,
+    move_id: int,
+    staged_partition_key: int,
+    index: int,
+    topic_id: bytes,
+    partition: int,
+    files: Sequence[rec.PartitionAdoptionChunk.File],
+    batches: Sequence[tuple[CommittedBatch, int, int, int]],  # (batch, file index, append time, flags)
+) -> rec.MetadataRecord:
+    """One chunk of a moved partition's batches, staged at the target (design §5a)."""
+    return rec.MetadataRecord(
+        partition_adoption_chunk=rec.PartitionAdoptionChunk(
+            move_id=move_id,
+            from_coordinator=from_coordinator,
+            staged_partition_key=staged_partition_key,
+            index=index,
+            topic_id=topic_id,
+            partition=partition,
+            files=files,
+            packed_batches=pack_batches([batch for batch, _, _, _ in batches]),
+            file_indexes=[file_index for _, file_index, _, _ in batches],
+            append_times_ms=[append_time for _, _, append_time, _ in batches],
+            flags=[flags for _, _, _, flags in batches],
+        )
+    )

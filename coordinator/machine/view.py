@@ -65,6 +65,23 @@ class PartitionView:
         return self.local_log_start_offset - 1 if self.log_start_offset < self.local_log_start_offset else -1
 
 
+@dataclass(slots=True)
+class StagedMove:
+    """A partition move whose batches this coordinator, its target, is staging (design §5a): PartitionAdoptionChunk
+    records so far, speculative like the rest of the view."""
+
+    from_coordinator: int
+    move_id: int
+    partition_key: int  # the staged key: no partition row names it yet
+    topic_id: bytes
+    partition: int
+    chunks: int  # recorded so far
+    next_offset: int  # where the next chunk's batches start; -1 while none is staged
+    # object key -> this coordinator's file id, for each file the staged batches live in: a later chunk naming one
+    # adds to that row (which its staged batches keep live), whether or not its record is applied yet.
+    files: dict[str, int]
+
+
 @dataclass(frozen=True, slots=True)
 class FileFacts:
     """A WAL file as one coordinator's committed state holds it."""
@@ -81,6 +98,8 @@ class FileFacts:
     delete_after_ms: int  # -1 until the last owner schedules the deletion
     # The well-formed batches of its commit here, stored or rejected then (0 for a file taken by hand-over).
     part_batches: int
+    # -1 for a row of the file's owner chain; else a loan row's lender (design §5a, coordinator/files/loans.py).
+    lender_id: int = -1
 
 
 class CoordinatorView:
@@ -120,6 +139,8 @@ class CoordinatorView:
         # topic id -> the configurations set on the topic (canonical values; coordinator/topics/topic_configs.py).
         # Only topics with a partition here that set some: the others are at their defaults.
         self._topic_configs: dict[bytes, dict[str, str]] = {}
+        # (source coordinator, move id) -> a partition move staged here, its target (design §5a).
+        self.staged_moves: dict[tuple[int, int], StagedMove] = {}
         # object key -> (log end offset of the batch that recorded it, its FileCommitted or None when the
         # file came by hand-over); dropped once applied.
         self._pending_files: dict[str, tuple[int, rec.FileCommitted | None]] = {}

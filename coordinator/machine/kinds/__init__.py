@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from coordinator.machine.kinds.adoptions import PartitionAdoptionChunkKind
 from coordinator.machine.kinds.files import (
     FileCommittedKind,
     FileDeletedKind,
@@ -71,6 +72,7 @@ _REGISTERED: tuple[RecordKind, ...] = (
     BatchesReplacedKind(),
     PartitionMoveStartedKind(),
     PartitionMoveCancelledKind(),
+    PartitionAdoptionChunkKind(),
 )
 KINDS: dict[str, RecordKind] = {kind.name: kind for kind in _REGISTERED}
 # The pipeline asks of every applied record whether the catalog follows it: a set lookup by name is cheapest.

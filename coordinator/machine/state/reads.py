@@ -205,7 +205,7 @@ def max_timestamp_batch(db: apsw.Connection, partition_key: int) -> tuple[int, i
 
 _FILE_COLUMNS = (
     "file_id, object_key, file_size, uploader_broker_id, owner_ids, committed_at_ms, live_batches, is_last_owner, "
-    "owned, delete_after_ms, part_batches"
+    "owned, delete_after_ms, part_batches, lender_id"
 )
 # A file awaits deletion here when this coordinator is its last owner, owns it and has no live batch in it;
 # a file with no live batch here awaits hand-over otherwise (to the next owner, or from the one before).
@@ -213,10 +213,10 @@ _AWAITING_DELETION = "live_batches = 0 AND is_last_owner = 1 AND owned = 1"
 
 
 def _file_facts(row: tuple[Any, ...]) -> FileFacts:
-    file_id, key, size, uploader, owners, committed_at, live, last, owned, delete_after, part_batches = row
+    file_id, key, size, uploader, owners, committed_at, live, last, owned, delete_after, part_batches, lender = row
     return FileFacts(
         file_id, key, size, uploader, tuple(map(int, owners.split(","))), committed_at, live, bool(last),
-        bool(owned), delete_after, part_batches,
+        bool(owned), delete_after, part_batches, lender,
     )  # fmt: skip
 
 
@@ -310,7 +310,8 @@ class IdleFilesQuery(enum.Enum):
     condition binds, in order."""
 
     TO_HAND_OVER = "owned = 1 AND is_last_owner = 0 AND file_id > ?"  # after file id
-    AWAITING_OWNERSHIP = "owned = 0 AND committed_at_ms <= ? AND file_id > ?"  # committed before, after file id
+    # Committed before, after file id. A loan row (design §5a) never waits for the chain's token: it is returned.
+    AWAITING_OWNERSHIP = "owned = 0 AND lender_id < 0 AND committed_at_ms <= ? AND file_id > ?"
     TO_SCHEDULE = "owned = 1 AND is_last_owner = 1 AND delete_after_ms < 0"
     DUE_FOR_DELETION = "owned = 1 AND is_last_owner = 1 AND delete_after_ms >= 0 AND delete_after_ms <= ?"  # now
 

@@ -41,15 +41,31 @@ STATEMENTS = (
         switch_producers INTEGER NOT NULL DEFAULT 0,
         UNIQUE (topic_id, partition)
     )""",
-    # Partition moves (design §5a; schema 10): a partition frozen at this coordinator, its source, while it moves to
+    # Partition moves (design §5a; schema 11): a partition frozen at this coordinator, its source, while it moves to
     # `to_coordinator`: every write to it answers NOT_COORDINATOR. One row per frozen partition, gone on cancel.
     """CREATE TABLE IF NOT EXISTS partition_moves (
         partition_key INTEGER PRIMARY KEY,
         to_coordinator INTEGER NOT NULL,
         move_id INTEGER NOT NULL
     ) WITHOUT ROWID""",
+    # Partition moves (design §5a; schema 11), at the target: a move whose batches are being staged here under
+    # `staged_partition_key` (no `partitions` row names it, so no read finds them), keyed by the source and its move
+    # id; `chunks` recorded so far, `next_offset` the offset the next chunk starts at (-1: no batch staged yet).
+    """CREATE TABLE IF NOT EXISTS partition_adoptions (
+        from_coordinator INTEGER NOT NULL,
+        move_id INTEGER NOT NULL,
+        staged_partition_key INTEGER NOT NULL UNIQUE,
+        topic_id BLOB NOT NULL,
+        partition INTEGER NOT NULL,
+        chunks INTEGER NOT NULL,
+        next_offset INTEGER NOT NULL,
+        PRIMARY KEY (from_coordinator, move_id)
+    ) WITHOUT ROWID""",
     # part_batches: the well-formed batches of the file's commit here, stored or rejected (0 for a file
     # taken by hand-over); a retried commit is answered again only while all of them are live (DESIGN §6a).
+    # lender_id (schema 11): -1 for a row of the file's owner chain (DESIGN §5); else a *loan row* (design §5a,
+    # coordinator/files/loans.py), made by a partition move's target that had no row for the file: never owned,
+    # never handed over, never deleting, kept until returned to the lender.
     """CREATE TABLE IF NOT EXISTS files (
         file_id INTEGER PRIMARY KEY,
         object_key TEXT NOT NULL UNIQUE,
@@ -61,7 +77,8 @@ STATEMENTS = (
         is_last_owner INTEGER NOT NULL,
         owned INTEGER NOT NULL,
         delete_after_ms INTEGER NOT NULL,
-        part_batches INTEGER NOT NULL
+        part_batches INTEGER NOT NULL,
+        lender_id INTEGER NOT NULL DEFAULT -1
     )""",
     "CREATE INDEX IF NOT EXISTS files_live_by_time ON files (committed_at_ms) WHERE live_batches > 0",
     # The file workers' work list: files with no live batch left here (few, compared with live ones).
@@ -182,6 +199,13 @@ def _last_timestamps_from_windows(db: apsw.Connection) -> None:
     db.executemany("UPDATE producers SET last_timestamp = ? WHERE partition_key = ? AND producer_id = ?", rows)
 
 
+def _files_with_lenders(db: apsw.Connection) -> None:
+    """Schema 11's `files.lender_id` (-1: every row of an older state is of its owner chain), unless the open's
+    CREATE already made the table with it."""
+    if not any(column[1] == "lender_id" for column in db.execute("PRAGMA table_info(files)")):
+        db.execute("ALTER TABLE files ADD COLUMN lender_id INTEGER NOT NULL DEFAULT -1")
+
+
 def _entries_with_producer_ids(db: apsw.Connection) -> None:
     """Rebuilds the entries of batches whose producer is not 0 from their columns (the entry of producer 0 already
     reads as 0), a partition at a time so that memory stays bounded by the largest partition."""
@@ -277,8 +301,12 @@ MIGRATIONS: dict[int, tuple[MigrationStep, ...]] = {
         "CREATE INDEX IF NOT EXISTS batches_by_file ON batches (file_id)",
         "UPDATE meta SET value = 10 WHERE name = 'schema_version'",
     ),
-    # Schema 10 -> 11: partition moves (design §5a). The table is created empty by the open; nothing was frozen.
-    10: ("UPDATE meta SET value = 11 WHERE name = 'schema_version'",),
+    # Schema 10 -> 11: partition moves (design §5a). The tables are created empty by the open (nothing was frozen
+    # or staged); every file row was of its owner chain.
+    10: (
+        _files_with_lenders,
+        "UPDATE meta SET value = 11 WHERE name = 'schema_version'",
+    ),
 }
 
 META_DEFAULTS = {

@@ -19,7 +19,7 @@ from coordinator.base.invariants import check_invariant
 from coordinator.machine import kinds
 from coordinator.machine.producers import PackedWindow, decode_window
 from coordinator.machine.records import CommittedBatch
-from coordinator.machine.state import reads, time_index
+from coordinator.machine.state import adoptions, reads, time_index
 from coordinator.machine.state.checkpoints import CHECKPOINT_PAGES_DEFAULT, WalCheckpoints
 from coordinator.machine.state.detached_read import DetachedRead
 from coordinator.machine.state.integrity import check_integrity
@@ -294,6 +294,8 @@ class StateStore:
                 view.load_producer(key, producer_id, decode_window(epoch, packed, last_timestamp))
         for topic_id, configs in reads.topic_configs(self._writer).items():
             view.load_topic_configs(topic_id, configs)
+        for staged in adoptions.staged_moves(self._writer):
+            view.staged_moves[(staged.from_coordinator, staged.move_id)] = staged
         for row in self._writer.execute(
             "SELECT partition_key, producer_id, coordinator_epoch, first_offset FROM producer_transactions"
         ):

@@ -1,0 +1,51 @@
+"""The partition moves a coordinator stages as their target (design §5a), read from its state."""
+
+from __future__ import annotations
+
+import apsw
+
+from coordinator.machine.batch_entries import entry_flags
+from coordinator.machine.records import MovedBatch, MovedFile
+from coordinator.machine.view import StagedMove
+
+
+def staged_moves(db: apsw.Connection) -> list[StagedMove]:
+    """Every move staged here, each with the files its staged batches live in (by the index of batches by file's
+    table order: one range of the batches' key per move)."""
+    moves = []
+    for source, move_id, key, topic_id, partition, chunks, next_offset in db.execute(
+        "SELECT from_coordinator, move_id, staged_partition_key, topic_id, partition, chunks, next_offset "
+        "FROM partition_adoptions ORDER BY from_coordinator, move_id"
+    ):
+        files = dict(
+            db.execute(
+                "SELECT f.object_key, f.file_id FROM files AS f WHERE f.file_id IN "
+                "(SELECT DISTINCT file_id FROM batches WHERE partition_key = ?)",
+                (key,),
+            )
+        )
+        moves.append(StagedMove(source, move_id, key, bytes(topic_id), partition, chunks, next_offset, files))
+    return moves
+
+
+def chunk_from(
+    db: apsw.Connection, partition_key: int, from_offset: int, limit: int
+) -> tuple[list[MovedBatch], list[MovedFile]]:
+    """A moved partition's batches at the source from `from_offset` (the first whose last offset is at or above it),
+    at most `limit`, in offset order, with the files they live in (each once, in order of first use). Call it in a
+    read transaction: the batches and their files must be of one state."""
+    batches = []
+    files: dict[int, MovedFile] = {}
+    for row in db.execute(
+        "SELECT b.file_id, f.object_key, f.file_size, f.uploader_broker_id, f.owner_ids, f.committed_at_ms, "
+        "b.byte_offset, b.size, b.base_offset, b.last_offset, b.max_timestamp, b.producer_id, b.producer_epoch, "
+        "b.base_sequence, b.last_sequence, b.magic, b.timestamp_type, b.append_time_ms, b.entry "
+        "FROM batches AS b JOIN files AS f ON f.file_id = b.file_id "
+        "WHERE b.partition_key = ? AND b.last_offset >= ? ORDER BY b.last_offset LIMIT ?",
+        (partition_key, from_offset, limit),
+    ):
+        file_id, object_key, size, uploader, owners, committed_at = row[:6]
+        if file_id not in files:
+            files[file_id] = MovedFile(object_key, size, uploader, tuple(map(int, owners.split(","))), committed_at)
+        batches.append(MovedBatch._make((object_key, *row[6:18], entry_flags(row[18]))))
+    return batches, list(files.values())
