@@ -309,7 +309,7 @@ class PartitionMoveCancelled(_message.Message):
     def __init__(self, partition_key: _Optional[int] = ..., move_id: _Optional[int] = ...) -> None: ...
 
 class PartitionAdoptionChunk(_message.Message):
-    __slots__ = ("move_id", "from_coordinator", "staged_partition_key", "index", "topic_id", "partition", "files", "packed_batches", "file_indexes", "append_times_ms", "flags")
+    __slots__ = ("move_id", "from_coordinator", "staged_partition_key", "index", "topic_id", "partition", "files", "packed_batches", "file_indexes", "append_times_ms", "flags", "aborted_transactions")
     class File(_message.Message):
         __slots__ = ("file_id", "object_key", "loaned", "file_size", "uploader_broker_id", "owner_ids", "committed_at_ms")
         FILE_ID_FIELD_NUMBER: _ClassVar[int]
@@ -327,6 +327,17 @@ class PartitionAdoptionChunk(_message.Message):
         owner_ids: _containers.RepeatedScalarFieldContainer[int]
         committed_at_ms: int
         def __init__(self, file_id: _Optional[int] = ..., object_key: _Optional[str] = ..., loaned: _Optional[bool] = ..., file_size: _Optional[int] = ..., uploader_broker_id: _Optional[int] = ..., owner_ids: _Optional[_Iterable[int]] = ..., committed_at_ms: _Optional[int] = ...) -> None: ...
+    class Aborted(_message.Message):
+        __slots__ = ("last_offset", "producer_id", "first_offset", "last_stable_offset")
+        LAST_OFFSET_FIELD_NUMBER: _ClassVar[int]
+        PRODUCER_ID_FIELD_NUMBER: _ClassVar[int]
+        FIRST_OFFSET_FIELD_NUMBER: _ClassVar[int]
+        LAST_STABLE_OFFSET_FIELD_NUMBER: _ClassVar[int]
+        last_offset: int
+        producer_id: int
+        first_offset: int
+        last_stable_offset: int
+        def __init__(self, last_offset: _Optional[int] = ..., producer_id: _Optional[int] = ..., first_offset: _Optional[int] = ..., last_stable_offset: _Optional[int] = ...) -> None: ...
     MOVE_ID_FIELD_NUMBER: _ClassVar[int]
     FROM_COORDINATOR_FIELD_NUMBER: _ClassVar[int]
     STAGED_PARTITION_KEY_FIELD_NUMBER: _ClassVar[int]
@@ -338,6 +349,7 @@ class PartitionAdoptionChunk(_message.Message):
     FILE_INDEXES_FIELD_NUMBER: _ClassVar[int]
     APPEND_TIMES_MS_FIELD_NUMBER: _ClassVar[int]
     FLAGS_FIELD_NUMBER: _ClassVar[int]
+    ABORTED_TRANSACTIONS_FIELD_NUMBER: _ClassVar[int]
     move_id: int
     from_coordinator: int
     staged_partition_key: int
@@ -349,7 +361,8 @@ class PartitionAdoptionChunk(_message.Message):
     file_indexes: _containers.RepeatedScalarFieldContainer[int]
     append_times_ms: _containers.RepeatedScalarFieldContainer[int]
     flags: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, move_id: _Optional[int] = ..., from_coordinator: _Optional[int] = ..., staged_partition_key: _Optional[int] = ..., index: _Optional[int] = ..., topic_id: _Optional[bytes] = ..., partition: _Optional[int] = ..., files: _Optional[_Iterable[_Union[PartitionAdoptionChunk.File, _Mapping]]] = ..., packed_batches: _Optional[bytes] = ..., file_indexes: _Optional[_Iterable[int]] = ..., append_times_ms: _Optional[_Iterable[int]] = ..., flags: _Optional[_Iterable[int]] = ...) -> None: ...
+    aborted_transactions: _containers.RepeatedCompositeFieldContainer[PartitionAdoptionChunk.Aborted]
+    def __init__(self, move_id: _Optional[int] = ..., from_coordinator: _Optional[int] = ..., staged_partition_key: _Optional[int] = ..., index: _Optional[int] = ..., topic_id: _Optional[bytes] = ..., partition: _Optional[int] = ..., files: _Optional[_Iterable[_Union[PartitionAdoptionChunk.File, _Mapping]]] = ..., packed_batches: _Optional[bytes] = ..., file_indexes: _Optional[_Iterable[int]] = ..., append_times_ms: _Optional[_Iterable[int]] = ..., flags: _Optional[_Iterable[int]] = ..., aborted_transactions: _Optional[_Iterable[_Union[PartitionAdoptionChunk.Aborted, _Mapping]]] = ...) -> None: ...
 
 class MetadataRecord(_message.Message):
     __slots__ = ("leader_change", "partition_created", "topic_deleted", "file_committed", "records_deleted", "file_ownership_taken", "file_handed_over", "file_deletion_scheduled", "file_deleted", "producers_expired", "topic_configs_changed", "batches_purged", "retention_applied", "remote_log_segments_committed", "diskless_logs_initialized", "batches_replaced", "partition_move_started", "partition_move_cancelled", "partition_adoption_chunk")

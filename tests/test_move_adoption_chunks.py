@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import tempfile
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -90,7 +91,7 @@ def commit(coordinator: Coordinator, batches: list[pb.CommitFileRequest.Batch], 
 
 
 def frozen_source(source: Coordinator, target: Coordinator) -> int:
-    """The source's partition 0: 7 batches in wal/1, wal/2 (shared with the target), wal/3, wal/4; frozen. Its key."""
+    """The source's partition 0: 8 batches in wal/1, wal/2 (shared with the target), wal/3 to wal/5; frozen. Its key."""
     producer = {"producer_id": 7, "epoch": 1}
     commit(source, [batch(TOPIC, 0, 3), batch(TOPIC, 0, 2, sequence=0, **producer)], "wal/1")
     commit(source, [batch(TOPIC, 0, 1, sequence=2, **producer), batch(TOPIC, 1, 4)], "wal/2")
@@ -99,6 +100,12 @@ def frozen_source(source: Coordinator, target: Coordinator) -> int:
     transactional = batch(TOPIC, 0, 2, producer_id=9, epoch=0, sequence=0)
     transactional.is_transactional = True
     commit(source, [transactional, batch(TOPIC, 0, 1)], "wal/4")
+    abort = pb.CommitFileRequest.Batch(
+        magic=2, topic_id=TOPIC, partition=0, size=70, batch_max_timestamp=NOW, timestamp_type=pb.CREATE_TIME,
+        producer_id=9, producer_epoch=0, base_sequence=-1, last_sequence=-1, is_transactional=True, is_control=True,
+        control_type=pb.CONTROL_ABORT,
+    )  # fmt: skip
+    commit(source, [abort], "wal/5")  # the transaction aborted: read_committed reads skip offsets 9..10
     source.append(check_start_move(source.view, MoveStart(TOPIC, 0, 1, MOVE), NOW))
     source.apply()
     found = source.view.partition(TOPIC, 0)
@@ -108,8 +115,8 @@ def frozen_source(source: Coordinator, target: Coordinator) -> int:
 
 def chunk_at(source: Coordinator, key: int, index: int, from_offset: int, limit: int = CHUNK) -> AdoptionChunk:
     with source.store.read_transaction() as db:
-        batches, files = adoptions.chunk_from(db, key, from_offset, limit)
-    return AdoptionChunk(0, MOVE, index, TOPIC, 0, tuple(batches), tuple(files))
+        batches, files, aborted = adoptions.chunk_from(db, key, from_offset, limit)
+    return AdoptionChunk(0, MOVE, index, TOPIC, 0, tuple(batches), tuple(files), tuple(aborted))
 
 
 def send(target: Coordinator, chunk: AdoptionChunk, max_batches: int = CHUNK) -> tuple[int, int, int]:
@@ -154,15 +161,21 @@ def test_the_staged_batches_are_the_sources_with_the_targets_ids_and_no_read_fin
     source, target = pair
     key = frozen_source(source, target)
     served_before = sorted((p.topic_id, p.partition) for p in target.view.partitions())
-    assert move_all(source, target, key) == 4  # 7 batches, 2 a chunk
+    assert move_all(source, target, key) == 4  # 8 batches, 2 a chunk
     staged = _staged_key(target)
     moved, kept = _infos(source.store.reader, key), _infos(target.store.reader, staged)
-    assert [info.batch_id for info in kept] == list(range(kept[0].batch_id, kept[0].batch_id + 7))
+    assert [info.batch_id for info in kept] == list(range(kept[0].batch_id, kept[0].batch_id + 8))
     assert kept[0].batch_id > max(info.batch_id for info in _infos(target.store.reader, 0))  # the target's next ids
     for info in [*moved, *kept]:
         info.batch_id = 0
     assert kept == moved  # offsets, object keys, positions, timestamps, producers and transaction flags alike
-    assert [info.is_transactional for info in kept].count(True) == 1
+    assert [(info.is_transactional, info.is_control) for info in kept].count((True, False)) == 1
+    assert kept[-1].is_control
+    aborted = "SELECT last_offset, producer_id, first_offset, last_stable_offset, entry FROM aborted_transactions "
+    assert target.store.reader.execute(aborted + "WHERE partition_key = ?", (staged,)).fetchall() == (
+        source.store.reader.execute(aborted + "WHERE partition_key = ?", (key,)).fetchall()
+    )
+    assert len(source.store.reader.execute(aborted).fetchall()) == 1
     # Staged under a key no partition row names: the target serves the same partitions as before.
     assert sorted((p.topic_id, p.partition) for p in target.view.partitions()) == served_before
     assert target.store.reader.execute("SELECT 1 FROM partitions WHERE partition_key = ?", (staged,)).fetchall() == []
@@ -171,7 +184,7 @@ def test_the_staged_batches_are_the_sources_with_the_targets_ids_and_no_read_fin
         for row in target.store.reader.execute("SELECT object_key, live_batches, owned, lender_id FROM files")
     }
     # wal/2 was the target's (its own batch and now the moved one); the others are loan rows lent by the source.
-    assert rows == {"wal/1": (2, 0, 0), "wal/2": (2, 0, -1), "wal/3": (2, 0, 0), "wal/4": (2, 0, 0)}
+    assert rows == {"wal/1": (2, 0, 0), "wal/2": (2, 0, -1), "wal/3": (2, 0, 0), "wal/4": (2, 0, 0), "wal/5": (1, 0, 0)}
     assert integrity.check_integrity(target.store.path).problem is None  # time index and live counts agree
 
 
@@ -189,7 +202,12 @@ def test_a_repeated_chunk_changes_nothing_and_a_gap_an_oversized_or_discontinuou
     assert send(target, wide) == (ErrorCode.INVALID_REQUEST, 1, 0)  # more than a chunk holds
     skipping = chunk_at(source, key, 1, first.batches[-1].last_offset + 2)  # skips a batch
     assert send(target, skipping) == (ErrorCode.INVALID_REQUEST, 1, 0)
-    assert send(target, chunk_at(source, key, 1, first.batches[-1].last_offset + 1)) == (ErrorCode.NONE, 2, 1)
+    second = chunk_at(source, key, 1, first.batches[-1].last_offset + 1)
+    # An aborted transaction whose marker is not among the chunk's batches.
+    assert send(target, replace(second, aborted=((second.batches[-1].last_offset, 9, 0, 1),))) == (
+        ErrorCode.INVALID_REQUEST, 1, 0,
+    )  # fmt: skip
+    assert send(target, second) == (ErrorCode.NONE, 2, 1)
     # Another move of a partition the target serves is refused; so is a move from the target itself.
     served = AdoptionChunk(0, MOVE + 1, 0, OTHER, 0, (), ())
     assert send(target, served)[0] == ErrorCode.INVALID_REQUEST

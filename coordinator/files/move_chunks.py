@@ -37,6 +37,9 @@ class AdoptionChunk:
     partition: int
     batches: tuple[MovedBatch, ...]
     files: tuple[MovedFile, ...]
+    # (marker offset, producer id, first offset, last stable offset): the aborted transactions whose markers are
+    # among the batches.
+    aborted: tuple[tuple[int, int, int, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +106,10 @@ def _shape_problem(chunk: AdoptionChunk, next_offset: int, max_batches: int) -> 
         if batch.flags & ~(TRANSACTIONAL | CONTROL):
             return f"batch at offset {batch.base_offset} has unknown flags {batch.flags}"
         expected = batch.last_offset + 1
+    markers = {batch.last_offset for batch in chunk.batches if batch.flags & CONTROL}
+    for marker_offset, _, first_offset, _ in chunk.aborted:
+        if marker_offset not in markers or first_offset > marker_offset:
+            return f"aborted transaction ending at {marker_offset} is not ended by a marker of the chunk"
     return None
 
 
@@ -148,6 +155,14 @@ def check_adoption_chunk(
         batches.append((committed, index_of[moved.object_key], moved.append_time_ms, moved.flags))
         batch_id += 1
     record = records.partition_adoption_chunk(
-        chunk.from_coordinator, chunk.move_id, key, chunk.index, chunk.topic_id, chunk.partition, files, batches
+        chunk.from_coordinator,
+        chunk.move_id,
+        key,
+        chunk.index,
+        chunk.topic_id,
+        chunk.partition,
+        files,
+        batches,
+        chunk.aborted,
     )
     return Result([record], ChunkAnswer(_DONE, recorded + 1))

@@ -363,6 +363,7 @@ def partition_adoption_chunk(
     partition: int,
     files: Sequence[rec.PartitionAdoptionChunk.File],
     batches: Sequence[tuple[CommittedBatch, int, int, int]],  # (batch, file index, append time, flags)
+    aborted: Sequence[tuple[int, int, int, int]] = (),  # (marker offset, producer id, first offset, last stable)
 ) -> rec.MetadataRecord:
     """One chunk of a moved partition's batches, staged at the target (design §5a)."""
     return rec.MetadataRecord(
@@ -378,5 +379,11 @@ def partition_adoption_chunk(
             file_indexes=[file_index for _, file_index, _, _ in batches],
             append_times_ms=[append_time for _, _, append_time, _ in batches],
             flags=[flags for _, _, _, flags in batches],
+            aborted_transactions=[
+                rec.PartitionAdoptionChunk.Aborted(
+                    last_offset=last, producer_id=producer_id, first_offset=first, last_stable_offset=stable
+                )
+                for last, producer_id, first, stable in aborted
+            ],
         )
     )

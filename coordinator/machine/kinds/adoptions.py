@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections import Counter
 
 from coordinator.base.invariants import check_invariant
-from coordinator.machine.batch_entries import batch_entry
+from coordinator.machine.batch_entries import aborted_entries, batch_entry
 from coordinator.machine.kinds.files import owner_list
 from coordinator.machine.kinds.kind import (
     NamesGiven,
@@ -35,6 +35,10 @@ from protos import records_pb2 as rec
 _INSERT_LOAN_ROW = (
     "INSERT INTO files (file_id, object_key, file_size, uploader_broker_id, owner_ids, committed_at_ms, "
     "live_batches, is_last_owner, owned, delete_after_ms, part_batches, lender_id) VALUES (?,?,?,?,?,?,?,0,0,-1,0,?)"
+)
+_INSERT_ABORTED = (
+    "INSERT INTO aborted_transactions (partition_key, last_offset, producer_id, first_offset, last_stable_offset, "
+    "entry) VALUES (?, ?, ?, ?, ?, ?)"
 )
 _STAGED = (
     "SELECT staged_partition_key, topic_id, partition, chunks, next_offset FROM partition_adoptions "
@@ -175,6 +179,15 @@ class PartitionAdoptionChunkKind(NoCatalogEffects):
         transaction.add_live_batches(len(rows))
         db.executemany("INSERT INTO batches VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
         db.executemany(time_index.INSERT_ENTRIES, index_entries)
+        if chunk.aborted_transactions:
+            db.executemany(
+                _INSERT_ABORTED,
+                [
+                    (key, a.last_offset, a.producer_id, a.first_offset, a.last_stable_offset,
+                     aborted_entries([(a.producer_id, a.first_offset)]))
+                    for a in chunk.aborted_transactions
+                ],
+            )  # fmt: skip
         db.execute(
             "UPDATE partition_adoptions SET chunks = chunks + 1, next_offset = ? "
             "WHERE from_coordinator = ? AND move_id = ?",

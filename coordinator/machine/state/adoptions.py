@@ -28,12 +28,15 @@ def staged_moves(db: apsw.Connection) -> list[StagedMove]:
     return moves
 
 
+MovedAborted = tuple[int, int, int, int]  # (marker offset, producer id, first offset, last stable offset)
+
+
 def chunk_from(
     db: apsw.Connection, partition_key: int, from_offset: int, limit: int
-) -> tuple[list[MovedBatch], list[MovedFile]]:
+) -> tuple[list[MovedBatch], list[MovedFile], list[MovedAborted]]:
     """A moved partition's batches at the source from `from_offset` (the first whose last offset is at or above it),
-    at most `limit`, in offset order, with the files they live in (each once, in order of first use). Call it in a
-    read transaction: the batches and their files must be of one state."""
+    at most `limit`, in offset order, with the files they live in (each once, in order of first use) and the aborted
+    transactions whose markers are among them. Call it in a read transaction: all must be of one state."""
     batches = []
     files: dict[int, MovedFile] = {}
     for row in db.execute(
@@ -48,4 +51,14 @@ def chunk_from(
         if file_id not in files:
             files[file_id] = MovedFile(object_key, size, uploader, tuple(map(int, owners.split(","))), committed_at)
         batches.append(MovedBatch._make((object_key, *row[6:18], entry_flags(row[18]))))
-    return batches, list(files.values())
+    aborted: list[MovedAborted] = []
+    if batches:
+        aborted = [
+            (int(last), int(producer), int(first), int(stable))
+            for last, producer, first, stable in db.execute(
+                "SELECT last_offset, producer_id, first_offset, last_stable_offset FROM aborted_transactions "
+                "WHERE partition_key = ? AND last_offset BETWEEN ? AND ? ORDER BY last_offset",
+                (partition_key, batches[0].base_offset, batches[-1].last_offset),
+            )
+        ]
+    return batches, list(files.values()), aborted
