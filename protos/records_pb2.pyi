@@ -364,8 +364,44 @@ class PartitionAdoptionChunk(_message.Message):
     aborted_transactions: _containers.RepeatedCompositeFieldContainer[PartitionAdoptionChunk.Aborted]
     def __init__(self, move_id: _Optional[int] = ..., from_coordinator: _Optional[int] = ..., staged_partition_key: _Optional[int] = ..., index: _Optional[int] = ..., topic_id: _Optional[bytes] = ..., partition: _Optional[int] = ..., files: _Optional[_Iterable[_Union[PartitionAdoptionChunk.File, _Mapping]]] = ..., packed_batches: _Optional[bytes] = ..., file_indexes: _Optional[_Iterable[int]] = ..., append_times_ms: _Optional[_Iterable[int]] = ..., flags: _Optional[_Iterable[int]] = ..., aborted_transactions: _Optional[_Iterable[_Union[PartitionAdoptionChunk.Aborted, _Mapping]]] = ...) -> None: ...
 
+class PartitionAdopted(_message.Message):
+    __slots__ = ("from_coordinator", "move_id", "staged_partition_key", "topic_id", "topic_name", "partition", "log_start_offset", "high_watermark", "local_log_start_offset", "remote_max_timestamp", "classic_log_start_offset", "seal_offset", "switch_leader_epoch", "switch_producers", "producers", "topic_configs")
+    FROM_COORDINATOR_FIELD_NUMBER: _ClassVar[int]
+    MOVE_ID_FIELD_NUMBER: _ClassVar[int]
+    STAGED_PARTITION_KEY_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_NAME_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    LOG_START_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    HIGH_WATERMARK_FIELD_NUMBER: _ClassVar[int]
+    LOCAL_LOG_START_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    REMOTE_MAX_TIMESTAMP_FIELD_NUMBER: _ClassVar[int]
+    CLASSIC_LOG_START_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    SEAL_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    SWITCH_LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    SWITCH_PRODUCERS_FIELD_NUMBER: _ClassVar[int]
+    PRODUCERS_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_CONFIGS_FIELD_NUMBER: _ClassVar[int]
+    from_coordinator: int
+    move_id: int
+    staged_partition_key: int
+    topic_id: bytes
+    topic_name: str
+    partition: int
+    log_start_offset: int
+    high_watermark: int
+    local_log_start_offset: int
+    remote_max_timestamp: int
+    classic_log_start_offset: int
+    seal_offset: int
+    switch_leader_epoch: int
+    switch_producers: int
+    producers: _containers.RepeatedCompositeFieldContainer[CarriedProducer]
+    topic_configs: _containers.RepeatedCompositeFieldContainer[TopicConfigValue]
+    def __init__(self, from_coordinator: _Optional[int] = ..., move_id: _Optional[int] = ..., staged_partition_key: _Optional[int] = ..., topic_id: _Optional[bytes] = ..., topic_name: _Optional[str] = ..., partition: _Optional[int] = ..., log_start_offset: _Optional[int] = ..., high_watermark: _Optional[int] = ..., local_log_start_offset: _Optional[int] = ..., remote_max_timestamp: _Optional[int] = ..., classic_log_start_offset: _Optional[int] = ..., seal_offset: _Optional[int] = ..., switch_leader_epoch: _Optional[int] = ..., switch_producers: _Optional[int] = ..., producers: _Optional[_Iterable[_Union[CarriedProducer, _Mapping]]] = ..., topic_configs: _Optional[_Iterable[_Union[TopicConfigValue, _Mapping]]] = ...) -> None: ...
+
 class MetadataRecord(_message.Message):
-    __slots__ = ("leader_change", "partition_created", "topic_deleted", "file_committed", "records_deleted", "file_ownership_taken", "file_handed_over", "file_deletion_scheduled", "file_deleted", "producers_expired", "topic_configs_changed", "batches_purged", "retention_applied", "remote_log_segments_committed", "diskless_logs_initialized", "batches_replaced", "partition_move_started", "partition_move_cancelled", "partition_adoption_chunk")
+    __slots__ = ("leader_change", "partition_created", "topic_deleted", "file_committed", "records_deleted", "file_ownership_taken", "file_handed_over", "file_deletion_scheduled", "file_deleted", "producers_expired", "topic_configs_changed", "batches_purged", "retention_applied", "remote_log_segments_committed", "diskless_logs_initialized", "batches_replaced", "partition_move_started", "partition_move_cancelled", "partition_adoption_chunk", "partition_adopted")
     LEADER_CHANGE_FIELD_NUMBER: _ClassVar[int]
     PARTITION_CREATED_FIELD_NUMBER: _ClassVar[int]
     TOPIC_DELETED_FIELD_NUMBER: _ClassVar[int]
@@ -385,6 +421,7 @@ class MetadataRecord(_message.Message):
     PARTITION_MOVE_STARTED_FIELD_NUMBER: _ClassVar[int]
     PARTITION_MOVE_CANCELLED_FIELD_NUMBER: _ClassVar[int]
     PARTITION_ADOPTION_CHUNK_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_ADOPTED_FIELD_NUMBER: _ClassVar[int]
     leader_change: LeaderChange
     partition_created: PartitionCreated
     topic_deleted: TopicDeleted
@@ -404,7 +441,8 @@ class MetadataRecord(_message.Message):
     partition_move_started: PartitionMoveStarted
     partition_move_cancelled: PartitionMoveCancelled
     partition_adoption_chunk: PartitionAdoptionChunk
-    def __init__(self, leader_change: _Optional[_Union[LeaderChange, _Mapping]] = ..., partition_created: _Optional[_Union[PartitionCreated, _Mapping]] = ..., topic_deleted: _Optional[_Union[TopicDeleted, _Mapping]] = ..., file_committed: _Optional[_Union[FileCommitted, _Mapping]] = ..., records_deleted: _Optional[_Union[RecordsDeleted, _Mapping]] = ..., file_ownership_taken: _Optional[_Union[FileOwnershipTaken, _Mapping]] = ..., file_handed_over: _Optional[_Union[FileHandedOver, _Mapping]] = ..., file_deletion_scheduled: _Optional[_Union[FileDeletionScheduled, _Mapping]] = ..., file_deleted: _Optional[_Union[FileDeleted, _Mapping]] = ..., producers_expired: _Optional[_Union[ProducersExpired, _Mapping]] = ..., topic_configs_changed: _Optional[_Union[TopicConfigsChanged, _Mapping]] = ..., batches_purged: _Optional[_Union[BatchesPurged, _Mapping]] = ..., retention_applied: _Optional[_Union[RetentionApplied, _Mapping]] = ..., remote_log_segments_committed: _Optional[_Union[RemoteLogSegmentsCommitted, _Mapping]] = ..., diskless_logs_initialized: _Optional[_Union[DisklessLogsInitialized, _Mapping]] = ..., batches_replaced: _Optional[_Union[BatchesReplaced, _Mapping]] = ..., partition_move_started: _Optional[_Union[PartitionMoveStarted, _Mapping]] = ..., partition_move_cancelled: _Optional[_Union[PartitionMoveCancelled, _Mapping]] = ..., partition_adoption_chunk: _Optional[_Union[PartitionAdoptionChunk, _Mapping]] = ...) -> None: ...
+    partition_adopted: PartitionAdopted
+    def __init__(self, leader_change: _Optional[_Union[LeaderChange, _Mapping]] = ..., partition_created: _Optional[_Union[PartitionCreated, _Mapping]] = ..., topic_deleted: _Optional[_Union[TopicDeleted, _Mapping]] = ..., file_committed: _Optional[_Union[FileCommitted, _Mapping]] = ..., records_deleted: _Optional[_Union[RecordsDeleted, _Mapping]] = ..., file_ownership_taken: _Optional[_Union[FileOwnershipTaken, _Mapping]] = ..., file_handed_over: _Optional[_Union[FileHandedOver, _Mapping]] = ..., file_deletion_scheduled: _Optional[_Union[FileDeletionScheduled, _Mapping]] = ..., file_deleted: _Optional[_Union[FileDeleted, _Mapping]] = ..., producers_expired: _Optional[_Union[ProducersExpired, _Mapping]] = ..., topic_configs_changed: _Optional[_Union[TopicConfigsChanged, _Mapping]] = ..., batches_purged: _Optional[_Union[BatchesPurged, _Mapping]] = ..., retention_applied: _Optional[_Union[RetentionApplied, _Mapping]] = ..., remote_log_segments_committed: _Optional[_Union[RemoteLogSegmentsCommitted, _Mapping]] = ..., diskless_logs_initialized: _Optional[_Union[DisklessLogsInitialized, _Mapping]] = ..., batches_replaced: _Optional[_Union[BatchesReplaced, _Mapping]] = ..., partition_move_started: _Optional[_Union[PartitionMoveStarted, _Mapping]] = ..., partition_move_cancelled: _Optional[_Union[PartitionMoveCancelled, _Mapping]] = ..., partition_adoption_chunk: _Optional[_Union[PartitionAdoptionChunk, _Mapping]] = ..., partition_adopted: _Optional[_Union[PartitionAdopted, _Mapping]] = ...) -> None: ...
 
 class RecordBatch(_message.Message):
     __slots__ = ("records",)

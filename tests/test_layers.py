@@ -66,6 +66,7 @@ PURE_CORE = {
     "coordinator.files.move_chunks",
     "coordinator.topics.partition_balance",
     "coordinator.topics.move_protocol",
+    "coordinator.topics.move_adoption",
     "coordinator.cluster.assignment",
     "coordinator.reads.produce_gateways",
     "coordinator.runtime.operation",

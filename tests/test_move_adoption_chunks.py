@@ -90,7 +90,7 @@ def commit(coordinator: Coordinator, batches: list[pb.CommitFileRequest.Batch], 
         coordinator.apply()
 
 
-def frozen_source(source: Coordinator, target: Coordinator) -> int:
+def frozen_source(source: Coordinator, target: Coordinator, open_transaction: bool = False) -> int:
     """The source's partition 0: 8 batches in wal/1, wal/2 (shared with the target), wal/3 to wal/5; frozen. Its key."""
     producer = {"producer_id": 7, "epoch": 1}
     commit(source, [batch(TOPIC, 0, 3), batch(TOPIC, 0, 2, sequence=0, **producer)], "wal/1")
@@ -106,6 +106,10 @@ def frozen_source(source: Coordinator, target: Coordinator) -> int:
         control_type=pb.CONTROL_ABORT,
     )  # fmt: skip
     commit(source, [abort], "wal/5")  # the transaction aborted: read_committed reads skip offsets 9..10
+    if open_transaction:  # producer 11's transaction, left open: the partition's last stable offset stays at 13
+        opened = batch(TOPIC, 0, 1, producer_id=11, epoch=0, sequence=0)
+        opened.is_transactional = True
+        commit(source, [opened], "wal/6")
     source.append(check_start_move(source.view, MoveStart(TOPIC, 0, 1, MOVE), NOW))
     source.apply()
     found = source.view.partition(TOPIC, 0)

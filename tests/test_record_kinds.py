@@ -70,6 +70,26 @@ SAMPLES: dict[str, rec.MetadataRecord] = {
         [rec.PartitionAdoptionChunk.File(file_id=10, object_key="wal/c", loaned=True, owner_ids=[2])],
         [(CommittedBatch(9, 5, 0, 100, 0, 9, 1700, -1, -1, -1, -1, 2, 0), 0, 1500, 0)],
     ),
+    "partition_adopted": records.partition_adopted(
+        2,
+        11,
+        5,
+        records.AdoptedPartition(
+            TOPIC,
+            "orders",
+            3,
+            0,
+            10,
+            0,
+            -1,
+            -1,
+            -1,
+            -1,
+            0,
+            (records.CarriedProducer(42, 1, b"", 1700, -1, -1),),
+            (("retention.ms", "1000"),),
+        ),
+    ),
     "topic_deleted": records.topic_deleted(TOPIC),
 }
 
@@ -149,6 +169,11 @@ EXPECTED: dict[str, tuple[PartitionChanges, NamesGiven, str]] = {
         "partition adoption chunk: orders-2 chunk 0 from coordinator 2 (move 11), 1 batch, offsets 0..9 staged as "
         "partition key 5, 1 file borrowed",
     ),
+    "partition_adopted": (
+        PartitionChanges(created=(CreatedPartition(5, TOPIC, "orders", 3),), next_offsets=((5, 10),)),
+        NamesGiven(partitions=(CreatedPartition(5, TOPIC, "orders", 3),)),
+        "partition adopted: orders-3 from coordinator 2 (move 11) as partition key 5, offsets 0..10, 1 producer",
+    ),
     "topic_deleted": (
         PartitionChanges(deleted_topics=(TOPIC,)),
         NamesGiven(),
@@ -207,10 +232,11 @@ def test_names_unknown_are_described_by_key_and_id() -> None:
 def test_the_pipeline_reports_and_the_catalog_follows_only_the_kinds_that_change_it() -> None:
     applied = [(end + 1, [record]) for end, record in enumerate(SAMPLES.values())]
     reported = topic_records(applied)
-    assert reported == [SAMPLES["partition_created"], SAMPLES["topic_deleted"]]
+    assert reported == [SAMPLES["partition_created"], SAMPLES["partition_adopted"], SAMPLES["topic_deleted"]]
     catalog = TopicCatalog()
     catalog.apply_records(4, list(SAMPLES.values())[:-1])  # all but the topic's deletion
     assert catalog.topic_id_of("orders") == TOPIC and catalog.coordinator_of(TOPIC, 2) == 4
+    assert catalog.coordinator_of(TOPIC, 3) == 4  # adopted: placed at the coordinator that adopted it
     catalog.apply_records(4, [SAMPLES["topic_deleted"]])
     assert catalog.topic(TOPIC) is None and catalog.topic_id_of("orders") is None
 
@@ -219,8 +245,9 @@ def test_a_recovery_follows_next_offsets_and_names_through_records_of_every_kind
     frames = [Frame(offset, 1, 1, records.encode_batch([record])) for offset, record in enumerate(SAMPLES.values())]
     names, next_offsets = Names(), {}
     _replay_offsets(iter(frames[:-1]), names, next_offsets)
-    assert next_offsets == {0: 10, 1: 4}
-    assert names.partitions == {0: ("orders", TOPIC, 2)} and names.files == {8: "wal/a", 9: "wal/b", 10: "wal/c"}
+    assert next_offsets == {0: 10, 1: 4, 5: 10}  # an adopted partition starts at its high watermark
+    assert names.partitions == {0: ("orders", TOPIC, 2), 5: ("orders", TOPIC, 3)}
+    assert names.files == {8: "wal/a", 9: "wal/b", 10: "wal/c"}
     assert names.leader_node_id == 5
     _replay_offsets(iter(frames[-1:]), names, next_offsets)  # the topic's partitions go; an unnamed one stays
     assert next_offsets == {1: 4}

@@ -387,3 +387,47 @@ def partition_adoption_chunk(
             ],
         )
     )
+
+
+class AdoptedPartition(NamedTuple):
+    """A moved partition as its frozen source holds it besides its batches (design §5a): what its adoption carries."""
+
+    topic_id: bytes
+    topic_name: str
+    partition: int
+    log_start_offset: int
+    high_watermark: int
+    local_log_start_offset: int
+    remote_max_timestamp: int
+    classic_log_start_offset: int
+    seal_offset: int
+    switch_leader_epoch: int
+    switch_producers: int
+    producers: tuple[CarriedProducer, ...]
+    configs: tuple[tuple[str, str], ...]  # the topic's configurations, sorted by name
+
+
+def partition_adopted(
+    from_coordinator: int, move_id: int, staged_partition_key: int, adopted: AdoptedPartition
+) -> rec.MetadataRecord:
+    """The cut-over at a move's target (design §5a): the staged batches become the partition, served here."""
+    return rec.MetadataRecord(
+        partition_adopted=rec.PartitionAdopted(
+            from_coordinator=from_coordinator,
+            move_id=move_id,
+            staged_partition_key=staged_partition_key,
+            topic_id=adopted.topic_id,
+            topic_name=adopted.topic_name,
+            partition=adopted.partition,
+            log_start_offset=adopted.log_start_offset,
+            high_watermark=adopted.high_watermark,
+            local_log_start_offset=adopted.local_log_start_offset,
+            remote_max_timestamp=adopted.remote_max_timestamp,
+            classic_log_start_offset=adopted.classic_log_start_offset,
+            seal_offset=adopted.seal_offset,
+            switch_leader_epoch=adopted.switch_leader_epoch,
+            switch_producers=adopted.switch_producers,
+            producers=[rec.CarriedProducer(**producer._asdict()) for producer in adopted.producers],
+            topic_configs=[rec.TopicConfigValue(name=name, value=value) for name, value in adopted.configs],
+        )
+    )

@@ -141,6 +141,7 @@ class CoordinatorView:
         self._topic_configs: dict[bytes, dict[str, str]] = {}
         # (source coordinator, move id) -> a partition move staged here, its target (design §5a).
         self.staged_moves: dict[tuple[int, int], StagedMove] = {}
+        self.adopted_moves: set[tuple[int, int]] = set()  # (source, move id) of the moves adopted here
         # object key -> (log end offset of the batch that recorded it, its FileCommitted or None when the
         # file came by hand-over); dropped once applied.
         self._pending_files: dict[str, tuple[int, rec.FileCommitted | None]] = {}

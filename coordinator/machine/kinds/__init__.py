@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from coordinator.machine.kinds.adoption import PartitionAdoptedKind
 from coordinator.machine.kinds.adoptions import PartitionAdoptionChunkKind
 from coordinator.machine.kinds.files import (
     FileCommittedKind,
@@ -73,6 +74,7 @@ _REGISTERED: tuple[RecordKind, ...] = (
     PartitionMoveStartedKind(),
     PartitionMoveCancelledKind(),
     PartitionAdoptionChunkKind(),
+    PartitionAdoptedKind(),
 )
 KINDS: dict[str, RecordKind] = {kind.name: kind for kind in _REGISTERED}
 # The pipeline asks of every applied record whether the catalog follows it: a set lookup by name is cheapest.

@@ -4,9 +4,18 @@ from __future__ import annotations
 
 import apsw
 
+from coordinator.base.invariants import check_invariant
 from coordinator.machine.batch_entries import entry_flags
-from coordinator.machine.records import MovedBatch, MovedFile
+from coordinator.machine.records import AdoptedPartition, CarriedProducer, MovedBatch, MovedFile
 from coordinator.machine.view import StagedMove
+
+
+def adopted_moves(db: apsw.Connection) -> set[tuple[int, int]]:
+    """(source, move id) of every move adopted here."""
+    return {
+        (int(source), int(move_id))
+        for source, move_id in db.execute("SELECT from_coordinator, move_id FROM partition_adoptions WHERE adopted")
+    }
 
 
 def staged_moves(db: apsw.Connection) -> list[StagedMove]:
@@ -15,7 +24,7 @@ def staged_moves(db: apsw.Connection) -> list[StagedMove]:
     moves = []
     for source, move_id, key, topic_id, partition, chunks, next_offset in db.execute(
         "SELECT from_coordinator, move_id, staged_partition_key, topic_id, partition, chunks, next_offset "
-        "FROM partition_adoptions ORDER BY from_coordinator, move_id"
+        "FROM partition_adoptions WHERE adopted = 0 ORDER BY from_coordinator, move_id"
     ):
         files = dict(
             db.execute(
@@ -62,3 +71,41 @@ def chunk_from(
             )
         ]
     return batches, list(files.values()), aborted
+
+
+def adopted_partition(db: apsw.Connection, partition_key: int) -> AdoptedPartition | None:
+    """What a move carries of a partition at its source besides its batches: its row, its producers' state and its
+    topic's configurations (None: no such partition). Call it in a read transaction."""
+    row = db.execute(
+        "SELECT topic_id, topic_name, partition, log_start_offset, high_watermark, local_log_start_offset, "
+        "remote_max_timestamp, classic_log_start_offset, seal_offset, switch_leader_epoch, switch_producers "
+        "FROM partitions WHERE partition_key = ?",
+        (partition_key,),
+    ).fetchone()
+    if row is None:
+        return None
+    transactions = {
+        int(producer_id): (int(epoch), int(first))
+        for producer_id, epoch, first in db.execute(
+            "SELECT producer_id, coordinator_epoch, first_offset FROM producer_transactions WHERE partition_key = ?",
+            (partition_key,),
+        )
+    }
+    producers = []
+    for producer_id, producer_epoch, window, last_timestamp in db.execute(
+        "SELECT producer_id, producer_epoch, window, last_timestamp FROM producers WHERE partition_key = ? "
+        "ORDER BY producer_id",
+        (partition_key,),
+    ):
+        epoch, first = transactions.pop(int(producer_id), (-1, -1))
+        producers.append(CarriedProducer(producer_id, producer_epoch, bytes(window), last_timestamp, epoch, first))
+    # A producer whose window expired may still hold a transaction's state: carried with an empty window.
+    check_invariant(not transactions, f"partition {partition_key}: transaction state of producers with no window")
+    configs = tuple(
+        (str(name), str(value))
+        for name, value in db.execute(
+            "SELECT name, value FROM topic_configs WHERE topic_id = ? ORDER BY name", (bytes(row[0]),)
+        )
+    )
+    topic_id, name, partition, *positions = row
+    return AdoptedPartition._make((bytes(topic_id), str(name), int(partition), *positions, tuple(producers), configs))

@@ -124,13 +124,13 @@ _MOVE_PROBLEMS = (
 )
 
 
-# A move staged here, its target (design §5a), whose staged key a partition row names (staged batches are read by
-# nobody before the adoption), or that comes from this coordinator itself or from no chunk.
+# A move staged here, its target (design §5a), whose staged key a partition row names before its adoption (staged
+# batches are read by nobody before it), or that comes from this coordinator itself or from no chunk.
 _STAGING_PROBLEMS = (
     "SELECT a.staged_partition_key, a.from_coordinator, a.move_id FROM partition_adoptions AS a "
     "WHERE a.chunks < 1 OR a.from_coordinator < 0 "
     "OR a.from_coordinator = (SELECT value FROM meta WHERE name = 'coordinator_id') "
-    "OR EXISTS (SELECT 1 FROM partitions AS p WHERE p.partition_key = a.staged_partition_key) "
+    "OR (a.adopted = 0 AND EXISTS (SELECT 1 FROM partitions AS p WHERE p.partition_key = a.staged_partition_key)) "
     f"LIMIT {PROBLEMS_REPORTED_MAX}"
 )
 
@@ -142,8 +142,8 @@ def move_problems(connection: apsw.Connection) -> list[str]:
         for key, target, move_id in connection.execute(_MOVE_PROBLEMS)
     ]
     staged = [
-        f"partition key {key} staged by move {move_id} from coordinator {source}: served already, from no chunk, "
-        "or from this coordinator"
+        f"partition key {key} staged by move {move_id} from coordinator {source}: served before its adoption, from "
+        "no chunk, or from this coordinator"
         for key, source, move_id in connection.execute(_STAGING_PROBLEMS)
     ]
     return (frozen + staged)[:PROBLEMS_REPORTED_MAX]

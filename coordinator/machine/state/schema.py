@@ -50,7 +50,9 @@ STATEMENTS = (
     ) WITHOUT ROWID""",
     # Partition moves (design §5a; schema 11), at the target: a move whose batches are being staged here under
     # `staged_partition_key` (no `partitions` row names it, so no read finds them), keyed by the source and its move
-    # id; `chunks` recorded so far, `next_offset` the offset the next chunk starts at (-1: no batch staged yet).
+    # id; `chunks` recorded so far, `next_offset` the offset the next chunk starts at (-1: no batch staged yet);
+    # `adopted` once PartitionAdopted made the staged key a served partition (the row stays: a repeated adoption is
+    # then answered as the first, design §5a).
     """CREATE TABLE IF NOT EXISTS partition_adoptions (
         from_coordinator INTEGER NOT NULL,
         move_id INTEGER NOT NULL,
@@ -59,6 +61,7 @@ STATEMENTS = (
         partition INTEGER NOT NULL,
         chunks INTEGER NOT NULL,
         next_offset INTEGER NOT NULL,
+        adopted INTEGER NOT NULL DEFAULT 0,
         PRIMARY KEY (from_coordinator, move_id)
     ) WITHOUT ROWID""",
     # part_batches: the well-formed batches of the file's commit here, stored or rejected (0 for a file

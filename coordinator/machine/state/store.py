@@ -296,6 +296,7 @@ class StateStore:
             view.load_topic_configs(topic_id, configs)
         for staged in adoptions.staged_moves(self._writer):
             view.staged_moves[(staged.from_coordinator, staged.move_id)] = staged
+        view.adopted_moves = adoptions.adopted_moves(self._writer)
         for row in self._writer.execute(
             "SELECT partition_key, producer_id, coordinator_epoch, first_offset FROM producer_transactions"
         ):

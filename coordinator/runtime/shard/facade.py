@@ -314,6 +314,10 @@ class CoordinatorShard:
         view = self._view()
         return [PartitionName(p.topic_id, p.topic_name, p.partition) for p in view.partitions()]
 
+    def frozen_partitions(self) -> set[tuple[bytes, int]]:
+        """(topic id, partition) of the partitions here frozen by a move to another coordinator (design §5a)."""
+        return {(p.topic_id, p.partition) for p in self._view().partitions() if p.moving_to >= 0}
+
     def topic_configs(self, topic_id: bytes) -> dict[str, str]:
         """The configurations set on a topic here (empty: all at their defaults), changes not yet applied included."""
         return dict(self._view().topic_configs(topic_id))
