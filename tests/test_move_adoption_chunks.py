@@ -130,14 +130,14 @@ def send(target: Coordinator, chunk: AdoptionChunk, max_batches: int = CHUNK) ->
     return result.response.error.error_code, result.response.staged_chunks, len(result.records)
 
 
-def move_all(source: Coordinator, target: Coordinator, key: int, apply_each: bool = False) -> int:
+def move_all(source: Coordinator, target: Coordinator, key: int, apply_each: bool = False, limit: int = CHUNK) -> int:
     """Every chunk of the move sent in order (applied at the end, or after each); the chunks sent."""
     index, offset = 0, 0
     while True:
-        chunk = chunk_at(source, key, index, offset)
+        chunk = chunk_at(source, key, index, offset, limit)
         if index > 0 and not chunk.batches:
             break
-        assert send(target, chunk)[:2] == (ErrorCode.NONE, index + 1)
+        assert send(target, chunk, limit)[:2] == (ErrorCode.NONE, index + 1)
         if apply_each:
             target.apply()
         index += 1
@@ -307,3 +307,23 @@ def test_a_loan_row_never_waits_for_the_owner_chains_token() -> None:
         found = reads.idle_files(db, reads.IdleFilesQuery.AWAITING_OWNERSHIP, (NOW, -1), 10)
         assert [facts.object_key for facts in found] == ["wal/chain"]
         db.close()
+
+
+@pytest.mark.parametrize(("limit", "apply_each"), [(1, True), (1, False), (3, True), (3, False), (8, False)])
+def test_any_chunk_size_and_apply_timing_stage_the_same_batches_and_state(
+    pair: tuple[Coordinator, Coordinator], limit: int, apply_each: bool
+) -> None:
+    """Chunks of 1, 3 or all 8 batches, each applied before the next is checked or all applied at the end: the same
+    staged batches (but for ids), the same file rows and a sound state; the view's staged move matches a reload."""
+    source, target = pair
+    key = frozen_source(source, target)
+    assert move_all(source, target, key, apply_each, limit) == -(-8 // limit)
+    staged = _staged_key(target)
+    moved, kept = _infos(source.store.reader, key), _infos(target.store.reader, staged)
+    for info in [*moved, *kept]:
+        info.batch_id = 0
+    assert kept == moved
+    rows = dict(target.store.reader.execute("SELECT object_key, live_batches FROM files"))
+    assert rows == {"wal/1": 2, "wal/2": 2, "wal/3": 2, "wal/4": 2, "wal/5": 1}
+    assert target.store.load_view().staged_moves == target.view.staged_moves
+    assert integrity.check_integrity(target.store.path).problem is None
