@@ -137,9 +137,13 @@ def _consolidate(args: argparse.Namespace) -> int:
 
     size = BenchSize(files=args.files, partitions=args.partitions, brokers=args.brokers,
                      coordinators=args.coordinators, target_object_bytes=args.target_object_bytes,
-                     baseline_s=args.baseline_seconds, master=args.master)  # fmt: skip
+                     baseline_s=args.baseline_seconds, master=args.master, job_nice=args.job_nice,
+                     replace_duty_percent=args.replace_duty_percent)  # fmt: skip
     if min(size.files, size.partitions, size.brokers, size.coordinators, size.target_object_bytes) <= 0:
         print("diskless bench consolidate: sizes must be > 0", file=sys.stderr)
+        return 2
+    if not 0 <= size.job_nice <= 19 or not 1 <= size.replace_duty_percent <= 100:
+        print("diskless bench consolidate: --job-nice must be 0..19, --replace-duty-percent 1..100", file=sys.stderr)
         return 2
     results = run_benchmark(size, args.work_dir, args.out)
     print(table(results))
@@ -255,6 +259,14 @@ def _add_consolidate_command(commands: Any) -> None:
         help=f"the steady load alone before the job (default {size.baseline_s:g})",
     )  # fmt: skip
     consolidate.add_argument("--master", default=size.master, help=f"Spark master (default {size.master})")
+    consolidate.add_argument(
+        "--job-nice", type=int, default=size.job_nice,
+        help=f"niceness of the job's JVM and Python workers (default {size.job_nice}; 0: as the node)",
+    )  # fmt: skip
+    consolidate.add_argument(
+        "--replace-duty-percent", type=int, default=size.replace_duty_percent,
+        help=f"the job's ReplaceBatches pacing (default {size.replace_duty_percent}; 100: no pause)",
+    )  # fmt: skip
     consolidate.add_argument("--work-dir", type=Path, default=default_work_dir(), help="where the store is built")
     consolidate.add_argument("--out", type=Path, default=RESULTS, help=f"results JSON (default {RESULTS})")
     consolidate.set_defaults(run=_consolidate)

@@ -41,7 +41,7 @@ from spark.record_batches import encode_batch
 RESULTS = Path(__file__).resolve().parent / "results" / "consolidate.json"
 FILE_INTERVAL_MS = 250
 BATCH_VARIANTS = 64  # distinct encoded batches the files reuse: genuine bytes without encoding millions
-WRITE_THREADS = 8
+WRITE_THREADS = 32  # files committed at once while building (a window of brokers' 250 ms files)
 PROGRESS_EVERY_S = 10.0
 DRAIN_TIMEOUT_S = 120.0
 TOPIC_PARTITIONS_MAX = 100
@@ -63,6 +63,8 @@ class BenchSize:
     load_rate_per_s: float = 8.0  # steady commits per second beside the job
     baseline_s: float = 20.0  # the load alone, before the job
     master: str = "local[2]"
+    job_nice: int = 19  # the job's JVM and Python workers (diskless.consolidation.job.nice)
+    replace_duty_percent: int = 20  # diskless.consolidation.replace.duty.percent
     seed: int = 38
 
 
@@ -141,10 +143,11 @@ def _write_files(
             if done[0] % 1000 == 0:
                 say(f"building: {done[0]:,}/{size.files:,} files ({done[0] / (time.monotonic() - started):,.0f}/s)")
 
-    # In waves, so that the files' commit order follows their broker times roughly, as brokers' would.
-    for wave in range(0, size.files, size.brokers * WRITE_THREADS):
-        with futures.ThreadPoolExecutor(WRITE_THREADS) as pool:
-            list(pool.map(write, range(wave, min(size.files, wave + size.brokers * WRITE_THREADS))))
+    # One pool kept busy: waves of files each waited for their slowest commit (32 files/s at 10,000).
+    # The files are submitted in broker-time order, so their commit order follows it within the window.
+    with futures.ThreadPoolExecutor(WRITE_THREADS) as pool:
+        for _ in pool.map(write, range(size.files)):
+            pass
 
 
 def _wait_serving(stub: pb_grpc.DisklessCoordinatorStub) -> None:
@@ -187,13 +190,14 @@ def _options(address: str, root: Path, size: BenchSize, committed_before_ms: int
 
     return ConsolidateOptions(access=CoordinatorAccess((address,)), store=StoreConfig("local", str(root)),
                               min_age_ms=0, target_object_bytes=size.target_object_bytes,
-                              max_files=size.files, committed_before_ms=committed_before_ms)  # fmt: skip
+                              max_files=size.files, committed_before_ms=committed_before_ms,
+                              job_nice=size.job_nice, replace_duty_percent=size.replace_duty_percent)  # fmt: skip
 
 
 def one_process(address: str, root: Path, size: BenchSize) -> dict[str, Any]:
     """The same work without Spark: plan every coordinator, cut the runs, move them one by one."""
-    from spark.consolidation_rules import partition_runs
-    from spark.consolidation_tasks import PlanRequest, RunPlan, move_run, plan_task
+    from spark.consolidation_planning import plan_runs
+    from spark.consolidation_tasks import PlanRequest, RunPlan, move_run
     from spark.coordinator_client import discover
 
     options = _options(address, root, size)
@@ -201,17 +205,15 @@ def one_process(address: str, root: Path, size: BenchSize) -> dict[str, Any]:
     discovery = discover(options.access)
     request = PlanRequest(options.access, options.min_age_ms, options.max_file_size, options.max_files,
                           options.committed_before_ms)  # fmt: skip
-    by_partition: dict[tuple[int, bytes, int], list[Any]] = {}
-    for batch in plan_task([(c.coordinator_id, c.node) for c in discovery.coordinators], request):
-        by_partition.setdefault((batch.coordinator_id, batch.topic_id, batch.partition), []).append(batch)
+    planned = plan_runs([(c.coordinator_id, c.node) for c in discovery.coordinators], request,
+                        options.target_object_bytes, options.max_batches_per_run)  # fmt: skip
     plan = RunPlan(options.store, options.access, {c.coordinator_id: c.node for c in discovery.coordinators},
                    discovery.nodes, options.uploader_broker_id)  # fmt: skip
     moved = objects = 0
-    for batches in by_partition.values():
-        for run in partition_runs(batches, options.target_object_bytes, options.max_batches_per_run):
-            result = move_run(run, plan)
-            moved += result.batches_moved
-            objects += result.status == "moved"
+    for run in planned.runs:
+        result = move_run(run, plan)
+        moved += result.batches_moved
+        objects += result.status == "moved"
     return {"wall_s": round(time.monotonic() - started, 2), "batches_moved": moved, "objects_out": objects}
 
 
@@ -228,7 +230,7 @@ def run_benchmark(size: BenchSize, work: Path, out: Path | None = RESULTS, spark
     results: dict[str, Any] = {"size": asdict(size), "build_s": round(build_s, 1), "load_average": os.getloadavg()}
     root_a, root_b = work / "a" / "objects", work / "b" / "objects"
     node_a, address_a, _ = start_node(work / "a", size.coordinators, {**NODE_SETTINGS, **_storage(root_a)})
-    session = spark or open_consolidation_session(size.master, {"spark.ui.enabled": "false"})
+    session = spark or open_consolidation_session(size.master, {"spark.ui.enabled": "false"}, size.job_nice)
     try:
         with grpc.insecure_channel(address_a) as channel:
             stub = pb_grpc.DisklessCoordinatorStub(channel)

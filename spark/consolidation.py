@@ -7,10 +7,11 @@ stderr while it runs:
 1. coordinators (driver): every coordinator and its leader (DescribeCoordinators, as the orphan scan
    finds them, spark/coordinator_client.py); the job aborts if any cannot answer, before a Spark
    application starts.
-2. planning (executors): one task per group of coordinators asks each leader for its oldest files
-   under the size bound with their live batches (GetFileMergeWorkItem, paged, --max-files per
-   coordinator); the batches are grouped by partition and cut into runs (spark/consolidation_rules.py):
-   consecutive batches, up to --target-object-bytes, from at least two source objects. Cached.
+2. planning (driver): each coordinator's leader is asked for its oldest files under the size bound
+   with their live batches (GetFileMergeWorkItem, paged, --max-files per coordinator), coordinators
+   asked in parallel threads; the batches are grouped by partition and cut into runs
+   (spark/consolidation_planning.py, spark/consolidation_rules.py): consecutive batches, up to
+   --target-object-bytes, from at least two source objects.
 3. moving (executors): the runs spread over the run tasks; each run read, checked, uploaded and
    committed with ReplaceBatches (spark/consolidation_tasks.py). With --dry-run the runs are read
    and checked only. The driver collects one small result per run.
@@ -30,14 +31,15 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from pyspark import StorageLevel
 from pyspark.sql import SparkSession
 
 from spark.consolidation_options import ConsolidateOptions
+from spark.consolidation_planning import plan_runs
 from spark.consolidation_report import ConsolidationReport
-from spark.consolidation_rules import Run, SourceBatch, partition_runs
-from spark.consolidation_tasks import PlanRequest, RunPlan, RunResult, move_task, plan_task
+from spark.consolidation_rules import Run
+from spark.consolidation_tasks import PlanRequest, RunPlan, RunResult, move_task
 from spark.coordinator_client import CoordinatorsUnavailable, discover
+from spark.job_priority import NICE_MAX, started_at_niceness
 from spark.orphan_scan import open_session
 from spark.progress import PhaseClock, Say
 
@@ -49,8 +51,11 @@ def say_on_stderr(line: str) -> None:
     print(f"consolidate: {line}", file=sys.stderr, flush=True)
 
 
-def open_consolidation_session(master: str | None = None, conf: dict[str, str] | None = None) -> SparkSession:
-    return open_session(master, {"spark.app.name": APP_NAME, **(conf or {})})
+def open_consolidation_session(
+    master: str | None = None, conf: dict[str, str] | None = None, nice: int = NICE_MAX
+) -> SparkSession:
+    """A session whose JVM and Python workers run at niceness `nice` (spark/job_priority.py)."""
+    return started_at_niceness(nice, lambda: open_session(master, {"spark.app.name": APP_NAME, **(conf or {})}))
 
 
 def _wall_clock_ms() -> int:
@@ -62,14 +67,6 @@ def _store_description(options: ConsolidateOptions) -> str:
     if store.backend == "s3":
         return f"s3://{store.s3_bucket}/{store.s3_prefix}"
     return f"local {os.path.abspath(store.local_root)}"
-
-
-def _partition_of(batch: SourceBatch) -> tuple[int, bytes, int]:
-    return batch.coordinator_id, batch.topic_id, batch.partition
-
-
-def _runs_of(group: tuple[Any, Any], target_bytes: int, max_batches: int) -> list[Run]:
-    return partition_runs(group[1], target_bytes, max_batches)
 
 
 def run_consolidation(
@@ -107,30 +104,14 @@ def run_consolidation(
         options.access, options.min_age_ms, options.max_file_size, options.max_files, options.committed_before_ms
     )
     with clock.phase("planning"):
-        batches = context.parallelize(coordinators, min(len(coordinators), context.defaultParallelism))
-        planned = batches.mapPartitions(functools.partial(plan_task, request=request))
-        planned.persist(StorageLevel.MEMORY_AND_DISK)
-        runs = (
-            planned.keyBy(_partition_of)
-            .groupByKey()
-            .flatMap(
-                functools.partial(
-                    _runs_of, target_bytes=options.target_object_bytes, max_batches=options.max_batches_per_run
-                )
-            )
-            .persist(StorageLevel.MEMORY_AND_DISK)
-        )
         try:
-            report.batches_planned = planned.count()
-            report.files_planned = planned.map(lambda b: b.object_key).distinct().count()
-            report.runs = runs.count()
-        except Exception as error:  # a coordinator that fails its planning: nothing moved yet
-            report.abort(f"planning failed, nothing moved: {_last_line(error)}")
+            planned = plan_runs(coordinators, request, options.target_object_bytes, options.max_batches_per_run)
+        except CoordinatorsUnavailable as error:  # a coordinator that fails its planning: nothing moved yet
+            report.abort(f"planning failed, nothing moved: {error}")
             say(report.reason)
             report.finish()
             return report
-        finally:
-            planned.unpersist()
+    report.batches_planned, report.files_planned, report.runs = planned.batches, planned.files, len(planned.runs)
     clock.note(f"planned {report.files_planned:,} files, {report.batches_planned:,} batches: {report.runs:,} runs")
     plan = RunPlan(
         store=options.store,
@@ -139,11 +120,11 @@ def run_consolidation(
         nodes=discovery.nodes,
         uploader_broker_id=options.uploader_broker_id,
         dry_run=options.dry_run,
+        replace_duty_percent=options.replace_duty_percent,
         after_upload=after_upload,
     )
     with clock.phase("checking" if options.dry_run else "moving"):
-        results = _move(context, runs, plan, options, report) if report.runs else []
-        runs.unpersist()
+        results = _move(context, planned.runs, plan, options, report) if report.runs else []
     report.add(results)
     report.finish()
     clock.note(
@@ -154,10 +135,10 @@ def run_consolidation(
 
 
 def _move(
-    context: Any, runs: Any, plan: RunPlan, options: ConsolidateOptions, report: ConsolidationReport
+    context: Any, runs: list[Run], plan: RunPlan, options: ConsolidateOptions, report: ConsolidationReport
 ) -> list[RunResult]:
     tasks = options.run_tasks or RUN_TASKS_PER_CORE * context.defaultParallelism
-    spread = runs.repartition(max(1, min(tasks, report.runs)))
+    spread = context.parallelize(runs, max(1, min(tasks, len(runs))))
     try:
         results: list[RunResult] = spread.mapPartitions(functools.partial(move_task, plan=plan)).collect()
     except Exception as error:  # a task lost for good: what it committed stays committed, a rerun goes on

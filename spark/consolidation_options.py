@@ -37,6 +37,8 @@ class ConsolidateOptions:
     uploader_broker_id: int = CONSOLIDATION_UPLOADER_ID
     committed_before_ms: int = 0  # also only files committed by then (wall clock; 0: no such bound)
     max_batches_per_run: int = 10_000  # the coordinators' diskless.coordinator.replace.batch.max
+    job_nice: int = 19  # niceness of the JVM and Python workers the job starts (spark/job_priority.py)
+    replace_duty_percent: int = 20  # share of a run task's time spent in ReplaceBatches at most (100: no pause)
 
     def problem(self) -> str | None:
         if self.min_age_ms < 0:
@@ -51,6 +53,10 @@ class ConsolidateOptions:
             return f"--run-tasks must be 0..{RUN_TASKS_MAX} (0: four per core), got {self.run_tasks}"
         if self.max_batches_per_run <= 0:
             return f"diskless.coordinator.replace.batch.max must be > 0, got {self.max_batches_per_run}"
+        if not 0 <= self.job_nice <= 19:
+            return f"diskless.consolidation.job.nice must be 0..19, got {self.job_nice}"
+        if not 1 <= self.replace_duty_percent <= 100:
+            return f"diskless.consolidation.replace.duty.percent must be 1..100, got {self.replace_duty_percent}"
         if not self.access.bootstrap:
             return "--bootstrap names no address"
         return None
@@ -75,6 +81,8 @@ def options_from_arguments(args: argparse.Namespace) -> ConsolidateOptions:
         dry_run=args.dry_run,
         run_tasks=args.run_tasks,
         max_batches_per_run=settings.replace_batch_max,
+        job_nice=settings.consolidation_job_nice,
+        replace_duty_percent=settings.consolidation_replace_duty_percent,
     )
     problem = options.problem()
     if problem:

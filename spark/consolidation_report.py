@@ -51,12 +51,19 @@ class ConsolidationReport:
     unknown: int = 0  # runs whose ReplaceBatches got no answer: objects kept
     upload_failed: int = 0
     objects_deleted: int = 0  # objects nothing moved into, deleted
+    # ReplaceBatches calls' wall time (ms): each applies one record per coordinator on its loop, so the
+    # slowest call bounds how long a commit there may have waited behind the job.
+    replace_ms_p50: float = 0.0
+    replace_ms_max: float = 0.0
     durations_s: dict[str, float] = field(default_factory=dict)
     messages: list[str] = field(default_factory=list)
 
     def add(self, results: Iterable[RunResult]) -> None:
         sources: set[str] = set()
+        calls: list[float] = []
         for result in results:
+            if result.replace_ms > 0:
+                calls.append(result.replace_ms)
             self.damaged += result.damaged
             self.refused += result.refused
             self.refused_otherwise += result.refused_otherwise
@@ -74,6 +81,9 @@ class ConsolidationReport:
                 room = SAMPLE_MAX - len(self.messages)
                 self.messages.extend(f"{result.partition}: {m}" for m in result.messages[: max(0, room)])
         self.files_in = len(sources)
+        if calls:
+            calls.sort()
+            self.replace_ms_p50, self.replace_ms_max = calls[len(calls) // 2], calls[-1]
 
     def abort(self, reason: str) -> None:
         self.status, self.reason = ABORTED, reason
@@ -110,6 +120,7 @@ class ConsolidationReport:
             ("no answer (objects kept)", f"{self.unknown:,} runs"),
             ("uploads failed", f"{self.upload_failed:,} runs"),
             ("objects deleted (nothing moved)", f"{self.objects_deleted:,}"),
+            ("ReplaceBatches calls", f"p50 {self.replace_ms_p50:g} ms, slowest {self.replace_ms_max:g} ms"),
             ("phases", ", ".join(f"{name} {seconds:.1f} s" for name, seconds in self.durations_s.items())),
         ]
         width = max(len(name) for name, _ in rows)

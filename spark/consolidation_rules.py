@@ -85,17 +85,20 @@ def partition_runs(batches: Iterable[SourceBatch], target_bytes: int, max_batche
     `max_batches` each, the most one ReplaceBatches call may move (`diskless.coordinator.replace.batch.max`)."""
     ordered = sorted(batches, key=lambda b: b.base_offset)
     runs: list[list[SourceBatch]] = []
+    run_bytes = 0  # the current run's size, kept as it grows: summing it per batch was quadratic
     for batch in ordered:
         current = runs[-1] if runs else None
         if (
             current is None
             or batch.base_offset != current[-1].last_offset + 1
-            or sum(b.size for b in current) + batch.size > target_bytes
+            or run_bytes + batch.size > target_bytes
             or len(current) >= max_batches
         ):
             runs.append([batch])
+            run_bytes = batch.size
         else:
             current.append(batch)
+            run_bytes += batch.size
     worth = [run for run in runs if len({b.object_key for b in run}) >= 2]
     return [Run(run[0].coordinator_id, run[0].topic_id, run[0].partition, tuple(run)) for run in worth]
 

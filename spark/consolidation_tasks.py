@@ -104,6 +104,7 @@ class RunPlan:
     nodes: tuple[str, ...]  # every leader node, asked by DescribeFiles before an object is deleted
     uploader_broker_id: int
     dry_run: bool = False
+    replace_duty_percent: int = 100  # diskless.consolidation.replace.duty.percent (100: no pause)
     # For tests only: called with the object key after its upload and before ReplaceBatches (a crash there).
     after_upload: Callable[[str], None] | None = None
 
@@ -124,6 +125,7 @@ class RunResult:
     gets_after: int = 0  # and after
     moved_from: list[str] = field(default_factory=list)  # the source objects of the moved batches
     object_deleted: bool = False
+    replace_ms: float = 0.0  # the ReplaceBatches call(s), retries included: what the coordinator's loop waited on
     messages: list[str] = field(default_factory=list)
 
     def note(self, message: str) -> None:
@@ -185,9 +187,10 @@ def plan_task(coordinators: Iterable[tuple[int, str]], request: PlanRequest) -> 
         with request.access.channel(node) as channel:
             stub = pb_grpc.DisklessCoordinatorStub(channel)
             for item in _work_items(stub, coordinator_id, node, request):
+                key = item.object_key  # one string per file, shared by its batches (a plan holds millions)
                 for b in item.batches:
                     yield SourceBatch(coordinator_id, b.topic_id, b.partition, b.base_offset, b.last_offset,
-                                      item.object_key, b.byte_offset, b.size)  # fmt: skip
+                                      key, b.byte_offset, b.size)  # fmt: skip
 
 
 # ---------------------------------------------------------------------- one run
@@ -259,7 +262,9 @@ def _move(run: Run, plan: RunPlan, store: ObjectStore, result: RunResult) -> Non
         extents=[_extent(run, e) for e in extents],
         timeout_ms=int(plan.access.rpc_timeout_s * 1000),
     )
+    called = time.monotonic()
     answers = _replace(plan, run.coordinator_id, request, result)
+    result.replace_ms = round((time.monotonic() - called) * 1000, 1)
     if answers is None:
         result.status = UNKNOWN  # kept: a rerun commits it, or the orphan scan removes it
         return
@@ -351,7 +356,18 @@ def _delete_if_unknown(plan: RunPlan, result: RunResult) -> bool:
     return tally.deleted == 1
 
 
-def move_task(runs: Iterable[Run], plan: RunPlan) -> Iterator[RunResult]:
-    """One run task (a Spark partition): its runs one after the other."""
+def replace_pause_s(replace_ms: float, duty_percent: int) -> float:
+    """The pause after a ReplaceBatches call of `replace_ms` that keeps the calls to `duty_percent` of the time.
+
+    The call's wall time is what the coordinator's loop spent on the record plus what the call waited
+    for it (a busy node answers slower): the pause grows with both, so the job backs off a loaded node."""
+    return replace_ms / 1000 * (100 / duty_percent - 1)
+
+
+def move_task(runs: Iterable[Run], plan: RunPlan, sleep: Callable[[float], None] = time.sleep) -> Iterator[RunResult]:
+    """One run task (a Spark partition): its runs one after the other, paced (`replace_pause_s`)."""
     for run in runs:
-        yield move_run(run, plan)
+        result = move_run(run, plan)
+        yield result
+        if result.replace_ms > 0 and plan.replace_duty_percent < 100:
+            sleep(replace_pause_s(result.replace_ms, plan.replace_duty_percent))

@@ -44,9 +44,11 @@ from typing import Protocol
 import grpc
 from grpc_health.v1 import health_pb2
 
+from coordinator.base.workers import WorkerState
 from coordinator.machine.state.reads import StateDamaged
 from coordinator.runtime.log.inspection import scan_log
 from coordinator.runtime.shard.availability import ShardState
+from coordinator.runtime.worker_specs import COORDINATOR_LIFE
 from protos import coordinator_pb2 as pb
 from protos import coordinator_pb2_grpc as pb_grpc
 from snapshot.snapshots import MANIFEST_SUFFIX, check_snapshots, snapshot_directory
@@ -289,10 +291,17 @@ def settled(node: InProcessNode) -> bool:
         shard.state is ShardState.ACTIVE
         or (
             shard.state is ShardState.FAILED
-            and (waits_to_load(shard.problem) or shard._lifecycle._task is None or shard._lifecycle._task.done())
+            and (waits_to_load(shard.problem) or _life_ended(node, shard.coordinator_id))
         )
         for shard in node.node.shards
     )
+
+
+def _life_ended(node: InProcessNode, coordinator_id: int) -> bool:
+    """The coordinator's life loop ended (it returned: an operator is needed) or died (FAILED, not started again)."""
+    life = [s for s in node.node.workers.statuses() if (s.name, s.coordinator_id) == (COORDINATOR_LIFE.name,
+                                                                                      coordinator_id)]  # fmt: skip
+    return not life or life[0].state is WorkerState.FAILED
 
 
 def waits_to_load(problem: str) -> bool:

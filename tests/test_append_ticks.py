@@ -27,22 +27,26 @@ TOPIC = bytes(range(1, 17))
 
 
 class TimedLog(MemoryLog):
-    """Records when each append happened."""
+    """Records when each append happened, and after how many ticks of the shared timer."""
 
-    def __init__(self) -> None:
+    def __init__(self, ticks: AppendTicks) -> None:
         super().__init__()
+        self._ticks = ticks
         self.appended_at: list[float] = []
+        self.appended_after_ticks: list[int] = []
 
     def append(self, frames: bytes, end_offset: int, last_epoch: int) -> None:
         super().append(frames, end_offset, last_epoch)
         self.appended_at.append(time.monotonic())
+        self.appended_after_ticks.append(next(t for t in range(1000) if not self._ticks.passed(t + 1)))
 
 
-async def write_two_parts(shared_ticks: bool) -> tuple[float, float, float]:
-    """Two coordinators' lingering groups, the second begun later; (start, first append, second append)."""
+async def write_two_parts(shared_ticks: bool) -> tuple[float, float, float, list[int]]:
+    """Two coordinators' lingering groups, the second begun later; (start, first append, second append, the shared
+    timer's ticks fired at each append)."""
     settings = Settings(append_linger_ms=LINGER_MS)
     ticks = AppendTicks(settings.append_linger_ms)
-    logs = [TimedLog(), TimedLog()]
+    logs = [TimedLog(ticks), TimedLog(ticks)]
     with ThreadPoolExecutor(max_workers=2) as executor:
         pipelines = [
             Pipeline(
@@ -75,20 +79,21 @@ async def write_two_parts(shared_ticks: bool) -> tuple[float, float, float]:
         for pipeline in pipelines:
             pipeline.close()
         assert await asyncio.wait_for(asyncio.gather(*running), 10) == [None, None]
-    return started, logs[0].appended_at[0], logs[1].appended_at[0]
+    return started, logs[0].appended_at[0], logs[1].appended_at[0], [log.appended_after_ticks[0] for log in logs]
 
 
 def test_two_coordinators_lingering_groups_are_written_at_the_same_tick() -> None:
-    started, first, second = asyncio.run(write_two_parts(shared_ticks=True))
+    started, first, _, fired = asyncio.run(write_two_parts(shared_ticks=True))
     # The linger still holds the first group back (a timer may fire a hair early) ...
     assert first - started >= LINGER_MS / 1000 - 0.02, f"written {first - started:.3f} s after its submission"
-    # ... and the second group, begun later, is written at the same tick rather than a linger after itself.
-    assert abs(second - first) < 0.1, f"the two parts were written {abs(second - first):.3f} s apart"
+    # ... and the second group, begun later, is written at the same tick (the first the timer fired) rather than
+    # at a tick of its own a linger later: counted in ticks, not seconds, so a loaded machine cannot break it.
+    assert fired == [1, 1], f"the two parts were written after ticks {fired}"
 
 
 def test_without_a_shared_tick_each_group_lingers_from_its_own_start() -> None:
     """The contrast the ticks remove: each pipeline alone waits a linger from its own group's start."""
-    _, first, second = asyncio.run(write_two_parts(shared_ticks=False))
+    _, first, second, _ = asyncio.run(write_two_parts(shared_ticks=False))
     assert second - first >= SECOND_PART_AFTER_S - 0.05, f"the parts were written {second - first:.3f} s apart"
 
 

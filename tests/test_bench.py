@@ -178,3 +178,12 @@ def test_py_spy_summary_counts_own_and_inclusive_samples_by_function_not_line() 
     inclusive = summary.split("by inclusive samples:")[1]
     assert "75.0%  apply (store.py)" in own and "25.0%  run (coordinator/loop.py)" in own
     assert "100.0%  run (coordinator/loop.py)" in inclusive and "process" not in summary
+
+
+def test_the_coordinators_add_report_names_each_time_and_every_coordinators_count() -> None:
+    from bench.coordinators_add import Outcome, markdown
+
+    outcome = Outcome("host", 5.2, 0.9, 1.3, [2, 0, 1], 2, {c: 11 for c in range(9)})
+    text = markdown(outcome)
+    assert "loaded machine" in text and "| 0.900 |" in text and "| 1.300 |" in text and "| 5.200 |" in text
+    assert "| partitions | " + " | ".join(["11"] * 9) + " |" in text

@@ -96,6 +96,27 @@ def test_the_first_nodes_configuration_is_the_clusters(backend: Backend) -> None
     assert asyncio.run(run()) == (ClusterConfig(8, 3), ClusterConfig(8, 3))
 
 
+def test_the_coordinator_count_rises_only_from_the_count_expected_and_every_node_reads_it(backend: Backend) -> None:
+    async def run() -> list[ClusterConfig | None]:
+        store = backend.store(f"/count-{uuid.uuid4().hex}")
+        try:
+            before = await store.cluster_config()
+            await store.form(ClusterConfig(8, 3))
+            raised = await store.change_coordinator_count(8, 9)
+            stale = await store.change_coordinator_count(8, 10)  # a second add computed from 8: it loses
+            again = await store.change_coordinator_count(9, 11)
+            restarted = await store.form(ClusterConfig(8, 3))  # a node starting with the formation's settings
+            return [before, raised, stale, again, restarted, await store.cluster_config()]
+        finally:
+            await store.close()
+
+    before, raised, stale, again, restarted, read = asyncio.run(run())
+    assert before is None
+    assert raised == stale == ClusterConfig(9, 3, formed=8)
+    assert again == restarted == read == ClusterConfig(11, 3, formed=8)
+    assert again is not None and again.formed_count == 8 and ClusterConfig(8, 3).formed_count == 8
+
+
 def test_a_stale_writer_loses_the_compare_and_set(backend: Backend) -> None:
     initial = CoordinatorAssignment((1, 2, 3), 1, 0, 0, (1, 2, 3))
 

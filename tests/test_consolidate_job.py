@@ -3,8 +3,9 @@
 The test broker (bench/wal_broker.py) writes small WAL files of v2 record batches to the store (a local
 directory, and S3 on moto's server) and commits them; every partition is then read as a consumer reads
 it (FindBatches, ranged reads, records decoded at their offsets) before and after the job, and must be
-the same records at the same offsets. One Spark session (local[2]) serves the module; the crash test
-starts the job as a process of its own and kills it (kill -9) between an upload and its ReplaceBatches.
+the same records at the same offsets. One Spark session (local[2]) serves the module; the crash tests
+start the job as a process of its own and kill (kill -9) its driver, or one of its Python workers found
+in its process tree, between an upload and its ReplaceBatches.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import random
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -213,12 +215,82 @@ def test_a_driver_killed_between_upload_and_replace_loses_nothing_and_a_rerun_co
         assert scene.read_all() == before  # nothing lost
 
         code, report = scene.consolidate(spark, capsys, "--target-object-bytes", "100000")
-        assert code == 0 and report["status"] == "ok", report
+        assert code == 0 and report["status"] == "ok", json.dumps(report)
         # The rerun planned the same run, so the same key: the object the crash left is now committed.
         assert describe_file(scene.server.stub, orphan).state == pb.FILE_STATE_LIVE
         assert scene.read_all() == before
     finally:
         scene.server.stop()
+
+
+@pytest.mark.slow
+def test_an_executor_killed_between_upload_and_replace_loses_nothing_and_a_rerun_completes(
+    local_store_under_test: ObjectStoreUnderTest,
+    spark: SparkSession,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    scene = build_scene(tmp_path, local_store_under_test, seed=11)
+    try:
+        before = scene.read_all()
+        marker = tmp_path / "uploaded"
+        env = dict(os.environ, PYTHONPATH=str(REPO), PYTHONUNBUFFERED="1")
+        job = subprocess.Popen(
+            [sys.executable, "-m", "tests.crashing_consolidate", "--executor", str(marker), "--json",
+             "--bootstrap", scene.server.address, "--config", str(scene.properties), "--min-age-ms", "0",
+             "--target-object-bytes", "100000", "--master", "local[1]", "--run-tasks", "1"],
+            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        )  # fmt: skip
+        try:
+            worker, orphan = _wait_for_marker(marker, job)
+            assert worker in _descendants(job.pid)  # a Python worker of the job's Spark, found in its tree
+            os.kill(worker, signal.SIGKILL)
+            output, errors = job.communicate(timeout=CRASH_TIMEOUT_S)
+        finally:
+            _end_group(job.pid)
+        assert job.returncode == 1, errors  # the driver lived on and reported the lost task
+        report = json.loads(output)
+        assert report["status"] == "aborted" and "moving failed" in report["reason"], report
+        assert scene.store.head(orphan) is not None  # uploaded ...
+        assert describe_file(scene.server.stub, orphan).state == pb.FILE_STATE_UNKNOWN  # ... and not committed
+        assert scene.read_all() == before  # nothing lost
+
+        code, report = scene.consolidate(spark, capsys, "--target-object-bytes", "100000")
+        assert code == 0 and report["status"] == "ok", report
+        assert describe_file(scene.server.stub, orphan).state == pb.FILE_STATE_LIVE  # the same run's key
+        assert scene.read_all() == before
+        code, report = scene.consolidate(spark, capsys, "--target-object-bytes", "100000")
+        assert code == 0 and report["runs"] == 0, report  # the rerun completed the work
+    finally:
+        scene.server.stop()
+
+
+def _wait_for_marker(marker: Path, job: subprocess.Popen[str]) -> tuple[int, str]:
+    """The pid of the worker that uploaded first and the key it uploaded, once it has written them."""
+    deadline = time.monotonic() + CRASH_TIMEOUT_S
+    while time.monotonic() < deadline:
+        text = marker.read_text() if marker.exists() else ""
+        if text.endswith(".wal") and len(text.split()) == 2:
+            pid, key = text.split()
+            return int(pid), key
+        assert job.poll() is None, job.communicate()
+        time.sleep(0.2)
+    raise AssertionError("no worker uploaded in time")
+
+
+def _descendants(pid: int) -> set[int]:
+    """Every process under `pid`, from /proc (each process's parent is field 4 of its stat)."""
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                stat = (entry / "stat").read_text()
+                parents[int(entry.name)] = int(stat[stat.rindex(")") + 2 :].split()[1])
+    found, frontier = set(), {pid}
+    while frontier:
+        frontier = {child for child, parent in parents.items() if parent in frontier} - found
+        found |= frontier
+    return found
 
 
 def _end_group(pid: int) -> None:

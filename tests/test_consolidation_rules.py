@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
+from coordinator.files.object_store import StoreConfig
 from coordinator.machine.object_keys import WAL_KEY_PATTERN
 from spark.consolidation_report import INCOMPLETE, OK, ConsolidationReport
 from spark.consolidation_rules import (
@@ -17,7 +20,17 @@ from spark.consolidation_rules import (
     run_object_key,
     source_batch_problem,
 )
-from spark.consolidation_tasks import MOVED, REFUSED, UNKNOWN, UPLOAD_FAILED, RunResult
+from spark.consolidation_tasks import (
+    MOVED,
+    REFUSED,
+    UNKNOWN,
+    UPLOAD_FAILED,
+    RunPlan,
+    RunResult,
+    move_task,
+    replace_pause_s,
+)
+from spark.coordinator_client import CoordinatorAccess
 from spark.record_batches import Record, encode_batch
 
 TOPIC = bytes(range(16))
@@ -119,3 +132,50 @@ def test_the_summary_counts_objects_files_and_gets_and_says_what_went_wrong() ->
         troubled.add([run_result(status)])
         troubled.finish()
         assert troubled.status == INCOMPLETE and troubled.objects_out == 0, status
+
+
+def test_the_summary_names_the_replace_batches_calls_median_and_slowest() -> None:
+    report = ConsolidationReport("consolidate", 0, "local x", 0, 100, 10)
+    report.add([run_result(MOVED, batches_moved=1, replace_ms=ms) for ms in (4.0, 9.5, 2.0, 120.0, 5.0)])
+    assert (report.replace_ms_p50, report.replace_ms_max) == (5.0, 120.0)
+    assert "p50 5 ms, slowest 120 ms" in report.to_table()
+
+
+def test_a_run_task_pauses_after_each_replace_batches_call_in_proportion_to_its_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from spark import consolidation_tasks
+
+    assert replace_pause_s(30.0, 20) == pytest.approx(0.120)  # 30 ms busy, then 120 ms away: 20% of the time
+    assert replace_pause_s(30.0, 100) == 0.0
+    calls = iter([run_result(MOVED, replace_ms=10.0), run_result(REFUSED), run_result(MOVED, replace_ms=50.0)])
+    monkeypatch.setattr(consolidation_tasks, "move_run", lambda run, plan: next(calls))
+    pauses: list[float] = []
+    plan = RunPlan(StoreConfig("local", "/nowhere"), CoordinatorAccess(("127.0.0.1:1",)), {}, (), 0,
+                   replace_duty_percent=50)  # fmt: skip
+    results = list(move_task([None, None, None], plan, sleep=pauses.append))  # type: ignore[list-item]
+    assert len(results) == 3
+    assert pauses == [pytest.approx(0.010), pytest.approx(0.050)]  # none after a run that called nothing
+    unpaced = RunPlan(plan.store, plan.access, {}, (), 0)
+    calls = iter([run_result(MOVED, replace_ms=10.0)])
+    assert len(list(move_task([None], unpaced, sleep=pauses.append))) == 1  # type: ignore[list-item]
+    assert len(pauses) == 2
+
+
+def test_the_driver_plans_every_coordinator_and_cuts_each_partitions_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    from spark import consolidation_planning
+
+    def answered(coordinators: list[tuple[int, str]], request: object) -> list[SourceBatch]:
+        ((coordinator_id, _),) = coordinators
+        topic = bytes([coordinator_id]) * 16
+        # Two partitions, each a batch per file in three files, given file by file as GetFileMergeWorkItem does.
+        return [SourceBatch(coordinator_id, topic, p, f * 4, f * 4 + 3, f"wal/{coordinator_id}-{f}.wal", p * 100, 100)
+                for f in range(3) for p in (1, 0)]  # fmt: skip
+
+    monkeypatch.setattr(consolidation_planning, "plan_task", answered)
+    plan = consolidation_planning.plan_runs([(2, "b:1"), (1, "a:1")], None, 250, 10)  # type: ignore[arg-type]
+    assert (plan.files, plan.batches) == (6, 12)
+    # 250 bytes: two batches per run, the third alone moves nothing (one file): one run per partition.
+    assert [(r.coordinator_id, r.partition, [b.base_offset for b in r.batches]) for r in plan.runs] == [
+        (1, 0, [0, 4]), (1, 1, [0, 4]), (2, 0, [0, 4]), (2, 1, [0, 4])
+    ]  # fmt: skip

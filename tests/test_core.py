@@ -17,6 +17,7 @@ from coordinator.machine.view import CoordinatorView
 from coordinator.topics import partition_checks
 from protos import coordinator_pb2 as pb
 from tests.harness import batch, laid_out
+from tests.lanes import sized
 
 TOPIC = bytes(range(1, 17))
 OTHER_TOPIC = bytes(range(2, 18))
@@ -66,7 +67,7 @@ operation = st.one_of(
 )
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=sized(60, 20), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(operation, min_size=1, max_size=25))
 def test_replay_into_the_view_equals_apply_into_sqlite(operations: list[tuple[Any, ...]]) -> None:
     with tempfile.TemporaryDirectory() as directory:

@@ -19,6 +19,7 @@ from coordinator.runtime.log.epoch_cache import (
 )
 from coordinator.runtime.log.frame import encode_frame
 from coordinator.runtime.log.segments import MetadataLog
+from tests.lanes import sized
 
 BIG_SEGMENT = 2**40
 UNDEFINED = (UNDEFINED_EPOCH, UNDEFINED_OFFSET)
@@ -215,7 +216,7 @@ def _scan_answer(frames: list[tuple[int, int, int]], epoch: int, log_end: int) -
     return found, min(later) if later else log_end
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=sized(60, 20), deadline=None)
 @given(
     steps=st.lists(st.tuples(st.integers(0, 3), st.integers(1, 4)), min_size=0, max_size=25),
     truncate_frames=st.integers(0, 10),

@@ -17,6 +17,7 @@ coordinator/, LAYERS applies to both kinds.
 from __future__ import annotations
 
 import ast
+import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -117,6 +118,7 @@ def _hand_written(path: Path) -> bool:
     return not path.name.endswith(("_pb2.py", "_pb2_grpc.py"))
 
 
+@functools.cache  # one parse of the tree for every test here (the tests only read it)
 def _modules(packages: tuple[Path, ...] = ALL_PACKAGES) -> dict[str, Imports]:
     return {_module_name(p): _imports(p) for package in packages for p in package.rglob("*.py") if _hand_written(p)}
 

@@ -19,8 +19,8 @@ Each step draws its own seeded `random.Random` (hypothesis' choice-level draws s
 the first option inside long stateful runs, which starved the rarer producer cases); hypothesis
 still chooses and shrinks the sequence of steps, and a failure prints every step with its seed.
 
-Sizes: DISKLESS_MODEL_EXAMPLES (in process, default 25), DISKLESS_MODEL_PROCESS_EXAMPLES (with
-kills, default 3) and DISKLESS_MODEL_STEPS (default 35).
+Sizes: DISKLESS_MODEL_EXAMPLES (in process, default 25; 8 in the fast lane, tests/lanes.py),
+DISKLESS_MODEL_PROCESS_EXAMPLES (with kills, default 3) and DISKLESS_MODEL_STEPS (default 35).
 Replay: a failure prints its steps and a `@reproduce_failure` blob; the failing example is kept in
 .hypothesis/ and replayed first on the next run; `pytest --hypothesis-seed=N` fixes the seed.
 Derandomized (a fixed seed per test) when CI is set or DISKLESS_MODEL_DERANDOMIZE=1.
@@ -47,6 +47,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 from protos import coordinator_pb2 as pb
 from tests.harness import ServerProcess
 from tests.in_process import InProcessNode
+from tests.lanes import sized
 from tests.model import (
     SEQ_MOD,
     AppendTime,
@@ -62,7 +63,7 @@ from tests.model import (
 )
 
 COORDINATORS = 3
-EXAMPLES = int(os.environ.get("DISKLESS_MODEL_EXAMPLES", "25"))
+EXAMPLES = int(os.environ.get("DISKLESS_MODEL_EXAMPLES", str(sized(25, 8))))
 STEPS = int(os.environ.get("DISKLESS_MODEL_STEPS", "35"))
 # Examples against a `diskless serve` process, whose restarts include kill -9 (about 3 s each).
 PROCESS_EXAMPLES = int(os.environ.get("DISKLESS_MODEL_PROCESS_EXAMPLES", "3"))

@@ -37,12 +37,13 @@ from snapshot.wal_frames import (
     reference_checksum,
     wal_damage,
 )
+from tests.lanes import sized
 
 TOPIC = b"\x03" * 16
 PARTITIONS = 16
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=sized(30, 10), deadline=None)
 @given(
     page_size=st.sampled_from([512, 1024, 4096, 65536]),
     seed=st.integers(0, 2**32),

@@ -13,6 +13,7 @@ from coordinator.cluster.placement import (
     plan_rebalance,
     replica_counts,
 )
+from tests.lanes import sized
 
 
 def spread(counts: dict[int, int], nodes: list[int]) -> int:
@@ -36,7 +37,7 @@ def moves(current: dict[int, tuple[int, ...]], plan: dict[int, tuple[int, ...]])
 
 
 @given(coordinators=st.integers(0, 60), node_count=st.integers(1, 9), factor=st.integers(1, 5))
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=sized(300, 75), deadline=None)
 def test_initial_placement_is_even(coordinators: int, node_count: int, factor: int) -> None:
     nodes = [n * 3 + 1 for n in range(node_count)]  # ids need not be dense
     if node_count < factor:
@@ -72,7 +73,7 @@ placements = st.integers(2, 7).flatmap(
 
 
 @given(placements, st.integers(0, 3))
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=sized(300, 75), deadline=None)
 def test_rebalance_reaches_even_counts_with_fewest_moves(
     drawn: tuple[int, tuple[int, list[tuple[int, ...]]]], added: int
 ) -> None:
@@ -92,7 +93,7 @@ def test_rebalance_reaches_even_counts_with_fewest_moves(
 
 
 @given(placements)
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=sized(200, 50), deadline=None)
 def test_rebalance_empties_an_excluded_node(drawn: tuple[int, tuple[int, list[tuple[int, ...]]]]) -> None:
     node_count, (factor, replica_lists) = drawn
     if node_count - 1 < factor:

@@ -8,6 +8,8 @@ for any assignment), at most ⌈(its coordinators - 1) / the smallest group⌉ +
 
 from __future__ import annotations
 
+import contextlib
+import io
 import itertools
 import json
 import math
@@ -22,11 +24,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from coordinator.cli.main import main
 from coordinator.client.routing_client import RoutingClient
 from coordinator.reads.produce_gateways import Broker, Gateway, produce_gateways, run_sizes
 from protos import coordinator_pb2 as pb
 from tests.harness import REPO
 from tests.in_process import InProcessNode
+from tests.lanes import sized
 
 RACKS = ("r0", "r1", "r2")
 KIP_COORDINATORS = 12
@@ -93,7 +97,7 @@ def test_a_brokers_run_follows_the_leader_groups_not_even_cuts() -> None:
     assert {span for _, span in leader_spans(gateways, leaders).values()} == {1}
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=sized(200, 50), deadline=None)
 @given(st.lists(st.integers(0, 4), min_size=1, max_size=14), st.integers(1, 9))
 def test_the_runs_span_the_fewest_leaders_of_any_cut(leader_list: list[int], brokers: int) -> None:
     # Brute force over every choice of which runs take the extra coordinator: produce_gateways's brokers together
@@ -146,7 +150,7 @@ clusters = st.tuples(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=sized(300, 75), deadline=None)
 @given(clusters)
 def test_the_rule_holds_on_random_clusters(cluster: tuple[dict[int, str], list[int], random.Random]) -> None:
     rack_of, leader_list, shuffler = cluster
@@ -226,6 +230,18 @@ def diskless(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+def diskless_in_process(*args: str) -> subprocess.CompletedProcess[str]:
+    """The command's main in this process, its output captured: as `diskless` answers, without a process start (a
+    second or more each); each test below still runs the command once as the operator does."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(list(args))
+        except SystemExit as exited:  # argparse's usage errors
+            code = exited.code if isinstance(exited.code, int) else 2
+    return subprocess.CompletedProcess(list(args), code, out.getvalue(), err.getvalue())
+
+
 def test_describe_gateways_prints_the_table(server: InProcessNode, tmp_path: Path) -> None:
     brokers = tmp_path / "brokers.json"
     brokers.write_text(json.dumps([{"broker_id": 2, "rack": "a"}, {"broker_id": 1, "rack": "a"}, {"broker_id": 3}]))
@@ -236,7 +252,9 @@ def test_describe_gateways_prints_the_table(server: InProcessNode, tmp_path: Pat
     assert [(g["coordinator_id"], g["rack"], g["brokers"]) for g in json.loads(done.stdout)["gateways"]] == [
         (c, r, ",".join(map(str, b))) for c, r, b in expected
     ]
-    printed = diskless("describe", "--bootstrap", server.address, "--gateways", str(brokers), "--coordinator", "3")
+    printed = diskless_in_process(
+        "describe", "--bootstrap", server.address, "--gateways", str(brokers), "--coordinator", "3"
+    )
     assert printed.returncode == 0, printed.stderr
     assert [line.split() for line in printed.stdout.splitlines()] == [
         ["coordinator_id", "rack", "brokers"], ["3", "-", "3"], ["3", "a", "2"],
@@ -261,7 +279,8 @@ def test_describe_gateways_with_a_bad_file_is_a_one_line_error(
     brokers = tmp_path / "brokers.json"
     if content is not None:
         brokers.write_text(content)
-    done = diskless("describe", "--bootstrap", server.address, "--gateways", str(brokers))
+    run = diskless if reason == "cannot read" and content is None else diskless_in_process
+    done = run("describe", "--bootstrap", server.address, "--gateways", str(brokers))
     assert done.returncode == 2 and reason in done.stderr and len(done.stderr.splitlines()) == 1, done.stderr
 
 

@@ -23,6 +23,7 @@ from coordinator.topics import partition_checks
 from protos import coordinator_pb2 as pb
 from protos import records_pb2 as rec
 from tests.harness import batch, laid_out
+from tests.lanes import sized
 from tests.test_core import commit_part
 
 TOPIC = bytes(range(1, 17))
@@ -118,7 +119,7 @@ commit = st.tuples(
 expire = st.tuples(st.just("expire"), st.integers(0, 2 * EXPIRATION_MS), st.booleans())
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=sized(60, 20), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.one_of(commit, expire), min_size=1, max_size=30), st.randoms(use_true_random=False))
 def test_expiry_forgets_exactly_the_producers_a_model_says_and_sqlite_agrees(operations: list[Any], rng: Any) -> None:
     """The model: each (partition, producer) keeps its next sequence and last effective timestamp; a pass at `now`

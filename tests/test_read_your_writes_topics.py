@@ -19,6 +19,7 @@ from coordinator.machine import records
 from coordinator.machine.catalog import PlacedPartition, TopicCatalog
 from coordinator.node.router import Router
 from protos import coordinator_pb2 as pb
+from tests.lanes import sized
 from tests.simulation.cluster import SimCluster, SimNode
 from tests.test_read_your_writes import PARTITIONS, _create, _found
 from tests.test_simulation import simulate
@@ -177,7 +178,7 @@ def test_the_catalog_takes_no_creation_a_lagging_replica_applies_after_a_deletio
     assert catalog.topic(others[0]) is not None and catalog.topic(others[2]) is None
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=sized(200, 50), deadline=None)
 @given(
     applied_before=st.lists(st.integers(0, 2), max_size=6),
     applied_after=st.lists(st.one_of(st.integers(0, 2), st.just(-1)), max_size=10),

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
 from spark.record_batches import Record, batch_problem, decode_records, encode_batch, read_header, split_batches
+from tests.lanes import sized
 
 BASE_TIME_MS = 1_700_000_000_000
 
@@ -45,7 +46,7 @@ def our_records(rows: list[tuple[bytes | None, bytes | None, list[tuple[str, byt
     ]
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=sized(60, 20), deadline=None)
 @given(records)
 def test_kafka_pythons_batches_decode_here_and_ours_are_the_same_bytes(rows: list) -> None:
     theirs = kafka_python_batch(rows, producer_id=7, producer_epoch=2, base_sequence=40)

@@ -9,6 +9,7 @@ from pathlib import Path
 import grpc
 
 from coordinator.machine.topic_names import coordinator_for_new_partition
+from coordinator.node.gauges import fetcher_gauges
 from protos import coordinator_pb2 as pb
 from protos import internal_pb2 as internal
 from tests.harness import batch
@@ -110,6 +111,9 @@ def test_followers_replicate_through_one_call_per_leader_node_and_never_call_fet
             assert statistics.sessions == len({_leader(sim, c).node_id for c in followed}), statistics
             # Each call carries more than one coordinator: a leader node leads two of them.
             assert statistics.partitions_fetched > statistics.calls > 0, statistics
+            gauges = {name: value for name, _, _, _, value in fetcher_gauges(sim_node.node)}
+            assert gauges["diskless_replica_fetcher_members"] == statistics.members
+            assert gauges["diskless_replica_fetcher_calls"] == statistics.calls > 0
 
     simulate(tmp_path, 31, work, coordinators=COORDINATORS)
 
@@ -213,3 +217,56 @@ def test_followers_of_a_node_without_fetch_logs_fetch_alone_with_fetch_log(tmp_p
         assert set(fetch_log_calls) == set(range(COORDINATORS))
 
     simulate(tmp_path, 34, work, coordinators=COORDINATORS)
+
+
+LINGER_MS = 100  # replica.fetch.linger.ms in the next test: long enough to tell a linger from none
+
+
+def test_fetch_logs_lingers_for_writes_begun_before_answering_within_its_bound(tmp_path: Path) -> None:
+    """An answer with frames for one coordinator waits for the write another coordinator's leader had begun (the
+    same append tick's), ends as soon as that write ends, and never waits longer than replica.fetch.linger.ms."""
+
+    async def work(sim: SimCluster) -> None:
+        await sim.start_all()
+        await _topic(sim)
+        leader = _leader(sim, 0)
+        first, second = [c for c in range(COORDINATORS) if leader.shard(c).leads][:2]
+        follower = next(n for n in sim.running() if n is not leader)
+        await _until("replicated", lambda: _replicated(sim))
+        assert leader.node is not None
+        replication = leader.shard(second).replication_leader()
+        assert not isinstance(replication, str), replication
+        # Every write the pipelines began so far has ended (appended): nothing holds an answer.
+        assert replication.writes_begun > 0 and replication.wrote_through(replication.writes_begun)
+        loop = asyncio.get_running_loop()
+
+        # Each request is taken before its commit: the follower node's own fetch may get the frames first.
+        request = _fetch_request(sim, follower, [first, second])
+        await _commit(sim, first, "wal/linger/0")
+        started = loop.time()
+        answer = await leader.node.router.fetch_logs(request)
+        assert loop.time() - started < LINGER_MS / 1000 / 2  # nothing begun on the second: answered at once
+        assert answer.partitions[0].frames
+
+        # A write begun on the second and never ended: the answer waits for it, up to the bound.
+        request = _fetch_request(sim, follower, [first, second])
+        await _commit(sim, first, "wal/linger/1")
+        replication.writing()
+        started = loop.time()
+        answer = await leader.node.router.fetch_logs(request)
+        assert LINGER_MS / 1000 <= loop.time() - started < WAIT_MS / 1000 / 2
+        assert answer.partitions[0].frames
+        replication.write_failed()
+
+        # A write begun that ends (here: fails) 20 ms later: the answer goes then, not at the bound.
+        request = _fetch_request(sim, follower, [first, second])
+        await _commit(sim, first, "wal/linger/2")
+        replication.writing()
+        loop.call_later(0.02, replication.write_failed)
+        started = loop.time()
+        answer = await leader.node.router.fetch_logs(request)
+        assert 0.019 <= loop.time() - started < LINGER_MS / 1000 / 2
+        assert answer.partitions[0].frames
+
+    settings = {"diskless.coordinator.replica.fetch.linger.ms": str(LINGER_MS)}
+    simulate(tmp_path, 35, work, coordinators=COORDINATORS, settings=settings)

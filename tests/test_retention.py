@@ -44,6 +44,7 @@ from tests.harness import (
     topic_name,
 )
 from tests.in_process import InProcessNode
+from tests.lanes import sized
 
 INTERVAL_MS = 60_000
 BATCH_MAX = 3
@@ -270,7 +271,7 @@ stored_batches = st.lists(
 )  # (records, size, timestamp)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=sized(200, 50), deadline=None)
 @given(
     partitions=st.lists(
         st.tuples(stored_batches, st.sampled_from([-1, 0, 300, 1000]), st.sampled_from([-1, 0, 150, 400])),

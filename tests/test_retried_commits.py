@@ -20,6 +20,7 @@ from coordinator.base.result import Result
 from coordinator.commits import parts, rules
 from coordinator.machine import kinds
 from coordinator.machine.state.store import StateStore
+from coordinator.machine.view import CoordinatorView, FileFacts
 from coordinator.topics import partition_checks
 from protos import coordinator_pb2 as pb
 from protos import records_pb2 as rec
@@ -465,3 +466,39 @@ def test_the_check_refuses_a_retry_whose_deleted_topic_left_its_part(tmp_path: P
         assert refused.records == []
         assert [o.error_code for o in refused.response] == [ErrorCode.INVALID_REQUEST]
     store.close()
+
+
+def test_the_per_part_retry_check_asks_sqlite_only_whether_the_key_is_committed(tmp_path: Path) -> None:
+    """file_known (once per commit part) answers from the key's index, never reads the file's row: the row is
+    read only for a retry, to answer it; and the index's answer agrees with the row's for every key."""
+    store = StateStore(tmp_path / "state.sqlite", 0)
+    view = store.load_view()
+    end_offset = store.applied_offset
+
+    def write(records: list[rec.MetadataRecord]) -> None:
+        nonlocal end_offset
+        end_offset += len(records)
+        for record in records:
+            kinds.replay(view, record, end_offset)
+        store.apply([(end_offset, records)])
+        view.forget_applied_files(store.applied_offset)
+
+    write(
+        partition_checks.check_create_partitions(view, partition_checks.CreatePartitions(TOPIC, "t", (0,)), 0).records
+    )
+    write(rules.check_commit_part(view, _part(laid_out([batch(TOPIC, 0, 1)]), "wal/committed"), 1).records)
+    for key in ("wal/committed", "wal/unknown"):
+        assert store.file_is_committed(key) == (store.committed_file(key) is not None)
+    assert store.file_is_committed("wal/committed") and not store.file_is_committed("wal/unknown")
+
+    rows_read: list[str] = []
+
+    def committed_file(key: str) -> FileFacts | None:
+        rows_read.append(key)
+        return store.committed_file(key)
+
+    asked = CoordinatorView(0, committed_file, file_is_committed=store.file_is_committed)
+    assert asked.file_known("wal/committed") and not asked.file_known("wal/unknown")
+    assert rows_read == []
+    # Without the index's answer (a view built by hand), the row's presence still decides.
+    assert CoordinatorView(0, committed_file).file_known("wal/committed") and rows_read == ["wal/committed"]

@@ -222,16 +222,11 @@ def test_a_pass_never_reads_ahead_of_its_rate_on_a_fake_clock(tmp_path: Path) ->
 
 
 def test_no_background_pass_at_a_rate_of_0(tmp_path: Path) -> None:
+    """The coordinator starts its SCRUB worker only for a background scrub (tests/test_worker_registry.py checks
+    that a node at rate 0 runs none)."""
     clock = ManualClock(0)
-
-    async def started() -> bool:
-        scrub = scrubber(tmp_path, clock, InlineExecutor(), Subject(), scrub_bytes_per_second=0)
-        scrub.start()
-        running = scrub._task is not None
-        await scrub.stop()
-        return running
-
-    assert not asyncio.run(started())
+    assert not scrubber(tmp_path, clock, InlineExecutor(), Subject(), scrub_bytes_per_second=0).background
+    assert scrubber(tmp_path, clock, InlineExecutor(), Subject()).background
 
 
 def test_a_background_pass_runs_every_interval_on_the_clock(tmp_path: Path) -> None:
@@ -240,14 +235,15 @@ def test_a_background_pass_runs_every_interval_on_the_clock(tmp_path: Path) -> N
 
     async def passes() -> int:
         scrub = scrubber(tmp_path, clock, InlineExecutor(), Subject(), scrub_interval_ms=10_000)
-        scrub.start()
+        running = asyncio.create_task(scrub.run())  # as the node's worker supervisor runs it
         for _ in range(50):
             await asyncio.sleep(0)
         assert scrub.statistics().passes == 0  # the first one an interval after the start
         while clock.now_ms() < 25_000:
             await asyncio.sleep(0)
             clock.advance(100)
-        await scrub.stop()
+        scrub.request_stop()
+        await running
         return scrub.statistics().passes
 
     assert asyncio.run(passes()) == 2

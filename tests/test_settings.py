@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 from pathlib import Path
@@ -74,3 +75,20 @@ def test_booleans_are_true_or_false() -> None:
     assert Settings().with_overrides({"diskless.coordinator.pipeline.enable": "false"}).pipeline_enable is False
     with pytest.raises(SettingsError):
         Settings().with_overrides({"diskless.coordinator.pipeline.enable": "maybe"})
+
+
+def test_a_retired_setting_is_ignored_with_a_warning_and_a_typo_is_still_refused(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A properties file written for an earlier release starts the node; a name never known does not."""
+    from coordinator.config.settings import RETIRED_SETTINGS
+
+    retired = "diskless.coordinator.snapshot.retry.backoff.max.ms"
+    assert retired in RETIRED_SETTINGS
+    with caplog.at_level("WARNING"):
+        assert Settings().with_overrides({retired: "5000"}) == Settings()
+    assert retired in caplog.text and "no longer used" in caplog.text
+    with pytest.raises(SettingsError, match="unknown setting"):
+        Settings().with_overrides({"diskless.coordinator.snapshot.retry.backof.max.ms": "5000"})
+    known = {f.metadata["name"] for f in dataclasses.fields(Settings)}
+    assert not known & set(RETIRED_SETTINGS), "a retired name must not be a setting again"

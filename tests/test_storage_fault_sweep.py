@@ -20,6 +20,7 @@ from snapshot.manifests import manifest_path
 from snapshot.snapshots import MANIFEST_SUFFIX, list_snapshots, snapshot_directory
 from tests import storage_faults
 from tests.in_process import InProcessNode
+from tests.lanes import sized
 from tests.storage_faults import (
     COORDINATORS,
     CRASH_SETTINGS,
@@ -58,7 +59,7 @@ def run_sweep(tmp_path: Path, default_trials: int, runner: storage_faults.TrialR
 
 
 def test_a_sweep_of_flipped_bits_in_every_kind_of_file_never_serves_a_wrong_answer(tmp_path: Path) -> None:
-    run_sweep(tmp_path, 40, storage_faults.run_trial)
+    run_sweep(tmp_path, sized(40, 24), storage_faults.run_trial)
 
 
 @pytest.mark.slow

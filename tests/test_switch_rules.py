@@ -28,6 +28,7 @@ from coordinator.topics.topic_configs import ConfigDefaults, effective_configs
 from protos import coordinator_pb2 as pb
 from snapshot import page_checksums
 from tests.harness import batch, laid_out
+from tests.lanes import sized
 from tests.test_core import commit_part
 from tests.test_producer_expiry_core import TOPIC, Coordinator, _coordinator
 from tests.test_transactions_core import data, find, marker
@@ -385,7 +386,7 @@ def test_the_state_rebuilt_from_the_records_equals_the_live_one_and_the_state_ch
 # ---------------------------------------------------------------- a classic producer's history, generated
 
 
-@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=sized(20, 8), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     records=st.lists(st.integers(1, 4), min_size=1, max_size=9),  # each classic batch's record count
     first_sequence=st.sampled_from([0, 17, SEQUENCE_MODULUS - 6]),  # near the wrap from 2^31-1 to 0 too

@@ -24,6 +24,7 @@ from coordinator.topics.remote_segments import (
 from coordinator.topics.topic_configs import ConfigDefaults, TopicConfigs
 from protos import coordinator_pb2 as pb
 from tests.harness import batch
+from tests.lanes import sized
 from tests.test_producer_expiry_core import TOPIC, Coordinator, _commit, _coordinator
 
 BATCH_MAX = 3
@@ -125,7 +126,7 @@ copy = st.tuples(st.just("copy"), st.booleans())
 storage = st.tuples(st.just("storage"), st.booleans())
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=sized(40, 12), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     st.lists(st.one_of(commit, commit, offload, offload, delete, copy, storage), min_size=1, max_size=30),
     st.lists(st.integers(BASE_TIMESTAMP - 1, BASE_TIMESTAMP + 21), min_size=1, max_size=3),

@@ -32,6 +32,7 @@ from protos import coordinator_pb2 as pb
 from protos import records_pb2 as rec
 from snapshot.snapshots import restore_snapshot, take_snapshot
 from tests.harness import batch, laid_out
+from tests.lanes import sized
 from tests.test_core import commit_part
 from tests.test_producer_expiry_core import PARTITIONS, TOPIC, Coordinator, _commit
 
@@ -174,7 +175,7 @@ class Run:
                 _check(self.coordinator, self.models, probes)
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=sized(100, 30), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     st.lists(st.one_of(commit, commit, commit, delete, retention), min_size=1, max_size=40),
     st.lists(st.integers(BASE_MS - 25, BASE_MS + 300), max_size=4),

@@ -22,6 +22,7 @@ from coordinator.topics.topic_configs import (
     configs_at_creation,
     effective_configs,
 )
+from tests.lanes import sized
 
 LONGS = ("retention.ms", "retention.bytes")
 LOCAL_LONGS = ("local.retention.ms", "local.retention.bytes")  # KIP-405: at least -2 (-2: as retention.*)
@@ -92,7 +93,7 @@ texts = st.one_of(
 changes = st.tuples(st.lists(st.tuples(names, texts), max_size=4), st.lists(names, max_size=2))
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=sized(400, 100), deadline=None)
 @given(st.lists(changes, min_size=1, max_size=12), st.sampled_from([(-1, -1), (1000, 500), (42, 5)]))
 def test_a_sequence_of_changes_follows_the_model_and_a_refused_one_changes_nothing(
     steps: list[tuple[list[tuple[str, str]], list[str]]], node_retention: tuple[int, int]
@@ -114,7 +115,7 @@ def test_a_sequence_of_changes_follows_the_model_and_a_refused_one_changes_nothi
         assert set(current) <= set(NAMES) and model_retentions_agree(current, defaults)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=sized(200, 50), deadline=None)
 @given(st.dictionaries(st.sampled_from(NAMES), st.booleans()), st.integers(-1, 10**9), st.integers(-1, 10**9))
 def test_effective_values_are_the_topics_own_else_the_defaults(
     flags: dict[str, bool], retention_ms: int, node_ms: int

@@ -35,6 +35,7 @@ from tests.harness import (
     topic_name,
 )
 from tests.in_process import InProcessNode
+from tests.lanes import sized
 
 BATCH_MAX = 10
 DOOMED_BATCHES = 35  # on the doomed topic's partition 0: four passes of ten
@@ -213,7 +214,7 @@ def test_a_deleted_id_created_again_is_a_new_topic_while_the_old_batches_are_pur
 # ---------------------------------------------------------------- the choice of a pass, against a model
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=sized(200, 40), deadline=None)
 @given(
     counts=st.lists(st.integers(0, 40), min_size=1, max_size=8),
     batch_max=st.integers(1, 25),

@@ -26,6 +26,7 @@ from coordinator.topics.remote_segments import RemoteSegments, check_commit_remo
 from coordinator.topics.topic_configs import ConfigDefaults
 from protos import coordinator_pb2 as pb
 from tests.harness import batch, laid_out
+from tests.lanes import sized
 from tests.test_core import commit_part
 from tests.test_producer_expiry_core import TOPIC, Coordinator, _commit, _coordinator
 
@@ -402,7 +403,9 @@ def _epoch(state: ModelProducer | None, choice: str) -> int:
     return {"same": current, "bump": current + 1, "stale": max(current - 1, 0), "gap": current}[choice]
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+    max_examples=sized(60, 15), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+)
 @given(st.lists(st.lists(operation, min_size=1, max_size=4), min_size=1, max_size=14))
 def test_every_answer_matches_a_model_of_kafkas_transaction_rules(files: list[list[Any]]) -> None:
     """Each inner list is one CommitFile (its batches checked in order against what the earlier ones did); reads,

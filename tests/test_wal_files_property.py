@@ -16,8 +16,9 @@ and the end of a history moves the clock until every deletion is done. Its resta
 the node. `test_wal_file_histories_with_kills` runs `diskless serve` on real time, restarted by
 SIGTERM or kill -9, for fewer examples.
 
-Sizes: DISKLESS_FILES_EXAMPLES (in process, default 8), DISKLESS_FILES_PROCESS_EXAMPLES (with kills,
-default 2) and DISKLESS_FILES_STEPS (default 14). Derandomized when CI is set.
+Sizes: DISKLESS_FILES_EXAMPLES (in process, default 8; 3 in the fast lane, tests/lanes.py),
+DISKLESS_FILES_PROCESS_EXAMPLES (with kills, default 2) and DISKLESS_FILES_STEPS (default 14).
+Derandomized when CI is set.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from coordinator.files.object_store import StoreConfig, new_wal_key, open_object
 from protos import coordinator_pb2 as pb
 from tests.harness import Broker, ServerProcess, batch, delete_records, describe_file, fetch, topic_name
 from tests.in_process import InProcessNode
+from tests.lanes import sized
 from tests.object_stores import storage_settings
 
 COORDINATORS = 3
@@ -66,7 +68,7 @@ REAL_TIME_SETTINGS = {
 }
 REAL_TIME_PAUSES_MS = [50, 200, 600]
 SETTLE_S = 20
-EXAMPLES = int(os.environ.get("DISKLESS_FILES_EXAMPLES", "8"))
+EXAMPLES = int(os.environ.get("DISKLESS_FILES_EXAMPLES", str(sized(8, 3))))
 PROCESS_EXAMPLES = int(os.environ.get("DISKLESS_FILES_PROCESS_EXAMPLES", "2"))
 STEPS = int(os.environ.get("DISKLESS_FILES_STEPS", "14"))
 CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")

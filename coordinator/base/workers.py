@@ -19,6 +19,7 @@ from typing import Any, Protocol, final, runtime_checkable
 
 from coordinator.base.backoff import Backoff
 from coordinator.base.clock import Clock
+from coordinator.config.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +47,10 @@ class WorkerSpec:
     loop_in: str  # where its loop is written: "module:Qualname"
     interval_setting: str | None = None  # the Settings field that paces it; None: woken by events only
     started_in: str | None = None  # None: the supervisor starts it; else the "module:Qualname" that makes its task
+    # False where starting it again is not safe (the coordinator's life loop: its failure leaves the coordinator
+    # FAILED, and what brings it back is a reload): a failure is counted and the worker stays FAILED, which
+    # `failing` reports at once (health NOT_SERVING) until its owner stops it.
+    restart: bool = True
 
     @property
     def supervised(self) -> bool:
@@ -64,6 +69,14 @@ class Wakeable(Protocol):
     def wake(self) -> None: ...
 
 
+@runtime_checkable
+class Stoppable(Protocol):
+    """A worker that must end at a point of its choosing, never be cancelled mid-step (a snapshot copy or a scrub
+    step on a thread, whose files the coordinator closes next): asked to stop, its `run` returns soon."""
+
+    def request_stop(self) -> None: ...
+
+
 @dataclass(frozen=True, slots=True)
 class SupervisionBounds:
     restart_backoff_ms: int
@@ -71,10 +84,18 @@ class SupervisionBounds:
     failures_window_ms: int
     failures_max: int
 
+    @staticmethod
+    def of(settings: Settings) -> SupervisionBounds:
+        return SupervisionBounds(
+            settings.worker_restart_backoff_ms, settings.worker_restart_backoff_max_ms,
+            settings.worker_failures_window_ms, settings.worker_failures_max,
+        )  # fmt: skip
+
 
 class WorkerState(enum.Enum):
     RUNNING = "RUNNING"
     BACKING_OFF = "BACKING_OFF"  # it raised; waits before it is started again
+    FAILED = "FAILED"  # it raised and is not started again (its spec says a restart is not safe)
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +122,7 @@ class _Running:
     failures: int = 0
     failed_at_ms: deque[int] = field(default_factory=deque)
     last_failure: str = ""
+    stopping: bool = False  # asked to stop: it ends at its next step and is not started again
 
 
 Key = tuple[str, int]
@@ -149,8 +171,7 @@ class WorkerSupervisor:
                 await self._clock.wait_event(self._failures_changed, self._next_expiry_ms())
             self._group = None
             for running in self._running.values():
-                if running.task is not None:
-                    running.task.cancel()
+                self._end(running)
         # Leaving the group waited for every worker to end.
 
     async def close(self) -> None:
@@ -161,25 +182,37 @@ class WorkerSupervisor:
             await self._host
         self._running.clear()
 
-    def start(self, spec: WorkerSpec, factory: Factory, coordinator_id: int = NODE_WIDE) -> None:
-        """Starts the worker unless it runs (a no-op before `open` and after `close`)."""
+    def start(self, spec: WorkerSpec, factory: Factory, coordinator_id: int = NODE_WIDE) -> bool:
+        """Starts the worker unless it runs (a no-op before `open` and after `close`); whether it started."""
         key = (spec.name, coordinator_id)
         if self._group is None or key in self._running:
-            return
+            return False
         running = _Running(spec, coordinator_id, factory())
         self._running[key] = running
         running.task = self._group.create_task(
             self._supervise(running, factory),
             name=spec.name if coordinator_id == NODE_WIDE else f"{spec.name}-{coordinator_id}",
         )
+        return True
 
     def stop(self, name: str, coordinator_id: int = NODE_WIDE) -> None:
-        """Cancels the worker (the TaskGroup waits for it at `close`); its failures are forgotten."""
+        """Ends the worker (the TaskGroup waits for it at `close`); its failures are forgotten."""
         running = self._running.pop((name, coordinator_id), None)
-        if running is not None and running.task is not None:
-            running.task.cancel()
+        if running is not None:
+            self._end(running)
             if (name, coordinator_id) in self._failing:
                 self._failures_changed.set()
+
+    @staticmethod
+    def _end(running: _Running) -> None:
+        """A `Stoppable` worker that runs is asked to stop; any other, or one backing off, is cancelled."""
+        running.stopping = True
+        if running.task is None:
+            return
+        if running.state is WorkerState.RUNNING and isinstance(running.worker, Stoppable):
+            running.worker.request_stop()
+        else:
+            running.task.cancel()
 
     async def stop_waiting(self, name: str, coordinator_id: int = NODE_WIDE) -> None:
         """Stops the worker and returns once it ended (where what it did last must not race what comes next)."""
@@ -214,9 +247,10 @@ class WorkerSupervisor:
 
     def _status(self, running: _Running, now_ms: int) -> WorkerStatus:
         recent = self._recent(running, now_ms)
+        failing = recent >= self._bounds.failures_max or running.state is WorkerState.FAILED
         return WorkerStatus(
             running.spec.name, running.spec.scope, running.coordinator_id, running.state, running.failures, recent,
-            recent >= self._bounds.failures_max, running.last_failure,
+            failing, running.last_failure,
         )  # fmt: skip
 
     def _recent(self, running: _Running, now_ms: int) -> int:
@@ -236,6 +270,12 @@ class WorkerSupervisor:
                 return
             except Exception as error:
                 wait_ms = self._failed(running, error)
+            if running.stopping:
+                return  # it failed on its way out: counted, not started again
+            if not running.spec.restart:
+                running.state = WorkerState.FAILED
+                self._failures_changed.set()
+                return
             running.state = WorkerState.BACKING_OFF
             await self._clock.sleep_ms(wait_ms)
             running.worker = factory()
@@ -250,9 +290,10 @@ class WorkerSupervisor:
         recent = self._recent(running, now_ms)
         wait_ms = self._backoff.wait_ms(recent)
         where = "" if coordinator_id == NODE_WIDE else f" of coordinator {coordinator_id}"
+        then = f"starting it again in {wait_ms} ms" if running.spec.restart else "not started again: NOT_SERVING"
         log.error(
-            "worker %s%s failed (%d in the last %d ms); starting it again in %d ms",
-            name, where, recent, self._bounds.failures_window_ms, wait_ms, exc_info=error,
+            "worker %s%s failed (%d in the last %d ms); %s",
+            name, where, recent, self._bounds.failures_window_ms, then, exc_info=error,
         )  # fmt: skip
         self._count_failure(name, coordinator_id)
         self._failures_changed.set()

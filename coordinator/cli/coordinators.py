@@ -1,4 +1,6 @@
-"""`diskless coordinators add`: more coordinators on a running lone node (CreateCoordinators, DESIGN §2).
+"""`diskless coordinators add`: more coordinators on a running lone node or cluster (CreateCoordinators, DESIGN §2).
+
+On a cluster any node may take the call: the count is etcd's, and every node follows it.
 
 `--total T` asks for T coordinators in all, as Kafka's CreatePartitions takes a total: the same command again
 changes nothing, so a script may retry it. `--count K` adds K to the count the node describes now, sent as that
@@ -63,7 +65,7 @@ def add_coordinators(args: argparse.Namespace) -> int:
 
 def add_coordinators_command(commands: Any) -> None:
     """Adds `coordinators add` to the `diskless` parser's subcommands."""
-    parser = commands.add_parser("coordinators", help="add coordinators to a running node")
+    parser = commands.add_parser("coordinators", help="add coordinators to a running node or cluster")
     actions = parser.add_subparsers(dest="action", required=True)
     add = actions.add_parser(
         "add",

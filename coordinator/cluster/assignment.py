@@ -22,7 +22,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from types import MappingProxyType
 
-from coordinator.cluster.placement import initial_placement
+from coordinator.cluster.placement import initial_placement, place_added
 
 NO_LEADER = -1
 NO_INCARNATIONS: Mapping[int, str] = MappingProxyType({})
@@ -131,7 +131,25 @@ def assign_replicas(
 ) -> dict[int, CoordinatorAssignment]:
     """The first assignment of a forming cluster over `nodes`: `placement.initial_placement` (replicas and preferred
     leaders even per node, as Kafka's replica assignment spreads a topic's partitions); the first replica leads."""
-    placement = initial_placement(coordinators, nodes, replication_factor)
+    return _first_assignments(initial_placement(coordinators, nodes, replication_factor), incarnations)
+
+
+def assign_added(
+    current: Mapping[int, CoordinatorAssignment],
+    added: Sequence[int],
+    nodes: Sequence[int],
+    replication_factor: int,
+    incarnations: Mapping[int, str] = NO_INCARNATIONS,
+) -> dict[int, CoordinatorAssignment]:
+    """The first assignment of coordinators added to a formed cluster, over the live `nodes` (`placement.place_added`):
+    as at formation, the first replica leads and every replica is in the ISR (an empty log is in sync)."""
+    placement = place_added({c: a.target for c, a in current.items()}, added, nodes, replication_factor)
+    return _first_assignments(placement, incarnations)
+
+
+def _first_assignments(
+    placement: Mapping[int, tuple[int, ...]], incarnations: Mapping[int, str]
+) -> dict[int, CoordinatorAssignment]:
     assignments = {}
     for coordinator_id, replicas in placement.items():
         # Epoch 1: the first leader's epoch rises above the 0 of an empty log, as every later one does.

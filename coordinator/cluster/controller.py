@@ -1,31 +1,22 @@
 """This node's part in the cluster (DESIGN §6a): its session in etcd, elections, and each coordinator's role.
 
-- **Session.** The node registers under a lease and renews it every heartbeat;
-  when a renewal has not come back within the lease's time to live, every
-  coordinator it leads steps down before etcd can let the lease expire, so two
+- **Session.** The node registers under a lease and renews it every heartbeat; when a renewal has not come back
+  within the lease's time to live, every coordinator it leads steps down before etcd can let the lease expire, so two
   leaders never both answer writes. A lease etcd let expire is registered anew.
-- **Forming.** The first node stores the cluster's configuration; once
-  `replication.factor` nodes are registered, the first node to see them stores
-  which nodes are registered (one compare-and-set), and each coordinator's
-  replicas are placed over exactly those (`placement.initial_placement`),
-  once (compare-and-set on an absent key: one writer wins).
-- **Reassignments.** At each refresh the leader of a coordinator being
-  reassigned takes its next step (`reassignment.py`), by compare-and-set.
-- **Refreshing.** Every `cluster.refresh.interval.ms` the node reads the
-  assignments and the live nodes; where a leader's node is gone it elects the
-  first live in-sync replica (the pure rule of `assignment.after_nodes_lost`)
-  by compare-and-set, and it tells each of its coordinators what it now is.
-- **Incarnations.** The node registers as the incarnation `incarnation.py`
-  gives it; once registered, it tells each ISR it is in whether it is the
-  replica the ISR knew (`assignment.after_restart`): the ISR records its new
-  incarnation, or it leaves the ISR before anyone could elect it.
-- **Peer-observed death.** A follower whose fetch finds its leader's node
-  unreachable names it (`peer_unreachable`); where its port refuses two
-  connects, its process is gone and its lease is revoked (`peer_death.py`),
-  so its coordinators elect at once rather than after the session timeout.
-- **Preferred leaders.** Every `cluster.leader.imbalance.check.interval.ms`
-  the live node of the lowest id gives leadership back to each coordinator's
-  first replica where it is in the ISR (`preferred_leaders.py`, by CAS).
+- **Forming, incarnations, coordinators added.** `joining.py`: the configuration stored once, each coordinator
+  placed once (compare-and-set on an absent key), each ISR told whether this node is the replica it knew; a count an
+  add raised (`diskless coordinators add`) is read at each refresh, the added coordinators placed where no node
+  placed them yet, and made here (`on_count_raised`).
+- **Reassignments.** At each refresh the leader of a coordinator being reassigned takes its next step
+  (`reassignment.py`), by compare-and-set.
+- **Refreshing.** Every `cluster.refresh.interval.ms` the node reads the assignments and the live nodes; where a
+  leader's node is gone it elects the first live in-sync replica (`isr_changes.elect_where_leaders_lost`) by
+  compare-and-set, and it tells each of its coordinators what it now is.
+- **Peer-observed death.** A follower whose fetch finds its leader's node unreachable names it
+  (`peer_unreachable`); where its port refuses two connects, its process is gone and its lease is revoked
+  (`peer_death.py`), so its coordinators elect at once rather than after the session timeout.
+- **Preferred leaders.** Every `cluster.leader.imbalance.check.interval.ms` the live node of the lowest id gives
+  leadership back to each coordinator's first replica where it is in the ISR (`preferred_leaders.py`, by CAS).
 """
 
 from __future__ import annotations
@@ -33,72 +24,47 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Coroutine, Mapping, Sequence
 from dataclasses import replace
-from typing import Protocol
+from functools import partial
+from typing import Any
 
 from coordinator.base.clock import Clock
 from coordinator.cluster import isr_changes
-from coordinator.cluster.assignment import (
-    NO_INCARNATIONS,
-    after_nodes_lost,
-    after_restart,
-    assign_replicas,
-)
+from coordinator.cluster.assignment import NO_INCARNATIONS
 from coordinator.cluster.incarnation import Incarnation, next_incarnation, next_mark
+from coordinator.cluster.joining import (
+    missing_coordinators,
+    place_missing,
+    reconcile_incarnation,
+    register,
+    renew_while_forming,
+)
 from coordinator.cluster.peer_death import PeerDeathWatch
 from coordinator.cluster.preferred_leaders import (
     ElectionOutcome,
     ElectionRefused,
     PreferredElection,
+    balance_leaders,
     elect_preferred_leaders,
 )
 from coordinator.cluster.reassignment import ReassignmentResult, drive_reassignments, reassign
-from coordinator.cluster.roles import incarnations_of, role_of
+from coordinator.cluster.roles import RoleHolder, StubSource, incarnations_of, role_of
 from coordinator.cluster.store import (
     ClusterConfig,
     ClusterStore,
     NodeEndpoint,
-    NodeIdTaken,
     NodeSession,
     SessionExpired,
     VersionedAssignment,
 )
-from coordinator.cluster.waiting import run_within
+from coordinator.cluster.waiting import renewal_wait_ms, run_within
 from coordinator.config.settings import Settings
 from coordinator.runtime.replication.role import ReplicaRole
 from protos import internal_pb2_grpc as internal_grpc
 
 log = logging.getLogger(__name__)
 FORMING_WAIT_MAX_MS = 600_000  # a cluster that has not formed by then is misconfigured: say so and stop
-REGISTER_WAIT_EXTRA_MS = 5_000  # beyond two session timeouts, for a previous lease of this node to expire
-REGISTER_RETRY_MS = 500
-RENEWAL_WAIT_MIN_MS = 50  # a renewal is given at least this long, even when the session is about to lapse
-
-
-def renewal_wait_ms(interval_ms: int, valid_for_ms: int) -> int:
-    """How long one renewal may wait for its answer: a heartbeat at most, and while the session holds no longer than
-    what is left of it (at least RENEWAL_WAIT_MIN_MS), so that the node steps down on time. Once it lapsed there is
-    nothing left to protect: a whole heartbeat, or over a link slower than the floor (a 100 ms round trip) no renewal
-    would ever be answered, and the node would stay stepped down until etcd let its lease expire
-    (tests/test_session_renewal.py)."""
-    if valid_for_ms <= 0:
-        return interval_ms
-    return max(RENEWAL_WAIT_MIN_MS, min(interval_ms, valid_for_ms))
-
-
-class RoleHolder(Protocol):
-    """A coordinator as the controller drives it (the shard)."""
-
-    coordinator_id: int
-
-    def set_role(self, role: ReplicaRole) -> None: ...
-
-
-class StubSource(Protocol):
-    def internal_stub(self, address: str) -> internal_grpc.CoordinatorInternalAsyncStub: ...
-
-    async def refuses_connections(self, target: str, timeout_ms: int) -> bool: ...
 
 
 class ClusterController:
@@ -128,7 +94,6 @@ class ClusterController:
         self.assignments: dict[int, VersionedAssignment] = {}
         self.live: dict[int, NodeEndpoint] = {}
         self._holders: list[RoleHolder] = []
-        self._tasks: list[asyncio.Task[None]] = []
         self.leader_changes = 0  # elections this node won or saw (a metric)
         # A refresh reads etcd, changes it and sets the roles from what it read; a preferred election sets the roles
         # from what it wrote. One at a time, or a refresh that read before an election would set them back to the
@@ -137,6 +102,9 @@ class ClusterController:
         # Coordinators whose replica here is damaged and found no healthy copy: this node does not shrink their ISR
         # to itself (`_refresh`), so that the members it waits for can lead once back (`leave_isr_damaged`).
         self._damaged: set[int] = set()
+        # Called with the stored count once an add raised it above the coordinators this node holds, each of them
+        # placed: the node makes and loads them, then `hold`s them (coordinator/node/cluster_growth.py).
+        self.on_count_raised: Callable[[int], Awaitable[None]] | None = None
         self.deaths = PeerDeathWatch(
             endpoint.node_id, store, clock, self._refuses_connections, self._refresh_after_death,
             settings.peer_death_probe_interval_ms, settings.peer_death_probe_timeout_ms,
@@ -164,19 +132,12 @@ class ClusterController:
         while True:
             self.live = await self._store.live_nodes()
             self.assignments = await self._store.assignments()
-            if len(self.assignments) == self.config.coordinators:
-                await self._reconcile_incarnation()
-                return self.config
-            if len(self.live) >= self.config.replication_factor:
-                # DESIGN §6a: over the nodes registered when the first former looked, stored once in etcd, so that
-                # concurrent formers write one placement.
-                formers = await self._store.formation_nodes(sorted(self.live))
-                fresh = assign_replicas(
-                    self.config.coordinators, formers, self.config.replication_factor, incarnations_of(self.live)
+            if not missing_coordinators(self.config, self.assignments):
+                await reconcile_incarnation(
+                    self._store, self.assignments, self._endpoint.node_id, self._incarnation, self._replica_on_disk
                 )
-                for coordinator_id, assignment in fresh.items():
-                    if coordinator_id not in self.assignments:
-                        await self._store.compare_and_set(coordinator_id, 0, assignment)
+                return self.config
+            if await place_missing(self._store, self.config, self.assignments, self.live):
                 continue
             if self._clock.monotonic_ms() > deadline_ms:
                 raise TimeoutError(
@@ -188,46 +149,8 @@ class ClusterController:
                 len(self.live), self.config.replication_factor,
             )  # fmt: skip
             await self._clock.sleep_ms(self._settings.cluster_refresh_interval_ms)
-            await self._renew_while_forming()
-
-    async def _renew_while_forming(self) -> None:
-        """Keeps the session alive while the cluster forms (the keep-alive starts only once it has): a node waiting
-        longer than its session for the others would otherwise vanish from etcd and wait for ever."""
-        assert self._session is not None
-        try:
-            await self._session.renew()
-        except SessionExpired:
-            log.warning("node %d: its session expired while the cluster formed; registering again",
-                        self._endpoint.node_id)  # fmt: skip
-            self._session = await self._register()
-        except Exception as error:  # etcd unreachable: the next round tries again
-            log.warning("node %d: session not renewed while the cluster forms (%s)", self._endpoint.node_id, error)
-
-    async def _reconcile_incarnation(self) -> None:
-        """Each ISR holding this node records its new incarnation, or loses it (`assignment.after_restart`)."""
-        node_id = self._endpoint.node_id
-        for coordinator_id in sorted(self.assignments):
-            for _ in range(3):  # a concurrent change moves the revision: read again
-                current = await self._store.assignment(coordinator_id)
-                if current is None:
-                    break
-                changed = after_restart(
-                    current.assignment, node_id, self._incarnation.previous, self._incarnation.current,
-                    self._replica_on_disk(coordinator_id),
-                )  # fmt: skip
-                if changed is None:
-                    self.assignments[coordinator_id] = current
-                    break
-                if await self._store.compare_and_set(coordinator_id, current.revision, changed):
-                    if node_id not in changed.isr:
-                        log.warning(
-                            "coordinator %d: node %d is not the replica its ISR knew (incarnation %s, the ISR's %s): "
-                            "left the ISR %s until it has caught up again",
-                            coordinator_id, node_id, self._incarnation.current,
-                            current.assignment.incarnation_of(node_id) or "unknown", list(changed.isr),
-                        )  # fmt: skip
-                    self.assignments[coordinator_id] = replace(current, assignment=changed, revision=-1)
-                    break
+            assert self._session is not None
+            self._session = await renew_while_forming(self._session, self._register, self._endpoint.node_id)
 
     @property
     def incarnation(self) -> str:
@@ -235,16 +158,7 @@ class ClusterController:
         return self._incarnation.current
 
     async def _register(self) -> NodeSession:
-        ttl_s = self._settings.node_session_timeout_ms // 1000
-        deadline_ms = self._clock.monotonic_ms() + 2 * ttl_s * 1000 + REGISTER_WAIT_EXTRA_MS
-        while True:  # after a crash, the node's previous lease may live until its TTL ends
-            try:
-                return NodeSession(await self._store.register_node(self._endpoint, ttl_s), ttl_s, self._clock)
-            except NodeIdTaken as error:
-                if self._clock.monotonic_ms() > deadline_ms:
-                    raise
-                log.info("%s; waiting for its lease to expire", error)
-                await self._clock.sleep_ms(REGISTER_RETRY_MS)
+        return await register(self._store, self._endpoint, self._settings.node_session_timeout_ms // 1000, self._clock)
 
     def initial_roles(self) -> dict[int, ReplicaRole]:
         return {
@@ -257,24 +171,25 @@ class ClusterController:
         self._stubs = stubs
         self._holders = list(holders)
 
-    def start(self) -> None:
-        """Starts the lease keep-alive and the refresh loop (once the node's coordinators are loading)."""
-        self._tasks = [
-            asyncio.create_task(self._keep_alive(), name="cluster-session"),
-            asyncio.create_task(self._refresh_loop(), name="cluster-refresh"),
-            asyncio.create_task(self._mark_loop(), name="cluster-directory-mark"),
-        ]
+    def loops(self) -> dict[str, Callable[[], Coroutine[Any, Any, None]]]:
+        """The lease keep-alive, the refresh and the other loops this node runs, by worker name: the node's
+        supervisor runs them (coordinator/node/worker_registry.py) from once its coordinators are loading until
+        before `close`."""
+        loops = {
+            "cluster-session": self._keep_alive,
+            "cluster-refresh": self._refresh_loop,
+            "cluster-directory-mark": self._mark_loop,
+        }
         if self._settings.peer_death_probe_enable:
-            self._tasks.append(asyncio.create_task(self.deaths.run(), name="cluster-peer-deaths"))
+            loops["cluster-peer-deaths"] = self.deaths.run
         if self._settings.auto_leader_rebalance_enable:
-            self._tasks.append(asyncio.create_task(self._preferred_leader_loop(), name="cluster-preferred-leaders"))
+            loops["cluster-preferred-leaders"] = partial(
+                balance_leaders, self, self._clock, self._settings.leader_imbalance_check_interval_ms
+            )
+        return loops
 
     async def close(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        """After its loops stopped: moves the mark on, revokes the session."""
         if self._incarnation.mark:  # a clean stop moves the mark on: any copy taken while it ran is behind it
             with contextlib.suppress(Exception):
                 await self._move_mark()
@@ -406,6 +321,7 @@ class ClusterController:
             try:
                 async with self._changing:
                     await self._refresh()
+                await self._follow_count()
             except Exception as error:  # etcd unreachable: roles stay as they are; the session decides leadership
                 log.warning("cluster refresh failed: %s", error)
             await self._clock.sleep_ms(self._settings.cluster_refresh_interval_ms)
@@ -413,26 +329,62 @@ class ClusterController:
     async def _refresh(self) -> None:
         live = await self._store.live_nodes()
         assignments = await self._store.assignments()
-        for coordinator_id, versioned in assignments.items():
-            if coordinator_id in self._damaged:
-                continue  # a damaged replica does not shrink the ISR to itself: it waits for the others to return
-            elected = after_nodes_lost(versioned.assignment, incarnations_of(live)) if self.session_valid() else None
-            if elected is None:
-                continue
-            if await self._store.compare_and_set(coordinator_id, versioned.revision, elected):
-                if elected.leader != versioned.assignment.leader:
-                    self.leader_changes += 1
-                    log.info(
-                        "coordinator %d: node %d elected leader in epoch %d (node %s gone); ISR %s",
-                        coordinator_id, elected.leader, elected.leader_epoch, versioned.assignment.leader,
-                        list(elected.isr),
-                    )  # fmt: skip
-                assignments[coordinator_id] = replace(versioned, assignment=elected, revision=-1)
+        config = await self._store.cluster_config()
+        if config is not None and config.coordinators > self.config.coordinators:  # an add (counts only rise)
+            self.config = config
+        if self.session_valid() and missing_coordinators(self.config, assignments):
+            # An add raised the count: the added coordinators get their replicas here if no node placed them yet.
+            await place_missing(self._store, self.config, assignments, live)
+            assignments = await self._store.assignments()
+        if self.session_valid():  # where a leader's node is gone, the first live in-sync replica leads
+            self.leader_changes += await isr_changes.elect_where_leaders_lost(
+                self._store, assignments, incarnations_of(live), self._damaged
+            )
         if self.session_valid():  # each reassignment's next step, where this node leads (`reassignment.py`)
             node_id = self._endpoint.node_id
             self.leader_changes += await drive_reassignments(self._store, assignments, node_id, incarnations_of(live))
         self.live, self.assignments = live, assignments
         self._apply_roles()
+
+    # ------------------------------------------------------------------ coordinators added
+
+    async def raise_count(self, expected: int, count: int) -> ClusterConfig:
+        """Sets the stored count to `count` if it is `expected` (compare-and-set), then places every coordinator of
+        the stored count that has no replicas yet and follows the count here; returns the stored configuration.
+        ElectionRefused while this node's session is not valid (its view of the live nodes may be stale)."""
+        if not self.session_valid():
+            raise ElectionRefused(f"node {self._endpoint.node_id}: its etcd session is not valid")
+        if count != expected:
+            await self._store.change_coordinator_count(expected, count)
+        async with self._changing:
+            await self._refresh()
+        await self._follow_count()
+        return self.config
+
+    async def stored_count(self) -> int:
+        """The coordinator count etcd holds now (an add on another node may have raised it since the last refresh)."""
+        config = await self._store.cluster_config()
+        return self.config.coordinators if config is None else max(config.coordinators, self.config.coordinators)
+
+    def placed(self) -> bool:
+        """Whether every coordinator of the count this node knows has its replicas (as of its last refresh)."""
+        return not missing_coordinators(self.config, self.assignments)
+
+    async def _follow_count(self) -> None:
+        """This node makes the coordinators an add raised the count to, once every one of them is placed."""
+        count = self.config.coordinators
+        if self.on_count_raised is None or count <= len(self._holders):
+            return
+        if not self.placed():
+            return  # too few live nodes to place them yet: the next refresh tries again
+        await self.on_count_raised(count)
+
+    async def hold(self, holders: Sequence[RoleHolder]) -> None:
+        """Coordinators added here: their roles are set from now on, first at once."""
+        async with self._changing:
+            held = {holder.coordinator_id for holder in self._holders}
+            self._holders.extend(holder for holder in holders if holder.coordinator_id not in held)
+            self._apply_roles()
 
     # ------------------------------------------------------------------ preferred leaders
 
@@ -477,27 +429,9 @@ class ClusterController:
         """Every coordinator's assignment and the live nodes, read from etcd now."""
         return await self._store.assignments(), sorted(await self._store.live_nodes())
 
-    def _balances_leaders(self) -> bool:
+    def balances_leaders(self) -> bool:
         """Whether this node runs the periodic elections: the live node of the lowest id, with a valid session."""
         return self.session_valid() and bool(self.live) and min(self.live) == self._endpoint.node_id
-
-    async def _preferred_leader_loop(self) -> None:
-        interval_ms = self._settings.leader_imbalance_check_interval_ms
-        while True:
-            await self._clock.sleep_ms(interval_ms)
-            if not self._balances_leaders():
-                continue
-            try:
-                results = await self.elect_preferred_leaders()
-            except Exception as error:  # etcd unreachable, the session lapsed: the next check tries again
-                log.warning("preferred leader elections failed: %s", error)
-                continue
-            waiting = [r for r in results if r.outcome is ElectionOutcome.NOT_POSSIBLE]
-            if waiting:
-                log.info(
-                    "preferred leaders: %d coordinators not led by their preferred replica, which cannot lead yet (%s)",
-                    len(waiting), "; ".join(f"coordinator {r.coordinator_id}: {r.reason}" for r in waiting[:4]),
-                )  # fmt: skip
 
     def _apply_roles(self) -> None:
         valid = self.session_valid()

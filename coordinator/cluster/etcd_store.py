@@ -21,6 +21,9 @@ from coordinator.cluster.store import (
     NodeIdTaken,
     NodeRegistration,
     VersionedAssignment,
+    config_of,
+    config_value,
+    counted,
     node_endpoint,
     node_value,
 )
@@ -175,14 +178,31 @@ class EtcdClusterStore:
 
     async def form(self, wanted: ClusterConfig) -> ClusterConfig:
         key = self._key("config")
-        value = json.dumps({"coordinators": wanted.coordinators, "replication_factor": wanted.replication_factor})
+        value = config_value(wanted)
         transactions = self._client.transactions
         await self._client.transaction(
-            compare=[transactions.create(key) == 0], success=[transactions.put(key, value.encode())], failure=[]
+            compare=[transactions.create(key) == 0], success=[transactions.put(key, value)], failure=[]
         )
         stored = await self._client.get(key)
-        data = json.loads(stored.value)
-        return ClusterConfig(int(data["coordinators"]), int(data["replication_factor"]))
+        return config_of(stored.value)
+
+    async def cluster_config(self) -> ClusterConfig | None:
+        stored = await self._client.get(self._key("config"))
+        return None if stored is None else config_of(stored.value)
+
+    async def change_coordinator_count(self, expected: int, count: int) -> ClusterConfig:
+        key = self._key("config")
+        stored = await self._client.get(key)
+        config = config_of(stored.value)
+        if config.coordinators == expected:
+            value = config_value(counted(config, count))
+            transactions = self._client.transactions
+            await self._client.transaction(
+                compare=[transactions.mod(key) == int(stored.mod_revision)],
+                success=[transactions.put(key, value)],
+                failure=[],
+            )
+        return config_of((await self._client.get(key)).value)
 
     # ------------------------------------------------------------------ coordinators
 

@@ -5,10 +5,10 @@ concurrent change (an election, a dead follower removed, a reassignment step) mo
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import replace
 
-from coordinator.cluster.assignment import isr_changed
+from coordinator.cluster.assignment import after_nodes_lost, isr_changed
 from coordinator.cluster.damaged_replica import without_damaged
 from coordinator.cluster.roles import incarnations_of
 from coordinator.cluster.store import ClusterStore, VersionedAssignment
@@ -62,3 +62,25 @@ async def leave_isr_damaged(store: ClusterStore, coordinator_id: int, node_id: i
             )  # fmt: skip
             return replace(current, assignment=changed, revision=-1)
     return f"coordinator {coordinator_id}: its assignment kept changing in etcd"
+
+
+async def elect_where_leaders_lost(
+    store: ClusterStore, assignments: dict[int, VersionedAssignment], live: Mapping[int, str], damaged: Collection[int]
+) -> int:
+    """Each coordinator whose leader or ISR members are gone changes by compare-and-set (`assignment.after_nodes_lost`:
+    the first live in-sync replica leads); `assignments` takes each change written. The leaders changed."""
+    changes = 0
+    for coordinator_id, versioned in assignments.items():
+        if coordinator_id in damaged:
+            continue  # a damaged replica does not shrink the ISR to itself: it waits for the others to return
+        elected = after_nodes_lost(versioned.assignment, live)
+        if elected is None or not await store.compare_and_set(coordinator_id, versioned.revision, elected):
+            continue
+        if elected.leader != versioned.assignment.leader:
+            changes += 1
+            log.info(
+                "coordinator %d: node %d elected leader in epoch %d (node %s gone); ISR %s",
+                coordinator_id, elected.leader, elected.leader_epoch, versioned.assignment.leader, list(elected.isr),
+            )  # fmt: skip
+        assignments[coordinator_id] = replace(versioned, assignment=elected, revision=-1)
+    return changes

@@ -28,6 +28,9 @@ from coordinator.cluster.store import (
     NodeIdTaken,
     NodeRegistration,
     VersionedAssignment,
+    config_of,
+    config_value,
+    counted,
     node_endpoint,
     node_value,
 )
@@ -330,12 +333,29 @@ class MemoryClusterStore:
     async def form(self, wanted: ClusterConfig) -> ClusterConfig:
         await self.reach()
         key = self._key("config")
-        value = json.dumps({"coordinators": wanted.coordinators, "replication_factor": wanted.replication_factor})
-        self.etcd.transaction([Compare(key, "create", 0)], [Put(key, value.encode())])
+        value = config_value(wanted)
+        self.etcd.transaction([Compare(key, "create", 0)], [Put(key, value)])
         stored = self.etcd.get(key)
         assert stored is not None, "the configuration was just stored"
-        data = json.loads(stored.value)
-        return ClusterConfig(int(data["coordinators"]), int(data["replication_factor"]))
+        return config_of(stored.value)
+
+    async def cluster_config(self) -> ClusterConfig | None:
+        await self.reach()
+        stored = self.etcd.get(self._key("config"))
+        return None if stored is None else config_of(stored.value)
+
+    async def change_coordinator_count(self, expected: int, count: int) -> ClusterConfig:
+        await self.reach()
+        key = self._key("config")
+        stored = self.etcd.get(key)
+        assert stored is not None, "the cluster formed before its count changes"
+        config = config_of(stored.value)
+        if config.coordinators == expected:
+            value = config_value(counted(config, count))
+            self.etcd.transaction([Compare(key, "mod", stored.mod_revision)], [Put(key, value)])
+        changed = self.etcd.get(key)
+        assert changed is not None
+        return config_of(changed.value)
 
     async def assignments(self) -> dict[int, VersionedAssignment]:
         await self.reach()

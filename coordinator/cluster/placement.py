@@ -37,6 +37,36 @@ def initial_placement(coordinators: int, nodes: Sequence[int], replication_facto
     return even_preferred_leaders(placement, ring)
 
 
+def place_added(
+    current: Mapping[int, tuple[int, ...]], added: Sequence[int], nodes: Sequence[int], replication_factor: int
+) -> Placement:
+    """The replicas of coordinators added to a formed cluster (`diskless coordinators add`) over `nodes`, the others
+    left where they are (moving them would copy their state; `plan_rebalance` is the operator's to run).
+
+    Each new coordinator, in id order, takes the `replication_factor` nodes holding the fewest replicas (so replica
+    counts that differed by at most one still do), and of those the one preferred leader of the fewest coordinators
+    comes first, as Kafka's controller places a new partition of `__consumer_offsets` over the live brokers.
+    """
+    ring = sorted(set(nodes))
+    _check(ring, replication_factor)
+    replicas = dict.fromkeys(ring, 0)
+    leaders = dict.fromkeys(ring, 0)
+    for held in current.values():
+        for position, n in enumerate(held):
+            if n in replicas:
+                replicas[n] += 1
+                leaders[n] += 1 if position == 0 else 0
+    placement: Placement = {}
+    for c in sorted(set(added) - set(current)):
+        chosen = sorted(ring, key=lambda n: (replicas[n], leaders[n], n))[:replication_factor]
+        first = min(chosen, key=lambda n: (leaders[n], replicas[n], n))
+        placement[c] = (first, *(n for n in chosen if n != first))
+        for n in chosen:
+            replicas[n] += 1
+        leaders[first] += 1
+    return placement
+
+
 def plan_rebalance(current: Mapping[int, tuple[int, ...]], nodes: Sequence[int], replication_factor: int) -> Placement:
     """The coordinators whose replicas change, each with its new replicas (preferred leader first).
 

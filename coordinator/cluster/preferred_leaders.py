@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import enum
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
+from coordinator.base.clock import Clock
 from coordinator.cluster.assignment import NO_LEADER, preferred_leader_election, why_not_preferred
 from coordinator.cluster.store import ClusterStore, VersionedAssignment
 
@@ -88,3 +90,31 @@ async def _elect_one(store: ClusterStore, coordinator_id: int, live: Mapping[int
         coordinator_id, ElectionOutcome.NOT_POSSIBLE, last.replicas[0], last.leader, last.leader_epoch,
         f"the coordinator's assignment changed {CAS_ATTEMPTS} times under the election: try again", current,
     )  # fmt: skip
+
+
+class LeaderBalancer(Protocol):
+    """The node's controller as the periodic elections use it."""
+
+    def balances_leaders(self) -> bool: ...
+
+    async def elect_preferred_leaders(self) -> Sequence[PreferredElection]: ...
+
+
+async def balance_leaders(balancer: LeaderBalancer, clock: Clock, interval_ms: int) -> None:
+    """Every `interval_ms`, where this node runs them (`balances_leaders`), preferred elections of every coordinator
+    (Kafka's `leader.imbalance.check.interval.ms`)."""
+    while True:
+        await clock.sleep_ms(interval_ms)
+        if not balancer.balances_leaders():
+            continue
+        try:
+            results = await balancer.elect_preferred_leaders()
+        except Exception as error:  # etcd unreachable, the session lapsed: the next check tries again
+            log.warning("preferred leader elections failed: %s", error)
+            continue
+        waiting = [r for r in results if r.outcome is ElectionOutcome.NOT_POSSIBLE]
+        if waiting:
+            log.info(
+                "preferred leaders: %d coordinators not led by their preferred replica, which cannot lead yet (%s)",
+                len(waiting), "; ".join(f"coordinator {r.coordinator_id}: {r.reason}" for r in waiting[:4]),
+            )  # fmt: skip

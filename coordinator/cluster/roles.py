@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Protocol
 
 from coordinator.cluster.assignment import NO_LEADER, CoordinatorAssignment
 from coordinator.cluster.store import NodeEndpoint
 from coordinator.runtime.replication.role import ReplicaRole, RoleKind
+from protos import internal_pb2_grpc as internal_grpc
 
 
 def role_of(
@@ -36,3 +38,17 @@ def role_of(
 
 def incarnations_of(live: Mapping[int, NodeEndpoint]) -> dict[int, str]:
     return {node_id: endpoint.incarnation for node_id, endpoint in live.items()}
+
+
+class RoleHolder(Protocol):
+    """A coordinator as the controller drives it (the shard)."""
+
+    coordinator_id: int
+
+    def set_role(self, role: ReplicaRole) -> None: ...
+
+
+class StubSource(Protocol):
+    def internal_stub(self, address: str) -> internal_grpc.CoordinatorInternalAsyncStub: ...
+
+    async def refuses_connections(self, target: str, timeout_ms: int) -> bool: ...

@@ -5,7 +5,8 @@ process with etcd's semantics (revisions, compare-and-put, leases that expire on
 a whole cluster runs in one process on one clock. What the controller asks of either:
 
 - `nodes/<id>`: a live node's endpoint, under its session lease: it vanishes when the lease expires;
-- `config`: the cluster's coordinator count and replication factor, written once by the first node;
+- `config`: the cluster's coordinator count and replication factor, written by the first node; the count rises
+  afterwards only by a compare-and-set on the key's revision (`diskless coordinators add`);
 - `placement`: the nodes the cluster formed over, written once by the first node to see enough of them;
 - `coordinators/<id>`: a `CoordinatorAssignment`, changed only by a compare-and-set on the key's revision.
 
@@ -58,6 +59,31 @@ class NodeRegistration:
 class ClusterConfig:
     coordinators: int
     replication_factor: int
+    # The count the cluster formed with, once an add raised it (-1: never raised): coordinators below it are placed
+    # as at formation, those above as added (`joining.place_missing`).
+    formed: int = -1
+
+    @property
+    def formed_count(self) -> int:
+        return self.coordinators if self.formed < 0 else self.formed
+
+
+def config_value(config: ClusterConfig) -> bytes:
+    """The `config` key's value (JSON; `formed` only once an add wrote it)."""
+    value = {"coordinators": config.coordinators, "replication_factor": config.replication_factor}
+    if config.formed >= 0:
+        value["formed"] = config.formed
+    return json.dumps(value).encode()
+
+
+def config_of(raw: bytes | str) -> ClusterConfig:
+    data = json.loads(raw)
+    return ClusterConfig(int(data["coordinators"]), int(data["replication_factor"]), int(data.get("formed", -1)))
+
+
+def counted(config: ClusterConfig, count: int) -> ClusterConfig:
+    """The configuration with another coordinator count, remembering the count it formed with."""
+    return ClusterConfig(count, config.replication_factor, config.formed_count)
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +152,15 @@ class ClusterStore(Protocol):
 
     async def form(self, wanted: ClusterConfig) -> ClusterConfig:
         """Stores the configuration if none is stored yet; returns the stored one (the first node's)."""
+        ...
+
+    async def cluster_config(self) -> ClusterConfig | None:
+        """The stored configuration (None before the cluster formed): every node reads the count from it."""
+        ...
+
+    async def change_coordinator_count(self, expected: int, count: int) -> ClusterConfig:
+        """Sets the coordinator count to `count` if it is `expected` now (a compare-and-set on the key's revision, so
+        that of two adds reading the same count one wins); returns the stored configuration afterwards."""
         ...
 
     async def assignments(self) -> dict[int, VersionedAssignment]:

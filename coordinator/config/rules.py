@@ -159,6 +159,11 @@ def _replication(settings: Settings) -> None:
             f"{property_name('replica_socket_timeout_ms')} ({settings.replica_socket_timeout_ms}) must be above "
             f"{property_name('replica_fetch_wait_max_ms')} ({settings.replica_fetch_wait_max_ms})"
         )
+    if not 0 <= settings.replica_fetch_linger_ms < settings.replica_fetch_wait_max_ms:
+        raise SettingsError(
+            f"{property_name('replica_fetch_linger_ms')} must be >= 0 and below "
+            f"{property_name('replica_fetch_wait_max_ms')}, got {settings.replica_fetch_linger_ms}"
+        )
     if settings.replica_fetch_max_bytes < 1024:
         raise SettingsError(f"{property_name('replica_fetch_max_bytes')} must be >= 1024")
     if settings.replica_fetch_response_max_bytes < 1024:
@@ -203,6 +208,10 @@ def _files(settings: Settings) -> None:
     for attr in ("consolidation_target_object_bytes", "consolidation_max_files"):
         if getattr(settings, attr) <= 0:
             raise SettingsError(f"{property_name(attr)} must be > 0, got {getattr(settings, attr)}")
+    if not 0 <= settings.consolidation_job_nice <= 19:  # Linux's range of niceness a process may take
+        raise SettingsError(f"{property_name('consolidation_job_nice')} must be 0..19")
+    if not 1 <= settings.consolidation_replace_duty_percent <= 100:
+        raise SettingsError(f"{property_name('consolidation_replace_duty_percent')} must be 1..100")
     if not 0 <= settings.orphan_scan_max_orphan_percent <= 100:
         raise SettingsError(f"{property_name('orphan_scan_max_orphan_percent')} must be 0..100")
     try:
@@ -242,9 +251,4 @@ def _snapshots(settings: Settings) -> None:
         raise SettingsError(
             f"{property_name('snapshot_interval_bytes')} ({settings.snapshot_interval_bytes}) must be 0 or >= "
             f"{property_name('log_segment_bytes')} ({settings.log_segment_bytes})"
-        )
-    if settings.snapshot_retry_backoff_max_ms < settings.snapshot_retry_backoff_ms:
-        raise SettingsError(
-            f"{property_name('snapshot_retry_backoff_max_ms')} ({settings.snapshot_retry_backoff_max_ms}) must be "
-            f">= {property_name('snapshot_retry_backoff_ms')} ({settings.snapshot_retry_backoff_ms})"
         )

@@ -12,6 +12,7 @@ dots as underscores (`diskless.coordinator.queue.max.operations` is
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +27,19 @@ __all__ = ["STATE_VERIFY_MODES", "Settings", "SettingsError", "describe_settings
 
 class SettingsError(ValueError):
     """A setting has a nonsense value; the message names it."""
+
+
+# Settings a release removed, with what took their place. A properties file written for an earlier release still
+# starts the node (as Kafka warns about a configuration it no longer knows rather than refusing it): the value is
+# ignored with one warning naming the replacement. A name never known is still refused (a typo would otherwise
+# silently keep a default).
+RETIRED_SETTINGS: Mapping[str, str] = {
+    "diskless.coordinator.snapshot.retry.backoff.max.ms": (
+        "a failed snapshot is now restarted by the node's worker supervisor, with "
+        "diskless.server.worker.restart.backoff.ms .. diskless.server.worker.restart.backoff.max.ms"
+    ),
+}
+_log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +135,12 @@ class Settings(StorageSettings):
         500,
         "how long the leader holds a follower's fetch when there is nothing new (long poll)",
     )
+    replica_fetch_linger_ms: int = _setting(
+        "diskless.coordinator.replica.fetch.linger.ms",
+        5,
+        "how long a leader node holds a follower node's answer for the writes it began before answering (the same "
+        "append tick's other coordinators) so that they go in that answer, not the next (0: never)",
+    )
     replica_socket_timeout_ms: int = _setting(
         "diskless.coordinator.replica.socket.timeout.ms",
         10000,
@@ -170,6 +190,9 @@ class Settings(StorageSettings):
         changes: dict[str, Any] = {}
         for name, raw in overrides.items():
             spec = by_name.get(name)
+            if spec is None and name in RETIRED_SETTINGS:
+                _log.warning("setting %r is no longer used and is ignored: %s", name, RETIRED_SETTINGS[name])
+                continue
             if spec is None:
                 raise SettingsError(f"unknown setting {name!r}")
             changes[spec.name] = _convert(name, raw, type(getattr(self, spec.name)))

@@ -62,10 +62,8 @@ class StorageSettings(NodeSettings):
     snapshot_retry_backoff_ms: int = _setting(
         "diskless.coordinator.snapshot.retry.backoff.ms",
         1000,
-        "wait before retrying a failed snapshot; doubles per failure up to the max",
-    )
-    snapshot_retry_backoff_max_ms: int = _setting(
-        "diskless.coordinator.snapshot.retry.backoff.max.ms", 60000, "cap of the wait between snapshot retries"
+        "wait before looking again at a snapshot asked for while the coordinator did not serve (a snapshot that "
+        "failed is started again by the worker supervisor: diskless.server.worker.restart.backoff.ms)",
     )
     scrub_bytes_per_second: int = _setting(
         "diskless.coordinator.scrub.bytes.per.second",
@@ -251,6 +249,19 @@ class StorageSettings(NodeSettings):
         10000,
         "WAL files one `diskless consolidate` run plans per coordinator at most (the oldest first); a rerun "
         "takes the next ones",
+    )
+    consolidation_job_nice: int = _setting(
+        "diskless.consolidation.job.nice",
+        19,
+        "niceness (0..19) of the processes `diskless consolidate` starts (the Spark JVM and its Python workers): "
+        "19, the lowest CPU priority, lets a coordinator node on the same machine keep its CPU while the job runs",
+    )
+    consolidation_replace_duty_percent: int = _setting(
+        "diskless.consolidation.replace.duty.percent",
+        20,
+        "`diskless consolidate` paces its ReplaceBatches calls: after a call that took t, a run task pauses "
+        "t * (100 / this - 1) before its next run, so that each task keeps a coordinator's loop busy at most this "
+        "share of the time (the record applies there, and commits wait behind it); 100: no pause (1..100)",
     )
     drain_timeout_ms: int = _setting(
         "diskless.shutdown.drain.timeout.ms", 10000, "on SIGTERM, how long in-flight calls may take to finish"

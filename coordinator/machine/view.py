@@ -116,9 +116,13 @@ class CoordinatorView:
         leader_epoch: int = 0,
         committed_run: CommittedRun | None = None,
         committed_replacement: CommittedReplacement | None = None,
+        file_is_committed: Callable[[str], bool] | None = None,
     ) -> None:
         self.coordinator_id = coordinator_id
         self._committed_file = committed_file
+        # Whether a committed file has the key, asked once per commit part (a retry?): without its row, which a
+        # lookup by the key's unique index alone answers.
+        self._file_is_committed = file_is_committed or (lambda object_key: committed_file(object_key) is not None)
         self._committed_batches = committed_batches
         self._committed_last_offsets = committed_last_offsets
         self._committed_run = committed_run
@@ -185,7 +189,7 @@ class CoordinatorView:
         return self._topic_configs.get(topic_id, _NO_CONFIGS)
 
     def file_known(self, object_key: str) -> bool:
-        return object_key in self._pending_files or self._committed_file(object_key) is not None
+        return object_key in self._pending_files or self._file_is_committed(object_key)
 
     def file_pending(self, object_key: str) -> bool:
         """Whether a record not yet applied adds a file with this key."""

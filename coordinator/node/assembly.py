@@ -39,6 +39,7 @@ from coordinator.edge.gate import CallGate, add_service, grpc_call_counts, grpc_
 from coordinator.edge.loop import EdgeLoop, NodeHop
 from coordinator.edge.tls import TlsFiles, is_loopback, server_credentials, tls_files
 from coordinator.node import gauges
+from coordinator.node.cluster_growth import follow_cluster_count
 from coordinator.node.coordinator_count import with_recorded_count
 from coordinator.node.growth import CoordinatorGrowth
 from coordinator.node.node import Node, replica_on_disk
@@ -49,7 +50,14 @@ from coordinator.node.processes.layout import ProcessLayout
 from coordinator.node.reader_advertising import ReaderAdvertising
 from coordinator.node.router import Endpoint
 from coordinator.node.services import SERVICE_NAME, servicers
-from coordinator.node.worker_registry import HEALTH, READER_ADVERTISING
+from coordinator.node.worker_registry import (
+    COMMIT_PROCESSES,
+    HEALTH,
+    READER_ADVERTISING,
+    READER_PROCESSES,
+    start_cluster_workers,
+    stop_cluster_workers,
+)
 from coordinator.reads.find_batches import answer_bound
 from coordinator.reads.readers.supervisor import ReadProcesses
 from coordinator.runtime.replication.role import ReplicaRole
@@ -165,9 +173,10 @@ class RunningServer:
 
     async def load(self) -> bool:
         """Loads every coordinator, then takes calls, starts the file workers and readers; True when all are ACTIVE."""
+        await self.node.workers.open()  # the readers' and commit processes' workers start before the node loads
         self._start_readers()  # they start while the coordinators load; the board says LOADING until then
         if self.front is not None:
-            self.front.processes.start()
+            self.front.processes.start(self.node.workers, COMMIT_PROCESSES)
         loaded = await self.node.load()
         if self.front is not None:  # the commit processes load their coordinators meanwhile
             await self.front.processes.wait_first_starts()
@@ -175,7 +184,7 @@ class RunningServer:
             loaded = self.front.processes.all_serving()
         self._gate.ready = True
         if self.cluster is not None:
-            self.cluster.start()
+            start_cluster_workers(self.node.workers, self.cluster)
         await self.node.start_workers()
         advertising = self.reader_advertising
         if advertising is not None:
@@ -214,7 +223,7 @@ class RunningServer:
             self.role_listeners.append(readers.role_set)
         self.readers = readers
         self.node.metrics.watch(GaugeCollector(lambda: list(readers.gauges())))
-        readers.start()
+        readers.start(self.node.workers, READER_PROCESSES)
 
     async def stop(self) -> None:
         """Drains in-flight calls for up to the drain timeout (readers' too), then closes the node."""
@@ -233,6 +242,7 @@ class RunningServer:
             self._metrics_server.close()
             await self._metrics_server.wait_closed()
         if self.cluster is not None:  # the lease is revoked: other nodes elect new leaders at once
+            await stop_cluster_workers(self.node.workers)
             await self.cluster.close()
         if self.front is not None:
             await self.front.stop()
@@ -377,6 +387,8 @@ async def _start(
     running.role_listeners = role_listeners
     if cluster is None and commit_process is None and front is None:  # a lone node of one process adds online
         node.router.growth = CoordinatorGrowth(node, lambda: running.readers)
+    if cluster is not None:  # any node of a cluster adds online, and follows every add (the count is etcd's)
+        follow_cluster_count(node, cluster, lambda shard: RolesTold(shard, role_listeners), lambda: running.readers)
     if cluster is not None and settings.read_processes > 0:
         running.reader_advertising = ReaderAdvertising(
             cluster, clock or SystemClock(), settings.cluster_refresh_interval_ms

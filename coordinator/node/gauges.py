@@ -74,6 +74,7 @@ def coordinator_gauges(node: Node) -> Iterator[tuple[str, str, str, dict[str, st
             age_s = max(0.0, time.time() - statistics.last_snapshot_created_at_ms / 1000)
             yield ("diskless_coordinator_snapshot_age_seconds", "Seconds since the newest snapshot was taken.",
                    "gauge", labels, age_s)  # fmt: skip
+    yield from fetcher_gauges(node)
     for description in node.router.describe_coordinators(pb.DescribeCoordinatorsRequest()).coordinators:
         if description.error_code != pb.NONE:
             continue
@@ -90,6 +91,22 @@ def coordinator_gauges(node: Node) -> Iterator[tuple[str, str, str, dict[str, st
                description.log_bytes)  # fmt: skip
         yield ("diskless_coordinator_snapshot_bytes", "Every snapshot kept on this node.", "gauge", labels,
                description.snapshot_bytes)  # fmt: skip
+
+
+def fetcher_gauges(node: Node) -> Iterator[tuple[str, str, str, dict[str, str], float]]:
+    """The node's replica fetcher (replication per node pair): calls against coordinators' parts tell how many
+    coordinators one FetchLogs carries; calls per commit, how many round trips replication costs."""
+    if node.replica_fetcher is None:
+        return
+    statistics = node.replica_fetcher.statistics()
+    yield ("diskless_replica_fetcher_calls", "FetchLogs calls this node's replica fetcher had answered (every "
+           "coordinator it follows on one leader node in each).", "counter", {}, statistics.calls)  # fmt: skip
+    yield ("diskless_replica_fetcher_partitions", "Coordinators' parts of those calls.", "counter", {},
+           statistics.partitions_fetched)  # fmt: skip
+    yield ("diskless_replica_fetcher_sessions", "Leader nodes this node fetches from (idle ones included).", "gauge",
+           {}, statistics.sessions)  # fmt: skip
+    yield ("diskless_replica_fetcher_members", "Coordinators this node follows through its fetcher.", "gauge", {},
+           statistics.members)  # fmt: skip
 
 
 def _topics_awaiting_purge(shard: CoordinatorShard) -> float | None:

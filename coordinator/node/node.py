@@ -32,6 +32,7 @@ from coordinator.runtime.replication.link import ClusterLink
 from coordinator.runtime.replication.role import ReplicaRole, RoleKind
 from coordinator.runtime.shard import CoordinatorShard, ShardState
 from coordinator.runtime.shard.append_ticks import AppendTicks
+from coordinator.runtime.worker_specs import REPLICA_FETCHER
 from protos import records_pb2 as rec
 
 log = logging.getLogger(__name__)
@@ -62,11 +63,15 @@ class Node:
         self.settings = settings
         clock = clock or SystemClock()
         self.metrics = metrics or Metrics()
+        # Every background worker of the node runs under this one owner (coordinator/node/worker_registry.py): its
+        # coordinators' too, each started by the coordinator's lifecycle.
+        self.workers = WorkerSupervisor(clock, SupervisionBounds.of(settings), self._count_worker_failure,
+                                        self.health_changed)  # fmt: skip
         ticks = AppendTicks(settings.append_linger_ms)  # a commit's parts on several coordinators written together
         # In a cluster, one fetch loop per leader node for every coordinator followed there (a node-scope worker).
         self.replica_fetcher = ReplicaFetcher(settings, clock, link) if link is not None else None
 
-        def make_shard(i: int) -> CoordinatorShard:
+        def make_shard(i: int, role: ReplicaRole | None) -> CoordinatorShard:
             return CoordinatorShard(
                 i,
                 coordinator_directory(settings.data_dir, i),
@@ -75,16 +80,17 @@ class Node:
                 self.metrics,
                 self._shard_state_changed,
                 self._topic_records_applied,
-                None if roles is None else roles[i],
+                role,
                 link,
                 ticks,
                 executors,
                 self.replica_fetcher,
+                self.workers,
             )
 
         # Coordinators added online (CreateCoordinators, coordinator/node/growth.py) are made the same way.
         self._make_shard = make_shard
-        self.shards = [make_shard(i) for i in range(settings.coordinators)]
+        self.shards = [make_shard(i, None if roles is None else roles[i]) for i in range(settings.coordinators)]
         self._loaded = False
         self._health_changed = asyncio.Event()
         # Told of every state change of a coordinator (the reader processes' status board).
@@ -102,15 +108,14 @@ class Node:
         self.router = Router(self.shards, settings, clock, self.metrics, self.catalog, self.peers, self._catalog_holder)
         self._clock = clock
         self.object_store: ObjectStore | None = None
-        # Every background worker of the node runs under this one owner (coordinator/node/worker_registry.py).
-        self.workers = WorkerSupervisor(clock, supervision_bounds(settings), self._count_worker_failure,
-                                        self.health_changed)  # fmt: skip
         self._worker_inputs: WorkerInputs | None = None  # set once the workers start
         self.router.worker_statuses = self.workers.statuses
 
     def _peer_address(self, coordinator_id: int) -> PeerAddress:
         """The node leading the coordinator: alone, this node's own address; in a cluster, etcd's leader."""
-        role = self.shards[coordinator_id].role
+        # A coordinator another node's add made that this node has not made yet (it does at its next refresh): asked
+        # here, it answers NOT_COORDINATOR, and the caller retries as for any leader change.
+        role = self.shards[coordinator_id].role if coordinator_id < len(self.shards) else None
         if role is not None and role.leader_address:
             host, _, port = role.leader_address.rpartition(":")
             return PeerAddress(host, int(port))
@@ -138,8 +143,10 @@ class Node:
         trying by itself, unless only an operator can settle its failure.
         """
         self.settings.data_dir.mkdir(parents=True, exist_ok=True)
-        if self.replica_fetcher is not None:
-            self.replica_fetcher.start()  # before the coordinators load: followers join it as they become ones
+        await self.workers.open()  # the coordinators' own workers start as they load
+        fetcher = self.replica_fetcher
+        if fetcher is not None:  # before the coordinators load: followers join it as they become ones
+            self.workers.start(REPLICA_FETCHER, lambda: fetcher)
         outcomes = await asyncio.gather(*(shard.load() for shard in self.shards), return_exceptions=True)
         self.rebuild_catalog()
         self._loaded = True
@@ -219,14 +226,15 @@ class Node:
         """The supervised workers of one kind now running, by coordinator id (tests and gauges look at them)."""
         return self.workers.workers(name)
 
-    async def add_coordinators(self, count: int) -> bool:
+    async def add_coordinators(self, count: int, roles: Mapping[int, ReplicaRole] | None = None) -> bool:
         """Creates and loads coordinators len(shards)..count-1 (their directories, logs and states are made by the
-        load), then routes calls to them and starts their workers; True when all the new ones are ACTIVE.
+        load), then routes calls to them and starts their workers; True when all the new ones are ACTIVE. In a
+        cluster each starts in the role `roles` gives it (coordinator/node/cluster_growth.py).
 
         They are loaded before any call reaches them, so no partition is placed on a coordinator still loading;
         one that failed to load goes on trying by itself, as at start.
         """
-        added = [self._make_shard(i) for i in range(len(self.shards), count)]
+        added = [self._make_shard(i, None if roles is None else roles[i]) for i in range(len(self.shards), count)]
         if not added:
             return True
         self.settings = dataclasses.replace(self.settings, coordinators=count)
@@ -240,20 +248,17 @@ class Node:
 
     async def close(self) -> None:
         self._worker_inputs = None  # coordinators closing start no worker again
-        await self.workers.close()
+        for shard in self.shards:
+            for spec, _ in COORDINATOR_WORKERS:
+                await self.workers.stop_waiting(spec.name, shard.coordinator_id)
         await self.peers.close()
+        # Each coordinator stops its own workers (its life loop drains it first); the fetcher after them: their
+        # followers have left it. What is left of the node's own ends with the supervisor.
         await asyncio.gather(*(shard.close() for shard in self.shards))
-        if self.replica_fetcher is not None:
-            await self.replica_fetcher.stop()  # after the coordinators: their followers have left it
+        await self.workers.stop_waiting(REPLICA_FETCHER.name)
+        await self.workers.close()
         if self.object_store is not None:
             self.object_store.close()
-
-
-def supervision_bounds(settings: Settings) -> SupervisionBounds:
-    return SupervisionBounds(
-        settings.worker_restart_backoff_ms, settings.worker_restart_backoff_max_ms, settings.worker_failures_window_ms,
-        settings.worker_failures_max,
-    )  # fmt: skip
 
 
 def _deletes_topics(record: rec.MetadataRecord) -> bool:

@@ -47,8 +47,9 @@ from protos import internal_pb2 as internal
 __all__ = ["Answer", "CoordinatorGrower", "Endpoint", "Placed", "Placement", "Router"]
 
 NO_GROWTH = (
-    "this node cannot add coordinators online: a cluster's count (--etcd) is its formation's; a node spread over "
-    "commit processes (diskless.node.processes > 1) takes more at a restart with a larger --coordinators"
+    "this node cannot add coordinators online: it is spread over commit processes (diskless.node.processes > 1), "
+    "each of which leads a share of the coordinators fixed when the node starts; restart it with a larger "
+    "--coordinators instead (existing partitions stay, new topics spread over every coordinator)"
 )
 
 
@@ -108,7 +109,8 @@ class Router:
         # The node's cluster controller, set where the node is part of a cluster: it runs preferred elections and
         # starts reassignments.
         self.elector: ClusterAdmin | None = None
-        # Adds coordinators online where this node may (a lone node of one process; coordinator/node/growth.py).
+        # Adds coordinators online where this node may (a lone node of one process, coordinator/node/growth.py; a
+        # node of a cluster, coordinator/node/cluster_growth.py).
         self.growth: CoordinatorGrower | None = None
         # The node's supervised background workers now (set by the node): DescribeCoordinators shows them.
         self.worker_statuses: Callable[[], Sequence[WorkerStatus]] = list

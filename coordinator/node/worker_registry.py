@@ -12,16 +12,19 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 from coordinator.base.clock import Clock
 from coordinator.base.metrics import Metrics
-from coordinator.base.workers import Scope, Worker, WorkerSpec
+from coordinator.base.workers import LoopWorker, Scope, Worker, WorkerSpec, WorkerSupervisor
+from coordinator.cluster.controller import ClusterController
 from coordinator.cluster.peers import PeerClient
 from coordinator.commits.producer_expiry_worker import ProducerExpiryWorker
 from coordinator.config.settings import Settings
 from coordinator.files.object_store import ObjectStore
 from coordinator.files.workers import FileWorker
 from coordinator.runtime.shard import CoordinatorShard
+from coordinator.runtime.worker_specs import RUNTIME_WORKERS
 from coordinator.topics.purge_worker import TopicPurger
 from coordinator.topics.retention_worker import RetentionWorker
 
@@ -55,75 +58,51 @@ HEALTH = WorkerSpec(
     "go in and out of service", "coordinator.node.assembly:track_health",
 )  # fmt: skip
 
-# ---------------------------------------------------------------- at their seams (their owner makes the task)
+# ---------------------------------------------------------------- supervised: the node's own, in a cluster
 
-COORDINATOR_LIFE = WorkerSpec(
-    "coordinator-life", Scope.COORDINATOR, "loads the coordinator, serves it as leader (pipeline) or follower (the "
-    "follower's fetch loop), loads it again after a failure or a role change",
-    "coordinator.runtime.shard.lifecycle:Lifecycle._live", "reload_backoff_ms",
-    "coordinator.runtime.shard.lifecycle:Lifecycle.start",
-)  # fmt: skip
-SNAPSHOTS = WorkerSpec(
-    "snapshots", Scope.COORDINATOR, "takes snapshots of the state by log bytes or time, and trims old ones",
-    "coordinator.runtime.shard.snapshots:SnapshotScheduler._run", "snapshot_interval_ms",
-    "coordinator.runtime.shard.snapshots:SnapshotScheduler.start",
-)  # fmt: skip
-SCRUB = WorkerSpec(
-    "scrub", Scope.COORDINATOR, "reads and verifies sealed log segments, snapshots and state pages at a bounded rate",
-    "coordinator.runtime.shard.scrubber:Scrubber._run", "scrub_interval_ms",
-    "coordinator.runtime.shard.scrubber:Scrubber.start",
-)  # fmt: skip
-ISR_TICKER = WorkerSpec(
-    "isr-ticker", Scope.LEADER_ONLY, "takes followers not caught up for replica.lag.time.max.ms out of the ISR",
-    "coordinator.runtime.replication.leader:LeaderReplication._tick", "replica_lag_time_max_ms",
-    "coordinator.runtime.replication.leader:LeaderReplication.start",
-)  # fmt: skip
-REPLICA_FETCHER = WorkerSpec(
-    "replica-fetcher", Scope.NODE, "fetches every coordinator followed here from each leader node in one FetchLogs",
-    "coordinator.runtime.replication.fetcher:ReplicaFetcher._run", "replica_fetch_wait_max_ms",
-    "coordinator.runtime.replication.fetcher:ReplicaFetcher.start",
-)  # fmt: skip
-REPLICA_FETCH_SESSIONS = WorkerSpec(
-    "replica-fetch-session", Scope.NODE, "one leader node's fetch session (long poll, appends, acknowledgements)",
-    "coordinator.runtime.replication.fetcher:_Session.run", "replica_fetch_wait_max_ms",
-    "coordinator.runtime.replication.fetcher:ReplicaFetcher._run",
-)  # fmt: skip
+# The cluster controller's loops (ClusterController.loops): each catches what etcd being away raises and tries again
+# at its next round; what escapes that is counted and the loop started again after the backoff (each holds its state
+# in the controller, so a new one goes on where the last stopped: a session lapsed is renewed or registered anew).
+
 CLUSTER_SESSION = WorkerSpec(
     "cluster-session", Scope.NODE, "keeps the node's etcd lease alive (its liveness for the cluster)",
     "coordinator.cluster.controller:ClusterController._keep_alive", "node_heartbeat_interval_ms",
-    "coordinator.cluster.controller:ClusterController.start",
 )  # fmt: skip
 CLUSTER_REFRESH = WorkerSpec(
     "cluster-refresh", Scope.NODE, "reads assignments and live nodes from etcd, sets coordinators' roles, elects",
     "coordinator.cluster.controller:ClusterController._refresh_loop", "cluster_refresh_interval_ms",
-    "coordinator.cluster.controller:ClusterController.start",
 )  # fmt: skip
 INCARNATION_MARK = WorkerSpec(
     "cluster-directory-mark", Scope.NODE, "refreshes the incarnation marks of the node's replica directories",
     "coordinator.cluster.controller:ClusterController._mark_loop", "node_incarnation_mark_interval_ms",
-    "coordinator.cluster.controller:ClusterController.start",
 )  # fmt: skip
 PEER_DEATHS = WorkerSpec(
     "cluster-peer-deaths", Scope.NODE, "probes peers that stopped answering and revokes a dead one's session",
     "coordinator.cluster.peer_death:PeerDeathWatch.run", "peer_death_probe_interval_ms",
-    "coordinator.cluster.controller:ClusterController.start",
 )  # fmt: skip
 PREFERRED_LEADERS = WorkerSpec(
     "cluster-preferred-leaders", Scope.NODE, "moves leadership back to preferred replicas (auto leader rebalance)",
-    "coordinator.cluster.controller:ClusterController._preferred_leader_loop", "leader_imbalance_check_interval_ms",
-    "coordinator.cluster.controller:ClusterController.start",
+    "coordinator.cluster.preferred_leaders:balance_leaders", "leader_imbalance_check_interval_ms",
 )  # fmt: skip
+
+# ---------------------------------------------------------------- supervised: the node's child processes
+
+# Each slot restarts its own child process with read.process.restart.backoff; a failure escaping that (a bug) may
+# leave a child running that a restart would start a second of: counted, not started again, health NOT_SERVING.
 COMMIT_PROCESSES = WorkerSpec(
     "commit-processes", Scope.NODE, "keeps each commit process of a multi-process node running (restart, backoff)",
-    "coordinator.node.processes.supervisor:CommitProcesses._keep_running", None,
-    "coordinator.node.processes.supervisor:CommitProcesses.start",
+    "coordinator.node.processes.supervisor:CommitProcesses.run", "read_process_restart_backoff_ms", restart=False,
 )  # fmt: skip
 READER_PROCESSES = WorkerSpec(
     "reader-processes", Scope.NODE, "keeps each reader process running (restart with read.process.restart.backoff)",
-    "coordinator.reads.readers.supervisor:ReadProcesses._keep_running", "read_process_restart_backoff_ms",
-    "coordinator.reads.readers.supervisor:ReadProcesses.start",
+    "coordinator.reads.readers.supervisor:ReadProcesses.run", "read_process_restart_backoff_ms", restart=False,
 )  # fmt: skip
 
+# ---------------------------------------------------------------- at their seams (their owner makes the task)
+
+# In a commit process (a child of the node's first process, with a node and a supervisor of its own): the wait for
+# its parent's messages is what ends the process's serving, so it is the process's main task, not a worker of its
+# node's supervisor, which that serving holds open and closes.
 PARENT_MESSAGES = WorkerSpec(
     "parent-messages", Scope.NODE, "in a commit process: its parent's messages (damage reports, stop) until stopped",
     "coordinator.base.child_processes:wait_told_to_stop", None, "coordinator.node.processes.commit_process:_serve",
@@ -151,17 +130,35 @@ COORDINATOR_WORKERS: tuple[tuple[WorkerSpec, CoordinatorFactory], ...] = (
     (RETENTION, lambda shard, i: RetentionWorker(shard, i.settings, i.clock, i.metrics)),
 )
 
+# The cluster controller's loops, in start order (those its settings turn off are not among its `loops`).
+CLUSTER_WORKERS: tuple[WorkerSpec, ...] = (
+    CLUSTER_SESSION, CLUSTER_REFRESH, INCARNATION_MARK, PEER_DEATHS, PREFERRED_LEADERS,
+)  # fmt: skip
+
+
+def start_cluster_workers(workers: WorkerSupervisor, controller: ClusterController) -> None:
+    """Starts the controller's loops on the node's supervisor (once its coordinators are loading)."""
+    loops = controller.loops()
+    unknown = set(loops) - {spec.name for spec in CLUSTER_WORKERS}
+    assert not unknown, f"cluster loops not declared in the worker registry: {sorted(unknown)}"
+    for spec in CLUSTER_WORKERS:
+        loop = loops.get(spec.name)
+        if loop is not None:
+            workers.start(spec, partial(LoopWorker, loop))
+
+
+async def stop_cluster_workers(workers: WorkerSupervisor) -> None:
+    """Stops the controller's loops and waits for them (before the controller closes its session)."""
+    for spec in CLUSTER_WORKERS:
+        await workers.stop_waiting(spec.name)
+
+
 # Every worker, supervised or not: describe, the docs and the registry's test read this.
 WORKERS: tuple[WorkerSpec, ...] = (
     *(spec for spec, _ in COORDINATOR_WORKERS),
     READER_ADVERTISING,
     HEALTH,
-    COORDINATOR_LIFE,
-    SNAPSHOTS,
-    SCRUB,
-    ISR_TICKER,
-    REPLICA_FETCHER,
-    REPLICA_FETCH_SESSIONS,
+    *RUNTIME_WORKERS,
     CLUSTER_SESSION,
     CLUSTER_REFRESH,
     INCARNATION_MARK,

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import shutil
 from collections.abc import Coroutine
@@ -36,7 +37,9 @@ from coordinator.cluster.store import NodeEndpoint
 from coordinator.config.loading import load_settings
 from coordinator.config.settings import Settings
 from coordinator.machine.state.integrity import take_clean_close_mark
+from coordinator.node.cluster_growth import follow_cluster_count
 from coordinator.node.node import Node, coordinator_directory, replica_on_disk
+from coordinator.node.worker_registry import start_cluster_workers, stop_cluster_workers
 from coordinator.reads.find_coordinator import Endpoint
 from coordinator.runtime.shard import CoordinatorShard
 
@@ -160,9 +163,11 @@ class SimCluster:
         controller = ClusterController(settings, NodeEndpoint(node_id, "127.0.0.1", BASE_PORT + node_id), sim.store,
                                        self.clock, partial(replica_on_disk, sim.data_dir))  # fmt: skip
         config = await controller.join()
-        assert config.coordinators == self.coordinators
+        # The count etcd holds wins over the node's settings (an add may have raised it: `diskless coordinators add`).
+        assert config.coordinators >= self.coordinators
+        self.coordinators = config.coordinators
         node = Node(
-            settings,
+            dataclasses.replace(settings, coordinators=config.coordinators),
             clock=self.clock,
             metrics=Metrics(),
             roles=dict(controller.initial_roles()),
@@ -173,10 +178,11 @@ class SimCluster:
         node.router.endpoint = Endpoint("127.0.0.1", BASE_PORT + node_id)
         controller.attach(node.peers, node.shards)
         node.router.elector = controller
+        follow_cluster_count(node, controller, lambda shard: shard, lambda: None)
         sim.node, sim.controller, sim.paused = node, controller, False
         self.network.attach(sim.address, node.router)
         await node.load()
-        controller.start()
+        start_cluster_workers(node.workers, controller)
         await node.start_workers()
 
     async def crash(self, node_id: int) -> None:
@@ -187,10 +193,11 @@ class SimCluster:
         self.network.detach(sim.address)
         sim.store.reachable = False
         sim.node, sim.controller, sim.paused = None, None, False
+        await stop_cluster_workers(node.workers)
         await controller.close()  # its revoke cannot reach etcd
         await node.close()
         # A crash leaves no clean-close mark: the next load verifies each state as after kill -9.
-        for coordinator_id in range(self.coordinators):
+        for coordinator_id in range(len(node.shards)):
             take_clean_close_mark(coordinator_directory(sim.data_dir, coordinator_id))
 
     def wipe(self, node_id: int) -> None:

@@ -130,7 +130,9 @@ class FileCommittedKind:
         interval_offsets = time_index.INTERVAL_OFFSETS
         index_entries = []  # where a partition's max effective timestamp grows, sparsely (its time index, DESIGN §4)
         # batch id -> its transaction flags in its FindBatches entry; empty for a file without transactions.
-        flags = {t.batch_id: TRANSACTIONAL | (CONTROL if t.is_control else 0) for t in committed.transaction_batches}
+        # Read once: each read of a repeated field of a protobuf message builds a new wrapper, even an empty one.
+        transaction_batches = committed.transaction_batches
+        flags = {t.batch_id: TRANSACTIONAL | (CONTROL if t.is_control else 0) for t in transaction_batches}
         for batch in batches:
             (batch_id, key, byte_offset, size, base_offset, last_offset, max_timestamp, producer_id, producer_epoch,
              base_sequence, last_sequence, magic, timestamp_type) = batch  # fmt: skip
@@ -177,7 +179,7 @@ class FileCommittedKind:
         transaction.db.executemany("INSERT INTO batches VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
         if index_entries:
             transaction.db.executemany(time_index.INSERT_ENTRIES, index_entries)
-        if committed.transaction_batches:
+        if transaction_batches:
             apply_transactions(transaction, committed)
 
     def partition_changes(self, committed: rec.FileCommitted) -> PartitionChanges:

@@ -281,6 +281,7 @@ class StateStore:
             leader_epoch=self.meta["leader_epoch"],
             committed_run=self.committed_run,
             committed_replacement=self.committed_replacement,
+            file_is_committed=self.file_is_committed,
         )
         for row in self._writer.execute(
             "SELECT p.partition_key, topic_id, topic_name, partition, log_start_offset, high_watermark, "
@@ -306,6 +307,10 @@ class StateStore:
     def committed_file(self, object_key: str) -> FileFacts | None:
         """The committed file with this key (on the writer's connection: checks and apply share the loop)."""
         return reads.file_facts(self._writer, object_key)
+
+    def file_is_committed(self, object_key: str) -> bool:
+        """Whether a committed file has this key (the writer's, as above): the key's index alone, no row read."""
+        return self._writer.execute("SELECT 1 FROM files WHERE object_key = ?", (object_key,)).fetchone() is not None
 
     def committed_batches(self, file_id: int, partition_keys: Collection[int]) -> list[CommittedBatch]:
         """A committed file's batches on these partitions (on the writer's connection, as `committed_file`)."""

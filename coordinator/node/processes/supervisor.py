@@ -21,6 +21,7 @@ from typing import Any, final
 
 from coordinator.base.child_processes import keep_running, run_started_child, start_child, stop_children
 from coordinator.base.errors import ErrorCode
+from coordinator.base.workers import WorkerSpec, WorkerSupervisor
 from coordinator.config.settings import Settings
 from coordinator.node.processes.commit_process import CommitProcessPlan
 from coordinator.node.processes.layout import ProcessLayout
@@ -77,16 +78,25 @@ class CommitProcesses:
         self.slots = [CommitSlot(i) for i in range(layout.count)]
         self._context = multiprocessing.get_context("spawn")
         self._stopping = asyncio.Event()
-        self._tasks: list[asyncio.Task[None]] = []
+        self._supervised: tuple[WorkerSupervisor, WorkerSpec] | None = None
 
     def all_serving(self) -> bool:
         return all(slot.serving for slot in self.slots)
 
-    def start(self) -> None:
+    def start(self, workers: WorkerSupervisor, spec: WorkerSpec) -> None:
+        """Starts the processes, kept running by one worker of the node's supervisor (`spec`: COMMIT_PROCESSES)."""
         log.info("starting %d commit processes", len(self.slots))
-        self._tasks = [
-            asyncio.create_task(self._keep_running(slot), name=f"commit-process-{slot.index}") for slot in self.slots
-        ]
+        self._supervised = (workers, spec)
+        workers.start(spec, lambda: self)
+
+    async def run(self) -> None:
+        """Keeps every commit process running (each slot restarts its own child with backoff) until stopped."""
+        async with asyncio.TaskGroup() as group:
+            for slot in self.slots:
+                group.create_task(self._keep_running(slot), name=f"commit-process-{slot.index}")
+
+    def request_stop(self) -> None:
+        self._stopping.set()
 
     async def wait_first_starts(self) -> None:
         """Returns once every commit process loaded its coordinators or failed to start."""
@@ -153,7 +163,9 @@ class CommitProcesses:
         self._stopping.set()
         processes = [slot.process for slot in self.slots if slot.process is not None]
         await stop_children((slot.connection for slot in self.slots), processes, self._settings, "commit process")
-        await asyncio.gather(*self._tasks)
+        if self._supervised is not None:
+            workers, spec = self._supervised
+            await workers.stop_waiting(spec.name)
         log.info("commit processes stopped")
 
     def gauges(self) -> Iterator[tuple[str, str, str, dict[str, str], float]]:

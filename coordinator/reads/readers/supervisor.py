@@ -19,6 +19,7 @@ from typing import Any, final
 
 from coordinator.base.child_processes import keep_running, run_started_child, start_child, stop_children
 from coordinator.base.errors import CoordinatorUnavailable
+from coordinator.base.workers import WorkerSpec, WorkerSupervisor
 from coordinator.config.settings import Settings
 from coordinator.machine.state.reads import StateDamaged
 from coordinator.reads.readers.board import READABLE, Status, StatusBoard
@@ -77,7 +78,7 @@ class ReadProcesses:
         self.slots = [ReaderSlot(i) for i in range(settings.read_processes)]
         self._context = multiprocessing.get_context("spawn")
         self._stopping = asyncio.Event()
-        self._tasks: list[asyncio.Task[None]] = []
+        self._supervised: tuple[WorkerSupervisor, WorkerSpec] | None = None
         if published_here:
             for shard in self._shards:
                 self.publish(shard)
@@ -119,11 +120,20 @@ class ReadProcesses:
     def addresses(self) -> tuple[str, ...]:
         return tuple(f"{self._host}:{slot.port}" for slot in self.slots if slot.up)
 
-    def start(self) -> None:
+    def start(self, workers: WorkerSupervisor, spec: WorkerSpec) -> None:
+        """Starts the readers, kept running by one worker of the node's supervisor (`spec`: READER_PROCESSES)."""
         log.info("starting %d reader processes for FindBatches", len(self.slots))
-        self._tasks = [
-            asyncio.create_task(self._keep_running(slot), name=f"reader-{slot.index}") for slot in self.slots
-        ]
+        self._supervised = (workers, spec)
+        workers.start(spec, lambda: self)
+
+    async def run(self) -> None:
+        """Keeps every reader running (each slot restarts its own child with backoff) until stopped."""
+        async with asyncio.TaskGroup() as group:
+            for slot in self.slots:
+                group.create_task(self._keep_running(slot), name=f"reader-{slot.index}")
+
+    def request_stop(self) -> None:
+        self._stopping.set()
 
     async def wait_first_starts(self) -> None:
         """Returns once every reader listens or failed to start (each within the start timeout)."""
@@ -175,7 +185,9 @@ class ReadProcesses:
         self._stopping.set()
         processes = [slot.process for slot in self.slots if slot.process is not None]
         await stop_children((slot.connection for slot in self.slots), processes, self._settings, "reader")
-        await asyncio.gather(*self._tasks)
+        if self._supervised is not None:
+            workers, spec = self._supervised
+            await workers.stop_waiting(spec.name)
         log.info("reader processes stopped")
 
     async def grow(self, shards: Sequence[CoordinatorShard]) -> None:
@@ -193,7 +205,8 @@ class ReadProcesses:
         self._stopping = asyncio.Event()
         for shard in self._shards:
             self.publish(shard)
-        self.start()
+        assert self._supervised is not None, "grown before started"
+        self.start(*self._supervised)
         await self.wait_first_starts()
 
     # ------------------------------------------------------------------ metrics

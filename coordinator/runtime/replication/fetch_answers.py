@@ -7,6 +7,12 @@ asked has frames past its fetch offset (or leadership ended there), or the wait'
 several partitions). The answer's frames are bounded as a whole too (`replica.fetch.response.max.bytes`): once
 the bound is spent the remaining partitions are answered without frames (their high watermarks still go back), and
 the follower node asks for them again at once.
+
+Before answering, the call lingers (at most `replica.fetch.linger.ms`) for the writes its coordinators' leaders
+had begun and not ended: one append tick writes every coordinator's group, each on its own thread with its own
+fdatasync, so they end a little apart, and an answer sent at the first would carry one coordinator and leave the
+rest to another round trip (and another append and apply round on the follower node). Only writes begun before
+the linger count, so a leader writing without pause never holds an answer longer than the bound.
 """
 
 from __future__ import annotations
@@ -50,6 +56,8 @@ async def answer_fetch_logs(
         await _wait_for_frames(
             [leader for _, leader in pending], min(request.max_wait_ms, settings.replica_fetch_wait_max_ms)
         )
+    if pending and settings.replica_fetch_linger_ms > 0:
+        await _linger_for_writes([leader for _, leader in pending], settings.replica_fetch_linger_ms)
     budget = response_bytes_max(settings, request.max_bytes)
     response = internal.FetchLogsResponse()
     for partition, serving, early in started:
@@ -77,3 +85,26 @@ async def _wait_for_frames(leaders: list[LeaderReplication], wait_ms: int) -> No
     finally:
         for leader in leaders:
             leader.remove_data_listener(arrived.set)
+
+
+async def _linger_for_writes(leaders: list[LeaderReplication], linger_ms: int) -> None:
+    """Until every write `leaders` had begun has ended (appended, failed, or leadership ended), or `linger_ms`."""
+    begun = [(leader, leader.writes_begun) for leader in leaders if not leader.wrote_through(leader.writes_begun)]
+    if not begun:
+        return
+    ended = asyncio.Event()
+    for leader, _ in begun:
+        leader.add_data_listener(ended.set)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + linger_ms / 1000
+    try:
+        while not all(leader.wrote_through(mark) for leader, mark in begun):
+            left = deadline - loop.time()
+            if left <= 0:
+                return
+            ended.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(ended.wait(), left)
+    finally:
+        for leader, _ in begun:
+            leader.remove_data_listener(ended.set)

@@ -13,8 +13,10 @@ A coordinator the leader refused (stale or future epoch, loading, a frame that d
 while the others go on; a failed call (the leader node unreachable) backs the whole session off. A joining
 coordinator ends the call in flight (a long poll), so it waits no long-poll round for its first fetch.
 
-The fetcher is one long-running task (`start`, `stop`): it runs the sessions under one TaskGroup. A session whose
-followers all left waits idle for the next to join (there are as many sessions as leader nodes, at most).
+The fetcher is one worker of the node (REPLICA_FETCHER, run by its `WorkerSupervisor`): it runs the sessions under
+one TaskGroup of its own. A session whose followers all left waits idle for the next to join (there are as many
+sessions as leader nodes, at most). A session that raises ends the fetcher; the supervisor counts it and runs the
+fetcher again after its backoff, every session anew (their followers stay joined, so none has to come back).
 """
 
 from __future__ import annotations
@@ -219,19 +221,13 @@ class ReplicaFetcher:
         self._counts = _Counts()
         self._changed = asyncio.Event()  # a session was added, or stop
         self._stopping = False
-        self._task: asyncio.Task[None] | None = None
 
-    def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.create_task(self._run(), name="replica-fetcher")
-
-    async def stop(self) -> None:
+    def request_stop(self) -> None:
+        """Ends `run` once every session's call in flight ended (the supervisor asks, then waits)."""
         self._stopping = True
         self._changed.set()
         for session in self._sessions.values():
             session.close()
-        if self._task is not None:
-            await self._task  # a session's bug surfaces here (the TaskGroup's ExceptionGroup)
 
     def join(self, follower: Follower) -> None:
         address = follower.role.leader_address
@@ -252,7 +248,9 @@ class ReplicaFetcher:
         members = sum(len(session.members) for session in self._sessions.values())
         return FetcherStatistics(len(self._sessions), members, self._counts.calls, self._counts.partitions)
 
-    async def _run(self) -> None:
+    async def run(self) -> None:
+        """Runs a session per leader node as followers join, until asked to stop; a session's bug raises here (the
+        TaskGroup's ExceptionGroup), to the supervisor."""
         running: set[str] = set()
         async with asyncio.TaskGroup() as group:
             while not self._stopping:

@@ -98,16 +98,16 @@ class LeaderReplication:
         self._waiters: list[tuple[int, asyncio.Future[CoordinatorUnavailable | None]]] = []
         self._new_data = asyncio.Event()
         self._data_listeners: dict[Callable[[], None], None] = {}  # ordered: a seeded run replays exactly
+        # Writes the pipeline began (`writing`) and ended (appended or failed): a node-level fetch lingers for
+        # those begun before it answers (fetch_answers.py).
+        self.writes_begun = 0
+        self._writes_ended = 0
         self._closed: RoleChanged | None = None
         self._isr_change: asyncio.Task[None] | None = None
-        self._ticker: asyncio.Task[None] | None = None
 
     @property
     def leader_epoch(self) -> int:
         return self._role.leader_epoch
-
-    def start(self) -> None:
-        self._ticker = asyncio.create_task(self._tick(), name=f"coordinator-{self.coordinator_id}-isr")
 
     def close(self, reason: str) -> None:
         """Leadership ended: every waiter learns it, fetchers stop waiting."""
@@ -118,11 +118,9 @@ class LeaderReplication:
                 waiter.set_exception(self._closed)
         self._waiters = []
         self._new_data.set()
-        for listener in list(self._data_listeners):
-            listener()
-        for task in (self._ticker, self._isr_change):
-            if task is not None:
-                task.cancel()
+        self._tell_data_listeners()
+        if self._isr_change is not None:
+            self._isr_change.cancel()
 
     # ------------------------------------------------------------------ the pipeline's side
 
@@ -138,8 +136,21 @@ class LeaderReplication:
             )
         return None
 
+    def writing(self) -> None:
+        """The pipeline begins writing a group; `appended` or `write_failed` follows."""
+        self.writes_begun += 1
+
+    def write_failed(self) -> None:
+        self._writes_ended += 1
+        self._tell_data_listeners()
+
+    def wrote_through(self, begun: int) -> bool:
+        """Whether the first `begun` writes have ended (or leadership has: none will be sent any more)."""
+        return self._writes_ended >= begun or self._closed is not None
+
     def appended(self, frames: bytes, base_offset: int, end_offset: int) -> None:
         """The leader's own log holds these frames durably (called on the loop after the write)."""
+        self._writes_ended += 1
         check_invariant(
             base_offset == self.log_end_offset,
             f"coordinator {self.coordinator_id}: frames at {base_offset} after log end {self.log_end_offset}",
@@ -151,6 +162,9 @@ class LeaderReplication:
             self._recent_bytes -= len(self._recent.popleft()[2])
         self._advance_high_watermark()
         self._new_data.set()
+        self._tell_data_listeners()
+
+    def _tell_data_listeners(self) -> None:
         for listener in list(self._data_listeners):
             listener()
 
@@ -404,11 +418,15 @@ class LeaderReplication:
 
     # ------------------------------------------------------------------ the ISR
 
-    async def _tick(self) -> None:
-        """Looks for lagging followers every quarter of the lag bound (Kafka's isr-expiration task)."""
+    async def run_isr_ticks(self) -> None:
+        """Looks for lagging followers every quarter of the lag bound (Kafka's isr-expiration task), until the
+        leadership ends. The ISR_TICKER worker (coordinator/runtime/worker_specs.py): the coordinator's lifecycle
+        starts it on the node's supervisor with the leadership and stops it when the leadership ends."""
         interval_ms = max(1, self._settings.replica_lag_time_max_ms // 4)
-        while True:
+        while not self._ended():
             await self._clock.sleep_ms(interval_ms)
+            if self._ended():
+                return  # never an ISR change after the leadership ended
             now = self._clock.now_ms()
             lagging = {
                 node
@@ -423,6 +441,9 @@ class LeaderReplication:
                     self.coordinator_id, sorted(lagging), self._settings.replica_lag_time_max_ms,
                 )  # fmt: skip
                 self._change_isr(tuple(n for n in self.isr if n not in lagging))
+
+    def _ended(self) -> bool:
+        return self._closed is not None
 
     def _change_isr(self, isr: tuple[int, ...], joined: Mapping[int, str] = NO_INCARNATIONS) -> None:
         if self._isr_change is not None and not self._isr_change.done():

@@ -3,7 +3,8 @@
 from coordinator.runtime.operation import Check, Operation
 from coordinator.runtime.ports import TopicRecordsApplied
 from coordinator.runtime.shard.availability import ShardState
-from coordinator.runtime.shard.facade import CoordinatorShard, FileInFlight, PartitionName, ShardStatistics
+from coordinator.runtime.shard.facade import CoordinatorShard
+from coordinator.runtime.shard.facts import FileInFlight, PartitionName, ShardStatistics
 from coordinator.runtime.shard.loading import NEEDS_OPERATOR, failure_kind
 from coordinator.runtime.shard.snapshots import SnapshotTaken
 from coordinator.runtime.shard.state_opening import LoadFailed

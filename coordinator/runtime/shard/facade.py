@@ -4,7 +4,7 @@ Writes go in as typed operations (`submit`); reads go through the read API
 below (`read_transaction`, `open_detached_read`, `file_facts`, `file_in_flight`,
 `partitions`, `leader_epoch`); nothing outside this package touches the coordinator's
 log, state or view. The work is done by its parts: `lifecycle` (load, serve,
-reload), `loading`, `pipeline` and `snapshots`.
+reload), `loading`, `pipeline` and `snapshots`; what it tells about itself is in `facts`.
 """
 
 from __future__ import annotations
@@ -12,9 +12,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple, final
+from typing import final
 
 import apsw
 
@@ -22,6 +21,7 @@ from coordinator.base.clock import Clock
 from coordinator.base.errors import ErrorCode
 from coordinator.base.executors import ExecutorFactory, thread_executor
 from coordinator.base.metrics import Metrics
+from coordinator.base.workers import SupervisionBounds, WorkerSupervisor
 from coordinator.config.settings import Settings
 from coordinator.machine.state import reads
 from coordinator.machine.state.detached_read import DetachedRead
@@ -36,64 +36,22 @@ from coordinator.runtime.replication.progress import ReplicaProgress
 from coordinator.runtime.replication.role import ReplicaRole, RoleKind
 from coordinator.runtime.shard.append_ticks import AppendTicks
 from coordinator.runtime.shard.availability import ShardState
+from coordinator.runtime.shard.facts import (
+    DiskUsage,
+    FileInFlight,
+    PartitionName,
+    ShardStatistics,
+    file_bytes,
+    shard_statistics,
+)
 from coordinator.runtime.shard.lifecycle import Lifecycle
 from coordinator.runtime.shard.loading import Loaded
 from coordinator.runtime.shard.pipeline import Pipeline
 from coordinator.runtime.shard.scrubber import Scrubber, ScrubReport, ScrubStatistics
 from coordinator.runtime.shard.snapshots import SnapshotTaken
+from coordinator.runtime.worker_specs import SCRUB, SNAPSHOTS
 from protos import internal_pb2 as internal
-from protos import records_pb2 as rec
 from snapshot.snapshots import SnapshotCheck, snapshot_directory, snapshots_bytes
-
-
-@final
-@dataclass(frozen=True, slots=True)
-class ShardStatistics:
-    coordinator_id: int
-    state: str
-    leader_epoch: int
-    queued_operations: int
-    queue_max_operations: int
-    log_start_offset: int
-    log_end_offset: int
-    high_watermark: int
-    applied_offset: int
-    log_flush_count: int
-    log_append_count: int
-    last_snapshot_end_offset: int = -1
-    last_snapshot_created_at_ms: int = -1  # -1 when the coordinator has no snapshot
-    problem: str = ""  # why it is not serving (empty while ACTIVE)
-    replica_lag: int = 0  # a follower's offsets behind its leader's log end, as last fetched (0 on the leader)
-    leader_changes: int = 0  # new leaderships this replica was told of since the node started
-    state_checkpoints: int = 0  # WAL checkpoints of the state on its own thread since it loaded
-    state_checkpoints_in_apply: int = 0  # those an apply ran itself, the WAL past its hard bound
-    producer_count: int = 0  # idempotent producers' states (one per partition) its committed state keeps
-
-
-@final
-@dataclass(frozen=True, slots=True)
-class DiskUsage:
-    """Bytes a coordinator's replica takes on this node's disk."""
-
-    state_bytes: int  # the SQLite state: database and its WAL
-    log_bytes: int  # the metadata-log segments
-    snapshot_bytes: int  # every snapshot kept
-
-
-@final
-@dataclass(frozen=True, slots=True)
-class FileInFlight:
-    """A file this replica will hold once what is in flight lands: a record not yet applied adds it, or (on the
-    leader) a commit naming it waits in the queue, not yet checked."""
-
-    committed: rec.FileCommitted | None  # the commit's record, checked and not yet applied; else None
-    queued: bool = False  # only a queued commit names it: how it will be recorded is not decided yet
-
-
-class PartitionName(NamedTuple):
-    topic_id: bytes
-    topic_name: str
-    partition: int
 
 
 @final
@@ -112,8 +70,13 @@ class CoordinatorShard:
         ticks: AppendTicks | None = None,
         executors: ExecutorFactory = thread_executor,
         fetcher: NodeFetcher | None = None,
+        workers: WorkerSupervisor | None = None,
     ) -> None:
         self.coordinator_id = coordinator_id
+        # The node's supervisor runs the coordinator's workers (its life loop, snapshots, scrub, ISR ticker); a
+        # coordinator made alone (a test, a tool) has one of its own, open from its load to its close.
+        self._own_workers = workers is None
+        self._workers = workers or WorkerSupervisor(clock, SupervisionBounds.of(settings), _uncounted, _no_health)
         self.directory = directory
         self._settings = settings
         self._on_state_change = on_state_change
@@ -127,6 +90,7 @@ class CoordinatorShard:
             self._executor,
             self._state_changed,
             on_topic_records,
+            self._workers,
             role,
             link,
             ticks,
@@ -173,9 +137,13 @@ class CoordinatorShard:
         (unless only an operator can settle it), and after a failure while serving, it answers
         what was waiting and loads again.
         """
+        if self._own_workers:
+            await self._workers.open()
         first_attempt = self._lifecycle.start()
-        self._snapshots.start()
-        self._scrubber.start()
+        scheduler, scrubber = self._snapshots, self._scrubber
+        self._workers.start(SNAPSHOTS, lambda: scheduler, self.coordinator_id)
+        if scrubber.background:
+            self._workers.start(SCRUB, lambda: scrubber, self.coordinator_id)
         failure = await first_attempt
         if failure is not None:
             raise failure
@@ -183,13 +151,16 @@ class CoordinatorShard:
     async def close(self) -> None:
         """Finishes every queued and in-flight operation, then closes the log and state."""
         self._lifecycle.stop()
-        await self._scrubber.stop()
-        await self._snapshots.stop()
+        # A scrub step or a snapshot copy in progress ends first: neither reads files the close is closing.
+        await self._workers.stop_waiting(SCRUB.name, self.coordinator_id)
+        await self._workers.stop_waiting(SNAPSHOTS.name, self.coordinator_id)
         await self._lifecycle.wait_closed()
         self._executor.shutdown(wait=True)
         self._snapshots.shutdown()
         self._scrubber.shutdown()
         self._lifecycle.release_directory()
+        if self._own_workers:
+            await self._workers.close()
 
     def require_active(self) -> None:
         """Raises CoordinatorUnavailable with the code a caller should see in this state."""
@@ -340,49 +311,17 @@ class CoordinatorShard:
     # ------------------------------------------------------------------ statistics and snapshots
 
     def statistics(self) -> ShardStatistics:
-        # After a failure the last pipeline's figures stay (log end, high watermark); the files are closed.
-        loaded = self._lifecycle.loaded
-        pipeline = self._lifecycle.pipeline
-        flow = pipeline.statistics() if pipeline is not None else None
-        follower = self._lifecycle.follower.statistics() if self._lifecycle.follower is not None else None
-        leader = self._lifecycle.leader
-        last_snapshot = self._snapshots.last_snapshot
-        return ShardStatistics(
-            coordinator_id=self.coordinator_id,
-            state="DAMAGED" if self.damaged else self.state.value,
-            leader_epoch=self.leader_epoch,
-            queued_operations=flow.queued_operations if flow else 0,
-            queue_max_operations=self._settings.queue_max_operations,
-            log_start_offset=loaded.metadata_log.position().start_offset if loaded else -1,
-            log_end_offset=follower.log_end_offset if follower else flow.log_end_offset if flow else 0,
-            high_watermark=(
-                follower.high_watermark
-                if follower
-                else leader.high_watermark
-                if leader
-                else flow.high_watermark
-                if flow
-                else 0
-            ),
-            applied_offset=loaded.store.applied_offset if loaded else -1,
-            log_flush_count=loaded.metadata_log.flush_count - loaded.flush_count_at_load if loaded else 0,
-            log_append_count=self._lifecycle.append_count,
-            last_snapshot_end_offset=last_snapshot.snapshot_id.end_offset if last_snapshot else -1,
-            last_snapshot_created_at_ms=last_snapshot.created_at_ms if last_snapshot else -1,
-            problem=self.problem,
-            replica_lag=follower.lag if follower else 0,
-            leader_changes=self._lifecycle.leader_changes,
-            state_checkpoints=loaded.store.checkpoints_completed if loaded else 0,
-            state_checkpoints_in_apply=loaded.store.checkpoints_in_apply if loaded else 0,
-            producer_count=loaded.store.producer_count if loaded else 0,
-        )
+        return shard_statistics(
+            self.coordinator_id, self._lifecycle, self._snapshots.last_snapshot, self._settings,
+            "DAMAGED" if self.damaged else self.state.value, self.leader_epoch,
+        )  # fmt: skip
 
     def disk_usage(self) -> DiskUsage:
         """What the replica's files take now (a few stat calls); the coordinator must be serving."""
         loaded = self._serving_loaded()
         state = loaded.store.path
         return DiskUsage(
-            state_bytes=_file_bytes(state) + _file_bytes(state.with_name(state.name + "-wal")),
+            state_bytes=file_bytes(state) + file_bytes(state.with_name(state.name + "-wal")),
             log_bytes=loaded.metadata_log.size_bytes(),
             snapshot_bytes=snapshots_bytes(snapshot_directory(self.directory)),
         )
@@ -455,8 +394,9 @@ class CoordinatorShard:
         return internal.OffsetForLeaderEpochResponse(error_code=ErrorCode.NONE, leader_epoch=epoch, end_offset=end)
 
 
-def _file_bytes(path: Path) -> int:
-    try:
-        return path.stat().st_size
-    except FileNotFoundError:
-        return 0
+def _uncounted(name: str, coordinator_id: int) -> None:
+    """A coordinator made alone counts no worker failure in metrics (the supervisor still logs each)."""
+
+
+def _no_health() -> None:
+    """A coordinator made alone has no health to tell."""

@@ -19,11 +19,11 @@ healthy replica's copy cures is repaired from it (`repair.py`), by itself.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Callable
 from concurrent.futures import Executor
+from functools import partial
 from pathlib import Path
 from typing import final
 
@@ -33,6 +33,7 @@ from coordinator.base.errors import CoordinatorUnavailable, ErrorCode
 from coordinator.base.executors import ExecutorFactory, thread_executor
 from coordinator.base.invariants import check_invariant
 from coordinator.base.metrics import Metrics
+from coordinator.base.workers import LoopWorker, WorkerSupervisor
 from coordinator.config.settings import Settings
 from coordinator.runtime.ports import TopicRecordsApplied
 from coordinator.runtime.replication.follower import Follower, NeedsSnapshot, NodeFetcher
@@ -42,11 +43,13 @@ from coordinator.runtime.replication.role import ReplicaRole, RoleKind
 from coordinator.runtime.shard.append_ticks import AppendTicks
 from coordinator.runtime.shard.availability import TRANSITIONS, ShardState, not_leading, unavailable
 from coordinator.runtime.shard.directory import CoordinatorDirectory
-from coordinator.runtime.shard.leading import leading
+from coordinator.runtime.shard.leading import following, leading, tell_once_applied
+from coordinator.runtime.shard.life_worker import FirstAttempt, start_life, wait_life_ended
 from coordinator.runtime.shard.loading import NEEDS_OPERATOR, Loaded, close_loaded, damage_behind, failure_kind
 from coordinator.runtime.shard.pipeline import Pipeline
 from coordinator.runtime.shard.repair import ReplicaRepair, repairable_from_replica
 from coordinator.runtime.shard.snapshots import SnapshotScheduler
+from coordinator.runtime.worker_specs import ISR_TICKER
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +68,7 @@ class Lifecycle:
         executor: Executor,
         on_state_change: Callable[[], None],
         on_topic_records: TopicRecordsApplied | None,
+        workers: WorkerSupervisor,
         role: ReplicaRole | None = None,
         link: ClusterLink | None = None,
         ticks: AppendTicks | None = None,
@@ -72,6 +76,7 @@ class Lifecycle:
         fetcher: NodeFetcher | None = None,
     ) -> None:
         self.coordinator_id = coordinator_id
+        self._workers = workers  # the node's: runs this loop (life_worker.py) and the leader's ISR ticker
         self._fetcher = fetcher  # the node's replica fetcher: a follower here fetches through it
         self._ticks = ticks  # the process's append ticks, shared with its other coordinators
         self._role = role  # None: alone, the leader of everything
@@ -94,7 +99,6 @@ class Lifecycle:
         self._state = ShardState.LOADING
         self._closing = False
         self._stopping = asyncio.Event()  # set by close: ends a wait between load attempts
-        self._task: asyncio.Task[None] | None = None
         self._problem = ""  # why the coordinator is not serving, for callers, DescribeCoordinators and the log
         self._loaded: Loaded | None = None
         # The last pipeline stays after a failure: its statistics (log end, high watermark) are still reported.
@@ -199,19 +203,19 @@ class Lifecycle:
         self._role_changed.set()
         self._interrupt(reason)
 
+    def _close_leader(self, reason: str) -> None:
+        """The leadership ended: its waiters are answered, its ISR ticker stops."""
+        if self._leader is not None:
+            self._leader.close(reason)
+            self._workers.stop(ISR_TICKER.name, self.coordinator_id)
+
     def _interrupt(self, reason: RoleChanged) -> None:
         """Ends whatever serves now: the leader's waiters and pipeline, or the follower's fetching."""
-        if self._leader is not None:
-            self._leader.close(str(reason))
+        self._close_leader(str(reason))
         if self._state is ShardState.ACTIVE and self._pipeline is not None and self._leader is not None:
             self._pipeline.report_damage(reason)
         if self._follower is not None:
             self._follower.close()
-
-    def _observe_fetch(self, seconds: float, returned_frames: bool) -> None:
-        self._metrics.replica_fetch.labels(str(self.coordinator_id), "frames" if returned_frames else "none").observe(
-            seconds
-        )
 
     def report_damage(self, error: Exception) -> None:
         """A read met a damaged state: the coordinator goes out of service, sets the state aside and rebuilds it."""
@@ -230,14 +234,12 @@ class Lifecycle:
 
     # ------------------------------------------------------------------ load, serve, load again
 
-    def start(self) -> asyncio.Future[BaseException | None]:
-        """Starts the loop; the future resolves once the first load attempt is over, with its failure if any."""
-        first_attempt: asyncio.Future[BaseException | None] = asyncio.get_running_loop().create_future()
-        self._task = asyncio.create_task(self._live(first_attempt), name=f"coordinator-{self.coordinator_id}")
-        self._task.add_done_callback(self._ended)
-        return first_attempt
+    def start(self) -> FirstAttempt:
+        """Starts the loop on the node's supervisor (life_worker.py); the future resolves once the first load attempt
+        is over, with its failure if any."""
+        return start_life(self._workers, self.coordinator_id, self)
 
-    async def _live(self, first_attempt: asyncio.Future[BaseException | None]) -> None:
+    async def live(self, first_attempt: FirstAttempt) -> None:
         """Load, serve, and after a failure load again, until closed or an operator is needed."""
         backoff = Backoff(self._settings.reload_backoff_ms, self._settings.reload_backoff_max_ms)
         while not self._closing:
@@ -326,8 +328,7 @@ class Lifecycle:
 
     async def _end_serving(self, answer: CoordinatorUnavailable) -> None:
         """Closes the leader's replication, answers everything waiting with `answer`, closes log and state."""
-        if self._leader is not None:
-            self._leader.close(answer.message)
+        self._close_leader(answer.message)
         if self._pipeline is not None and self._follower is None:
             await self._pipeline.fail_everything(answer)
         self._leader, self._follower = None, None
@@ -357,11 +358,9 @@ class Lifecycle:
             self._repairing = False  # from here on it catches up and rejoins the ISR as any follower does
             self._pipeline = None
             assert self._link is not None
-            self._follower = Follower(
-                self.coordinator_id, role, self._settings, self._clock, loaded.metadata_log, loaded.epoch_cache,
-                loaded.store, loaded.view, loaded.unapplied, self._executor, self._link.internal_stub,
-                self.snapshots.log_grew, self._on_topic_records, self._observe_fetch, self._link.peer_unreachable,
-                self._fetcher,
+            self._follower = following(
+                role, self._link, self._settings, self._clock, self._metrics, loaded, self._executor,
+                self.snapshots.log_grew, self._on_topic_records, self._fetcher,
             )  # fmt: skip
             if self._closing:
                 self._follower.close()
@@ -372,12 +371,17 @@ class Lifecycle:
             )  # fmt: skip
             if self._closing:  # closed while loading: the pipeline only drains, and nothing waits for followers
                 self._pipeline.close()
-                if self._leader is not None:
-                    self._leader.close("the node is shutting down")
+                self._close_leader("the node is shutting down")
+            elif self._leader is not None:
+                leader = self._leader
+                self._workers.start(ISR_TICKER, lambda: LoopWorker(leader.run_isr_ticks), self.coordinator_id)
         self._problem = ""
         self._transition(ShardState.ACTIVE)
         if self._pipeline is not None and self._pipeline.reads_refusal() is not None:
-            self._readable_task = asyncio.create_task(self._readable_once_applied(self._pipeline))
+            pipeline = self._pipeline
+            self._readable_task = asyncio.create_task(
+                tell_once_applied(pipeline, partial(self._serves_with, pipeline), self._on_state_change)
+            )
         log.info(
             "coordinator %d loaded in %.2fs: replayed %d log batches, log end %d, leader epoch %d",
             self.coordinator_id, time.monotonic() - started, loaded.replayed, loaded.end_offset,
@@ -385,12 +389,8 @@ class Lifecycle:
         )  # fmt: skip
         return None
 
-    async def _readable_once_applied(self, pipeline: Pipeline) -> None:
-        """Tells the state's listeners (the readers' board) once the new leader applied its elected log."""
-        with contextlib.suppress(Exception):  # the pipeline closed first: the next load publishes its own state
-            await pipeline.wait_applied(pipeline.read_floor)
-            if pipeline is self._pipeline and self._state is ShardState.ACTIVE:
-                self._on_state_change()
+    def _serves_with(self, pipeline: Pipeline) -> bool:
+        return pipeline is self._pipeline and self._state is ShardState.ACTIVE
 
     def _load_blocking(self, role: ReplicaRole | None) -> Loaded:
         """On the coordinator's thread: takes the directory, opens log and state; on failure leaves nothing open."""
@@ -418,13 +418,11 @@ class Lifecycle:
             )
         )
 
-    def _ended(self, task: asyncio.Task[None]) -> None:
-        """The loop ends on close or when an operator is needed; anything else is a bug, reported loudly."""
-        if task.cancelled() or task.exception() is None:
-            return
-        log.critical("coordinator %d lifecycle died", self.coordinator_id, exc_info=task.exception())
+    def died(self, error: Exception) -> None:
+        """The loop raised: a bug (the supervisor logs it with its traceback)."""
+        log.critical("coordinator %d lifecycle died: %s: %s", self.coordinator_id, type(error).__name__, error)
         if self._state is not ShardState.FAILED and self._state is not ShardState.CLOSED:
-            self._problem = f"internal error: {task.exception()}"
+            self._problem = f"internal error: {error}"
             self._transition(ShardState.FAILED)
         if self._pipeline is not None:
             self._pipeline.fail_queued(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"coordinator {self.coordinator_id} failed")
@@ -439,16 +437,14 @@ class Lifecycle:
             self._follower.close()
         if self._pipeline is not None:
             self._pipeline.close()
-        if self._leader is not None:
-            # The node's calls are drained by now (the server stops first): what followers have not confirmed is
-            # answered NOT_COORDINATOR at once. Waiting would gain nothing, and with the followers gone (the last
-            # node to stop) the ISR cannot shrink any more, so the wait would last the whole drain timeout.
-            self._leader.close("the node is shutting down")
+        # The node's calls are drained by now (the server stops first): what followers have not confirmed is
+        # answered NOT_COORDINATOR at once. Waiting would gain nothing, and with the followers gone (the last
+        # node to stop) the ISR cannot shrink any more, so the wait would last the whole drain timeout.
+        self._close_leader("the node is shutting down")
 
     async def wait_closed(self) -> None:
         """Waits for the loop to end, then closes log and state, marking a clean close (close's second half)."""
-        if self._task is not None:
-            await asyncio.wait([self._task])  # its failure, if any, was reported by _ended
+        await wait_life_ended(self._workers, self.coordinator_id)
         serving = self._state is ShardState.ACTIVE
         if self._state != ShardState.CLOSED:
             self._transition(ShardState.CLOSED)

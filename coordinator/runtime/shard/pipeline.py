@@ -343,8 +343,15 @@ class Pipeline:
         self, frames: bytes, base_offset: int, end_offset: int
     ) -> CoordinatorUnavailable | None:
         if frames:
+            if self._replication is not None:
+                self._replication.writing()  # a follower node's answer may wait for it (replica.fetch.linger.ms)
             loop = asyncio.get_running_loop()
-            await loop.run_in_executor(self._executor, self._write, frames, end_offset, self.view.leader_epoch)
+            try:
+                await loop.run_in_executor(self._executor, self._write, frames, end_offset, self.view.leader_epoch)
+            except BaseException:
+                if self._replication is not None:
+                    self._replication.write_failed()
+                raise
         return await self._replicate(frames, base_offset, end_offset)
 
     async def _replicate(self, frames: bytes, base_offset: int, end_offset: int) -> CoordinatorUnavailable | None:

@@ -111,7 +111,6 @@ class Scrubber:
         self._request_snapshot = request_snapshot
         self._metrics = metrics or Metrics()
         self._stopping = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
         self._passes = self._scrubbed_bytes = self._damage_found = self._last_pass_bytes = 0
         self._last_pass_ms = -1
         self._last_damage = ""
@@ -122,28 +121,27 @@ class Scrubber:
             self._last_damage,
         )  # fmt: skip
 
-    def start(self) -> None:
-        if self._settings.scrub_bytes_per_second > 0:
-            self._task = asyncio.create_task(self._run(), name=f"coordinator-{self.coordinator_id}-scrub")
+    @property
+    def background(self) -> bool:
+        """Whether the background pass runs (`run`, under the node's worker supervisor); 0 bytes a second: none."""
+        return self._settings.scrub_bytes_per_second > 0
 
-    async def stop(self) -> None:
+    def request_stop(self) -> None:
+        """Ends `run`, and a pass in progress after its step (the node's supervisor asks, then waits)."""
         self._stopping.set()
-        if self._task is not None:
-            await self._task
 
     def shutdown(self) -> None:
         self._executor.shutdown(wait=True)
 
-    async def _run(self) -> None:
-        """A pass every interval until stopped; a pass that fails is logged and the next one tries again."""
+    async def run(self) -> None:
+        """A pass every interval until stopped. A pass that fails raises to the supervisor (the SCRUB worker,
+        coordinator/runtime/worker_specs.py), which counts it and runs this again after its backoff: best effort,
+        every read still verifies what it reads."""
         while not self._stopping.is_set():
             await self._clock.wait_event(self._stopping, self._settings.scrub_interval_ms)
             if self._stopping.is_set():
                 return
-            try:
-                await self.run_pass()
-            except Exception as error:  # best effort: every read still verifies what it reads
-                log.error("coordinator %d: scrub pass failed: %s: %s", self.coordinator_id, type(error).__name__, error)
+            await self.run_pass()
 
     async def run_pass(self) -> ScrubReport:
         """One paced pass over the coordinator's files, handing each finding on as a read meeting it would."""

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, final
 
-from coordinator.base.backoff import Backoff
 from coordinator.base.clock import Clock
 from coordinator.base.errors import CoordinatorUnavailable
 from coordinator.config.settings import Settings
@@ -78,7 +77,6 @@ class SnapshotScheduler:
         self.files_lock = asyncio.Lock()  # a copy never reads a state being reopened or restored
         self._wakeup = asyncio.Event()
         self._requested = False  # a snapshot is wanted now (a follower asked and none here verifies)
-        self._worker: asyncio.Task[None] | None = None
         self._closing = False
         self._last_snapshot: SnapshotManifest | None = None
         self._last_snapshot_at_ms = 0
@@ -88,14 +86,13 @@ class SnapshotScheduler:
     def last_snapshot(self) -> SnapshotManifest | None:
         return self._last_snapshot
 
-    def start(self) -> None:
-        self._worker = asyncio.create_task(self._run(), name=f"coordinator-{self.coordinator_id}-snapshots")
-
-    async def stop(self) -> None:
+    def request_stop(self) -> None:
+        """Ends `run` after the snapshot in progress, if any (the node's supervisor asks, then waits)."""
         self._closing = True
         self._wakeup.set()
-        if self._worker is not None:
-            await self._worker
+
+    def wake(self) -> None:
+        self._wakeup.set()
 
     def shutdown(self) -> None:
         self._executor.shutdown(wait=True)
@@ -152,9 +149,13 @@ class SnapshotScheduler:
         )
         return changed and self._time_left_ms() == 0
 
-    async def _run(self) -> None:
-        """Waits for "enough log or time since the last snapshot" or close; a failure is logged and retried."""
-        backoff = Backoff(self._settings.snapshot_retry_backoff_ms, self._settings.snapshot_retry_backoff_max_ms)
+    async def run(self) -> None:
+        """Waits for "enough log or time since the last snapshot" or close, and takes one.
+
+        Run by the node's worker supervisor (the SNAPSHOTS worker, coordinator/runtime/worker_specs.py): a snapshot
+        that fails raises to it, which counts the failure and runs this again after its backoff (best effort: the
+        log still holds everything). A coordinator leaving service meanwhile is no failure: it looks again later.
+        """
         while not self._closing:
             wait_ms = self._time_left_ms()
             if self._requested:  # wanted while the coordinator did not serve: look again, or it waits for the next
@@ -168,17 +169,9 @@ class SnapshotScheduler:
                 continue
             try:
                 await self.create_snapshot()
-                self._requested = False
-                backoff.succeeded()
-            except Exception as error:  # best effort: the log still holds everything; try again later
-                wait_ms = backoff.failed()
-                log.error(
-                    "coordinator %d: snapshot failed (%s: %s); retrying in %d ms",
-                    self.coordinator_id, type(error).__name__, error, wait_ms,
-                )  # fmt: skip
-                await self._clock.wait_event(self._wakeup, wait_ms)
-                if self._requested:
-                    self._wakeup.set()  # the backoff was the wait: try again at once
+            except CoordinatorUnavailable:
+                continue  # out of service since `_due` looked: a requested one is looked at again after the wait
+            self._requested = False
 
     # ------------------------------------------------------------------ on demand
 
