@@ -15,12 +15,17 @@ import json
 import re
 import uuid
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import grpc
 
-from coordinator.cli.operator_commands import DEFAULT_BOOTSTRAP, RPC_TIMEOUT_S, CommandFailed, call_first, run
+from coordinator.cli.operator_commands import (
+    RPC_TIMEOUT_S,
+    CommandFailed,
+    add_node_arguments,
+    call_first,
+    run,
+)
 from coordinator.cli.output import CONFIG_COLUMNS, ConfigRow, print_rows
 from protos import admin_pb2 as admin
 from protos import admin_pb2_grpc as admin_grpc
@@ -140,16 +145,8 @@ def add_configs_command(commands: Any) -> None:
     describe = actions.add_parser("describe", help="every configuration of the topic, and whether it is a default")
     alter = actions.add_parser("alter", help="set configurations, or put them back to their defaults")
     for action in (describe, alter):
-        action.add_argument(
-            "--bootstrap",
-            default=DEFAULT_BOOTSTRAP,
-            help=f"HOST:PORT[,HOST:PORT...] of a node (default {DEFAULT_BOOTSTRAP})",
-        )
+        add_node_arguments(action)
         action.add_argument("--topic", required=True, help=TOPIC_FORMS)
-        action.add_argument("--ca", help="PEM CA of the node's certificate: call over TLS", type=Path)
-        action.add_argument("--cert", help="PEM certificate of the operator (mutual TLS)", type=Path)
-        action.add_argument("--key", help="PEM private key of --cert", type=Path)
-        action.add_argument("--json", action="store_true", help="print one JSON document")
     alter.add_argument(
         "--set", action="append", metavar="NAME=VALUE", help="set a configuration (repeatable, or comma-separated)"
     )

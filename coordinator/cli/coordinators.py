@@ -12,12 +12,17 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import grpc
 
-from coordinator.cli.operator_commands import DEFAULT_BOOTSTRAP, RPC_TIMEOUT_S, CommandFailed, call_first, run
+from coordinator.cli.operator_commands import (
+    RPC_TIMEOUT_S,
+    CommandFailed,
+    add_node_arguments,
+    call_first,
+    run,
+)
 from coordinator.cli.output import print_rows
 from protos import admin_pb2 as admin
 from protos import admin_pb2_grpc, coordinator_pb2_grpc
@@ -72,16 +77,8 @@ def add_coordinators_command(commands: Any) -> None:
         help="add coordinators online: new topics' partitions spread over every coordinator, existing ones stay "
         "(Kafka's CreatePartitions on __consumer_offsets)",
     )
-    add.add_argument(
-        "--bootstrap",
-        default=DEFAULT_BOOTSTRAP,
-        help=f"HOST:PORT[,HOST:PORT...] of a node (default {DEFAULT_BOOTSTRAP})",
-    )
+    add_node_arguments(add)
     add.add_argument("--count", type=int, help="coordinators to add to the count the node has now")
     add.add_argument("--total", type=int, help="coordinators in all afterwards (the same command again: no change)")
     add.add_argument("--dry-run", action="store_true", help="check the change, make none")
-    add.add_argument("--ca", type=Path, help="PEM CA of the node's certificate: call over TLS")
-    add.add_argument("--cert", type=Path, help="PEM certificate of the operator (mutual TLS)")
-    add.add_argument("--key", type=Path, help="PEM private key of --cert")
-    add.add_argument("--json", action="store_true", help="print one JSON document")
     add.set_defaults(run=lambda args: run(add_coordinators, args))

@@ -13,12 +13,17 @@ from __future__ import annotations
 import argparse
 import sys
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import grpc
 
-from coordinator.cli.operator_commands import DEFAULT_BOOTSTRAP, RPC_TIMEOUT_S, CommandFailed, call_first, run
+from coordinator.cli.operator_commands import (
+    RPC_TIMEOUT_S,
+    CommandFailed,
+    add_node_arguments,
+    call_first,
+    run,
+)
 from coordinator.cli.output import print_rows
 from protos import admin_pb2 as admin
 from protos import admin_pb2_grpc
@@ -74,14 +79,6 @@ def add_elect_leaders_command(commands: Any) -> None:
         help="move each coordinator's leadership back to its preferred replica now, where it is in the ISR "
         "(kafka-leader-election --election-type PREFERRED)",
     )
-    parser.add_argument(
-        "--bootstrap",
-        default=DEFAULT_BOOTSTRAP,
-        help=f"HOST:PORT[,HOST:PORT...] of a node (default {DEFAULT_BOOTSTRAP})",
-    )
+    add_node_arguments(parser)
     parser.add_argument("--coordinator", type=int, action="append", help="a coordinator id (repeatable; default all)")
-    parser.add_argument("--ca", type=Path, help="PEM CA of the node's certificate: call over TLS")
-    parser.add_argument("--cert", type=Path, help="PEM certificate of the operator (mutual TLS)")
-    parser.add_argument("--key", type=Path, help="PEM private key of --cert")
-    parser.add_argument("--json", action="store_true", help="print one JSON document")
     parser.set_defaults(run=lambda args: run(elect_leaders, args))

@@ -83,6 +83,24 @@ def _channel_credentials(args: argparse.Namespace) -> grpc.ChannelCredentials | 
         raise CommandFailed(f"cannot read a TLS file: {error}") from error
 
 
+def add_tls_arguments(parser: argparse.ArgumentParser) -> None:
+    """--ca, --cert and --key, as `call_first` reads them."""
+    parser.add_argument("--ca", type=Path, help="PEM CA of the node's certificate: call over TLS")
+    parser.add_argument("--cert", type=Path, help="PEM certificate of the operator (mutual TLS)")
+    parser.add_argument("--key", type=Path, help="PEM private key of --cert")
+
+
+def add_node_arguments(parser: argparse.ArgumentParser, json_help: str = "print one JSON document") -> None:
+    """What every command calling a node takes: --bootstrap, the TLS files and --json."""
+    parser.add_argument(
+        "--bootstrap",
+        default=DEFAULT_BOOTSTRAP,
+        help=f"HOST:PORT[,HOST:PORT...] of a node (default {DEFAULT_BOOTSTRAP})",
+    )
+    add_tls_arguments(parser)
+    parser.add_argument("--json", action="store_true", help=json_help)
+
+
 def call_first(args: argparse.Namespace, call: Callable[[grpc.Channel], T]) -> T:
     """Runs `call` against the first address of --bootstrap that answers."""
     problems = []

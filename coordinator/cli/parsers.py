@@ -12,6 +12,7 @@ from coordinator.cli.gateways import describe_gateways
 from coordinator.cli.leaders import add_elect_leaders_command
 from coordinator.cli.operator_commands import (
     DEFAULT_BOOTSTRAP,
+    add_tls_arguments,
     describe,
     log_recover,
     run,
@@ -34,9 +35,7 @@ def _add_target(parser: argparse.ArgumentParser, remote: bool = True) -> None:
             help=f"HOST:PORT[,HOST:PORT...] of a node (default {DEFAULT_BOOTSTRAP})",
         )
         target.add_argument("--data-dir", type=Path, help="a stopped node's data directory, instead of a node")
-        parser.add_argument("--ca", type=Path, help="PEM CA of the node's certificate: call over TLS")
-        parser.add_argument("--cert", type=Path, help="PEM certificate of the operator (mutual TLS)")
-        parser.add_argument("--key", type=Path, help="PEM private key of --cert")
+        add_tls_arguments(parser)
     else:
         parser.add_argument("--data-dir", type=Path, required=True, help="the stopped node's data directory")
     parser.add_argument("--coordinator", type=int, action="append", help="a coordinator id (repeatable; default all)")

@@ -17,12 +17,17 @@ import json
 import sys
 import time
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import grpc
 
-from coordinator.cli.operator_commands import DEFAULT_BOOTSTRAP, RPC_TIMEOUT_S, CommandFailed, call_first, run
+from coordinator.cli.operator_commands import (
+    RPC_TIMEOUT_S,
+    CommandFailed,
+    add_node_arguments,
+    call_first,
+    run,
+)
 from coordinator.cluster.placement import leader_counts, plan_rebalance, replica_counts
 from protos import admin_pb2 as admin
 from protos import admin_pb2_grpc
@@ -230,17 +235,9 @@ def _print_plan(summary: Mapping[str, Any], as_json: bool) -> None:
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--bootstrap",
-        default=DEFAULT_BOOTSTRAP,
-        help=f"HOST:PORT[,HOST:PORT...] of a node (default {DEFAULT_BOOTSTRAP})",
-    )
+    add_node_arguments(parser, json_help="print one JSON document (progress goes to stderr)")
     parser.add_argument("--wait", action="store_true", help="wait until every reassignment started is done")
     parser.add_argument("--wait-timeout-s", type=float, default=WAIT_DEFAULT_S, help="--wait gives up after this")
-    parser.add_argument("--ca", type=Path, help="PEM CA of the node's certificate: call over TLS")
-    parser.add_argument("--cert", type=Path, help="PEM certificate of the operator (mutual TLS)")
-    parser.add_argument("--key", type=Path, help="PEM private key of --cert")
-    parser.add_argument("--json", action="store_true", help="print one JSON document (progress goes to stderr)")
 
 
 def add_reassign_commands(commands: Any) -> None:

@@ -12,13 +12,18 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 from typing import Any
 
 import grpc
 
 from coordinator.cli.configs import TOPIC_FORMS, topic_id_of
-from coordinator.cli.operator_commands import DEFAULT_BOOTSTRAP, RPC_TIMEOUT_S, CommandFailed, call_first, run
+from coordinator.cli.operator_commands import (
+    RPC_TIMEOUT_S,
+    CommandFailed,
+    add_node_arguments,
+    call_first,
+    run,
+)
 from protos import coordinator_pb2 as pb
 from protos import coordinator_pb2_grpc as pb_grpc
 
@@ -120,14 +125,8 @@ def add_switch_command(commands: Any) -> None:
     describing = actions.add_parser("describe", help="each partition's switch: classic start, seal, epoch, producers")
     repairing = actions.add_parser("repair", help="move a partition's seal while nothing diskless is above it")
     for action in (describing, repairing):
-        action.add_argument(
-            "--bootstrap", default=DEFAULT_BOOTSTRAP, help=f"HOST:PORT[,...] of a node (default {DEFAULT_BOOTSTRAP})"
-        )
+        add_node_arguments(action)
         action.add_argument("--topic", required=True, help=TOPIC_FORMS)
-        action.add_argument("--ca", help="PEM CA of the node's certificate: call over TLS", type=Path)
-        action.add_argument("--cert", help="PEM certificate of the operator (mutual TLS)", type=Path)
-        action.add_argument("--key", help="PEM private key of --cert", type=Path)
-        action.add_argument("--json", action="store_true", help="print one JSON document")
     describing.add_argument("--partition", type=int, help="one partition, with its producers (default: every one)")
     repairing.add_argument("--partition", type=int, required=True)
     repairing.add_argument("--seal", type=int, required=True, help="the offset the seal should be at")

@@ -23,7 +23,13 @@ from typing import Any
 import grpc
 
 from coordinator.cli.configs import TOPIC_FORMS, topic_id_of
-from coordinator.cli.operator_commands import DEFAULT_BOOTSTRAP, RPC_TIMEOUT_S, CommandFailed, call_first, run
+from coordinator.cli.operator_commands import (
+    RPC_TIMEOUT_S,
+    CommandFailed,
+    add_node_arguments,
+    call_first,
+    run,
+)
 from coordinator.client.control_batch import EndTransactionMarker, encode_marker
 from coordinator.config.loading import load_settings
 from coordinator.config.settings import SettingsError
@@ -179,14 +185,8 @@ def add_transactions_command(commands: Any) -> None:
     hanging = actions.add_parser("find-hanging", help="open transactions whose producer is idle for too long")
     ending = actions.add_parser("abort", help="end an open transaction with an ABORT marker (through CommitFile)")
     for action in (hanging, ending):
-        action.add_argument(
-            "--bootstrap", default=DEFAULT_BOOTSTRAP, help=f"HOST:PORT[,...] of a node (default {DEFAULT_BOOTSTRAP})"
-        )
+        add_node_arguments(action)
         action.add_argument("--topic", required=True, help=TOPIC_FORMS)
-        action.add_argument("--ca", help="PEM CA of the node's certificate: call over TLS", type=Path)
-        action.add_argument("--cert", help="PEM certificate of the operator (mutual TLS)", type=Path)
-        action.add_argument("--key", help="PEM private key of --cert", type=Path)
-        action.add_argument("--json", action="store_true", help="print one JSON document")
     hanging.add_argument(
         "--max-transaction-timeout", type=int, default=15, metavar="MINUTES",
         help="list transactions idle for longer than this (Kafka's transaction.max.timeout.ms, in minutes; default 15)",

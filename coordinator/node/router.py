@@ -34,7 +34,8 @@ from coordinator.reads import describe_producers, find_batches, find_coordinator
 from coordinator.reads.find_coordinator import Endpoint
 from coordinator.runtime.node_coordinators import Elsewhere, NodeCoordinators
 from coordinator.runtime.replication.fetch_answers import answer_fetch_logs
-from coordinator.runtime.replication.leader import LeaderReplication, refused_epoch_end, refused_fetch
+from coordinator.runtime.replication.leader import LeaderReplication
+from coordinator.runtime.replication.refusals import refused_epoch_end, refused_fetch
 from coordinator.runtime.replication.snapshot_transfer import stream_snapshot
 from coordinator.runtime.shard import CoordinatorShard
 from coordinator.topics import delete_records, remote_segments
@@ -246,7 +247,7 @@ class Router:
         return await self._coordinators.shard(request.coordinator_id).fetch_log(request)
 
     async def fetch_logs(self, request: internal.FetchLogsRequest) -> internal.FetchLogsResponse:
-        return await answer_fetch_logs(self._replication_leader, self.settings, request)
+        return await answer_fetch_logs(self._replication_leader, self.settings, self._clock, request)
 
     def _replication_leader(self, coordinator_id: int) -> LeaderReplication | str:
         if not self._coordinators.hosts(coordinator_id):

@@ -18,12 +18,13 @@ the linger count, so a leader writing without pause never holds an answer longer
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Callable
 
+from coordinator.base.clock import Clock
 from coordinator.base.errors import ErrorCode
 from coordinator.config.settings import Settings
-from coordinator.runtime.replication.leader import LeaderReplication, refused_fetch
+from coordinator.runtime.replication.leader import LeaderReplication
+from coordinator.runtime.replication.refusals import refused_fetch
 from protos import internal_pb2 as internal
 
 # The leader of a coordinator on this node, or why there is none (NOT_LEADER_OR_FOLLOWER's message).
@@ -38,7 +39,7 @@ def response_bytes_max(settings: Settings, asked: int) -> int:
 
 
 async def answer_fetch_logs(
-    leader_of: LeaderOf, settings: Settings, request: internal.FetchLogsRequest
+    leader_of: LeaderOf, settings: Settings, clock: Clock, request: internal.FetchLogsRequest
 ) -> internal.FetchLogsResponse:
     started: list[tuple[internal.FetchLogRequest, LeaderReplication | None, internal.FetchLogResponse | None]] = []
     for partition in request.partitions:
@@ -54,10 +55,10 @@ async def answer_fetch_logs(
     answer_now = len(pending) < len(started) or any(leader.has_frames_after(offset) for offset, leader in pending)
     if pending and not answer_now and request.max_wait_ms > 0:
         await _wait_for_frames(
-            [leader for _, leader in pending], min(request.max_wait_ms, settings.replica_fetch_wait_max_ms)
+            [leader for _, leader in pending], min(request.max_wait_ms, settings.replica_fetch_wait_max_ms), clock
         )
     if pending and settings.replica_fetch_linger_ms > 0:
-        await _linger_for_writes([leader for _, leader in pending], settings.replica_fetch_linger_ms)
+        await _linger_for_writes([leader for _, leader in pending], settings.replica_fetch_linger_ms, clock)
     budget = response_bytes_max(settings, request.max_bytes)
     response = internal.FetchLogsResponse()
     for partition, serving, early in started:
@@ -73,21 +74,20 @@ async def answer_fetch_logs(
     return response
 
 
-async def _wait_for_frames(leaders: list[LeaderReplication], wait_ms: int) -> None:
+async def _wait_for_frames(leaders: list[LeaderReplication], wait_ms: int, clock: Clock) -> None:
     """Until any of `leaders` appends (or closes), or `wait_ms`; a cancelled call (the follower node asks again with
     another set of coordinators) stops waiting at once."""
     arrived = asyncio.Event()
     for leader in leaders:
         leader.add_data_listener(arrived.set)
     try:
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(arrived.wait(), wait_ms / 1000)
+        await clock.wait_event(arrived, wait_ms)
     finally:
         for leader in leaders:
             leader.remove_data_listener(arrived.set)
 
 
-async def _linger_for_writes(leaders: list[LeaderReplication], linger_ms: int) -> None:
+async def _linger_for_writes(leaders: list[LeaderReplication], linger_ms: int, clock: Clock) -> None:
     """Until every write `leaders` had begun has ended (appended, failed, or leadership ended), or `linger_ms`."""
     begun = [(leader, leader.writes_begun) for leader in leaders if not leader.wrote_through(leader.writes_begun)]
     if not begun:
@@ -95,16 +95,14 @@ async def _linger_for_writes(leaders: list[LeaderReplication], linger_ms: int) -
     ended = asyncio.Event()
     for leader, _ in begun:
         leader.add_data_listener(ended.set)
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + linger_ms / 1000
+    deadline_ms = clock.monotonic_ms() + linger_ms
     try:
         while not all(leader.wrote_through(mark) for leader, mark in begun):
-            left = deadline - loop.time()
-            if left <= 0:
+            left_ms = deadline_ms - clock.monotonic_ms()
+            if left_ms <= 0:
                 return
             ended.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(ended.wait(), left)
+            await clock.wait_event(ended, left_ms)
     finally:
         for leader, _ in begun:
             leader.remove_data_listener(ended.set)

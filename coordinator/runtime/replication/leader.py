@@ -41,18 +41,6 @@ NO_INCARNATIONS: Mapping[int, str] = MappingProxyType({})
 AlterIsr = Callable[[tuple[int, ...], Mapping[int, str]], Awaitable[tuple[int, ...] | None]]
 
 
-def refused_fetch(code: ErrorCode, message: str) -> internal.FetchLogResponse:
-    """A FetchLog answer carrying only an error (no frames, not diverging)."""
-    return internal.FetchLogResponse(
-        error_code=code, error_message=message, diverging_epoch=-1, diverging_end_offset=-1
-    )
-
-
-def refused_epoch_end(code: ErrorCode, message: str) -> internal.OffsetForLeaderEpochResponse:
-    """An OffsetForLeaderEpoch answer carrying only an error."""
-    return internal.OffsetForLeaderEpochResponse(error_code=code, error_message=message, leader_epoch=-1, end_offset=-1)
-
-
 class RoleChanged(Exception):
     """This node no longer leads (or follows) the coordinator as it did: pending records get NOT_COORDINATOR."""
 

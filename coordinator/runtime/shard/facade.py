@@ -30,9 +30,10 @@ from coordinator.machine.view import CoordinatorView, FileFacts
 from coordinator.runtime.operation import Operation, RequestT, ResponseT
 from coordinator.runtime.ports import TopicRecordsApplied
 from coordinator.runtime.replication.follower import NodeFetcher
-from coordinator.runtime.replication.leader import LeaderReplication, refused_epoch_end, refused_fetch
+from coordinator.runtime.replication.leader import LeaderReplication
 from coordinator.runtime.replication.link import ClusterLink
 from coordinator.runtime.replication.progress import ReplicaProgress
+from coordinator.runtime.replication.refusals import refused_epoch_end, refused_fetch
 from coordinator.runtime.replication.role import ReplicaRole, RoleKind
 from coordinator.runtime.shard.append_ticks import AppendTicks
 from coordinator.runtime.shard.availability import ShardState
