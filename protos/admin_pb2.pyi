@@ -19,6 +19,60 @@ LEADER_ELECTED: LeaderElectionOutcome
 LEADER_ALREADY_PREFERRED: LeaderElectionOutcome
 LEADER_ELECTION_NOT_POSSIBLE: LeaderElectionOutcome
 
+class MovePartitionRequest(_message.Message):
+    __slots__ = ("topic_id", "partition", "to_coordinator_id", "timeout_ms")
+    TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    TO_COORDINATOR_ID_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    topic_id: bytes
+    partition: int
+    to_coordinator_id: int
+    timeout_ms: int
+    def __init__(self, topic_id: _Optional[bytes] = ..., partition: _Optional[int] = ..., to_coordinator_id: _Optional[int] = ..., timeout_ms: _Optional[int] = ...) -> None: ...
+
+class MovePartitionResponse(_message.Message):
+    __slots__ = ("error_code", "error_message", "from_coordinator_id", "move_id")
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    FROM_COORDINATOR_ID_FIELD_NUMBER: _ClassVar[int]
+    MOVE_ID_FIELD_NUMBER: _ClassVar[int]
+    error_code: _coordinator_pb2.ErrorCode
+    error_message: str
+    from_coordinator_id: int
+    move_id: int
+    def __init__(self, error_code: _Optional[_Union[_coordinator_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., from_coordinator_id: _Optional[int] = ..., move_id: _Optional[int] = ...) -> None: ...
+
+class DescribePartitionMoveRequest(_message.Message):
+    __slots__ = ("topic_id", "partition", "from_coordinator_id", "move_id", "timeout_ms")
+    TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    FROM_COORDINATOR_ID_FIELD_NUMBER: _ClassVar[int]
+    MOVE_ID_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    topic_id: bytes
+    partition: int
+    from_coordinator_id: int
+    move_id: int
+    timeout_ms: int
+    def __init__(self, topic_id: _Optional[bytes] = ..., partition: _Optional[int] = ..., from_coordinator_id: _Optional[int] = ..., move_id: _Optional[int] = ..., timeout_ms: _Optional[int] = ...) -> None: ...
+
+class DescribePartitionMoveResponse(_message.Message):
+    __slots__ = ("error_code", "error_message", "step", "to_coordinator_id", "staged_chunks", "target_error")
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    STEP_FIELD_NUMBER: _ClassVar[int]
+    TO_COORDINATOR_ID_FIELD_NUMBER: _ClassVar[int]
+    STAGED_CHUNKS_FIELD_NUMBER: _ClassVar[int]
+    TARGET_ERROR_FIELD_NUMBER: _ClassVar[int]
+    error_code: _coordinator_pb2.ErrorCode
+    error_message: str
+    step: str
+    to_coordinator_id: int
+    staged_chunks: int
+    target_error: str
+    def __init__(self, error_code: _Optional[_Union[_coordinator_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., step: _Optional[str] = ..., to_coordinator_id: _Optional[int] = ..., staged_chunks: _Optional[int] = ..., target_error: _Optional[str] = ...) -> None: ...
+
 class DescribePartitionLoadsRequest(_message.Message):
     __slots__ = ("coordinator_ids",)
     COORDINATOR_IDS_FIELD_NUMBER: _ClassVar[int]

@@ -23,51 +23,66 @@ _sym_db = _symbol_database.Default()
 
 
 from protos import coordinator_pb2 as protos_dot_coordinator__pb2
+from protos import records_pb2 as protos_dot_records__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15protos/internal.proto\x12\x17\x64iskless.coordinator.v1\x1a\x18protos/coordinator.proto\"\x7f\n\x0eHandedOverFile\x12\x12\n\nobject_key\x18\x01 \x01(\t\x12\x11\n\tfile_size\x18\x02 \x01(\x03\x12\x1a\n\x12uploader_broker_id\x18\x03 \x01(\x05\x12\x11\n\towner_ids\x18\x04 \x03(\x05\x12\x17\n\x0f\x63ommitted_at_ms\x18\x05 \x01(\x03\"\x9a\x01\n\x14HandOverFilesRequest\x12\x1b\n\x13\x66rom_coordinator_id\x18\x01 \x01(\x05\x12\x19\n\x11to_coordinator_id\x18\x02 \x01(\x05\x12\x36\n\x05\x66iles\x18\x03 \x03(\x0b\x32\'.diskless.coordinator.v1.HandedOverFile\x12\x12\n\ntimeout_ms\x18\x04 \x01(\x05\"f\n\x15HandOverFilesResponse\x12\x36\n\nerror_code\x18\x01 \x01(\x0e\x32\".diskless.coordinator.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t\"A\n\x11KnownFilesRequest\x12\x17\n\x0f\x63oordinator_ids\x18\x01 \x03(\x05\x12\x13\n\x0bobject_keys\x18\x02 \x03(\t\"\x97\x02\n\x12KnownFilesResponse\x12\x36\n\nerror_code\x18\x01 \x01(\x0e\x32\".diskless.coordinator.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12\x44\n\x05\x66iles\x18\x03 \x03(\x0b\x32\x35.diskless.coordinator.v1.KnownFilesResponse.KnownFile\x1al\n\tKnownFile\x12\x12\n\nobject_key\x18\x01 \x01(\t\x12\x17\n\x0f\x63oordinator_ids\x18\x02 \x03(\x05\x12\x32\n\x06states\x18\x03 \x03(\x0e\x32\".diskless.coordinator.v1.FileState\"\xcf\x01\n\x0f\x46\x65tchLogRequest\x12\x16\n\x0e\x63oordinator_id\x18\x01 \x01(\x05\x12\x17\n\x0freplica_node_id\x18\x02 \x01(\x05\x12\x14\n\x0cleader_epoch\x18\x03 \x01(\x05\x12\x14\n\x0c\x66\x65tch_offset\x18\x04 \x01(\x03\x12\x1a\n\x12last_fetched_epoch\x18\x05 \x01(\x05\x12\x11\n\tmax_bytes\x18\x06 \x01(\x05\x12\x13\n\x0bmax_wait_ms\x18\x07 \x01(\x05\x12\x1b\n\x13replica_incarnation\x18\x08 \x01(\t\"\x8a\x02\n\x10\x46\x65tchLogResponse\x12\x36\n\nerror_code\x18\x01 \x01(\x0e\x32\".diskless.coordinator.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12\x16\n\x0ehigh_watermark\x18\x03 \x01(\x03\x12\x18\n\x10log_start_offset\x18\x04 \x01(\x03\x12\x16\n\x0elog_end_offset\x18\x05 \x01(\x03\x12\x0e\n\x06\x66rames\x18\x06 \x01(\x0c\x12\x17\n\x0f\x64iverging_epoch\x18\x07 \x01(\x05\x12\x1c\n\x14\x64iverging_end_offset\x18\x08 \x01(\x03\x12\x16\n\x0e\x63oordinator_id\x18\t \x01(\x05\"\xae\x01\n\x10\x46\x65tchLogsRequest\x12\x17\n\x0freplica_node_id\x18\x01 \x01(\x05\x12\x1b\n\x13replica_incarnation\x18\x02 \x01(\t\x12\x13\n\x0bmax_wait_ms\x18\x03 \x01(\x05\x12\x11\n\tmax_bytes\x18\x04 \x01(\x05\x12<\n\npartitions\x18\x05 \x03(\x0b\x32(.diskless.coordinator.v1.FetchLogRequest\"R\n\x11\x46\x65tchLogsResponse\x12=\n\npartitions\x18\x01 \x03(\x0b\x32).diskless.coordinator.v1.FetchLogResponse\"\x82\x01\n\x1bOffsetForLeaderEpochRequest\x12\x16\n\x0e\x63oordinator_id\x18\x01 \x01(\x05\x12\x17\n\x0freplica_node_id\x18\x02 \x01(\x05\x12\x1c\n\x14\x63urrent_leader_epoch\x18\x03 \x01(\x05\x12\x14\n\x0cleader_epoch\x18\x04 \x01(\x05\"\x97\x01\n\x1cOffsetForLeaderEpochResponse\x12\x36\n\nerror_code\x18\x01 \x01(\x0e\x32\".diskless.coordinator.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12\x14\n\x0cleader_epoch\x18\x03 \x01(\x05\x12\x12\n\nend_offset\x18\x04 \x01(\x03\"e\n\x14\x46\x65tchSnapshotRequest\x12\x16\n\x0e\x63oordinator_id\x18\x01 \x01(\x05\x12\x17\n\x0freplica_node_id\x18\x02 \x01(\x05\x12\x1c\n\x14\x63urrent_leader_epoch\x18\x03 \x01(\x05\"\xed\x01\n\x12\x46\x65tchSnapshotChunk\x12\x36\n\nerror_code\x18\x01 \x01(\x0e\x32\".diskless.coordinator.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12\x12\n\nend_offset\x18\x03 \x01(\x03\x12\x13\n\x0btotal_bytes\x18\x04 \x01(\x03\x12\x0c\n\x04\x64\x61ta\x18\x05 \x01(\x0c\x12\x0e\n\x06sha256\x18\x06 \x01(\t\x12\x0c\n\x04last\x18\x07 \x01(\x08\x12\r\n\x05\x65poch\x18\x08 \x01(\x05\x12\r\n\x05\x63rc32\x18\t \x01(\r\x12\x15\n\rcreated_at_ms\x18\n \x01(\x03\"\xdf\x02\n\x12\x43hangeTopicRequest\x12\x16\n\x0e\x63oordinator_id\x18\x01 \x01(\x05\x12\x10\n\x08topic_id\x18\x02 \x01(\x0c\x12\x12\n\ntopic_name\x18\x03 \x01(\t\x12\x12\n\npartitions\x18\x04 \x03(\x05\x12\x0e\n\x06\x64\x65lete\x18\x05 \x01(\x08\x12\x12\n\ntimeout_ms\x18\x06 \x01(\x05\x12\x35\n\x07\x63onfigs\x18\x07 \x03(\x0b\x32$.diskless.coordinator.v1.TopicConfig\x12\x15\n\ralter_configs\x18\x08 \x01(\x08\x12\x16\n\x0e\x64\x65lete_configs\x18\t \x03(\t\x12\x15\n\rvalidate_only\x18\n \x01(\x08\x12\x16\n\x0e\x65xpect_configs\x18\x0b \x01(\x08\x12>\n\x10\x65xpected_configs\x18\x0c \x03(\x0b\x32$.diskless.coordinator.v1.TopicConfig\"\x9b\x01\n\x13\x43hangeTopicResponse\x12\x36\n\nerror_code\x18\x01 \x01(\x0e\x32\".diskless.coordinator.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12\x35\n\x07\x63onfigs\x18\x03 \x03(\x0b\x32$.diskless.coordinator.v1.TopicConfig\"j\n\x16KnownPartitionsRequest\x12\x10\n\x08topic_id\x18\x01 \x01(\x0c\x12\x12\n\npartitions\x18\x02 \x03(\x05\x12\x12\n\ntopic_name\x18\x03 \x01(\t\x12\x16\n\x0e\x61ll_partitions\x18\x04 \x01(\x08\"\xab\x01\n\x17KnownPartitionsResponse\x12\x12\n\ntopic_name\x18\x01 \x01(\t\x12\x12\n\npartitions\x18\x02 \x03(\x05\x12\x17\n\x0f\x63oordinator_ids\x18\x03 \x03(\x05\x12\x16\n\x0enamed_topic_id\x18\x04 \x01(\x0c\x12\x18\n\x10named_partitions\x18\x05 \x03(\x05\x12\x1d\n\x15named_coordinator_ids\x18\x06 \x03(\x05\x32\x86\x07\n\x13\x43oordinatorInternal\x12n\n\rHandOverFiles\x12-.diskless.coordinator.v1.HandOverFilesRequest\x1a..diskless.coordinator.v1.HandOverFilesResponse\x12\x65\n\nKnownFiles\x12*.diskless.coordinator.v1.KnownFilesRequest\x1a+.diskless.coordinator.v1.KnownFilesResponse\x12_\n\x08\x46\x65tchLog\x12(.diskless.coordinator.v1.FetchLogRequest\x1a).diskless.coordinator.v1.FetchLogResponse\x12\x62\n\tFetchLogs\x12).diskless.coordinator.v1.FetchLogsRequest\x1a*.diskless.coordinator.v1.FetchLogsResponse\x12\x83\x01\n\x14OffsetForLeaderEpoch\x12\x34.diskless.coordinator.v1.OffsetForLeaderEpochRequest\x1a\x35.diskless.coordinator.v1.OffsetForLeaderEpochResponse\x12m\n\rFetchSnapshot\x12-.diskless.coordinator.v1.FetchSnapshotRequest\x1a+.diskless.coordinator.v1.FetchSnapshotChunk0\x01\x12h\n\x0b\x43hangeTopic\x12+.diskless.coordinator.v1.ChangeTopicRequest\x1a,.diskless.coordinator.v1.ChangeTopicResponse\x12t\n\x0fKnownPartitions\x12/.diskless.coordinator.v1.KnownPartitionsRequest\x1a\x30.diskless.coordinator.v1.KnownPartitionsResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15protos/internal.proto\x12\x17\x64iskless.coordinator.v1\x1a\x18protos/coordinator.proto\x1a\x14protos/records.proto\"\x7f\n\x0eHandedOverFile\x12\x12\n\nobject_key\x18\x01 \x01(\t\x12\x11\n\tfile_size\x18\x02 \x01(\x03\x12\x1a\n\x12uploader_broker_id\x18\x03 \x01(\x05\x12\x11\n\towner_ids\x18\x04 \x03(\x05\x12\x17\n\x0f\x63ommitted_at_ms\x18\x05 \x01(\x03\"\x9a\x01\n\x14HandOverFilesRequest\x12\x1b\n\x13\x66rom_coordinator_id\x18\x01 \x01(\x05\x12\x19\n\x11to_coordinator_id\x18\x02 \x01(\x05\x12\x36\n\x05\x66iles\x18\x03 \x03(\x0b\x32\'.diskless.coordinator.v1.HandedOverFile\x12\x12\n\ntimeout_ms\x18\x04 \x01(\x05\"f\n\x15HandOverFilesResponse\x12\x36\n\nerror_code\x18\x01 \x01(\x0e\x32\".diskless.coordinator.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t\"A\n\x11KnownFilesRequest\x12\x17\n\x0f\x63oordinator_ids\x18\x01 \x03(\x05\x12\x13\n\x0bobject_keys\x18\x02 \x03(\t\"\x97\x02\n\x12KnownFilesResponse\x12\x36\n\nerror_code\x18\x01 \x01(\x0e\x32\".diskless.coordinator.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12\x44\n\x05\x66iles\x18\x03 \x03(\x0b\x32\x35.diskless.coordinator.v1.KnownFilesResponse.KnownFile\x1al\n\tKnownFile\x12\x12\n\nobject_key\x18\x01 \x01(\t\x12\x17\n\x0f\x63oordinator_ids\x18\x02 \x03(\x05\x12\x32\n\x06states\x18\x03 \x03(\x0e\x32\".diskless.coordinator.v1.FileState\"\xcf\x01\n\x0f\x46\x65tchLogRequest\x12\x16\n\x0e\x63oordinator_id\x18\x01 \x01(\x05\x12\x17\n\x0freplica_node_id\x18\x02 \x01(\x05\x12\x14\n\x0cleader_epoch\x18\x03 \x01(\x05\x12\x14\n\x0c\x66\x65tch_offset\x18\x04 \x01(\x03\x12\x1a\n\x12last_fetched_epoch\x18\x05 \x01(\x05\x12\x11\n\tmax_bytes\x18\x06 \x01(\x05\x12\x13\n\x0bmax_wait_ms\x18\x07 \x01(\x05\x12\x1b\n\x13replica_incarnation\x18\x08 \x01(\t\"\x8a\x02\n\x10\x46\x65tchLogResponse\x12\x36\n\nerror_code\x18\x01 \x01(\x0e\x32\".diskless.coordinator.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12\x16\n\x0ehigh_watermark\x18\x03 \x01(\x03\x12\x18\n\x10log_start_offset\x18\x04 \x01(\x03\x12\x16\n\x0elog_end_offset\x18\x05 \x01(\x03\x12\x0e\n\x06\x66rames\x18\x06 \x01(\x0c\x12\x17\n\x0f\x64iverging_epoch\x18\x07 \x01(\x05\x12\x1c\n\x14\x64iverging_end_offset\x18\x08 \x01(\x03\x12\x16\n\x0e\x63oordinator_id\x18\t \x01(\x05\"\xae\x01\n\x10\x46\x65tchLogsRequest\x12\x17\n\x0freplica_node_id\x18\x01 \x01(\x05\x12\x1b\n\x13replica_incarnation\x18\x02 \x01(\t\x12\x13\n\x0bmax_wait_ms\x18\x03 \x01(\x05\x12\x11\n\tmax_bytes\x18\x04 \x01(\x05\x12<\n\npartitions\x18\x05 \x03(\x0b\x32(.diskless.coordinator.v1.FetchLogRequest\"R\n\x11\x46\x65tchLogsResponse\x12=\n\npartitions\x18\x01 \x03(\x0b\x32).diskless.coordinator.v1.FetchLogResponse\"\x82\x01\n\x1bOffsetForLeaderEpochRequest\x12\x16\n\x0e\x63oordinator_id\x18\x01 \x01(\x05\x12\x17\n\x0freplica_node_id\x18\x02 \x01(\x05\x12\x1c\n\x14\x63urrent_leader_epoch\x18\x03 \x01(\x05\x12\x14\n\x0cleader_epoch\x18\x04 \x01(\x05\"\x97\x01\n\x1cOffsetForLeaderEpochResponse\x12\x36\n\nerror_code\x18\x01 \x01(\x0e\x32\".diskless.coordinator.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12\x14\n\x0cleader_epoch\x18\x03 \x01(\x05\x12\x12\n\nend_offset\x18\x04 \x01(\x03\"e\n\x14\x46\x65tchSnapshotRequest\x12\x16\n\x0e\x63oordinator_id\x18\x01 \x01(\x05\x12\x17\n\x0freplica_node_id\x18\x02 \x01(\x05\x12\x1c\n\x14\x63urrent_leader_epoch\x18\x03 \x01(\x05\"\xed\x01\n\x12\x46\x65tchSnapshotChunk\x12\x36\n\nerror_code\x18\x01 \x01(\x0e\x32\".diskless.coordinator.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12\x12\n\nend_offset\x18\x03 \x01(\x03\x12\x13\n\x0btotal_bytes\x18\x04 \x01(\x03\x12\x0c\n\x04\x64\x61ta\x18\x05 \x01(\x0c\x12\x0e\n\x06sha256\x18\x06 \x01(\t\x12\x0c\n\x04last\x18\x07 \x01(\x08\x12\r\n\x05\x65poch\x18\x08 \x01(\x05\x12\r\n\x05\x63rc32\x18\t \x01(\r\x12\x15\n\rcreated_at_ms\x18\n \x01(\x03\"\xdf\x02\n\x12\x43hangeTopicRequest\x12\x16\n\x0e\x63oordinator_id\x18\x01 \x01(\x05\x12\x10\n\x08topic_id\x18\x02 \x01(\x0c\x12\x12\n\ntopic_name\x18\x03 \x01(\t\x12\x12\n\npartitions\x18\x04 \x03(\x05\x12\x0e\n\x06\x64\x65lete\x18\x05 \x01(\x08\x12\x12\n\ntimeout_ms\x18\x06 \x01(\x05\x12\x35\n\x07\x63onfigs\x18\x07 \x03(\x0b\x32$.diskless.coordinator.v1.TopicConfig\x12\x15\n\ralter_configs\x18\x08 \x01(\x08\x12\x16\n\x0e\x64\x65lete_configs\x18\t \x03(\t\x12\x15\n\rvalidate_only\x18\n \x01(\x08\x12\x16\n\x0e\x65xpect_configs\x18\x0b \x01(\x08\x12>\n\x10\x65xpected_configs\x18\x0c \x03(\x0b\x32$.diskless.coordinator.v1.TopicConfig\"\x9b\x01\n\x13\x43hangeTopicResponse\x12\x36\n\nerror_code\x18\x01 \x01(\x0e\x32\".diskless.coordinator.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12\x35\n\x07\x63onfigs\x18\x03 \x03(\x0b\x32$.diskless.coordinator.v1.TopicConfig\"j\n\x16KnownPartitionsRequest\x12\x10\n\x08topic_id\x18\x01 \x01(\x0c\x12\x12\n\npartitions\x18\x02 \x03(\x05\x12\x12\n\ntopic_name\x18\x03 \x01(\t\x12\x16\n\x0e\x61ll_partitions\x18\x04 \x01(\x08\"\xab\x01\n\x17KnownPartitionsResponse\x12\x12\n\ntopic_name\x18\x01 \x01(\t\x12\x12\n\npartitions\x18\x02 \x03(\x05\x12\x17\n\x0f\x63oordinator_ids\x18\x03 \x03(\x05\x12\x16\n\x0enamed_topic_id\x18\x04 \x01(\x0c\x12\x18\n\x10named_partitions\x18\x05 \x03(\x05\x12\x1d\n\x15named_coordinator_ids\x18\x06 \x03(\x05\"\xad\x02\n\nMovedBatch\x12\x12\n\nobject_key\x18\x01 \x01(\t\x12\x13\n\x0b\x62yte_offset\x18\x02 \x01(\x03\x12\x0c\n\x04size\x18\x03 \x01(\x03\x12\x13\n\x0b\x62\x61se_offset\x18\x04 \x01(\x03\x12\x13\n\x0blast_offset\x18\x05 \x01(\x03\x12\x15\n\rmax_timestamp\x18\x06 \x01(\x03\x12\x13\n\x0bproducer_id\x18\x07 \x01(\x03\x12\x16\n\x0eproducer_epoch\x18\x08 \x01(\x05\x12\x15\n\rbase_sequence\x18\t \x01(\x05\x12\x15\n\rlast_sequence\x18\n \x01(\x05\x12\r\n\x05magic\x18\x0b \x01(\x05\x12\x16\n\x0etimestamp_type\x18\x0c \x01(\x05\x12\x16\n\x0e\x61ppend_time_ms\x18\r \x01(\x03\x12\r\n\x05\x66lags\x18\x0e \x01(\x05\"z\n\tMovedFile\x12\x12\n\nobject_key\x18\x01 \x01(\t\x12\x11\n\tfile_size\x18\x02 \x01(\x03\x12\x1a\n\x12uploader_broker_id\x18\x03 \x01(\x05\x12\x11\n\towner_ids\x18\x04 \x03(\x05\x12\x17\n\x0f\x63ommitted_at_ms\x18\x05 \x01(\x03\"w\n\x17MovedAbortedTransaction\x12\x15\n\rmarker_offset\x18\x01 \x01(\x03\x12\x13\n\x0bproducer_id\x18\x02 \x01(\x03\x12\x14\n\x0c\x66irst_offset\x18\x03 \x01(\x03\x12\x1a\n\x12last_stable_offset\x18\x04 \x01(\x03\"\xe6\x02\n\x1a\x41\x64optPartitionChunkRequest\x12\x1b\n\x13\x66rom_coordinator_id\x18\x01 \x01(\x05\x12\x19\n\x11to_coordinator_id\x18\x02 \x01(\x05\x12\x0f\n\x07move_id\x18\x03 \x01(\x03\x12\r\n\x05index\x18\x04 \x01(\x05\x12\x10\n\x08topic_id\x18\x05 \x01(\x0c\x12\x11\n\tpartition\x18\x06 \x01(\x05\x12\x34\n\x07\x62\x61tches\x18\x07 \x03(\x0b\x32#.diskless.coordinator.v1.MovedBatch\x12\x31\n\x05\x66iles\x18\x08 \x03(\x0b\x32\".diskless.coordinator.v1.MovedFile\x12N\n\x14\x61\x62orted_transactions\x18\t \x03(\x0b\x32\x30.diskless.coordinator.v1.MovedAbortedTransaction\x12\x12\n\ntimeout_ms\x18\n \x01(\x05\"\xa9\x01\n\x1b\x41\x64optPartitionChunkResponse\x12\x36\n\nerror_code\x18\x01 \x01(\x0e\x32\".diskless.coordinator.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12\x15\n\rstaged_chunks\x18\x03 \x01(\x05\x12\x13\n\x0bnext_offset\x18\x04 \x01(\x03\x12\x0f\n\x07\x61\x64opted\x18\x05 \x01(\x08\"\xca\x01\n\x15\x41\x64optPartitionRequest\x12\x1b\n\x13\x66rom_coordinator_id\x18\x01 \x01(\x05\x12\x19\n\x11to_coordinator_id\x18\x02 \x01(\x05\x12\x0f\n\x07move_id\x18\x03 \x01(\x03\x12\x0e\n\x06\x63hunks\x18\x04 \x01(\x05\x12\x44\n\tpartition\x18\x05 \x01(\x0b\x32\x31.diskless.coordinator.v1.records.PartitionAdopted\x12\x12\n\ntimeout_ms\x18\x06 \x01(\x05\"g\n\x16\x41\x64optPartitionResponse\x12\x36\n\nerror_code\x18\x01 \x01(\x0e\x32\".diskless.coordinator.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t2\xfc\x08\n\x13\x43oordinatorInternal\x12n\n\rHandOverFiles\x12-.diskless.coordinator.v1.HandOverFilesRequest\x1a..diskless.coordinator.v1.HandOverFilesResponse\x12\x65\n\nKnownFiles\x12*.diskless.coordinator.v1.KnownFilesRequest\x1a+.diskless.coordinator.v1.KnownFilesResponse\x12_\n\x08\x46\x65tchLog\x12(.diskless.coordinator.v1.FetchLogRequest\x1a).diskless.coordinator.v1.FetchLogResponse\x12\x62\n\tFetchLogs\x12).diskless.coordinator.v1.FetchLogsRequest\x1a*.diskless.coordinator.v1.FetchLogsResponse\x12\x83\x01\n\x14OffsetForLeaderEpoch\x12\x34.diskless.coordinator.v1.OffsetForLeaderEpochRequest\x1a\x35.diskless.coordinator.v1.OffsetForLeaderEpochResponse\x12m\n\rFetchSnapshot\x12-.diskless.coordinator.v1.FetchSnapshotRequest\x1a+.diskless.coordinator.v1.FetchSnapshotChunk0\x01\x12h\n\x0b\x43hangeTopic\x12+.diskless.coordinator.v1.ChangeTopicRequest\x1a,.diskless.coordinator.v1.ChangeTopicResponse\x12t\n\x0fKnownPartitions\x12/.diskless.coordinator.v1.KnownPartitionsRequest\x1a\x30.diskless.coordinator.v1.KnownPartitionsResponse\x12\x80\x01\n\x13\x41\x64optPartitionChunk\x12\x33.diskless.coordinator.v1.AdoptPartitionChunkRequest\x1a\x34.diskless.coordinator.v1.AdoptPartitionChunkResponse\x12q\n\x0e\x41\x64optPartition\x12..diskless.coordinator.v1.AdoptPartitionRequest\x1a/.diskless.coordinator.v1.AdoptPartitionResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'protos.internal_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_HANDEDOVERFILE']._serialized_start=76
-  _globals['_HANDEDOVERFILE']._serialized_end=203
-  _globals['_HANDOVERFILESREQUEST']._serialized_start=206
-  _globals['_HANDOVERFILESREQUEST']._serialized_end=360
-  _globals['_HANDOVERFILESRESPONSE']._serialized_start=362
-  _globals['_HANDOVERFILESRESPONSE']._serialized_end=464
-  _globals['_KNOWNFILESREQUEST']._serialized_start=466
-  _globals['_KNOWNFILESREQUEST']._serialized_end=531
-  _globals['_KNOWNFILESRESPONSE']._serialized_start=534
-  _globals['_KNOWNFILESRESPONSE']._serialized_end=813
-  _globals['_KNOWNFILESRESPONSE_KNOWNFILE']._serialized_start=705
-  _globals['_KNOWNFILESRESPONSE_KNOWNFILE']._serialized_end=813
-  _globals['_FETCHLOGREQUEST']._serialized_start=816
-  _globals['_FETCHLOGREQUEST']._serialized_end=1023
-  _globals['_FETCHLOGRESPONSE']._serialized_start=1026
-  _globals['_FETCHLOGRESPONSE']._serialized_end=1292
-  _globals['_FETCHLOGSREQUEST']._serialized_start=1295
-  _globals['_FETCHLOGSREQUEST']._serialized_end=1469
-  _globals['_FETCHLOGSRESPONSE']._serialized_start=1471
-  _globals['_FETCHLOGSRESPONSE']._serialized_end=1553
-  _globals['_OFFSETFORLEADEREPOCHREQUEST']._serialized_start=1556
-  _globals['_OFFSETFORLEADEREPOCHREQUEST']._serialized_end=1686
-  _globals['_OFFSETFORLEADEREPOCHRESPONSE']._serialized_start=1689
-  _globals['_OFFSETFORLEADEREPOCHRESPONSE']._serialized_end=1840
-  _globals['_FETCHSNAPSHOTREQUEST']._serialized_start=1842
-  _globals['_FETCHSNAPSHOTREQUEST']._serialized_end=1943
-  _globals['_FETCHSNAPSHOTCHUNK']._serialized_start=1946
-  _globals['_FETCHSNAPSHOTCHUNK']._serialized_end=2183
-  _globals['_CHANGETOPICREQUEST']._serialized_start=2186
-  _globals['_CHANGETOPICREQUEST']._serialized_end=2537
-  _globals['_CHANGETOPICRESPONSE']._serialized_start=2540
-  _globals['_CHANGETOPICRESPONSE']._serialized_end=2695
-  _globals['_KNOWNPARTITIONSREQUEST']._serialized_start=2697
-  _globals['_KNOWNPARTITIONSREQUEST']._serialized_end=2803
-  _globals['_KNOWNPARTITIONSRESPONSE']._serialized_start=2806
-  _globals['_KNOWNPARTITIONSRESPONSE']._serialized_end=2977
-  _globals['_COORDINATORINTERNAL']._serialized_start=2980
-  _globals['_COORDINATORINTERNAL']._serialized_end=3882
+  _globals['_HANDEDOVERFILE']._serialized_start=98
+  _globals['_HANDEDOVERFILE']._serialized_end=225
+  _globals['_HANDOVERFILESREQUEST']._serialized_start=228
+  _globals['_HANDOVERFILESREQUEST']._serialized_end=382
+  _globals['_HANDOVERFILESRESPONSE']._serialized_start=384
+  _globals['_HANDOVERFILESRESPONSE']._serialized_end=486
+  _globals['_KNOWNFILESREQUEST']._serialized_start=488
+  _globals['_KNOWNFILESREQUEST']._serialized_end=553
+  _globals['_KNOWNFILESRESPONSE']._serialized_start=556
+  _globals['_KNOWNFILESRESPONSE']._serialized_end=835
+  _globals['_KNOWNFILESRESPONSE_KNOWNFILE']._serialized_start=727
+  _globals['_KNOWNFILESRESPONSE_KNOWNFILE']._serialized_end=835
+  _globals['_FETCHLOGREQUEST']._serialized_start=838
+  _globals['_FETCHLOGREQUEST']._serialized_end=1045
+  _globals['_FETCHLOGRESPONSE']._serialized_start=1048
+  _globals['_FETCHLOGRESPONSE']._serialized_end=1314
+  _globals['_FETCHLOGSREQUEST']._serialized_start=1317
+  _globals['_FETCHLOGSREQUEST']._serialized_end=1491
+  _globals['_FETCHLOGSRESPONSE']._serialized_start=1493
+  _globals['_FETCHLOGSRESPONSE']._serialized_end=1575
+  _globals['_OFFSETFORLEADEREPOCHREQUEST']._serialized_start=1578
+  _globals['_OFFSETFORLEADEREPOCHREQUEST']._serialized_end=1708
+  _globals['_OFFSETFORLEADEREPOCHRESPONSE']._serialized_start=1711
+  _globals['_OFFSETFORLEADEREPOCHRESPONSE']._serialized_end=1862
+  _globals['_FETCHSNAPSHOTREQUEST']._serialized_start=1864
+  _globals['_FETCHSNAPSHOTREQUEST']._serialized_end=1965
+  _globals['_FETCHSNAPSHOTCHUNK']._serialized_start=1968
+  _globals['_FETCHSNAPSHOTCHUNK']._serialized_end=2205
+  _globals['_CHANGETOPICREQUEST']._serialized_start=2208
+  _globals['_CHANGETOPICREQUEST']._serialized_end=2559
+  _globals['_CHANGETOPICRESPONSE']._serialized_start=2562
+  _globals['_CHANGETOPICRESPONSE']._serialized_end=2717
+  _globals['_KNOWNPARTITIONSREQUEST']._serialized_start=2719
+  _globals['_KNOWNPARTITIONSREQUEST']._serialized_end=2825
+  _globals['_KNOWNPARTITIONSRESPONSE']._serialized_start=2828
+  _globals['_KNOWNPARTITIONSRESPONSE']._serialized_end=2999
+  _globals['_MOVEDBATCH']._serialized_start=3002
+  _globals['_MOVEDBATCH']._serialized_end=3303
+  _globals['_MOVEDFILE']._serialized_start=3305
+  _globals['_MOVEDFILE']._serialized_end=3427
+  _globals['_MOVEDABORTEDTRANSACTION']._serialized_start=3429
+  _globals['_MOVEDABORTEDTRANSACTION']._serialized_end=3548
+  _globals['_ADOPTPARTITIONCHUNKREQUEST']._serialized_start=3551
+  _globals['_ADOPTPARTITIONCHUNKREQUEST']._serialized_end=3909
+  _globals['_ADOPTPARTITIONCHUNKRESPONSE']._serialized_start=3912
+  _globals['_ADOPTPARTITIONCHUNKRESPONSE']._serialized_end=4081
+  _globals['_ADOPTPARTITIONREQUEST']._serialized_start=4084
+  _globals['_ADOPTPARTITIONREQUEST']._serialized_end=4286
+  _globals['_ADOPTPARTITIONRESPONSE']._serialized_start=4288
+  _globals['_ADOPTPARTITIONRESPONSE']._serialized_end=4391
+  _globals['_COORDINATORINTERNAL']._serialized_start=4394
+  _globals['_COORDINATORINTERNAL']._serialized_end=5542
 # @@protoc_insertion_point(module_scope)

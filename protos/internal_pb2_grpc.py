@@ -74,6 +74,16 @@ class CoordinatorInternalStub:
                 request_serializer=protos_dot_internal__pb2.KnownPartitionsRequest.SerializeToString,
                 response_deserializer=protos_dot_internal__pb2.KnownPartitionsResponse.FromString,
                 _registered_method=True)
+        self.AdoptPartitionChunk = channel.unary_unary(
+                '/diskless.coordinator.v1.CoordinatorInternal/AdoptPartitionChunk',
+                request_serializer=protos_dot_internal__pb2.AdoptPartitionChunkRequest.SerializeToString,
+                response_deserializer=protos_dot_internal__pb2.AdoptPartitionChunkResponse.FromString,
+                _registered_method=True)
+        self.AdoptPartition = channel.unary_unary(
+                '/diskless.coordinator.v1.CoordinatorInternal/AdoptPartition',
+                request_serializer=protos_dot_internal__pb2.AdoptPartitionRequest.SerializeToString,
+                response_deserializer=protos_dot_internal__pb2.AdoptPartitionResponse.FromString,
+                _registered_method=True)
 
 
 class CoordinatorInternalServicer:
@@ -151,6 +161,22 @@ class CoordinatorInternalServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AdoptPartitionChunk(self, request, context):
+        """A partition moved between coordinators (docs/design.md §5a), sent by the source's move worker to the target's
+        leader. One chunk of the frozen partition's batches, staged at the target in order: a chunk staged already
+        answers success and changes nothing, one past a gap is refused; index -1 only asks where the target is.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AdoptPartition(self, request, context):
+        """The cut-over: the target serves the partition from its answer on; a move adopted already answers success.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_CoordinatorInternalServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -193,6 +219,16 @@ def add_CoordinatorInternalServicer_to_server(servicer, server):
                     servicer.KnownPartitions,
                     request_deserializer=protos_dot_internal__pb2.KnownPartitionsRequest.FromString,
                     response_serializer=protos_dot_internal__pb2.KnownPartitionsResponse.SerializeToString,
+            ),
+            'AdoptPartitionChunk': grpc.unary_unary_rpc_method_handler(
+                    servicer.AdoptPartitionChunk,
+                    request_deserializer=protos_dot_internal__pb2.AdoptPartitionChunkRequest.FromString,
+                    response_serializer=protos_dot_internal__pb2.AdoptPartitionChunkResponse.SerializeToString,
+            ),
+            'AdoptPartition': grpc.unary_unary_rpc_method_handler(
+                    servicer.AdoptPartition,
+                    request_deserializer=protos_dot_internal__pb2.AdoptPartitionRequest.FromString,
+                    response_serializer=protos_dot_internal__pb2.AdoptPartitionResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -411,6 +447,60 @@ class CoordinatorInternal:
             '/diskless.coordinator.v1.CoordinatorInternal/KnownPartitions',
             protos_dot_internal__pb2.KnownPartitionsRequest.SerializeToString,
             protos_dot_internal__pb2.KnownPartitionsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AdoptPartitionChunk(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/diskless.coordinator.v1.CoordinatorInternal/AdoptPartitionChunk',
+            protos_dot_internal__pb2.AdoptPartitionChunkRequest.SerializeToString,
+            protos_dot_internal__pb2.AdoptPartitionChunkResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AdoptPartition(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/diskless.coordinator.v1.CoordinatorInternal/AdoptPartition',
+            protos_dot_internal__pb2.AdoptPartitionRequest.SerializeToString,
+            protos_dot_internal__pb2.AdoptPartitionResponse.FromString,
             options,
             channel_credentials,
             insecure,

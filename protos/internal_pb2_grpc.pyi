@@ -79,6 +79,13 @@ class CoordinatorInternalStub:
     that does not know a partition asks the leader of the coordinator it would be on before answering
     UNKNOWN_TOPIC_OR_PARTITION (read your writes across the cluster).
     """
+    AdoptPartitionChunk: _grpc.UnaryUnaryMultiCallable[_internal_pb2.AdoptPartitionChunkRequest, _internal_pb2.AdoptPartitionChunkResponse]
+    """A partition moved between coordinators (docs/design.md §5a), sent by the source's move worker to the target's
+    leader. One chunk of the frozen partition's batches, staged at the target in order: a chunk staged already
+    answers success and changes nothing, one past a gap is refused; index -1 only asks where the target is.
+    """
+    AdoptPartition: _grpc.UnaryUnaryMultiCallable[_internal_pb2.AdoptPartitionRequest, _internal_pb2.AdoptPartitionResponse]
+    """The cut-over: the target serves the partition from its answer on; a move adopted already answers success."""
 
 @_typing.type_check_only
 class CoordinatorInternalAsyncStub(CoordinatorInternalStub):
@@ -122,6 +129,13 @@ class CoordinatorInternalAsyncStub(CoordinatorInternalStub):
     that does not know a partition asks the leader of the coordinator it would be on before answering
     UNKNOWN_TOPIC_OR_PARTITION (read your writes across the cluster).
     """
+    AdoptPartitionChunk: _aio.UnaryUnaryMultiCallable[_internal_pb2.AdoptPartitionChunkRequest, _internal_pb2.AdoptPartitionChunkResponse]  # type: ignore[assignment]
+    """A partition moved between coordinators (docs/design.md §5a), sent by the source's move worker to the target's
+    leader. One chunk of the frozen partition's batches, staged at the target in order: a chunk staged already
+    answers success and changes nothing, one past a gap is refused; index -1 only asks where the target is.
+    """
+    AdoptPartition: _aio.UnaryUnaryMultiCallable[_internal_pb2.AdoptPartitionRequest, _internal_pb2.AdoptPartitionResponse]  # type: ignore[assignment]
+    """The cut-over: the target serves the partition from its answer on; a move adopted already answers success."""
 
 class CoordinatorInternalServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -210,5 +224,24 @@ class CoordinatorInternalServicer(metaclass=_abc_1.ABCMeta):
         that does not know a partition asks the leader of the coordinator it would be on before answering
         UNKNOWN_TOPIC_OR_PARTITION (read your writes across the cluster).
         """
+
+    @_abc_1.abstractmethod
+    def AdoptPartitionChunk(
+        self,
+        request: _internal_pb2.AdoptPartitionChunkRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_internal_pb2.AdoptPartitionChunkResponse, _abc.Awaitable[_internal_pb2.AdoptPartitionChunkResponse]]:
+        """A partition moved between coordinators (docs/design.md §5a), sent by the source's move worker to the target's
+        leader. One chunk of the frozen partition's batches, staged at the target in order: a chunk staged already
+        answers success and changes nothing, one past a gap is refused; index -1 only asks where the target is.
+        """
+
+    @_abc_1.abstractmethod
+    def AdoptPartition(
+        self,
+        request: _internal_pb2.AdoptPartitionRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_internal_pb2.AdoptPartitionResponse, _abc.Awaitable[_internal_pb2.AdoptPartitionResponse]]:
+        """The cut-over: the target serves the partition from its answer on; a move adopted already answers success."""
 
 def add_CoordinatorInternalServicer_to_server(servicer: CoordinatorInternalServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -50,6 +50,8 @@ CHANGING_VERBS = (
     "Init",
     "Repair",
     "Replace",
+    "Move",  # a partition moved between coordinators (design §5a)
+    "Adopt",  # its copy and cut-over at the target
 )
 READING_VERBS = ("Describe", "List", "Find", "Known", "Fetch", "OffsetFor", "Get")
 

@@ -290,6 +290,21 @@ class CoordinatorShard:
         """(topic id, partition) of the partitions here frozen by a move to another coordinator (design §5a)."""
         return {(p.topic_id, p.partition) for p in self._view().partitions() if p.moving_to >= 0}
 
+    def partition_move(self, topic_id: bytes, partition: int) -> tuple[int, int] | None:
+        """A partition here: (the coordinator it is frozen for, the move's id), (-1, -1) when not frozen; None when
+        the partition is not here (design §5a)."""
+        found = self._view().partition(topic_id, partition)
+        return None if found is None else (found.moving_to, found.move_id)
+
+    def adoption_progress(self, from_coordinator: int, move_id: int) -> tuple[int, int, bool]:
+        """A move this coordinator is the target of (design §5a): (chunks staged, where the next chunk's batches
+        start or -1, adopted), records not yet applied included."""
+        view = self._view()
+        if (from_coordinator, move_id) in view.adopted_moves:
+            return 0, -1, True
+        staged = view.staged_moves.get((from_coordinator, move_id))
+        return (0, -1, False) if staged is None else (staged.chunks, staged.next_offset, False)
+
     def topic_configs(self, topic_id: bytes) -> dict[str, str]:
         """The configurations set on a topic here (empty: all at their defaults), changes not yet applied included."""
         return dict(self._view().topic_configs(topic_id))

@@ -1,0 +1,255 @@
+"""A partition moved between coordinators end to end through the node's real interfaces (design §5a): MovePartition
+(admin) freezes it on its coordinator's leader, the source's move worker sends its chunks (AdoptPartitionChunk) and
+asks for the adoption (AdoptPartition) over gRPC, and the target serves it. Nothing acknowledged is lost or at
+another offset, FindBatches at the target answers the source's offsets and positions, a resend of an acknowledged
+batch is a duplicate and the producer goes on at the high watermark. The worker keeps nothing of its own: cut off
+at any call (before the target recorded it, or with its answer lost) and the node restarted, a new pass finishes
+the move. A move stuck before its adoption is asked is cancelled after diskless.partition.move.timeout.ms; one whose
+adoption may be on its way is not."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from coordinator.cluster.peers import PeerClient, PeerError
+from coordinator.node.worker_registry import PARTITION_MOVES
+from coordinator.topics.move_worker import MovePass, MoveWorker
+from protos import admin_pb2 as admin
+from protos import admin_pb2_grpc
+from protos import coordinator_pb2 as pb
+from protos import internal_pb2 as internal
+from tests.harness import Broker, assert_state_equals_log_rebuild, batch, coordinator_of, fetch_all_batches, topic_name
+from tests.in_process import InProcessNode
+
+PID = 7070
+CHUNK_BATCHES = 2
+TIMEOUT_MS = 60_000
+SETTINGS = {
+    "diskless.partition.move.chunk.batches": str(CHUNK_BATCHES),
+    "diskless.partition.move.timeout.ms": str(TIMEOUT_MS),
+    # The supervised worker never runs a pass of its own here: each test runs the passes it means.
+    "diskless.partition.move.interval.ms": "3600000",
+}
+
+
+def positions(batches: list[pb.BatchInfo]) -> list[tuple[Any, ...]]:
+    """Everything of a FindBatches entry but the batch id, which is per coordinator."""
+    return [
+        (b.object_key, b.byte_offset, b.byte_size, b.base_offset, b.last_offset, b.log_append_timestamp,
+         b.batch_max_timestamp, b.producer_id, b.is_transactional, b.is_control)
+        for b in batches
+    ]  # fmt: skip
+
+
+def idempotent(topic_id: bytes, sequence: int, offset_in_file: int = 0) -> pb.CommitFileRequest.Batch:
+    return batch(topic_id, 0, 2, producer_id=PID, epoch=1, sequence=sequence, byte_offset=offset_in_file)
+
+
+def admin_stub(node: InProcessNode) -> admin_pb2_grpc.CoordinatorAdminStub:
+    return admin_pb2_grpc.CoordinatorAdminStub(node.channel())
+
+
+def move(node: InProcessNode, topic_id: bytes, to: int) -> admin.MovePartitionResponse:
+    request = admin.MovePartitionRequest(topic_id=topic_id, partition=0, to_coordinator_id=to)
+    response: admin.MovePartitionResponse = admin_stub(node).MovePartition(request, timeout=30)
+    return response
+
+
+def step_of(node: InProcessNode, topic_id: bytes, started: admin.MovePartitionResponse) -> str:
+    request = admin.DescribePartitionMoveRequest(
+        topic_id=topic_id, partition=0, from_coordinator_id=started.from_coordinator_id, move_id=started.move_id
+    )
+    return str(admin_stub(node).DescribePartitionMove(request, timeout=30).step)
+
+
+def moving_partition(node: InProcessNode, batches: int = 5) -> tuple[Broker, bytes, int, int]:
+    """A topic of two partitions whose partition 0 holds `batches` idempotent batches, each in a WAL file shared
+    with a batch of partition 1; (broker, topic id, its coordinator, another coordinator)."""
+    broker = Broker(node.stub, node.coordinators)
+    topic_id = broker.create_topic(topic_name("move"), 2)
+    for sequence in range(0, 2 * batches, 2):
+        response = broker.commit([idempotent(topic_id, sequence), batch(topic_id, 1, 1, byte_offset=100)])
+        assert [b.error_code for b in response.batches] == [pb.NONE, pb.NONE], response
+    source = coordinator_of(node.stub, topic_id, 0)
+    return broker, topic_id, source, (source + 1) % node.coordinators
+
+
+def run_pass(worker: Any, node: InProcessNode) -> MovePass:
+    result: MovePass = node.loop.run(worker.run_pass())
+    return result
+
+
+def supervised_worker(node: InProcessNode, coordinator_id: int) -> MoveWorker:
+    worker = node.node.running_workers(PARTITION_MOVES.name)[coordinator_id]
+    assert isinstance(worker, MoveWorker)
+    return worker
+
+
+def assert_moved_intact(node: InProcessNode, broker: Broker, topic_id: bytes, target: int, before: list[Any]) -> None:
+    """The target serves the partition with every batch where the source had it; the producer goes on there."""
+    assert coordinator_of(node.stub, topic_id, 0) == target
+    batches, _, high_watermark = fetch_all_batches(node.stub, topic_id, 0)
+    assert positions(batches) == before
+    last_sequence = 2 * (len(before) - 1)
+    resend = broker.commit([idempotent(topic_id, last_sequence)]).batches[0]
+    assert (resend.error_code, resend.assigned_base_offset, resend.is_duplicate) == (
+        pb.NONE, before[-1][3], True
+    )  # fmt: skip
+    following = broker.commit([idempotent(topic_id, last_sequence + 2)]).batches[0]
+    assert (following.error_code, following.assigned_base_offset, following.is_duplicate) == (
+        pb.NONE, high_watermark, False
+    )  # fmt: skip
+    other = broker.commit([batch(topic_id, 1, 1)]).batches[0]  # the topic's other partition never stopped
+    assert other.error_code == pb.NONE
+
+
+def test_move_partition_moves_it_whole_and_the_producer_goes_on_at_the_target(
+    tmp_path: Path,
+) -> None:
+    node = InProcessNode(tmp_path / "data", coordinators=4, settings=SETTINGS).start()
+    try:
+        broker, topic_id, source, target = moving_partition(node)
+        before = positions(fetch_all_batches(node.stub, topic_id, 0)[0])
+
+        started = move(node, topic_id, target)
+        assert started.error_code == pb.NONE and started.from_coordinator_id == source and started.move_id >= 0
+        again = move(node, topic_id, target)  # idempotent: the same move's id, nothing written
+        assert (again.error_code, again.move_id) == (pb.NONE, started.move_id)
+        elsewhere = move(node, topic_id, (target + 1) % node.coordinators)
+        assert elsewhere.error_code == pb.INVALID_REQUEST  # another move of a frozen partition
+        assert step_of(node, topic_id, started) == "frozen"
+        frozen = broker.commit([idempotent(topic_id, 10)]).batches[0]
+        assert frozen.error_code == pb.NOT_COORDINATOR  # retriable: the broker finds the coordinator again
+
+        done = run_pass(supervised_worker(node, source), node)
+        assert (done.chunks_sent, done.adopted, done.failures) == (3, 1, [])  # 5 batches in chunks of 2
+        assert step_of(node, topic_id, started) == "adopted"
+        assert_moved_intact(node, broker, topic_id, target, before)
+        again = run_pass(supervised_worker(node, source), node)  # a pass after the adoption sends nothing
+        assert (again.chunks_sent, again.adopted) == (0, 0)
+
+        node.restart()
+        assert coordinator_of(node.stub, topic_id, 0) == target  # the catalog rebuilt from the logs names the target
+        assert len(fetch_all_batches(node.stub, topic_id, 0)[0]) == len(before) + 1
+    finally:
+        node.stop()
+    assert_state_equals_log_rebuild(tmp_path / "data", 4, tmp_path / "rebuild")
+
+
+class CutOff:
+    """The peers of a move worker, cut off at call `at` (0 = the first): before the target gets it, or after (its
+    answer lost). Every call after the cut also fails, as with a crashed source."""
+
+    def __init__(self, peers: PeerClient, at: int, answer_lost: bool) -> None:
+        self._peers = peers
+        self._at = at
+        self._answer_lost = answer_lost
+        self.calls = 0
+
+    async def _call(self, forward: Any) -> Any:
+        self.calls += 1
+        if self.calls - 1 < self._at:
+            return await forward()
+        if self._answer_lost and self.calls - 1 == self._at:
+            await forward()
+        raise PeerError(f"cut off at call {self._at}")
+
+    async def adopt_partition_chunk(
+        self, request: internal.AdoptPartitionChunkRequest, timeout_s: float
+    ) -> internal.AdoptPartitionChunkResponse:
+        return await self._call(lambda: self._peers.adopt_partition_chunk(request, timeout_s))  # type: ignore[no-any-return]
+
+    async def adopt_partition(
+        self, request: internal.AdoptPartitionRequest, timeout_s: float
+    ) -> internal.AdoptPartitionResponse:
+        return await self._call(lambda: self._peers.adopt_partition(request, timeout_s))  # type: ignore[no-any-return]
+
+
+def cut_off_worker(node: InProcessNode, source: int, peers: Any) -> MoveWorker:
+    return MoveWorker(node.node.shards[source], node.node.settings, node.clock, peers)
+
+
+# A pass of a 5-batch move in chunks of 2 makes these calls: ask, chunk 0, ask, chunk 1, ask, chunk 2, ask, adopt.
+@pytest.mark.parametrize("answer_lost", [False, True], ids=["before-the-target", "answer-lost"])
+@pytest.mark.parametrize("at", [1, 3, 5, 7])
+def test_a_move_cut_off_at_any_call_finishes_after_a_restart(tmp_path: Path, at: int, answer_lost: bool) -> None:
+    node = InProcessNode(tmp_path / "data", coordinators=4, settings=SETTINGS).start()
+    try:
+        broker, topic_id, source, target = moving_partition(node)
+        before = positions(fetch_all_batches(node.stub, topic_id, 0)[0])
+        started = move(node, topic_id, target)
+        assert started.error_code == pb.NONE
+
+        cut = CutOff(node.node.peers, at, answer_lost)
+        first = run_pass(cut_off_worker(node, source, cut), node)
+        assert len(first.failures) == 1 and cut.calls == at + 1
+        assert first.adopted == 0
+        expected = "frozen" if at == 1 and not answer_lost else "adopted" if answer_lost and at == 7 else "chunks sent"
+        assert step_of(node, topic_id, started) == expected
+
+        node.restart()  # the worker's state, if it kept any, is gone: the logs say where the move is
+        broker = Broker(node.stub, node.coordinators)
+        resumed = run_pass(supervised_worker(node, source), node)
+        assert resumed.failures == []
+        assert resumed.adopted == (0 if answer_lost and at == 7 else 1)
+        assert step_of(node, topic_id, started) == "adopted"
+        assert_moved_intact(node, broker, topic_id, target, before)
+    finally:
+        node.stop()
+    assert_state_equals_log_rebuild(tmp_path / "data", 4, tmp_path / "rebuild")
+
+
+class Refusing:
+    """Peers whose target answers where it is but never takes a chunk or the adoption (a target that cannot stage
+    it: the move cannot go on)."""
+
+    def __init__(self, peers: PeerClient, refuse_chunks: bool) -> None:
+        self._peers = peers
+        self._refuse_chunks = refuse_chunks
+
+    async def adopt_partition_chunk(
+        self, request: internal.AdoptPartitionChunkRequest, timeout_s: float
+    ) -> internal.AdoptPartitionChunkResponse:
+        if request.index >= 0 and self._refuse_chunks:
+            raise PeerError("the target's leader is away")
+        return await self._peers.adopt_partition_chunk(request, timeout_s)
+
+    async def adopt_partition(
+        self, request: internal.AdoptPartitionRequest, timeout_s: float
+    ) -> internal.AdoptPartitionResponse:
+        raise PeerError("the adoption's answer is lost")
+
+
+@pytest.mark.parametrize("stuck", ["chunks", "adoption"])
+def test_a_stuck_move_is_cancelled_after_its_timeout_only_before_its_adoption_was_asked(
+    tmp_path: Path, stuck: str
+) -> None:
+    node = InProcessNode(tmp_path / "data", coordinators=4, settings=SETTINGS).start()
+    try:
+        broker, topic_id, source, target = moving_partition(node)
+        started = move(node, topic_id, target)
+        worker = cut_off_worker(node, source, Refusing(node.node.peers, refuse_chunks=stuck == "chunks"))
+        first = run_pass(worker, node)
+        assert first.failures and first.cancelled == 0
+
+        node.advance(TIMEOUT_MS - 1)
+        assert run_pass(worker, node).cancelled == 0  # not yet
+        node.advance(10_000)  # past the timeout and the step's backoff (at most retry.backoff.max.ms)
+        last = run_pass(worker, node)
+        if stuck == "chunks":
+            assert last.cancelled == 1
+            assert step_of(node, topic_id, started) == "cancelled"
+            assert coordinator_of(node.stub, topic_id, 0) == source
+            resend = broker.commit([idempotent(topic_id, 8)]).batches[0]  # the source serves it again
+            assert (resend.error_code, resend.is_duplicate) == (pb.NONE, True)
+        else:
+            # Every chunk staged: the adoption may be on its way, so the source never cancels; it asks again.
+            assert last.cancelled == 0 and last.failures
+            assert step_of(node, topic_id, started) == "chunks sent"
+            frozen = broker.commit([idempotent(topic_id, 10)]).batches[0]
+            assert frozen.error_code == pb.NOT_COORDINATOR
+    finally:
+        node.stop()
