@@ -400,8 +400,51 @@ class PartitionAdopted(_message.Message):
     topic_configs: _containers.RepeatedCompositeFieldContainer[TopicConfigValue]
     def __init__(self, from_coordinator: _Optional[int] = ..., move_id: _Optional[int] = ..., staged_partition_key: _Optional[int] = ..., topic_id: _Optional[bytes] = ..., topic_name: _Optional[str] = ..., partition: _Optional[int] = ..., log_start_offset: _Optional[int] = ..., high_watermark: _Optional[int] = ..., local_log_start_offset: _Optional[int] = ..., remote_max_timestamp: _Optional[int] = ..., classic_log_start_offset: _Optional[int] = ..., seal_offset: _Optional[int] = ..., switch_leader_epoch: _Optional[int] = ..., switch_producers: _Optional[int] = ..., producers: _Optional[_Iterable[_Union[CarriedProducer, _Mapping]]] = ..., topic_configs: _Optional[_Iterable[_Union[TopicConfigValue, _Mapping]]] = ...) -> None: ...
 
+class PartitionMovedOut(_message.Message):
+    __slots__ = ("partition_key", "move_id", "to_coordinator", "loans")
+    class Loan(_message.Message):
+        __slots__ = ("file_id", "object_key", "borrower")
+        FILE_ID_FIELD_NUMBER: _ClassVar[int]
+        OBJECT_KEY_FIELD_NUMBER: _ClassVar[int]
+        BORROWER_FIELD_NUMBER: _ClassVar[int]
+        file_id: int
+        object_key: str
+        borrower: int
+        def __init__(self, file_id: _Optional[int] = ..., object_key: _Optional[str] = ..., borrower: _Optional[int] = ...) -> None: ...
+    PARTITION_KEY_FIELD_NUMBER: _ClassVar[int]
+    MOVE_ID_FIELD_NUMBER: _ClassVar[int]
+    TO_COORDINATOR_FIELD_NUMBER: _ClassVar[int]
+    LOANS_FIELD_NUMBER: _ClassVar[int]
+    partition_key: int
+    move_id: int
+    to_coordinator: int
+    loans: _containers.RepeatedCompositeFieldContainer[PartitionMovedOut.Loan]
+    def __init__(self, partition_key: _Optional[int] = ..., move_id: _Optional[int] = ..., to_coordinator: _Optional[int] = ..., loans: _Optional[_Iterable[_Union[PartitionMovedOut.Loan, _Mapping]]] = ...) -> None: ...
+
+class FileLoanReturned(_message.Message):
+    __slots__ = ("file_id", "borrower")
+    FILE_ID_FIELD_NUMBER: _ClassVar[int]
+    BORROWER_FIELD_NUMBER: _ClassVar[int]
+    file_id: int
+    borrower: int
+    def __init__(self, file_id: _Optional[int] = ..., borrower: _Optional[int] = ...) -> None: ...
+
+class FileReturned(_message.Message):
+    __slots__ = ("file_id",)
+    FILE_ID_FIELD_NUMBER: _ClassVar[int]
+    file_id: int
+    def __init__(self, file_id: _Optional[int] = ...) -> None: ...
+
+class PartitionAdoptionAbandoned(_message.Message):
+    __slots__ = ("from_coordinator", "move_id")
+    FROM_COORDINATOR_FIELD_NUMBER: _ClassVar[int]
+    MOVE_ID_FIELD_NUMBER: _ClassVar[int]
+    from_coordinator: int
+    move_id: int
+    def __init__(self, from_coordinator: _Optional[int] = ..., move_id: _Optional[int] = ...) -> None: ...
+
 class MetadataRecord(_message.Message):
-    __slots__ = ("leader_change", "partition_created", "topic_deleted", "file_committed", "records_deleted", "file_ownership_taken", "file_handed_over", "file_deletion_scheduled", "file_deleted", "producers_expired", "topic_configs_changed", "batches_purged", "retention_applied", "remote_log_segments_committed", "diskless_logs_initialized", "batches_replaced", "partition_move_started", "partition_move_cancelled", "partition_adoption_chunk", "partition_adopted")
+    __slots__ = ("leader_change", "partition_created", "topic_deleted", "file_committed", "records_deleted", "file_ownership_taken", "file_handed_over", "file_deletion_scheduled", "file_deleted", "producers_expired", "topic_configs_changed", "batches_purged", "retention_applied", "remote_log_segments_committed", "diskless_logs_initialized", "batches_replaced", "partition_move_started", "partition_move_cancelled", "partition_adoption_chunk", "partition_adopted", "partition_moved_out", "file_loan_returned", "file_returned", "partition_adoption_abandoned")
     LEADER_CHANGE_FIELD_NUMBER: _ClassVar[int]
     PARTITION_CREATED_FIELD_NUMBER: _ClassVar[int]
     TOPIC_DELETED_FIELD_NUMBER: _ClassVar[int]
@@ -422,6 +465,10 @@ class MetadataRecord(_message.Message):
     PARTITION_MOVE_CANCELLED_FIELD_NUMBER: _ClassVar[int]
     PARTITION_ADOPTION_CHUNK_FIELD_NUMBER: _ClassVar[int]
     PARTITION_ADOPTED_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_MOVED_OUT_FIELD_NUMBER: _ClassVar[int]
+    FILE_LOAN_RETURNED_FIELD_NUMBER: _ClassVar[int]
+    FILE_RETURNED_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_ADOPTION_ABANDONED_FIELD_NUMBER: _ClassVar[int]
     leader_change: LeaderChange
     partition_created: PartitionCreated
     topic_deleted: TopicDeleted
@@ -442,7 +489,11 @@ class MetadataRecord(_message.Message):
     partition_move_cancelled: PartitionMoveCancelled
     partition_adoption_chunk: PartitionAdoptionChunk
     partition_adopted: PartitionAdopted
-    def __init__(self, leader_change: _Optional[_Union[LeaderChange, _Mapping]] = ..., partition_created: _Optional[_Union[PartitionCreated, _Mapping]] = ..., topic_deleted: _Optional[_Union[TopicDeleted, _Mapping]] = ..., file_committed: _Optional[_Union[FileCommitted, _Mapping]] = ..., records_deleted: _Optional[_Union[RecordsDeleted, _Mapping]] = ..., file_ownership_taken: _Optional[_Union[FileOwnershipTaken, _Mapping]] = ..., file_handed_over: _Optional[_Union[FileHandedOver, _Mapping]] = ..., file_deletion_scheduled: _Optional[_Union[FileDeletionScheduled, _Mapping]] = ..., file_deleted: _Optional[_Union[FileDeleted, _Mapping]] = ..., producers_expired: _Optional[_Union[ProducersExpired, _Mapping]] = ..., topic_configs_changed: _Optional[_Union[TopicConfigsChanged, _Mapping]] = ..., batches_purged: _Optional[_Union[BatchesPurged, _Mapping]] = ..., retention_applied: _Optional[_Union[RetentionApplied, _Mapping]] = ..., remote_log_segments_committed: _Optional[_Union[RemoteLogSegmentsCommitted, _Mapping]] = ..., diskless_logs_initialized: _Optional[_Union[DisklessLogsInitialized, _Mapping]] = ..., batches_replaced: _Optional[_Union[BatchesReplaced, _Mapping]] = ..., partition_move_started: _Optional[_Union[PartitionMoveStarted, _Mapping]] = ..., partition_move_cancelled: _Optional[_Union[PartitionMoveCancelled, _Mapping]] = ..., partition_adoption_chunk: _Optional[_Union[PartitionAdoptionChunk, _Mapping]] = ..., partition_adopted: _Optional[_Union[PartitionAdopted, _Mapping]] = ...) -> None: ...
+    partition_moved_out: PartitionMovedOut
+    file_loan_returned: FileLoanReturned
+    file_returned: FileReturned
+    partition_adoption_abandoned: PartitionAdoptionAbandoned
+    def __init__(self, leader_change: _Optional[_Union[LeaderChange, _Mapping]] = ..., partition_created: _Optional[_Union[PartitionCreated, _Mapping]] = ..., topic_deleted: _Optional[_Union[TopicDeleted, _Mapping]] = ..., file_committed: _Optional[_Union[FileCommitted, _Mapping]] = ..., records_deleted: _Optional[_Union[RecordsDeleted, _Mapping]] = ..., file_ownership_taken: _Optional[_Union[FileOwnershipTaken, _Mapping]] = ..., file_handed_over: _Optional[_Union[FileHandedOver, _Mapping]] = ..., file_deletion_scheduled: _Optional[_Union[FileDeletionScheduled, _Mapping]] = ..., file_deleted: _Optional[_Union[FileDeleted, _Mapping]] = ..., producers_expired: _Optional[_Union[ProducersExpired, _Mapping]] = ..., topic_configs_changed: _Optional[_Union[TopicConfigsChanged, _Mapping]] = ..., batches_purged: _Optional[_Union[BatchesPurged, _Mapping]] = ..., retention_applied: _Optional[_Union[RetentionApplied, _Mapping]] = ..., remote_log_segments_committed: _Optional[_Union[RemoteLogSegmentsCommitted, _Mapping]] = ..., diskless_logs_initialized: _Optional[_Union[DisklessLogsInitialized, _Mapping]] = ..., batches_replaced: _Optional[_Union[BatchesReplaced, _Mapping]] = ..., partition_move_started: _Optional[_Union[PartitionMoveStarted, _Mapping]] = ..., partition_move_cancelled: _Optional[_Union[PartitionMoveCancelled, _Mapping]] = ..., partition_adoption_chunk: _Optional[_Union[PartitionAdoptionChunk, _Mapping]] = ..., partition_adopted: _Optional[_Union[PartitionAdopted, _Mapping]] = ..., partition_moved_out: _Optional[_Union[PartitionMovedOut, _Mapping]] = ..., file_loan_returned: _Optional[_Union[FileLoanReturned, _Mapping]] = ..., file_returned: _Optional[_Union[FileReturned, _Mapping]] = ..., partition_adoption_abandoned: _Optional[_Union[PartitionAdoptionAbandoned, _Mapping]] = ...) -> None: ...
 
 class RecordBatch(_message.Message):
     __slots__ = ("records",)

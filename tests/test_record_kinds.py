@@ -90,6 +90,19 @@ SAMPLES: dict[str, rec.MetadataRecord] = {
             (("retention.ms", "1000"),),
         ),
     ),
+    "partition_moved_out": rec.MetadataRecord(
+        partition_moved_out=rec.PartitionMovedOut(
+            partition_key=0,
+            move_id=11,
+            to_coordinator=2,
+            loans=[rec.PartitionMovedOut.Loan(file_id=8, object_key="wal/a", borrower=2)],
+        )
+    ),
+    "file_loan_returned": rec.MetadataRecord(file_loan_returned=rec.FileLoanReturned(file_id=8, borrower=2)),
+    "file_returned": rec.MetadataRecord(file_returned=rec.FileReturned(file_id=9)),
+    "partition_adoption_abandoned": rec.MetadataRecord(
+        partition_adoption_abandoned=rec.PartitionAdoptionAbandoned(from_coordinator=2, move_id=12)
+    ),
     "topic_deleted": records.topic_deleted(TOPIC),
 }
 
@@ -173,6 +186,18 @@ EXPECTED: dict[str, tuple[PartitionChanges, NamesGiven, str]] = {
         PartitionChanges(created=(CreatedPartition(5, TOPIC, "orders", 3),), next_offsets=((5, 10),)),
         NamesGiven(partitions=(CreatedPartition(5, TOPIC, "orders", 3),)),
         "partition adopted: orders-3 from coordinator 2 (move 11) as partition key 5, offsets 0..10, 1 producer",
+    ),
+    "partition_moved_out": (
+        PartitionChanges(),  # the target's adoption placed the partition there already
+        NamesGiven(),
+        "partition moved out: orders-2 left for coordinator 2 (move 11), 1 file lent to it",
+    ),
+    "file_loan_returned": (PartitionChanges(), NamesGiven(), "file loan returned: wal/a (file id 8) by coordinator 2"),
+    "file_returned": (PartitionChanges(), NamesGiven(), "file returned: wal/b (file id 9) to its lender"),
+    "partition_adoption_abandoned": (
+        PartitionChanges(),
+        NamesGiven(),
+        "partition adoption abandoned: move 12 from coordinator 2, its staged batches dropped",
     ),
     "topic_deleted": (
         PartitionChanges(deleted_topics=(TOPIC,)),

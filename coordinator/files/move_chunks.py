@@ -71,7 +71,7 @@ def _file_rows(
         if view.file_pending(key):
             return f"file {key!r} is recorded here but not applied yet"
         held = view.committed_file(key)
-        row = None if held is None else HeldFile(held.live_batches, held.owned, held.lender_id, 0)
+        row = None if held is None else HeldFile(held.live_batches, held.owned, held.lender_id, held.loans_out)
         adoption = adoption_of_file(row)
         if adoption is FileAdoption.RETRY:
             return f"file {key!r} has no live batch here and may be on its way to its next owner"
@@ -122,6 +122,8 @@ def check_adoption_chunk(
     recorded = 0 if staged is None else staged.chunks
     if chunk.from_coordinator < 0 or chunk.from_coordinator == view.coordinator_id or chunk.move_id < 0:
         return _refused(ErrorCode.INVALID_REQUEST, f"{move}: a move comes from another coordinator", recorded)
+    if (chunk.from_coordinator, chunk.move_id) in view.abandoned_moves:
+        return _refused(ErrorCode.INVALID_REQUEST, f"{move} was abandoned here", recorded)
     # The rule of coordinator/topics/move_protocol.chunk_answer: a repeated chunk changes nothing, a gap is refused.
     if chunk.index < recorded:
         return Result([], ChunkAnswer(_DONE, recorded))

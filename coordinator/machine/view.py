@@ -100,6 +100,12 @@ class FileFacts:
     part_batches: int
     # -1 for a row of the file's owner chain; else a loan row's lender (design §5a, coordinator/files/loans.py).
     lender_id: int = -1
+    # Borrowers holding a loan row of this row's file, not returned yet (design §5a): while any, the row is not idle.
+    borrowers: tuple[int, ...] = ()
+
+    @property
+    def loans_out(self) -> int:
+        return len(self.borrowers)
 
 
 class CoordinatorView:
@@ -146,6 +152,12 @@ class CoordinatorView:
         # (source coordinator, move id) -> a partition move staged here, its target (design §5a).
         self.staged_moves: dict[tuple[int, int], StagedMove] = {}
         self.adopted_moves: set[tuple[int, int]] = set()  # (source, move id) of the moves adopted here
+        self.abandoned_moves: set[tuple[int, int]] = set()  # (source, move id) of the moves abandoned here
+        # move id -> its target, for each move whose partition left this coordinator, its source (design §5a).
+        self.moved_out: dict[int, int] = {}
+        # (object key, borrower) -> log end offset of the drop that lent it, until SQLite holds the loan: a return
+        # arriving meanwhile settles it (the record is applied after the drop's).
+        self._pending_loans: dict[tuple[str, int], int] = {}
         # object key -> (log end offset of the batch that recorded it, its FileCommitted or None when the
         # file came by hand-over); dropped once applied.
         self._pending_files: dict[str, tuple[int, rec.FileCommitted | None]] = {}
@@ -202,6 +214,10 @@ class CoordinatorView:
 
     def committed_file(self, object_key: str) -> FileFacts | None:
         return self._committed_file(object_key)
+
+    def loan_pending(self, object_key: str, borrower: int) -> bool:
+        """Whether a drop not yet applied lends this file to `borrower` (design §5a)."""
+        return (object_key, borrower) in self._pending_loans
 
     def pending_replacement(self, object_key: str) -> rec.BatchesReplaced | None:
         """The BatchesReplaced not yet applied that added this key, if one did."""
@@ -315,6 +331,10 @@ class CoordinatorView:
         """A file recorded by a log batch ending at `end_offset`, known here until SQLite holds it."""
         self._pending_files[object_key] = (end_offset, committed)
 
+    def add_pending_loan(self, object_key: str, borrower: int, end_offset: int) -> None:
+        """A loan recorded by a drop in a log batch ending at `end_offset`, known here until SQLite holds it."""
+        self._pending_loans[(object_key, borrower)] = end_offset
+
     def add_pending_replacement(self, object_key: str, end_offset: int, replaced: rec.BatchesReplaced) -> None:
         """A file recorded by consolidation in a log batch ending at `end_offset` (DESIGN §4c)."""
         self._pending_files[object_key] = (end_offset, None)
@@ -326,3 +346,5 @@ class CoordinatorView:
             self._pending_files = {k: v for k, v in self._pending_files.items() if v[0] > applied_offset}
         if self._pending_replacements:
             self._pending_replacements = {k: v for k, v in self._pending_replacements.items() if v[0] > applied_offset}
+        if self._pending_loans:
+            self._pending_loans = {k: v for k, v in self._pending_loans.items() if v > applied_offset}

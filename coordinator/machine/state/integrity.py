@@ -30,6 +30,7 @@ PROBLEMS_REPORTED_MAX = 5  # integrity_check's list of problems is cut to this m
 TIME_INDEX_SCHEMA = 7  # the first schema with the time index (coordinator/machine/state/schema.py)
 SWITCH_SCHEMA = 9  # the first schema with the classic -> diskless switch's columns
 MOVES_SCHEMA = 11  # the first schema with partition moves (design §5a)
+LOANS_SCHEMA = 12  # the first schema with the moves' drop, WAL-file loans and abandons
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +77,8 @@ def _derived_state_problems(connection: apsw.Connection) -> list[str]:
         problems += switch_problems(connection)
     if int(version[0]) >= MOVES_SCHEMA:
         problems += move_problems(connection)
+    if int(version[0]) >= LOANS_SCHEMA:
+        problems += loan_problems(connection)
     return problems
 
 
@@ -147,6 +150,27 @@ def move_problems(connection: apsw.Connection) -> list[str]:
         for key, source, move_id in connection.execute(_STAGING_PROBLEMS)
     ]
     return (frozen + staged)[:PROBLEMS_REPORTED_MAX]
+
+
+# A loan (design §5a) on no file row here, to no coordinator or to this one, or on a row of this coordinator's that
+# is itself a loan row lent by that borrower (a loan cycle: neither would ever return); a move dropped here whose
+# partition is still served under its key; an abandoned move still staged or adopted.
+_LOAN_PROBLEMS = (
+    "SELECT 'loan of file ' || l.file_id || ' to coordinator ' || l.borrower FROM file_loans AS l "
+    "LEFT JOIN files AS f ON f.file_id = l.file_id WHERE f.file_id IS NULL OR l.borrower < 0 "
+    "OR l.borrower = (SELECT value FROM meta WHERE name = 'coordinator_id') OR f.lender_id = l.borrower "
+    "UNION ALL SELECT 'move ' || o.move_id || ' dropped, its partition key ' || o.partition_key || ' served' "
+    "FROM partition_moves_out AS o JOIN partitions AS p ON p.partition_key = o.partition_key "
+    "UNION ALL SELECT 'move ' || a.move_id || ' from coordinator ' || a.from_coordinator || ' abandoned and staged' "
+    "FROM abandoned_adoptions AS a JOIN partition_adoptions AS s "
+    "ON s.from_coordinator = a.from_coordinator AND s.move_id = a.move_id "
+    f"LIMIT {PROBLEMS_REPORTED_MAX}"
+)
+
+
+def loan_problems(connection: apsw.Connection) -> list[str]:
+    """Loans, drops and abandons that contradict the state, at most a few."""
+    return [str(problem) for (problem,) in connection.execute(_LOAN_PROBLEMS)]
 
 
 def take_clean_close_mark(directory: Path) -> bool:

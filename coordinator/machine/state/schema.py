@@ -11,7 +11,7 @@ from coordinator.machine.batch_entries import batch_entry
 from coordinator.machine.producers import packed_last_append_time
 from coordinator.machine.state import time_index
 
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 
 # meta holds counters and the applied log offset, updated in the same
 # transaction as the state they describe.
@@ -109,6 +109,29 @@ STATEMENTS = (
         append_time_ms INTEGER NOT NULL,
         entry BLOB,
         PRIMARY KEY (partition_key, last_offset)
+    ) WITHOUT ROWID""",
+    # Partition moves, the drop (design §5a; schema 12), at the source: each move whose partition left here
+    # (PartitionMovedOut), so that a repeated drop is answered as the first. One small row per move ever dropped.
+    """CREATE TABLE IF NOT EXISTS partition_moves_out (
+        move_id INTEGER PRIMARY KEY,
+        partition_key INTEGER NOT NULL,
+        topic_id BLOB NOT NULL,
+        partition INTEGER NOT NULL,
+        to_coordinator INTEGER NOT NULL
+    )""",
+    # WAL-file loans (design §5a; schema 12), at the lender: the borrowers holding a loan row of a file of this
+    # coordinator's. A file row with a loan out is not idle: never handed over, never scheduled for deletion.
+    """CREATE TABLE IF NOT EXISTS file_loans (
+        file_id INTEGER NOT NULL,
+        borrower INTEGER NOT NULL,
+        PRIMARY KEY (file_id, borrower)
+    ) WITHOUT ROWID""",
+    # Moves given up here, their target, before their adoption (design §5a; schema 12): a late chunk is refused and
+    # a repeated abandon answered as the first.
+    """CREATE TABLE IF NOT EXISTS abandoned_adoptions (
+        from_coordinator INTEGER NOT NULL,
+        move_id INTEGER NOT NULL,
+        PRIMARY KEY (from_coordinator, move_id)
     ) WITHOUT ROWID""",
     # A file's batches (DESIGN §4c): consolidation plans by file (GetFileMergeWorkItem) and moves batches into new
     # files, so a file's batches are no longer one run of file ids rising with offsets in each partition; this
@@ -310,6 +333,9 @@ MIGRATIONS: dict[int, tuple[MigrationStep, ...]] = {
         _files_with_lenders,
         "UPDATE meta SET value = 11 WHERE name = 'schema_version'",
     ),
+    # Schema 11 -> 12: the moves' drop, loans and abandons (design §5a). Their tables are created empty by the open:
+    # no move was dropped, no file lent, no adoption abandoned before.
+    11: ("UPDATE meta SET value = 12 WHERE name = 'schema_version'",),
 }
 
 META_DEFAULTS = {

@@ -298,6 +298,8 @@ class StateStore:
         for staged in adoptions.staged_moves(self._writer):
             view.staged_moves[(staged.from_coordinator, staged.move_id)] = staged
         view.adopted_moves = adoptions.adopted_moves(self._writer)
+        view.abandoned_moves = adoptions.abandoned_moves(self._writer)
+        view.moved_out = adoptions.moved_out(self._writer)
         for row in self._writer.execute(
             "SELECT partition_key, producer_id, coordinator_epoch, first_offset FROM producer_transactions"
         ):

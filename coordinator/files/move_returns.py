@@ -1,0 +1,33 @@
+"""A borrowed WAL file's return at the move's target (design §5a), pure.
+
+A loan row (coordinator/files/loans.py) with no live batch and no loan of its own out goes back to its lender: the
+move worker asks the lender to record FileLoanReturned (`coordinator/topics/move_drop.check_loan_returned`), then
+`check_file_returned` records FileReturned here, which forgets the row (or, owned because the chain's token reached
+it, keeps it as a chain row that passes the token on). The rows to return are `adoptions.loan_rows_to_return`.
+"""
+
+from __future__ import annotations
+
+from coordinator.base.errors import ErrorCode
+from coordinator.base.result import ItemError, Result
+from coordinator.files.loans import HeldFile, may_return
+from coordinator.machine.view import CoordinatorView
+from protos import records_pb2 as rec
+
+_DONE = ItemError(ErrorCode.NONE, "")
+
+
+def check_file_returned(view: CoordinatorView, object_key: str, now_ms: int) -> Result[ItemError]:
+    """One FileReturned for the loan row of this key, its lender having recorded the return; nothing when the row is
+    gone or a chain row already (returned: idempotent); INVALID_REQUEST for a row that is not an idle loan row. No
+    batch joins an idle loan row meanwhile: a chunk naming it waits (loans.adoption_of_file answers RETRY), and a
+    commit of its key here is a retry that is not answered again."""
+    facts = view.committed_file(object_key)
+    if view.file_pending(object_key):
+        return Result([], ItemError(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, f"{object_key!r} is not applied yet"))
+    if facts is None or facts.lender_id < 0:
+        return Result([], _DONE)
+    if not may_return(HeldFile(facts.live_batches, facts.owned, facts.lender_id, facts.loans_out)):
+        message = f"{object_key!r} has {facts.live_batches} live batches or a loan out here: not returned"
+        return Result([], ItemError(ErrorCode.INVALID_REQUEST, message))
+    return Result([rec.MetadataRecord(file_returned=rec.FileReturned(file_id=facts.file_id))], _DONE)

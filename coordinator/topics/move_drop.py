@@ -1,0 +1,124 @@
+"""A partition move's drop at its source, and the return of the WAL-file loans it made, as pure checks (design §5a).
+
+`check_moved_out` writes PartitionMovedOut once the target adopted the partition: the partition leaves here, and each
+file of the moved batches that the target holds as a loan row lent by this coordinator (the target answers which:
+`coordinator/machine/state/adoptions.lent_by`) is lent to it, so this coordinator's row for it is not idle until the
+loan comes back. `check_loan_returned` ends a loan as the borrower returns it (`coordinator/files/loans.loan_return`).
+`moves_in_progress` and `source_step` are what the move worker reads of this side's log (move_protocol.next_step).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from coordinator.base.errors import ErrorCode
+from coordinator.base.result import ItemError, Result
+from coordinator.files.loans import LoanReturn, loan_return
+from coordinator.machine.view import CoordinatorView
+from coordinator.topics.move_protocol import SourceStep
+from protos import records_pb2 as rec
+
+_DONE = ItemError(ErrorCode.NONE, "")
+
+
+@dataclass(frozen=True, slots=True)
+class MoveOut:
+    """The drop of a move the target adopted. `target_loans`: the object keys of the moved batches' files that the
+    target holds as loan rows lent by this coordinator (its answer; a key missing here would leave its loan row
+    unaccounted for, so the worker passes the target's answer whole)."""
+
+    topic_id: bytes
+    partition: int
+    move_id: int
+    target_loans: frozenset[str]
+
+
+@dataclass(frozen=True, slots=True)
+class ReturnedLoan:
+    """A borrower returns its loan row of the file with this object key."""
+
+    object_key: str
+    borrower: int
+
+
+@dataclass(frozen=True, slots=True)
+class MoveInProgress:
+    """A partition frozen here, the source, by a move not dropped nor cancelled yet."""
+
+    topic_id: bytes
+    partition: int
+    partition_key: int
+    move_id: int
+    to_coordinator: int
+
+
+def _refused(message: str) -> Result[ItemError]:
+    return Result([], ItemError(ErrorCode.INVALID_REQUEST, message))
+
+
+def check_moved_out(view: CoordinatorView, request: MoveOut, now_ms: int) -> Result[ItemError]:
+    """One PartitionMovedOut; nothing when the move was dropped already; or why not.
+
+    Only for a partition frozen by this move: the caller (the move worker) asks it only once the target's adoption
+    is recorded there (move_protocol.next_step answers DROP), which this side cannot see.
+    """
+    if request.move_id in view.moved_out:
+        return Result([], _DONE)  # dropped already: a resumed worker asks again
+    partition = view.partition(request.topic_id, request.partition)
+    if partition is None or partition.moving_to < 0 or partition.move_id != request.move_id:
+        return _refused(f"move {request.move_id} of partition {request.partition} is not in progress here")
+    loans = []
+    for object_key in sorted(request.target_loans):
+        facts = view.committed_file(object_key)
+        if facts is None or not view.committed_batches(facts.file_id, (partition.key,)):
+            return _refused(f"the target names file {object_key!r}, which holds no batch of the moved partition here")
+        loans.append(
+            rec.PartitionMovedOut.Loan(file_id=facts.file_id, object_key=object_key, borrower=partition.moving_to)
+        )
+    moved = rec.PartitionMovedOut(
+        partition_key=partition.key, move_id=request.move_id, to_coordinator=partition.moving_to, loans=loans
+    )
+    return Result([rec.MetadataRecord(partition_moved_out=moved)], _DONE)
+
+
+def check_loan_returned(view: CoordinatorView, request: ReturnedLoan, now_ms: int) -> Result[ItemError]:
+    """One FileLoanReturned; nothing for a loan not here (returned already: idempotent); or, while a move to the
+    borrower is not dropped yet (its drop may still record this loan), COORDINATOR_LOAD_IN_PROGRESS."""
+    facts = view.committed_file(request.object_key)
+    recorded = view.loan_pending(request.object_key, request.borrower) or (
+        facts is not None and request.borrower in facts.borrowers
+    )
+    moving = any(partition.moving_to == request.borrower for partition in view.partitions())
+    answer = loan_return(recorded, moving)
+    if answer is LoanReturn.ALREADY:
+        return Result([], _DONE)
+    if answer is LoanReturn.RETRY:
+        message = f"a move to coordinator {request.borrower} is in progress here; return {request.object_key!r} later"
+        return Result([], ItemError(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, message))
+    if facts is None:  # lent by a drop not applied yet: its row is known once it is
+        message = f"the loan of {request.object_key!r} is not applied yet; return it again"
+        return Result([], ItemError(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, message))
+    returned = rec.FileLoanReturned(file_id=facts.file_id, borrower=request.borrower)
+    return Result([rec.MetadataRecord(file_loan_returned=returned)], _DONE)
+
+
+def moves_in_progress(view: CoordinatorView) -> list[MoveInProgress]:
+    """The partitions frozen here by a move, in move id order: the move worker's work at this source."""
+    return sorted(
+        (
+            MoveInProgress(p.topic_id, p.partition, p.key, p.move_id, p.moving_to)
+            for p in view.partitions()
+            if p.moving_to >= 0
+        ),
+        key=lambda move: move.move_id,
+    )
+
+
+def source_step(view: CoordinatorView, move_id: int) -> SourceStep:
+    """Where this source's log has a move: moved out, frozen, or (no trace of it: never frozen here, or its freeze
+    lifted) cancelled, which next_step answers with DONE or, when the target staged it, ABANDON."""
+    if move_id in view.moved_out:
+        return SourceStep.MOVED_OUT
+    if any(p.move_id == move_id and p.moving_to >= 0 for p in view.partitions()):
+        return SourceStep.FROZEN
+    return SourceStep.CANCELLED
