@@ -338,18 +338,22 @@ class AdoptPartitionChunkRequest(_message.Message):
     def __init__(self, from_coordinator_id: _Optional[int] = ..., to_coordinator_id: _Optional[int] = ..., move_id: _Optional[int] = ..., index: _Optional[int] = ..., topic_id: _Optional[bytes] = ..., partition: _Optional[int] = ..., batches: _Optional[_Iterable[_Union[MovedBatch, _Mapping]]] = ..., files: _Optional[_Iterable[_Union[MovedFile, _Mapping]]] = ..., aborted_transactions: _Optional[_Iterable[_Union[MovedAbortedTransaction, _Mapping]]] = ..., timeout_ms: _Optional[int] = ...) -> None: ...
 
 class AdoptPartitionChunkResponse(_message.Message):
-    __slots__ = ("error_code", "error_message", "staged_chunks", "next_offset", "adopted")
+    __slots__ = ("error_code", "error_message", "staged_chunks", "next_offset", "adopted", "lent_files", "lent_files_known")
     ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
     ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
     STAGED_CHUNKS_FIELD_NUMBER: _ClassVar[int]
     NEXT_OFFSET_FIELD_NUMBER: _ClassVar[int]
     ADOPTED_FIELD_NUMBER: _ClassVar[int]
+    LENT_FILES_FIELD_NUMBER: _ClassVar[int]
+    LENT_FILES_KNOWN_FIELD_NUMBER: _ClassVar[int]
     error_code: _coordinator_pb2.ErrorCode
     error_message: str
     staged_chunks: int
     next_offset: int
     adopted: bool
-    def __init__(self, error_code: _Optional[_Union[_coordinator_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., staged_chunks: _Optional[int] = ..., next_offset: _Optional[int] = ..., adopted: _Optional[bool] = ...) -> None: ...
+    lent_files: _containers.RepeatedScalarFieldContainer[str]
+    lent_files_known: bool
+    def __init__(self, error_code: _Optional[_Union[_coordinator_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., staged_chunks: _Optional[int] = ..., next_offset: _Optional[int] = ..., adopted: _Optional[bool] = ..., lent_files: _Optional[_Iterable[str]] = ..., lent_files_known: _Optional[bool] = ...) -> None: ...
 
 class AdoptPartitionRequest(_message.Message):
     __slots__ = ("from_coordinator_id", "to_coordinator_id", "move_id", "chunks", "partition", "timeout_ms")

@@ -1,7 +1,8 @@
 """AdoptPartitionChunk (protos/internal.proto) at a move's target (design §5a): a chunk of a frozen partition's
 batches from the source's move worker, decided by `move_chunks.check_adoption_chunk` through the target's pipeline
 like any write, answered with where the target is (chunks staged, the next offset, adopted) so that a resumed
-worker knows where to go on. Index -1 only asks: the check answers it as a chunk staged already, writing nothing."""
+worker knows where to go on, and once adopted with the loans the source's drop records. Index -1 only asks: the check
+answers it as a chunk staged already, writing nothing."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from coordinator.base.errors import CoordinatorUnavailable
 from coordinator.base.result import Result
 from coordinator.files.move_chunks import AdoptionChunk, ChunkAnswer, check_adoption_chunk
 from coordinator.machine.records import MovedBatch, MovedFile
+from coordinator.machine.state import adoptions
 from coordinator.machine.view import CoordinatorView
 from coordinator.runtime.node_coordinators import NodeCoordinators, wire_code
 from coordinator.runtime.shard import Operation
@@ -66,10 +68,16 @@ async def adopt_partition_chunk(
     staged, next_offset, adopted = coordinators.shard(target).adoption_progress(
         request.from_coordinator_id, request.move_id
     )
-    return internal.AdoptPartitionChunkResponse(
+    response = internal.AdoptPartitionChunkResponse(
         error_code=wire_code(outcome.error.error_code),
         error_message=outcome.error.message,
         staged_chunks=staged,
         next_offset=next_offset,
         adopted=adopted,
     )
+    if adopted:  # what the source's drop records as loans, once the adoption is applied here
+        with coordinators.shard(target).read_transaction() as db:
+            lent = adoptions.lent_by(db, request.topic_id, request.partition, request.from_coordinator_id)
+        response.lent_files_known = lent is not None
+        response.lent_files.extend(lent or ())
+    return response

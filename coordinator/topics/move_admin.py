@@ -29,7 +29,7 @@ CHUNKS_SENT = "chunks sent"
 ADOPTED = "adopted"
 MOVED_OUT = "moved out"
 CANCELLED = "cancelled"
-FINAL_STEPS = (ADOPTED, MOVED_OUT, CANCELLED)  # the move asks nothing more of the operator
+FINAL_STEPS = (MOVED_OUT, CANCELLED)  # the move is over
 
 
 @dataclass(frozen=True, slots=True)

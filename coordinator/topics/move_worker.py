@@ -5,15 +5,16 @@ coordinator has frozen from its committed state (so every commit acknowledged be
 asks each target where the move is (AdoptPartitionChunk with index -1), and does what
 `move_protocol.next_step` says, step after step: send the next chunk (read by `adoptions.chunk_from`, at most
 `diskless.partition.move.chunk.batches` batches, from where the target says the staged batches end), ask for the
-adoption (`adoptions.adopted_partition`), and so on. A crash, a failover of either side or a lost answer only makes
-the next pass ask again; every step is idempotent at the side that records it.
+adoption (`adoptions.adopted_partition`), then, once the target answers that its adoption is applied with the files it
+holds as loan rows lent by this coordinator (`adoptions.lent_by`), record the drop here (`move_drop.check_moved_out`:
+PartitionMovedOut with those loans). A crash, a failover of either side or a lost answer only makes the next pass ask
+again; every step is idempotent at the side that records it.
 
 A move whose steps keep failing for `diskless.partition.move.timeout.ms` is cancelled here (PartitionMoveCancelled:
 the partition serves here again) only while the target has fewer chunks staged than the move has: the adoption is
 asked only once every chunk is staged, so no adoption of it can then be on its way (design §5a: S cancels only
-before the final call). Past that point the worker goes on asking. Not built yet (the other half of issue #39 item
-3): the drop after the adoption (PartitionMovedOut) and the target's abandon, so an adopted move stays frozen here
-and a cancel leaves the target's staged chunks in place.
+before the final call). Past that point the worker goes on asking. Not built yet: the target's abandon, so a cancel
+leaves the target's staged chunks in place.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import apsw
 
 from coordinator.base.backoff import Backoff
 from coordinator.base.clock import Clock
+from coordinator.base.errors import ErrorCode
 from coordinator.cluster.peers import PeerClient, PeerError
 from coordinator.config.settings import Settings
 from coordinator.machine import records
@@ -35,6 +37,7 @@ from coordinator.machine.state.adoptions import MovedAborted
 from coordinator.machine.state.reads import one_row
 from coordinator.runtime.shard import CoordinatorShard, Operation
 from coordinator.runtime.shard.worker import PeriodicWorker
+from coordinator.topics.move_drop import MoveOut, check_moved_out
 from coordinator.topics.move_freeze import MoveCancel, check_cancel_move
 from coordinator.topics.move_protocol import Next, SourceStep, TargetState, TargetStep, next_step
 from protos import coordinator_pb2 as pb
@@ -98,6 +101,7 @@ class MovePass:
 
     chunks_sent: int = 0
     adopted: int = 0
+    dropped: int = 0
     cancelled: int = 0
     failures: list[str] = field(default_factory=list)
 
@@ -151,7 +155,7 @@ class MoveWorker(PeriodicWorker):
         return timeout_ms > 0 and self._clock.now_ms() - self._last_step_ms[move.move_id] >= timeout_ms
 
     async def _drive(self, move: FrozenMove, done: MovePass) -> None:
-        """Steps of one move until it waits, ends here or is adopted (the drop is not built yet)."""
+        """Steps of one move until it waits or ends here (dropped or cancelled)."""
         while self.leads():
             answer = await self._ask_target(move, -1, ([], [], []))
             target = target_state(answer)
@@ -185,8 +189,12 @@ class MoveWorker(PeriodicWorker):
                     self._settings.partition_move_timeout_ms,
                 )  # fmt: skip
                 return
+            elif step is Next.DROP:
+                await self._drop(move, answer)
+                done.dropped += 1
+                return
             else:
-                return  # adopted: the drop (PartitionMovedOut) is not built yet
+                return
             self._last_step_ms[move.move_id] = self._clock.now_ms()
 
     async def _ask_target(
@@ -219,6 +227,19 @@ class MoveWorker(PeriodicWorker):
         with self._shard.read_transaction() as db:
             chunk = adoptions.chunk_from(db, move.partition_key, max(answer.next_offset, 0), limit)
         await self._ask_target(move, answer.staged_chunks, chunk)
+
+    async def _drop(self, move: FrozenMove, answer: internal.AdoptPartitionChunkResponse) -> None:
+        """PartitionMovedOut here, with the loans the target holds (its answer, once its adoption is applied)."""
+        if not answer.lent_files_known:
+            raise PeerError(f"coordinator {move.to_coordinator} has not applied the adoption yet")
+        out = MoveOut(move.topic_id, move.partition, move.move_id, frozenset(answer.lent_files))
+        error = await self._submit(Operation(check_moved_out, out), "the move's drop")
+        if error.error_code is not ErrorCode.NONE:
+            raise MoveRefused(f"the drop here: {pb.ErrorCode.Name(error.error_code)}: {error.message}")
+        log.info(
+            "coordinator %d: partition %d moved out to coordinator %d (move %d, %d files lent)",
+            self.coordinator_id, move.partition, move.to_coordinator, move.move_id, len(answer.lent_files),
+        )  # fmt: skip
 
     async def _adopt(self, move: FrozenMove, chunks: int) -> None:
         with self._shard.read_transaction() as db:
