@@ -17,6 +17,8 @@ import apsw
 
 from coordinator.base.errors import ErrorCode
 from coordinator.base.result import Result
+from coordinator.commits import parts
+from coordinator.commits import rules as commit_rules
 from coordinator.files import ownership
 from coordinator.files.move_chunks import AdoptionChunk, check_adoption_chunk
 from coordinator.machine import records
@@ -29,7 +31,7 @@ from coordinator.topics.move_adoption import AdoptRequest, check_adopt_partition
 from coordinator.topics.move_drop import MoveOut, check_moved_out, moves_in_progress, source_step
 from coordinator.topics.move_freeze import MoveStart, check_start_move
 from coordinator.topics.move_protocol import SourceStep
-from tests.harness import batch
+from tests.harness import batch, laid_out
 from tests.test_move_adoption import CONFIGS, adopt, moved
 from tests.test_move_adoption_chunks import MOVE, NOW, OTHER, TOPIC, Coordinator, commit, pair
 
@@ -39,11 +41,26 @@ SHARED = "wal/9"  # a file of the moved partition and of one that stays, which t
 LOANED = {"wal/1", "wal/3", "wal/4", "wal/5", "wal/6", SHARED}  # wal/2: the target's own row takes its batches
 
 
+def commit_shared(source: Coordinator) -> None:
+    """wal/9, a batch of partitions 0 and 1 each, whose owner chain is the source alone: the target is in no chain of
+    it, so only its loan holds the source's row back (the source is the file's last owner, which deletes it)."""
+    laid = laid_out([batch(TOPIC, 0, 1), batch(TOPIC, 1, 2)])
+    read = parts.request_batches(laid)
+    size = sum(b.size for b in laid)
+    part = parts.CommitPart(
+        SHARED, size, 1, (0,), tuple(read), tuple(commit_rules.batch_structure_problems(read, size))
+    )
+    result = commit_rules.check_commit_part(source.view, part, NOW)
+    assert {o.error_code for o in result.response} == {ErrorCode.NONE}
+    source.append(result)
+    source.apply()
+
+
 def adopted(pair: tuple[Coordinator, Coordinator]) -> int:
     """Partition 0 moved and adopted (applied at the target), a batch of partition 1 sharing wal/9 with it: the
     source's key."""
     source, target = pair
-    commit(source, [batch(TOPIC, 0, 1), batch(TOPIC, 1, 2)], SHARED)
+    commit_shared(source)
     key, chunks = moved(pair)
     assert adopt(source, target, key, chunks) == (ErrorCode.NONE, 1)
     target.apply()
@@ -67,7 +84,7 @@ def test_the_target_names_its_loan_rows_lent_by_the_source_once_the_adoption_is_
     pair: tuple[Coordinator, Coordinator],
 ) -> None:
     source, target = pair
-    commit(source, [batch(TOPIC, 0, 1), batch(TOPIC, 1, 2)], SHARED)
+    commit_shared(source)
     key, chunks = moved(pair)
     adopt(source, target, key, chunks)
     with target.store.read_transaction() as db:

@@ -187,8 +187,8 @@ def _files(settings: Settings) -> None:
     for attr in (
         "file_worker_interval_ms", "file_worker_max_files", "file_retry_backoff_ms", "topic_purge_batch_max",
         "topic_purge_interval_ms", "retention_check_interval_ms", "retention_batch_max", "remote_segment_batch_max",
-        "switch_producers_max", "partition_move_chunk_batches", "partition_move_interval_ms",
-        "partition_move_retry_backoff_ms",
+        "switch_producers_max", "partition_move_chunk_batches", "partition_move_return_files",
+        "partition_move_interval_ms", "partition_move_retry_backoff_ms",
         "replace_batch_max", "merge_work_files_max", "merge_work_batches_max", "merge_work_file_bytes_max",
     ):  # fmt: skip
         if getattr(settings, attr) <= 0:

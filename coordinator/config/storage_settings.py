@@ -188,6 +188,12 @@ class StorageSettings(NodeSettings):
         "batches of a moved partition one PartitionAdoptionChunk record stages at the target at most (one apply); a "
         "larger chunk is refused (INVALID_REQUEST)",
     )
+    partition_move_return_files: int = _setting(
+        "diskless.partition.move.return.files",
+        100,
+        "loan rows (WAL files borrowed by a move's target, design §5a) the move worker returns to their lenders per "
+        "pass at most: each is one FileLoanReturned at its lender and one FileReturned here",
+    )
     partition_move_interval_ms: int = _setting(
         "diskless.partition.move.interval.ms",
         1000,

@@ -145,12 +145,13 @@ class FileReturnedKind(NoCatalogEffects):
         db = transaction.db
         row = db.execute(
             "SELECT lender_id, live_batches, owned, "
-            "EXISTS (SELECT 1 FROM file_loans AS l WHERE l.file_id = files.file_id) FROM files WHERE file_id = ?",
+            "EXISTS (SELECT 1 FROM file_loans AS l WHERE l.file_id = files.file_id), owner_ids FROM files "
+            "WHERE file_id = ?",
             (returned.file_id,),
         ).fetchone()
         if row is None:
             return  # returned already (a second record of the same return)
-        lender, live, owned, lent = row
+        lender, live, owned, lent, owners = row
         if lender < 0 and owned:
             return  # the first record made it a chain row already
         check_invariant(
@@ -158,8 +159,11 @@ class FileReturnedKind(NoCatalogEffects):
             f"file {returned.file_id} returned, but it is not an idle loan row (lender {lender}, {live} live "
             f"batches, loans out: {bool(lent)})",
         )
-        if owned:
-            db.execute("UPDATE files SET lender_id = -1 WHERE file_id = ?", (returned.file_id,))
+        if owned:  # a chain row from now on: the last owner's deletes the file, another's passes the token
+            last = int(str(owners).split(",")[-1]) == transaction.coordinator_id
+            db.execute(
+                "UPDATE files SET lender_id = -1, is_last_owner = ? WHERE file_id = ?", (int(last), returned.file_id)
+            )
         else:
             db.execute("DELETE FROM files WHERE file_id = ?", (returned.file_id,))
 
