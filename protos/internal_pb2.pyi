@@ -378,3 +378,34 @@ class AdoptPartitionResponse(_message.Message):
     error_code: _coordinator_pb2.ErrorCode
     error_message: str
     def __init__(self, error_code: _Optional[_Union[_coordinator_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ...) -> None: ...
+
+class ReturnFilesRequest(_message.Message):
+    __slots__ = ("from_coordinator_id", "to_coordinator_id", "object_keys", "timeout_ms")
+    FROM_COORDINATOR_ID_FIELD_NUMBER: _ClassVar[int]
+    TO_COORDINATOR_ID_FIELD_NUMBER: _ClassVar[int]
+    OBJECT_KEYS_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    from_coordinator_id: int
+    to_coordinator_id: int
+    object_keys: _containers.RepeatedScalarFieldContainer[str]
+    timeout_ms: int
+    def __init__(self, from_coordinator_id: _Optional[int] = ..., to_coordinator_id: _Optional[int] = ..., object_keys: _Optional[_Iterable[str]] = ..., timeout_ms: _Optional[int] = ...) -> None: ...
+
+class ReturnFilesResponse(_message.Message):
+    __slots__ = ("error_code", "error_message", "files")
+    class ReturnedFile(_message.Message):
+        __slots__ = ("object_key", "error_code", "error_message")
+        OBJECT_KEY_FIELD_NUMBER: _ClassVar[int]
+        ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+        ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+        object_key: str
+        error_code: _coordinator_pb2.ErrorCode
+        error_message: str
+        def __init__(self, object_key: _Optional[str] = ..., error_code: _Optional[_Union[_coordinator_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ...) -> None: ...
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    FILES_FIELD_NUMBER: _ClassVar[int]
+    error_code: _coordinator_pb2.ErrorCode
+    error_message: str
+    files: _containers.RepeatedCompositeFieldContainer[ReturnFilesResponse.ReturnedFile]
+    def __init__(self, error_code: _Optional[_Union[_coordinator_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., files: _Optional[_Iterable[_Union[ReturnFilesResponse.ReturnedFile, _Mapping]]] = ...) -> None: ...

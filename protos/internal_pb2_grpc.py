@@ -84,6 +84,11 @@ class CoordinatorInternalStub:
                 request_serializer=protos_dot_internal__pb2.AdoptPartitionRequest.SerializeToString,
                 response_deserializer=protos_dot_internal__pb2.AdoptPartitionResponse.FromString,
                 _registered_method=True)
+        self.ReturnFiles = channel.unary_unary(
+                '/diskless.coordinator.v1.CoordinatorInternal/ReturnFiles',
+                request_serializer=protos_dot_internal__pb2.ReturnFilesRequest.SerializeToString,
+                response_deserializer=protos_dot_internal__pb2.ReturnFilesResponse.FromString,
+                _registered_method=True)
 
 
 class CoordinatorInternalServicer:
@@ -177,6 +182,15 @@ class CoordinatorInternalServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ReturnFiles(self, request, context):
+        """A move's target gives back WAL files it borrowed (its loan rows with no live batch and no loan out): the
+        lender's leader records each loan's end (FileLoanReturned; an unknown loan is success), then the borrower
+        forgets its row. Sent by the borrower's loan-return worker to the lender's leader.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_CoordinatorInternalServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -229,6 +243,11 @@ def add_CoordinatorInternalServicer_to_server(servicer, server):
                     servicer.AdoptPartition,
                     request_deserializer=protos_dot_internal__pb2.AdoptPartitionRequest.FromString,
                     response_serializer=protos_dot_internal__pb2.AdoptPartitionResponse.SerializeToString,
+            ),
+            'ReturnFiles': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReturnFiles,
+                    request_deserializer=protos_dot_internal__pb2.ReturnFilesRequest.FromString,
+                    response_serializer=protos_dot_internal__pb2.ReturnFilesResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -501,6 +520,33 @@ class CoordinatorInternal:
             '/diskless.coordinator.v1.CoordinatorInternal/AdoptPartition',
             protos_dot_internal__pb2.AdoptPartitionRequest.SerializeToString,
             protos_dot_internal__pb2.AdoptPartitionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReturnFiles(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/diskless.coordinator.v1.CoordinatorInternal/ReturnFiles',
+            protos_dot_internal__pb2.ReturnFilesRequest.SerializeToString,
+            protos_dot_internal__pb2.ReturnFilesResponse.FromString,
             options,
             channel_credentials,
             insecure,

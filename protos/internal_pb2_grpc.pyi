@@ -86,6 +86,11 @@ class CoordinatorInternalStub:
     """
     AdoptPartition: _grpc.UnaryUnaryMultiCallable[_internal_pb2.AdoptPartitionRequest, _internal_pb2.AdoptPartitionResponse]
     """The cut-over: the target serves the partition from its answer on; a move adopted already answers success."""
+    ReturnFiles: _grpc.UnaryUnaryMultiCallable[_internal_pb2.ReturnFilesRequest, _internal_pb2.ReturnFilesResponse]
+    """A move's target gives back WAL files it borrowed (its loan rows with no live batch and no loan out): the
+    lender's leader records each loan's end (FileLoanReturned; an unknown loan is success), then the borrower
+    forgets its row. Sent by the borrower's loan-return worker to the lender's leader.
+    """
 
 @_typing.type_check_only
 class CoordinatorInternalAsyncStub(CoordinatorInternalStub):
@@ -136,6 +141,11 @@ class CoordinatorInternalAsyncStub(CoordinatorInternalStub):
     """
     AdoptPartition: _aio.UnaryUnaryMultiCallable[_internal_pb2.AdoptPartitionRequest, _internal_pb2.AdoptPartitionResponse]  # type: ignore[assignment]
     """The cut-over: the target serves the partition from its answer on; a move adopted already answers success."""
+    ReturnFiles: _aio.UnaryUnaryMultiCallable[_internal_pb2.ReturnFilesRequest, _internal_pb2.ReturnFilesResponse]  # type: ignore[assignment]
+    """A move's target gives back WAL files it borrowed (its loan rows with no live batch and no loan out): the
+    lender's leader records each loan's end (FileLoanReturned; an unknown loan is success), then the borrower
+    forgets its row. Sent by the borrower's loan-return worker to the lender's leader.
+    """
 
 class CoordinatorInternalServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -243,5 +253,16 @@ class CoordinatorInternalServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_internal_pb2.AdoptPartitionResponse, _abc.Awaitable[_internal_pb2.AdoptPartitionResponse]]:
         """The cut-over: the target serves the partition from its answer on; a move adopted already answers success."""
+
+    @_abc_1.abstractmethod
+    def ReturnFiles(
+        self,
+        request: _internal_pb2.ReturnFilesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_internal_pb2.ReturnFilesResponse, _abc.Awaitable[_internal_pb2.ReturnFilesResponse]]:
+        """A move's target gives back WAL files it borrowed (its loan rows with no live batch and no loan out): the
+        lender's leader records each loan's end (FileLoanReturned; an unknown loan is success), then the borrower
+        forgets its row. Sent by the borrower's loan-return worker to the lender's leader.
+        """
 
 def add_CoordinatorInternalServicer_to_server(servicer: CoordinatorInternalServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -15,13 +15,23 @@ from typing import Any
 import pytest
 
 from coordinator.cluster.peers import PeerClient, PeerError
-from coordinator.node.worker_registry import PARTITION_MOVES
+from coordinator.files.loan_returns import LoanReturnWorker
+from coordinator.node.worker_registry import LOAN_RETURNS, PARTITION_MOVES
 from coordinator.topics.move_worker import MovePass, MoveWorker
 from protos import admin_pb2 as admin
 from protos import admin_pb2_grpc
 from protos import coordinator_pb2 as pb
 from protos import internal_pb2 as internal
-from tests.harness import Broker, assert_state_equals_log_rebuild, batch, coordinator_of, fetch_all_batches, topic_name
+from tests.harness import (
+    Broker,
+    assert_state_equals_log_rebuild,
+    batch,
+    coordinator_of,
+    delete_records,
+    fetch_all_batches,
+    high_watermark,
+    topic_name,
+)
 from tests.in_process import InProcessNode
 
 PID = 7070
@@ -74,7 +84,20 @@ def moving_partition(node: InProcessNode, batches: int = 5) -> tuple[Broker, byt
         response = broker.commit([idempotent(topic_id, sequence), batch(topic_id, 1, 1, byte_offset=100)])
         assert [b.error_code for b in response.batches] == [pb.NONE, pb.NONE], response
     source = coordinator_of(node.stub, topic_id, 0)
-    return broker, topic_id, source, (source + 1) % node.coordinators
+    # A target holding no row of the files (neither coordinator of the partitions): it borrows them from the source.
+    others = {source, coordinator_of(node.stub, topic_id, 1)}
+    target = next(c for c in range(node.coordinators) if c not in others)
+    return broker, topic_id, source, target
+
+
+def loan_rows(node: InProcessNode, coordinator_id: int) -> int:
+    with node.node.shards[coordinator_id].read_transaction() as db:
+        return int(db.execute("SELECT count(*) FROM files WHERE lender_id >= 0").fetchone()[0])
+
+
+def loans_out(node: InProcessNode, coordinator_id: int) -> int:
+    with node.node.shards[coordinator_id].read_transaction() as db:
+        return int(db.execute("SELECT count(*) FROM file_loans").fetchone()[0])
 
 
 def run_pass(worker: Any, node: InProcessNode) -> MovePass:
@@ -118,7 +141,7 @@ def test_move_partition_moves_it_whole_and_the_producer_goes_on_at_the_target(
         assert started.error_code == pb.NONE and started.from_coordinator_id == source and started.move_id >= 0
         again = move(node, topic_id, target)  # idempotent: the same move's id, nothing written
         assert (again.error_code, again.move_id) == (pb.NONE, started.move_id)
-        elsewhere = move(node, topic_id, (target + 1) % node.coordinators)
+        elsewhere = move(node, topic_id, next(c for c in range(4) if c not in (source, target)))
         assert elsewhere.error_code == pb.INVALID_REQUEST  # another move of a frozen partition
         assert step_of(node, topic_id, started) == "frozen"
         frozen = broker.commit([idempotent(topic_id, 10)]).batches[0]
@@ -134,6 +157,17 @@ def test_move_partition_moves_it_whole_and_the_producer_goes_on_at_the_target(
         node.restart()
         assert coordinator_of(node.stub, topic_id, 0) == target  # the catalog rebuilt from the logs names the target
         assert len(fetch_all_batches(node.stub, topic_id, 0)[0]) == len(before) + 1
+
+        # The target borrowed the source's WAL files (each also holds a batch of partition 1, elsewhere); once it
+        # holds no live batch in them, its loan-return worker gives them back and the source's loans end.
+        assert loan_rows(node, target) == len(before) and loans_out(node, source) == len(before)
+        deleted = delete_records(node.stub, topic_id, 0, high_watermark(node.stub, topic_id, 0))
+        assert deleted.error_code == pb.NONE
+        returns = node.node.running_workers(LOAN_RETURNS.name)[target]
+        assert isinstance(returns, LoanReturnWorker)
+        assert node.loop.run(returns.run_pass()) == len(before)
+        assert (loan_rows(node, target), loans_out(node, source)) == (0, 0)
+        assert node.loop.run(returns.run_pass()) == 0
     finally:
         node.stop()
     assert_state_equals_log_rebuild(tmp_path / "data", 4, tmp_path / "rebuild")

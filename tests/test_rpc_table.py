@@ -52,6 +52,7 @@ CHANGING_VERBS = (
     "Replace",
     "Move",  # a partition moved between coordinators (design §5a)
     "Adopt",  # its copy and cut-over at the target
+    "Return",  # borrowed WAL files given back
 )
 READING_VERBS = ("Describe", "List", "Find", "Known", "Fetch", "OffsetFor", "Get")
 

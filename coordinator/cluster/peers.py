@@ -155,6 +155,18 @@ class PeerClient:
             raise PeerError(f"adoption of move {request.move_id} by coordinator {target}: {_describe(error)}") from None
         return response
 
+    async def return_files(
+        self, request: internal.ReturnFilesRequest, timeout_s: float
+    ) -> internal.ReturnFilesResponse:
+        """Borrowed WAL files given back to their lender's leader (design §5a); its answer; PeerError when it could not
+        be asked."""
+        lender = request.to_coordinator_id
+        try:
+            response: internal.ReturnFilesResponse = await self._stub(lender).ReturnFiles(request, timeout=timeout_s)
+        except grpc.RpcError as error:
+            raise PeerError(f"returning files to coordinator {lender}: {_describe(error)}") from None
+        return response
+
     async def close(self) -> None:
         await self._transport.close()
 

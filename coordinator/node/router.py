@@ -38,7 +38,7 @@ from coordinator.runtime.replication.leader import LeaderReplication
 from coordinator.runtime.replication.refusals import refused_epoch_end, refused_fetch
 from coordinator.runtime.replication.snapshot_transfer import stream_snapshot
 from coordinator.runtime.shard import CoordinatorShard
-from coordinator.topics import delete_records, move_admin, move_cutover, remote_segments
+from coordinator.topics import delete_records, move_admin, move_cutover, move_loans, remote_segments
 from coordinator.topics.admin import TopicAdmin
 from coordinator.topics.switch import service as switch_service
 from protos import admin_pb2 as admin
@@ -268,6 +268,9 @@ class Router:
 
     async def adopt_partition(self, request: internal.AdoptPartitionRequest) -> internal.AdoptPartitionResponse:
         return await move_cutover.adopt_partition(self._coordinators, request)
+
+    async def return_files(self, request: internal.ReturnFilesRequest) -> internal.ReturnFilesResponse:
+        return await move_loans.return_files(self._coordinators, request)
 
     async def change_topic(self, request: internal.ChangeTopicRequest) -> internal.ChangeTopicResponse:
         return await self._topic_admin.change_here(request)

@@ -21,6 +21,7 @@ from coordinator.cluster.controller import ClusterController
 from coordinator.cluster.peers import PeerClient
 from coordinator.commits.producer_expiry_worker import ProducerExpiryWorker
 from coordinator.config.settings import Settings
+from coordinator.files.loan_returns import LoanReturnWorker
 from coordinator.files.object_store import ObjectStore
 from coordinator.files.workers import FileWorker
 from coordinator.runtime.shard import CoordinatorShard
@@ -51,6 +52,11 @@ PARTITION_MOVES = WorkerSpec(
     "partition-moves", Scope.LEADER_ONLY, "drives the partitions frozen here for a move to their target: chunks, "
     "adoption; cancels one stuck past partition.move.timeout.ms before its adoption was asked",
     "coordinator.runtime.shard.worker:PeriodicWorker.run", "partition_move_interval_ms",
+)  # fmt: skip
+LOAN_RETURNS = WorkerSpec(
+    "loan-returns", Scope.LEADER_ONLY, "gives WAL files a move's target borrowed and holds no live batch in back to "
+    "their lenders (ReturnFiles), then forgets them", "coordinator.runtime.shard.worker:PeriodicWorker.run",
+    "partition_move_interval_ms",
 )  # fmt: skip
 
 # ---------------------------------------------------------------- supervised: the node's own
@@ -135,6 +141,7 @@ COORDINATOR_WORKERS: tuple[tuple[WorkerSpec, CoordinatorFactory], ...] = (
     (PRODUCER_EXPIRY, lambda shard, i: ProducerExpiryWorker(shard, i.settings, i.clock, i.metrics)),
     (RETENTION, lambda shard, i: RetentionWorker(shard, i.settings, i.clock, i.metrics)),
     (PARTITION_MOVES, lambda shard, i: MoveWorker(shard, i.settings, i.clock, i.peers)),
+    (LOAN_RETURNS, lambda shard, i: LoanReturnWorker(shard, i.settings, i.clock, i.peers)),
 )
 
 # The cluster controller's loops, in start order (those its settings turn off are not among its `loops`).
