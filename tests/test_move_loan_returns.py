@@ -80,11 +80,14 @@ def holders(coordinators: dict[int, Coordinator], key: str) -> set[int]:
     return found
 
 
-def file_workers(coordinators: dict[int, Coordinator], deleted: set[str]) -> int:
+def file_workers(coordinators: dict[int, Coordinator], deleted: set[str], only: int | None = None) -> int:
     """One pass of DESIGN §5's file workers at every coordinator (hand-over, deletion scheduling with no grace,
-    deletion): the records written. A deletion is checked against every coordinator's live batches."""
+    deletion), or only at coordinator `only`: the records written. A deletion is checked against every coordinator's
+    live batches."""
     written = 0
     for coordinator_id, coordinator in coordinators.items():
+        if only is not None and coordinator_id != only:
+            continue
         for query, bindings in QUERIES:
             with coordinator.store.read_transaction() as db:
                 files = reads.idle_files(db, query, bindings, 100)
@@ -202,5 +205,31 @@ def test_a_shared_file_is_deleted_only_once_neither_coordinator_holds_a_live_bat
     steps[1]()
     settle(coordinators, deleted)
     assert holders(coordinators, SHARED) == set() and SHARED in deleted  # let go by both: deleted by its last owner
+    for coordinator in pair:
+        assert integrity.check_integrity(coordinator.store.path).problem is None
+
+
+def test_a_loan_row_the_chains_token_reaches_returns_first_then_deletes_as_the_last_owner(
+    pair: tuple[Coordinator, Coordinator],
+) -> None:
+    source, target = pair
+    coordinators = {0: source, 1: target}
+    adopted(pair)
+    lose_partition(target, 0)  # idle loan rows before the drop: it lends nothing
+    drop(source, target)
+    source.apply()
+    purge(source)
+    file_workers(
+        coordinators, set(), only=0
+    )  # the source (first owner of wal/1) hands it over to the target, next and last
+    facts = target.store.committed_file("wal/1")
+    assert facts is not None and facts.owned and facts.lender_id == 0  # the token reached the loan row
+    with target.store.read_transaction() as db:
+        for query, bindings in QUERIES:
+            assert "wal/1" not in {f.object_key for f in reads.idle_files(db, query, bindings, 100)}
+    assert ("wal/1", 0) in to_return(target)
+    deleted: set[str] = set()
+    settle(coordinators, deleted)
+    assert "wal/1" in deleted and target.store.committed_file("wal/1") is None
     for coordinator in pair:
         assert integrity.check_integrity(coordinator.store.path).problem is None

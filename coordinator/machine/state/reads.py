@@ -369,7 +369,7 @@ def coordinator_counts(db: apsw.Connection) -> CoordinatorCounts:
     handover, deletion = one_row(
         db.execute(
             f"SELECT coalesce(sum(NOT ({_AWAITING_DELETION})), 0), coalesce(sum({_AWAITING_DELETION}), 0) "
-            "FROM files WHERE live_batches = 0"
+            f"FROM files WHERE live_batches = 0 AND NOT {_LENT}"
         ),
         "the idle files",
     )
