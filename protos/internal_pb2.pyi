@@ -338,7 +338,7 @@ class AdoptPartitionChunkRequest(_message.Message):
     def __init__(self, from_coordinator_id: _Optional[int] = ..., to_coordinator_id: _Optional[int] = ..., move_id: _Optional[int] = ..., index: _Optional[int] = ..., topic_id: _Optional[bytes] = ..., partition: _Optional[int] = ..., batches: _Optional[_Iterable[_Union[MovedBatch, _Mapping]]] = ..., files: _Optional[_Iterable[_Union[MovedFile, _Mapping]]] = ..., aborted_transactions: _Optional[_Iterable[_Union[MovedAbortedTransaction, _Mapping]]] = ..., timeout_ms: _Optional[int] = ...) -> None: ...
 
 class AdoptPartitionChunkResponse(_message.Message):
-    __slots__ = ("error_code", "error_message", "staged_chunks", "next_offset", "adopted", "lent_files", "lent_files_known")
+    __slots__ = ("error_code", "error_message", "staged_chunks", "next_offset", "adopted", "lent_files", "lent_files_known", "abandoned")
     ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
     ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
     STAGED_CHUNKS_FIELD_NUMBER: _ClassVar[int]
@@ -346,6 +346,7 @@ class AdoptPartitionChunkResponse(_message.Message):
     ADOPTED_FIELD_NUMBER: _ClassVar[int]
     LENT_FILES_FIELD_NUMBER: _ClassVar[int]
     LENT_FILES_KNOWN_FIELD_NUMBER: _ClassVar[int]
+    ABANDONED_FIELD_NUMBER: _ClassVar[int]
     error_code: _coordinator_pb2.ErrorCode
     error_message: str
     staged_chunks: int
@@ -353,7 +354,8 @@ class AdoptPartitionChunkResponse(_message.Message):
     adopted: bool
     lent_files: _containers.RepeatedScalarFieldContainer[str]
     lent_files_known: bool
-    def __init__(self, error_code: _Optional[_Union[_coordinator_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., staged_chunks: _Optional[int] = ..., next_offset: _Optional[int] = ..., adopted: _Optional[bool] = ..., lent_files: _Optional[_Iterable[str]] = ..., lent_files_known: _Optional[bool] = ...) -> None: ...
+    abandoned: bool
+    def __init__(self, error_code: _Optional[_Union[_coordinator_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., staged_chunks: _Optional[int] = ..., next_offset: _Optional[int] = ..., adopted: _Optional[bool] = ..., lent_files: _Optional[_Iterable[str]] = ..., lent_files_known: _Optional[bool] = ..., abandoned: _Optional[bool] = ...) -> None: ...
 
 class AdoptPartitionRequest(_message.Message):
     __slots__ = ("from_coordinator_id", "to_coordinator_id", "move_id", "chunks", "partition", "timeout_ms")
@@ -409,3 +411,23 @@ class ReturnFilesResponse(_message.Message):
     error_message: str
     files: _containers.RepeatedCompositeFieldContainer[ReturnFilesResponse.ReturnedFile]
     def __init__(self, error_code: _Optional[_Union[_coordinator_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., files: _Optional[_Iterable[_Union[ReturnFilesResponse.ReturnedFile, _Mapping]]] = ...) -> None: ...
+
+class AbandonAdoptionRequest(_message.Message):
+    __slots__ = ("from_coordinator_id", "to_coordinator_id", "move_id", "timeout_ms")
+    FROM_COORDINATOR_ID_FIELD_NUMBER: _ClassVar[int]
+    TO_COORDINATOR_ID_FIELD_NUMBER: _ClassVar[int]
+    MOVE_ID_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    from_coordinator_id: int
+    to_coordinator_id: int
+    move_id: int
+    timeout_ms: int
+    def __init__(self, from_coordinator_id: _Optional[int] = ..., to_coordinator_id: _Optional[int] = ..., move_id: _Optional[int] = ..., timeout_ms: _Optional[int] = ...) -> None: ...
+
+class AbandonAdoptionResponse(_message.Message):
+    __slots__ = ("error_code", "error_message")
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    error_code: _coordinator_pb2.ErrorCode
+    error_message: str
+    def __init__(self, error_code: _Optional[_Union[_coordinator_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ...) -> None: ...

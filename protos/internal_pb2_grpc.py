@@ -84,6 +84,11 @@ class CoordinatorInternalStub:
                 request_serializer=protos_dot_internal__pb2.AdoptPartitionRequest.SerializeToString,
                 response_deserializer=protos_dot_internal__pb2.AdoptPartitionResponse.FromString,
                 _registered_method=True)
+        self.AbandonAdoption = channel.unary_unary(
+                '/diskless.coordinator.v1.CoordinatorInternal/AbandonAdoption',
+                request_serializer=protos_dot_internal__pb2.AbandonAdoptionRequest.SerializeToString,
+                response_deserializer=protos_dot_internal__pb2.AbandonAdoptionResponse.FromString,
+                _registered_method=True)
         self.ReturnFiles = channel.unary_unary(
                 '/diskless.coordinator.v1.CoordinatorInternal/ReturnFiles',
                 request_serializer=protos_dot_internal__pb2.ReturnFilesRequest.SerializeToString,
@@ -182,6 +187,15 @@ class CoordinatorInternalServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AbandonAdoption(self, request, context):
+        """The source gives a move up before its adoption: the target drops what it staged and refuses the move's later
+        chunks and adoption; once adopted the target refuses (INVALID_REQUEST). The source cancels its freeze only after
+        this answered success.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def ReturnFiles(self, request, context):
         """A move's target gives back WAL files it borrowed (its loan rows with no live batch and no loan out): the
         lender's leader records each loan's end (FileLoanReturned; an unknown loan is success), then the borrower
@@ -243,6 +257,11 @@ def add_CoordinatorInternalServicer_to_server(servicer, server):
                     servicer.AdoptPartition,
                     request_deserializer=protos_dot_internal__pb2.AdoptPartitionRequest.FromString,
                     response_serializer=protos_dot_internal__pb2.AdoptPartitionResponse.SerializeToString,
+            ),
+            'AbandonAdoption': grpc.unary_unary_rpc_method_handler(
+                    servicer.AbandonAdoption,
+                    request_deserializer=protos_dot_internal__pb2.AbandonAdoptionRequest.FromString,
+                    response_serializer=protos_dot_internal__pb2.AbandonAdoptionResponse.SerializeToString,
             ),
             'ReturnFiles': grpc.unary_unary_rpc_method_handler(
                     servicer.ReturnFiles,
@@ -520,6 +539,33 @@ class CoordinatorInternal:
             '/diskless.coordinator.v1.CoordinatorInternal/AdoptPartition',
             protos_dot_internal__pb2.AdoptPartitionRequest.SerializeToString,
             protos_dot_internal__pb2.AdoptPartitionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AbandonAdoption(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/diskless.coordinator.v1.CoordinatorInternal/AbandonAdoption',
+            protos_dot_internal__pb2.AbandonAdoptionRequest.SerializeToString,
+            protos_dot_internal__pb2.AbandonAdoptionResponse.FromString,
             options,
             channel_credentials,
             insecure,

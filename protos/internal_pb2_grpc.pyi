@@ -86,6 +86,11 @@ class CoordinatorInternalStub:
     """
     AdoptPartition: _grpc.UnaryUnaryMultiCallable[_internal_pb2.AdoptPartitionRequest, _internal_pb2.AdoptPartitionResponse]
     """The cut-over: the target serves the partition from its answer on; a move adopted already answers success."""
+    AbandonAdoption: _grpc.UnaryUnaryMultiCallable[_internal_pb2.AbandonAdoptionRequest, _internal_pb2.AbandonAdoptionResponse]
+    """The source gives a move up before its adoption: the target drops what it staged and refuses the move's later
+    chunks and adoption; once adopted the target refuses (INVALID_REQUEST). The source cancels its freeze only after
+    this answered success.
+    """
     ReturnFiles: _grpc.UnaryUnaryMultiCallable[_internal_pb2.ReturnFilesRequest, _internal_pb2.ReturnFilesResponse]
     """A move's target gives back WAL files it borrowed (its loan rows with no live batch and no loan out): the
     lender's leader records each loan's end (FileLoanReturned; an unknown loan is success), then the borrower
@@ -141,6 +146,11 @@ class CoordinatorInternalAsyncStub(CoordinatorInternalStub):
     """
     AdoptPartition: _aio.UnaryUnaryMultiCallable[_internal_pb2.AdoptPartitionRequest, _internal_pb2.AdoptPartitionResponse]  # type: ignore[assignment]
     """The cut-over: the target serves the partition from its answer on; a move adopted already answers success."""
+    AbandonAdoption: _aio.UnaryUnaryMultiCallable[_internal_pb2.AbandonAdoptionRequest, _internal_pb2.AbandonAdoptionResponse]  # type: ignore[assignment]
+    """The source gives a move up before its adoption: the target drops what it staged and refuses the move's later
+    chunks and adoption; once adopted the target refuses (INVALID_REQUEST). The source cancels its freeze only after
+    this answered success.
+    """
     ReturnFiles: _aio.UnaryUnaryMultiCallable[_internal_pb2.ReturnFilesRequest, _internal_pb2.ReturnFilesResponse]  # type: ignore[assignment]
     """A move's target gives back WAL files it borrowed (its loan rows with no live batch and no loan out): the
     lender's leader records each loan's end (FileLoanReturned; an unknown loan is success), then the borrower
@@ -253,6 +263,17 @@ class CoordinatorInternalServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_internal_pb2.AdoptPartitionResponse, _abc.Awaitable[_internal_pb2.AdoptPartitionResponse]]:
         """The cut-over: the target serves the partition from its answer on; a move adopted already answers success."""
+
+    @_abc_1.abstractmethod
+    def AbandonAdoption(
+        self,
+        request: _internal_pb2.AbandonAdoptionRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_internal_pb2.AbandonAdoptionResponse, _abc.Awaitable[_internal_pb2.AbandonAdoptionResponse]]:
+        """The source gives a move up before its adoption: the target drops what it staged and refuses the move's later
+        chunks and adoption; once adopted the target refuses (INVALID_REQUEST). The source cancels its freeze only after
+        this answered success.
+        """
 
     @_abc_1.abstractmethod
     def ReturnFiles(

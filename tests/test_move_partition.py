@@ -4,8 +4,9 @@ asks for the adoption (AdoptPartition) over gRPC, and the target serves it. Noth
 another offset, FindBatches at the target answers the source's offsets and positions, a resend of an acknowledged
 batch is a duplicate and the producer goes on at the high watermark. The worker keeps nothing of its own: cut off
 at any call (before the target recorded it, or with its answer lost) and the node restarted, a new pass finishes
-the move. A move stuck before its adoption is asked is cancelled after diskless.partition.move.timeout.ms; one whose
-adoption may be on its way is not."""
+the move, the drop and the return of the borrowed WAL files included. A move stuck for
+diskless.partition.move.timeout.ms is abandoned at the target and only then cancelled at the source (a late adoption
+is refused); one the target adopted meanwhile ends with its drop."""
 
 from __future__ import annotations
 
@@ -238,54 +239,68 @@ def test_a_move_cut_off_at_any_call_finishes_after_a_restart(tmp_path: Path, at:
     assert_state_equals_log_rebuild(tmp_path / "data", 4, tmp_path / "rebuild")
 
 
-class Refusing:
-    """Peers whose target answers where it is but never takes a chunk or the adoption (a target that cannot stage
-    it: the move cannot go on)."""
+class Stuck:
+    """Peers of a move worker with which the move cannot go on: chunks never reach the target, or the adoption does
+    not (or reaches it with its answer lost). The abandon and the asks go through."""
 
-    def __init__(self, peers: PeerClient, refuse_chunks: bool) -> None:
+    def __init__(self, peers: PeerClient, stuck: str) -> None:
         self._peers = peers
-        self._refuse_chunks = refuse_chunks
+        self._stuck = stuck
+        self.adoption: internal.AdoptPartitionRequest | None = None
 
     async def adopt_partition_chunk(
         self, request: internal.AdoptPartitionChunkRequest, timeout_s: float
     ) -> internal.AdoptPartitionChunkResponse:
-        if request.index >= 0 and self._refuse_chunks:
+        if request.index >= 0 and self._stuck == "chunks":
             raise PeerError("the target's leader is away")
         return await self._peers.adopt_partition_chunk(request, timeout_s)
 
     async def adopt_partition(
         self, request: internal.AdoptPartitionRequest, timeout_s: float
     ) -> internal.AdoptPartitionResponse:
-        raise PeerError("the adoption's answer is lost")
+        self.adoption = request
+        if self._stuck == "adoption-answer-lost":
+            await self._peers.adopt_partition(request, timeout_s)
+        raise PeerError("the adoption is lost")
+
+    async def abandon_adoption(
+        self, request: internal.AbandonAdoptionRequest, timeout_s: float
+    ) -> internal.AbandonAdoptionResponse:
+        return await self._peers.abandon_adoption(request, timeout_s)
 
 
-@pytest.mark.parametrize("stuck", ["chunks", "adoption"])
-def test_a_stuck_move_is_cancelled_after_its_timeout_only_before_its_adoption_was_asked(
+@pytest.mark.parametrize("stuck", ["chunks", "adoption", "adoption-answer-lost"])
+def test_a_move_stuck_past_its_timeout_is_abandoned_at_the_target_then_cancelled_unless_adopted(
     tmp_path: Path, stuck: str
 ) -> None:
     node = InProcessNode(tmp_path / "data", coordinators=4, settings=SETTINGS).start()
     try:
         broker, topic_id, source, target = moving_partition(node)
         started = move(node, topic_id, target)
-        worker = cut_off_worker(node, source, Refusing(node.node.peers, refuse_chunks=stuck == "chunks"))
+        peers = Stuck(node.node.peers, stuck)
+        worker = cut_off_worker(node, source, peers)
         first = run_pass(worker, node)
-        assert first.failures and first.cancelled == 0
+        assert first.failures and (first.abandoned, first.cancelled) == (0, 0)
 
         node.advance(TIMEOUT_MS - 1)
-        assert run_pass(worker, node).cancelled == 0  # not yet
+        not_yet = run_pass(worker, node)
+        if stuck == "adoption-answer-lost":  # the next ask finds it adopted: the move ends with its drop
+            assert (not_yet.dropped, not_yet.abandoned) == (1, 0)
+            assert step_of(node, topic_id, started) == "moved out"
+            assert coordinator_of(node.stub, topic_id, 0) == target
+            return
+        assert (not_yet.abandoned, not_yet.cancelled) == (0, 0)
         node.advance(10_000)  # past the timeout and the step's backoff (at most retry.backoff.max.ms)
         last = run_pass(worker, node)
-        if stuck == "chunks":
-            assert last.cancelled == 1
-            assert step_of(node, topic_id, started) == "cancelled"
+        assert (last.abandoned, last.cancelled) == (1, 1)
+        assert step_of(node, topic_id, started) == "cancelled"
+        assert coordinator_of(node.stub, topic_id, 0) == source
+        resend = broker.commit([idempotent(topic_id, 8)]).batches[0]  # the source serves it again
+        assert (resend.error_code, resend.is_duplicate) == (pb.NONE, True)
+        if peers.adoption is not None:  # an adoption arriving late is refused: never two coordinators serving
+            late = node.loop.run(node.node.peers.adopt_partition(peers.adoption, 10))
+            assert late.error_code == pb.INVALID_REQUEST
             assert coordinator_of(node.stub, topic_id, 0) == source
-            resend = broker.commit([idempotent(topic_id, 8)]).batches[0]  # the source serves it again
-            assert (resend.error_code, resend.is_duplicate) == (pb.NONE, True)
-        else:
-            # Every chunk staged: the adoption may be on its way, so the source never cancels; it asks again.
-            assert last.cancelled == 0 and last.failures
-            assert step_of(node, topic_id, started) == "chunks sent"
-            frozen = broker.commit([idempotent(topic_id, 10)]).batches[0]
-            assert frozen.error_code == pb.NOT_COORDINATOR
     finally:
         node.stop()
+    assert_state_equals_log_rebuild(tmp_path / "data", 4, tmp_path / "rebuild")

@@ -53,6 +53,7 @@ CHANGING_VERBS = (
     "Move",  # a partition moved between coordinators (design §5a)
     "Adopt",  # its copy and cut-over at the target
     "Return",  # borrowed WAL files given back
+    "Abandon",  # a move given up before its adoption
 )
 READING_VERBS = ("Describe", "List", "Find", "Known", "Fetch", "OffsetFor", "Get")
 

@@ -155,6 +155,19 @@ class PeerClient:
             raise PeerError(f"adoption of move {request.move_id} by coordinator {target}: {_describe(error)}") from None
         return response
 
+    async def abandon_adoption(
+        self, request: internal.AbandonAdoptionRequest, timeout_s: float
+    ) -> internal.AbandonAdoptionResponse:
+        """A move given up, asked of the target's leader; its answer; PeerError when it could not be asked."""
+        target = request.to_coordinator_id
+        try:
+            response: internal.AbandonAdoptionResponse = await self._stub(target).AbandonAdoption(
+                request, timeout=timeout_s
+            )
+        except grpc.RpcError as error:
+            raise PeerError(f"abandon of move {request.move_id} at coordinator {target}: {_describe(error)}") from None
+        return response
+
     async def return_files(
         self, request: internal.ReturnFilesRequest, timeout_s: float
     ) -> internal.ReturnFilesResponse:

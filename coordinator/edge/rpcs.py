@@ -200,6 +200,7 @@ RPCS: tuple[Rpc, ...] = (
     Rpc(Service.INTERNAL, "AdoptPartitionChunk", Permission.INTERNAL, ServedBy.LEADER, "adopt_partition_chunk",
         Front.HERE),
     Rpc(Service.INTERNAL, "AdoptPartition", Permission.INTERNAL, ServedBy.LEADER, "adopt_partition", Front.HERE),
+    Rpc(Service.INTERNAL, "AbandonAdoption", Permission.INTERNAL, ServedBy.LEADER, "abandon_adoption", Front.HERE),
     # Borrowed WAL files given back, from the borrower's loan-return worker to the lender's leader.
     Rpc(Service.INTERNAL, "ReturnFiles", Permission.INTERNAL, ServedBy.LEADER, "return_files", Front.HERE),
 )

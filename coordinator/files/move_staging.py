@@ -65,7 +65,7 @@ async def adopt_partition_chunk(
         return internal.AdoptPartitionChunkResponse(
             error_code=wire_code(outcome.error_code), error_message=outcome.message
         )
-    staged, next_offset, adopted = coordinators.shard(target).adoption_progress(
+    staged, next_offset, adopted, abandoned = coordinators.shard(target).adoption_progress(
         request.from_coordinator_id, request.move_id
     )
     response = internal.AdoptPartitionChunkResponse(
@@ -74,6 +74,7 @@ async def adopt_partition_chunk(
         staged_chunks=staged,
         next_offset=next_offset,
         adopted=adopted,
+        abandoned=abandoned,
     )
     if adopted:  # what the source's drop records as loans, once the adoption is applied here
         with coordinators.shard(target).read_transaction() as db:

@@ -269,6 +269,9 @@ class Router:
     async def adopt_partition(self, request: internal.AdoptPartitionRequest) -> internal.AdoptPartitionResponse:
         return await move_cutover.adopt_partition(self._coordinators, request)
 
+    async def abandon_adoption(self, request: internal.AbandonAdoptionRequest) -> internal.AbandonAdoptionResponse:
+        return await move_cutover.abandon_adoption(self._coordinators, request)
+
     async def return_files(self, request: internal.ReturnFilesRequest) -> internal.ReturnFilesResponse:
         return await move_loans.return_files(self._coordinators, request)
 

@@ -1,11 +1,15 @@
-"""AdoptPartition (protos/internal.proto) at a move's target (design §5a): the cut-over, decided by
-`move_adoption.check_adopt_partition` through the target's pipeline; a move adopted already answers success."""
+"""AdoptPartition and AbandonAdoption (protos/internal.proto) at a move's target (design §5a): the cut-over, decided by
+`move_adoption.check_adopt_partition` through the target's pipeline (a move adopted already answers success), and the
+abandon before it (`move_abandon.check_adoption_abandoned`: refused once adopted)."""
 
 from __future__ import annotations
 
+from coordinator.base.result import ItemError, Result
 from coordinator.machine.records import AdoptedPartition, CarriedProducer
+from coordinator.machine.view import CoordinatorView
 from coordinator.runtime.node_coordinators import NodeCoordinators, wire_code
 from coordinator.runtime.shard import Operation
+from coordinator.topics.move_abandon import check_adoption_abandoned
 from coordinator.topics.move_adoption import AdoptRequest, check_adopt_partition
 from protos import coordinator_pb2 as pb
 from protos import internal_pb2 as internal
@@ -50,3 +54,22 @@ async def adopt_partition(
         target
     ]
     return internal.AdoptPartitionResponse(error_code=wire_code(outcome.error_code), error_message=outcome.message)
+
+
+async def abandon_adoption(
+    coordinators: NodeCoordinators, request: internal.AbandonAdoptionRequest
+) -> internal.AbandonAdoptionResponse:
+    """The target gives up a move it has not adopted (move_abandon.check_adoption_abandoned); refused once adopted."""
+    target = request.to_coordinator_id
+    if not coordinators.hosts(target):
+        return internal.AbandonAdoptionResponse(
+            error_code=pb.NOT_COORDINATOR, error_message=f"coordinator {target} is not hosted on this node"
+        )
+    coordinators.require_room([target])
+    abandon = Operation(_check_abandon, (request.from_coordinator_id, request.move_id))
+    outcome = (await coordinators.run_parts({target: abandon}, request.timeout_ms))[target]
+    return internal.AbandonAdoptionResponse(error_code=wire_code(outcome.error_code), error_message=outcome.message)
+
+
+def _check_abandon(view: CoordinatorView, move: tuple[int, int], now_ms: int) -> Result[ItemError]:
+    return check_adoption_abandoned(view, move[0], move[1], now_ms)

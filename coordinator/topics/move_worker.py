@@ -10,11 +10,11 @@ holds as loan rows lent by this coordinator (`adoptions.lent_by`), record the dr
 PartitionMovedOut with those loans). A crash, a failover of either side or a lost answer only makes the next pass ask
 again; every step is idempotent at the side that records it.
 
-A move whose steps keep failing for `diskless.partition.move.timeout.ms` is cancelled here (PartitionMoveCancelled:
-the partition serves here again) only while the target has fewer chunks staged than the move has: the adoption is
-asked only once every chunk is staged, so no adoption of it can then be on its way (design §5a: S cancels only
-before the final call). Past that point the worker goes on asking. Not built yet: the target's abandon, so a cancel
-leaves the target's staged chunks in place.
+A move that made no step for `diskless.partition.move.timeout.ms` is given up as the protocol says (design §5a): the
+target is asked to abandon it (AbandonAdoption: its staged batches go, a late chunk or adoption is refused; refused
+once adopted, and the move then goes on to its drop), and only once the target answered that it abandoned it does
+this coordinator cancel its freeze (PartitionMoveCancelled: the partition serves here again), so the two never both
+take writes. A target that cannot be asked at all is waited for: nothing tells the source it did not adopt.
 """
 
 from __future__ import annotations
@@ -88,6 +88,8 @@ def chunk_count(staged: int, remaining: int, chunk_batches: int) -> int:
 def target_state(answer: internal.AdoptPartitionChunkResponse) -> TargetState:
     if answer.adopted:
         return TargetState(TargetStep.ADOPTED, answer.staged_chunks)
+    if answer.abandoned:
+        return TargetState(TargetStep.ABANDONED, answer.staged_chunks)
     return TargetState(TargetStep.STAGING if answer.staged_chunks else TargetStep.NONE, answer.staged_chunks)
 
 
@@ -102,6 +104,7 @@ class MovePass:
     chunks_sent: int = 0
     adopted: int = 0
     dropped: int = 0
+    abandoned: int = 0
     cancelled: int = 0
     failures: list[str] = field(default_factory=list)
 
@@ -163,8 +166,6 @@ class MoveWorker(PeriodicWorker):
                 remaining = batches_from(db, move.partition_key, max(answer.next_offset, 0))
             chunks = chunk_count(target.staged_chunks, remaining, self._settings.partition_move_chunk_batches)
             step = next_step(SourceStep.FROZEN, target, chunks, self._timed_out(move))
-            if step is Next.ABANDON and target.staged_chunks >= chunks:
-                step = Next.ADOPT  # its adoption may have been asked: never cancelled, the adoption is asked again
             if step is Next.SEND_CHUNK:
                 await self._send_chunk(move, answer)
                 done.chunks_sent += 1
@@ -176,15 +177,17 @@ class MoveWorker(PeriodicWorker):
                     self.coordinator_id, move.partition, move.to_coordinator, move.move_id, chunks,
                 )  # fmt: skip
             elif step is Next.ABANDON:
-                # Fewer chunks staged than the move has: no adoption was ever asked (it is asked only with every
-                # chunk staged, and staged chunks only grow), so cancelling here never leaves two serving.
+                await self._abandon(move)
+                done.abandoned += 1
+            elif step is Next.CANCEL:
+                # The target answered that it abandoned the move, so it never adopts it: serving here again is safe.
                 await self._submit(
                     Operation(check_cancel_move, MoveCancel(move.topic_id, move.partition, move.move_id)),
                     "the move's cancel",
                 )
                 done.cancelled += 1
                 log.warning(
-                    "coordinator %d: move %d of partition %d to coordinator %d cancelled after %d ms without a step",
+                    "coordinator %d: move %d of partition %d to coordinator %d cancelled: no step for %d ms",
                     self.coordinator_id, move.move_id, move.partition, move.to_coordinator,
                     self._settings.partition_move_timeout_ms,
                 )  # fmt: skip
@@ -218,7 +221,7 @@ class MoveWorker(PeriodicWorker):
         )  # fmt: skip
         answer = await self._peers.adopt_partition_chunk(request, self._timeout_s)
         gap = answer.error_code == pb.INVALID_REQUEST and index > answer.staged_chunks
-        if answer.error_code == pb.NONE or gap:
+        if answer.error_code == pb.NONE or gap or answer.abandoned:  # abandoned: next_step says what follows
             return answer
         raise _refusal(move, answer.error_code, answer.error_message)
 
@@ -240,6 +243,16 @@ class MoveWorker(PeriodicWorker):
             "coordinator %d: partition %d moved out to coordinator %d (move %d, %d files lent)",
             self.coordinator_id, move.partition, move.to_coordinator, move.move_id, len(answer.lent_files),
         )  # fmt: skip
+
+    async def _abandon(self, move: FrozenMove) -> None:
+        """The target gives the move up (or, adopted meanwhile, refuses: the next ask says so and the move goes on)."""
+        request = internal.AbandonAdoptionRequest(
+            from_coordinator_id=self.coordinator_id, to_coordinator_id=move.to_coordinator, move_id=move.move_id,
+            timeout_ms=int(self._timeout_s * 1000),
+        )  # fmt: skip
+        answer = await self._peers.abandon_adoption(request, self._timeout_s)
+        if answer.error_code not in (pb.NONE, pb.INVALID_REQUEST):
+            raise _refusal(move, answer.error_code, answer.error_message)
 
     async def _adopt(self, move: FrozenMove, chunks: int) -> None:
         with self._shard.read_transaction() as db:

@@ -296,14 +296,15 @@ class CoordinatorShard:
         found = self._view().partition(topic_id, partition)
         return None if found is None else (found.moving_to, found.move_id)
 
-    def adoption_progress(self, from_coordinator: int, move_id: int) -> tuple[int, int, bool]:
+    def adoption_progress(self, from_coordinator: int, move_id: int) -> tuple[int, int, bool, bool]:
         """A move this coordinator is the target of (design §5a): (chunks staged, where the next chunk's batches
-        start or -1, adopted), records not yet applied included."""
+        start or -1, adopted, abandoned), records not yet applied included."""
         view = self._view()
-        if (from_coordinator, move_id) in view.adopted_moves:
-            return 0, -1, True
-        staged = view.staged_moves.get((from_coordinator, move_id))
-        return (0, -1, False) if staged is None else (staged.chunks, staged.next_offset, False)
+        move = (from_coordinator, move_id)
+        if move in view.adopted_moves or move in view.abandoned_moves:
+            return 0, -1, move in view.adopted_moves, move in view.abandoned_moves
+        staged = view.staged_moves.get(move)
+        return (0, -1, False, False) if staged is None else (staged.chunks, staged.next_offset, False, False)
 
     def topic_configs(self, topic_id: bytes) -> dict[str, str]:
         """The configurations set on a topic here (empty: all at their defaults), changes not yet applied included."""
