@@ -10,11 +10,13 @@ is refused); one the target adopted meanwhile ends with its drop."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from coordinator.cli.main import main
 from coordinator.cluster.peers import PeerClient, PeerError
 from coordinator.files.loan_returns import LoanReturnWorker
 from coordinator.node.worker_registry import LOAN_RETURNS, PARTITION_MOVES
@@ -33,7 +35,7 @@ from tests.harness import (
     high_watermark,
     topic_name,
 )
-from tests.in_process import InProcessNode
+from tests.in_process import InProcessNode, clock_running
 
 PID = 7070
 CHUNK_BATCHES = 2
@@ -304,3 +306,29 @@ def test_a_move_stuck_past_its_timeout_is_abandoned_at_the_target_then_cancelled
     finally:
         node.stop()
     assert_state_equals_log_rebuild(tmp_path / "data", 4, tmp_path / "rebuild")
+
+
+def test_the_move_partition_command_starts_the_move_and_waits_until_it_is_moved_out(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    node = InProcessNode(tmp_path / "data", coordinators=4).start()
+    try:
+        broker, topic_id, source, target = moving_partition(node)
+        before = positions(fetch_all_batches(node.stub, topic_id, 0)[0])
+        command = ["move-partition", "--bootstrap", node.address, "--topic-id", topic_id.hex(), "--partition", "0"]
+        with clock_running(node):
+            assert main([*command, "--to", str(target), "--wait", "--json"]) == 0
+        out, err = capsys.readouterr()
+        printed = json.loads(out)
+        assert (printed["from_coordinator"], printed["to_coordinator"], printed["step"]) == (
+            source,
+            target,
+            "moved out",
+        )
+        assert "moved out" in err  # the steps, as they came, on stderr
+        assert_moved_intact(node, broker, topic_id, target, before)
+        # Again: the partition is the target's now; a move to where it is is refused (exit 2, the reason on stderr).
+        assert main([*command, "--to", str(target)]) == 2
+        assert "refused" in capsys.readouterr().err
+    finally:
+        node.stop()

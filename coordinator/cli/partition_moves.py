@@ -1,10 +1,11 @@
 """`diskless rebalance-partitions`: even live batches over coordinators by moving user partitions (docs/design.md §5a).
 
 It asks every address of --bootstrap for the partitions of the coordinators it leads (`DescribePartitionLoads`),
-plans with `coordinator/topics/partition_balance.plan_partition_moves` and prints the plan. Running the moves
-(`diskless move-partition`) is not built yet: without --dry-run the command prints the plan and exits 2 saying so.
-In a cluster, name every node in --bootstrap: the plan covers only the coordinators some address leads, and says
-which it could not describe. Exit 0 on success, 2 when the command could not run.
+plans with `coordinator/topics/partition_balance.plan_partition_moves` and prints the plan; without --dry-run it then
+runs the moves one after another, each as `diskless move-partition --wait` does (coordinator/cli/move_partition.py),
+progress on stderr. In a cluster, name every node in --bootstrap: the plan covers only the coordinators some address
+leads, and says which it could not describe. Exit 0 on success, 1 when a move was cancelled, 2 when the command
+could not run.
 """
 
 from __future__ import annotations
@@ -18,7 +19,9 @@ from typing import Any
 
 import grpc
 
+from coordinator.cli.move_partition import DEFAULT_WAIT_TIMEOUT_S, add_move_partition_command, move_and_wait
 from coordinator.cli.operator_commands import DEFAULT_BOOTSTRAP, RPC_TIMEOUT_S, CommandFailed, call_first, run
+from coordinator.topics.move_admin import CANCELLED
 from coordinator.topics.partition_balance import (
     DEFAULT_MAX_MOVES,
     DEFAULT_TOLERANCE_RATIO,
@@ -30,8 +33,6 @@ from coordinator.topics.partition_balance import (
 from protos import admin_pb2 as admin
 from protos import admin_pb2_grpc
 from protos import coordinator_pb2 as pb
-
-MOVES_NOT_BUILT = "moving partitions (diskless move-partition) is not built yet: docs/design.md §5a; use --dry-run"
 
 
 def _loads_at(args: argparse.Namespace, address: str) -> admin.DescribePartitionLoadsResponse:
@@ -119,15 +120,33 @@ def rebalance_partitions(args: argparse.Namespace) -> int:
     _print(_summary(partitions, coordinators, moves, failed), args.json)
     if args.dry_run or not moves:
         return 0
-    raise CommandFailed(MOVES_NOT_BUILT)
+    cancelled = 0
+    for number, planned in enumerate(moves, 1):
+        print(
+            f"move {number} of {len(moves)}: {planned.topic_id.hex()}-{planned.partition} to coordinator "
+            f"{planned.to_coordinator}",
+            file=sys.stderr,
+            flush=True,
+        )
+        done = move_and_wait(args, planned.topic_id, planned.partition, planned.to_coordinator, wait=True)
+        cancelled += done.step == CANCELLED
+    if cancelled:
+        print(f"diskless rebalance-partitions: {cancelled} of {len(moves)} moves were cancelled", file=sys.stderr)
+    return 1 if cancelled else 0
 
 
 def add_partition_move_commands(commands: Any) -> None:
-    """Adds `rebalance-partitions` to the `diskless` parser's subcommands."""
+    """Adds `rebalance-partitions` and `move-partition` to the `diskless` parser's subcommands."""
     parser = commands.add_parser(
         "rebalance-partitions", help="even live batches over coordinators by moving the fewest partitions"
     )
-    parser.add_argument("--dry-run", action="store_true", help="print the plan only")
+    parser.add_argument("--dry-run", action="store_true", help="print the plan only; without it, run its moves")
+    parser.add_argument(
+        "--timeout-s",
+        type=float,
+        default=DEFAULT_WAIT_TIMEOUT_S,
+        help=f"give up waiting for one move after this long (it goes on; default {DEFAULT_WAIT_TIMEOUT_S:.0f})",
+    )
     parser.add_argument(
         "--bootstrap",
         default=DEFAULT_BOOTSTRAP,
@@ -151,3 +170,4 @@ def add_partition_move_commands(commands: Any) -> None:
     parser.add_argument("--key", type=Path, help="PEM private key of --cert")
     parser.add_argument("--json", action="store_true", help="print one JSON document")
     parser.set_defaults(run=lambda args: run(rebalance_partitions, args))
+    add_move_partition_command(commands)
