@@ -16,13 +16,13 @@ import apsw
 
 from coordinator.base.errors import ErrorCode
 from coordinator.files.move_chunks import check_adoption_chunk
-from coordinator.files.move_returns import check_file_returned
+from coordinator.files.move_returns import ReturnedLoan, check_file_returned, check_loan_returned
 from coordinator.machine.state import integrity
 from coordinator.machine.state.store import StateStore
 from coordinator.runtime.shard.log_replay import logical_dump
 from coordinator.topics import partition_checks
 from coordinator.topics.move_abandon import adoption_state, check_adoption_abandoned
-from coordinator.topics.move_drop import ReturnedLoan, check_loan_returned, source_step
+from coordinator.topics.move_drop import source_step
 from coordinator.topics.move_freeze import MoveCancel, check_cancel_move
 from coordinator.topics.move_protocol import Next, TargetState, TargetStep, next_step
 from tests.test_move_adoption import adopt

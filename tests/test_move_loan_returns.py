@@ -14,10 +14,9 @@ import pytest
 from coordinator.base.errors import ErrorCode
 from coordinator.base.result import Result
 from coordinator.files import ownership
-from coordinator.files.move_returns import check_file_returned
+from coordinator.files.move_returns import ReturnedLoan, check_file_returned, check_loan_returned
 from coordinator.machine import records
 from coordinator.machine.state import adoptions, integrity, reads
-from coordinator.topics.move_drop import ReturnedLoan, check_loan_returned
 from protos import internal_pb2 as internal
 from tests.test_move_adoption_chunks import NOW, TOPIC, Coordinator, pair
 from tests.test_move_drop import LOANED, SHARED, adopted, drop

@@ -1,20 +1,51 @@
 """A borrowed WAL file's return at the move's target (design §5a), pure.
 
 A loan row (coordinator/files/loans.py) with no live batch and no loan of its own out goes back to its lender: the
-move worker asks the lender to record FileLoanReturned (`coordinator/topics/move_drop.check_loan_returned`), then
+move worker asks the lender to record FileLoanReturned (`check_loan_returned`, at the lender), then
 `check_file_returned` records FileReturned here, which forgets the row (or, owned because the chain's token reached
 it, keeps it as a chain row that passes the token on). The rows to return are `adoptions.loan_rows_to_return`.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from coordinator.base.errors import ErrorCode
 from coordinator.base.result import ItemError, Result
-from coordinator.files.loans import HeldFile, may_return
+from coordinator.files.loans import HeldFile, LoanReturn, loan_return, may_return
 from coordinator.machine.view import CoordinatorView
 from protos import records_pb2 as rec
 
 _DONE = ItemError(ErrorCode.NONE, "")
+
+
+@dataclass(frozen=True, slots=True)
+class ReturnedLoan:
+    """A borrower returns its loan row of the file with this object key."""
+
+    object_key: str
+    borrower: int
+
+
+def check_loan_returned(view: CoordinatorView, request: ReturnedLoan, now_ms: int) -> Result[ItemError]:
+    """One FileLoanReturned; nothing for a loan not here (returned already: idempotent); or, while a move to the
+    borrower is not dropped yet (its drop may still record this loan), COORDINATOR_LOAD_IN_PROGRESS."""
+    facts = view.committed_file(request.object_key)
+    recorded = view.loan_pending(request.object_key, request.borrower) or (
+        facts is not None and request.borrower in facts.borrowers
+    )
+    moving = any(partition.moving_to == request.borrower for partition in view.partitions())
+    answer = loan_return(recorded, moving)
+    if answer is LoanReturn.ALREADY:
+        return Result([], _DONE)
+    if answer is LoanReturn.RETRY:
+        message = f"a move to coordinator {request.borrower} is in progress here; return {request.object_key!r} later"
+        return Result([], ItemError(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, message))
+    if facts is None:  # lent by a drop not applied yet: its row is known once it is
+        message = f"the loan of {request.object_key!r} is not applied yet; return it again"
+        return Result([], ItemError(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, message))
+    returned = rec.FileLoanReturned(file_id=facts.file_id, borrower=request.borrower)
+    return Result([rec.MetadataRecord(file_loan_returned=returned)], _DONE)
 
 
 def check_file_returned(view: CoordinatorView, object_key: str, now_ms: int) -> Result[ItemError]:

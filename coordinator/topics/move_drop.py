@@ -3,7 +3,7 @@
 `check_moved_out` writes PartitionMovedOut once the target adopted the partition: the partition leaves here, and each
 file of the moved batches that the target holds as a loan row lent by this coordinator (the target answers which:
 `coordinator/machine/state/adoptions.lent_by`) is lent to it, so this coordinator's row for it is not idle until the
-loan comes back. `check_loan_returned` ends a loan as the borrower returns it (`coordinator/files/loans.loan_return`).
+loan comes back (`coordinator/files/move_returns.check_loan_returned` ends it).
 `moves_in_progress` and `source_step` are what the move worker reads of this side's log (move_protocol.next_step).
 """
 
@@ -13,7 +13,6 @@ from dataclasses import dataclass
 
 from coordinator.base.errors import ErrorCode
 from coordinator.base.result import ItemError, Result
-from coordinator.files.loans import LoanReturn, loan_return
 from coordinator.machine.view import CoordinatorView
 from coordinator.topics.move_protocol import SourceStep
 from protos import records_pb2 as rec
@@ -31,14 +30,6 @@ class MoveOut:
     partition: int
     move_id: int
     target_loans: frozenset[str]
-
-
-@dataclass(frozen=True, slots=True)
-class ReturnedLoan:
-    """A borrower returns its loan row of the file with this object key."""
-
-    object_key: str
-    borrower: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,27 +70,6 @@ def check_moved_out(view: CoordinatorView, request: MoveOut, now_ms: int) -> Res
         partition_key=partition.key, move_id=request.move_id, to_coordinator=partition.moving_to, loans=loans
     )
     return Result([rec.MetadataRecord(partition_moved_out=moved)], _DONE)
-
-
-def check_loan_returned(view: CoordinatorView, request: ReturnedLoan, now_ms: int) -> Result[ItemError]:
-    """One FileLoanReturned; nothing for a loan not here (returned already: idempotent); or, while a move to the
-    borrower is not dropped yet (its drop may still record this loan), COORDINATOR_LOAD_IN_PROGRESS."""
-    facts = view.committed_file(request.object_key)
-    recorded = view.loan_pending(request.object_key, request.borrower) or (
-        facts is not None and request.borrower in facts.borrowers
-    )
-    moving = any(partition.moving_to == request.borrower for partition in view.partitions())
-    answer = loan_return(recorded, moving)
-    if answer is LoanReturn.ALREADY:
-        return Result([], _DONE)
-    if answer is LoanReturn.RETRY:
-        message = f"a move to coordinator {request.borrower} is in progress here; return {request.object_key!r} later"
-        return Result([], ItemError(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, message))
-    if facts is None:  # lent by a drop not applied yet: its row is known once it is
-        message = f"the loan of {request.object_key!r} is not applied yet; return it again"
-        return Result([], ItemError(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, message))
-    returned = rec.FileLoanReturned(file_id=facts.file_id, borrower=request.borrower)
-    return Result([rec.MetadataRecord(file_loan_returned=returned)], _DONE)
 
 
 def moves_in_progress(view: CoordinatorView) -> list[MoveInProgress]:
