@@ -25,7 +25,7 @@ from coordinator.commits.commit_file import CommitFiles
 from coordinator.config.settings import Settings
 from coordinator.consolidation import merge_work, replace_batches
 from coordinator.edge.rpcs import NoReplica, Rpc
-from coordinator.files import describe_files, handover, move_staging
+from coordinator.files import describe_files, handover, move_loans, move_staging
 from coordinator.files.list_file_keys import FileKeyStreams
 from coordinator.machine.catalog import TopicCatalog
 from coordinator.node import admin_service, leader_elections, reassignments
@@ -38,7 +38,7 @@ from coordinator.runtime.replication.leader import LeaderReplication
 from coordinator.runtime.replication.refusals import refused_epoch_end, refused_fetch
 from coordinator.runtime.replication.snapshot_transfer import stream_snapshot
 from coordinator.runtime.shard import CoordinatorShard
-from coordinator.topics import delete_records, move_admin, move_cutover, move_loans, remote_segments
+from coordinator.topics import delete_records, move_admin, move_cutover, remote_segments
 from coordinator.topics.admin import TopicAdmin
 from coordinator.topics.switch import service as switch_service
 from protos import admin_pb2 as admin

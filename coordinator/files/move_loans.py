@@ -1,5 +1,5 @@
 """ReturnFiles (protos/internal.proto) at the lender of borrowed WAL files (design §5a): each loan the borrower gives
-back ends here through `move_drop.check_loan_returned` (FileLoanReturned; a loan not here answers success, one a
+back ends here through `move_returns.check_loan_returned` (FileLoanReturned; a loan not here answers success, one a
 move to the borrower may still record waits), in one operation through this coordinator's pipeline."""
 
 from __future__ import annotations
@@ -8,10 +8,10 @@ from dataclasses import dataclass
 
 from coordinator.base.errors import CoordinatorUnavailable
 from coordinator.base.result import ItemError, Result
+from coordinator.files.move_returns import ReturnedLoan, check_loan_returned
 from coordinator.machine.view import CoordinatorView
 from coordinator.runtime.node_coordinators import NodeCoordinators, wire_code
 from coordinator.runtime.shard import Operation
-from coordinator.topics.move_drop import ReturnedLoan, check_loan_returned
 from protos import coordinator_pb2 as pb
 from protos import internal_pb2 as internal
 
