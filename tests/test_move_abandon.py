@@ -10,6 +10,7 @@ View and SQLite agree through a reopen, a rebuild from the records and the state
 from __future__ import annotations
 
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 import apsw
@@ -17,13 +18,13 @@ import apsw
 from coordinator.base.errors import ErrorCode
 from coordinator.files.move_chunks import check_adoption_chunk
 from coordinator.files.move_returns import ReturnedLoan, check_file_returned, check_loan_returned
-from coordinator.machine.state import integrity
+from coordinator.machine.state import integrity, reads
 from coordinator.machine.state.store import StateStore
 from coordinator.runtime.shard.log_replay import logical_dump
 from coordinator.topics import partition_checks
 from coordinator.topics.move_abandon import adoption_state, check_adoption_abandoned
 from coordinator.topics.move_drop import source_step
-from coordinator.topics.move_freeze import MoveCancel, check_cancel_move
+from coordinator.topics.move_freeze import MoveCancel, MoveStart, check_cancel_move, check_start_move
 from coordinator.topics.move_protocol import Next, TargetState, TargetStep, next_step
 from tests.test_move_adoption import adopt
 from tests.test_move_adoption_chunks import (
@@ -37,7 +38,7 @@ from tests.test_move_adoption_chunks import (
     move_all,
     pair,
 )
-from tests.test_move_loan_returns import purge, run, to_return
+from tests.test_move_loan_returns import QUERIES, file_workers, lose_partition, purge, run, settle, to_return
 
 __all__ = ["pair"]  # the fixture
 
@@ -107,12 +108,12 @@ def test_the_loan_rows_of_an_abandoned_move_go_back_once_the_source_cancelled(
     target.apply()
     assert to_return(target) == []  # the staged batches still count until the purge
     purge(target)
-    assert {key for key, _ in to_return(target)} == BORROWED
-    waits = check_loan_returned(source.view, ReturnedLoan("wal/1", 1), NOW)  # the source is still frozen
+    assert {row.object_key for row in to_return(target)} == BORROWED
+    waits = check_loan_returned(source.view, ReturnedLoan("wal/1", 1, MOVE), NOW)  # the source is still frozen
     assert waits.response.error_code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
     run(source, check_cancel_move(source.view, MoveCancel(TOPIC, 0, MOVE), NOW))
-    for object_key, _ in to_return(target):
-        answer = check_loan_returned(source.view, ReturnedLoan(object_key, 1), NOW)
+    for object_key, _, move in to_return(target):
+        answer = check_loan_returned(source.view, ReturnedLoan(object_key, 1, move), NOW)
         assert answer.response.error_code == ErrorCode.NONE and not answer.records  # no loan was ever recorded
         assert run(target, check_file_returned(target.view, object_key, NOW)) == 1
     assert to_return(target) == [] and all(target.store.committed_file(k) is None for k in BORROWED)
@@ -156,3 +157,61 @@ def test_the_state_check_reports_an_abandoned_move_still_staged(pair: tuple[Coor
     problem = integrity.check_integrity(target.store.path).problem
     assert problem is not None and "abandoned and staged" in problem
     target.store = StateStore(target.store.path, 1)
+
+
+def test_a_loan_row_an_abandoned_move_left_goes_back_while_another_move_to_the_target_waits_for_it(
+    pair: tuple[Coordinator, Coordinator],
+) -> None:
+    """The next move of the partition to the same target finds the abandoned move's idle loan rows and waits for them
+    to go; their return waits only for the move that made them, so neither waits for the other for ever."""
+    source, target = pair
+    key, _ = staged(pair)
+    abandon(target)
+    target.apply()
+    purge(target)
+    run(source, check_cancel_move(source.view, MoveCancel(TOPIC, 0, MOVE), NOW))
+    again = MOVE + 1
+    run(source, check_start_move(source.view, MoveStart(TOPIC, 0, 1, again), NOW))
+    first = replace(chunk_at(source, key, 0, 0), move_id=again)
+    assert check_adoption_chunk(target.view, first, 2, NOW).response.error.error_code == (
+        ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+    )  # wal/1 is an idle loan row of the abandoned move: on its way back
+    for object_key, _, move in to_return(target):
+        assert move == MOVE
+        answer = check_loan_returned(source.view, ReturnedLoan(object_key, 1, move), NOW)
+        assert answer.response.error_code == ErrorCode.NONE  # not held back by the other move to coordinator 1
+        run(target, check_file_returned(target.view, object_key, NOW))
+    assert to_return(target) == []
+    chunk = check_adoption_chunk(target.view, first, 2, NOW)
+    assert chunk.response.error.error_code == ErrorCode.NONE and len(chunk.records) == 1  # borrows anew
+    run(target, chunk)
+    assert target.store.committed_file("wal/1") is not None
+    assert target.store.committed_file("wal/1").loan_move_id == again  # type: ignore[union-attr]
+
+
+def test_a_loan_row_the_chains_token_reaches_returns_first_then_deletes_as_the_last_owner(
+    pair: tuple[Coordinator, Coordinator],
+) -> None:
+    """An abandoned move's loan row not yet returned when the source, its lender and the file's owner before the
+    target, hands the file over: the row returns its loan first (never handed on or deleted as a loan row), then is
+    the last owner's chain row and deletes the file."""
+    source, target = pair
+    coordinators = {0: source, 1: target}
+    staged(pair)
+    abandon(target)
+    target.apply()
+    purge(target)
+    run(source, check_cancel_move(source.view, MoveCancel(TOPIC, 0, MOVE), NOW))
+    lose_partition(source, 0)
+    file_workers(coordinators, set(), only=0)  # the source hands wal/1 over to the target, next and last owner
+    facts = target.store.committed_file("wal/1")
+    assert facts is not None and facts.owned and facts.lender_id == 0  # the token reached the loan row
+    with target.store.read_transaction() as db:
+        for query, bindings in QUERIES:
+            assert "wal/1" not in {f.object_key for f in reads.idle_files(db, query, bindings, 100)}
+    assert ("wal/1", 0, MOVE) in to_return(target)
+    deleted: set[str] = set()
+    settle(coordinators, deleted)
+    assert "wal/1" in deleted and target.store.committed_file("wal/1") is None
+    for coordinator in pair:
+        assert integrity.check_integrity(coordinator.store.path).problem is None

@@ -67,20 +67,20 @@ def adopted(pair: tuple[Coordinator, Coordinator]) -> int:
     return key
 
 
-def lent(target: Coordinator, partition: int = 0) -> frozenset[str]:
+def lent(target: Coordinator, partition: int = 0, move: int = MOVE) -> frozenset[str]:
     with target.store.read_transaction() as db:
-        found = adoptions.lent_by(db, TOPIC, partition, 0)
+        found = adoptions.lent_for(db, TOPIC, partition, 0, move)
     assert found is not None
     return frozenset(found)
 
 
 def drop(source: Coordinator, target: Coordinator, partition: int = 0, move: int = MOVE) -> tuple[ErrorCode, int]:
-    result = check_moved_out(source.view, MoveOut(TOPIC, partition, move, lent(target, partition)), NOW)
+    result = check_moved_out(source.view, MoveOut(TOPIC, partition, move, lent(target, partition, move)), NOW)
     source.append(result)
     return result.response.error_code, len(result.records)
 
 
-def test_the_target_names_its_loan_rows_lent_by_the_source_once_the_adoption_is_applied(
+def test_the_target_names_the_loan_rows_the_move_made_once_the_adoption_is_applied(
     pair: tuple[Coordinator, Coordinator],
 ) -> None:
     source, target = pair
@@ -88,7 +88,7 @@ def test_the_target_names_its_loan_rows_lent_by_the_source_once_the_adoption_is_
     key, chunks = moved(pair)
     adopt(source, target, key, chunks)
     with target.store.read_transaction() as db:
-        assert adoptions.lent_by(db, TOPIC, 0, 0) is None  # the adoption not applied yet: ask again
+        assert adoptions.lent_for(db, TOPIC, 0, 0, MOVE) is None  # the adoption not applied yet: ask again
     target.apply()
     assert lent(target) == LOANED
 

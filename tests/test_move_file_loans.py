@@ -3,10 +3,12 @@
 A model of one WAL file at several coordinators: each coordinator's row (live batches, the chain's token, a
 lender, loans out), the partitions holding batches in the file, and every step that is two records in two logs
 split in two, so that any other step may run in between: a hand-over (the receiver records, then the sender
-forgets), a return (the lender settles, then the borrower forgets) and a move (freeze at the source, adoption at
-the target, drop at the source). Batches are deleted at any time from partitions not frozen. Hypothesis
-interleaves them; after every step no file is deleted while a coordinator holds a live batch in it (I4), and at
-the end, with every batch gone and the workers run to quiescence, the file is deleted and no row is left.
+forgets), a return (the lender settles, then the borrower forgets) and a move (freeze at the source, staging and
+adoption at the target, drop at the source; or the target's abandon with the source's cancel). A loan row names the
+move that made it: its drop lends it, and its lender holds its return back only while that move is in progress.
+Batches are deleted at any time from partitions not frozen. Hypothesis interleaves them; after every step no file
+is deleted while a coordinator holds a live batch in it (I4), and at the end, with every batch gone and the workers
+run to quiescence, every move is over, the file is deleted and no row is left.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ class Row:
     owned: bool
     lender: int = NO_LENDER
     loans: set[int] = field(default_factory=set)
+    loan_move: Move | None = None  # the move that made this loan row: its lender holds the return back only for it
 
     def held(self) -> HeldFile:
         return HeldFile(self.live, self.owned, self.lender, len(self.loans))
@@ -51,10 +54,11 @@ class Partition:
     batches: int  # live batches in the file
 
 
-@dataclass
+@dataclass(eq=False)  # compared by identity: two moves of the same pair are different moves
 class Move:
     source: int
     target: int
+    staged: int = -1  # batches staged at the target, -1 before the staging
     adopted: bool = False
     borrowed: bool = False
 
@@ -111,9 +115,9 @@ class FileLoans(RuleBasedStateMachine):
         self.source_batches[index] = 0
 
     @rule(pick=st.integers(0, 99))
-    def adopt(self, pick: int) -> None:
+    def stage(self, pick: int) -> None:
         index, move = self._move(pick, adopted=False)
-        if move is None:
+        if move is None or move.staged >= 0:
             return
         partition = self.partitions[index]
         if partition.batches > 0:
@@ -123,11 +127,29 @@ class FileLoans(RuleBasedStateMachine):
                 return
             if decision is FileAdoption.BORROW:
                 source_row = self.rows[move.source]
-                self.rows[move.target] = Row(source_row.owner_ids, 0, owned=False, lender=move.source)
+                self.rows[move.target] = Row(source_row.owner_ids, 0, owned=False, lender=move.source, loan_move=move)
                 move.borrowed = True
             self.rows[move.target].live += partition.batches
-        self.source_batches[index] = partition.batches  # the source still counts these until its drop
+        move.staged = partition.batches
+
+    @rule(pick=st.integers(0, 99))
+    def adopt(self, pick: int) -> None:
+        index, move = self._move(pick, adopted=False)
+        if move is None or move.staged < 0:
+            return
+        self.source_batches[index] = self.partitions[index].batches  # the source still counts these until its drop
         move.adopted = True
+
+    @rule(pick=st.integers(0, 99))
+    def abandon(self, pick: int) -> None:
+        """The target abandons a move it has not adopted (its staged batches go) and the source cancels it."""
+        index, move = self._move(pick, adopted=False)
+        if move is None:
+            return
+        if move.staged > 0:
+            self.rows[move.target].live -= move.staged
+        del self.moves[index]
+        self.source_batches.pop(index, None)
 
     @rule(pick=st.integers(0, 99))
     def drop(self, pick: int) -> None:
@@ -179,7 +201,7 @@ class FileLoans(RuleBasedStateMachine):
         if row is None or pick in self.returning or not may_return(row.held()):
             return
         lender_row = self.rows.get(row.lender)
-        in_progress = any(m.source == row.lender and m.target == pick for m in self.moves.values())
+        in_progress = any(m is row.loan_move for m in self.moves.values())
         recorded = lender_row is not None and pick in lender_row.loans
         answer = loan_return(recorded, in_progress)
         if answer is LoanReturn.RETRY:
@@ -197,7 +219,7 @@ class FileLoans(RuleBasedStateMachine):
         row = self.rows[pick]
         assert is_idle(row.held()), "a loan row got batches while its return was under way"
         if keeps_row_after_return(row.held()):
-            row.lender = NO_LENDER
+            row.lender, row.loan_move = NO_LENDER, None
         else:
             del self.rows[pick]
 
@@ -219,7 +241,7 @@ class FileLoans(RuleBasedStateMachine):
             if partition.batches == 0:
                 continue
             move = self.moves.get(index)
-            holders = {partition.holder} if move is None or not move.adopted else {move.source, move.target}
+            holders = {partition.holder} if move is None or move.staged <= 0 else {move.source, move.target}
             for holder in holders:
                 assert holder in self.rows, f"coordinator {holder} holds live batches in the file without a row"
 
@@ -227,6 +249,7 @@ class FileLoans(RuleBasedStateMachine):
         """Every batch goes, every move ends, and the workers run until nothing changes: the file is deleted."""
         for _ in range(10 * COORDINATORS):
             for pick in range(len(self.partitions)):
+                self.stage(pick)
                 self.adopt(pick)
                 self.drop(pick)
             self._run_workers()
@@ -308,6 +331,7 @@ def _check(machine: FileLoans) -> None:
 def test_a_borrowed_file_outlives_its_lender_and_last_owner() -> None:
     machine = _machine([0], [(0, 1)])
     machine.start_move(pick=0, to=1)
+    machine.stage(pick=0)
     machine.adopt(pick=0)
     machine.drop(pick=0)
     for _ in range(4):
@@ -323,9 +347,11 @@ def test_batches_moved_to_an_owner_handing_the_file_over_wait() -> None:
     machine = _machine([0, 1], [(1, 2)])
     machine.hand_over_or_delete(pick=0)
     machine.start_move(pick=0, to=0)
+    machine.stage(pick=0)
     machine.adopt(pick=0)
     assert not machine.moves[0].adopted, "the adoption went into a row being handed over"
     machine.handed_over(pick=0)
+    machine.stage(pick=0)
     machine.adopt(pick=0)
     machine.drop(pick=0)
     for _ in range(4):
@@ -338,6 +364,7 @@ def test_batches_moved_to_an_owner_handing_the_file_over_wait() -> None:
 def test_a_return_before_the_drop_waits_for_the_loan() -> None:
     machine = _machine([0], [(0, 1)])
     machine.start_move(pick=0, to=1)
+    machine.stage(pick=0)
     machine.adopt(pick=0)
     machine.delete_batches(pick=0, count=1)  # the target's retention, before the source's drop
     machine.return_loan(pick=1)
@@ -347,3 +374,17 @@ def test_a_return_before_the_drop_waits_for_the_loan() -> None:
         machine.run_workers()
         _check(machine)
     assert machine.deleted and not machine.rows
+
+
+def test_a_loan_row_an_abandoned_move_left_goes_back_while_another_move_to_its_target_waits() -> None:
+    """The next move to the same target waits for the abandoned move's idle loan row to go (adoption_of_file: RETRY),
+    and that row's return waits only for the move that made it: both finish."""
+    machine = _machine([0], [(0, 1), (0, 1)])
+    machine.start_move(pick=0, to=1)
+    machine.stage(pick=0)
+    assert machine.rows[1].lender == 0
+    machine.abandon(pick=0)
+    machine.start_move(pick=1, to=1)
+    machine.stage(pick=0)  # the only move left: partition 1's, refused while the idle loan row may be on its way back
+    assert machine.moves[1].staged < 0
+    machine.teardown()  # every move finishes, the file is deleted

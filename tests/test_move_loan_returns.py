@@ -18,7 +18,7 @@ from coordinator.files.move_returns import ReturnedLoan, check_file_returned, ch
 from coordinator.machine import records
 from coordinator.machine.state import adoptions, integrity, reads
 from protos import internal_pb2 as internal
-from tests.test_move_adoption_chunks import NOW, TOPIC, Coordinator, pair
+from tests.test_move_adoption_chunks import MOVE, NOW, TOPIC, Coordinator, pair
 from tests.test_move_drop import LOANED, SHARED, adopted, drop
 
 __all__ = ["pair"]  # the fixture
@@ -52,7 +52,7 @@ def purge(source: Coordinator) -> None:
         run(source, Result([records.batches_purged([(key, 2**62) for key in awaiting])], None))
 
 
-def to_return(coordinator: Coordinator, limit: int = 100) -> list[tuple[str, int]]:
+def to_return(coordinator: Coordinator, limit: int = 100) -> list[adoptions.LoanRow]:
     with coordinator.store.read_transaction() as db:
         return adoptions.loan_rows_to_return(db, limit)
 
@@ -61,8 +61,8 @@ def return_loans(coordinators: dict[int, Coordinator]) -> int:
     """Each coordinator's idle loan rows returned (the move worker's pass): the rows forgotten."""
     forgotten = 0
     for borrower, coordinator in coordinators.items():
-        for key, lender in to_return(coordinator):
-            answer = check_loan_returned(coordinators[lender].view, ReturnedLoan(key, borrower), NOW)
+        for key, lender, move in to_return(coordinator):
+            answer = check_loan_returned(coordinators[lender].view, ReturnedLoan(key, borrower, move), NOW)
             run(coordinators[lender], answer)
             if answer.response.error_code == ErrorCode.NONE:
                 forgotten += run(coordinator, check_file_returned(coordinator.view, key, NOW))
@@ -123,23 +123,28 @@ def settle(coordinators: dict[int, Coordinator], deleted: set[str]) -> None:
     raise AssertionError("the file workers and returns do not settle")
 
 
-def test_a_return_waits_for_the_drop_and_a_file_lost_meanwhile_needs_no_loan(
+def test_a_return_waits_for_the_drop_which_lends_even_a_loan_row_the_target_emptied_meanwhile(
     pair: tuple[Coordinator, Coordinator],
 ) -> None:
     source, target = pair
     adopted(pair)
     lose_partition(target, 0)  # the target's retention: its loan rows of the move are idle before the drop
-    assert {key for key, _ in to_return(target)} == LOANED and {lender for _, lender in to_return(target)} == {0}
-    early = check_loan_returned(source.view, ReturnedLoan("wal/1", 1), NOW)
+    assert {row.object_key for row in to_return(target)} == LOANED
+    assert {(row.lender, row.move_id) for row in to_return(target)} == {(0, MOVE)}
+    early = check_loan_returned(source.view, ReturnedLoan("wal/1", 1, MOVE), NOW)
     assert early.response.error_code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS and not early.records
     assert drop(source, target) == (ErrorCode.NONE, 1)
+    pending = check_loan_returned(source.view, ReturnedLoan("wal/1", 1, MOVE), NOW)
+    assert len(pending.records) == 1  # lent by the drop, not applied yet: the return is applied after it
     source.apply()
-    assert source.store.reader.execute("SELECT count(*) FROM file_loans").fetchall() == [(0,)]  # none needed
-    after = check_loan_returned(source.view, ReturnedLoan("wal/1", 1), NOW)
-    assert after.response.error_code == ErrorCode.NONE and not after.records  # nothing to settle
+    run(source, pending)
+    facts = source.store.committed_file("wal/1")
+    assert facts is not None and facts.borrowers == ()
     assert run(target, check_file_returned(target.view, "wal/1", NOW)) == 1
     assert target.store.committed_file("wal/1") is None
     assert run(target, check_file_returned(target.view, "wal/1", NOW)) == 0  # forgotten already
+    for coordinator in pair:
+        assert integrity.check_integrity(coordinator.store.path).problem is None
 
 
 def test_a_returned_loan_frees_the_sources_row_once_and_the_target_forgets_its_row(
@@ -154,15 +159,15 @@ def test_a_returned_loan_frees_the_sources_row_once_and_the_target_forgets_its_r
     busy = check_file_returned(target.view, "wal/1", NOW)
     assert busy.response.error_code == ErrorCode.INVALID_REQUEST and not busy.records
     lose_partition(target, 0)
-    assert len(to_return(target, 2)) == 2 and {k for k, _ in to_return(target)} == LOANED  # bounded by the limit
-    first = check_loan_returned(source.view, ReturnedLoan("wal/1", 1), NOW)
-    again = check_loan_returned(source.view, ReturnedLoan("wal/1", 1), NOW)  # before the first is applied
+    assert len(to_return(target, 2)) == 2 and {row.object_key for row in to_return(target)} == LOANED  # bounded
+    first = check_loan_returned(source.view, ReturnedLoan("wal/1", 1, MOVE), NOW)
+    again = check_loan_returned(source.view, ReturnedLoan("wal/1", 1, MOVE), NOW)  # before the first is applied
     assert len(first.records) == len(again.records) == 1
     run(source, first)
     run(source, again)  # a second record of the same return changes nothing
     facts = source.store.committed_file("wal/1")
     assert facts is not None and facts.borrowers == ()
-    assert not check_loan_returned(source.view, ReturnedLoan("wal/1", 1), NOW).records  # idempotent
+    assert not check_loan_returned(source.view, ReturnedLoan("wal/1", 1, MOVE), NOW).records  # idempotent
     twice = [check_file_returned(target.view, "wal/1", NOW) for _ in range(2)]
     assert [len(r.records) for r in twice] == [1, 1]
     for result in twice:
@@ -204,31 +209,5 @@ def test_a_shared_file_is_deleted_only_once_neither_coordinator_holds_a_live_bat
     steps[1]()
     settle(coordinators, deleted)
     assert holders(coordinators, SHARED) == set() and SHARED in deleted  # let go by both: deleted by its last owner
-    for coordinator in pair:
-        assert integrity.check_integrity(coordinator.store.path).problem is None
-
-
-def test_a_loan_row_the_chains_token_reaches_returns_first_then_deletes_as_the_last_owner(
-    pair: tuple[Coordinator, Coordinator],
-) -> None:
-    source, target = pair
-    coordinators = {0: source, 1: target}
-    adopted(pair)
-    lose_partition(target, 0)  # idle loan rows before the drop: it lends nothing
-    drop(source, target)
-    source.apply()
-    purge(source)
-    file_workers(
-        coordinators, set(), only=0
-    )  # the source (first owner of wal/1) hands it over to the target, next and last
-    facts = target.store.committed_file("wal/1")
-    assert facts is not None and facts.owned and facts.lender_id == 0  # the token reached the loan row
-    with target.store.read_transaction() as db:
-        for query, bindings in QUERIES:
-            assert "wal/1" not in {f.object_key for f in reads.idle_files(db, query, bindings, 100)}
-    assert ("wal/1", 0) in to_return(target)
-    deleted: set[str] = set()
-    settle(coordinators, deleted)
-    assert "wal/1" in deleted and target.store.committed_file("wal/1") is None
     for coordinator in pair:
         assert integrity.check_integrity(coordinator.store.path).problem is None

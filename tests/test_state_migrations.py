@@ -83,8 +83,8 @@ def test_a_schema_10_file_row_is_of_its_owner_chain_at_schema_11(tmp_path: Path)
 
 
 def test_a_schema_11_state_gains_empty_drops_loans_and_abandons_at_schema_12(tmp_path: Path) -> None:
-    """Schema 12 (the moves' drop, WAL-file loans and abandons, design §5a): the tables are made empty, and every
-    file row an older state holds has no loan out."""
+    """Schema 12 (the moves' drop, WAL-file loans and abandons, design §5a): the tables are made empty, every file row
+    an older state holds has no loan out, and a chain row names no loan's move."""
     path = tmp_path / "state.sqlite"
     store = StateStore(path, 0)
     store.apply([(store.applied_offset + 1, [records.file_committed(0, "wal/0", 10, 1, [0], 1000, [])])])
@@ -93,12 +93,13 @@ def test_a_schema_11_state_gains_empty_drops_loans_and_abandons_at_schema_12(tmp
     with db:  # as schema 11 had it
         for table in ("partition_moves_out", "file_loans", "abandoned_adoptions"):
             db.execute(f"DROP TABLE {table}")
+        db.execute("ALTER TABLE files DROP COLUMN loan_move_id")
         db.execute("UPDATE meta SET value = 11 WHERE name = 'schema_version'")
     db.close()
 
     store = StateStore(path, 0)
     facts = store.committed_file("wal/0")
-    assert facts is not None and facts.borrowers == () and facts.loans_out == 0
+    assert facts is not None and facts.borrowers == () and facts.loans_out == 0 and facts.loan_move_id == -1
     store.close()
 
     db = apsw.Connection(str(path))

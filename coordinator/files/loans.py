@@ -88,11 +88,14 @@ class LoanReturn(enum.Enum):
 
 
 def loan_return(loan_recorded: bool, move_to_borrower_in_progress: bool) -> LoanReturn:
-    """A borrower returns its loan row: the lender's answer.
+    """A borrower returns its loan row: the lender's answer. `move_to_borrower_in_progress`: the move that made the
+    loan row (the row names it) is still in progress at the lender.
 
     The loan is recorded by the source's drop, after the target adopted; the target may meanwhile have lost the
     batches (its retention) and return early. Settling nothing then would let the drop record a loan nobody will
-    return, so the return waits for the drop.
+    return, so the return waits for the drop. Only for that move: a loan row left by an abandoned move would otherwise
+    wait for another move to the same target, which may itself wait for that row to go (a chunk naming an idle loan
+    row waits).
     """
     if loan_recorded:
         return LoanReturn.SETTLE

@@ -21,25 +21,29 @@ _DONE = ItemError(ErrorCode.NONE, "")
 
 @dataclass(frozen=True, slots=True)
 class ReturnedLoan:
-    """A borrower returns its loan row of the file with this object key."""
+    """A borrower returns its loan row of the file with this object key, made by the lender's move `move_id`
+    (`adoptions.LoanRow`)."""
 
     object_key: str
     borrower: int
+    move_id: int
 
 
 def check_loan_returned(view: CoordinatorView, request: ReturnedLoan, now_ms: int) -> Result[ItemError]:
-    """One FileLoanReturned; nothing for a loan not here (returned already: idempotent); or, while a move to the
-    borrower is not dropped yet (its drop may still record this loan), COORDINATOR_LOAD_IN_PROGRESS."""
+    """One FileLoanReturned; nothing for a loan not here (returned already: idempotent); or, while the move that made
+    the loan row is in progress here (its drop will record this loan), COORDINATOR_LOAD_IN_PROGRESS. Only that move:
+    a loan row left by a move abandoned at the target goes back once the source cancelled it, whatever other move to
+    the same target is under way (one of them may wait for that very row to go)."""
     facts = view.committed_file(request.object_key)
     recorded = view.loan_pending(request.object_key, request.borrower) or (
         facts is not None and request.borrower in facts.borrowers
     )
-    moving = any(partition.moving_to == request.borrower for partition in view.partitions())
+    moving = any(p.move_id == request.move_id and p.moving_to == request.borrower for p in view.partitions())
     answer = loan_return(recorded, moving)
     if answer is LoanReturn.ALREADY:
         return Result([], _DONE)
     if answer is LoanReturn.RETRY:
-        message = f"a move to coordinator {request.borrower} is in progress here; return {request.object_key!r} later"
+        message = f"move {request.move_id} to coordinator {request.borrower} is in progress here; return later"
         return Result([], ItemError(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, message))
     if facts is None:  # lent by a drop not applied yet: its row is known once it is
         message = f"the loan of {request.object_key!r} is not applied yet; return it again"

@@ -102,6 +102,8 @@ class FileFacts:
     lender_id: int = -1
     # Borrowers holding a loan row of this row's file, not returned yet (design §5a): while any, the row is not idle.
     borrowers: tuple[int, ...] = ()
+    # A loan row's move (the lender's move id that made it; -1 for a chain row): its drop lends it.
+    loan_move_id: int = -1
 
     @property
     def loans_out(self) -> int:

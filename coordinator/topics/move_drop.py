@@ -1,11 +1,10 @@
-"""A partition move's drop at its source, and the return of the WAL-file loans it made, as pure checks (design §5a).
+"""A partition move's drop at its source, as a pure check, and what the move worker reads of the source (design §5a).
 
 `check_moved_out` writes PartitionMovedOut once the target adopted the partition: the partition leaves here, and each
-file of the moved batches that the target holds as a loan row lent by this coordinator (the target answers which:
-`coordinator/machine/state/adoptions.lent_by`) is lent to it, so this coordinator's row for it is not idle until the
-loan comes back (`coordinator/files/move_returns.check_loan_returned` ends it).
-`moves_in_progress` and `source_step` are what the move worker reads of this side's log (move_protocol.next_step).
-"""
+loan row the move made at the target (the target answers which: `coordinator/machine/state/adoptions.lent_for`) is
+lent to it, so this coordinator's row for its file is not idle until the loan comes back
+(`coordinator/files/move_returns.check_loan_returned` ends it). `moves_in_progress` and `source_step` are what the
+move worker reads of this side's log (move_protocol.next_step)."""
 
 from __future__ import annotations
 
@@ -22,8 +21,8 @@ _DONE = ItemError(ErrorCode.NONE, "")
 
 @dataclass(frozen=True, slots=True)
 class MoveOut:
-    """The drop of a move the target adopted. `target_loans`: the object keys of the moved batches' files that the
-    target holds as loan rows lent by this coordinator (its answer; a key missing here would leave its loan row
+    """The drop of a move the target adopted. `target_loans`: the object keys of the loan rows this move made at the
+    target that are still there (its answer, `adoptions.lent_for`; a key missing here would leave its loan row
     unaccounted for, so the worker passes the target's answer whole)."""
 
     topic_id: bytes

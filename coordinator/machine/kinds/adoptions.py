@@ -34,7 +34,8 @@ from protos import records_pb2 as rec
 
 _INSERT_LOAN_ROW = (
     "INSERT INTO files (file_id, object_key, file_size, uploader_broker_id, owner_ids, committed_at_ms, "
-    "live_batches, is_last_owner, owned, delete_after_ms, part_batches, lender_id) VALUES (?,?,?,?,?,?,?,0,0,-1,0,?)"
+    "live_batches, is_last_owner, owned, delete_after_ms, part_batches, lender_id, loan_move_id) "
+    "VALUES (?,?,?,?,?,?,?,0,0,-1,0,?,?)"
 )
 _INSERT_ABORTED = (
     "INSERT INTO aborted_transactions (partition_key, last_offset, producer_id, first_offset, last_stable_offset, "
@@ -150,6 +151,7 @@ class PartitionAdoptionChunkKind(NoCatalogEffects):
                     (
                         file.file_id, file.object_key, file.file_size, file.uploader_broker_id,
                         owner_list(list(file.owner_ids)), file.committed_at_ms, per_file[index], chunk.from_coordinator,
+                        chunk.move_id,
                     ),
                 )  # fmt: skip
             else:

@@ -162,7 +162,8 @@ class FileReturnedKind(NoCatalogEffects):
         if owned:  # a chain row from now on: the last owner's deletes the file, another's passes the token
             last = int(str(owners).split(",")[-1]) == transaction.coordinator_id
             db.execute(
-                "UPDATE files SET lender_id = -1, is_last_owner = ? WHERE file_id = ?", (int(last), returned.file_id)
+                "UPDATE files SET lender_id = -1, loan_move_id = -1, is_last_owner = ? WHERE file_id = ?",
+                (int(last), returned.file_id),
             )
         else:
             db.execute("DELETE FROM files WHERE file_id = ?", (returned.file_id,))

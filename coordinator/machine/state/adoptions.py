@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import apsw
 
 from coordinator.base.invariants import check_invariant
@@ -123,39 +125,43 @@ def adopted_partition(db: apsw.Connection, partition_key: int) -> AdoptedPartiti
     return AdoptedPartition._make((bytes(topic_id), str(name), int(partition), *positions, tuple(producers), configs))
 
 
-def lent_by(db: apsw.Connection, topic_id: bytes, partition: int, lender: int) -> list[str] | None:
-    """At a move's target, once its adoption is applied: the object keys of the files the adopted partition's batches
-    live in whose row here is a loan row lent by `lender` (the source), which the source's drop records as loans.
-    None while the partition is not served here (the adoption, and so its chunks, not applied yet: ask again).
+def lent_for(db: apsw.Connection, topic_id: bytes, partition: int, source: int, move_id: int) -> list[str] | None:
+    """At a move's target, once its adoption is applied: the object keys of the loan rows the move made here (each
+    names its lender and move) that are still here, which the source's drop records as loans. None while the
+    partition is not served here (the adoption, and so its chunks, not applied yet: ask again).
 
-    A loan row of the source's whose batches this coordinator lost meanwhile (its retention) is not among them: it is
-    idle, so no loan needs to hold the source's row back, and the source answers its return once the drop is in.
-    Call it in a read transaction."""
-    row = db.execute(
-        "SELECT partition_key FROM partitions WHERE topic_id = ? AND partition = ?", (topic_id, partition)
-    ).fetchone()
+    Every one of them, idle or not: no such row is returned before the drop (its lender answers RETRY while the move
+    is in progress), and a loan recorded for an idle row is settled by the return that follows. Call it in a read
+    transaction."""
+    row = db.execute("SELECT 1 FROM partitions WHERE topic_id = ? AND partition = ?", (topic_id, partition)).fetchone()
     if row is None:
         return None
     return [
         str(object_key)
         for (object_key,) in db.execute(
-            "SELECT f.object_key FROM files AS f WHERE f.lender_id = ? AND f.file_id IN "
-            "(SELECT DISTINCT file_id FROM batches WHERE partition_key = ?) ORDER BY f.file_id",
-            (lender, int(row[0])),
+            "SELECT object_key FROM files WHERE lender_id = ? AND loan_move_id = ? ORDER BY file_id", (source, move_id)
         )
     ]
 
 
-def loan_rows_to_return(db: apsw.Connection, limit: int) -> list[tuple[str, int]]:
-    """(object key, lender) of the loan rows here with no live batch and no loan of their own out (design §5a), in
-    file id order, at most `limit`: the move worker returns each to its lender (FileLoanReturned there), then records
-    FileReturned here (coordinator/files/move_returns.check_file_returned). An owned one (the chain's token reached
-    it) is among them: it returns its loan before it passes the token."""
+class LoanRow(NamedTuple):
+    """A loan row to return: its key, its lender and the lender's move that made it."""
+
+    object_key: str
+    lender: int
+    move_id: int
+
+
+def loan_rows_to_return(db: apsw.Connection, limit: int) -> list[LoanRow]:
+    """The loan rows here with no live batch and no loan of their own out (design §5a), in file id order, at most
+    `limit`: the move worker returns each to its lender (coordinator/files/move_returns.check_loan_returned there),
+    then records FileReturned here (check_file_returned). An owned one (the chain's token reached it) is among them:
+    it returns its loan before it passes the token."""
     return [
-        (str(object_key), int(lender))
-        for object_key, lender in db.execute(
-            "SELECT object_key, lender_id FROM files WHERE live_batches = 0 AND lender_id >= 0 AND NOT EXISTS "
-            "(SELECT 1 FROM file_loans AS l WHERE l.file_id = files.file_id) ORDER BY file_id LIMIT ?",
+        LoanRow(str(object_key), int(lender), int(move_id))
+        for object_key, lender, move_id in db.execute(
+            "SELECT object_key, lender_id, loan_move_id FROM files WHERE live_batches = 0 AND lender_id >= 0 AND NOT "
+            "EXISTS (SELECT 1 FROM file_loans AS l WHERE l.file_id = files.file_id) ORDER BY file_id LIMIT ?",
             (limit,),
         )
     ]

@@ -152,6 +152,12 @@ def move_problems(connection: apsw.Connection) -> list[str]:
     return (frozen + staged)[:PROBLEMS_REPORTED_MAX]
 
 
+# A chain row (design §5a) that names a loan's move (a loan row of a schema 11 state with no batch names none).
+_LOAN_ROW_PROBLEMS = (
+    "SELECT 'file ' || file_id || ' lent by ' || lender_id || ' for move ' || loan_move_id FROM files "
+    "WHERE lender_id < 0 AND loan_move_id >= 0 "
+    f"LIMIT {PROBLEMS_REPORTED_MAX}"
+)
 # A loan (design §5a) on no file row here, to no coordinator or to this one, or on a row of this coordinator's that
 # is itself a loan row lent by that borrower (a loan cycle: neither would ever return); a move dropped here whose
 # partition is still served under its key; an abandoned move still staged or adopted.
@@ -170,7 +176,11 @@ _LOAN_PROBLEMS = (
 
 def loan_problems(connection: apsw.Connection) -> list[str]:
     """Loans, drops and abandons that contradict the state, at most a few."""
-    return [str(problem) for (problem,) in connection.execute(_LOAN_PROBLEMS)]
+    found = [str(problem) for (problem,) in connection.execute(_LOAN_PROBLEMS)]
+    found += [f"{problem}: a chain row names no move" for (problem,) in connection.execute(
+        _LOAN_ROW_PROBLEMS
+    )]  # fmt: skip
+    return found[:PROBLEMS_REPORTED_MAX]
 
 
 def take_clean_close_mark(directory: Path) -> bool:

@@ -205,7 +205,7 @@ def max_timestamp_batch(db: apsw.Connection, partition_key: int) -> tuple[int, i
 
 _FILE_COLUMNS = (
     "file_id, object_key, file_size, uploader_broker_id, owner_ids, committed_at_ms, live_batches, is_last_owner, "
-    "owned, delete_after_ms, part_batches, lender_id, "
+    "owned, delete_after_ms, part_batches, lender_id, loan_move_id, "
     "(SELECT group_concat(borrower) FROM file_loans AS l WHERE l.file_id = files.file_id)"
 )
 # A row with a loan out (design §5a) is held: never idle, whatever its live batches.
@@ -216,12 +216,12 @@ _AWAITING_DELETION = "live_batches = 0 AND is_last_owner = 1 AND owned = 1"
 
 
 def _file_facts(row: tuple[Any, ...]) -> FileFacts:
-    file_id, key, size, uploader, owners, committed_at, live, last, owned, delete_after, part_batches, lender, lent = (
-        row
-    )
+    file_id, key, size, uploader, owners, committed_at, live, last, owned, delete_after, part_batches, *loans = row
+    lender, loan_move, lent = loans
     return FileFacts(
         file_id, key, size, uploader, tuple(map(int, owners.split(","))), committed_at, live, bool(last),
         bool(owned), delete_after, part_batches, lender, () if lent is None else tuple(map(int, lent.split(","))),
+        loan_move,
     )  # fmt: skip
 
 

@@ -68,7 +68,9 @@ STATEMENTS = (
     # taken by hand-over); a retried commit is answered again only while all of them are live (DESIGN §6a).
     # lender_id (schema 11): -1 for a row of the file's owner chain (DESIGN §5); else a *loan row* (design §5a,
     # coordinator/files/loans.py), made by a partition move's target that had no row for the file: never owned,
-    # never handed over, never deleting, kept until returned to the lender.
+    # never handed over, never deleting, kept until returned to the lender. loan_move_id (schema 12): the move (of the
+    # lender's) that made the loan row, -1 for a chain row: its drop lends it, and the lender holds its return back
+    # only while that move is in progress.
     """CREATE TABLE IF NOT EXISTS files (
         file_id INTEGER PRIMARY KEY,
         object_key TEXT NOT NULL UNIQUE,
@@ -81,7 +83,8 @@ STATEMENTS = (
         owned INTEGER NOT NULL,
         delete_after_ms INTEGER NOT NULL,
         part_batches INTEGER NOT NULL,
-        lender_id INTEGER NOT NULL DEFAULT -1
+        lender_id INTEGER NOT NULL DEFAULT -1,
+        loan_move_id INTEGER NOT NULL DEFAULT -1
     )""",
     "CREATE INDEX IF NOT EXISTS files_live_by_time ON files (committed_at_ms) WHERE live_batches > 0",
     # The file workers' work list: files with no live batch left here (few, compared with live ones).
@@ -232,6 +235,19 @@ def _files_with_lenders(db: apsw.Connection) -> None:
         db.execute("ALTER TABLE files ADD COLUMN lender_id INTEGER NOT NULL DEFAULT -1")
 
 
+def _files_with_loan_moves(db: apsw.Connection) -> None:
+    """Schema 12's `files.loan_move_id`, unless the open's CREATE already made the table with it: a loan row of a
+    schema 11 state (no drop existed) takes the move whose staged or adopted batches live in it, so that move's drop
+    lends it; one with no batch left names none (-1) and goes back at once: it holds nothing."""
+    if not any(column[1] == "loan_move_id" for column in db.execute("PRAGMA table_info(files)")):
+        db.execute("ALTER TABLE files ADD COLUMN loan_move_id INTEGER NOT NULL DEFAULT -1")
+    db.execute(
+        "UPDATE files SET loan_move_id = coalesce((SELECT a.move_id FROM batches AS b JOIN partition_adoptions AS a "
+        "ON a.staged_partition_key = b.partition_key WHERE b.file_id = files.file_id "
+        "AND a.from_coordinator = files.lender_id LIMIT 1), -1) WHERE lender_id >= 0 AND loan_move_id < 0"
+    )
+
+
 def _entries_with_producer_ids(db: apsw.Connection) -> None:
     """Rebuilds the entries of batches whose producer is not 0 from their columns (the entry of producer 0 already
     reads as 0), a partition at a time so that memory stays bounded by the largest partition."""
@@ -334,8 +350,11 @@ MIGRATIONS: dict[int, tuple[MigrationStep, ...]] = {
         "UPDATE meta SET value = 11 WHERE name = 'schema_version'",
     ),
     # Schema 11 -> 12: the moves' drop, loans and abandons (design §5a). Their tables are created empty by the open:
-    # no move was dropped, no file lent, no adoption abandoned before.
-    11: ("UPDATE meta SET value = 12 WHERE name = 'schema_version'",),
+    # no move was dropped, no file lent, no adoption abandoned before; a loan row names the move that made it.
+    11: (
+        _files_with_loan_moves,
+        "UPDATE meta SET value = 12 WHERE name = 'schema_version'",
+    ),
 }
 
 META_DEFAULTS = {
