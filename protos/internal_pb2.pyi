@@ -382,16 +382,18 @@ class AdoptPartitionResponse(_message.Message):
     def __init__(self, error_code: _Optional[_Union[_coordinator_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ...) -> None: ...
 
 class ReturnFilesRequest(_message.Message):
-    __slots__ = ("from_coordinator_id", "to_coordinator_id", "object_keys", "timeout_ms")
+    __slots__ = ("from_coordinator_id", "to_coordinator_id", "object_keys", "timeout_ms", "move_ids")
     FROM_COORDINATOR_ID_FIELD_NUMBER: _ClassVar[int]
     TO_COORDINATOR_ID_FIELD_NUMBER: _ClassVar[int]
     OBJECT_KEYS_FIELD_NUMBER: _ClassVar[int]
     TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    MOVE_IDS_FIELD_NUMBER: _ClassVar[int]
     from_coordinator_id: int
     to_coordinator_id: int
     object_keys: _containers.RepeatedScalarFieldContainer[str]
     timeout_ms: int
-    def __init__(self, from_coordinator_id: _Optional[int] = ..., to_coordinator_id: _Optional[int] = ..., object_keys: _Optional[_Iterable[str]] = ..., timeout_ms: _Optional[int] = ...) -> None: ...
+    move_ids: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, from_coordinator_id: _Optional[int] = ..., to_coordinator_id: _Optional[int] = ..., object_keys: _Optional[_Iterable[str]] = ..., timeout_ms: _Optional[int] = ..., move_ids: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class ReturnFilesResponse(_message.Message):
     __slots__ = ("error_code", "error_message", "files")

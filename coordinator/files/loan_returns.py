@@ -50,9 +50,9 @@ class LoanReturnWorker(PeriodicWorker):
             return 0
         with self._shard.read_transaction() as db:
             rows = adoptions.loan_rows_to_return(db, self._settings.partition_move_return_files)
-        by_lender: dict[int, list[str]] = defaultdict(list)
-        for object_key, lender in rows:
-            by_lender[lender].append(object_key)
+        by_lender: dict[int, list[tuple[str, int]]] = defaultdict(list)
+        for row in rows:
+            by_lender[row.lender].append((row.object_key, row.move_id))
         returned = 0
         for lender, keys in by_lender.items():
             backoff = self._backoff[lender]
@@ -74,10 +74,11 @@ class LoanReturnWorker(PeriodicWorker):
                     returned += 1
         return returned
 
-    async def _end_loans(self, lender: int, keys: list[str]) -> list[str]:
+    async def _end_loans(self, lender: int, loans: list[tuple[str, int]]) -> list[str]:
         """The keys whose loans the lender ended (now or before)."""
         request = internal.ReturnFilesRequest(
-            from_coordinator_id=self.coordinator_id, to_coordinator_id=lender, object_keys=keys,
+            from_coordinator_id=self.coordinator_id, to_coordinator_id=lender,
+            object_keys=[key for key, _ in loans], move_ids=[move_id for _, move_id in loans],
             timeout_ms=int(self._timeout_s * 1000),
         )  # fmt: skip
         answer = await self._peers.return_files(request, self._timeout_s)

@@ -19,7 +19,7 @@ from protos import internal_pb2 as internal
 @dataclass(frozen=True, slots=True)
 class Returns:
     borrower: int
-    object_keys: tuple[str, ...]  # each once
+    loans: tuple[tuple[str, int], ...]  # (object key, the move that made its loan row), each key once
 
 
 def check_returns(view: CoordinatorView, request: Returns, now_ms: int) -> Result[list[ItemError]]:
@@ -27,8 +27,8 @@ def check_returns(view: CoordinatorView, request: Returns, now_ms: int) -> Resul
     record another one of this operation writes."""
     records = []
     answers = []
-    for object_key in request.object_keys:
-        result = check_loan_returned(view, ReturnedLoan(object_key, request.borrower), now_ms)
+    for object_key, move_id in request.loans:
+        result = check_loan_returned(view, ReturnedLoan(object_key, request.borrower, move_id), now_ms)
         records.extend(result.records)
         answers.append(result.response)
     return Result(records, answers)
@@ -43,9 +43,13 @@ async def return_files(
             error_code=pb.NOT_COORDINATOR, error_message=f"coordinator {lender} is not hosted on this node"
         )
     coordinators.limit_items(len(request.object_keys), "object keys")
-    keys = tuple(dict.fromkeys(request.object_keys))
+    if len(request.move_ids) != len(request.object_keys):
+        message = f"{len(request.object_keys)} object keys but {len(request.move_ids)} move ids"
+        return internal.ReturnFilesResponse(error_code=pb.INVALID_REQUEST, error_message=message)
+    loans = dict(zip(request.object_keys, request.move_ids, strict=True))  # a key named twice: its last move
+    keys = tuple(loans)
     coordinators.require_room([lender])
-    operation = Operation(check_returns, Returns(request.from_coordinator_id, keys))
+    operation = Operation(check_returns, Returns(request.from_coordinator_id, tuple(loans.items())))
     outcome = (await coordinators.run_parts({lender: operation}, request.timeout_ms))[lender]
     if isinstance(outcome, CoordinatorUnavailable):
         return internal.ReturnFilesResponse(error_code=wire_code(outcome.error_code), error_message=outcome.message)

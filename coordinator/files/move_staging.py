@@ -78,7 +78,9 @@ async def adopt_partition_chunk(
     )
     if adopted:  # what the source's drop records as loans, once the adoption is applied here
         with coordinators.shard(target).read_transaction() as db:
-            lent = adoptions.lent_by(db, request.topic_id, request.partition, request.from_coordinator_id)
+            lent = adoptions.lent_for(
+                db, request.topic_id, request.partition, request.from_coordinator_id, request.move_id
+            )
         response.lent_files_known = lent is not None
         response.lent_files.extend(lent or ())
     return response

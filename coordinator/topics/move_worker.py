@@ -6,7 +6,7 @@ asks each target where the move is (AdoptPartitionChunk with index -1), and does
 `move_protocol.next_step` says, step after step: send the next chunk (read by `adoptions.chunk_from`, at most
 `diskless.partition.move.chunk.batches` batches, from where the target says the staged batches end), ask for the
 adoption (`adoptions.adopted_partition`), then, once the target answers that its adoption is applied with the files it
-holds as loan rows lent by this coordinator (`adoptions.lent_by`), record the drop here (`move_drop.check_moved_out`:
+holds as loan rows this move made (`adoptions.lent_for`), record the drop here (`move_drop.check_moved_out`:
 PartitionMovedOut with those loans). A crash, a failover of either side or a lost answer only makes the next pass ask
 again; every step is idempotent at the side that records it.
 
