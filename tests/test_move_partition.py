@@ -332,3 +332,46 @@ def test_the_move_partition_command_starts_the_move_and_waits_until_it_is_moved_
         assert "refused" in capsys.readouterr().err
     finally:
         node.stop()
+
+
+class Forgetful:
+    """Peers whose target, asked for a chunk once, answers as after a failover that lost its staged chunks: a gap."""
+
+    def __init__(self, peers: PeerClient) -> None:
+        self._peers = peers
+        self.gaps = 0
+
+    async def adopt_partition_chunk(
+        self, request: internal.AdoptPartitionChunkRequest, timeout_s: float
+    ) -> internal.AdoptPartitionChunkResponse:
+        if request.index == 1 and not self.gaps:
+            self.gaps += 1
+            return internal.AdoptPartitionChunkResponse(
+                error_code=pb.INVALID_REQUEST, error_message="chunk 1 after 0 staged", staged_chunks=0
+            )
+        return await self._peers.adopt_partition_chunk(request, timeout_s)
+
+    async def adopt_partition(
+        self, request: internal.AdoptPartitionRequest, timeout_s: float
+    ) -> internal.AdoptPartitionResponse:
+        return await self._peers.adopt_partition(request, timeout_s)
+
+
+def test_a_gap_at_the_target_stops_the_pass_and_the_next_one_goes_on_from_where_the_target_is(tmp_path: Path) -> None:
+    node = InProcessNode(tmp_path / "data", coordinators=4, settings=SETTINGS).start()
+    try:
+        broker, topic_id, source, target = moving_partition(node)
+        before = positions(fetch_all_batches(node.stub, topic_id, 0)[0])
+        started = move(node, topic_id, target)
+        peers = Forgetful(node.node.peers)
+        worker = cut_off_worker(node, source, peers)
+        first = run_pass(worker, node)
+        assert peers.gaps == 1 and len(first.failures) == 1 and "not 1" in first.failures[0]
+        assert (first.chunks_sent, first.dropped) == (1, 0)  # the pass stopped at the gap: no spinning
+        node.advance(10_000)  # past the backoff
+        second = run_pass(worker, node)
+        assert (second.chunks_sent, second.adopted, second.dropped, second.failures) == (2, 1, 1, [])
+        assert step_of(node, topic_id, started) == "moved out"
+        assert_moved_intact(node, broker, topic_id, target, before)
+    finally:
+        node.stop()

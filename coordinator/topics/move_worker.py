@@ -203,8 +203,9 @@ class MoveWorker(PeriodicWorker):
     async def _ask_target(
         self, move: FrozenMove, index: int, chunk: tuple[list[MovedBatch], list[MovedFile], list[MovedAborted]]
     ) -> internal.AdoptPartitionChunkResponse:
-        """Sends chunk `index` (-1: nothing, only asks); the target's answer, a gap included (it lost chunks in a
-        failover: the next ask says where it is). MoveRefused or PeerError otherwise."""
+        """Sends chunk `index` (-1: nothing, only asks); the target's answer; MoveRefused or PeerError otherwise (a
+        gap, too: the next pass asks again). Every step of `_drive` either advances the move or raises, so a pass
+        never spins."""
         batches, files, aborted = chunk
         request = internal.AdoptPartitionChunkRequest(
             from_coordinator_id=self.coordinator_id, to_coordinator_id=move.to_coordinator, move_id=move.move_id,
@@ -220,9 +221,11 @@ class MoveWorker(PeriodicWorker):
             timeout_ms=int(self._timeout_s * 1000),
         )  # fmt: skip
         answer = await self._peers.adopt_partition_chunk(request, self._timeout_s)
-        gap = answer.error_code == pb.INVALID_REQUEST and index > answer.staged_chunks
-        if answer.error_code == pb.NONE or gap or answer.abandoned:  # abandoned: next_step says what follows
+        if answer.error_code == pb.NONE or answer.abandoned:  # abandoned: next_step says what follows
             return answer
+        if answer.error_code == pb.INVALID_REQUEST and index > answer.staged_chunks:
+            # A gap: the target lost chunks in a failover. The next pass asks where it is and sends from there.
+            raise PeerError(f"coordinator {move.to_coordinator} has {answer.staged_chunks} chunks, not {index}")
         raise _refusal(move, answer.error_code, answer.error_message)
 
     async def _send_chunk(self, move: FrozenMove, answer: internal.AdoptPartitionChunkResponse) -> None:
@@ -251,7 +254,9 @@ class MoveWorker(PeriodicWorker):
             timeout_ms=int(self._timeout_s * 1000),
         )  # fmt: skip
         answer = await self._peers.abandon_adoption(request, self._timeout_s)
-        if answer.error_code not in (pb.NONE, pb.INVALID_REQUEST):
+        if answer.error_code != pb.NONE:
+            # INVALID_REQUEST: adopted meanwhile (the next pass finds it so and drops the partition here) or refused
+            # for good; either way this pass stops, and the next one asks again after the backoff.
             raise _refusal(move, answer.error_code, answer.error_message)
 
     async def _adopt(self, move: FrozenMove, chunks: int) -> None:
