@@ -19,6 +19,94 @@ LEADER_ELECTED: LeaderElectionOutcome
 LEADER_ALREADY_PREFERRED: LeaderElectionOutcome
 LEADER_ELECTION_NOT_POSSIBLE: LeaderElectionOutcome
 
+class MovePartitionRequest(_message.Message):
+    __slots__ = ("topic_id", "partition", "to_coordinator_id", "timeout_ms")
+    TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    TO_COORDINATOR_ID_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    topic_id: bytes
+    partition: int
+    to_coordinator_id: int
+    timeout_ms: int
+    def __init__(self, topic_id: _Optional[bytes] = ..., partition: _Optional[int] = ..., to_coordinator_id: _Optional[int] = ..., timeout_ms: _Optional[int] = ...) -> None: ...
+
+class MovePartitionResponse(_message.Message):
+    __slots__ = ("error_code", "error_message", "from_coordinator_id", "move_id")
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    FROM_COORDINATOR_ID_FIELD_NUMBER: _ClassVar[int]
+    MOVE_ID_FIELD_NUMBER: _ClassVar[int]
+    error_code: _coordinator_pb2.ErrorCode
+    error_message: str
+    from_coordinator_id: int
+    move_id: int
+    def __init__(self, error_code: _Optional[_Union[_coordinator_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., from_coordinator_id: _Optional[int] = ..., move_id: _Optional[int] = ...) -> None: ...
+
+class DescribePartitionMoveRequest(_message.Message):
+    __slots__ = ("topic_id", "partition", "from_coordinator_id", "move_id", "timeout_ms")
+    TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    FROM_COORDINATOR_ID_FIELD_NUMBER: _ClassVar[int]
+    MOVE_ID_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    topic_id: bytes
+    partition: int
+    from_coordinator_id: int
+    move_id: int
+    timeout_ms: int
+    def __init__(self, topic_id: _Optional[bytes] = ..., partition: _Optional[int] = ..., from_coordinator_id: _Optional[int] = ..., move_id: _Optional[int] = ..., timeout_ms: _Optional[int] = ...) -> None: ...
+
+class DescribePartitionMoveResponse(_message.Message):
+    __slots__ = ("error_code", "error_message", "step", "to_coordinator_id", "staged_chunks", "target_error")
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    STEP_FIELD_NUMBER: _ClassVar[int]
+    TO_COORDINATOR_ID_FIELD_NUMBER: _ClassVar[int]
+    STAGED_CHUNKS_FIELD_NUMBER: _ClassVar[int]
+    TARGET_ERROR_FIELD_NUMBER: _ClassVar[int]
+    error_code: _coordinator_pb2.ErrorCode
+    error_message: str
+    step: str
+    to_coordinator_id: int
+    staged_chunks: int
+    target_error: str
+    def __init__(self, error_code: _Optional[_Union[_coordinator_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., step: _Optional[str] = ..., to_coordinator_id: _Optional[int] = ..., staged_chunks: _Optional[int] = ..., target_error: _Optional[str] = ...) -> None: ...
+
+class DescribePartitionLoadsRequest(_message.Message):
+    __slots__ = ("coordinator_ids",)
+    COORDINATOR_IDS_FIELD_NUMBER: _ClassVar[int]
+    coordinator_ids: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, coordinator_ids: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class DescribePartitionLoadsResponse(_message.Message):
+    __slots__ = ("coordinators",)
+    class Partition(_message.Message):
+        __slots__ = ("topic_id", "topic_name", "partition", "live_batches")
+        TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
+        TOPIC_NAME_FIELD_NUMBER: _ClassVar[int]
+        PARTITION_FIELD_NUMBER: _ClassVar[int]
+        LIVE_BATCHES_FIELD_NUMBER: _ClassVar[int]
+        topic_id: bytes
+        topic_name: str
+        partition: int
+        live_batches: int
+        def __init__(self, topic_id: _Optional[bytes] = ..., topic_name: _Optional[str] = ..., partition: _Optional[int] = ..., live_batches: _Optional[int] = ...) -> None: ...
+    class Coordinator(_message.Message):
+        __slots__ = ("coordinator_id", "error_code", "error_message", "partitions")
+        COORDINATOR_ID_FIELD_NUMBER: _ClassVar[int]
+        ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+        ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+        PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+        coordinator_id: int
+        error_code: _coordinator_pb2.ErrorCode
+        error_message: str
+        partitions: _containers.RepeatedCompositeFieldContainer[DescribePartitionLoadsResponse.Partition]
+        def __init__(self, coordinator_id: _Optional[int] = ..., error_code: _Optional[_Union[_coordinator_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., partitions: _Optional[_Iterable[_Union[DescribePartitionLoadsResponse.Partition, _Mapping]]] = ...) -> None: ...
+    COORDINATORS_FIELD_NUMBER: _ClassVar[int]
+    coordinators: _containers.RepeatedCompositeFieldContainer[DescribePartitionLoadsResponse.Coordinator]
+    def __init__(self, coordinators: _Optional[_Iterable[_Union[DescribePartitionLoadsResponse.Coordinator, _Mapping]]] = ...) -> None: ...
+
 class DescribeTopicsRequest(_message.Message):
     __slots__ = ("names", "timeout_ms")
     NAMES_FIELD_NUMBER: _ClassVar[int]

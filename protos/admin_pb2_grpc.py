@@ -74,6 +74,21 @@ class CoordinatorAdminStub:
                 request_serializer=protos_dot_admin__pb2.CreateCoordinatorsRequest.SerializeToString,
                 response_deserializer=protos_dot_admin__pb2.CreateCoordinatorsResponse.FromString,
                 _registered_method=True)
+        self.DescribePartitionLoads = channel.unary_unary(
+                '/diskless.coordinator.v1.CoordinatorAdmin/DescribePartitionLoads',
+                request_serializer=protos_dot_admin__pb2.DescribePartitionLoadsRequest.SerializeToString,
+                response_deserializer=protos_dot_admin__pb2.DescribePartitionLoadsResponse.FromString,
+                _registered_method=True)
+        self.MovePartition = channel.unary_unary(
+                '/diskless.coordinator.v1.CoordinatorAdmin/MovePartition',
+                request_serializer=protos_dot_admin__pb2.MovePartitionRequest.SerializeToString,
+                response_deserializer=protos_dot_admin__pb2.MovePartitionResponse.FromString,
+                _registered_method=True)
+        self.DescribePartitionMove = channel.unary_unary(
+                '/diskless.coordinator.v1.CoordinatorAdmin/DescribePartitionMove',
+                request_serializer=protos_dot_admin__pb2.DescribePartitionMoveRequest.SerializeToString,
+                response_deserializer=protos_dot_admin__pb2.DescribePartitionMoveResponse.FromString,
+                _registered_method=True)
 
 
 class CoordinatorAdminServicer:
@@ -153,6 +168,32 @@ class CoordinatorAdminServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DescribePartitionLoads(self, request, context):
+        """Each user partition of the coordinators this node leads with its live batches, read from their committed
+        state: what `diskless rebalance-partitions` plans over (docs/design.md §5a). A coordinator this node does not
+        lead answers NOT_COORDINATOR (ask its leader).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def MovePartition(self, request, context):
+        """Starts moving a user partition to another coordinator (docs/design.md §5a): its coordinator's leader freezes
+        it (PartitionMoveStarted) and answers the move's id; its move worker then copies it to the target, which
+        adopts it. Asked of the leader of the partition's coordinator (elsewhere NOT_COORDINATOR). The same move
+        again answers the same id and changes nothing.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DescribePartitionMove(self, request, context):
+        """Where a move is: asked of the leader of the move's source coordinator, which asks the target.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_CoordinatorAdminServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -195,6 +236,21 @@ def add_CoordinatorAdminServicer_to_server(servicer, server):
                     servicer.CreateCoordinators,
                     request_deserializer=protos_dot_admin__pb2.CreateCoordinatorsRequest.FromString,
                     response_serializer=protos_dot_admin__pb2.CreateCoordinatorsResponse.SerializeToString,
+            ),
+            'DescribePartitionLoads': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribePartitionLoads,
+                    request_deserializer=protos_dot_admin__pb2.DescribePartitionLoadsRequest.FromString,
+                    response_serializer=protos_dot_admin__pb2.DescribePartitionLoadsResponse.SerializeToString,
+            ),
+            'MovePartition': grpc.unary_unary_rpc_method_handler(
+                    servicer.MovePartition,
+                    request_deserializer=protos_dot_admin__pb2.MovePartitionRequest.FromString,
+                    response_serializer=protos_dot_admin__pb2.MovePartitionResponse.SerializeToString,
+            ),
+            'DescribePartitionMove': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribePartitionMove,
+                    request_deserializer=protos_dot_admin__pb2.DescribePartitionMoveRequest.FromString,
+                    response_serializer=protos_dot_admin__pb2.DescribePartitionMoveResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -413,6 +469,87 @@ class CoordinatorAdmin:
             '/diskless.coordinator.v1.CoordinatorAdmin/CreateCoordinators',
             protos_dot_admin__pb2.CreateCoordinatorsRequest.SerializeToString,
             protos_dot_admin__pb2.CreateCoordinatorsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DescribePartitionLoads(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/diskless.coordinator.v1.CoordinatorAdmin/DescribePartitionLoads',
+            protos_dot_admin__pb2.DescribePartitionLoadsRequest.SerializeToString,
+            protos_dot_admin__pb2.DescribePartitionLoadsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def MovePartition(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/diskless.coordinator.v1.CoordinatorAdmin/MovePartition',
+            protos_dot_admin__pb2.MovePartitionRequest.SerializeToString,
+            protos_dot_admin__pb2.MovePartitionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DescribePartitionMove(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/diskless.coordinator.v1.CoordinatorAdmin/DescribePartitionMove',
+            protos_dot_admin__pb2.DescribePartitionMoveRequest.SerializeToString,
+            protos_dot_admin__pb2.DescribePartitionMoveResponse.FromString,
             options,
             channel_credentials,
             insecure,

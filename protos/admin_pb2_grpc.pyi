@@ -78,6 +78,19 @@ class CoordinatorAdminStub:
     are (the assignment is stored). A lone node records the count in its data directory; it wins over
     --coordinators at every later start.
     """
+    DescribePartitionLoads: _grpc.UnaryUnaryMultiCallable[_admin_pb2.DescribePartitionLoadsRequest, _admin_pb2.DescribePartitionLoadsResponse]
+    """Each user partition of the coordinators this node leads with its live batches, read from their committed
+    state: what `diskless rebalance-partitions` plans over (docs/design.md §5a). A coordinator this node does not
+    lead answers NOT_COORDINATOR (ask its leader).
+    """
+    MovePartition: _grpc.UnaryUnaryMultiCallable[_admin_pb2.MovePartitionRequest, _admin_pb2.MovePartitionResponse]
+    """Starts moving a user partition to another coordinator (docs/design.md §5a): its coordinator's leader freezes
+    it (PartitionMoveStarted) and answers the move's id; its move worker then copies it to the target, which
+    adopts it. Asked of the leader of the partition's coordinator (elsewhere NOT_COORDINATOR). The same move
+    again answers the same id and changes nothing.
+    """
+    DescribePartitionMove: _grpc.UnaryUnaryMultiCallable[_admin_pb2.DescribePartitionMoveRequest, _admin_pb2.DescribePartitionMoveResponse]
+    """Where a move is: asked of the leader of the move's source coordinator, which asks the target."""
 
 @_typing.type_check_only
 class CoordinatorAdminAsyncStub(CoordinatorAdminStub):
@@ -124,6 +137,19 @@ class CoordinatorAdminAsyncStub(CoordinatorAdminStub):
     are (the assignment is stored). A lone node records the count in its data directory; it wins over
     --coordinators at every later start.
     """
+    DescribePartitionLoads: _aio.UnaryUnaryMultiCallable[_admin_pb2.DescribePartitionLoadsRequest, _admin_pb2.DescribePartitionLoadsResponse]  # type: ignore[assignment]
+    """Each user partition of the coordinators this node leads with its live batches, read from their committed
+    state: what `diskless rebalance-partitions` plans over (docs/design.md §5a). A coordinator this node does not
+    lead answers NOT_COORDINATOR (ask its leader).
+    """
+    MovePartition: _aio.UnaryUnaryMultiCallable[_admin_pb2.MovePartitionRequest, _admin_pb2.MovePartitionResponse]  # type: ignore[assignment]
+    """Starts moving a user partition to another coordinator (docs/design.md §5a): its coordinator's leader freezes
+    it (PartitionMoveStarted) and answers the move's id; its move worker then copies it to the target, which
+    adopts it. Asked of the leader of the partition's coordinator (elsewhere NOT_COORDINATOR). The same move
+    again answers the same id and changes nothing.
+    """
+    DescribePartitionMove: _aio.UnaryUnaryMultiCallable[_admin_pb2.DescribePartitionMoveRequest, _admin_pb2.DescribePartitionMoveResponse]  # type: ignore[assignment]
+    """Where a move is: asked of the leader of the move's source coordinator, which asks the target."""
 
 class CoordinatorAdminServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -215,5 +241,36 @@ class CoordinatorAdminServicer(metaclass=_abc_1.ABCMeta):
         are (the assignment is stored). A lone node records the count in its data directory; it wins over
         --coordinators at every later start.
         """
+
+    @_abc_1.abstractmethod
+    def DescribePartitionLoads(
+        self,
+        request: _admin_pb2.DescribePartitionLoadsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_admin_pb2.DescribePartitionLoadsResponse, _abc.Awaitable[_admin_pb2.DescribePartitionLoadsResponse]]:
+        """Each user partition of the coordinators this node leads with its live batches, read from their committed
+        state: what `diskless rebalance-partitions` plans over (docs/design.md §5a). A coordinator this node does not
+        lead answers NOT_COORDINATOR (ask its leader).
+        """
+
+    @_abc_1.abstractmethod
+    def MovePartition(
+        self,
+        request: _admin_pb2.MovePartitionRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_admin_pb2.MovePartitionResponse, _abc.Awaitable[_admin_pb2.MovePartitionResponse]]:
+        """Starts moving a user partition to another coordinator (docs/design.md §5a): its coordinator's leader freezes
+        it (PartitionMoveStarted) and answers the move's id; its move worker then copies it to the target, which
+        adopts it. Asked of the leader of the partition's coordinator (elsewhere NOT_COORDINATOR). The same move
+        again answers the same id and changes nothing.
+        """
+
+    @_abc_1.abstractmethod
+    def DescribePartitionMove(
+        self,
+        request: _admin_pb2.DescribePartitionMoveRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_admin_pb2.DescribePartitionMoveResponse, _abc.Awaitable[_admin_pb2.DescribePartitionMoveResponse]]:
+        """Where a move is: asked of the leader of the move's source coordinator, which asks the target."""
 
 def add_CoordinatorAdminServicer_to_server(servicer: CoordinatorAdminServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -1,4 +1,5 @@
 from protos import coordinator_pb2 as _coordinator_pb2
+from protos import records_pb2 as _records_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
@@ -253,3 +254,182 @@ class KnownPartitionsResponse(_message.Message):
     named_partitions: _containers.RepeatedScalarFieldContainer[int]
     named_coordinator_ids: _containers.RepeatedScalarFieldContainer[int]
     def __init__(self, topic_name: _Optional[str] = ..., partitions: _Optional[_Iterable[int]] = ..., coordinator_ids: _Optional[_Iterable[int]] = ..., named_topic_id: _Optional[bytes] = ..., named_partitions: _Optional[_Iterable[int]] = ..., named_coordinator_ids: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class MovedBatch(_message.Message):
+    __slots__ = ("object_key", "byte_offset", "size", "base_offset", "last_offset", "max_timestamp", "producer_id", "producer_epoch", "base_sequence", "last_sequence", "magic", "timestamp_type", "append_time_ms", "flags")
+    OBJECT_KEY_FIELD_NUMBER: _ClassVar[int]
+    BYTE_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    SIZE_FIELD_NUMBER: _ClassVar[int]
+    BASE_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    LAST_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    MAX_TIMESTAMP_FIELD_NUMBER: _ClassVar[int]
+    PRODUCER_ID_FIELD_NUMBER: _ClassVar[int]
+    PRODUCER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    BASE_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    LAST_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    MAGIC_FIELD_NUMBER: _ClassVar[int]
+    TIMESTAMP_TYPE_FIELD_NUMBER: _ClassVar[int]
+    APPEND_TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    FLAGS_FIELD_NUMBER: _ClassVar[int]
+    object_key: str
+    byte_offset: int
+    size: int
+    base_offset: int
+    last_offset: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    last_sequence: int
+    magic: int
+    timestamp_type: int
+    append_time_ms: int
+    flags: int
+    def __init__(self, object_key: _Optional[str] = ..., byte_offset: _Optional[int] = ..., size: _Optional[int] = ..., base_offset: _Optional[int] = ..., last_offset: _Optional[int] = ..., max_timestamp: _Optional[int] = ..., producer_id: _Optional[int] = ..., producer_epoch: _Optional[int] = ..., base_sequence: _Optional[int] = ..., last_sequence: _Optional[int] = ..., magic: _Optional[int] = ..., timestamp_type: _Optional[int] = ..., append_time_ms: _Optional[int] = ..., flags: _Optional[int] = ...) -> None: ...
+
+class MovedFile(_message.Message):
+    __slots__ = ("object_key", "file_size", "uploader_broker_id", "owner_ids", "committed_at_ms")
+    OBJECT_KEY_FIELD_NUMBER: _ClassVar[int]
+    FILE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    UPLOADER_BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    OWNER_IDS_FIELD_NUMBER: _ClassVar[int]
+    COMMITTED_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    object_key: str
+    file_size: int
+    uploader_broker_id: int
+    owner_ids: _containers.RepeatedScalarFieldContainer[int]
+    committed_at_ms: int
+    def __init__(self, object_key: _Optional[str] = ..., file_size: _Optional[int] = ..., uploader_broker_id: _Optional[int] = ..., owner_ids: _Optional[_Iterable[int]] = ..., committed_at_ms: _Optional[int] = ...) -> None: ...
+
+class MovedAbortedTransaction(_message.Message):
+    __slots__ = ("marker_offset", "producer_id", "first_offset", "last_stable_offset")
+    MARKER_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    PRODUCER_ID_FIELD_NUMBER: _ClassVar[int]
+    FIRST_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    LAST_STABLE_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    marker_offset: int
+    producer_id: int
+    first_offset: int
+    last_stable_offset: int
+    def __init__(self, marker_offset: _Optional[int] = ..., producer_id: _Optional[int] = ..., first_offset: _Optional[int] = ..., last_stable_offset: _Optional[int] = ...) -> None: ...
+
+class AdoptPartitionChunkRequest(_message.Message):
+    __slots__ = ("from_coordinator_id", "to_coordinator_id", "move_id", "index", "topic_id", "partition", "batches", "files", "aborted_transactions", "timeout_ms")
+    FROM_COORDINATOR_ID_FIELD_NUMBER: _ClassVar[int]
+    TO_COORDINATOR_ID_FIELD_NUMBER: _ClassVar[int]
+    MOVE_ID_FIELD_NUMBER: _ClassVar[int]
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    BATCHES_FIELD_NUMBER: _ClassVar[int]
+    FILES_FIELD_NUMBER: _ClassVar[int]
+    ABORTED_TRANSACTIONS_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    from_coordinator_id: int
+    to_coordinator_id: int
+    move_id: int
+    index: int
+    topic_id: bytes
+    partition: int
+    batches: _containers.RepeatedCompositeFieldContainer[MovedBatch]
+    files: _containers.RepeatedCompositeFieldContainer[MovedFile]
+    aborted_transactions: _containers.RepeatedCompositeFieldContainer[MovedAbortedTransaction]
+    timeout_ms: int
+    def __init__(self, from_coordinator_id: _Optional[int] = ..., to_coordinator_id: _Optional[int] = ..., move_id: _Optional[int] = ..., index: _Optional[int] = ..., topic_id: _Optional[bytes] = ..., partition: _Optional[int] = ..., batches: _Optional[_Iterable[_Union[MovedBatch, _Mapping]]] = ..., files: _Optional[_Iterable[_Union[MovedFile, _Mapping]]] = ..., aborted_transactions: _Optional[_Iterable[_Union[MovedAbortedTransaction, _Mapping]]] = ..., timeout_ms: _Optional[int] = ...) -> None: ...
+
+class AdoptPartitionChunkResponse(_message.Message):
+    __slots__ = ("error_code", "error_message", "staged_chunks", "next_offset", "adopted", "lent_files", "lent_files_known", "abandoned")
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    STAGED_CHUNKS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    ADOPTED_FIELD_NUMBER: _ClassVar[int]
+    LENT_FILES_FIELD_NUMBER: _ClassVar[int]
+    LENT_FILES_KNOWN_FIELD_NUMBER: _ClassVar[int]
+    ABANDONED_FIELD_NUMBER: _ClassVar[int]
+    error_code: _coordinator_pb2.ErrorCode
+    error_message: str
+    staged_chunks: int
+    next_offset: int
+    adopted: bool
+    lent_files: _containers.RepeatedScalarFieldContainer[str]
+    lent_files_known: bool
+    abandoned: bool
+    def __init__(self, error_code: _Optional[_Union[_coordinator_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., staged_chunks: _Optional[int] = ..., next_offset: _Optional[int] = ..., adopted: _Optional[bool] = ..., lent_files: _Optional[_Iterable[str]] = ..., lent_files_known: _Optional[bool] = ..., abandoned: _Optional[bool] = ...) -> None: ...
+
+class AdoptPartitionRequest(_message.Message):
+    __slots__ = ("from_coordinator_id", "to_coordinator_id", "move_id", "chunks", "partition", "timeout_ms")
+    FROM_COORDINATOR_ID_FIELD_NUMBER: _ClassVar[int]
+    TO_COORDINATOR_ID_FIELD_NUMBER: _ClassVar[int]
+    MOVE_ID_FIELD_NUMBER: _ClassVar[int]
+    CHUNKS_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    from_coordinator_id: int
+    to_coordinator_id: int
+    move_id: int
+    chunks: int
+    partition: _records_pb2.PartitionAdopted
+    timeout_ms: int
+    def __init__(self, from_coordinator_id: _Optional[int] = ..., to_coordinator_id: _Optional[int] = ..., move_id: _Optional[int] = ..., chunks: _Optional[int] = ..., partition: _Optional[_Union[_records_pb2.PartitionAdopted, _Mapping]] = ..., timeout_ms: _Optional[int] = ...) -> None: ...
+
+class AdoptPartitionResponse(_message.Message):
+    __slots__ = ("error_code", "error_message")
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    error_code: _coordinator_pb2.ErrorCode
+    error_message: str
+    def __init__(self, error_code: _Optional[_Union[_coordinator_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ...) -> None: ...
+
+class ReturnFilesRequest(_message.Message):
+    __slots__ = ("from_coordinator_id", "to_coordinator_id", "object_keys", "timeout_ms", "move_ids")
+    FROM_COORDINATOR_ID_FIELD_NUMBER: _ClassVar[int]
+    TO_COORDINATOR_ID_FIELD_NUMBER: _ClassVar[int]
+    OBJECT_KEYS_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    MOVE_IDS_FIELD_NUMBER: _ClassVar[int]
+    from_coordinator_id: int
+    to_coordinator_id: int
+    object_keys: _containers.RepeatedScalarFieldContainer[str]
+    timeout_ms: int
+    move_ids: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, from_coordinator_id: _Optional[int] = ..., to_coordinator_id: _Optional[int] = ..., object_keys: _Optional[_Iterable[str]] = ..., timeout_ms: _Optional[int] = ..., move_ids: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class ReturnFilesResponse(_message.Message):
+    __slots__ = ("error_code", "error_message", "files")
+    class ReturnedFile(_message.Message):
+        __slots__ = ("object_key", "error_code", "error_message")
+        OBJECT_KEY_FIELD_NUMBER: _ClassVar[int]
+        ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+        ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+        object_key: str
+        error_code: _coordinator_pb2.ErrorCode
+        error_message: str
+        def __init__(self, object_key: _Optional[str] = ..., error_code: _Optional[_Union[_coordinator_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ...) -> None: ...
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    FILES_FIELD_NUMBER: _ClassVar[int]
+    error_code: _coordinator_pb2.ErrorCode
+    error_message: str
+    files: _containers.RepeatedCompositeFieldContainer[ReturnFilesResponse.ReturnedFile]
+    def __init__(self, error_code: _Optional[_Union[_coordinator_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., files: _Optional[_Iterable[_Union[ReturnFilesResponse.ReturnedFile, _Mapping]]] = ...) -> None: ...
+
+class AbandonAdoptionRequest(_message.Message):
+    __slots__ = ("from_coordinator_id", "to_coordinator_id", "move_id", "timeout_ms")
+    FROM_COORDINATOR_ID_FIELD_NUMBER: _ClassVar[int]
+    TO_COORDINATOR_ID_FIELD_NUMBER: _ClassVar[int]
+    MOVE_ID_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    from_coordinator_id: int
+    to_coordinator_id: int
+    move_id: int
+    timeout_ms: int
+    def __init__(self, from_coordinator_id: _Optional[int] = ..., to_coordinator_id: _Optional[int] = ..., move_id: _Optional[int] = ..., timeout_ms: _Optional[int] = ...) -> None: ...
+
+class AbandonAdoptionResponse(_message.Message):
+    __slots__ = ("error_code", "error_message")
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    error_code: _coordinator_pb2.ErrorCode
+    error_message: str
+    def __init__(self, error_code: _Optional[_Union[_coordinator_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ...) -> None: ...

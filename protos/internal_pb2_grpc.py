@@ -74,6 +74,26 @@ class CoordinatorInternalStub:
                 request_serializer=protos_dot_internal__pb2.KnownPartitionsRequest.SerializeToString,
                 response_deserializer=protos_dot_internal__pb2.KnownPartitionsResponse.FromString,
                 _registered_method=True)
+        self.AdoptPartitionChunk = channel.unary_unary(
+                '/diskless.coordinator.v1.CoordinatorInternal/AdoptPartitionChunk',
+                request_serializer=protos_dot_internal__pb2.AdoptPartitionChunkRequest.SerializeToString,
+                response_deserializer=protos_dot_internal__pb2.AdoptPartitionChunkResponse.FromString,
+                _registered_method=True)
+        self.AdoptPartition = channel.unary_unary(
+                '/diskless.coordinator.v1.CoordinatorInternal/AdoptPartition',
+                request_serializer=protos_dot_internal__pb2.AdoptPartitionRequest.SerializeToString,
+                response_deserializer=protos_dot_internal__pb2.AdoptPartitionResponse.FromString,
+                _registered_method=True)
+        self.AbandonAdoption = channel.unary_unary(
+                '/diskless.coordinator.v1.CoordinatorInternal/AbandonAdoption',
+                request_serializer=protos_dot_internal__pb2.AbandonAdoptionRequest.SerializeToString,
+                response_deserializer=protos_dot_internal__pb2.AbandonAdoptionResponse.FromString,
+                _registered_method=True)
+        self.ReturnFiles = channel.unary_unary(
+                '/diskless.coordinator.v1.CoordinatorInternal/ReturnFiles',
+                request_serializer=protos_dot_internal__pb2.ReturnFilesRequest.SerializeToString,
+                response_deserializer=protos_dot_internal__pb2.ReturnFilesResponse.FromString,
+                _registered_method=True)
 
 
 class CoordinatorInternalServicer:
@@ -151,6 +171,40 @@ class CoordinatorInternalServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AdoptPartitionChunk(self, request, context):
+        """A partition moved between coordinators (docs/design.md §5a), sent by the source's move worker to the target's
+        leader. One chunk of the frozen partition's batches, staged at the target in order: a chunk staged already
+        answers success and changes nothing, one past a gap is refused; index -1 only asks where the target is.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AdoptPartition(self, request, context):
+        """The cut-over: the target serves the partition from its answer on; a move adopted already answers success.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AbandonAdoption(self, request, context):
+        """The source gives a move up before its adoption: the target drops what it staged and refuses the move's later
+        chunks and adoption; once adopted the target refuses (INVALID_REQUEST). The source cancels its freeze only after
+        this answered success.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ReturnFiles(self, request, context):
+        """A move's target gives back WAL files it borrowed (its loan rows with no live batch and no loan out): the
+        lender's leader records each loan's end (FileLoanReturned; an unknown loan is success), then the borrower
+        forgets its row. Sent by the borrower's loan-return worker to the lender's leader.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_CoordinatorInternalServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -193,6 +247,26 @@ def add_CoordinatorInternalServicer_to_server(servicer, server):
                     servicer.KnownPartitions,
                     request_deserializer=protos_dot_internal__pb2.KnownPartitionsRequest.FromString,
                     response_serializer=protos_dot_internal__pb2.KnownPartitionsResponse.SerializeToString,
+            ),
+            'AdoptPartitionChunk': grpc.unary_unary_rpc_method_handler(
+                    servicer.AdoptPartitionChunk,
+                    request_deserializer=protos_dot_internal__pb2.AdoptPartitionChunkRequest.FromString,
+                    response_serializer=protos_dot_internal__pb2.AdoptPartitionChunkResponse.SerializeToString,
+            ),
+            'AdoptPartition': grpc.unary_unary_rpc_method_handler(
+                    servicer.AdoptPartition,
+                    request_deserializer=protos_dot_internal__pb2.AdoptPartitionRequest.FromString,
+                    response_serializer=protos_dot_internal__pb2.AdoptPartitionResponse.SerializeToString,
+            ),
+            'AbandonAdoption': grpc.unary_unary_rpc_method_handler(
+                    servicer.AbandonAdoption,
+                    request_deserializer=protos_dot_internal__pb2.AbandonAdoptionRequest.FromString,
+                    response_serializer=protos_dot_internal__pb2.AbandonAdoptionResponse.SerializeToString,
+            ),
+            'ReturnFiles': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReturnFiles,
+                    request_deserializer=protos_dot_internal__pb2.ReturnFilesRequest.FromString,
+                    response_serializer=protos_dot_internal__pb2.ReturnFilesResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -411,6 +485,114 @@ class CoordinatorInternal:
             '/diskless.coordinator.v1.CoordinatorInternal/KnownPartitions',
             protos_dot_internal__pb2.KnownPartitionsRequest.SerializeToString,
             protos_dot_internal__pb2.KnownPartitionsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AdoptPartitionChunk(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/diskless.coordinator.v1.CoordinatorInternal/AdoptPartitionChunk',
+            protos_dot_internal__pb2.AdoptPartitionChunkRequest.SerializeToString,
+            protos_dot_internal__pb2.AdoptPartitionChunkResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AdoptPartition(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/diskless.coordinator.v1.CoordinatorInternal/AdoptPartition',
+            protos_dot_internal__pb2.AdoptPartitionRequest.SerializeToString,
+            protos_dot_internal__pb2.AdoptPartitionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AbandonAdoption(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/diskless.coordinator.v1.CoordinatorInternal/AbandonAdoption',
+            protos_dot_internal__pb2.AbandonAdoptionRequest.SerializeToString,
+            protos_dot_internal__pb2.AbandonAdoptionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReturnFiles(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/diskless.coordinator.v1.CoordinatorInternal/ReturnFiles',
+            protos_dot_internal__pb2.ReturnFilesRequest.SerializeToString,
+            protos_dot_internal__pb2.ReturnFilesResponse.FromString,
             options,
             channel_credentials,
             insecure,

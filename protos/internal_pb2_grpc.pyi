@@ -79,6 +79,23 @@ class CoordinatorInternalStub:
     that does not know a partition asks the leader of the coordinator it would be on before answering
     UNKNOWN_TOPIC_OR_PARTITION (read your writes across the cluster).
     """
+    AdoptPartitionChunk: _grpc.UnaryUnaryMultiCallable[_internal_pb2.AdoptPartitionChunkRequest, _internal_pb2.AdoptPartitionChunkResponse]
+    """A partition moved between coordinators (docs/design.md §5a), sent by the source's move worker to the target's
+    leader. One chunk of the frozen partition's batches, staged at the target in order: a chunk staged already
+    answers success and changes nothing, one past a gap is refused; index -1 only asks where the target is.
+    """
+    AdoptPartition: _grpc.UnaryUnaryMultiCallable[_internal_pb2.AdoptPartitionRequest, _internal_pb2.AdoptPartitionResponse]
+    """The cut-over: the target serves the partition from its answer on; a move adopted already answers success."""
+    AbandonAdoption: _grpc.UnaryUnaryMultiCallable[_internal_pb2.AbandonAdoptionRequest, _internal_pb2.AbandonAdoptionResponse]
+    """The source gives a move up before its adoption: the target drops what it staged and refuses the move's later
+    chunks and adoption; once adopted the target refuses (INVALID_REQUEST). The source cancels its freeze only after
+    this answered success.
+    """
+    ReturnFiles: _grpc.UnaryUnaryMultiCallable[_internal_pb2.ReturnFilesRequest, _internal_pb2.ReturnFilesResponse]
+    """A move's target gives back WAL files it borrowed (its loan rows with no live batch and no loan out): the
+    lender's leader records each loan's end (FileLoanReturned; an unknown loan is success), then the borrower
+    forgets its row. Sent by the borrower's loan-return worker to the lender's leader.
+    """
 
 @_typing.type_check_only
 class CoordinatorInternalAsyncStub(CoordinatorInternalStub):
@@ -121,6 +138,23 @@ class CoordinatorInternalAsyncStub(CoordinatorInternalStub):
     """Which of a topic's partitions the node knows, and their coordinators, from its catalog only: a node
     that does not know a partition asks the leader of the coordinator it would be on before answering
     UNKNOWN_TOPIC_OR_PARTITION (read your writes across the cluster).
+    """
+    AdoptPartitionChunk: _aio.UnaryUnaryMultiCallable[_internal_pb2.AdoptPartitionChunkRequest, _internal_pb2.AdoptPartitionChunkResponse]  # type: ignore[assignment]
+    """A partition moved between coordinators (docs/design.md §5a), sent by the source's move worker to the target's
+    leader. One chunk of the frozen partition's batches, staged at the target in order: a chunk staged already
+    answers success and changes nothing, one past a gap is refused; index -1 only asks where the target is.
+    """
+    AdoptPartition: _aio.UnaryUnaryMultiCallable[_internal_pb2.AdoptPartitionRequest, _internal_pb2.AdoptPartitionResponse]  # type: ignore[assignment]
+    """The cut-over: the target serves the partition from its answer on; a move adopted already answers success."""
+    AbandonAdoption: _aio.UnaryUnaryMultiCallable[_internal_pb2.AbandonAdoptionRequest, _internal_pb2.AbandonAdoptionResponse]  # type: ignore[assignment]
+    """The source gives a move up before its adoption: the target drops what it staged and refuses the move's later
+    chunks and adoption; once adopted the target refuses (INVALID_REQUEST). The source cancels its freeze only after
+    this answered success.
+    """
+    ReturnFiles: _aio.UnaryUnaryMultiCallable[_internal_pb2.ReturnFilesRequest, _internal_pb2.ReturnFilesResponse]  # type: ignore[assignment]
+    """A move's target gives back WAL files it borrowed (its loan rows with no live batch and no loan out): the
+    lender's leader records each loan's end (FileLoanReturned; an unknown loan is success), then the borrower
+    forgets its row. Sent by the borrower's loan-return worker to the lender's leader.
     """
 
 class CoordinatorInternalServicer(metaclass=_abc_1.ABCMeta):
@@ -209,6 +243,47 @@ class CoordinatorInternalServicer(metaclass=_abc_1.ABCMeta):
         """Which of a topic's partitions the node knows, and their coordinators, from its catalog only: a node
         that does not know a partition asks the leader of the coordinator it would be on before answering
         UNKNOWN_TOPIC_OR_PARTITION (read your writes across the cluster).
+        """
+
+    @_abc_1.abstractmethod
+    def AdoptPartitionChunk(
+        self,
+        request: _internal_pb2.AdoptPartitionChunkRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_internal_pb2.AdoptPartitionChunkResponse, _abc.Awaitable[_internal_pb2.AdoptPartitionChunkResponse]]:
+        """A partition moved between coordinators (docs/design.md §5a), sent by the source's move worker to the target's
+        leader. One chunk of the frozen partition's batches, staged at the target in order: a chunk staged already
+        answers success and changes nothing, one past a gap is refused; index -1 only asks where the target is.
+        """
+
+    @_abc_1.abstractmethod
+    def AdoptPartition(
+        self,
+        request: _internal_pb2.AdoptPartitionRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_internal_pb2.AdoptPartitionResponse, _abc.Awaitable[_internal_pb2.AdoptPartitionResponse]]:
+        """The cut-over: the target serves the partition from its answer on; a move adopted already answers success."""
+
+    @_abc_1.abstractmethod
+    def AbandonAdoption(
+        self,
+        request: _internal_pb2.AbandonAdoptionRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_internal_pb2.AbandonAdoptionResponse, _abc.Awaitable[_internal_pb2.AbandonAdoptionResponse]]:
+        """The source gives a move up before its adoption: the target drops what it staged and refuses the move's later
+        chunks and adoption; once adopted the target refuses (INVALID_REQUEST). The source cancels its freeze only after
+        this answered success.
+        """
+
+    @_abc_1.abstractmethod
+    def ReturnFiles(
+        self,
+        request: _internal_pb2.ReturnFilesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_internal_pb2.ReturnFilesResponse, _abc.Awaitable[_internal_pb2.ReturnFilesResponse]]:
+        """A move's target gives back WAL files it borrowed (its loan rows with no live batch and no loan out): the
+        lender's leader records each loan's end (FileLoanReturned; an unknown loan is success), then the borrower
+        forgets its row. Sent by the borrower's loan-return worker to the lender's leader.
         """
 
 def add_CoordinatorInternalServicer_to_server(servicer: CoordinatorInternalServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -290,8 +290,161 @@ class CarriedProducer(_message.Message):
     txn_first_offset: int
     def __init__(self, producer_id: _Optional[int] = ..., producer_epoch: _Optional[int] = ..., window: _Optional[bytes] = ..., last_timestamp: _Optional[int] = ..., coordinator_epoch: _Optional[int] = ..., txn_first_offset: _Optional[int] = ...) -> None: ...
 
+class PartitionMoveStarted(_message.Message):
+    __slots__ = ("partition_key", "to_coordinator", "move_id")
+    PARTITION_KEY_FIELD_NUMBER: _ClassVar[int]
+    TO_COORDINATOR_FIELD_NUMBER: _ClassVar[int]
+    MOVE_ID_FIELD_NUMBER: _ClassVar[int]
+    partition_key: int
+    to_coordinator: int
+    move_id: int
+    def __init__(self, partition_key: _Optional[int] = ..., to_coordinator: _Optional[int] = ..., move_id: _Optional[int] = ...) -> None: ...
+
+class PartitionMoveCancelled(_message.Message):
+    __slots__ = ("partition_key", "move_id")
+    PARTITION_KEY_FIELD_NUMBER: _ClassVar[int]
+    MOVE_ID_FIELD_NUMBER: _ClassVar[int]
+    partition_key: int
+    move_id: int
+    def __init__(self, partition_key: _Optional[int] = ..., move_id: _Optional[int] = ...) -> None: ...
+
+class PartitionAdoptionChunk(_message.Message):
+    __slots__ = ("move_id", "from_coordinator", "staged_partition_key", "index", "topic_id", "partition", "files", "packed_batches", "file_indexes", "append_times_ms", "flags", "aborted_transactions")
+    class File(_message.Message):
+        __slots__ = ("file_id", "object_key", "loaned", "file_size", "uploader_broker_id", "owner_ids", "committed_at_ms")
+        FILE_ID_FIELD_NUMBER: _ClassVar[int]
+        OBJECT_KEY_FIELD_NUMBER: _ClassVar[int]
+        LOANED_FIELD_NUMBER: _ClassVar[int]
+        FILE_SIZE_FIELD_NUMBER: _ClassVar[int]
+        UPLOADER_BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+        OWNER_IDS_FIELD_NUMBER: _ClassVar[int]
+        COMMITTED_AT_MS_FIELD_NUMBER: _ClassVar[int]
+        file_id: int
+        object_key: str
+        loaned: bool
+        file_size: int
+        uploader_broker_id: int
+        owner_ids: _containers.RepeatedScalarFieldContainer[int]
+        committed_at_ms: int
+        def __init__(self, file_id: _Optional[int] = ..., object_key: _Optional[str] = ..., loaned: _Optional[bool] = ..., file_size: _Optional[int] = ..., uploader_broker_id: _Optional[int] = ..., owner_ids: _Optional[_Iterable[int]] = ..., committed_at_ms: _Optional[int] = ...) -> None: ...
+    class Aborted(_message.Message):
+        __slots__ = ("last_offset", "producer_id", "first_offset", "last_stable_offset")
+        LAST_OFFSET_FIELD_NUMBER: _ClassVar[int]
+        PRODUCER_ID_FIELD_NUMBER: _ClassVar[int]
+        FIRST_OFFSET_FIELD_NUMBER: _ClassVar[int]
+        LAST_STABLE_OFFSET_FIELD_NUMBER: _ClassVar[int]
+        last_offset: int
+        producer_id: int
+        first_offset: int
+        last_stable_offset: int
+        def __init__(self, last_offset: _Optional[int] = ..., producer_id: _Optional[int] = ..., first_offset: _Optional[int] = ..., last_stable_offset: _Optional[int] = ...) -> None: ...
+    MOVE_ID_FIELD_NUMBER: _ClassVar[int]
+    FROM_COORDINATOR_FIELD_NUMBER: _ClassVar[int]
+    STAGED_PARTITION_KEY_FIELD_NUMBER: _ClassVar[int]
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    FILES_FIELD_NUMBER: _ClassVar[int]
+    PACKED_BATCHES_FIELD_NUMBER: _ClassVar[int]
+    FILE_INDEXES_FIELD_NUMBER: _ClassVar[int]
+    APPEND_TIMES_MS_FIELD_NUMBER: _ClassVar[int]
+    FLAGS_FIELD_NUMBER: _ClassVar[int]
+    ABORTED_TRANSACTIONS_FIELD_NUMBER: _ClassVar[int]
+    move_id: int
+    from_coordinator: int
+    staged_partition_key: int
+    index: int
+    topic_id: bytes
+    partition: int
+    files: _containers.RepeatedCompositeFieldContainer[PartitionAdoptionChunk.File]
+    packed_batches: bytes
+    file_indexes: _containers.RepeatedScalarFieldContainer[int]
+    append_times_ms: _containers.RepeatedScalarFieldContainer[int]
+    flags: _containers.RepeatedScalarFieldContainer[int]
+    aborted_transactions: _containers.RepeatedCompositeFieldContainer[PartitionAdoptionChunk.Aborted]
+    def __init__(self, move_id: _Optional[int] = ..., from_coordinator: _Optional[int] = ..., staged_partition_key: _Optional[int] = ..., index: _Optional[int] = ..., topic_id: _Optional[bytes] = ..., partition: _Optional[int] = ..., files: _Optional[_Iterable[_Union[PartitionAdoptionChunk.File, _Mapping]]] = ..., packed_batches: _Optional[bytes] = ..., file_indexes: _Optional[_Iterable[int]] = ..., append_times_ms: _Optional[_Iterable[int]] = ..., flags: _Optional[_Iterable[int]] = ..., aborted_transactions: _Optional[_Iterable[_Union[PartitionAdoptionChunk.Aborted, _Mapping]]] = ...) -> None: ...
+
+class PartitionAdopted(_message.Message):
+    __slots__ = ("from_coordinator", "move_id", "staged_partition_key", "topic_id", "topic_name", "partition", "log_start_offset", "high_watermark", "local_log_start_offset", "remote_max_timestamp", "classic_log_start_offset", "seal_offset", "switch_leader_epoch", "switch_producers", "producers", "topic_configs")
+    FROM_COORDINATOR_FIELD_NUMBER: _ClassVar[int]
+    MOVE_ID_FIELD_NUMBER: _ClassVar[int]
+    STAGED_PARTITION_KEY_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_NAME_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    LOG_START_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    HIGH_WATERMARK_FIELD_NUMBER: _ClassVar[int]
+    LOCAL_LOG_START_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    REMOTE_MAX_TIMESTAMP_FIELD_NUMBER: _ClassVar[int]
+    CLASSIC_LOG_START_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    SEAL_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    SWITCH_LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    SWITCH_PRODUCERS_FIELD_NUMBER: _ClassVar[int]
+    PRODUCERS_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_CONFIGS_FIELD_NUMBER: _ClassVar[int]
+    from_coordinator: int
+    move_id: int
+    staged_partition_key: int
+    topic_id: bytes
+    topic_name: str
+    partition: int
+    log_start_offset: int
+    high_watermark: int
+    local_log_start_offset: int
+    remote_max_timestamp: int
+    classic_log_start_offset: int
+    seal_offset: int
+    switch_leader_epoch: int
+    switch_producers: int
+    producers: _containers.RepeatedCompositeFieldContainer[CarriedProducer]
+    topic_configs: _containers.RepeatedCompositeFieldContainer[TopicConfigValue]
+    def __init__(self, from_coordinator: _Optional[int] = ..., move_id: _Optional[int] = ..., staged_partition_key: _Optional[int] = ..., topic_id: _Optional[bytes] = ..., topic_name: _Optional[str] = ..., partition: _Optional[int] = ..., log_start_offset: _Optional[int] = ..., high_watermark: _Optional[int] = ..., local_log_start_offset: _Optional[int] = ..., remote_max_timestamp: _Optional[int] = ..., classic_log_start_offset: _Optional[int] = ..., seal_offset: _Optional[int] = ..., switch_leader_epoch: _Optional[int] = ..., switch_producers: _Optional[int] = ..., producers: _Optional[_Iterable[_Union[CarriedProducer, _Mapping]]] = ..., topic_configs: _Optional[_Iterable[_Union[TopicConfigValue, _Mapping]]] = ...) -> None: ...
+
+class PartitionMovedOut(_message.Message):
+    __slots__ = ("partition_key", "move_id", "to_coordinator", "loans")
+    class Loan(_message.Message):
+        __slots__ = ("file_id", "object_key", "borrower")
+        FILE_ID_FIELD_NUMBER: _ClassVar[int]
+        OBJECT_KEY_FIELD_NUMBER: _ClassVar[int]
+        BORROWER_FIELD_NUMBER: _ClassVar[int]
+        file_id: int
+        object_key: str
+        borrower: int
+        def __init__(self, file_id: _Optional[int] = ..., object_key: _Optional[str] = ..., borrower: _Optional[int] = ...) -> None: ...
+    PARTITION_KEY_FIELD_NUMBER: _ClassVar[int]
+    MOVE_ID_FIELD_NUMBER: _ClassVar[int]
+    TO_COORDINATOR_FIELD_NUMBER: _ClassVar[int]
+    LOANS_FIELD_NUMBER: _ClassVar[int]
+    partition_key: int
+    move_id: int
+    to_coordinator: int
+    loans: _containers.RepeatedCompositeFieldContainer[PartitionMovedOut.Loan]
+    def __init__(self, partition_key: _Optional[int] = ..., move_id: _Optional[int] = ..., to_coordinator: _Optional[int] = ..., loans: _Optional[_Iterable[_Union[PartitionMovedOut.Loan, _Mapping]]] = ...) -> None: ...
+
+class FileLoanReturned(_message.Message):
+    __slots__ = ("file_id", "borrower")
+    FILE_ID_FIELD_NUMBER: _ClassVar[int]
+    BORROWER_FIELD_NUMBER: _ClassVar[int]
+    file_id: int
+    borrower: int
+    def __init__(self, file_id: _Optional[int] = ..., borrower: _Optional[int] = ...) -> None: ...
+
+class FileReturned(_message.Message):
+    __slots__ = ("file_id",)
+    FILE_ID_FIELD_NUMBER: _ClassVar[int]
+    file_id: int
+    def __init__(self, file_id: _Optional[int] = ...) -> None: ...
+
+class PartitionAdoptionAbandoned(_message.Message):
+    __slots__ = ("from_coordinator", "move_id")
+    FROM_COORDINATOR_FIELD_NUMBER: _ClassVar[int]
+    MOVE_ID_FIELD_NUMBER: _ClassVar[int]
+    from_coordinator: int
+    move_id: int
+    def __init__(self, from_coordinator: _Optional[int] = ..., move_id: _Optional[int] = ...) -> None: ...
+
 class MetadataRecord(_message.Message):
-    __slots__ = ("leader_change", "partition_created", "topic_deleted", "file_committed", "records_deleted", "file_ownership_taken", "file_handed_over", "file_deletion_scheduled", "file_deleted", "producers_expired", "topic_configs_changed", "batches_purged", "retention_applied", "remote_log_segments_committed", "diskless_logs_initialized", "batches_replaced")
+    __slots__ = ("leader_change", "partition_created", "topic_deleted", "file_committed", "records_deleted", "file_ownership_taken", "file_handed_over", "file_deletion_scheduled", "file_deleted", "producers_expired", "topic_configs_changed", "batches_purged", "retention_applied", "remote_log_segments_committed", "diskless_logs_initialized", "batches_replaced", "partition_move_started", "partition_move_cancelled", "partition_adoption_chunk", "partition_adopted", "partition_moved_out", "file_loan_returned", "file_returned", "partition_adoption_abandoned")
     LEADER_CHANGE_FIELD_NUMBER: _ClassVar[int]
     PARTITION_CREATED_FIELD_NUMBER: _ClassVar[int]
     TOPIC_DELETED_FIELD_NUMBER: _ClassVar[int]
@@ -308,6 +461,14 @@ class MetadataRecord(_message.Message):
     REMOTE_LOG_SEGMENTS_COMMITTED_FIELD_NUMBER: _ClassVar[int]
     DISKLESS_LOGS_INITIALIZED_FIELD_NUMBER: _ClassVar[int]
     BATCHES_REPLACED_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_MOVE_STARTED_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_MOVE_CANCELLED_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_ADOPTION_CHUNK_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_ADOPTED_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_MOVED_OUT_FIELD_NUMBER: _ClassVar[int]
+    FILE_LOAN_RETURNED_FIELD_NUMBER: _ClassVar[int]
+    FILE_RETURNED_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_ADOPTION_ABANDONED_FIELD_NUMBER: _ClassVar[int]
     leader_change: LeaderChange
     partition_created: PartitionCreated
     topic_deleted: TopicDeleted
@@ -324,7 +485,15 @@ class MetadataRecord(_message.Message):
     remote_log_segments_committed: RemoteLogSegmentsCommitted
     diskless_logs_initialized: DisklessLogsInitialized
     batches_replaced: BatchesReplaced
-    def __init__(self, leader_change: _Optional[_Union[LeaderChange, _Mapping]] = ..., partition_created: _Optional[_Union[PartitionCreated, _Mapping]] = ..., topic_deleted: _Optional[_Union[TopicDeleted, _Mapping]] = ..., file_committed: _Optional[_Union[FileCommitted, _Mapping]] = ..., records_deleted: _Optional[_Union[RecordsDeleted, _Mapping]] = ..., file_ownership_taken: _Optional[_Union[FileOwnershipTaken, _Mapping]] = ..., file_handed_over: _Optional[_Union[FileHandedOver, _Mapping]] = ..., file_deletion_scheduled: _Optional[_Union[FileDeletionScheduled, _Mapping]] = ..., file_deleted: _Optional[_Union[FileDeleted, _Mapping]] = ..., producers_expired: _Optional[_Union[ProducersExpired, _Mapping]] = ..., topic_configs_changed: _Optional[_Union[TopicConfigsChanged, _Mapping]] = ..., batches_purged: _Optional[_Union[BatchesPurged, _Mapping]] = ..., retention_applied: _Optional[_Union[RetentionApplied, _Mapping]] = ..., remote_log_segments_committed: _Optional[_Union[RemoteLogSegmentsCommitted, _Mapping]] = ..., diskless_logs_initialized: _Optional[_Union[DisklessLogsInitialized, _Mapping]] = ..., batches_replaced: _Optional[_Union[BatchesReplaced, _Mapping]] = ...) -> None: ...
+    partition_move_started: PartitionMoveStarted
+    partition_move_cancelled: PartitionMoveCancelled
+    partition_adoption_chunk: PartitionAdoptionChunk
+    partition_adopted: PartitionAdopted
+    partition_moved_out: PartitionMovedOut
+    file_loan_returned: FileLoanReturned
+    file_returned: FileReturned
+    partition_adoption_abandoned: PartitionAdoptionAbandoned
+    def __init__(self, leader_change: _Optional[_Union[LeaderChange, _Mapping]] = ..., partition_created: _Optional[_Union[PartitionCreated, _Mapping]] = ..., topic_deleted: _Optional[_Union[TopicDeleted, _Mapping]] = ..., file_committed: _Optional[_Union[FileCommitted, _Mapping]] = ..., records_deleted: _Optional[_Union[RecordsDeleted, _Mapping]] = ..., file_ownership_taken: _Optional[_Union[FileOwnershipTaken, _Mapping]] = ..., file_handed_over: _Optional[_Union[FileHandedOver, _Mapping]] = ..., file_deletion_scheduled: _Optional[_Union[FileDeletionScheduled, _Mapping]] = ..., file_deleted: _Optional[_Union[FileDeleted, _Mapping]] = ..., producers_expired: _Optional[_Union[ProducersExpired, _Mapping]] = ..., topic_configs_changed: _Optional[_Union[TopicConfigsChanged, _Mapping]] = ..., batches_purged: _Optional[_Union[BatchesPurged, _Mapping]] = ..., retention_applied: _Optional[_Union[RetentionApplied, _Mapping]] = ..., remote_log_segments_committed: _Optional[_Union[RemoteLogSegmentsCommitted, _Mapping]] = ..., diskless_logs_initialized: _Optional[_Union[DisklessLogsInitialized, _Mapping]] = ..., batches_replaced: _Optional[_Union[BatchesReplaced, _Mapping]] = ..., partition_move_started: _Optional[_Union[PartitionMoveStarted, _Mapping]] = ..., partition_move_cancelled: _Optional[_Union[PartitionMoveCancelled, _Mapping]] = ..., partition_adoption_chunk: _Optional[_Union[PartitionAdoptionChunk, _Mapping]] = ..., partition_adopted: _Optional[_Union[PartitionAdopted, _Mapping]] = ..., partition_moved_out: _Optional[_Union[PartitionMovedOut, _Mapping]] = ..., file_loan_returned: _Optional[_Union[FileLoanReturned, _Mapping]] = ..., file_returned: _Optional[_Union[FileReturned, _Mapping]] = ..., partition_adoption_abandoned: _Optional[_Union[PartitionAdoptionAbandoned, _Mapping]] = ...) -> None: ...
 
 class RecordBatch(_message.Message):
     __slots__ = ("records",)

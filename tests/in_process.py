@@ -18,8 +18,9 @@ import asyncio
 import logging
 import threading
 import time
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Iterator, Sequence
 from concurrent.futures import Future
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar, final
 
@@ -268,3 +269,23 @@ def advance_together(nodes: Sequence[InProcessNode], duration_ms: int) -> None:
             return
         clock.advance(max(0, wake_up_ms - clock.now_ms()))
         clock.wait_idle(WAIT_S)
+
+
+@contextmanager
+def clock_running(node: InProcessNode, step_ms: int = 1000) -> Iterator[None]:
+    """The node's clock moved on by `step_ms` every few milliseconds of real time, in a thread, while the block runs:
+    for a command that waits on the node's background workers (which pass only as the test's clock says)."""
+    stop = threading.Event()
+
+    def tick() -> None:
+        while not stop.is_set():
+            node.advance(step_ms)
+            time.sleep(0.005)
+
+    ticker = threading.Thread(target=tick, daemon=True)
+    ticker.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        ticker.join(timeout=WAIT_S)

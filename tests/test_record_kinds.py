@@ -58,6 +58,51 @@ SAMPLES: dict[str, rec.MetadataRecord] = {
             rec.BatchesReplaced.Extent(topic_id=TOPIC, partition=2, base_offset=0, last_offset=5, error_code=1),
         ],
     ),
+    "partition_move_started": records.partition_move_started(0, 2, 11),
+    "partition_move_cancelled": records.partition_move_cancelled(0, 11),
+    "partition_adoption_chunk": records.partition_adoption_chunk(
+        2,
+        11,
+        5,
+        0,
+        TOPIC,
+        2,
+        [rec.PartitionAdoptionChunk.File(file_id=10, object_key="wal/c", loaned=True, owner_ids=[2])],
+        [(CommittedBatch(9, 5, 0, 100, 0, 9, 1700, -1, -1, -1, -1, 2, 0), 0, 1500, 0)],
+    ),
+    "partition_adopted": records.partition_adopted(
+        2,
+        11,
+        5,
+        records.AdoptedPartition(
+            TOPIC,
+            "orders",
+            3,
+            0,
+            10,
+            0,
+            -1,
+            -1,
+            -1,
+            -1,
+            0,
+            (records.CarriedProducer(42, 1, b"", 1700, -1, -1),),
+            (("retention.ms", "1000"),),
+        ),
+    ),
+    "partition_moved_out": rec.MetadataRecord(
+        partition_moved_out=rec.PartitionMovedOut(
+            partition_key=0,
+            move_id=11,
+            to_coordinator=2,
+            loans=[rec.PartitionMovedOut.Loan(file_id=8, object_key="wal/a", borrower=2)],
+        )
+    ),
+    "file_loan_returned": rec.MetadataRecord(file_loan_returned=rec.FileLoanReturned(file_id=8, borrower=2)),
+    "file_returned": rec.MetadataRecord(file_returned=rec.FileReturned(file_id=9)),
+    "partition_adoption_abandoned": rec.MetadataRecord(
+        partition_adoption_abandoned=rec.PartitionAdoptionAbandoned(from_coordinator=2, move_id=12)
+    ),
     "topic_deleted": records.topic_deleted(TOPIC),
 }
 
@@ -121,6 +166,39 @@ EXPECTED: dict[str, tuple[PartitionChanges, NamesGiven, str]] = {
         "batches replaced: wal/c (300 bytes, broker 3): 1 run moved, 1 extent refused: orders-2 offsets 6..9 "
         "(1 batch) at byte 0",
     ),
+    "partition_move_started": (
+        PartitionChanges(),
+        NamesGiven(),
+        "partition move started: orders-2 frozen, moving to coordinator 2 (move 11)",
+    ),
+    "partition_move_cancelled": (
+        PartitionChanges(),
+        NamesGiven(),
+        "partition move cancelled: orders-2 takes writes again (move 11)",
+    ),
+    "partition_adoption_chunk": (
+        PartitionChanges(),  # staged batches belong to no partition here yet
+        NamesGiven(files=((10, "wal/c"),)),
+        "partition adoption chunk: orders-2 chunk 0 from coordinator 2 (move 11), 1 batch, offsets 0..9 staged as "
+        "partition key 5, 1 file borrowed",
+    ),
+    "partition_adopted": (
+        PartitionChanges(created=(CreatedPartition(5, TOPIC, "orders", 3),), next_offsets=((5, 10),)),
+        NamesGiven(partitions=(CreatedPartition(5, TOPIC, "orders", 3),)),
+        "partition adopted: orders-3 from coordinator 2 (move 11) as partition key 5, offsets 0..10, 1 producer",
+    ),
+    "partition_moved_out": (
+        PartitionChanges(),  # the target's adoption placed the partition there already
+        NamesGiven(),
+        "partition moved out: orders-2 left for coordinator 2 (move 11), 1 file lent to it",
+    ),
+    "file_loan_returned": (PartitionChanges(), NamesGiven(), "file loan returned: wal/a (file id 8) by coordinator 2"),
+    "file_returned": (PartitionChanges(), NamesGiven(), "file returned: wal/b (file id 9) to its lender"),
+    "partition_adoption_abandoned": (
+        PartitionChanges(),
+        NamesGiven(),
+        "partition adoption abandoned: move 12 from coordinator 2, its staged batches dropped",
+    ),
     "topic_deleted": (
         PartitionChanges(deleted_topics=(TOPIC,)),
         NamesGiven(),
@@ -179,10 +257,11 @@ def test_names_unknown_are_described_by_key_and_id() -> None:
 def test_the_pipeline_reports_and_the_catalog_follows_only_the_kinds_that_change_it() -> None:
     applied = [(end + 1, [record]) for end, record in enumerate(SAMPLES.values())]
     reported = topic_records(applied)
-    assert reported == [SAMPLES["partition_created"], SAMPLES["topic_deleted"]]
+    assert reported == [SAMPLES["partition_created"], SAMPLES["partition_adopted"], SAMPLES["topic_deleted"]]
     catalog = TopicCatalog()
     catalog.apply_records(4, list(SAMPLES.values())[:-1])  # all but the topic's deletion
     assert catalog.topic_id_of("orders") == TOPIC and catalog.coordinator_of(TOPIC, 2) == 4
+    assert catalog.coordinator_of(TOPIC, 3) == 4  # adopted: placed at the coordinator that adopted it
     catalog.apply_records(4, [SAMPLES["topic_deleted"]])
     assert catalog.topic(TOPIC) is None and catalog.topic_id_of("orders") is None
 
@@ -191,8 +270,9 @@ def test_a_recovery_follows_next_offsets_and_names_through_records_of_every_kind
     frames = [Frame(offset, 1, 1, records.encode_batch([record])) for offset, record in enumerate(SAMPLES.values())]
     names, next_offsets = Names(), {}
     _replay_offsets(iter(frames[:-1]), names, next_offsets)
-    assert next_offsets == {0: 10, 1: 4}
-    assert names.partitions == {0: ("orders", TOPIC, 2)} and names.files == {8: "wal/a", 9: "wal/b", 10: "wal/c"}
+    assert next_offsets == {0: 10, 1: 4, 5: 10}  # an adopted partition starts at its high watermark
+    assert names.partitions == {0: ("orders", TOPIC, 2), 5: ("orders", TOPIC, 3)}
+    assert names.files == {8: "wal/a", 9: "wal/b", 10: "wal/c"}
     assert names.leader_node_id == 5
     _replay_offsets(iter(frames[-1:]), names, next_offsets)  # the topic's partitions go; an unnamed one stays
     assert next_offsets == {1: 4}

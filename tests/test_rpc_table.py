@@ -50,6 +50,10 @@ CHANGING_VERBS = (
     "Init",
     "Repair",
     "Replace",
+    "Move",  # a partition moved between coordinators (design §5a)
+    "Adopt",  # its copy and cut-over at the target
+    "Return",  # borrowed WAL files given back
+    "Abandon",  # a move given up before its adoption
 )
 READING_VERBS = ("Describe", "List", "Find", "Known", "Fetch", "OffsetFor", "Get")
 

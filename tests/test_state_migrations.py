@@ -57,3 +57,53 @@ def test_a_schema_7_entry_that_does_not_name_its_producer_is_rebuilt_with_it(tmp
     assert all(_entry_info(entry).producer_id == producer for producer, entry in rows), rows
     assert db.execute("SELECT value FROM meta WHERE name = 'schema_version'").fetchall() == [(SCHEMA_VERSION,)]
     db.close()
+
+
+def test_a_schema_10_file_row_is_of_its_owner_chain_at_schema_11(tmp_path: Path) -> None:
+    """Schema 11 (partition moves, design §5a): `files.lender_id` is added, -1 (a chain row, no loan) for every row
+    an older state holds; its new tables are made empty."""
+    path = tmp_path / "state.sqlite"
+    store = StateStore(path, 0)
+    store.apply([(store.applied_offset + 1, [records.file_committed(0, "wal/0", 10, 1, [0], 1000, [])])])
+    store.close()
+    db = apsw.Connection(str(path))
+    with db:  # as schema 10 had it
+        db.execute("ALTER TABLE files DROP COLUMN lender_id")
+        db.execute("DROP TABLE partition_adoptions")
+        db.execute("UPDATE meta SET value = 10 WHERE name = 'schema_version'")
+    db.close()
+
+    StateStore(path, 0).close()
+
+    db = apsw.Connection(str(path))
+    assert db.execute("SELECT object_key, lender_id FROM files").fetchall() == [("wal/0", -1)]
+    assert db.execute("SELECT count(*) FROM partition_adoptions").fetchall() == [(0,)]
+    assert db.execute("SELECT value FROM meta WHERE name = 'schema_version'").fetchall() == [(SCHEMA_VERSION,)]
+    db.close()
+
+
+def test_a_schema_11_state_gains_empty_drops_loans_and_abandons_at_schema_12(tmp_path: Path) -> None:
+    """Schema 12 (the moves' drop, WAL-file loans and abandons, design §5a): the tables are made empty, every file row
+    an older state holds has no loan out, and a chain row names no loan's move."""
+    path = tmp_path / "state.sqlite"
+    store = StateStore(path, 0)
+    store.apply([(store.applied_offset + 1, [records.file_committed(0, "wal/0", 10, 1, [0], 1000, [])])])
+    store.close()
+    db = apsw.Connection(str(path))
+    with db:  # as schema 11 had it
+        for table in ("partition_moves_out", "file_loans", "abandoned_adoptions"):
+            db.execute(f"DROP TABLE {table}")
+        db.execute("ALTER TABLE files DROP COLUMN loan_move_id")
+        db.execute("UPDATE meta SET value = 11 WHERE name = 'schema_version'")
+    db.close()
+
+    store = StateStore(path, 0)
+    facts = store.committed_file("wal/0")
+    assert facts is not None and facts.borrowers == () and facts.loans_out == 0 and facts.loan_move_id == -1
+    store.close()
+
+    db = apsw.Connection(str(path))
+    for table in ("partition_moves_out", "file_loans", "abandoned_adoptions"):
+        assert db.execute(f"SELECT count(*) FROM {table}").fetchall() == [(0,)]
+    assert db.execute("SELECT value FROM meta WHERE name = 'schema_version'").fetchall() == [(SCHEMA_VERSION,)]
+    db.close()

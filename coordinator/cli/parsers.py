@@ -18,6 +18,7 @@ from coordinator.cli.operator_commands import (
     run,
     state_check,
 )
+from coordinator.cli.partition_moves import add_partition_move_commands
 from coordinator.cli.reassign import add_reassign_commands
 from coordinator.cli.snapshots import snapshot_create, snapshot_list, snapshot_restore, snapshot_verify
 from coordinator.cli.switch import add_switch_command
@@ -61,6 +62,7 @@ def add_operator_commands(commands: Any) -> None:
     add_elect_leaders_command(commands)
     add_coordinators_command(commands)
     add_reassign_commands(commands)
+    add_partition_move_commands(commands)
 
     snapshot_parser = commands.add_parser("snapshot", help="create, list, verify or restore coordinator snapshots")
     actions = snapshot_parser.add_subparsers(dest="action", required=True)

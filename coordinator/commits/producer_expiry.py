@@ -18,7 +18,7 @@ from coordinator.base.result import Result
 from coordinator.machine import records
 from coordinator.machine.producers import ProducerWindow, last_batch_offset, producer_expired
 from coordinator.machine.records import ExpiredProducer
-from coordinator.machine.view import CoordinatorView
+from coordinator.machine.view import CoordinatorView, PartitionView
 
 ProducerKey = tuple[int, int]  # (partition key, producer id)
 
@@ -48,11 +48,17 @@ def check_expire_producers(view: CoordinatorView, request: ExpiryRequest, now_ms
     return Result([records.producers_expired(expired_before_ms, expired)], len(expired))
 
 
+def _frozen(partition: PartitionView | None) -> bool:
+    return partition is not None and partition.moving_to >= 0
+
+
 def _expired(view: CoordinatorView, keys: Iterable[ProducerKey], expired_before_ms: int) -> list[ExpiredProducer]:
-    # A producer with an open transaction is never expired (Kafka's rule, DESIGN §4b).
+    # A producer with an open transaction is never expired (Kafka's rule, DESIGN §4b), nor one of a partition frozen
+    # moving to another coordinator (design §5a: its producers move as they are).
+    partitions = view.partitions_by_key
     found = (
         expired_producer(key, view.producer_window(*key), expired_before_ms)
         for key in keys
-        if view.open_transaction(*key) < 0
+        if view.open_transaction(*key) < 0 and not _frozen(partitions.get(key[0]))
     )
     return [producer for producer in found if producer is not None]

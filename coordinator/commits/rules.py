@@ -35,7 +35,7 @@ from coordinator.machine.producers import (
     window_after_marker,
 )
 from coordinator.machine.topic_names import TOPIC_ID_BYTES, topic_id_problem
-from coordinator.machine.view import CoordinatorView
+from coordinator.machine.view import CoordinatorView, PartitionView
 from protos import coordinator_pb2 as pb
 from protos import records_pb2 as rec
 
@@ -263,6 +263,13 @@ class _Transactions:
         return min((first for first in first_offsets.values() if first >= 0), default=otherwise)
 
 
+def _frozen_message(partition: PartitionView) -> str:
+    return (
+        f"partition {partition.partition} of the topic moves to coordinator {partition.moving_to} "
+        f"(move {partition.move_id}): find the coordinator again"
+    )
+
+
 def check_commit_part(view: CoordinatorView, part: CommitPart, now_ms: int) -> Result[list[BatchOutcome]]:
     """Assigns offsets to this coordinator's batches; the file is recorded even if none is accepted."""
     coordinator_id = view.coordinator_id
@@ -297,6 +304,10 @@ def check_commit_part(view: CoordinatorView, part: CommitPart, now_ms: int) -> R
                     ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"partition {partition_number} of the topic is unknown"
                 )
             )
+            continue
+        if partition.moving_to >= 0:
+            # Frozen: it moves to another coordinator (design §5a); the client finds the coordinator again.
+            add_outcome(BatchOutcome(ErrorCode.NOT_COORDINATOR, _frozen_message(partition)))
             continue
         any_known_partition = True
         key = partition.key

@@ -187,16 +187,25 @@ def _files(settings: Settings) -> None:
     for attr in (
         "file_worker_interval_ms", "file_worker_max_files", "file_retry_backoff_ms", "topic_purge_batch_max",
         "topic_purge_interval_ms", "retention_check_interval_ms", "retention_batch_max", "remote_segment_batch_max",
-        "switch_producers_max",
+        "switch_producers_max", "partition_move_chunk_batches", "partition_move_return_files",
+        "partition_move_interval_ms", "partition_move_retry_backoff_ms",
         "replace_batch_max", "merge_work_files_max", "merge_work_batches_max", "merge_work_file_bytes_max",
     ):  # fmt: skip
         if getattr(settings, attr) <= 0:
             raise SettingsError(f"{property_name(attr)} must be > 0, got {getattr(settings, attr)}")
-    for attr in ("file_deletion_grace_period_ms", "file_handover_probe_delay_ms", "orphan_scan_grace_period_ms"):
+    for attr in (
+        "file_deletion_grace_period_ms", "file_handover_probe_delay_ms", "orphan_scan_grace_period_ms",
+        "partition_move_timeout_ms",
+    ):  # fmt: skip
         if getattr(settings, attr) < 0:
             raise SettingsError(f"{property_name(attr)} must be >= 0, got {getattr(settings, attr)}")
     if settings.file_worker_max_files > 1000:  # one S3 DeleteObjects call takes at most 1,000 keys
         raise SettingsError(f"{property_name('file_worker_max_files')} must be <= 1000")
+    if settings.partition_move_retry_backoff_max_ms < settings.partition_move_retry_backoff_ms:
+        raise SettingsError(
+            f"{property_name('partition_move_retry_backoff_max_ms')} must be >= "
+            f"{property_name('partition_move_retry_backoff_ms')}"
+        )
     if settings.file_retry_backoff_max_ms < settings.file_retry_backoff_ms:
         raise SettingsError(
             f"{property_name('file_retry_backoff_max_ms')} must be >= {property_name('file_retry_backoff_ms')}"

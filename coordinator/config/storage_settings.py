@@ -181,6 +181,42 @@ class StorageSettings(NodeSettings):
         "producers one partition's InitDisklessLog may carry over from the classic log at most (one record holds "
         "them all); a partition with more is refused (INVALID_REQUEST)",
     )
+    # Partition moves (design §5a).
+    partition_move_chunk_batches: int = _setting(
+        "diskless.partition.move.chunk.batches",
+        1000,
+        "batches of a moved partition one PartitionAdoptionChunk record stages at the target at most (one apply); a "
+        "larger chunk is refused (INVALID_REQUEST)",
+    )
+    partition_move_return_files: int = _setting(
+        "diskless.partition.move.return.files",
+        100,
+        "loan rows (WAL files borrowed by a move's target, design §5a) the move worker returns to their lenders per "
+        "pass at most: each is one FileLoanReturned at its lender and one FileReturned here",
+    )
+    partition_move_interval_ms: int = _setting(
+        "diskless.partition.move.interval.ms",
+        1000,
+        "how often a coordinator's leader passes over the partitions it has frozen for a move (its move worker); each "
+        "pass takes every such move as far as it goes, a chunk at a time",
+    )
+    partition_move_retry_backoff_ms: int = _setting(
+        "diskless.partition.move.retry.backoff.ms",
+        200,
+        "first wait before a move step that failed (the target's leader away, a chunk made to wait) is tried again; "
+        "doubled per failure in a row up to diskless.partition.move.retry.backoff.max.ms",
+    )
+    partition_move_retry_backoff_max_ms: int = _setting(
+        "diskless.partition.move.retry.backoff.max.ms",
+        10000,
+        "longest wait before a failed move step is tried again",
+    )
+    partition_move_timeout_ms: int = _setting(
+        "diskless.partition.move.timeout.ms",
+        600000,
+        "a move that has made no step for this long is cancelled, only while its target has not adopted it (the "
+        "source then serves the partition again); 0 never cancels",
+    )
     # Object consolidation (DESIGN §4c).
     replace_batch_max: int = _setting(
         "diskless.coordinator.replace.batch.max",

@@ -175,6 +175,15 @@ RPCS: tuple[Rpc, ...] = (
         NoReplica.CATALOG_HOLDER),
     # Coordinators added online (a lone node): the node taking the call grows, an ALTER of the whole node.
     Rpc(Service.ADMIN, "CreateCoordinators", Permission.ALTER, ServedBy.NODE, "create_coordinators", Front.HERE),
+    # Each partition's live batches, for `diskless rebalance-partitions` (docs/design.md §5a): from the coordinators
+    # this node (process) leads; the command asks every address it is given.
+    Rpc(Service.ADMIN, "DescribePartitionLoads", Permission.DESCRIBE, ServedBy.NODE, "describe_partition_loads",
+        Front.HERE),
+    # Partition moves (docs/design.md §5a): an operator's start, on the leader of the partition's coordinator (it
+    # records the freeze), an ALTER; where a move is, from the leader of its source.
+    Rpc(Service.ADMIN, "MovePartition", Permission.ALTER, ServedBy.LEADER, "move_partition", Front.HERE),
+    Rpc(Service.ADMIN, "DescribePartitionMove", Permission.DESCRIBE, ServedBy.LEADER, "describe_partition_move",
+        Front.HERE),
     # Between coordinators: each goes to the node leading the target coordinator.
     Rpc(Service.INTERNAL, "HandOverFiles", Permission.INTERNAL, ServedBy.LEADER, "hand_over_files", Front.HERE),
     Rpc(Service.INTERNAL, "KnownFiles", Permission.INTERNAL, ServedBy.LEADER, "known_files", Front.HERE),
@@ -187,6 +196,13 @@ RPCS: tuple[Rpc, ...] = (
         stream=Stream.ACL_ONLY),
     Rpc(Service.INTERNAL, "ChangeTopic", Permission.INTERNAL, ServedBy.LEADER, "change_topic", Front.HERE),
     Rpc(Service.INTERNAL, "KnownPartitions", Permission.INTERNAL, ServedBy.NODE, "known_partitions", Front.HERE),
+    # A partition move's copy and cut-over (docs/design.md §5a), from the source's move worker to the target's leader.
+    Rpc(Service.INTERNAL, "AdoptPartitionChunk", Permission.INTERNAL, ServedBy.LEADER, "adopt_partition_chunk",
+        Front.HERE),
+    Rpc(Service.INTERNAL, "AdoptPartition", Permission.INTERNAL, ServedBy.LEADER, "adopt_partition", Front.HERE),
+    Rpc(Service.INTERNAL, "AbandonAdoption", Permission.INTERNAL, ServedBy.LEADER, "abandon_adoption", Front.HERE),
+    # Borrowed WAL files given back, from the borrower's loan-return worker to the lender's leader.
+    Rpc(Service.INTERNAL, "ReturnFiles", Permission.INTERNAL, ServedBy.LEADER, "return_files", Front.HERE),
 )
 # fmt: on
 

@@ -115,6 +115,8 @@ def _still(view: CoordinatorView, ref: FileRef) -> FileFacts | None:
     facts = view.committed_file(ref.object_key)
     if facts is None or facts.file_id != ref.file_id or facts.live_batches != 0 or view.file_pending(ref.object_key):
         return None
+    if facts.loans_out or facts.lender_id >= 0:  # a loan out, or a loan row (design §5a): held until returned
+        return None
     return facts
 
 

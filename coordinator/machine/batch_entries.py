@@ -122,3 +122,15 @@ def moved_entry(entry: bytes, object_key: str, byte_offset: int) -> bytes:
     info.object_key = object_key
     info.byte_offset = byte_offset
     return _framed(_BATCHES_TAG, info.SerializeToString())
+
+
+def entry_flags(entry: bytes | None) -> int:
+    """A batch's transaction flags (TRANSACTIONAL, CONTROL) as its entry says; 0 for a row stored without one
+    (schema 2, before transactions)."""
+    if entry is None:
+        return 0
+    position = len(_BATCHES_TAG)
+    while entry[position] & 0x80:  # the payload's length, a varint
+        position += 1
+    info = pb.BatchInfo.FromString(entry[position + 1 :])
+    return (TRANSACTIONAL if info.is_transactional else 0) | (CONTROL if info.is_control else 0)

@@ -52,6 +52,9 @@ class PlacedPartition:
     topic_id: bytes
     topic_name: str
     partition: int
+    # Frozen there by a move (design §5a): until the source drops it, its target may hold it too, and serves it once
+    # adopted, so a holder that is not frozen wins.
+    frozen: bool = False
 
 
 @final
@@ -79,7 +82,7 @@ class TopicCatalog:
         """Replaces everything with these partitions (every loaded coordinator's)."""
         self._topics.clear()
         self._ids_by_name.clear()
-        for placed in partitions:
+        for placed in sorted(partitions, key=lambda placed: not placed.frozen):  # the frozen first: others win
             if not self._deleted_here(placed.topic_id, placed.coordinator_id):
                 self._add_partitions(placed.topic_id, placed.topic_name, {placed.partition: placed.coordinator_id})
 

@@ -32,6 +32,36 @@ class CommittedBatch(NamedTuple):
 BATCH_LAYOUT = struct.Struct("<qqqqqqqqiiibb")
 
 
+class MovedFile(NamedTuple):
+    """A WAL file a moved partition's batches live in, as its source holds it (design §5a)."""
+
+    object_key: str
+    file_size: int
+    uploader_broker_id: int
+    owner_ids: tuple[int, ...]
+    committed_at_ms: int
+
+
+class MovedBatch(NamedTuple):
+    """A batch of a moved partition as its source holds it, sent to the target (design §5a): everything but its id,
+    which is per coordinator."""
+
+    object_key: str
+    byte_offset: int
+    size: int
+    base_offset: int
+    last_offset: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    last_sequence: int
+    magic: int
+    timestamp_type: int
+    append_time_ms: int
+    flags: int  # coordinator/machine/batch_entries.py: TRANSACTIONAL, CONTROL
+
+
 def pack_batches(batches: Sequence[CommittedBatch]) -> bytes:
     pack = BATCH_LAYOUT.pack
     return b"".join([pack(*batch) for batch in batches])
@@ -310,3 +340,94 @@ def decode_batch(payload: bytes) -> list[rec.MetadataRecord]:
     batch = rec.RecordBatch()
     batch.ParseFromString(payload)
     return list(batch.records)
+
+
+def partition_move_started(partition_key: int, to_coordinator: int, move_id: int) -> rec.MetadataRecord:
+    """A partition frozen at its source, moving to `to_coordinator` (design §5a)."""
+    started = rec.PartitionMoveStarted(partition_key=partition_key, to_coordinator=to_coordinator, move_id=move_id)
+    return rec.MetadataRecord(partition_move_started=started)
+
+
+def partition_move_cancelled(partition_key: int, move_id: int) -> rec.MetadataRecord:
+    """The freeze of move `move_id` lifted: the partition takes writes at its source again (design §5a)."""
+    cancelled = rec.PartitionMoveCancelled(partition_key=partition_key, move_id=move_id)
+    return rec.MetadataRecord(partition_move_cancelled=cancelled)
+
+
+def partition_adoption_chunk(
+    from_coordinator: int,
+    move_id: int,
+    staged_partition_key: int,
+    index: int,
+    topic_id: bytes,
+    partition: int,
+    files: Sequence[rec.PartitionAdoptionChunk.File],
+    batches: Sequence[tuple[CommittedBatch, int, int, int]],  # (batch, file index, append time, flags)
+    aborted: Sequence[tuple[int, int, int, int]] = (),  # (marker offset, producer id, first offset, last stable)
+) -> rec.MetadataRecord:
+    """One chunk of a moved partition's batches, staged at the target (design §5a)."""
+    return rec.MetadataRecord(
+        partition_adoption_chunk=rec.PartitionAdoptionChunk(
+            move_id=move_id,
+            from_coordinator=from_coordinator,
+            staged_partition_key=staged_partition_key,
+            index=index,
+            topic_id=topic_id,
+            partition=partition,
+            files=files,
+            packed_batches=pack_batches([batch for batch, _, _, _ in batches]),
+            file_indexes=[file_index for _, file_index, _, _ in batches],
+            append_times_ms=[append_time for _, _, append_time, _ in batches],
+            flags=[flags for _, _, _, flags in batches],
+            aborted_transactions=[
+                rec.PartitionAdoptionChunk.Aborted(
+                    last_offset=last, producer_id=producer_id, first_offset=first, last_stable_offset=stable
+                )
+                for last, producer_id, first, stable in aborted
+            ],
+        )
+    )
+
+
+class AdoptedPartition(NamedTuple):
+    """A moved partition as its frozen source holds it besides its batches (design §5a): what its adoption carries."""
+
+    topic_id: bytes
+    topic_name: str
+    partition: int
+    log_start_offset: int
+    high_watermark: int
+    local_log_start_offset: int
+    remote_max_timestamp: int
+    classic_log_start_offset: int
+    seal_offset: int
+    switch_leader_epoch: int
+    switch_producers: int
+    producers: tuple[CarriedProducer, ...]
+    configs: tuple[tuple[str, str], ...]  # the topic's configurations, sorted by name
+
+
+def partition_adopted(
+    from_coordinator: int, move_id: int, staged_partition_key: int, adopted: AdoptedPartition
+) -> rec.MetadataRecord:
+    """The cut-over at a move's target (design §5a): the staged batches become the partition, served here."""
+    return rec.MetadataRecord(
+        partition_adopted=rec.PartitionAdopted(
+            from_coordinator=from_coordinator,
+            move_id=move_id,
+            staged_partition_key=staged_partition_key,
+            topic_id=adopted.topic_id,
+            topic_name=adopted.topic_name,
+            partition=adopted.partition,
+            log_start_offset=adopted.log_start_offset,
+            high_watermark=adopted.high_watermark,
+            local_log_start_offset=adopted.local_log_start_offset,
+            remote_max_timestamp=adopted.remote_max_timestamp,
+            classic_log_start_offset=adopted.classic_log_start_offset,
+            seal_offset=adopted.seal_offset,
+            switch_leader_epoch=adopted.switch_leader_epoch,
+            switch_producers=adopted.switch_producers,
+            producers=[rec.CarriedProducer(**producer._asdict()) for producer in adopted.producers],
+            topic_configs=[rec.TopicConfigValue(name=name, value=value) for name, value in adopted.configs],
+        )
+    )

@@ -49,6 +49,10 @@ class PartitionView:
     seal_offset: int = -1
     switch_leader_epoch: int = -1
     classic_log_start_offset: int = -1
+    # A partition move (design §5a): the target while the partition is frozen here (its writes answer
+    # NOT_COORDINATOR), -1 otherwise; and the move's id.
+    moving_to: int = -1
+    move_id: int = -1
 
     @property
     def diskless_start_offset(self) -> int:
@@ -59,6 +63,23 @@ class PartitionView:
     def remote_log_end_offset(self) -> int:
         """The last offset held remotely; -1 when nothing is."""
         return self.local_log_start_offset - 1 if self.log_start_offset < self.local_log_start_offset else -1
+
+
+@dataclass(slots=True)
+class StagedMove:
+    """A partition move whose batches this coordinator, its target, is staging (design §5a): PartitionAdoptionChunk
+    records so far, speculative like the rest of the view."""
+
+    from_coordinator: int
+    move_id: int
+    partition_key: int  # the staged key: no partition row names it yet
+    topic_id: bytes
+    partition: int
+    chunks: int  # recorded so far
+    next_offset: int  # where the next chunk's batches start; -1 while none is staged
+    # object key -> this coordinator's file id, for each file the staged batches live in: a later chunk naming one
+    # adds to that row (which its staged batches keep live), whether or not its record is applied yet.
+    files: dict[str, int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +98,16 @@ class FileFacts:
     delete_after_ms: int  # -1 until the last owner schedules the deletion
     # The well-formed batches of its commit here, stored or rejected then (0 for a file taken by hand-over).
     part_batches: int
+    # -1 for a row of the file's owner chain; else a loan row's lender (design §5a, coordinator/files/loans.py).
+    lender_id: int = -1
+    # Borrowers holding a loan row of this row's file, not returned yet (design §5a): while any, the row is not idle.
+    borrowers: tuple[int, ...] = ()
+    # A loan row's move (the lender's move id that made it; -1 for a chain row): its drop lends it.
+    loan_move_id: int = -1
+
+    @property
+    def loans_out(self) -> int:
+        return len(self.borrowers)
 
 
 class CoordinatorView:
@@ -120,6 +151,15 @@ class CoordinatorView:
         # topic id -> the configurations set on the topic (canonical values; coordinator/topics/topic_configs.py).
         # Only topics with a partition here that set some: the others are at their defaults.
         self._topic_configs: dict[bytes, dict[str, str]] = {}
+        # (source coordinator, move id) -> a partition move staged here, its target (design §5a).
+        self.staged_moves: dict[tuple[int, int], StagedMove] = {}
+        self.adopted_moves: set[tuple[int, int]] = set()  # (source, move id) of the moves adopted here
+        self.abandoned_moves: set[tuple[int, int]] = set()  # (source, move id) of the moves abandoned here
+        # move id -> its target, for each move whose partition left this coordinator, its source (design §5a).
+        self.moved_out: dict[int, int] = {}
+        # (object key, borrower) -> log end offset of the drop that lent it, until SQLite holds the loan: a return
+        # arriving meanwhile settles it (the record is applied after the drop's).
+        self._pending_loans: dict[tuple[str, int], int] = {}
         # object key -> (log end offset of the batch that recorded it, its FileCommitted or None when the
         # file came by hand-over); dropped once applied.
         self._pending_files: dict[str, tuple[int, rec.FileCommitted | None]] = {}
@@ -176,6 +216,10 @@ class CoordinatorView:
 
     def committed_file(self, object_key: str) -> FileFacts | None:
         return self._committed_file(object_key)
+
+    def loan_pending(self, object_key: str, borrower: int) -> bool:
+        """Whether a drop not yet applied lends this file to `borrower` (design §5a)."""
+        return (object_key, borrower) in self._pending_loans
 
     def pending_replacement(self, object_key: str) -> rec.BatchesReplaced | None:
         """The BatchesReplaced not yet applied that added this key, if one did."""
@@ -289,6 +333,10 @@ class CoordinatorView:
         """A file recorded by a log batch ending at `end_offset`, known here until SQLite holds it."""
         self._pending_files[object_key] = (end_offset, committed)
 
+    def add_pending_loan(self, object_key: str, borrower: int, end_offset: int) -> None:
+        """A loan recorded by a drop in a log batch ending at `end_offset`, known here until SQLite holds it."""
+        self._pending_loans[(object_key, borrower)] = end_offset
+
     def add_pending_replacement(self, object_key: str, end_offset: int, replaced: rec.BatchesReplaced) -> None:
         """A file recorded by consolidation in a log batch ending at `end_offset` (DESIGN §4c)."""
         self._pending_files[object_key] = (end_offset, None)
@@ -300,3 +348,5 @@ class CoordinatorView:
             self._pending_files = {k: v for k, v in self._pending_files.items() if v[0] > applied_offset}
         if self._pending_replacements:
             self._pending_replacements = {k: v for k, v in self._pending_replacements.items() if v[0] > applied_offset}
+        if self._pending_loans:
+            self._pending_loans = {k: v for k, v in self._pending_loans.items() if v > applied_offset}

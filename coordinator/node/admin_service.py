@@ -105,3 +105,44 @@ async def list_snapshots(
 
 def _not_hosted(coordinator_id: int) -> str:
     return f"coordinator {coordinator_id} is not hosted on this node"
+
+
+# Each partition's live batches: one count over the batches' primary key (partition_key, last_offset) per partition.
+_PARTITION_LOADS = (
+    "SELECT topic_id, topic_name, partition, "
+    "(SELECT COUNT(*) FROM batches b WHERE b.partition_key = p.partition_key) "
+    "FROM partitions p ORDER BY topic_id, partition"
+)
+
+
+def describe_partition_loads(
+    shards: Sequence[CoordinatorShard], settings: Settings, request: admin.DescribePartitionLoadsRequest
+) -> admin.DescribePartitionLoadsResponse:
+    """Each partition of the coordinators led here with its live batches (`diskless rebalance-partitions`).
+
+    Only a leader answers, so that the plan is made from what the moves will start from. The counts are read in
+    one read transaction per coordinator, on the node's loop: O(batches), an operator's occasional call.
+    """
+    response = admin.DescribePartitionLoadsResponse()
+    asked = (
+        _shards_asked(shards, settings, request.coordinator_ids)
+        if request.coordinator_ids
+        else [(s.coordinator_id, s) for s in shards if s.leads]
+    )
+    for coordinator_id, shard in asked:
+        entry = response.coordinators.add(coordinator_id=coordinator_id)
+        if shard is None or not shard.leads:
+            entry.error_code = ErrorCode.NOT_COORDINATOR
+            entry.error_message = f"coordinator {coordinator_id} is not led by this node"
+            continue
+        try:
+            with shard.read_transaction() as db:
+                rows = list(db.execute(_PARTITION_LOADS))
+        except CoordinatorUnavailable as error:
+            entry.error_code, entry.error_message = error.error_code, error.message
+            continue
+        for topic_id, topic_name, partition, live_batches in rows:
+            entry.partitions.add(
+                topic_id=topic_id, topic_name=topic_name, partition=partition, live_batches=live_batches
+            )
+    return response

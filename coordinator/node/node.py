@@ -183,12 +183,16 @@ class Node:
 
     def rebuild_catalog(self) -> None:
         """Reads every loaded coordinator's partitions into the catalog, and those the node's other processes lead."""
-        here = [
-            PlacedPartition(shard.coordinator_id, p.topic_id, p.topic_name, p.partition)
-            for shard in self.shards
-            if shard.state is ShardState.ACTIVE
-            for p in shard.partitions()
-        ]
+        here = []
+        for shard in self.shards:
+            if shard.state is ShardState.ACTIVE:
+                frozen = shard.frozen_partitions()  # a move's source: its target wins once it adopted (design §5a)
+                here += [
+                    PlacedPartition(
+                        shard.coordinator_id, p.topic_id, p.topic_name, p.partition, (p.topic_id, p.partition) in frozen
+                    )
+                    for p in shard.partitions()
+                ]
         self.catalog.rebuild([*here, *self.outside_partitions()])
 
     def _topic_records_applied(self, coordinator_id: int, records: Sequence[rec.MetadataRecord]) -> None:

@@ -25,7 +25,7 @@ from coordinator.commits.commit_file import CommitFiles
 from coordinator.config.settings import Settings
 from coordinator.consolidation import merge_work, replace_batches
 from coordinator.edge.rpcs import NoReplica, Rpc
-from coordinator.files import describe_files, handover
+from coordinator.files import describe_files, handover, move_loans, move_staging
 from coordinator.files.list_file_keys import FileKeyStreams
 from coordinator.machine.catalog import TopicCatalog
 from coordinator.node import admin_service, leader_elections, reassignments
@@ -38,7 +38,7 @@ from coordinator.runtime.replication.leader import LeaderReplication
 from coordinator.runtime.replication.refusals import refused_epoch_end, refused_fetch
 from coordinator.runtime.replication.snapshot_transfer import stream_snapshot
 from coordinator.runtime.shard import CoordinatorShard
-from coordinator.topics import delete_records, remote_segments
+from coordinator.topics import delete_records, move_admin, move_cutover, remote_segments
 from coordinator.topics.admin import TopicAdmin
 from coordinator.topics.switch import service as switch_service
 from protos import admin_pb2 as admin
@@ -261,6 +261,20 @@ class Router:
             return refused_epoch_end(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"no coordinator {request.coordinator_id} here")
         return self._coordinators.shard(request.coordinator_id).offset_for_leader_epoch(request)
 
+    async def adopt_partition_chunk(
+        self, request: internal.AdoptPartitionChunkRequest
+    ) -> internal.AdoptPartitionChunkResponse:
+        return await move_staging.adopt_partition_chunk(self._coordinators, request)
+
+    async def adopt_partition(self, request: internal.AdoptPartitionRequest) -> internal.AdoptPartitionResponse:
+        return await move_cutover.adopt_partition(self._coordinators, request)
+
+    async def abandon_adoption(self, request: internal.AbandonAdoptionRequest) -> internal.AbandonAdoptionResponse:
+        return await move_cutover.abandon_adoption(self._coordinators, request)
+
+    async def return_files(self, request: internal.ReturnFilesRequest) -> internal.ReturnFilesResponse:
+        return await move_loans.return_files(self._coordinators, request)
+
     async def change_topic(self, request: internal.ChangeTopicRequest) -> internal.ChangeTopicResponse:
         return await self._topic_admin.change_here(request)
 
@@ -305,6 +319,19 @@ class Router:
                 error_code=pb.INVALID_REQUEST, error_message=NO_GROWTH, previous_count=count, count=count
             )
         return await self.growth.create_coordinators(request)
+
+    async def move_partition(self, request: admin.MovePartitionRequest) -> admin.MovePartitionResponse:
+        return await move_admin.move_partition(self._coordinators, request)
+
+    async def describe_partition_move(
+        self, request: admin.DescribePartitionMoveRequest
+    ) -> admin.DescribePartitionMoveResponse:
+        return await move_admin.describe_partition_move(self._coordinators, self._peers, request)
+
+    def describe_partition_loads(
+        self, request: admin.DescribePartitionLoadsRequest
+    ) -> admin.DescribePartitionLoadsResponse:
+        return admin_service.describe_partition_loads(self.shards, self.settings, request)
 
 
 async def _refused_snapshot(message: str) -> AsyncIterator[internal.FetchSnapshotChunk]:

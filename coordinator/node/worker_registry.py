@@ -21,10 +21,12 @@ from coordinator.cluster.controller import ClusterController
 from coordinator.cluster.peers import PeerClient
 from coordinator.commits.producer_expiry_worker import ProducerExpiryWorker
 from coordinator.config.settings import Settings
+from coordinator.files.loan_returns import LoanReturnWorker
 from coordinator.files.object_store import ObjectStore
 from coordinator.files.workers import FileWorker
 from coordinator.runtime.shard import CoordinatorShard
 from coordinator.runtime.worker_specs import RUNTIME_WORKERS
+from coordinator.topics.move_worker import MoveWorker
 from coordinator.topics.purge_worker import TopicPurger
 from coordinator.topics.retention_worker import RetentionWorker
 
@@ -45,6 +47,16 @@ PRODUCER_EXPIRY = WorkerSpec(
 RETENTION = WorkerSpec(
     "retention", Scope.LEADER_ONLY, "moves log start offsets past batches older or beyond the topic's retention",
     "coordinator.runtime.shard.worker:PeriodicWorker.run", "retention_check_interval_ms",
+)  # fmt: skip
+PARTITION_MOVES = WorkerSpec(
+    "partition-moves", Scope.LEADER_ONLY, "drives the partitions frozen here for a move to their target: chunks, "
+    "adoption; cancels one stuck past partition.move.timeout.ms before its adoption was asked",
+    "coordinator.runtime.shard.worker:PeriodicWorker.run", "partition_move_interval_ms",
+)  # fmt: skip
+LOAN_RETURNS = WorkerSpec(
+    "loan-returns", Scope.LEADER_ONLY, "gives WAL files a move's target borrowed and holds no live batch in back to "
+    "their lenders (ReturnFiles), then forgets them", "coordinator.runtime.shard.worker:PeriodicWorker.run",
+    "partition_move_interval_ms",
 )  # fmt: skip
 
 # ---------------------------------------------------------------- supervised: the node's own
@@ -128,6 +140,8 @@ COORDINATOR_WORKERS: tuple[tuple[WorkerSpec, CoordinatorFactory], ...] = (
     (TOPIC_PURGER, lambda shard, i: TopicPurger(shard, i.settings, i.clock, i.metrics)),
     (PRODUCER_EXPIRY, lambda shard, i: ProducerExpiryWorker(shard, i.settings, i.clock, i.metrics)),
     (RETENTION, lambda shard, i: RetentionWorker(shard, i.settings, i.clock, i.metrics)),
+    (PARTITION_MOVES, lambda shard, i: MoveWorker(shard, i.settings, i.clock, i.peers)),
+    (LOAN_RETURNS, lambda shard, i: LoanReturnWorker(shard, i.settings, i.clock, i.peers)),
 )
 
 # The cluster controller's loops, in start order (those its settings turn off are not among its `loops`).

@@ -176,7 +176,7 @@ class TopicAdmin:
         return _DONE
 
     async def _run_deletions(
-        self, operations: Mapping[int, Operation[partition_checks.DeleteTopic, bool]], timeout_ms: int
+        self, operations: Mapping[int, Operation[partition_checks.DeleteTopic, bool | ItemError]], timeout_ms: int
     ) -> ItemError | set[int]:
         """The coordinators (led here) that held the topic and deleted it; the first failure instead."""
         if not operations:
@@ -189,6 +189,8 @@ class TopicAdmin:
         for coordinator_id, outcome in (await self._coordinators.run_parts(operations, timeout_ms)).items():
             if isinstance(outcome, CoordinatorUnavailable):
                 return ItemError(outcome.error_code, outcome.message)
+            if isinstance(outcome, ItemError):  # a partition moving (design §5a): retriable
+                return outcome
             if outcome:
                 held.add(coordinator_id)
         return held

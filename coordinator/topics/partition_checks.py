@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from coordinator.base.errors import ErrorCode
-from coordinator.base.result import Result
+from coordinator.base.result import ItemError, Result
 from coordinator.machine import records
 from coordinator.machine.view import CoordinatorView
 
@@ -63,10 +63,17 @@ def check_create_partitions(view: CoordinatorView, request: CreatePartitions, no
     return Result(created, None)
 
 
-def check_delete_topic(view: CoordinatorView, request: DeleteTopic, now_ms: int) -> Result[bool]:
-    """Deletes the topic's partitions here; answers whether this coordinator held any (a topic none held is unknown)."""
-    if not view.partitions_of_topic(request.topic_id):
+def check_delete_topic(view: CoordinatorView, request: DeleteTopic, now_ms: int) -> Result[bool | ItemError]:
+    """Deletes the topic's partitions here; answers whether this coordinator held any (a topic none held is unknown),
+    or why not now."""
+    partitions = view.partitions_of_topic(request.topic_id)
+    if not partitions:
         return Result([], False)
+    moving = [p.partition for p in partitions if p.moving_to >= 0]
+    if moving:
+        # Never deleted on one side of a move only (design §5a): retriable, until the move ends.
+        message = f"partitions {sorted(moving)} of the topic are moving to another coordinator"
+        return Result([], ItemError(ErrorCode.REQUEST_TIMED_OUT, message))
     return Result([records.topic_deleted(request.topic_id)], True)
 
 
@@ -82,6 +89,15 @@ def check_delete_records(
             outcomes.append(
                 DeleteRecordsOutcome(
                     ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"partition {partition_index} of the topic is unknown", -1
+                )
+            )
+            continue
+        if partition.moving_to >= 0:  # frozen (design §5a): the client finds the coordinator again
+            outcomes.append(
+                DeleteRecordsOutcome(
+                    ErrorCode.NOT_COORDINATOR,
+                    f"partition {partition_index} of the topic moves to coordinator {partition.moving_to}",
+                    -1,
                 )
             )
             continue

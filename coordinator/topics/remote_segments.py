@@ -144,6 +144,10 @@ def check_commit_remote_log_segments(
             message = f"partition {partition_index} of the topic is unknown"
             outcomes.append(SegmentOutcome(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, message))
             continue
+        if partition.moving_to >= 0:  # frozen (design §5a): the broker finds the coordinator again
+            message = f"partition {partition_index} of the topic moves to coordinator {partition.moving_to}"
+            outcomes.append(SegmentOutcome(ErrorCode.NOT_COORDINATOR, message))
+            continue
         problem = _policy_problem(effective_configs(view.topic_configs(topic_id), request.defaults))
         if problem is not None:
             outcomes.append(problem)

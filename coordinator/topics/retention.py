@@ -134,7 +134,8 @@ def select_retention(
         if left <= 0:
             return RetentionStep(tuple(moves), defaults, partition.key, None)
         configs = effective_configs(configs_of.get(partition.topic_id, {}), defaults)
-        allowed = retention_allowed_below(configs, partition)
+        # A frozen partition (design §5a) is left to its target: no batch of it is read for a step the check drops.
+        allowed = None if partition.moving_to >= 0 else retention_allowed_below(configs, partition)
         found = None
         if allowed is not None and allowed > partition.log_start_offset:
             found = expired_prefix(
@@ -167,6 +168,8 @@ def check_retention(view: CoordinatorView, step: RetentionStep, now_ms: int) -> 
             continue  # its topic was deleted meanwhile
         if move.log_start_offset <= partition.log_start_offset:
             continue  # DeleteRecords went as far already
+        if partition.moving_to >= 0:
+            continue  # frozen, moving to another coordinator (design §5a): its retention goes on there
         configs = effective_configs(view.topic_configs(partition.topic_id), step.defaults)
         if configs != move.configs:
             continue  # the limits changed meanwhile: the next pass decides by the new ones

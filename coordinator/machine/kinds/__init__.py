@@ -22,6 +22,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from coordinator.machine.kinds.abandon import PartitionAdoptionAbandonedKind
+from coordinator.machine.kinds.adoption import PartitionAdoptedKind
+from coordinator.machine.kinds.adoptions import PartitionAdoptionChunkKind
 from coordinator.machine.kinds.files import (
     FileCommittedKind,
     FileDeletedKind,
@@ -38,6 +41,8 @@ from coordinator.machine.kinds.kind import (
     RecordNames,
 )
 from coordinator.machine.kinds.leadership import LeaderChangeKind
+from coordinator.machine.kinds.moved_out import FileLoanReturnedKind, FileReturnedKind, PartitionMovedOutKind
+from coordinator.machine.kinds.moves import PartitionMoveCancelledKind, PartitionMoveStartedKind
 from coordinator.machine.kinds.partitions import PartitionCreatedKind, RecordsDeletedKind, TopicDeletedKind
 from coordinator.machine.kinds.producers import ProducersExpiredKind
 from coordinator.machine.kinds.purges import BatchesPurgedKind
@@ -68,6 +73,14 @@ _REGISTERED: tuple[RecordKind, ...] = (
     RemoteLogSegmentsCommittedKind(),
     DisklessLogsInitializedKind(),
     BatchesReplacedKind(),
+    PartitionMoveStartedKind(),
+    PartitionMoveCancelledKind(),
+    PartitionAdoptionChunkKind(),
+    PartitionAdoptedKind(),
+    PartitionMovedOutKind(),
+    FileLoanReturnedKind(),
+    FileReturnedKind(),
+    PartitionAdoptionAbandonedKind(),
 )
 KINDS: dict[str, RecordKind] = {kind.name: kind for kind in _REGISTERED}
 # The pipeline asks of every applied record whether the catalog follows it: a set lookup by name is cheapest.

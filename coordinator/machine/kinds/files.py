@@ -279,9 +279,11 @@ class FileOwnershipTakenKind:
 
 
 def _file_leaves(transaction: StateTransaction, file_id: int, how: str) -> None:
-    """A file this coordinator owns with no live batch leaves the state (handed over or deleted)."""
+    """A file this coordinator owns with no live batch and no loan out (design §5a) leaves the state (handed over or
+    deleted)."""
     transaction.update_exactly_one(
-        "DELETE FROM files WHERE file_id = ? AND live_batches = 0 AND owned = 1",
+        "DELETE FROM files WHERE file_id = ? AND live_batches = 0 AND owned = 1 AND NOT EXISTS "
+        "(SELECT 1 FROM file_loans AS l WHERE l.file_id = files.file_id)",
         (file_id,),
         f"file {file_id} {how}, but it is not an idle file owned here",
     )
@@ -327,7 +329,7 @@ class FileDeletionScheduledKind:
     def apply(self, transaction: StateTransaction, scheduled: rec.FileDeletionScheduled) -> None:
         transaction.update_exactly_one(
             "UPDATE files SET delete_after_ms = ? WHERE file_id = ? AND live_batches = 0 AND owned = 1 "
-            "AND is_last_owner = 1",
+            "AND is_last_owner = 1 AND NOT EXISTS (SELECT 1 FROM file_loans AS l WHERE l.file_id = files.file_id)",
             (scheduled.delete_after_ms, scheduled.file_id),
             f"deletion of file {scheduled.file_id} scheduled, but it is not an idle file owned last here",
         )

@@ -94,6 +94,7 @@ class TopicDeletedKind:
             db.execute("DELETE FROM producers WHERE partition_key = ?", (key,))
             db.execute("DELETE FROM producer_transactions WHERE partition_key = ?", (key,))
             db.execute("DELETE FROM aborted_transactions WHERE partition_key = ?", (key,))
+            db.execute("DELETE FROM partition_moves WHERE partition_key = ?", (key,))  # as the view forgets it
             db.execute("DELETE FROM partitions WHERE partition_key = ?", (key,))
         transaction.deleted_partition_keys.update(keys)
         db.execute("DELETE FROM topic_configs WHERE topic_id = ?", (deleted.topic_id,))

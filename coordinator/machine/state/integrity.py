@@ -29,6 +29,8 @@ CLEAN_CLOSE_MARK = "state.closed-cleanly"  # beside state.sqlite; present only b
 PROBLEMS_REPORTED_MAX = 5  # integrity_check's list of problems is cut to this many lines
 TIME_INDEX_SCHEMA = 7  # the first schema with the time index (coordinator/machine/state/schema.py)
 SWITCH_SCHEMA = 9  # the first schema with the classic -> diskless switch's columns
+MOVES_SCHEMA = 11  # the first schema with partition moves (design §5a)
+LOANS_SCHEMA = 12  # the first schema with the moves' drop, WAL-file loans and abandons
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +75,10 @@ def _derived_state_problems(connection: apsw.Connection) -> list[str]:
     problems = time_index.index_problems(connection) + live_batch_problems(connection)
     if int(version[0]) >= SWITCH_SCHEMA:
         problems += switch_problems(connection)
+    if int(version[0]) >= MOVES_SCHEMA:
+        problems += move_problems(connection)
+    if int(version[0]) >= LOANS_SCHEMA:
+        problems += loan_problems(connection)
     return problems
 
 
@@ -110,6 +116,71 @@ def live_batch_problems(connection: apsw.Connection) -> list[str]:
     if total is not None and int(total[0]) != held:
         problems.append(f"meta live_batch_count is {total[0]}, {held} batches are held")
     return problems[:PROBLEMS_REPORTED_MAX]
+
+
+# A partition frozen for a move (design §5a) that is not here, or that moves to this coordinator itself.
+_MOVE_PROBLEMS = (
+    "SELECT m.partition_key, m.to_coordinator, m.move_id FROM partition_moves AS m WHERE m.move_id < 0 "
+    "OR m.to_coordinator < 0 OR m.to_coordinator = (SELECT value FROM meta WHERE name = 'coordinator_id') "
+    "OR NOT EXISTS (SELECT 1 FROM partitions AS p WHERE p.partition_key = m.partition_key) "
+    f"LIMIT {PROBLEMS_REPORTED_MAX}"
+)
+
+
+# A move staged here, its target (design §5a), whose staged key a partition row names before its adoption (staged
+# batches are read by nobody before it), or that comes from this coordinator itself or from no chunk.
+_STAGING_PROBLEMS = (
+    "SELECT a.staged_partition_key, a.from_coordinator, a.move_id FROM partition_adoptions AS a "
+    "WHERE a.chunks < 1 OR a.from_coordinator < 0 "
+    "OR a.from_coordinator = (SELECT value FROM meta WHERE name = 'coordinator_id') "
+    "OR (a.adopted = 0 AND EXISTS (SELECT 1 FROM partitions AS p WHERE p.partition_key = a.staged_partition_key)) "
+    f"LIMIT {PROBLEMS_REPORTED_MAX}"
+)
+
+
+def move_problems(connection: apsw.Connection) -> list[str]:
+    """Frozen or staged partitions whose move contradicts the state, at most a few."""
+    frozen = [
+        f"partition key {key} frozen by move {move_id} to coordinator {target}: not here, or a move to itself"
+        for key, target, move_id in connection.execute(_MOVE_PROBLEMS)
+    ]
+    staged = [
+        f"partition key {key} staged by move {move_id} from coordinator {source}: served before its adoption, from "
+        "no chunk, or from this coordinator"
+        for key, source, move_id in connection.execute(_STAGING_PROBLEMS)
+    ]
+    return (frozen + staged)[:PROBLEMS_REPORTED_MAX]
+
+
+# A chain row (design §5a) that names a loan's move (a loan row of a schema 11 state with no batch names none).
+_LOAN_ROW_PROBLEMS = (
+    "SELECT 'file ' || file_id || ' lent by ' || lender_id || ' for move ' || loan_move_id FROM files "
+    "WHERE lender_id < 0 AND loan_move_id >= 0 "
+    f"LIMIT {PROBLEMS_REPORTED_MAX}"
+)
+# A loan (design §5a) on no file row here, to no coordinator or to this one, or on a row of this coordinator's that
+# is itself a loan row lent by that borrower (a loan cycle: neither would ever return); a move dropped here whose
+# partition is still served under its key; an abandoned move still staged or adopted.
+_LOAN_PROBLEMS = (
+    "SELECT 'loan of file ' || l.file_id || ' to coordinator ' || l.borrower FROM file_loans AS l "
+    "LEFT JOIN files AS f ON f.file_id = l.file_id WHERE f.file_id IS NULL OR l.borrower < 0 "
+    "OR l.borrower = (SELECT value FROM meta WHERE name = 'coordinator_id') OR f.lender_id = l.borrower "
+    "UNION ALL SELECT 'move ' || o.move_id || ' dropped, its partition key ' || o.partition_key || ' served' "
+    "FROM partition_moves_out AS o JOIN partitions AS p ON p.partition_key = o.partition_key "
+    "UNION ALL SELECT 'move ' || a.move_id || ' from coordinator ' || a.from_coordinator || ' abandoned and staged' "
+    "FROM abandoned_adoptions AS a JOIN partition_adoptions AS s "
+    "ON s.from_coordinator = a.from_coordinator AND s.move_id = a.move_id "
+    f"LIMIT {PROBLEMS_REPORTED_MAX}"
+)
+
+
+def loan_problems(connection: apsw.Connection) -> list[str]:
+    """Loans, drops and abandons that contradict the state, at most a few."""
+    found = [str(problem) for (problem,) in connection.execute(_LOAN_PROBLEMS)]
+    found += [f"{problem}: a chain row names no move" for (problem,) in connection.execute(
+        _LOAN_ROW_PROBLEMS
+    )]  # fmt: skip
+    return found[:PROBLEMS_REPORTED_MAX]
 
 
 def take_clean_close_mark(directory: Path) -> bool:

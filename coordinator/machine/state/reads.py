@@ -205,18 +205,23 @@ def max_timestamp_batch(db: apsw.Connection, partition_key: int) -> tuple[int, i
 
 _FILE_COLUMNS = (
     "file_id, object_key, file_size, uploader_broker_id, owner_ids, committed_at_ms, live_batches, is_last_owner, "
-    "owned, delete_after_ms, part_batches"
+    "owned, delete_after_ms, part_batches, lender_id, loan_move_id, "
+    "(SELECT group_concat(borrower) FROM file_loans AS l WHERE l.file_id = files.file_id)"
 )
+# A row with a loan out (design §5a) is held: never idle, whatever its live batches.
+_LENT = "EXISTS (SELECT 1 FROM file_loans AS l WHERE l.file_id = files.file_id)"
 # A file awaits deletion here when this coordinator is its last owner, owns it and has no live batch in it;
 # a file with no live batch here awaits hand-over otherwise (to the next owner, or from the one before).
 _AWAITING_DELETION = "live_batches = 0 AND is_last_owner = 1 AND owned = 1"
 
 
 def _file_facts(row: tuple[Any, ...]) -> FileFacts:
-    file_id, key, size, uploader, owners, committed_at, live, last, owned, delete_after, part_batches = row
+    file_id, key, size, uploader, owners, committed_at, live, last, owned, delete_after, part_batches, *loans = row
+    lender, loan_move, lent = loans
     return FileFacts(
         file_id, key, size, uploader, tuple(map(int, owners.split(","))), committed_at, live, bool(last),
-        bool(owned), delete_after, part_batches,
+        bool(owned), delete_after, part_batches, lender, () if lent is None else tuple(map(int, lent.split(","))),
+        loan_move,
     )  # fmt: skip
 
 
@@ -309,18 +314,24 @@ class IdleFilesQuery(enum.Enum):
     """What the file workers look for among a coordinator's files with no live batch here, and the values each
     condition binds, in order."""
 
-    TO_HAND_OVER = "owned = 1 AND is_last_owner = 0 AND file_id > ?"  # after file id
-    AWAITING_OWNERSHIP = "owned = 0 AND committed_at_ms <= ? AND file_id > ?"  # committed before, after file id
-    TO_SCHEDULE = "owned = 1 AND is_last_owner = 1 AND delete_after_ms < 0"
-    DUE_FOR_DELETION = "owned = 1 AND is_last_owner = 1 AND delete_after_ms >= 0 AND delete_after_ms <= ?"  # now
+    # A loan row the chain's token reached (design §5a) is returned first: only then does it pass the token.
+    TO_HAND_OVER = "owned = 1 AND is_last_owner = 0 AND lender_id < 0 AND file_id > ?"  # after file id
+    # Committed before, after file id. A loan row (design §5a) never waits for the chain's token: it is returned.
+    AWAITING_OWNERSHIP = "owned = 0 AND lender_id < 0 AND committed_at_ms <= ? AND file_id > ?"
+    TO_SCHEDULE = "owned = 1 AND is_last_owner = 1 AND lender_id < 0 AND delete_after_ms < 0"
+    DUE_FOR_DELETION = (
+        "owned = 1 AND is_last_owner = 1 AND lender_id < 0 AND delete_after_ms >= 0 AND delete_after_ms <= ?"  # now
+    )
 
 
 def idle_files(db: apsw.Connection, query: IdleFilesQuery, bindings: tuple[int, ...], limit: int) -> list[FileFacts]:
-    """Files with no live batch here that also meet the query's condition, in file id order, at most `limit`."""
+    """Files with no live batch here and no loan out that also meet the query's condition, in file id order, at most
+    `limit`."""
     return [
         _file_facts(row)
         for row in db.execute(
-            f"SELECT {_FILE_COLUMNS} FROM files WHERE live_batches = 0 AND ({query.value}) ORDER BY file_id LIMIT ?",
+            f"SELECT {_FILE_COLUMNS} FROM files WHERE live_batches = 0 AND NOT {_LENT} AND ({query.value}) "
+            "ORDER BY file_id LIMIT ?",
             (*bindings, limit),
         )
     ]
@@ -340,7 +351,7 @@ def producers_after(db: apsw.Connection, after: tuple[int, int], limit: int) -> 
 
 def file_state(facts: FileFacts) -> int:
     """The DescribeFiles state of a file as this coordinator sees it."""
-    if facts.live_batches > 0:
+    if facts.live_batches > 0 or facts.loans_out > 0:
         return pb.FILE_STATE_LIVE
     if facts.is_last_owner and facts.owned:
         return pb.FILE_STATE_AWAITING_DELETION
@@ -358,7 +369,7 @@ def coordinator_counts(db: apsw.Connection) -> CoordinatorCounts:
     handover, deletion = one_row(
         db.execute(
             f"SELECT coalesce(sum(NOT ({_AWAITING_DELETION})), 0), coalesce(sum({_AWAITING_DELETION}), 0) "
-            "FROM files WHERE live_batches = 0"
+            f"FROM files WHERE live_batches = 0 AND NOT {_LENT}"
         ),
         "the idle files",
     )
@@ -375,7 +386,7 @@ def applied_offset(db: apsw.Connection) -> int:
 
 # A file's DescribeFiles state here, in SQL (as `file_state`).
 _FILE_STATE = (
-    f"CASE WHEN live_batches > 0 THEN {pb.FILE_STATE_LIVE} WHEN {_AWAITING_DELETION} "
+    f"CASE WHEN live_batches > 0 OR {_LENT} THEN {pb.FILE_STATE_LIVE} WHEN {_AWAITING_DELETION} "
     f"THEN {pb.FILE_STATE_AWAITING_DELETION} ELSE {pb.FILE_STATE_AWAITING_HANDOVER} END"
 )
 
@@ -434,12 +445,17 @@ def topics_awaiting_purge(db: apsw.Connection) -> int:
 
 
 def partitions_from(db: apsw.Connection, first_key: int, limit: int) -> list[PartitionView]:
-    """The partitions with key >= `first_key`, in key order, at most `limit` (a retention step's walk)."""
+    """The partitions with key >= `first_key`, in key order, at most `limit` (a retention step's walk), with their
+    moves (design §5a)."""
     return [
-        PartitionView(key, bytes(topic_id), name, partition, log_start, high_watermark, local_start)
-        for key, topic_id, name, partition, log_start, high_watermark, local_start in db.execute(
-            "SELECT partition_key, topic_id, topic_name, partition, log_start_offset, high_watermark, "
-            "local_log_start_offset FROM partitions WHERE partition_key >= ? ORDER BY partition_key LIMIT ?",
+        PartitionView(
+            key, bytes(topic_id), name, partition, log_start, high_watermark, local_start, moving_to=moving_to
+        )
+        for key, topic_id, name, partition, log_start, high_watermark, local_start, moving_to in db.execute(
+            "SELECT p.partition_key, topic_id, topic_name, partition, log_start_offset, high_watermark, "
+            "local_log_start_offset, COALESCE(m.to_coordinator, -1) FROM partitions AS p "
+            "LEFT JOIN partition_moves AS m ON m.partition_key = p.partition_key "
+            "WHERE p.partition_key >= ? ORDER BY p.partition_key LIMIT ?",
             (first_key, limit),
         )
     ]

@@ -11,7 +11,7 @@ from coordinator.machine.batch_entries import batch_entry
 from coordinator.machine.producers import packed_last_append_time
 from coordinator.machine.state import time_index
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 12
 
 # meta holds counters and the applied log offset, updated in the same
 # transaction as the state they describe.
@@ -41,8 +41,36 @@ STATEMENTS = (
         switch_producers INTEGER NOT NULL DEFAULT 0,
         UNIQUE (topic_id, partition)
     )""",
+    # Partition moves (design §5a; schema 11): a partition frozen at this coordinator, its source, while it moves to
+    # `to_coordinator`: every write to it answers NOT_COORDINATOR. One row per frozen partition, gone on cancel.
+    """CREATE TABLE IF NOT EXISTS partition_moves (
+        partition_key INTEGER PRIMARY KEY,
+        to_coordinator INTEGER NOT NULL,
+        move_id INTEGER NOT NULL
+    ) WITHOUT ROWID""",
+    # Partition moves (design §5a; schema 11), at the target: a move whose batches are being staged here under
+    # `staged_partition_key` (no `partitions` row names it, so no read finds them), keyed by the source and its move
+    # id; `chunks` recorded so far, `next_offset` the offset the next chunk starts at (-1: no batch staged yet);
+    # `adopted` once PartitionAdopted made the staged key a served partition (the row stays: a repeated adoption is
+    # then answered as the first, design §5a).
+    """CREATE TABLE IF NOT EXISTS partition_adoptions (
+        from_coordinator INTEGER NOT NULL,
+        move_id INTEGER NOT NULL,
+        staged_partition_key INTEGER NOT NULL UNIQUE,
+        topic_id BLOB NOT NULL,
+        partition INTEGER NOT NULL,
+        chunks INTEGER NOT NULL,
+        next_offset INTEGER NOT NULL,
+        adopted INTEGER NOT NULL DEFAULT 0,
+        PRIMARY KEY (from_coordinator, move_id)
+    ) WITHOUT ROWID""",
     # part_batches: the well-formed batches of the file's commit here, stored or rejected (0 for a file
     # taken by hand-over); a retried commit is answered again only while all of them are live (DESIGN §6a).
+    # lender_id (schema 11): -1 for a row of the file's owner chain (DESIGN §5); else a *loan row* (design §5a,
+    # coordinator/files/loans.py), made by a partition move's target that had no row for the file: never owned,
+    # never handed over, never deleting, kept until returned to the lender. loan_move_id (schema 12): the move (of the
+    # lender's) that made the loan row, -1 for a chain row: its drop lends it, and the lender holds its return back
+    # only while that move is in progress.
     """CREATE TABLE IF NOT EXISTS files (
         file_id INTEGER PRIMARY KEY,
         object_key TEXT NOT NULL UNIQUE,
@@ -54,7 +82,9 @@ STATEMENTS = (
         is_last_owner INTEGER NOT NULL,
         owned INTEGER NOT NULL,
         delete_after_ms INTEGER NOT NULL,
-        part_batches INTEGER NOT NULL
+        part_batches INTEGER NOT NULL,
+        lender_id INTEGER NOT NULL DEFAULT -1,
+        loan_move_id INTEGER NOT NULL DEFAULT -1
     )""",
     "CREATE INDEX IF NOT EXISTS files_live_by_time ON files (committed_at_ms) WHERE live_batches > 0",
     # The file workers' work list: files with no live batch left here (few, compared with live ones).
@@ -82,6 +112,29 @@ STATEMENTS = (
         append_time_ms INTEGER NOT NULL,
         entry BLOB,
         PRIMARY KEY (partition_key, last_offset)
+    ) WITHOUT ROWID""",
+    # Partition moves, the drop (design §5a; schema 12), at the source: each move whose partition left here
+    # (PartitionMovedOut), so that a repeated drop is answered as the first. One small row per move ever dropped.
+    """CREATE TABLE IF NOT EXISTS partition_moves_out (
+        move_id INTEGER PRIMARY KEY,
+        partition_key INTEGER NOT NULL,
+        topic_id BLOB NOT NULL,
+        partition INTEGER NOT NULL,
+        to_coordinator INTEGER NOT NULL
+    )""",
+    # WAL-file loans (design §5a; schema 12), at the lender: the borrowers holding a loan row of a file of this
+    # coordinator's. A file row with a loan out is not idle: never handed over, never scheduled for deletion.
+    """CREATE TABLE IF NOT EXISTS file_loans (
+        file_id INTEGER NOT NULL,
+        borrower INTEGER NOT NULL,
+        PRIMARY KEY (file_id, borrower)
+    ) WITHOUT ROWID""",
+    # Moves given up here, their target, before their adoption (design §5a; schema 12): a late chunk is refused and
+    # a repeated abandon answered as the first.
+    """CREATE TABLE IF NOT EXISTS abandoned_adoptions (
+        from_coordinator INTEGER NOT NULL,
+        move_id INTEGER NOT NULL,
+        PRIMARY KEY (from_coordinator, move_id)
     ) WITHOUT ROWID""",
     # A file's batches (DESIGN §4c): consolidation plans by file (GetFileMergeWorkItem) and moves batches into new
     # files, so a file's batches are no longer one run of file ids rising with offsets in each partition; this
@@ -173,6 +226,26 @@ def _last_timestamps_from_windows(db: apsw.Connection) -> None:
         for key, producer_id, window in db.execute("SELECT partition_key, producer_id, window FROM producers")
     ]
     db.executemany("UPDATE producers SET last_timestamp = ? WHERE partition_key = ? AND producer_id = ?", rows)
+
+
+def _files_with_lenders(db: apsw.Connection) -> None:
+    """Schema 11's `files.lender_id` (-1: every row of an older state is of its owner chain), unless the open's
+    CREATE already made the table with it."""
+    if not any(column[1] == "lender_id" for column in db.execute("PRAGMA table_info(files)")):
+        db.execute("ALTER TABLE files ADD COLUMN lender_id INTEGER NOT NULL DEFAULT -1")
+
+
+def _files_with_loan_moves(db: apsw.Connection) -> None:
+    """Schema 12's `files.loan_move_id`, unless the open's CREATE already made the table with it: a loan row of a
+    schema 11 state (no drop existed) takes the move whose staged or adopted batches live in it, so that move's drop
+    lends it; one with no batch left names none (-1) and goes back at once: it holds nothing."""
+    if not any(column[1] == "loan_move_id" for column in db.execute("PRAGMA table_info(files)")):
+        db.execute("ALTER TABLE files ADD COLUMN loan_move_id INTEGER NOT NULL DEFAULT -1")
+    db.execute(
+        "UPDATE files SET loan_move_id = coalesce((SELECT a.move_id FROM batches AS b JOIN partition_adoptions AS a "
+        "ON a.staged_partition_key = b.partition_key WHERE b.file_id = files.file_id "
+        "AND a.from_coordinator = files.lender_id LIMIT 1), -1) WHERE lender_id >= 0 AND loan_move_id < 0"
+    )
 
 
 def _entries_with_producer_ids(db: apsw.Connection) -> None:
@@ -269,6 +342,18 @@ MIGRATIONS: dict[int, tuple[MigrationStep, ...]] = {
     9: (
         "CREATE INDEX IF NOT EXISTS batches_by_file ON batches (file_id)",
         "UPDATE meta SET value = 10 WHERE name = 'schema_version'",
+    ),
+    # Schema 10 -> 11: partition moves (design §5a). The tables are created empty by the open (nothing was frozen
+    # or staged); every file row was of its owner chain.
+    10: (
+        _files_with_lenders,
+        "UPDATE meta SET value = 11 WHERE name = 'schema_version'",
+    ),
+    # Schema 11 -> 12: the moves' drop, loans and abandons (design §5a). Their tables are created empty by the open:
+    # no move was dropped, no file lent, no adoption abandoned before; a loan row names the move that made it.
+    11: (
+        _files_with_loan_moves,
+        "UPDATE meta SET value = 12 WHERE name = 'schema_version'",
     ),
 }
 

@@ -19,7 +19,7 @@ from coordinator.base.invariants import check_invariant
 from coordinator.machine import kinds
 from coordinator.machine.producers import PackedWindow, decode_window
 from coordinator.machine.records import CommittedBatch
-from coordinator.machine.state import reads, time_index
+from coordinator.machine.state import adoptions, reads, time_index
 from coordinator.machine.state.checkpoints import CHECKPOINT_PAGES_DEFAULT, WalCheckpoints
 from coordinator.machine.state.detached_read import DetachedRead
 from coordinator.machine.state.integrity import check_integrity
@@ -284,8 +284,10 @@ class StateStore:
             file_is_committed=self.file_is_committed,
         )
         for row in self._writer.execute(
-            "SELECT partition_key, topic_id, topic_name, partition, log_start_offset, high_watermark, "
-            "local_log_start_offset, seal_offset, switch_leader_epoch, classic_log_start_offset FROM partitions"
+            "SELECT p.partition_key, topic_id, topic_name, partition, log_start_offset, high_watermark, "
+            "local_log_start_offset, seal_offset, switch_leader_epoch, classic_log_start_offset, "
+            "COALESCE(m.to_coordinator, -1), COALESCE(m.move_id, -1) "
+            "FROM partitions AS p LEFT JOIN partition_moves AS m ON m.partition_key = p.partition_key"
         ):
             view.load_partition(PartitionView(*row))
         for key, windows in self.producer_windows.items():
@@ -293,6 +295,11 @@ class StateStore:
                 view.load_producer(key, producer_id, decode_window(epoch, packed, last_timestamp))
         for topic_id, configs in reads.topic_configs(self._writer).items():
             view.load_topic_configs(topic_id, configs)
+        for staged in adoptions.staged_moves(self._writer):
+            view.staged_moves[(staged.from_coordinator, staged.move_id)] = staged
+        view.adopted_moves = adoptions.adopted_moves(self._writer)
+        view.abandoned_moves = adoptions.abandoned_moves(self._writer)
+        view.moved_out = adoptions.moved_out(self._writer)
         for row in self._writer.execute(
             "SELECT partition_key, producer_id, coordinator_epoch, first_offset FROM producer_transactions"
         ):

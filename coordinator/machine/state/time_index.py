@@ -188,12 +188,14 @@ def forget(db: apsw.Connection, partition_key: int) -> None:
 
 
 def _expected_entries(db: apsw.Connection) -> Iterator[Entry]:
-    """The entries the held batches of served partitions imply, by partition and offset: one pass over the
-    batches in their own order, with the rule a commit follows (`entry_of_batch`)."""
+    """The entries the held batches of served partitions (and of partitions staged by a move, design §5a) imply, by
+    partition and offset: one pass over the batches in their own order, with the rule a commit follows
+    (`entry_of_batch`)."""
     partition_key, state = None, EMPTY_TAIL
     for key, timestamp, last_offset, base_offset in db.execute(
         f"SELECT partition_key, {EFFECTIVE_TIMESTAMP}, last_offset, base_offset FROM batches "
-        "WHERE partition_key IN (SELECT partition_key FROM partitions) ORDER BY partition_key, last_offset"
+        "WHERE partition_key IN (SELECT partition_key FROM partitions UNION ALL "
+        "SELECT staged_partition_key FROM partition_adoptions) ORDER BY partition_key, last_offset"
     ):
         if key != partition_key:
             partition_key, state = key, EMPTY_TAIL

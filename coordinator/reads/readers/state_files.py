@@ -165,15 +165,18 @@ class ReaderCoordinators:
             try:
                 state.require_active()
                 with state.read_transaction() as db:
-                    rows = db.execute("SELECT topic_id, topic_name, partition FROM partitions").fetchall()
+                    rows = db.execute(
+                        "SELECT topic_id, topic_name, partition, EXISTS (SELECT 1 FROM partition_moves AS m "
+                        "WHERE m.partition_key = p.partition_key) FROM partitions AS p"
+                    ).fetchall()
             except CoordinatorUnavailable:
                 continue
             except reads.DAMAGE_ERRORS as error:
                 self.damaged(state, error)
                 continue
             placed.extend(
-                PlacedPartition(state.coordinator_id, bytes(t), str(n), int(p))  # type: ignore[arg-type]
-                for t, n, p in rows
+                PlacedPartition(state.coordinator_id, bytes(t), str(n), int(p), bool(f))  # type: ignore[arg-type]
+                for t, n, p, f in rows
             )
         return placed
 

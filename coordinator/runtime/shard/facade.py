@@ -286,6 +286,26 @@ class CoordinatorShard:
         view = self._view()
         return [PartitionName(p.topic_id, p.topic_name, p.partition) for p in view.partitions()]
 
+    def frozen_partitions(self) -> set[tuple[bytes, int]]:
+        """(topic id, partition) of the partitions here frozen by a move to another coordinator (design §5a)."""
+        return {(p.topic_id, p.partition) for p in self._view().partitions() if p.moving_to >= 0}
+
+    def partition_move(self, topic_id: bytes, partition: int) -> tuple[int, int] | None:
+        """A partition here: (the coordinator it is frozen for, the move's id), (-1, -1) when not frozen; None when
+        the partition is not here (design §5a)."""
+        found = self._view().partition(topic_id, partition)
+        return None if found is None else (found.moving_to, found.move_id)
+
+    def adoption_progress(self, from_coordinator: int, move_id: int) -> tuple[int, int, bool, bool]:
+        """A move this coordinator is the target of (design §5a): (chunks staged, where the next chunk's batches
+        start or -1, adopted, abandoned), records not yet applied included."""
+        view = self._view()
+        move = (from_coordinator, move_id)
+        if move in view.adopted_moves or move in view.abandoned_moves:
+            return 0, -1, move in view.adopted_moves, move in view.abandoned_moves
+        staged = view.staged_moves.get(move)
+        return (0, -1, False, False) if staged is None else (staged.chunks, staged.next_offset, False, False)
+
     def topic_configs(self, topic_id: bytes) -> dict[str, str]:
         """The configurations set on a topic here (empty: all at their defaults), changes not yet applied included."""
         return dict(self._view().topic_configs(topic_id))
