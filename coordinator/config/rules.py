@@ -189,6 +189,7 @@ def _files(settings: Settings) -> None:
         "topic_purge_interval_ms", "retention_check_interval_ms", "retention_batch_max", "remote_segment_batch_max",
         "switch_producers_max",
         "replace_batch_max", "merge_work_files_max", "merge_work_batches_max", "merge_work_file_bytes_max",
+        "file_worker_step_files", "known_files_step_lookups",
     ):  # fmt: skip
         if getattr(settings, attr) <= 0:
             raise SettingsError(f"{property_name(attr)} must be > 0, got {getattr(settings, attr)}")
@@ -197,6 +198,12 @@ def _files(settings: Settings) -> None:
             raise SettingsError(f"{property_name(attr)} must be >= 0, got {getattr(settings, attr)}")
     if settings.file_worker_max_files > 1000:  # one S3 DeleteObjects call takes at most 1,000 keys
         raise SettingsError(f"{property_name('file_worker_max_files')} must be <= 1000")
+    if settings.file_worker_step_files > settings.file_worker_max_files:
+        raise SettingsError(
+            f"{property_name('file_worker_step_files')} must be <= {property_name('file_worker_max_files')}"
+        )
+    if not 1 <= settings.file_worker_duty_percent <= 100:
+        raise SettingsError(f"{property_name('file_worker_duty_percent')} must be 1..100")
     if settings.file_retry_backoff_max_ms < settings.file_retry_backoff_ms:
         raise SettingsError(
             f"{property_name('file_retry_backoff_max_ms')} must be >= {property_name('file_retry_backoff_ms')}"
