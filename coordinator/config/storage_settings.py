@@ -274,7 +274,9 @@ class StorageSettings(NodeSettings):
         20,
         "`diskless consolidate` paces its ReplaceBatches calls: after a call that took t, a run task pauses "
         "t * (100 / this - 1) before its next run, so that each task keeps a coordinator's loop busy at most this "
-        "share of the time (the record applies there, and commits wait behind it); 100: no pause (1..100)",
+        "share of the time (the record applies there, and commits wait behind it); its planning pages "
+        "(GetFileMergeWorkItem) likewise, this share split over the coordinators asked at once; 100: no pause "
+        "(1..100)",
     )
     drain_timeout_ms: int = _setting(
         "diskless.shutdown.drain.timeout.ms", 10000, "on SIGTERM, how long in-flight calls may take to finish"
