@@ -36,7 +36,7 @@ from typing import TypeVar, final
 
 from coordinator.base.backoff import Backoff
 from coordinator.base.clock import Clock
-from coordinator.base.errors import CallRejected, CoordinatorUnavailable
+from coordinator.base.errors import CallRejected, CoordinatorUnavailable, ErrorCode
 from coordinator.base.metrics import Metrics
 from coordinator.base.result import Result
 from coordinator.cluster.peers import PeerClient, PeerError
@@ -292,6 +292,11 @@ class FileWorker(CoordinatorWorker):
             await self._clock.sleep_ms(pause)
         else:
             await asyncio.sleep(0)
+        if not self.leads():
+            # A cycle now lasts for its steps and pauses: one that outlives its leadership stops here.
+            raise CoordinatorUnavailable(
+                ErrorCode.NOT_COORDINATOR, f"coordinator {self.coordinator_id} is no longer led here"
+            )
 
     async def _apply(self, operation: Operation[RequestT, int]) -> int:
         return await self._submit(operation, "the file operation")
