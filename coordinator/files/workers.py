@@ -232,10 +232,13 @@ class FileWorker(CoordinatorWorker):
         if not unclaimed:
             return 0
         taken = await self._apply(Operation(ownership.check_take_files, tuple(unclaimed)))
-        log.info(
-            "coordinator %d: took %d files no owner before it knows (commits that missed them)",
-            self.coordinator_id, len(unclaimed),
-        )  # fmt: skip
+        # The check takes only files still not owned here: one handed over since the cycle listed it (the owner
+        # before then forgot it, so it answered unknown) is not taken again, and not counted.
+        if taken:
+            log.info(
+                "coordinator %d: took %d files no owner before it knows (commits that missed them)",
+                self.coordinator_id, taken,
+            )  # fmt: skip
         return taken
 
     # ------------------------------------------------------------------ 3. and 4. deletion
