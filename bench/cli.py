@@ -138,7 +138,8 @@ def _consolidate(args: argparse.Namespace) -> int:
     size = BenchSize(files=args.files, partitions=args.partitions, brokers=args.brokers,
                      coordinators=args.coordinators, target_object_bytes=args.target_object_bytes,
                      baseline_s=args.baseline_seconds, master=args.master, job_nice=args.job_nice,
-                     replace_duty_percent=args.replace_duty_percent)  # fmt: skip
+                     replace_duty_percent=args.replace_duty_percent,
+                     node_settings=tuple(args.node_setting))  # fmt: skip
     if min(size.files, size.partitions, size.brokers, size.coordinators, size.target_object_bytes) <= 0:
         print("diskless bench consolidate: sizes must be > 0", file=sys.stderr)
         return 2
@@ -148,6 +149,13 @@ def _consolidate(args: argparse.Namespace) -> int:
     results = run_benchmark(size, args.work_dir, args.out)
     print(table(results))
     return 0
+
+
+def _key_value(text: str) -> tuple[str, str]:
+    key, separator, value = text.partition("=")
+    if not separator or not key.strip():
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return key.strip(), value.strip()
 
 
 def add_bench_commands(parser: argparse.ArgumentParser) -> None:
@@ -266,6 +274,10 @@ def _add_consolidate_command(commands: Any) -> None:
     consolidate.add_argument(
         "--replace-duty-percent", type=int, default=size.replace_duty_percent,
         help=f"the job's ReplaceBatches pacing (default {size.replace_duty_percent}; 100: no pause)",
+    )  # fmt: skip
+    consolidate.add_argument(
+        "--node-setting", action="append", default=[], type=_key_value, metavar="KEY=VALUE",
+        help="a setting of the node over the bench's own (repeatable), e.g. the file workers' pacing",
     )  # fmt: skip
     consolidate.add_argument("--work-dir", type=Path, default=default_work_dir(), help="where the store is built")
     consolidate.add_argument("--out", type=Path, default=RESULTS, help=f"results JSON (default {RESULTS})")

@@ -66,6 +66,9 @@ class BenchSize:
     job_nice: int = 19  # the job's JVM and Python workers (diskless.consolidation.job.nice)
     replace_duty_percent: int = 20  # diskless.consolidation.replace.duty.percent
     seed: int = 38
+    # The node's settings over NODE_SETTINGS (e.g. the file workers' pacing, or a worker interval long enough that
+    # they do nothing during the job: what the job costs the commits with the node's own file work taken away).
+    node_settings: tuple[tuple[str, str], ...] = ()
 
 
 def say(line: str) -> None:
@@ -74,6 +77,10 @@ def say(line: str) -> None:
 
 def _storage(root: Path) -> dict[str, str]:
     return {"diskless.storage.backend": "local", "diskless.storage.local.root": str(root)}
+
+
+def _node_settings(size: BenchSize, root: Path) -> dict[str, str]:
+    return {**NODE_SETTINGS, **dict(size.node_settings), **_storage(root)}
 
 
 def _variants(size: BenchSize, rng: random.Random) -> list[bytes]:
@@ -89,7 +96,7 @@ def build(work: Path, size: BenchSize) -> list[tuple[bytes, int]]:
     variants = _variants(size, rng)
     root = work / "a" / "objects"
     root.mkdir(parents=True)
-    process, address, _ = start_node(work / "a", size.coordinators, {**NODE_SETTINGS, **_storage(root)})
+    process, address, _ = start_node(work / "a", size.coordinators, _node_settings(size, root))
     try:
         with grpc.insecure_channel(address) as channel:
             stub = pb_grpc.DisklessCoordinatorStub(channel)
@@ -229,7 +236,7 @@ def run_benchmark(size: BenchSize, work: Path, out: Path | None = RESULTS, spark
     subprocess.run(["cp", "-a", str(work / "a"), str(work / "b")], check=True)
     results: dict[str, Any] = {"size": asdict(size), "build_s": round(build_s, 1), "load_average": os.getloadavg()}
     root_a, root_b = work / "a" / "objects", work / "b" / "objects"
-    node_a, address_a, _ = start_node(work / "a", size.coordinators, {**NODE_SETTINGS, **_storage(root_a)})
+    node_a, address_a, _ = start_node(work / "a", size.coordinators, _node_settings(size, root_a))
     session = spark or open_consolidation_session(size.master, {"spark.ui.enabled": "false"}, size.job_nice)
     try:
         with grpc.insecure_channel(address_a) as channel:
@@ -253,7 +260,7 @@ def run_benchmark(size: BenchSize, work: Path, out: Path | None = RESULTS, spark
         if spark is None:
             session.stop()
         stop_node(node_a)
-    node_b, address_b, _ = start_node(work / "b", size.coordinators, {**NODE_SETTINGS, **_storage(root_b)})
+    node_b, address_b, _ = start_node(work / "b", size.coordinators, _node_settings(size, root_b))
     try:
         with grpc.insecure_channel(address_b) as channel:
             _wait_serving(pb_grpc.DisklessCoordinatorStub(channel))

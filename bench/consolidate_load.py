@@ -14,6 +14,7 @@ import time
 from collections.abc import Sequence
 from concurrent import futures
 from pathlib import Path
+from typing import Any
 
 import grpc
 
@@ -26,6 +27,7 @@ LOAD_BROKER_ID = 999
 LOAD_PARTITIONS = 8
 LOAD_SENDERS = 16  # commits in flight at most: enough that a slow one never holds the schedule back
 DESCRIBE_KEYS_MAX = 1000
+SLOWEST_KEPT = 12
 
 
 class SteadyLoad:
@@ -39,6 +41,8 @@ class SteadyLoad:
         self._rng = random.Random(seed)
         self._stop = threading.Event()
         self._latencies_s: list[float] = []
+        self._slowest: list[tuple[float, float]] = []  # (intended send time from the window's start, latency) in s
+        self._window_start = 0.0
         self._failures = 0
         self.keys: list[str] = []  # committed, over every window: these stay live, no job merges them here
         self._thread: threading.Thread | None = None
@@ -47,11 +51,13 @@ class SteadyLoad:
 
     def start(self) -> None:
         self._latencies_s = []
+        self._slowest = []
+        self._window_start = time.monotonic()
         self._stop.clear()
         self._thread = threading.Thread(target=self._run, name="steady-load", daemon=True)
         self._thread.start()
 
-    def stop(self) -> dict[str, float]:
+    def stop(self) -> dict[str, Any]:
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
@@ -61,7 +67,11 @@ class SteadyLoad:
             "failures": self._failures,
             "p50_ms": round(percentile(ordered, 0.50) * 1000, 2),
             "p99_ms": round(percentile(ordered, 0.99) * 1000, 2),
-        }
+            # When the slowest commits were meant to go (s from the window's start): a p99 made of one phase
+            # of the job (its planning, say) shows as a cluster here.
+            "slowest": [[round(at, 2), round(latency * 1000, 1)] for at, latency in
+                        sorted(self._slowest, key=lambda pair: -pair[1])[:SLOWEST_KEPT]],
+        }  # fmt: skip
 
     def _run(self) -> None:
         store = open_object_store(self._store_config)
@@ -103,6 +113,7 @@ class SteadyLoad:
                 return
             self.keys.append(key)
             self._latencies_s.append(latency)
+            self._slowest.append((intended - self._window_start, latency))
 
 
 def percentile(ordered: Sequence[float], fraction: float) -> float:

@@ -34,7 +34,7 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from spark.consolidation_options import ConsolidateOptions
-from spark.consolidation_planning import plan_runs
+from spark.consolidation_planning import PLANNING_THREADS, plan_runs
 from spark.consolidation_report import ConsolidationReport
 from spark.consolidation_rules import Run
 from spark.consolidation_tasks import PlanRequest, RunPlan, RunResult, move_task
@@ -101,8 +101,9 @@ def run_consolidation(
     clock.attach(context)
     coordinators = [(c.coordinator_id, c.node) for c in discovery.coordinators]
     request = PlanRequest(
-        options.access, options.min_age_ms, options.max_file_size, options.max_files, options.committed_before_ms
-    )
+        options.access, options.min_age_ms, options.max_file_size, options.max_files, options.committed_before_ms,
+        duty_percent=options.replace_duty_percent, planners=min(PLANNING_THREADS, len(coordinators)),
+    )  # fmt: skip
     with clock.phase("planning"):
         try:
             planned = plan_runs(coordinators, request, options.target_object_bytes, options.max_batches_per_run)

@@ -92,6 +92,11 @@ class PlanRequest:
     # Also only files committed at or before this wall-clock time (0: no such bound): the age bound is
     # relative to when each coordinator is asked, this one is the same for all of them.
     committed_before_ms: int = 0
+    # The planning calls' share of the coordinators' time at most, over the `planners` threads asking at once
+    # (diskless.consolidation.replace.duty.percent; 100: no pause): a page of GetFileMergeWorkItem is read on the
+    # coordinator's loop, and pages asked back to back from every coordinator at once held it while commits waited.
+    duty_percent: int = 100
+    planners: int = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,7 +142,12 @@ class RunResult:
 
 
 def _work_items(
-    stub: pb_grpc.DisklessCoordinatorStub, coordinator_id: int, node: str, request: PlanRequest
+    stub: pb_grpc.DisklessCoordinatorStub,
+    coordinator_id: int,
+    node: str,
+    request: PlanRequest,
+    sleep: Callable[[float], None] = time.sleep,
+    monotonic: Callable[[], float] = time.monotonic,
 ) -> Iterator[pb.GetFileMergeWorkItemResponse.File]:
     token, files = b"", 0
     while files < request.max_files:
@@ -151,13 +161,21 @@ def _work_items(
             max_files=request.max_files - files,
             page_token=token,
         )
+        started = monotonic()
         answer = _call_planning(stub, asked, request.access.rpc_timeout_s, f"coordinator {coordinator_id} on {node}")
+        if answer.next_page_token and request.duty_percent < 100:
+            sleep(replace_pause_s((monotonic() - started) * 1000, planning_duty_percent(request)))
         for item in answer.files[: request.max_files - files]:
             files += 1
             yield item
         token = answer.next_page_token
         if not token or not answer.files:
             return
+
+
+def planning_duty_percent(request: PlanRequest) -> int:
+    """Each planning thread's share: the job's duty split over the threads asking at once (at least 1%)."""
+    return max(1, request.duty_percent // max(1, request.planners))
 
 
 def _call_planning(

@@ -25,9 +25,11 @@ from spark.consolidation_tasks import (
     REFUSED,
     UNKNOWN,
     UPLOAD_FAILED,
+    PlanRequest,
     RunPlan,
     RunResult,
     move_task,
+    planning_duty_percent,
     replace_pause_s,
 )
 from spark.coordinator_client import CoordinatorAccess
@@ -160,6 +162,36 @@ def test_a_run_task_pauses_after_each_replace_batches_call_in_proportion_to_its_
     calls = iter([run_result(MOVED, replace_ms=10.0)])
     assert len(list(move_task([None], unpaced, sleep=pauses.append))) == 1  # type: ignore[list-item]
     assert len(pauses) == 2
+
+
+def test_planning_pauses_between_pages_for_its_share_split_over_the_threads_asking(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from protos import coordinator_pb2 as pb
+    from spark import consolidation_tasks
+
+    now = [0.0]
+    pages = iter([b"1", b"2", b""])
+
+    def page(stub: object, asked: object, timeout_s: float, who: str) -> pb.GetFileMergeWorkItemResponse:
+        now[0] += 0.010  # each page takes 10 ms
+        answer = pb.GetFileMergeWorkItemResponse(next_page_token=next(pages))
+        answer.files.add(object_key="wal/00/x.wal")
+        return answer
+
+    monkeypatch.setattr(consolidation_tasks, "_call_planning", page)
+    access = CoordinatorAccess(("127.0.0.1:1",))
+    request = PlanRequest(access, 0, 0, 100, duty_percent=40, planners=2)
+    assert planning_duty_percent(request) == 20
+    pauses: list[float] = []
+    items = list(consolidation_tasks._work_items(None, 0, "n", request, pauses.append, lambda: now[0]))  # type: ignore[arg-type]
+    assert len(items) == 3
+    # 10 ms on the coordinator, then 40 ms away: each of the two threads 20%, together 40%; none after the last.
+    assert pauses == [pytest.approx(0.040), pytest.approx(0.040)]
+    pages, pauses[:] = iter([b"1", b""]), []
+    unpaced = PlanRequest(access, 0, 0, 100)
+    assert len(list(consolidation_tasks._work_items(None, 0, "n", unpaced, pauses.append, lambda: now[0]))) == 2  # type: ignore[arg-type]
+    assert pauses == []
 
 
 def test_the_driver_plans_every_coordinator_and_cuts_each_partitions_runs(monkeypatch: pytest.MonkeyPatch) -> None:

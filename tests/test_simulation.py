@@ -389,7 +389,8 @@ def test_describe_files_never_answers_unknown_while_a_commit_awaits_its_in_sync_
         assert (await _describe_routed(sim, fetching, key)).state == pb.FILE_STATE_LIVE
         # Only the leader answers KnownFiles: a follower cannot see the commits in flight.
         assert fetching.node is not None
-        refused = fetching.node.router.known_files(internal.KnownFilesRequest(coordinator_ids=[0], object_keys=[key]))
+        request = internal.KnownFilesRequest(coordinator_ids=[0], object_keys=[key])
+        refused = await fetching.node.router.known_files(request)
         assert refused.error_code == pb.NOT_COORDINATOR, refused
         # The cut-off follower leaves the ISR, the commit lands; once healed every node describes it as committed.
         assert await commit == 0

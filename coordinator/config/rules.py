@@ -190,6 +190,7 @@ def _files(settings: Settings) -> None:
         "switch_producers_max", "partition_move_chunk_batches", "partition_move_return_files",
         "partition_move_interval_ms", "partition_move_retry_backoff_ms",
         "replace_batch_max", "merge_work_files_max", "merge_work_batches_max", "merge_work_file_bytes_max",
+        "file_worker_step_files", "known_files_step_lookups",
     ):  # fmt: skip
         if getattr(settings, attr) <= 0:
             raise SettingsError(f"{property_name(attr)} must be > 0, got {getattr(settings, attr)}")
@@ -206,6 +207,12 @@ def _files(settings: Settings) -> None:
             f"{property_name('partition_move_retry_backoff_max_ms')} must be >= "
             f"{property_name('partition_move_retry_backoff_ms')}"
         )
+    if settings.file_worker_step_files > settings.file_worker_max_files:
+        raise SettingsError(
+            f"{property_name('file_worker_step_files')} must be <= {property_name('file_worker_max_files')}"
+        )
+    if not 1 <= settings.file_worker_duty_percent <= 100:
+        raise SettingsError(f"{property_name('file_worker_duty_percent')} must be 1..100")
     if settings.file_retry_backoff_max_ms < settings.file_retry_backoff_ms:
         raise SettingsError(
             f"{property_name('file_retry_backoff_max_ms')} must be >= {property_name('file_retry_backoff_ms')}"

@@ -121,6 +121,26 @@ class StorageSettings(NodeSettings):
         1000,
         "WAL files one hand-over call or one deletion cycle carries at most (<= 1000)",
     )
+    file_worker_step_files: int = _setting(
+        "diskless.coordinator.file.worker.step.files",
+        100,
+        "WAL files one step of a file-worker cycle carries at most (one HandOverFiles or KnownFiles call, one "
+        "deletion request to the store, one record batch); the worker yields to the node's other work between "
+        "steps (<= diskless.coordinator.file.worker.max.files)",
+    )
+    file_worker_duty_percent: int = _setting(
+        "diskless.coordinator.file.worker.duty.percent",
+        20,
+        "after a file-worker step that took t, the worker pauses t * (100 / this - 1) before its next step, so "
+        "that hand-overs, probes and deletions (thousands at once after a consolidation job) keep the node's loop "
+        "busy at most this share of the time and commits do not queue behind them; 100: no pause (1..100)",
+    )
+    known_files_step_lookups: int = _setting(
+        "diskless.coordinator.known.files.step.lookups",
+        200,
+        "lookups (keys times coordinators asked) a KnownFiles call makes before it yields to the node's other "
+        "work; each lookup is answered on its own, as before",
+    )
     file_retry_backoff_ms: int = _setting(
         "diskless.coordinator.file.retry.backoff.ms",
         500,
@@ -290,7 +310,9 @@ class StorageSettings(NodeSettings):
         20,
         "`diskless consolidate` paces its ReplaceBatches calls: after a call that took t, a run task pauses "
         "t * (100 / this - 1) before its next run, so that each task keeps a coordinator's loop busy at most this "
-        "share of the time (the record applies there, and commits wait behind it); 100: no pause (1..100)",
+        "share of the time (the record applies there, and commits wait behind it); its planning pages "
+        "(GetFileMergeWorkItem) likewise, this share split over the coordinators asked at once; 100: no pause "
+        "(1..100)",
     )
     drain_timeout_ms: int = _setting(
         "diskless.shutdown.drain.timeout.ms", 10000, "on SIGTERM, how long in-flight calls may take to finish"

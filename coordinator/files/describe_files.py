@@ -17,6 +17,7 @@ key is answered unknown only where every coordinator could say so for sure:
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
 
 from coordinator.base.errors import CoordinatorUnavailable, ErrorCode
 from coordinator.cluster.peers import PeerClient, PeerError
@@ -68,6 +69,21 @@ def file_state_here(shard: CoordinatorShard, object_key: str) -> int | None:
         return reads.file_state(facts)
     in_flight = shard.file_in_flight(object_key)
     return None if in_flight is None else in_flight_state(in_flight, shard.coordinator_id)
+
+
+def file_states_here(shard: CoordinatorShard, object_keys: Sequence[str]) -> list[int | None]:
+    """`file_state_here` of each key, the committed state read in one read transaction (one BEGIN for the keys,
+    not one each: KnownFiles asks about up to a step of keys per coordinator)."""
+    states: list[int | None] = []
+    with shard.read_transaction() as db:
+        for object_key in object_keys:
+            facts = reads.described_file_facts(db, object_key)
+            if facts is not None:
+                states.append(reads.file_state(facts))
+                continue
+            in_flight = shard.file_in_flight(object_key)
+            states.append(None if in_flight is None else in_flight_state(in_flight, shard.coordinator_id))
+    return states
 
 
 async def describe_files(

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Sequence
+
 from coordinator.base.errors import CoordinatorUnavailable
 from coordinator.files import ownership
-from coordinator.files.describe_files import file_state_here
+from coordinator.files.describe_files import file_states_here
 from coordinator.machine.state import reads
 from coordinator.runtime.node_coordinators import NodeCoordinators, wire_code
-from coordinator.runtime.shard import CoordinatorShard, Operation
+from coordinator.runtime.shard import Operation
 from protos import coordinator_pb2 as pb
 from protos import internal_pb2 as internal
 
@@ -31,37 +34,59 @@ async def hand_over_files(
     return internal.HandOverFilesResponse(error_code=wire_code(outcome.error_code), error_message=outcome.message)
 
 
-def known_files(coordinators: NodeCoordinators, request: internal.KnownFilesRequest) -> internal.KnownFilesResponse:
+async def known_files(
+    coordinators: NodeCoordinators, request: internal.KnownFilesRequest
+) -> internal.KnownFilesResponse:
     """Which of the given coordinators know each key, and its state there, counting commits not yet applied.
 
-    Only a coordinator's leader answers: a follower cannot see the commits its leader has in flight.
+    Only a coordinator's leader answers: a follower cannot see the commits its leader has in flight. The keys are
+    looked up in steps of `diskless.coordinator.known.files.step.lookups` (keys times coordinators), yielding to
+    the node's other work between steps: a file worker asks about up to a step of files at once, several workers
+    at a time after a consolidation job, and one call holding the loop for all of them made commits wait. Within
+    a step nothing else runs, so each key's answer is of one moment, as when every key was its own read; the
+    coordinators are checked to be led here again at each step.
     """
     coordinators.limit_items(len(request.object_keys), "object keys")
     coordinators.limit_items(len(request.coordinator_ids), "coordinator ids")
-    shards: list[CoordinatorShard] = []
     for coordinator_id in request.coordinator_ids:
         if not coordinators.hosts(coordinator_id):
             return internal.KnownFilesResponse(
                 error_code=pb.NOT_COORDINATOR,
                 error_message=f"coordinator {coordinator_id} is not hosted on this node",
             )
+    keys = list(request.object_keys)
+    step_keys = max(1, coordinators.settings.known_files_step_lookups // max(1, len(request.coordinator_ids)))
+    response = internal.KnownFilesResponse()
+    for start in range(0, len(keys), step_keys):
+        if start:
+            await asyncio.sleep(0)  # the node's commits and reads run between steps
+        refused = _known_step(coordinators, request.coordinator_ids, keys[start : start + step_keys], response)
+        if refused is not None:
+            return refused
+    return response
+
+
+def _known_step(
+    coordinators: NodeCoordinators,
+    coordinator_ids: Sequence[int],
+    keys: Sequence[str],
+    response: internal.KnownFilesResponse,
+) -> internal.KnownFilesResponse | None:
+    """Adds the keys' answers to `response`, one read transaction per coordinator; a refusal instead, if any."""
+    found = [response.files.add(object_key=key) for key in keys]
+    for coordinator_id in coordinator_ids:
         shard = coordinators.shard(coordinator_id)
         try:
             shard.require_leader()
         except CoordinatorUnavailable as error:
             return internal.KnownFilesResponse(error_code=wire_code(error.error_code), error_message=error.message)
-        shards.append(shard)
-    response = internal.KnownFilesResponse()
-    for object_key in request.object_keys:
-        found = response.files.add(object_key=object_key)
-        for shard in shards:
-            try:
-                state = file_state_here(shard, object_key)
-            except reads.DAMAGE_ERRORS as error:
-                damaged = coordinators.damaged(shard, error)
-                code = wire_code(damaged.error_code)
-                return internal.KnownFilesResponse(error_code=code, error_message=damaged.message)
+        try:
+            states = file_states_here(shard, keys)
+        except reads.DAMAGE_ERRORS as error:
+            damaged = coordinators.damaged(shard, error)
+            return internal.KnownFilesResponse(error_code=wire_code(damaged.error_code), error_message=damaged.message)
+        for answer, state in zip(found, states, strict=True):
             if state is not None:
-                found.coordinator_ids.append(shard.coordinator_id)
-                found.states.append(state)  # type: ignore[arg-type]  # a FileState value
-    return response
+                answer.coordinator_ids.append(coordinator_id)
+                answer.states.append(state)  # type: ignore[arg-type]  # a FileState value
+    return None

@@ -16,6 +16,13 @@ hand-overs, a failing target never stops deletions):
    once they are older than the probe delay;
 3. schedule the deletion of files this coordinator owns last;
 4. delete objects whose grace period ended, then record them as deleted.
+
+Each of them goes in steps of at most `diskless.coordinator.file.worker.step.files`
+files (one call, one store request, one record batch), and the worker pauses
+after each step (`diskless.coordinator.file.worker.duty.percent`): a
+consolidation job empties thousands of files at once, and their hand-overs,
+probes and deletions, done in one go, held the node's loop and the
+coordinators' pipelines for hundreds of milliseconds while commits waited.
 """
 
 from __future__ import annotations
@@ -23,12 +30,13 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import defaultdict
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar, final
 
 from coordinator.base.backoff import Backoff
 from coordinator.base.clock import Clock
-from coordinator.base.errors import CallRejected, CoordinatorUnavailable
+from coordinator.base.errors import CallRejected, CoordinatorUnavailable, ErrorCode
 from coordinator.base.metrics import Metrics
 from coordinator.base.result import Result
 from coordinator.cluster.peers import PeerClient, PeerError
@@ -45,6 +53,18 @@ from snapshot.fault_points import reach
 log = logging.getLogger(__name__)
 
 RequestT = TypeVar("RequestT")
+ItemT = TypeVar("ItemT")
+
+
+def steps(items: Sequence[ItemT], step_size: int) -> Iterator[Sequence[ItemT]]:
+    """`items` in consecutive slices of at most `step_size`."""
+    for start in range(0, len(items), step_size):
+        yield items[start : start + step_size]
+
+
+def pause_ms(step_ms: int, duty_percent: int) -> int:
+    """The pause after a step of `step_ms` that keeps the steps to `duty_percent` of the worker's time."""
+    return step_ms * (100 - duty_percent) // duty_percent
 
 
 @final
@@ -88,6 +108,7 @@ class FileWorker(CoordinatorWorker):
         self._peers = peers
         self._metrics = metrics
         self._limit = settings.file_worker_max_files
+        self._step = settings.file_worker_step_files
 
         def new_backoff() -> Backoff:
             return Backoff(settings.file_retry_backoff_ms, settings.file_retry_backoff_max_ms)
@@ -160,10 +181,13 @@ class FileWorker(CoordinatorWorker):
             if not backoff.ready(now_ms):
                 continue
             try:
-                await self._peers.hand_over(self.coordinator_id, target, handed, self._timeout_s)
-                reach("handover.after_peer")  # the next owner has the files, this one not yet forgotten them
-                refs = [FileRef(f.file_id, f.object_key) for f in handed]
-                counts.handed_over += await self._apply(Operation(ownership.check_handed_over, tuple(refs)))
+                for step in steps(handed, self._step):
+                    started_ms = self._clock.monotonic_ms()
+                    await self._peers.hand_over(self.coordinator_id, target, step, self._timeout_s)
+                    reach("handover.after_peer")  # the next owner has the files, this one not yet forgotten them
+                    refs = [FileRef(f.file_id, f.object_key) for f in step]
+                    counts.handed_over += await self._apply(Operation(ownership.check_handed_over, tuple(refs)))
+                    await self._pace(started_ms)
                 backoff.succeeded()
             except (PeerError, TimeoutError) as error:
                 self._failed(counts, "hand_over", f"hand-over to coordinator {target}", backoff, error)
@@ -192,41 +216,63 @@ class FileWorker(CoordinatorWorker):
             for owners_before, waiting in by_owners_before.items():
                 if not owners_before:
                     continue  # the first owner owns a file from its commit
-                known = await self._peers.known_files(owners_before, [f.object_key for f in waiting], self._timeout_s)
-                unclaimed = [FileRef(f.file_id, f.object_key) for f in waiting if not known[f.object_key]]
-                if unclaimed:
-                    counts.taken += await self._apply(Operation(ownership.check_take_files, tuple(unclaimed)))
-                    log.info(
-                        "coordinator %d: took %d files no owner before it knows (commits that missed them)",
-                        self.coordinator_id, len(unclaimed),
-                    )  # fmt: skip
+                for step in steps(waiting, self._step):
+                    started_ms = self._clock.monotonic_ms()
+                    counts.taken += await self._probe_step(owners_before, step)
+                    await self._pace(started_ms)
             self._probe_backoff.succeeded()
         except (PeerError, TimeoutError) as error:
             self._next_probe_pass_ms = 0
             self._failed(counts, "probe", "asking the owners before", self._probe_backoff, error)
 
+    async def _probe_step(self, owners_before: tuple[int, ...], waiting: Sequence[FileFacts]) -> int:
+        """Asks the owners before about these files; takes those none of them knows. How many it took."""
+        known = await self._peers.known_files(owners_before, [f.object_key for f in waiting], self._timeout_s)
+        unclaimed = [FileRef(f.file_id, f.object_key) for f in waiting if not known[f.object_key]]
+        if not unclaimed:
+            return 0
+        taken = await self._apply(Operation(ownership.check_take_files, tuple(unclaimed)))
+        # The check takes only files still not owned here: one handed over since the cycle listed it (the owner
+        # before then forgot it, so it answered unknown) is not taken again, and not counted.
+        if taken:
+            log.info(
+                "coordinator %d: took %d files no owner before it knows (commits that missed them)",
+                self.coordinator_id, taken,
+            )  # fmt: skip
+        return taken
+
     # ------------------------------------------------------------------ 3. and 4. deletion
 
     async def _schedule_deletions(self, counts: CycleCounts) -> None:
         files = self._idle(reads.IdleFilesQuery.TO_SCHEDULE, ())
-        if files:
-            refs = [FileRef(f.file_id, f.object_key) for f in files]
+        for step in steps(files, self._step):
+            started_ms = self._clock.monotonic_ms()
+            refs = [FileRef(f.file_id, f.object_key) for f in step]
             schedule = DeletionSchedule(tuple(refs), self._settings.file_deletion_grace_period_ms)
             counts.scheduled += await self._apply(Operation(_check_schedule_deletions, schedule))
+            await self._pace(started_ms)
 
     async def _delete_due(self, counts: CycleCounts) -> None:
         now_ms = self._clock.now_ms()
         if not self._store_backoff.ready(now_ms):
             return
         files = self._idle(reads.IdleFilesQuery.DUE_FOR_DELETION, (now_ms,))
-        if not files:
-            return
+        for step in steps(files, self._step):
+            started_ms = self._clock.monotonic_ms()
+            if not await self._delete_step(counts, step):
+                return  # the store failed: the rest waits for the backoff
+            await self._pace(started_ms)
+        if files:
+            self._store_backoff.succeeded()
+
+    async def _delete_step(self, counts: CycleCounts, files: Sequence[FileFacts]) -> bool:
+        """Deletes these objects, then records those gone as deleted; False if the store failed any."""
         by_key = {f.object_key: f for f in files}
         try:
             outcome = await asyncio.to_thread(self._store.delete, list(by_key))
         except ObjectStoreError as error:
             self._failed(counts, "delete", "deleting objects", self._store_backoff, error)
-            return
+            return False
         if outcome.deleted:
             refs = [FileRef(by_key[key].file_id, key) for key in outcome.deleted]
             counts.deleted += await self._apply(Operation(ownership.check_files_deleted, tuple(refs)))
@@ -239,8 +285,21 @@ class FileWorker(CoordinatorWorker):
                 self._store_backoff,
                 ObjectStoreError(f"{len(outcome.failed)} of {len(by_key)} deletions failed, e.g. {key!r}: {why}"),
             )
+            return False
+        return True
+
+    async def _pace(self, started_ms: int) -> None:
+        """After a step: yields to the node's other work, and pauses so that steps keep to their duty share."""
+        pause = pause_ms(self._clock.monotonic_ms() - started_ms, self._settings.file_worker_duty_percent)
+        if pause > 0:
+            await self._clock.sleep_ms(pause)
         else:
-            self._store_backoff.succeeded()
+            await asyncio.sleep(0)
+        if not self.leads():
+            # A cycle now lasts for its steps and pauses: one that outlives its leadership stops here.
+            raise CoordinatorUnavailable(
+                ErrorCode.NOT_COORDINATOR, f"coordinator {self.coordinator_id} is no longer led here"
+            )
 
     async def _apply(self, operation: Operation[RequestT, int]) -> int:
         return await self._submit(operation, "the file operation")

@@ -238,8 +238,8 @@ class Router:
     async def hand_over_files(self, request: internal.HandOverFilesRequest) -> internal.HandOverFilesResponse:
         return await handover.hand_over_files(self._coordinators, request)
 
-    def known_files(self, request: internal.KnownFilesRequest) -> internal.KnownFilesResponse:
-        return handover.known_files(self._coordinators, request)
+    async def known_files(self, request: internal.KnownFilesRequest) -> internal.KnownFilesResponse:
+        return await handover.known_files(self._coordinators, request)
 
     async def fetch_log(self, request: internal.FetchLogRequest) -> internal.FetchLogResponse:
         if not self._coordinators.hosts(request.coordinator_id):
