@@ -9,16 +9,21 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
 import sys
 import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
 
+import grpc
 import pytest
 
 from coordinator.client.routing_client import RoutingClient
+from protos import admin_pb2 as admin
+from protos import admin_pb2_grpc
 from protos import coordinator_pb2 as pb
+from tests.cluster_harness import wait_for
 from tests.harness import REPO, Broker, ServerProcess, batch, coordinator_of, fetch_all_batches, topic_name
 
 PRODUCERS = {0: 8101, 1: 8102}  # partition -> its idempotent producer
@@ -163,5 +168,76 @@ def test_a_partition_moves_under_steady_commits_and_nothing_acknowledged_changes
         assert (again.error_code, again.is_duplicate, again.assigned_base_offset) == (
             pb.NONE, True, first.assigned_base_offset
         )  # fmt: skip
+    finally:
+        assert server.stop() == 0, "".join(server.output)
+
+
+@pytest.mark.slow
+def test_a_partition_moves_on_a_node_spread_over_commit_processes(tmp_path: Path) -> None:
+    """`diskless serve` with its coordinators in two commit processes: MovePartition and DescribePartitionMove sent to
+    the node's first process (which leads none) are passed on to the leading process; the data is at the target."""
+    settings = {**SETTINGS, "diskless.node.processes": "2"}
+    server = ServerProcess(tmp_path / "data", coordinators=4, settings=settings).start()
+    try:
+        broker = Broker(server.stub, 4)
+        topic_id = broker.create_topic(topic_name("moving"), 2)
+        source, other = coordinator_of(server.stub, topic_id, 0), coordinator_of(server.stub, topic_id, 1)
+        target = next(c for c in range(4) if c not in (source, other))
+        for sequence in range(0, 60, 2):
+            _, request = commit_request(topic_id, sequence, [source, other])
+            assert all(b.error_code == pb.NONE for b in server.stub.CommitFile(request, timeout=30).batches)
+        before, _, _ = fetch_all_batches(server.stub, topic_id, 0)
+        assert len(before) == 30
+
+        command = [
+            sys.executable, "-m", "coordinator", "move-partition", "--bootstrap", server.address, "--topic-id",
+            topic_id.hex(), "--partition", "0", "--to", str(target), "--wait", "--json", "--timeout-s", "120",
+        ]  # fmt: skip
+        done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=180)
+        assert done.returncode == 0, done.stderr
+        printed = json.loads(done.stdout)
+        assert (printed["from_coordinator"], printed["to_coordinator"], printed["step"]) == (
+            source,
+            target,
+            "moved out",
+        )
+
+        # The admin calls at the node's listen address, as an operator names it: the first process passes them on.
+        admin_stub = admin_pb2_grpc.CoordinatorAdminStub(grpc.insecure_channel(server.address))
+        described = admin_stub.DescribePartitionMove(
+            admin.DescribePartitionMoveRequest(
+                topic_id=topic_id, partition=0, from_coordinator_id=source, move_id=printed["move_id"]
+            ),
+            timeout=30,
+        )
+        assert (described.error_code, described.step) == (pb.NONE, "moved out"), described
+        back = admin.MovePartitionRequest(topic_id=topic_id, partition=1, to_coordinator_id=source)
+        started = admin_stub.MovePartition(back, timeout=30)
+        assert (started.error_code, started.from_coordinator_id) == (pb.NONE, other), started
+        asked = admin.DescribePartitionMoveRequest(
+            topic_id=topic_id, partition=1, from_coordinator_id=other, move_id=started.move_id
+        )
+        wait_for(
+            "partition 1 moved out",
+            lambda: admin_stub.DescribePartitionMove(asked, timeout=30).step == "moved out" or None,
+            timeout_s=120,
+        )
+        # The first process holds the catalog: it reads the cut-over from the commit processes' logs soon after.
+        started_s = time.monotonic()
+        wait_for(
+            "the node names the new coordinator", lambda: coordinator_of(server.stub, topic_id, 1) == source or None
+        )
+        print(f"\nthe first process named the new coordinator {time.monotonic() - started_s:.2f} s after moved out")
+        assert coordinator_of(server.stub, topic_id, 0) == target
+
+        # The first process reads FindBatches from the state files, its routes cached up to ROUTE_CACHE_S (5 s).
+        after, _, _ = wait_for("the target's batches read", lambda: fetch_all_batches(server.stub, topic_id, 0))
+        assert [(b.object_key, b.byte_offset, b.base_offset) for b in after] == [
+            (b.object_key, b.byte_offset, b.base_offset) for b in before
+        ]
+        _, request = commit_request(topic_id, 60, sorted({target, source}))
+        committed = server.stub.CommitFile(request, timeout=30).batches
+        assert [b.error_code for b in committed] == [pb.NONE, pb.NONE], [b.error_message for b in committed]
+        assert committed[0].assigned_base_offset == 60  # 30 batches of 2 records moved: the target goes on after them
     finally:
         assert server.stop() == 0, "".join(server.output)

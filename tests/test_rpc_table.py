@@ -209,7 +209,9 @@ def test_calls_passed_on_to_a_catalog_holder_are_a_nodes_and_the_front_passes_le
         rpc = BY_METHOD[method.name]
         if rpc.no_replica is NoReplica.CATALOG_HOLDER:
             assert rpc.served_by is ServedBy.NODE, f"{method.name}: passed on whole, so a node's call"
-        if service != Service.COORDINATOR.value:
+        if service == Service.INTERNAL.value or (
+            service == Service.ADMIN.value and rpc.served_by is not ServedBy.LEADER
+        ):
             assert rpc.front is Front.HERE, f"{method.name}: operators' and coordinators' calls are answered here"
         elif rpc.served_by is ServedBy.LEADER and not rpc.streams:
             assert rpc.front is Front.LEADING_PROCESS, f"{method.name}: a leader's call reaches the leading process"

@@ -32,7 +32,8 @@ from typing import Any, TypeVar, final
 
 from coordinator.base.backoff import Backoff
 from coordinator.client.channels import channel_credentials
-from coordinator.client.node_calls import READER_METHOD, DeadlinePassed, NodeCalls, RoutingError
+from coordinator.client.move_calls import MoveCalls
+from coordinator.client.node_calls import READER_METHOD, DeadlinePassed, RoutingError
 from coordinator.client.request_parts import (
     PartitionKey,
     commit_error,
@@ -65,7 +66,7 @@ __all__ = ["RoutingClient", "RoutingError", "channel_credentials"]
 
 
 @final
-class RoutingClient(NodeCalls):
+class RoutingClient(MoveCalls):
     """Routes each item of a call to the node that serves it; retries what moved. Use `async with`; its
     constructor and calls to one node are `NodeCalls`'s (`node_calls.py`)."""
 

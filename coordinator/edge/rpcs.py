@@ -181,9 +181,9 @@ RPCS: tuple[Rpc, ...] = (
         Front.HERE),
     # Partition moves (docs/design.md §5a): an operator's start, on the leader of the partition's coordinator (it
     # records the freeze), an ALTER; where a move is, from the leader of its source.
-    Rpc(Service.ADMIN, "MovePartition", Permission.ALTER, ServedBy.LEADER, "move_partition", Front.HERE),
+    Rpc(Service.ADMIN, "MovePartition", Permission.ALTER, ServedBy.LEADER, "move_partition", Front.LEADING_PROCESS),
     Rpc(Service.ADMIN, "DescribePartitionMove", Permission.DESCRIBE, ServedBy.LEADER, "describe_partition_move",
-        Front.HERE),
+        Front.LEADING_PROCESS),
     # Between coordinators: each goes to the node leading the target coordinator.
     Rpc(Service.INTERNAL, "HandOverFiles", Permission.INTERNAL, ServedBy.LEADER, "hand_over_files", Front.HERE),
     Rpc(Service.INTERNAL, "KnownFiles", Permission.INTERNAL, ServedBy.LEADER, "known_files", Front.HERE),

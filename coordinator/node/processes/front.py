@@ -42,6 +42,8 @@ from coordinator.node.services import PASSED_ON
 from coordinator.reads.find_batches import find_batches
 from coordinator.reads.readers.board import StatusBoard
 from coordinator.reads.readers.state_files import ReaderCoordinators, unavailable_for
+from coordinator.topics.move_admin import FINAL_STEPS
+from protos import admin_pb2 as admin
 from protos import coordinator_pb2 as pb
 
 T = TypeVar("T")
@@ -136,6 +138,8 @@ class FrontAnswers:
         here: Answer = getattr(router, rpc.handler)
         if rpc.front is Front.LEADING_PROCESS:
             send: Answer = getattr(self._client, rpc.handler)  # split by coordinator as a broker's call
+            if rpc.method == "DescribePartitionMove":
+                return Placed(lambda request: self._move_then_read_catalog(send, request), passes_on=True)
             return Placed(lambda request: _passed_on(send(request)), passes_on=True)
         if rpc.front is Front.STATE_FILES:
             read = STATE_FILE_READS[rpc.method]
@@ -147,6 +151,17 @@ class FrontAnswers:
         if rpc.front is Front.EVERY_PROCESS:
             return Placed(lambda request: self._describe_coordinators(router, request))
         raise FrontRouteMissing(f"{rpc.method}: {rpc.front} is answered by the Router method itself")
+
+    async def _move_then_read_catalog(
+        self, send: Answer, request: admin.DescribePartitionMoveRequest
+    ) -> admin.DescribePartitionMoveResponse:
+        """A move's cut-over changes the catalog in the commit processes only: this process, which holds the one
+        FindCoordinator answers from, reads it again once it sees a move ended (as `move-partition --wait` asks)."""
+        answer: admin.DescribePartitionMoveResponse = await _passed_on(send(request))
+        if answer.error_code == pb.NONE and answer.step in FINAL_STEPS:
+            self._node.rebuild_catalog()
+            self._client.forget_route(request.topic_id, request.partition)  # passed-on calls find the target
+        return answer
 
     async def _then_read_catalog(self, here: Answer, request: Any) -> Any:
         try:

@@ -146,12 +146,22 @@ class ReaderCoordinators:
     def _look_up(self, topic_id: bytes) -> dict[int, int]:
         """The topic's partitions in every coordinator that may be read now."""
         found: dict[int, int] = {}
+        moving: set[int] = set()  # partitions found only at a move's source so far: its target wins (design §5a)
         for state in self._files:
             try:
                 state.require_active()
                 with state.read_transaction() as db:
-                    for (partition,) in db.execute("SELECT partition FROM partitions WHERE topic_id = ?", (topic_id,)):
+                    for partition, frozen in db.execute(
+                        "SELECT partition, EXISTS (SELECT 1 FROM partition_moves AS m "
+                        "WHERE m.partition_key = p.partition_key) FROM partitions AS p WHERE topic_id = ?",
+                        (topic_id,),
+                    ):
+                        if frozen and partition in found and partition not in moving:
+                            continue  # the target already found: the source's row is the move's, not the route
                         found[partition] = state.coordinator_id
+                        moving.discard(partition)
+                        if frozen:
+                            moving.add(partition)
             except CoordinatorUnavailable:
                 continue
             except reads.DAMAGE_ERRORS as error:
