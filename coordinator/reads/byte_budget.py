@@ -16,6 +16,8 @@ import apsw
 from coordinator.machine.state import reads
 from protos import coordinator_pb2 as pb
 
+NO_ERROR = (pb.NONE, "")
+
 
 @dataclass(slots=True)
 class FetchBudget:
@@ -38,37 +40,29 @@ def fetch_partition(
     offset: int,
     max_partition_bytes: int,
     budget: FetchBudget,
-    result: pb.FindBatchesResponse.PartitionResult,
     entries: list[bytes],
     read_committed: bool = False,
-) -> None:
-    """Fills `result` for a known partition (error, watermarks) and `entries` with its batches' serialized entries.
+) -> tuple[int, str]:
+    """Fills `entries` with a known partition's batches' serialized entries; its error (code, message), NONE and
+    "" when it was read. Its offsets are the answer's whatever the error (`header_offsets`).
 
     `read_committed` (DESIGN §4b): only batches below the last stable offset, with the aborted transactions that
     overlap what is returned (as one more element of `entries`, after the batches').
     """
-    result.log_start_offset = offsets.log_start_offset
-    result.local_log_start_offset = offsets.local_log_start_offset
-    result.high_watermark = offsets.high_watermark
-    stable = result.last_stable_offset = offsets.last_stable_offset
     if offset < offsets.log_start_offset or offset > offsets.high_watermark:
-        result.error_code = pb.OFFSET_OUT_OF_RANGE
-        result.error_message = (
+        return pb.OFFSET_OUT_OF_RANGE, (
             f"offset {offset} is outside {offsets.log_start_offset}..{offsets.high_watermark} "
             "(log start..high watermark)"
         )
-        return
     if offset < offsets.local_log_start_offset:  # DESIGN §4a: the broker reads it from remote storage
-        result.error_code = pb.OFFSET_MOVED_TO_TIERED_STORAGE
-        result.error_message = (
+        return pb.OFFSET_MOVED_TO_TIERED_STORAGE, (
             f"offset {offset} is in remote log segments: {offsets.log_start_offset}..{offsets.local_log_start_offset} "
             "(log start..local log start)"
         )
-        return
     # Read committed reads up to the LSO only: a batch of an open transaction, and everything after it, waits.
-    upper = stable if read_committed else offsets.high_watermark
+    upper = offsets.last_stable_offset if read_committed else offsets.high_watermark
     if offset >= upper or budget.spent:
-        return
+        return NO_ERROR
     limit = budget.results_max - budget.total_batches
     if budget.max_batches_per_partition > 0:
         limit = min(limit, budget.max_batches_per_partition)
@@ -114,3 +108,14 @@ def fetch_partition(
         aborted = reads.aborted_entries(db, partition_key, offset, expected)
         if aborted:  # after the batches' entries: PartitionResult.aborted_transactions, stored serialized as they are
             entries.append(aborted)
+    return NO_ERROR
+
+
+def header_offsets(offsets: reads.PartitionOffsets) -> tuple[int, int, int, int]:
+    """A read partition's offsets as its answer carries them (batch_entries.partition_header)."""
+    return (
+        offsets.log_start_offset,
+        offsets.high_watermark,
+        offsets.local_log_start_offset,
+        offsets.last_stable_offset,
+    )
