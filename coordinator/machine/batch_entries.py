@@ -136,7 +136,7 @@ def partition_header(partition: int, error_code: int, error_message: str, offset
     if partition:
         out = _PARTITION_KEY + _signed_varint(partition)
     if error_code:
-        out += _ERROR_CODE_KEY + _varint(error_code)
+        out += _ERROR_CODE_KEY + _signed_varint(error_code)
     log_start_offset, high_watermark, local_log_start_offset, last_stable_offset = offsets
     if log_start_offset:
         out += _LOG_START_KEY + _signed_varint(log_start_offset)
