@@ -26,7 +26,7 @@ from coordinator.commits import parts, rules
 from coordinator.machine import batch_entries, kinds
 from coordinator.machine.state import reads
 from coordinator.machine.state.store import StateStore
-from coordinator.reads.byte_budget import FetchBudget, fetch_partition
+from coordinator.reads.byte_budget import FetchBudget, fetch_partition, header_offsets
 from coordinator.topics import partition_checks
 from protos import coordinator_pb2 as pb
 
@@ -120,10 +120,10 @@ def _read(core: Core, offset: int, committed: bool) -> bytes:
     with core.store.read_transaction() as db:
         found = reads.partition_offsets(db, TOPIC, 0)
         assert found is not None
-        result = pb.FindBatchesResponse.PartitionResult()
         entries: list[bytes] = []
-        fetch_partition(db, found, offset, 2**30, FetchBudget(2**30, 100, 1000), result, entries, committed)
-        return batch_entries.partition_result(result, entries)
+        code, message = fetch_partition(db, found, offset, 2**30, FetchBudget(2**30, 100, 1000), entries, committed)
+        header = batch_entries.partition_header(0, code, message, header_offsets(found))
+        return batch_entries.partition_result(header, entries)
 
 
 def _read_rate(core: Core, offsets: list[int], committed: bool) -> float:

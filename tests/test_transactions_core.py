@@ -15,10 +15,11 @@ from hypothesis import strategies as st
 from coordinator.base.errors import ErrorCode
 from coordinator.commits import rules
 from coordinator.commits.producer_expiry import ExpiryRequest, check_expire_producers
+from coordinator.machine import batch_entries
 from coordinator.machine.state import reads
 from coordinator.machine.state.store import StateStore
 from coordinator.reads import offset_lookup
-from coordinator.reads.byte_budget import FetchBudget, fetch_partition
+from coordinator.reads.byte_budget import FetchBudget, fetch_partition, header_offsets
 from coordinator.runtime.shard.log_replay import logical_dump
 from coordinator.topics import partition_checks
 from coordinator.topics.config_checks import TopicConfigsChange, check_topic_configs
@@ -63,11 +64,11 @@ def find(coordinator: Coordinator, partition: int, offset: int, committed: bool 
     with coordinator.store.read_transaction() as db:
         found = reads.partition_offsets(db, TOPIC, partition)
         assert found is not None
-        result = pb.FindBatchesResponse.PartitionResult()
         entries: list[bytes] = []
-        fetch_partition(db, found, offset, 2**30, FetchBudget(2**30, 0, 100_000), result, entries, committed)
+        code, message = fetch_partition(db, found, offset, 2**30, FetchBudget(2**30, 0, 100_000), entries, committed)
     # The answer as a node frames it: the header's fields, then the entries (batches, then aborted transactions).
-    whole = pb.FindBatchesResponse.PartitionResult.FromString(result.SerializeToString() + b"".join(entries))
+    header = batch_entries.partition_header(partition, code, message, header_offsets(found))
+    whole = pb.FindBatchesResponse.PartitionResult.FromString(header + b"".join(entries))
     return Answer(
         [(b.base_offset, b.last_offset, b.producer_id, b.is_transactional, b.is_control) for b in whole.batches],
         whole.last_stable_offset,

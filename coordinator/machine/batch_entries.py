@@ -101,9 +101,60 @@ def aborted_entries(aborted: Iterable[tuple[int, int]]) -> bytes:
     )
 
 
-def partition_result(header: pb.FindBatchesResponse.PartitionResult, entries: Iterable[bytes]) -> bytes:
-    """A PartitionResult framed as one element of TopicResult.partitions: the header's fields, then the batches."""
-    return _framed(_PARTITIONS_TAG, header.SerializeToString() + b"".join(entries))
+def _key(message: type[object], field: str) -> bytes:
+    """The key of a varint field (wire type 0); every field number here is below 16: one byte."""
+    number: int = message.DESCRIPTOR.fields_by_name[field].number  # type: ignore[attr-defined]
+    assert number < 16, number
+    return bytes([number << 3])
+
+
+_PARTITION_KEY = _key(_PartitionResult, "partition")
+_ERROR_CODE_KEY = _key(_PartitionResult, "error_code")
+_ERROR_MESSAGE_TAG = _tag(_PartitionResult, "error_message")
+_LOG_START_KEY = _key(_PartitionResult, "log_start_offset")
+_HIGH_WATERMARK_KEY = _key(_PartitionResult, "high_watermark")
+_LOCAL_LOG_START_KEY = _key(_PartitionResult, "local_log_start_offset")
+_LAST_STABLE_KEY = _key(_PartitionResult, "last_stable_offset")
+_MINUS_ONE = bytes([0xFF] * 9 + [0x01])  # a negative int32 or int64 is sent as its 64-bit two's complement
+
+
+def _signed_varint(value: int) -> bytes:
+    """An int32 or int64 field's varint: ten bytes when negative (-1, an unknown offset, most often)."""
+    if value >= 0:
+        return _varint(value)
+    return _MINUS_ONE if value == -1 else _varint(value + (1 << 64))
+
+
+UNKNOWN_OFFSETS = (-1, -1, -1, -1)  # a partition's offsets where they are unknown (an error before any read)
+
+
+def partition_header(partition: int, error_code: int, error_message: str, offsets: tuple[int, int, int, int]) -> bytes:
+    """A PartitionResult's own fields (offsets: log start, high watermark, local log start, last stable), as its
+    message serializes them. Built as bytes: a message per partition (its fields set one by one, then serialized)
+    cost more than the partition's read when it has nothing new (tests/test_find_batches_wire.py compares both)."""
+    out = b""
+    if partition:
+        out = _PARTITION_KEY + _signed_varint(partition)
+    if error_code:
+        out += _ERROR_CODE_KEY + _signed_varint(error_code)
+    log_start_offset, high_watermark, local_log_start_offset, last_stable_offset = offsets
+    if log_start_offset:
+        out += _LOG_START_KEY + _signed_varint(log_start_offset)
+    if high_watermark:
+        out += _HIGH_WATERMARK_KEY + _signed_varint(high_watermark)
+    if error_message:
+        out += _framed(_ERROR_MESSAGE_TAG, error_message.encode())
+    if local_log_start_offset:
+        out += _LOCAL_LOG_START_KEY + _signed_varint(local_log_start_offset)
+    if last_stable_offset:
+        out += _LAST_STABLE_KEY + _signed_varint(last_stable_offset)
+    return out
+
+
+def partition_result(header: bytes, entries: Iterable[bytes]) -> bytes:
+    """A PartitionResult framed as one element of TopicResult.partitions: its header (`partition_header`), then
+    the batches' entries (and a read_committed answer's aborted transactions)."""
+    return _framed(_PARTITIONS_TAG, header + b"".join(entries))
 
 
 def topic_result(topic_id: bytes, partitions: Iterable[bytes]) -> bytes:

@@ -16,6 +16,8 @@ import apsw
 from coordinator.machine.state import reads
 from protos import coordinator_pb2 as pb
 
+NO_ERROR = (pb.NONE, "")
+
 
 @dataclass(slots=True)
 class FetchBudget:
@@ -38,79 +40,94 @@ def fetch_partition(
     offset: int,
     max_partition_bytes: int,
     budget: FetchBudget,
-    result: pb.FindBatchesResponse.PartitionResult,
     entries: list[bytes],
     read_committed: bool = False,
-) -> None:
-    """Fills `result` for a known partition (error, watermarks) and `entries` with its batches' serialized entries.
+) -> tuple[int, str]:
+    """Fills `entries` with a known partition's batches' serialized entries; its error (code, message), NONE and
+    "" when it was read. Its offsets are the answer's whatever the error (`header_offsets`).
 
     `read_committed` (DESIGN §4b): only batches below the last stable offset, with the aborted transactions that
     overlap what is returned (as one more element of `entries`, after the batches').
     """
-    result.log_start_offset = offsets.log_start_offset
-    result.local_log_start_offset = offsets.local_log_start_offset
-    result.high_watermark = offsets.high_watermark
-    stable = result.last_stable_offset = offsets.last_stable_offset
     if offset < offsets.log_start_offset or offset > offsets.high_watermark:
-        result.error_code = pb.OFFSET_OUT_OF_RANGE
-        result.error_message = (
+        return pb.OFFSET_OUT_OF_RANGE, (
             f"offset {offset} is outside {offsets.log_start_offset}..{offsets.high_watermark} "
             "(log start..high watermark)"
         )
-        return
     if offset < offsets.local_log_start_offset:  # DESIGN §4a: the broker reads it from remote storage
-        result.error_code = pb.OFFSET_MOVED_TO_TIERED_STORAGE
-        result.error_message = (
+        return pb.OFFSET_MOVED_TO_TIERED_STORAGE, (
             f"offset {offset} is in remote log segments: {offsets.log_start_offset}..{offsets.local_log_start_offset} "
             "(log start..local log start)"
         )
-        return
     # Read committed reads up to the LSO only: a batch of an open transaction, and everything after it, waits.
-    upper = stable if read_committed else offsets.high_watermark
+    upper = offsets.last_stable_offset if read_committed else offsets.high_watermark
     if offset >= upper or budget.spent:
-        return
+        return NO_ERROR
     limit = budget.results_max - budget.total_batches
     if budget.max_batches_per_partition > 0:
         limit = min(limit, budget.max_batches_per_partition)
-    # The loop runs once per batch returned, the bulk of a lagging consumer's call: it keeps its tallies in
-    # locals and writes them back to the budget at the end, and copies each batch's stored entry as it is.
-    fetch_max_bytes = budget.fetch_max_bytes
-    total_bytes, total_batches = budget.total_bytes, budget.total_batches
+    # The loop runs once per batch returned, the bulk of a lagging consumer's call, so it does as little per batch
+    # as the rules allow. Both byte bounds are one: the partition's bytes and the call's grow together, so the
+    # partition stops at `room`, the fewer bytes left of either. Its first batch is read before the loop (the only
+    # one that may end the call's first partition's budget check otherwise, and the only one holding `offset`).
+    room = min(max_partition_bytes, budget.fetch_max_bytes - budget.total_bytes)
     high_watermark = offsets.high_watermark
     partition_key = offsets.partition_key
     partition_bytes = 0
+    start = len(entries)
     add = entries.append
+    rows = reads.batches_from(db, partition_key, offset, limit)
     # I3, checked on what is read: the first batch holds `offset`, each next one starts where the previous
     # ended, all below the high watermark. Damaged pages can hide rows without any error from SQLite.
-    expected = offset
-    read = 0
-    rows = reads.batches_from(db, partition_key, offset, limit)
     try:
+        first = next(rows, None)
+        if first is None:
+            raise reads.StateDamaged(
+                f"partition key {partition_key}: no batch holds offset {offset}, below the high watermark "
+                f"{high_watermark}"
+            )
+        entry, size, base_offset, last_offset = first
+        if budget.total_batches > 0 and room <= 0:
+            return NO_ERROR
+        if not base_offset <= offset <= last_offset or last_offset >= high_watermark:
+            raise _broken(partition_key, base_offset, last_offset, offset, high_watermark)
+        if last_offset >= upper:  # at or past the LSO (read committed); the high watermark is checked above
+            return NO_ERROR
+        expected = last_offset + 1
+        add(entry if entry is not None else reads.batch_entry_of(db, partition_key, last_offset))
+        partition_bytes = size
         for entry, size, base_offset, last_offset in rows:
-            read += 1
-            if total_batches > 0 and (partition_bytes >= max_partition_bytes or total_bytes >= fetch_max_bytes):
+            if partition_bytes >= room:
                 break
-            if not (base_offset <= expected <= last_offset if read == 1 else base_offset == expected) or (
-                last_offset >= high_watermark
-            ):
-                raise reads.StateDamaged(
-                    f"partition key {partition_key}: batch {base_offset}..{last_offset} read where offset "
-                    f"{expected} was expected (high watermark {high_watermark})"
-                )
-            if last_offset >= upper:  # at or past the LSO (read committed); the high watermark is checked above
-                break
+            if base_offset != expected or last_offset >= upper:
+                if base_offset != expected or last_offset >= high_watermark:
+                    raise _broken(partition_key, base_offset, last_offset, expected, high_watermark)
+                break  # at or past the LSO (read committed)
             expected = last_offset + 1
             add(entry if entry is not None else reads.batch_entry_of(db, partition_key, last_offset))
             partition_bytes += size
-            total_bytes += size
-            total_batches += 1
     finally:
-        budget.total_bytes, budget.total_batches = total_bytes, total_batches
-    if read == 0:
-        raise reads.StateDamaged(
-            f"partition key {partition_key}: no batch holds offset {offset}, below the high watermark {high_watermark}"
-        )
+        budget.total_bytes += partition_bytes
+        budget.total_batches += len(entries) - start
     if read_committed and expected > offset:
         aborted = reads.aborted_entries(db, partition_key, offset, expected)
         if aborted:  # after the batches' entries: PartitionResult.aborted_transactions, stored serialized as they are
             entries.append(aborted)
+    return NO_ERROR
+
+
+def _broken(partition_key: int, base_offset: int, last_offset: int, expected: int, high_watermark: int) -> Exception:
+    return reads.StateDamaged(
+        f"partition key {partition_key}: batch {base_offset}..{last_offset} read where offset {expected} was "
+        f"expected (high watermark {high_watermark})"
+    )
+
+
+def header_offsets(offsets: reads.PartitionOffsets) -> tuple[int, int, int, int]:
+    """A read partition's offsets as its answer carries them (batch_entries.partition_header)."""
+    return (
+        offsets.log_start_offset,
+        offsets.high_watermark,
+        offsets.local_log_start_offset,
+        offsets.last_stable_offset,
+    )

@@ -10,10 +10,11 @@ from coordinator.base.errors import CoordinatorUnavailable
 from coordinator.base.result import ItemError
 from coordinator.config.settings import Settings
 from coordinator.machine import batch_entries
+from coordinator.machine.batch_entries import UNKNOWN_OFFSETS
 from coordinator.machine.object_keys import OBJECT_KEY_MAX_BYTES
 from coordinator.machine.state import reads
 from coordinator.reads import byte_budget
-from coordinator.runtime.node_coordinators import ReadableT, ReadingCoordinators, set_error
+from coordinator.runtime.node_coordinators import ReadableT, ReadingCoordinators
 from protos import coordinator_pb2 as pb
 
 PartitionResult = pb.FindBatchesResponse.PartitionResult
@@ -69,48 +70,48 @@ def find_batches(coordinators: ReadingCoordinators[ReadableT], request: pb.FindB
     )
     topics: list[bytes] = []
     read_committed = request.isolation_level == pb.READ_COMMITTED
+    partition_header = batch_entries.partition_header
+    partition_result = batch_entries.partition_result
     with contextlib.ExitStack() as snapshots:
+        # A coordinator is checked (require_active) and its read transaction opened at its first partition; the
+        # call's later partitions of it read the same snapshot without the check again, unless a read met damage
+        # (the coordinator may then be out of service) or the check refused (it is asked again, as it was).
         opened: dict[int, apsw.Connection] = {}
+        checked: set[int] = set()
         for topic in request.topics:
             partitions: list[bytes] = []
             routes = coordinators.route(topic.topic_id, [item.partition for item in topic.partitions])
             for item, route in zip(topic.partitions, routes, strict=True):
-                result = PartitionResult(
-                    partition=item.partition,
-                    log_start_offset=-1,
-                    high_watermark=-1,
-                    local_log_start_offset=-1,
-                    last_stable_offset=-1,
-                )
-                entries: list[bytes] = []
+                partition = item.partition
                 if isinstance(route, ItemError):
-                    set_error(result, route)
-                    partitions.append(batch_entries.partition_result(result, entries))
+                    header = partition_header(partition, route.error_code, route.message, UNKNOWN_OFFSETS)
+                    partitions.append(partition_result(header, ()))
                     continue
+                entries: list[bytes] = []
                 shard = coordinators.shard(route)
                 try:
-                    shard.require_active()
+                    if route not in checked:
+                        shard.require_active()
+                        checked.add(route)
                     db = opened.get(route)
                     if db is None:
                         db = opened[route] = snapshots.enter_context(shard.read_transaction())
-                    found = reads.partition_offsets(db, topic.topic_id, item.partition)
+                    found = reads.partition_offsets(db, topic.topic_id, partition)
                     if found is None:
-                        result.error_code = pb.UNKNOWN_TOPIC_OR_PARTITION
-                        result.error_message = f"partition {item.partition} of the topic is unknown"
+                        message = f"partition {partition} of the topic is unknown"
+                        header = partition_header(partition, pb.UNKNOWN_TOPIC_OR_PARTITION, message, UNKNOWN_OFFSETS)
                     else:
-                        byte_budget.fetch_partition(
-                            db, found, item.offset, item.max_partition_fetch_bytes, budget, result, entries,
-                            read_committed,
-                        )  # fmt: skip
-                except CoordinatorUnavailable as error:
-                    set_error(result, error)
-                except reads.DAMAGE_ERRORS as error:
-                    damaged = coordinators.damaged(shard, error)
+                        code, message = byte_budget.fetch_partition(
+                            db, found, item.offset, item.max_partition_fetch_bytes, budget, entries, read_committed
+                        )
+                        header = partition_header(partition, code, message, byte_budget.header_offsets(found))
+                except CoordinatorUnavailable as unavailable:
+                    header = partition_header(partition, unavailable.error_code, unavailable.message, UNKNOWN_OFFSETS)
+                except reads.DAMAGE_ERRORS as damage:
+                    damaged = coordinators.damaged(shard, damage)
                     entries.clear()
-                    set_error(result, damaged)
-                    result.log_start_offset = result.high_watermark = result.local_log_start_offset = -1
-                    result.last_stable_offset = -1
-                    result.ClearField("aborted_transactions")
-                partitions.append(batch_entries.partition_result(result, entries))
+                    header = partition_header(partition, damaged.error_code, damaged.message, UNKNOWN_OFFSETS)
+                    checked.discard(route)
+                partitions.append(partition_result(header, entries))
             topics.append(batch_entries.topic_result(topic.topic_id, partitions))
     return b"".join(topics)

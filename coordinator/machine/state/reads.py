@@ -6,7 +6,7 @@ import dataclasses
 import enum
 from collections.abc import Collection
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import apsw
 
@@ -16,6 +16,8 @@ from coordinator.machine.records import CommittedBatch
 from coordinator.machine.state import time_index
 from coordinator.machine.view import FileFacts, PartitionView
 from protos import coordinator_pb2 as pb
+
+_new = tuple.__new__
 
 
 class StateDamaged(Exception):
@@ -38,8 +40,11 @@ _RETENTION_TIMESTAMP = (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class PartitionOffsets:
+class PartitionOffsets(NamedTuple):
+    """A partition's offsets as a read sees them. A NamedTuple built from the row with tuple.__new__
+    (`partition_offsets`): every FindBatches and ListOffsets partition builds one, and a frozen dataclass's
+    __init__ (a setattr per field) cost more than the query that read it."""
+
     partition_key: int
     log_start_offset: int
     high_watermark: int
@@ -84,7 +89,7 @@ def partition_offsets(db: apsw.Connection, topic_id: bytes, partition: int) -> P
         "FROM partitions AS p WHERE topic_id = ? AND partition = ?",
         (topic_id, partition),
     ).fetchone()
-    return None if row is None else PartitionOffsets(*row)
+    return None if row is None else _new(PartitionOffsets, row)  # the row's six columns, in the fields' order
 
 
 def _aborted_rows(db: apsw.Connection, partition_key: int, from_offset: int, below_offset: int) -> list[Any]:
