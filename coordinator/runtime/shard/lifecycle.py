@@ -45,7 +45,14 @@ from coordinator.runtime.shard.availability import TRANSITIONS, ShardState, not_
 from coordinator.runtime.shard.directory import CoordinatorDirectory
 from coordinator.runtime.shard.leading import following, leading, tell_once_applied
 from coordinator.runtime.shard.life_worker import FirstAttempt, start_life, wait_life_ended
-from coordinator.runtime.shard.loading import NEEDS_OPERATOR, Loaded, close_loaded, damage_behind, failure_kind
+from coordinator.runtime.shard.loading import (
+    NEEDS_OPERATOR,
+    Loaded,
+    close_loaded,
+    damage_behind,
+    failure_kind,
+    free_bytes,
+)
 from coordinator.runtime.shard.pipeline import Pipeline
 from coordinator.runtime.shard.repair import ReplicaRepair, repairable_from_replica
 from coordinator.runtime.shard.snapshots import SnapshotScheduler
@@ -400,7 +407,7 @@ class Lifecycle:
 
     def _out_of_service(self, error: BaseException, what: str) -> None:
         """FAILED, with the reason said once: to callers, in DescribeCoordinators, a metric and the log."""
-        kind = failure_kind(error)
+        kind = failure_kind(error, free_bytes(self._directory.path))
         cause = damage_behind(error)
         self._problem = f"{what}: {cause}" if isinstance(error, NEEDS_OPERATOR) else f"{what}: {kind}: {cause}"
         self._metrics.coordinator_failures.labels(str(self.coordinator_id), kind).inc()

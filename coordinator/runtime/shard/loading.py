@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import logging
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import final
@@ -44,6 +45,10 @@ log = logging.getLogger(__name__)
 # Failures that loading again cannot cure: the coordinator stays out of service until an operator acts.
 NEEDS_OPERATOR = (LoadFailed, CorruptLogError)
 _DISK_FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
+# SQLite reports some writes on a full disk as a plain I/O error, not SQLITE_FULL: growing the WAL index
+# (-shm, SQLITE_IOERR_SHMSIZE) or a write through a memory map. With less than this free beside it, an I/O
+# error is taken for what it almost surely is: the disk full (the operator's cure is space, not hardware).
+DISK_NEARLY_FULL_BYTES = 1024 * 1024
 
 
 class NotThisClustersLog(LoadFailed):
@@ -71,13 +76,26 @@ def damage_behind(error: BaseException) -> BaseException:
     return error
 
 
-def failure_kind(error: BaseException) -> str:
-    """A short name for why a coordinator went out of service (a metric label)."""
+def free_bytes(directory: Path) -> int | None:
+    """The bytes an unprivileged writer may still use on the directory's file system; None if unknown."""
+    try:
+        found = os.statvfs(directory)
+    except OSError:
+        return None
+    return found.f_bavail * found.f_frsize
+
+
+def failure_kind(error: BaseException, free: int | None = None) -> str:
+    """A short name for why a coordinator went out of service (a metric label); `free`: the bytes left on the
+    coordinator's file system when it failed (None: unknown)."""
     if isinstance(error, CorruptLogError):
         return "log_damaged"
     if isinstance(error, LoadFailed):
         return "needs_operator"
     if isinstance(error, apsw.FullError) or (isinstance(error, OSError) and error.errno in _DISK_FULL_ERRNOS):
+        return "disk_full"
+    io_error = isinstance(error, OSError | apsw.IOError) and not is_state_damage(error)
+    if io_error and free is not None and free < DISK_NEARLY_FULL_BYTES:
         return "disk_full"
     if isinstance(error, StateCorrupt) or is_state_damage(error):
         return "state_damaged"
