@@ -128,56 +128,52 @@ class PeerClient:
                     known[found.object_key].update(zip(found.coordinator_ids, states, strict=True))
         return known
 
+    async def _ask(self, method: str, target: int, request: RequestT, timeout_s: float, what: str) -> Any:
+        """One internal call to coordinator `target`'s leader; its answer, refusals included; PeerError, naming
+        `what` was asked, when it could not be asked."""
+        try:
+            return await getattr(self._stub(target), method)(request, timeout=timeout_s)
+        except grpc.RpcError as error:
+            raise PeerError(f"{what}: {_describe(error)}") from None
+
     async def adopt_partition_chunk(
         self, request: internal.AdoptPartitionChunkRequest, timeout_s: float
     ) -> internal.AdoptPartitionChunkResponse:
-        """A move's chunk (or, index -1, the question where the target is) sent to the target's leader (design §5a);
-        its answer, refusals included; PeerError when it could not be asked."""
+        """A move's chunk (or, index -1, the question where the target is) sent to the target's leader (design §5a)."""
         target = request.to_coordinator_id
-        try:
-            response: internal.AdoptPartitionChunkResponse = await self._stub(target).AdoptPartitionChunk(
-                request, timeout=timeout_s
-            )
-        except grpc.RpcError as error:
-            raise PeerError(f"move {request.move_id} to coordinator {target}: {_describe(error)}") from None
+        response: internal.AdoptPartitionChunkResponse = await self._ask(
+            "AdoptPartitionChunk", target, request, timeout_s, f"move {request.move_id} to coordinator {target}"
+        )
         return response
 
     async def adopt_partition(
         self, request: internal.AdoptPartitionRequest, timeout_s: float
     ) -> internal.AdoptPartitionResponse:
-        """A move's cut-over asked of the target's leader; its answer; PeerError when it could not be asked."""
+        """A move's cut-over asked of the target's leader."""
         target = request.to_coordinator_id
-        try:
-            response: internal.AdoptPartitionResponse = await self._stub(target).AdoptPartition(
-                request, timeout=timeout_s
-            )
-        except grpc.RpcError as error:
-            raise PeerError(f"adoption of move {request.move_id} by coordinator {target}: {_describe(error)}") from None
+        response: internal.AdoptPartitionResponse = await self._ask(
+            "AdoptPartition", target, request, timeout_s, f"adoption of move {request.move_id} by coordinator {target}"
+        )
         return response
 
     async def abandon_adoption(
         self, request: internal.AbandonAdoptionRequest, timeout_s: float
     ) -> internal.AbandonAdoptionResponse:
-        """A move given up, asked of the target's leader; its answer; PeerError when it could not be asked."""
+        """A move given up, asked of the target's leader."""
         target = request.to_coordinator_id
-        try:
-            response: internal.AbandonAdoptionResponse = await self._stub(target).AbandonAdoption(
-                request, timeout=timeout_s
-            )
-        except grpc.RpcError as error:
-            raise PeerError(f"abandon of move {request.move_id} at coordinator {target}: {_describe(error)}") from None
+        response: internal.AbandonAdoptionResponse = await self._ask(
+            "AbandonAdoption", target, request, timeout_s, f"abandon of move {request.move_id} at coordinator {target}"
+        )
         return response
 
     async def return_files(
         self, request: internal.ReturnFilesRequest, timeout_s: float
     ) -> internal.ReturnFilesResponse:
-        """Borrowed WAL files given back to their lender's leader (design §5a); its answer; PeerError when it could not
-        be asked."""
+        """Borrowed WAL files given back to their lender's leader (design §5a)."""
         lender = request.to_coordinator_id
-        try:
-            response: internal.ReturnFilesResponse = await self._stub(lender).ReturnFiles(request, timeout=timeout_s)
-        except grpc.RpcError as error:
-            raise PeerError(f"returning files to coordinator {lender}: {_describe(error)}") from None
+        response: internal.ReturnFilesResponse = await self._ask(
+            "ReturnFiles", lender, request, timeout_s, f"returning files to coordinator {lender}"
+        )
         return response
 
     async def close(self) -> None:
