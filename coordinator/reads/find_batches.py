@@ -98,6 +98,7 @@ def find_batches(coordinators: ReadingCoordinators[ReadableT], request: pb.FindB
                         db = opened[route] = snapshots.enter_context(shard.read_transaction())
                     found = reads.partition_offsets(db, topic.topic_id, partition)
                     if found is None:
+                        coordinators.route_missed(topic.topic_id)
                         message = f"partition {partition} of the topic is unknown"
                         header = partition_header(partition, pb.UNKNOWN_TOPIC_OR_PARTITION, message, UNKNOWN_OFFSETS)
                     else:

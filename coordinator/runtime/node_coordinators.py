@@ -90,6 +90,10 @@ class ReadingCoordinators(Protocol[ReadableT]):
 
     def route(self, topic_id: bytes, partitions: Sequence[int]) -> list[Route]: ...
 
+    def route_missed(self, topic_id: bytes) -> None:
+        """The coordinator a route named does not hold the partition (moved out since, design §5a): a route kept
+        from before is stale and looked up again by the next call."""
+
     def shard(self, coordinator_id: int) -> ReadableT: ...
 
     def damaged(self, shard: ReadableT, error: Exception) -> CoordinatorUnavailable: ...
@@ -177,6 +181,9 @@ class NodeCoordinators:
             coordinator_id = assignment.get(partition)
             routes.append(self.unknown_partition(partition) if coordinator_id is None else coordinator_id)
         return routes
+
+    def route_missed(self, topic_id: bytes) -> None:
+        """Nothing to drop: the node's catalog follows every move as the logs record it."""
 
     def unknown_partition(self, partition: int) -> ItemError:
         """A partition the catalog lacks is unknown only if every coordinator could say so.

@@ -3,7 +3,8 @@
 It satisfies `coordinator.runtime.node_coordinators.ReadingCoordinators`, so the reader runs the node's own FindBatches
 (`coordinator.reads.find_batches`): one set of fetch rules. Partition -> coordinator comes from the coordinators'
 `partitions` tables, cached per topic; a topic missing from the cache, or cached longer than
-ROUTE_CACHE_S (a topic deleted and created again under the same id), is looked up again.
+ROUTE_CACHE_S (a topic deleted and created again under the same id), or whose route named a coordinator that no
+longer holds the partition (a move, design §5a), is looked up again.
 """
 
 from __future__ import annotations
@@ -142,6 +143,11 @@ class ReaderCoordinators:
             coordinator_id = assignment.get(partition)
             routes.append(self._unknown_partition(partition) if coordinator_id is None else coordinator_id)
         return routes
+
+    def route_missed(self, topic_id: bytes) -> None:
+        # A cached route to a coordinator the partition moved out of would answer UNKNOWN_TOPIC_OR_PARTITION for
+        # up to ROUTE_CACHE_S: one such answer (retriable) drops it, and the broker's retry finds the target.
+        self._topics.pop(topic_id, None)
 
     def _look_up(self, topic_id: bytes) -> dict[int, int]:
         """The topic's partitions in every coordinator that may be read now."""
