@@ -23,7 +23,7 @@ from coordinator.base.result import ItemError, Result
 from coordinator.commits.parts import BatchOutcome, CommitPart, RequestBatch, reject_all
 from coordinator.commits.retries import retried_commit
 from coordinator.machine import records
-from coordinator.machine.object_keys import object_key_problem
+from coordinator.machine.object_keys import uploaded_object_problem
 from coordinator.machine.producers import (
     PRODUCER_EPOCH_MAX,
     SEQUENCE_MODULUS,
@@ -39,7 +39,6 @@ from coordinator.machine.view import CoordinatorView, PartitionView
 from protos import coordinator_pb2 as pb
 from protos import records_pb2 as rec
 
-WRITE_AHEAD_MULTI_SEGMENT = 1
 LOG_APPEND_TIME = pb.LOG_APPEND_TIME
 CREATE_TIME = pb.CREATE_TIME
 NO_TIMESTAMP_TYPE = pb.NO_TIMESTAMP_TYPE
@@ -52,27 +51,10 @@ _TIMESTAMP_TYPES_V2 = (CREATE_TIME, LOG_APPEND_TIME)
 
 def commit_request_problem(request: pb.CommitFileRequest, coordinators: int) -> str | None:
     """Why the whole request is invalid (every batch INVALID_REQUEST), or None."""
-    problem = object_key_problem(request.object_key)
-    if problem:
-        return problem
-    if request.object_format != WRITE_AHEAD_MULTI_SEGMENT:
-        return (
-            f"object_format must be {WRITE_AHEAD_MULTI_SEGMENT} (WRITE_AHEAD_MULTI_SEGMENT), "
-            f"got {request.object_format}"
-        )
-    if request.file_size <= 0:
-        return f"file_size must be > 0, got {request.file_size}"
-    if request.uploader_broker_id < 0:
-        return f"uploader_broker_id must be >= 0, got {request.uploader_broker_id}"
-    owners = list(request.owner_ids)
-    if not owners:
-        return "owner_ids must not be empty"
-    if len(set(owners)) != len(owners):
-        return f"owner_ids must not repeat a coordinator: {owners}"
-    foreign = [o for o in owners if not 0 <= o < coordinators]
-    if foreign:
-        return f"owner_ids {foreign} are not coordinators (0..{coordinators - 1})"
-    return None
+    return uploaded_object_problem(
+        request.object_key, request.object_format, request.file_size, request.uploader_broker_id,
+        request.owner_ids, coordinators,
+    )  # fmt: skip
 
 
 class _ByteRanges:

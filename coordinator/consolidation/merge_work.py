@@ -23,12 +23,12 @@ import apsw
 from coordinator.base.clock import Clock
 from coordinator.base.errors import CoordinatorUnavailable, MalformedRequest
 from coordinator.config.settings import Settings
+from coordinator.machine.object_keys import WRITE_AHEAD_MULTI_SEGMENT
 from coordinator.machine.state import reads
 from coordinator.runtime.node_coordinators import NodeCoordinators, wire_code
 from protos import coordinator_pb2 as pb
 
 _TOKEN = struct.Struct(">qq")  # (committed_at_ms, file_id) of the last file of the previous answer
-_WRITE_AHEAD_MULTI_SEGMENT = 1  # every file's format (CommitFile and ReplaceBatches accept no other)
 
 _FILES = (
     "SELECT file_id, object_key, file_size, committed_at_ms FROM files INDEXED BY files_live_by_time "
@@ -100,7 +100,7 @@ def merge_work(db: apsw.Connection, bounds: WorkBounds) -> pb.GetFileMergeWorkIt
         batch_count += len(batches)
         found = response.files.add(
             object_key=object_key,
-            object_format=_WRITE_AHEAD_MULTI_SEGMENT,
+            object_format=WRITE_AHEAD_MULTI_SEGMENT,
             file_size=file_size,
             committed_at_ms=committed_at_ms,
         )

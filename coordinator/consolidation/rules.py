@@ -23,13 +23,12 @@ from typing import NamedTuple
 from coordinator.base.errors import ErrorCode
 from coordinator.base.result import Result
 from coordinator.machine import records
-from coordinator.machine.object_keys import object_key_problem
+from coordinator.machine.object_keys import uploaded_object_problem
 from coordinator.machine.topic_names import topic_id_problem
 from coordinator.machine.view import CoordinatorView, PartitionView
 from protos import coordinator_pb2 as pb
 from protos import records_pb2 as rec
 
-WRITE_AHEAD_MULTI_SEGMENT = 1
 BATCH_MAX_SETTING = "diskless.coordinator.replace.batch.max"
 
 
@@ -75,26 +74,10 @@ class ReplacePart:
 
 def replace_request_problem(request: pb.ReplaceBatchesRequest, coordinators: int) -> str | None:
     """Why the whole request is invalid (every extent INVALID_REQUEST), or None."""
-    problem = object_key_problem(request.object_key)
-    if problem:
-        return problem
-    if request.object_format != WRITE_AHEAD_MULTI_SEGMENT:
-        return f"object_format must be {WRITE_AHEAD_MULTI_SEGMENT} (WRITE_AHEAD_MULTI_SEGMENT), got " + str(
-            request.object_format
-        )
-    if request.file_size <= 0:
-        return f"file_size must be > 0, got {request.file_size}"
-    if request.uploader_broker_id < 0:
-        return f"uploader_broker_id must be >= 0, got {request.uploader_broker_id}"
-    owners = list(request.owner_ids)
-    if not owners:
-        return "owner_ids must not be empty"
-    if len(set(owners)) != len(owners):
-        return f"owner_ids must not repeat a coordinator: {owners}"
-    foreign = [o for o in owners if not 0 <= o < coordinators]
-    if foreign:
-        return f"owner_ids {foreign} are not coordinators (0..{coordinators - 1})"
-    return None
+    return uploaded_object_problem(
+        request.object_key, request.object_format, request.file_size, request.uploader_broker_id,
+        request.owner_ids, coordinators,
+    )  # fmt: skip
 
 
 def extent_structure_problems(extents: Sequence[Extent], file_size: int) -> list[str | None]:

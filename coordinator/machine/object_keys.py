@@ -9,11 +9,13 @@ evenly over 256 fan-out prefixes that a scan lists in parallel. `<prefix>` is
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 
 # Matched in full against the key after the storage prefix (the orphan scan's default pattern).
 WAL_KEY_PATTERN = r"wal/[0-9a-f]{2}/[0-9a-f]{32}\.wal"
 WAL_FANOUT_DIGITS = 2
 OBJECT_KEY_MAX_BYTES = 1024
+WRITE_AHEAD_MULTI_SEGMENT = 1  # the one object format CommitFile and ReplaceBatches accept (the contract's)
 
 
 def new_wal_key(prefix: str = "", file_uuid: uuid.UUID | None = None) -> str:
@@ -51,3 +53,33 @@ def object_key_problem(object_key: str) -> str | None:
         return f"object_key must be 1..{OBJECT_KEY_MAX_BYTES} bytes, got {size}"
     # The coordinator deletes the object one day: the key must name one object in either backend.
     return key_problem(object_key)
+
+
+def uploaded_object_problem(
+    object_key: str,
+    object_format: int,
+    file_size: int,
+    uploader_broker_id: int,
+    owner_ids: Sequence[int],
+    coordinators: int,
+) -> str | None:
+    """Why an uploaded object as a CommitFile or a ReplaceBatches names it cannot be taken (the whole call is then
+    INVALID_REQUEST), or None: its key, format, size, uploader and owners (coordinators 0..`coordinators` - 1)."""
+    problem = object_key_problem(object_key)
+    if problem:
+        return problem
+    if object_format != WRITE_AHEAD_MULTI_SEGMENT:
+        return f"object_format must be {WRITE_AHEAD_MULTI_SEGMENT} (WRITE_AHEAD_MULTI_SEGMENT), got {object_format}"
+    if file_size <= 0:
+        return f"file_size must be > 0, got {file_size}"
+    if uploader_broker_id < 0:
+        return f"uploader_broker_id must be >= 0, got {uploader_broker_id}"
+    owners = list(owner_ids)
+    if not owners:
+        return "owner_ids must not be empty"
+    if len(set(owners)) != len(owners):
+        return f"owner_ids must not repeat a coordinator: {owners}"
+    foreign = [o for o in owners if not 0 <= o < coordinators]
+    if foreign:
+        return f"owner_ids {foreign} are not coordinators (0..{coordinators - 1})"
+    return None
