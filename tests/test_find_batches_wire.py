@@ -88,6 +88,9 @@ class OneCoordinator:
     def route(self, topic_id: bytes, partitions: Sequence[int]) -> list[Route]:
         return [0 for _ in partitions]
 
+    def route_missed(self, topic_id: bytes) -> None:
+        pass
+
     def shard(self, coordinator_id: int) -> CountingShard:
         return self._shard
 
