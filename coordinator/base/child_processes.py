@@ -9,14 +9,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import multiprocessing
 import signal
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
-from typing import Any
+from typing import Any, Generic, Protocol, TypeVar
 
 from coordinator.base.backoff import Backoff
+from coordinator.base.workers import WorkerSpec, WorkerSupervisor
 from coordinator.config.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -127,6 +129,74 @@ async def stop_children(
             log.error("%s %s did not stop within %.0f s: killing it", kind, process.name, grace_s)
             process.kill()
             process.join(STOP_GRACE_S)
+
+
+class ChildSlot(Protocol):
+    """One child process of a kind: its process while it runs, how often it was started again."""
+
+    index: int
+    process: BaseProcess | None
+    connection: Connection | None
+    restarts: int
+    first_start_over: asyncio.Event  # started (or failed to): what waits for the first starts goes on
+
+
+SlotT = TypeVar("SlotT", bound=ChildSlot)
+
+
+class ChildSupervisor(Generic[SlotT]):
+    """Keeps a node's children of one kind running (readers, commit processes), one slot each, as one worker of the
+    node's supervisor; each slot starts its child again with backoff until stopped. A kind says how to run its
+    child once (`_run_once`, why it ended)."""
+
+    def __init__(self, settings: Settings, slots: list[SlotT], kind: str, kinds: str) -> None:
+        self._settings = settings
+        self.slots = slots
+        self._kind = kind  # one child, in logs and task names ("reader")
+        self._kinds = kinds  # the children ("reader processes")
+        self._context = multiprocessing.get_context("spawn")
+        self._stopping = asyncio.Event()
+        self._supervised: tuple[WorkerSupervisor, WorkerSpec] | None = None
+
+    def start(self, workers: WorkerSupervisor, spec: WorkerSpec) -> None:
+        """Starts the children, kept running by the worker `spec` of the node's supervisor."""
+        log.info("starting %d %s", len(self.slots), self._kinds)
+        self._supervised = (workers, spec)
+        workers.start(spec, lambda: self)
+
+    async def run(self) -> None:
+        """Keeps every child running (each slot restarts its own with backoff) until stopped."""
+        async with asyncio.TaskGroup() as group:
+            for slot in self.slots:
+                group.create_task(self._keep_running(slot), name=f"{self._kind.replace(' ', '-')}-{slot.index}")
+
+    def request_stop(self) -> None:
+        self._stopping.set()
+
+    async def wait_first_starts(self) -> None:
+        """Returns once every child started or failed to (each within the start timeout)."""
+        await asyncio.gather(*(slot.first_start_over.wait() for slot in self.slots))
+
+    async def _keep_running(self, slot: SlotT) -> None:
+        def restarted() -> None:
+            slot.restarts += 1
+
+        await keep_running(
+            lambda: self._run_once(slot), self._stopping, self._settings, f"{self._kind} {slot.index}", restarted
+        )
+
+    async def _run_once(self, slot: SlotT) -> str:
+        raise NotImplementedError
+
+    async def stop(self) -> None:
+        """Tells every child to stop (each drains its calls), waits for them, kills what is left."""
+        self._stopping.set()
+        processes = [slot.process for slot in self.slots if slot.process is not None]
+        await stop_children((slot.connection for slot in self.slots), processes, self._settings, self._kind)
+        if self._supervised is not None:
+            workers, spec = self._supervised
+            await workers.stop_waiting(spec.name)
+        log.info("%s stopped", self._kinds)
 
 
 async def wait_told_to_stop(connection: Connection, on_message: Callable[[Any], None] = lambda message: None) -> None:

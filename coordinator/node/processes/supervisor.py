@@ -13,15 +13,13 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-import multiprocessing
 from collections.abc import Callable, Iterator
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 from typing import Any, final
 
-from coordinator.base.child_processes import keep_running, run_started_child, start_child, stop_children
+from coordinator.base.child_processes import ChildSupervisor, run_started_child, start_child
 from coordinator.base.errors import ErrorCode
-from coordinator.base.workers import WorkerSpec, WorkerSupervisor
 from coordinator.config.settings import Settings
 from coordinator.node.processes.commit_process import CommitProcessPlan
 from coordinator.node.processes.layout import ProcessLayout
@@ -60,7 +58,7 @@ def commit_process_settings(settings: Settings, layout: ProcessLayout, index: in
 
 
 @final
-class CommitProcesses:
+class CommitProcesses(ChildSupervisor[CommitSlot]):
     def __init__(
         self,
         settings: Settings,
@@ -70,37 +68,14 @@ class CommitProcesses:
         target: Callable[[CommitProcessPlan, Any, Connection], None],
     ) -> None:
         """`target`: the commit process's entry point (coordinator/node/assembly.py's), run in the spawned process."""
+        super().__init__(settings, [CommitSlot(i) for i in range(layout.count)], "commit process", "commit processes")
         self._target = target
-        self._settings = settings
         self.layout = layout
         self.board = board
         self._on_change = on_change
-        self.slots = [CommitSlot(i) for i in range(layout.count)]
-        self._context = multiprocessing.get_context("spawn")
-        self._stopping = asyncio.Event()
-        self._supervised: tuple[WorkerSupervisor, WorkerSpec] | None = None
 
     def all_serving(self) -> bool:
         return all(slot.serving for slot in self.slots)
-
-    def start(self, workers: WorkerSupervisor, spec: WorkerSpec) -> None:
-        """Starts the processes, kept running by one worker of the node's supervisor (`spec`: COMMIT_PROCESSES)."""
-        log.info("starting %d commit processes", len(self.slots))
-        self._supervised = (workers, spec)
-        workers.start(spec, lambda: self)
-
-    async def run(self) -> None:
-        """Keeps every commit process running (each slot restarts its own child with backoff) until stopped."""
-        async with asyncio.TaskGroup() as group:
-            for slot in self.slots:
-                group.create_task(self._keep_running(slot), name=f"commit-process-{slot.index}")
-
-    def request_stop(self) -> None:
-        self._stopping.set()
-
-    async def wait_first_starts(self) -> None:
-        """Returns once every commit process loaded its coordinators or failed to start."""
-        await asyncio.gather(*(slot.first_start_over.wait() for slot in self.slots))
 
     def report_damage(self, coordinator_id: int, generation: int, what: str) -> None:
         """A reader met damage in a state file: the process leading the coordinator settles it."""
@@ -110,13 +85,6 @@ class CommitProcesses:
         if connection is not None:
             with contextlib.suppress(OSError):
                 connection.send(("damage", coordinator_id, generation, what))
-
-    async def _keep_running(self, slot: CommitSlot) -> None:
-        def restarted() -> None:
-            slot.restarts += 1
-
-        name = f"commit process {slot.index}"
-        await keep_running(lambda: self._run_once(slot), self._stopping, self._settings, name, restarted)
 
     async def _run_once(self, slot: CommitSlot) -> str:
         """Runs the commit process until it ends; why it ended."""
@@ -157,16 +125,6 @@ class CommitProcesses:
             slot.serving = bool(message[1])
             slot.first_start_over.set()
             self._on_change()
-
-    async def stop(self) -> None:
-        """Tells every commit process to stop (each drains its calls), waits for them, kills what is left."""
-        self._stopping.set()
-        processes = [slot.process for slot in self.slots if slot.process is not None]
-        await stop_children((slot.connection for slot in self.slots), processes, self._settings, "commit process")
-        if self._supervised is not None:
-            workers, spec = self._supervised
-            await workers.stop_waiting(spec.name)
-        log.info("commit processes stopped")
 
     def gauges(self) -> Iterator[tuple[str, str, str, dict[str, str], float]]:
         for slot in self.slots:

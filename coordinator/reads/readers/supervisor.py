@@ -11,15 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import multiprocessing
 from collections.abc import Callable, Iterator, Sequence
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 from typing import Any, final
 
-from coordinator.base.child_processes import keep_running, run_started_child, start_child, stop_children
+from coordinator.base.child_processes import ChildSupervisor, run_started_child, start_child
 from coordinator.base.errors import CoordinatorUnavailable
-from coordinator.base.workers import WorkerSpec, WorkerSupervisor
 from coordinator.config.settings import Settings
 from coordinator.machine.state.reads import StateDamaged
 from coordinator.reads.readers.board import READABLE, Status, StatusBoard
@@ -55,7 +53,7 @@ class ReaderSlot:
 
 
 @final
-class ReadProcesses:
+class ReadProcesses(ChildSupervisor[ReaderSlot]):
     def __init__(
         self,
         settings: Settings,
@@ -66,7 +64,9 @@ class ReadProcesses:
         report_damage: DamageReport | None = None,
     ) -> None:
         """`board` and `report_damage` when other processes lead the coordinators: they publish, damage goes there."""
-        self._settings = settings
+        super().__init__(
+            settings, [ReaderSlot(i) for i in range(settings.read_processes)], "reader", "reader processes"
+        )
         self._shards = list(shards)
         self._host = host
         self._on_addresses = on_addresses
@@ -75,10 +75,6 @@ class ReadProcesses:
         self.board = StatusBoard.create(len(self._shards)) if board is None else board
         self.counts = CallCounts.create(settings.read_processes)
         self._generations = [0] * len(self._shards)
-        self.slots = [ReaderSlot(i) for i in range(settings.read_processes)]
-        self._context = multiprocessing.get_context("spawn")
-        self._stopping = asyncio.Event()
-        self._supervised: tuple[WorkerSupervisor, WorkerSpec] | None = None
         if published_here:
             for shard in self._shards:
                 self.publish(shard)
@@ -120,33 +116,6 @@ class ReadProcesses:
     def addresses(self) -> tuple[str, ...]:
         return tuple(f"{self._host}:{slot.port}" for slot in self.slots if slot.up)
 
-    def start(self, workers: WorkerSupervisor, spec: WorkerSpec) -> None:
-        """Starts the readers, kept running by one worker of the node's supervisor (`spec`: READER_PROCESSES)."""
-        log.info("starting %d reader processes for FindBatches", len(self.slots))
-        self._supervised = (workers, spec)
-        workers.start(spec, lambda: self)
-
-    async def run(self) -> None:
-        """Keeps every reader running (each slot restarts its own child with backoff) until stopped."""
-        async with asyncio.TaskGroup() as group:
-            for slot in self.slots:
-                group.create_task(self._keep_running(slot), name=f"reader-{slot.index}")
-
-    def request_stop(self) -> None:
-        self._stopping.set()
-
-    async def wait_first_starts(self) -> None:
-        """Returns once every reader listens or failed to start (each within the start timeout)."""
-        await asyncio.gather(*(slot.first_start_over.wait() for slot in self.slots))
-
-    async def _keep_running(self, slot: ReaderSlot) -> None:
-        def restarted() -> None:
-            slot.restarts += 1
-
-        await keep_running(
-            lambda: self._run_once(slot), self._stopping, self._settings, f"reader {slot.index}", restarted
-        )
-
     async def _run_once(self, slot: ReaderSlot) -> str:
         """Runs the reader until it ends; why it ended."""
         plan = ReaderPlan(
@@ -179,16 +148,6 @@ class ReadProcesses:
     def _message(self, slot: ReaderSlot, message: Any) -> None:
         if message[0] == "damage":
             self._damage_reported(slot, int(message[1]), int(message[2]), str(message[3]))
-
-    async def stop(self) -> None:
-        """Tells every reader to stop (each drains its calls), waits for them, kills what is left."""
-        self._stopping.set()
-        processes = [slot.process for slot in self.slots if slot.process is not None]
-        await stop_children((slot.connection for slot in self.slots), processes, self._settings, "reader")
-        if self._supervised is not None:
-            workers, spec = self._supervised
-            await workers.stop_waiting(spec.name)
-        log.info("reader processes stopped")
 
     async def grow(self, shards: Sequence[CoordinatorShard]) -> None:
         """Coordinators were added online (coordinator/node/growth.py): the readers start again over all of them, on
