@@ -375,3 +375,32 @@ def test_a_gap_at_the_target_stops_the_pass_and_the_next_one_goes_on_from_where_
         assert_moved_intact(node, broker, topic_id, target, before)
     finally:
         node.stop()
+
+
+def source_holds(node: InProcessNode, coordinator_id: int) -> tuple[int, int]:
+    """(batches awaiting the purge, live batches its files count) at a coordinator."""
+    with node.node.shards[coordinator_id].read_transaction() as db:
+        awaiting = int(db.execute("SELECT count(*) FROM partitions_awaiting_purge").fetchone()[0])
+        live = int(db.execute("SELECT coalesce(sum(live_batches), 0) FROM files").fetchone()[0])
+    return awaiting, live
+
+
+def test_the_drop_wakes_the_sources_purge_and_its_files_stop_counting_the_moved_batches(tmp_path: Path) -> None:
+    """The drop sets the moved batches aside for the purge's passes (design §5a); the purge must start by itself, as
+    after a topic deletion, or the source's WAL files count them live (and are kept) until its next load."""
+    node = InProcessNode(tmp_path / "data", coordinators=4, settings=SETTINGS).start()
+    try:
+        _, topic_id, source, target = moving_partition(node)
+        node.run_purge_passes(2)  # each purger's first look, at its start, is over: it waits to be woken
+        _, live_before = source_holds(node, source)
+        assert live_before == 5  # partition 0's batches; partition 1's live on its own coordinator
+        assert move(node, topic_id, target).error_code == pb.NONE
+        done = run_pass(supervised_worker(node, source), node)
+        assert (done.adopted, done.dropped, done.failures) == (1, 1, [])
+        assert source_holds(node, source) == (1, 5)  # set aside, still counted: the purge removes them
+
+        node.run_purge_passes(2)
+        assert source_holds(node, source) == (0, 0)
+    finally:
+        node.stop()
+    assert_state_equals_log_rebuild(tmp_path / "data", 4, tmp_path / "rebuild")

@@ -188,14 +188,15 @@ EXPECTED: dict[str, tuple[PartitionChanges, NamesGiven, str]] = {
         "partition adopted: orders-3 from coordinator 2 (move 11) as partition key 5, offsets 0..10, 1 producer",
     ),
     "partition_moved_out": (
-        PartitionChanges(),  # the target's adoption placed the partition there already
+        # the target's adoption placed the partition there already; its batches wait for the purge
+        PartitionChanges(purge_pending=True),
         NamesGiven(),
         "partition moved out: orders-2 left for coordinator 2 (move 11), 1 file lent to it",
     ),
     "file_loan_returned": (PartitionChanges(), NamesGiven(), "file loan returned: wal/a (file id 8) by coordinator 2"),
     "file_returned": (PartitionChanges(), NamesGiven(), "file returned: wal/b (file id 9) to its lender"),
     "partition_adoption_abandoned": (
-        PartitionChanges(),
+        PartitionChanges(purge_pending=True),  # the staged batches wait for the purge
         NamesGiven(),
         "partition adoption abandoned: move 12 from coordinator 2, its staged batches dropped",
     ),
@@ -230,8 +231,9 @@ def test_a_kind_says_what_its_record_does_to_partitions_and_names(name: str) -> 
     changes, given, _ = EXPECTED[name]
     assert kind.partition_changes(_body(name)) == changes
     assert kind.names_given(_body(name)) == given
-    # The flag the pipeline filters by (without unpacking a commit's batches) agrees with what the catalog follows.
-    assert kind.changes_catalog == bool(changes.created or changes.deleted_topics)
+    # The flag the pipeline filters by (without unpacking a commit's batches) agrees with what the node follows: the
+    # catalog's partitions, and the purge that batches set aside start.
+    assert kind.changes_catalog == bool(changes.created or changes.deleted_topics or changes.purge_pending)
     assert kinds.changes_catalog(SAMPLES[name]) == kind.changes_catalog
 
 
@@ -257,7 +259,11 @@ def test_names_unknown_are_described_by_key_and_id() -> None:
 def test_the_pipeline_reports_and_the_catalog_follows_only_the_kinds_that_change_it() -> None:
     applied = [(end + 1, [record]) for end, record in enumerate(SAMPLES.values())]
     reported = topic_records(applied)
-    assert reported == [SAMPLES["partition_created"], SAMPLES["partition_adopted"], SAMPLES["topic_deleted"]]
+    # The catalog's kinds, and those that set batches aside for the purge (the node starts it on them).
+    follows = ("partition_created", "partition_adopted", "partition_moved_out", "partition_adoption_abandoned",
+               "topic_deleted")  # fmt: skip
+    assert sorted(reported, key=list(SAMPLES.values()).index) == reported
+    assert len(reported) == len(follows) and {r.WhichOneof("record") for r in reported} == set(follows)
     catalog = TopicCatalog()
     catalog.apply_records(4, list(SAMPLES.values())[:-1])  # all but the topic's deletion
     assert catalog.topic_id_of("orders") == TOPIC and catalog.coordinator_of(TOPIC, 2) == 4

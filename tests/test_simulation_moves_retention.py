@@ -230,6 +230,13 @@ def _run(tmp_path: Path, seed: int, victim: str) -> None:
         for key in set(deleted):
             assert not _live_holders(sim, key), f"seed {seed}: {key} deleted yet live: {_live_holders(sim, key)}"
         assert not broken, f"seed {seed}: {broken[:3]}"
+        # The drop set the moved batches aside for the purge, which it started: none is left at the source, and its
+        # files count only the batches it still holds (they were kept past retention while the purge waited).
+        with _leader(sim, source).shard(source).read_transaction() as db:
+            awaiting = db.execute("SELECT count(*) FROM partitions_awaiting_purge").fetchone()[0]
+            counted = db.execute("SELECT coalesce(sum(live_batches), 0) FROM files").fetchone()[0]
+            held = db.execute("SELECT count(*) FROM batches").fetchone()[0]
+        assert (awaiting, counted) == (0, held), f"seed {seed}: the source's purge did not run"
         print(f"seed {seed}: {len(set(deleted))} files deleted, {committer.refused} commits refused meanwhile")
 
     (tmp_path / "objects").mkdir()  # the store's root: deleting a missing object counts as deleted only under it

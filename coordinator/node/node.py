@@ -196,9 +196,10 @@ class Node:
         self.catalog.rebuild([*here, *self.outside_partitions()])
 
     def _topic_records_applied(self, coordinator_id: int, records: Sequence[rec.MetadataRecord]) -> None:
-        """A coordinator applied partition creations or topic deletions: the catalog follows, the purge starts."""
+        """A coordinator applied partition creations, topic deletions or batches set aside for the purge (a move's
+        drop or an abandoned adoption): the catalog follows, the purge starts."""
         self.catalog.apply_records(coordinator_id, records)
-        if any(_deletes_topics(record) for record in records):
+        if any(_starts_purge(record) for record in records):
             self.workers.wake(TOPIC_PURGER.name, coordinator_id)
 
     async def start_workers(self) -> None:
@@ -261,9 +262,12 @@ class Node:
             self.object_store.close()
 
 
-def _deletes_topics(record: rec.MetadataRecord) -> bool:
+def _starts_purge(record: rec.MetadataRecord) -> bool:
     found = kinds.find(record)
-    return found is not None and bool(found[0].partition_changes(found[1]).deleted_topics)
+    if found is None:
+        return False
+    changes = found[0].partition_changes(found[1])
+    return bool(changes.deleted_topics) or changes.purge_pending
 
 
 def _hosted(shard: CoordinatorShard) -> bool:

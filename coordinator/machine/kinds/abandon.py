@@ -10,8 +10,16 @@ Both effects check the same invariants: never after the adoption, never twice.
 
 from __future__ import annotations
 
+from typing import Any
+
 from coordinator.base.invariants import check_invariant
-from coordinator.machine.kinds.kind import NoCatalogEffects, RecordDescription, RecordNames
+from coordinator.machine.kinds.kind import (
+    PURGE_PENDING,
+    NoCatalogEffects,
+    PartitionChanges,
+    RecordDescription,
+    RecordNames,
+)
 from coordinator.machine.state import time_index
 from coordinator.machine.transaction import StateTransaction
 from coordinator.machine.view import CoordinatorView
@@ -27,9 +35,14 @@ def _check(abandoned: rec.PartitionAdoptionAbandoned, adopted: bool, abandoned_b
 
 
 class PartitionAdoptionAbandonedKind(NoCatalogEffects):
-    """No partition here served the staged batches: the catalog does not follow it."""
+    """No partition here served the staged batches: the catalog has nothing to change for it; the node follows it
+    to start the purge of the batches it sets aside."""
 
     name = "partition_adoption_abandoned"
+    changes_catalog = True  # the node is told when it is applied (the purge starts)
+
+    def partition_changes(self, body: Any) -> PartitionChanges:
+        return PURGE_PENDING
 
     def replay(self, view: CoordinatorView, abandoned: rec.PartitionAdoptionAbandoned, end_offset: int) -> None:
         move = (abandoned.from_coordinator, abandoned.move_id)

@@ -29,13 +29,17 @@ class CreatedPartition:
 class PartitionChanges:
     """What a record does to its coordinator's partitions.
 
-    The topic catalog follows `created` and `deleted_topics`; a log recovery follows all three to
-    know each partition's next offset before and after the records it gives up.
+    The topic catalog follows `created` and `deleted_topics`; a log recovery follows `next_offsets` too to
+    know each partition's next offset before and after the records it gives up; the node starts the purge on
+    `deleted_topics` and `purge_pending`.
     """
 
     created: tuple[CreatedPartition, ...] = ()
     deleted_topics: tuple[bytes, ...] = ()  # topic ids: each partition of theirs on the coordinator goes
     next_offsets: tuple[tuple[int, int], ...] = ()  # (partition key, next offset) as batches are added, in order
+    # Batches set aside for the purge's passes other than a topic deletion's (a partition moved out, an adoption
+    # abandoned): the node wakes the coordinator's purge as it does for `deleted_topics`.
+    purge_pending: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +52,7 @@ class NamesGiven:
 
 
 NO_PARTITION_CHANGES = PartitionChanges()
+PURGE_PENDING = PartitionChanges(purge_pending=True)
 NO_NAMES = NamesGiven()
 
 

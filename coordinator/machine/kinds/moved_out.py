@@ -15,8 +15,16 @@ twice before the first is applied writes two records: the second finds the loan 
 
 from __future__ import annotations
 
+from typing import Any
+
 from coordinator.base.invariants import check_invariant
-from coordinator.machine.kinds.kind import NoCatalogEffects, RecordDescription, RecordNames
+from coordinator.machine.kinds.kind import (
+    PURGE_PENDING,
+    NoCatalogEffects,
+    PartitionChanges,
+    RecordDescription,
+    RecordNames,
+)
 from coordinator.machine.state import time_index
 from coordinator.machine.transaction import StateTransaction
 from coordinator.machine.view import CoordinatorView
@@ -41,9 +49,14 @@ def _check_frozen(moved: rec.PartitionMovedOut, frozen: tuple[int, int] | None, 
 
 
 class PartitionMovedOutKind(NoCatalogEffects):
-    """The drop. The catalog does not follow it: the target's adoption, before it, placed the partition there."""
+    """The drop. The catalog has nothing to change for it (the target's adoption, before it, placed the partition
+    there); the node follows it to start the purge of the batches it sets aside."""
 
     name = "partition_moved_out"
+    changes_catalog = True  # the node is told when it is applied (the purge starts)
+
+    def partition_changes(self, body: Any) -> PartitionChanges:
+        return PURGE_PENDING
 
     def replay(self, view: CoordinatorView, moved: rec.PartitionMovedOut, end_offset: int) -> None:
         partition = view.partitions_by_key.get(moved.partition_key)
