@@ -241,3 +241,34 @@ def test_a_partition_moves_on_a_node_spread_over_commit_processes(tmp_path: Path
         assert committed[0].assigned_base_offset == 60  # 30 batches of 2 records moved: the target goes on after them
     finally:
         assert server.stop() == 0, "".join(server.output)
+
+
+@pytest.mark.slow
+def test_a_move_nobody_polls_reaches_the_first_process_and_brokers_find_the_target(tmp_path: Path) -> None:
+    """On a node spread over commit processes the cut-over happens in the target's process; the first process, which
+    answers FindCoordinator, must learn it by itself (the commit process tells it), not only when someone asks
+    DescribePartitionMove: else a broker is sent to the source for ever and its files are refused."""
+    settings = {**SETTINGS, "diskless.node.processes": "2"}
+    server = ServerProcess(tmp_path / "data", coordinators=4, settings=settings).start()
+    try:
+        topic_id = Broker(server.stub, 4).create_topic(topic_name("unpolled"), 2)
+        source, other = coordinator_of(server.stub, topic_id, 0), coordinator_of(server.stub, topic_id, 1)
+        target = next(c for c in range(4) if c not in (source, other))
+        for sequence in range(0, 10, 2):
+            _, request = commit_request(topic_id, sequence, [source, other])
+            assert all(b.error_code == pb.NONE for b in server.stub.CommitFile(request, timeout=30).batches)
+        admin_stub = admin_pb2_grpc.CoordinatorAdminStub(grpc.insecure_channel(server.address))
+        move = admin.MovePartitionRequest(topic_id=topic_id, partition=0, to_coordinator_id=target)
+        assert admin_stub.MovePartition(move, timeout=30).error_code == pb.NONE
+
+        def committed_as_a_broker() -> bool | None:
+            """A broker's next file: the owners FindCoordinator names now, refused (retriable) while the move runs."""
+            owners = sorted({coordinator_of(server.stub, topic_id, 0), coordinator_of(server.stub, topic_id, 1)})
+            _, request = commit_request(topic_id, 10, owners)
+            answers = server.stub.CommitFile(request, timeout=30).batches
+            return (all(b.error_code == pb.NONE for b in answers) and target in owners) or None
+
+        wait_for("a broker's commit to the moved partition at the target", committed_as_a_broker, timeout_s=30)
+        assert coordinator_of(server.stub, topic_id, 0) == target
+    finally:
+        assert server.stop() == 0, "".join(server.output)

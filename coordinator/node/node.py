@@ -95,6 +95,8 @@ class Node:
         self._health_changed = asyncio.Event()
         # Told of every state change of a coordinator (the reader processes' status board).
         self.state_listeners: list[Callable[[CoordinatorShard], None]] = []
+        # Told of every coordinator that applied records the catalog follows (a commit process tells its first process).
+        self.catalog_listeners: list[Callable[[int], None]] = []
         # Derived from the coordinators' records only: rebuilt when one (re)loads, followed as they apply.
         self.catalog = TopicCatalog()
         # A commit process (coordinator/node/processes/) sends catalog calls to its node's first process, which holds
@@ -201,6 +203,8 @@ class Node:
         self.catalog.apply_records(coordinator_id, records)
         if any(_starts_purge(record) for record in records):
             self.workers.wake(TOPIC_PURGER.name, coordinator_id)
+        for listener in self.catalog_listeners:
+            listener(coordinator_id)
 
     async def start_workers(self) -> None:
         """Opens the node's worker supervisor and starts the workers of every coordinator led here (once the node

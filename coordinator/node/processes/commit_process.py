@@ -4,7 +4,9 @@ Started by the node's first process (coordinator/node/processes/supervisor.py) w
 a node server as `serve` runs one (coordinator/node/assembly.py), except that it leads only the coordinators of its
 index, sends catalog calls to the first process, and publishes its coordinators' states on the status board
 the first process's readers read. With the first process it speaks over one pipe: ("listening", port) once it
-serves calls, ("serving", bool) as its coordinators go in and out of service; it is sent ("stop",) and
+serves calls, ("serving", bool) as its coordinators go in and out of service, ("catalog", coordinator id) when
+one applied records the catalog follows (a partition adopted by a move, most of all: the first process, which
+answers FindCoordinator, reads its catalog again); it is sent ("stop",) and
 ("damage", coordinator id, generation, what) when a reader met damage in a state file it writes. The pipe's end
 (the first process gone, even by kill -9) stops it, as does SIGTERM; SIGINT is left to the first process.
 """
@@ -136,6 +138,7 @@ async def _serve(
     for shard in node.shards:
         publisher.publish(shard)
     node.state_listeners.append(state_changed)
+    node.catalog_listeners.append(lambda coordinator_id: _send(connection, ("catalog", coordinator_id)))
     _send(connection, ("listening", running.port))
     log.info("commit process %d: leading coordinators %s on %s:%d", plan.index,
              plan.layout.led_by(plan.index, plan.settings.coordinators), running.host, running.port)  # fmt: skip

@@ -238,6 +238,25 @@ class FrontAnswers:
 
 
 @final
+class CoalescedCall:
+    """Calls `call` once on the event loop for any number of asks before it runs: a burst of the commit processes'
+    catalog changes (a topic of many partitions created) reads the state files once, not once per message."""
+
+    def __init__(self, call: Callable[[], None]) -> None:
+        self._call = call
+        self._asked = False
+
+    def __call__(self) -> None:
+        if not self._asked:
+            self._asked = True
+            asyncio.get_running_loop().call_soon(self._run)
+
+    def _run(self) -> None:
+        self._asked = False
+        self._call()
+
+
+@final
 class NodeFront:
     """The first process's part of a node spread over commit processes: their supervisor, the board, the view."""
 
@@ -256,7 +275,8 @@ class NodeFront:
             node.health_changed()
             node.rebuild_catalog()  # a commit process (re)loaded: its partitions are read again
 
-        self.processes = CommitProcesses(settings, layout, self.board, changed, target)
+        catalog_changed = CoalescedCall(node.rebuild_catalog)
+        self.processes = CommitProcesses(settings, layout, self.board, changed, target, catalog_changed)
         self._view = ReaderCoordinators(
             settings, [shard.directory for shard in node.shards], self.board, self.processes.report_damage
         )

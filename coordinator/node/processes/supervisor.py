@@ -66,13 +66,16 @@ class CommitProcesses(ChildSupervisor[CommitSlot]):
         board: StatusBoard,
         on_change: Callable[[], None],
         target: Callable[[CommitProcessPlan, Any, Connection], None],
+        on_catalog: Callable[[], None] = lambda: None,
     ) -> None:
-        """`target`: the commit process's entry point (coordinator/node/assembly.py's), run in the spawned process."""
+        """`target`: the commit process's entry point (coordinator/node/assembly.py's), run in the spawned process;
+        `on_catalog`: a commit process applied records the catalog follows."""
         super().__init__(settings, [CommitSlot(i) for i in range(layout.count)], "commit process", "commit processes")
         self._target = target
         self.layout = layout
         self.board = board
         self._on_change = on_change
+        self._on_catalog = on_catalog
 
     def all_serving(self) -> bool:
         return all(slot.serving for slot in self.slots)
@@ -125,6 +128,8 @@ class CommitProcesses(ChildSupervisor[CommitSlot]):
             slot.serving = bool(message[1])
             slot.first_start_over.set()
             self._on_change()
+        elif message[0] == "catalog":
+            self._on_catalog()
 
     def gauges(self) -> Iterator[tuple[str, str, str, dict[str, str], float]]:
         for slot in self.slots:
