@@ -110,8 +110,7 @@ def test_every_task_of_coordinator_is_made_by_the_supervisor_or_at_a_registered_
     assert seams == {"coordinator.node.processes.commit_process:_serve"}, seams
     assert holders == {
         "coordinator.runtime.replication.fetcher:ReplicaFetcher.run",  # its fetch sessions, one per leader node
-        "coordinator.node.processes.supervisor:CommitProcesses.run",  # a keeper per commit process
-        "coordinator.reads.readers.supervisor:ReadProcesses.run",  # a keeper per reader process
+        "coordinator.base.child_processes:ChildSupervisor.run",  # a keeper per commit or reader process
     }, holders
 
 

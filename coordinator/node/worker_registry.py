@@ -101,13 +101,14 @@ PREFERRED_LEADERS = WorkerSpec(
 
 # Each slot restarts its own child process with read.process.restart.backoff; a failure escaping that (a bug) may
 # leave a child running that a restart would start a second of: counted, not started again, health NOT_SERVING.
+# Both kinds run the same loop (ChildSupervisor.run), each over its own slots.
 COMMIT_PROCESSES = WorkerSpec(
     "commit-processes", Scope.NODE, "keeps each commit process of a multi-process node running (restart, backoff)",
-    "coordinator.node.processes.supervisor:CommitProcesses.run", "read_process_restart_backoff_ms", restart=False,
+    "coordinator.base.child_processes:ChildSupervisor.run", "read_process_restart_backoff_ms", restart=False,
 )  # fmt: skip
 READER_PROCESSES = WorkerSpec(
     "reader-processes", Scope.NODE, "keeps each reader process running (restart with read.process.restart.backoff)",
-    "coordinator.reads.readers.supervisor:ReadProcesses.run", "read_process_restart_backoff_ms", restart=False,
+    "coordinator.base.child_processes:ChildSupervisor.run", "read_process_restart_backoff_ms", restart=False,
 )  # fmt: skip
 
 # ---------------------------------------------------------------- at their seams (their owner makes the task)
