@@ -305,8 +305,9 @@ def check_commit_part(view: CoordinatorView, part: CommitPart, now_ms: int) -> R
                 )
             )
             continue
-        if partition.moving_to >= 0:
-            # Frozen: it moves to another coordinator (design §5a); the client finds the coordinator again.
+        if partition.moving_to >= 0 and not partition.catching_up:
+            # Frozen: it moves to another coordinator (design §5a); the client finds the coordinator again. During
+            # the move's catch-up commits go on: they only add batches above the copied ones.
             add_outcome(BatchOutcome(ErrorCode.NOT_COORDINATOR, _frozen_message(partition)))
             continue
         any_known_partition = True

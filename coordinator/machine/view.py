@@ -53,6 +53,9 @@ class PartitionView:
     # NOT_COORDINATOR), -1 otherwise; and the move's id.
     moving_to: int = -1
     move_id: int = -1
+    # The move's catch-up (design §5a): commits go on here while the batches are copied; only what would change
+    # copied batches' positions (consolidation, offloads, log starts) is refused. False once frozen.
+    catching_up: bool = False
 
     @property
     def diskless_start_offset(self) -> int:
