@@ -87,6 +87,15 @@ def catch_up_step(target: TargetState, remaining: int, tail_batches: int, stalle
     return Next.SEND_CHUNK
 
 
+def fewest_left(previous: tuple[int, int] | None, remaining: int) -> tuple[int, int]:
+    """The catch-up's stall count: (the fewest batches left to copy seen so far, chunks sent since it was seen), after
+    one more look at `remaining`. The catch-up stalls when the count reaches `diskless.partition.move.catch.up.rounds`:
+    commits come as fast as the copy."""
+    if previous is None or remaining < previous[0]:
+        return (remaining, 0)
+    return (previous[0], previous[1] + 1)
+
+
 class Answer(enum.Enum):
     RECORD = "record it"
     ALREADY = "already recorded: answer as before, record nothing"

@@ -45,7 +45,15 @@ from coordinator.runtime.shard import CoordinatorShard, Operation
 from coordinator.runtime.shard.worker import PeriodicWorker
 from coordinator.topics.move_drop import MoveOut, check_moved_out
 from coordinator.topics.move_freeze import MoveCancel, MoveFreeze, check_cancel_move, check_freeze_move
-from coordinator.topics.move_protocol import Next, SourceStep, TargetState, TargetStep, catch_up_step, next_step
+from coordinator.topics.move_protocol import (
+    Next,
+    SourceStep,
+    TargetState,
+    TargetStep,
+    catch_up_step,
+    fewest_left,
+    next_step,
+)
 from protos import coordinator_pb2 as pb
 from protos import internal_pb2 as internal
 
@@ -168,10 +176,9 @@ class MoveWorker(PeriodicWorker):
     def _stalled(self, move: FrozenMove, remaining: int) -> bool:
         """Whether the catch-up sent `diskless.partition.move.catch.up.rounds` chunks in a row without the batches
         left to copy falling below their fewest so far: commits come as fast as the copy, so it freezes anyway."""
-        fewest, since = self._fewest_left.get(move.move_id, (remaining + 1, 0))
-        fewest, since = (remaining, 0) if remaining < fewest else (fewest, since + 1)
-        self._fewest_left[move.move_id] = (fewest, since)
-        return since >= self._settings.partition_move_catch_up_rounds
+        counted = fewest_left(self._fewest_left.get(move.move_id), remaining)
+        self._fewest_left[move.move_id] = counted
+        return counted[1] >= self._settings.partition_move_catch_up_rounds
 
     async def _freeze(self, move: FrozenMove, remaining: int) -> None:
         """PartitionMoveFrozen here: commits to the partition answer NOT_COORDINATOR from its apply on, and every
