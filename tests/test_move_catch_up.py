@@ -159,3 +159,25 @@ def test_a_move_cut_off_during_the_catch_up_or_after_the_freeze_finishes_after_a
     finally:
         node.stop()
     assert_state_equals_log_rebuild(tmp_path / "data", 4, tmp_path / "rebuild")
+
+
+def test_a_commit_whose_file_names_the_source_after_the_cut_over_answers_not_coordinator(tmp_path: Path) -> None:
+    """A broker's CommitFile retried after the move, its WAL file naming the owners of before (the source), is
+    refused retriably per batch for the moved partition (the broker finds the coordinator again and commits it in a
+    file naming the target) and, as before, INVALID_REQUEST for a partition the coordinator does not serve; nothing
+    of it is written."""
+    node = InProcessNode(tmp_path / "data", coordinators=4, settings=CATCH_UP).start()
+    try:
+        broker, topic_id, source, target = moving_partition(node, 3)
+        move(node, topic_id, target)
+        assert run_pass(supervised_worker(node, source), node).dropped == 1
+        high = fetch_all_batches(node.stub, topic_id, 0)[2]
+        stale = broker.commit([idempotent(topic_id, 6)], owner_ids=[source]).batches
+        assert [b.error_code for b in stale] == [pb.NOT_COORDINATOR]
+        assert "find the coordinator again" in stale[0].error_message
+        assert fetch_all_batches(node.stub, topic_id, 0)[2] == high  # nothing written
+        renamed = broker.commit([idempotent(topic_id, 6)]).batches  # a file naming the coordinators of now
+        assert [(b.error_code, b.assigned_base_offset) for b in renamed] == [(pb.NONE, high)]
+    finally:
+        node.stop()
+    assert_state_equals_log_rebuild(tmp_path / "data", 4, tmp_path / "rebuild")

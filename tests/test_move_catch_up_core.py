@@ -7,6 +7,7 @@ catching up)."""
 
 from __future__ import annotations
 
+import dataclasses
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +17,7 @@ import pytest
 
 from coordinator.base.errors import ErrorCode
 from coordinator.base.invariants import InvariantViolation
+from coordinator.commits import rules as commit_rules
 from coordinator.consolidation import rules as replace_rules
 from coordinator.consolidation.rules import Extent, ReplacePart
 from coordinator.machine import kinds, records
@@ -32,7 +34,8 @@ from coordinator.topics.move_freeze import (
     check_start_move,
 )
 from coordinator.topics.move_protocol import Next, TargetState, TargetStep, catch_up_step, fewest_left
-from tests.harness import batch
+from tests.harness import batch, laid_out
+from tests.test_core import commit_part
 from tests.test_move_freeze import MOVE, NOW, TARGET, commit, idempotent
 from tests.test_producer_expiry_core import TOPIC, Coordinator, _coordinator
 
@@ -205,3 +208,17 @@ def test_the_worker_copies_while_the_tail_is_long_freezes_at_the_tail_or_a_stall
         counted = fewest_left(counted, left)
     assert counted == (40, 3)
     assert fewest_left(counted, 39) == (39, 0)
+
+
+def test_a_file_not_naming_this_coordinator_stays_invalid_for_partitions_that_never_moved_here(
+    coordinator: Coordinator,
+) -> None:
+    """Only a partition adopted here answers NOT_COORDINATOR to a file naming other owners (test_move_catch_up.py):
+    one that never moved, like a partition not here, is a broker's mistake, INVALID_REQUEST; nothing written."""
+    other_topic = bytes(range(3, 19))
+    part = dataclasses.replace(
+        commit_part(laid_out([batch(TOPIC, 0, 2), batch(other_topic, 0, 2)]), "wal/elsewhere"), owner_ids=(TARGET,)
+    )
+    result = commit_rules.check_commit_part(coordinator.view, part, NOW)
+    assert result.records == []
+    assert [o.error_code for o in result.response] == [ErrorCode.INVALID_REQUEST, ErrorCode.INVALID_REQUEST]

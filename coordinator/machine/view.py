@@ -157,6 +157,8 @@ class CoordinatorView:
         # (source coordinator, move id) -> a partition move staged here, its target (design §5a).
         self.staged_moves: dict[tuple[int, int], StagedMove] = {}
         self.adopted_moves: set[tuple[int, int]] = set()  # (source, move id) of the moves adopted here
+        # partition key -> its source, for each partition adopted here (a commit naming older owners: design §5a).
+        self.adopted_keys: dict[int, int] = {}
         self.abandoned_moves: set[tuple[int, int]] = set()  # (source, move id) of the moves abandoned here
         # move id -> its target, for each move whose partition left this coordinator, its source (design §5a).
         self.moved_out: dict[int, int] = {}

@@ -298,6 +298,7 @@ class StateStore:
         for staged in adoptions.staged_moves(self._writer):
             view.staged_moves[(staged.from_coordinator, staged.move_id)] = staged
         view.adopted_moves = adoptions.adopted_moves(self._writer)
+        view.adopted_keys = adoptions.adopted_keys(self._writer)
         view.abandoned_moves = adoptions.abandoned_moves(self._writer)
         view.moved_out = adoptions.moved_out(self._writer)
         for row in self._writer.execute(
