@@ -9,11 +9,14 @@ restarted, finishes the move from both logs."""
 from __future__ import annotations
 
 import asyncio
+import time
+import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from coordinator.client.routing_client import RoutingClient
 from coordinator.cluster.peers import PeerClient
 from protos import coordinator_pb2 as pb
 from protos import internal_pb2 as internal
@@ -36,6 +39,18 @@ from tests.test_move_partition import (
 BATCHES = 9  # at the start; chunks of 2 (SETTINGS)
 TAIL = 2
 CATCH_UP = {**SETTINGS, "diskless.partition.move.freeze.tail.batches": str(TAIL)}
+
+
+ROUTED_DEADLINE_MS = 20_000
+
+
+async def routed_commit(address: str, sent: pb.CommitFileRequest.Batch, owners: list[int]) -> pb.CommitFileResponse:
+    async with RoutingClient(address, deadline_ms=ROUTED_DEADLINE_MS) as client:
+        request = pb.CommitFileRequest(
+            object_key=f"wal/{uuid.uuid4()}", object_format=1, file_size=sent.byte_offset + sent.size,
+            uploader_broker_id=1, owner_ids=owners, batches=[sent],
+        )  # fmt: skip
+        return await client.commit_file(request)
 
 
 class CommitsDuringTheCopy:
@@ -176,6 +191,12 @@ def test_a_commit_whose_file_names_the_source_after_the_cut_over_answers_not_coo
         assert [b.error_code for b in stale] == [pb.NOT_COORDINATOR]
         assert "find the coordinator again" in stale[0].error_message
         assert fetch_all_batches(node.stub, topic_id, 0)[2] == high  # nothing written
+        # The routing client (a broker's) gives that answer back at once: only a new file naming the coordinator can
+        # commit it, so retrying the same one until the deadline would only make the producer wait.
+        started = time.monotonic()
+        routed = node.loop.run(routed_commit(node.address, idempotent(topic_id, 6), [source]))
+        assert [b.error_code for b in routed.batches] == [pb.NOT_COORDINATOR]
+        assert time.monotonic() - started < ROUTED_DEADLINE_MS / 2000
         renamed = broker.commit([idempotent(topic_id, 6)]).batches  # a file naming the coordinators of now
         assert [(b.error_code, b.assigned_base_offset) for b in renamed] == [(pb.NONE, high)]
     finally:
