@@ -291,14 +291,24 @@ class CarriedProducer(_message.Message):
     def __init__(self, producer_id: _Optional[int] = ..., producer_epoch: _Optional[int] = ..., window: _Optional[bytes] = ..., last_timestamp: _Optional[int] = ..., coordinator_epoch: _Optional[int] = ..., txn_first_offset: _Optional[int] = ...) -> None: ...
 
 class PartitionMoveStarted(_message.Message):
-    __slots__ = ("partition_key", "to_coordinator", "move_id")
+    __slots__ = ("partition_key", "to_coordinator", "move_id", "catch_up")
     PARTITION_KEY_FIELD_NUMBER: _ClassVar[int]
     TO_COORDINATOR_FIELD_NUMBER: _ClassVar[int]
     MOVE_ID_FIELD_NUMBER: _ClassVar[int]
+    CATCH_UP_FIELD_NUMBER: _ClassVar[int]
     partition_key: int
     to_coordinator: int
     move_id: int
-    def __init__(self, partition_key: _Optional[int] = ..., to_coordinator: _Optional[int] = ..., move_id: _Optional[int] = ...) -> None: ...
+    catch_up: bool
+    def __init__(self, partition_key: _Optional[int] = ..., to_coordinator: _Optional[int] = ..., move_id: _Optional[int] = ..., catch_up: _Optional[bool] = ...) -> None: ...
+
+class PartitionMoveFrozen(_message.Message):
+    __slots__ = ("partition_key", "move_id")
+    PARTITION_KEY_FIELD_NUMBER: _ClassVar[int]
+    MOVE_ID_FIELD_NUMBER: _ClassVar[int]
+    partition_key: int
+    move_id: int
+    def __init__(self, partition_key: _Optional[int] = ..., move_id: _Optional[int] = ...) -> None: ...
 
 class PartitionMoveCancelled(_message.Message):
     __slots__ = ("partition_key", "move_id")
@@ -444,7 +454,7 @@ class PartitionAdoptionAbandoned(_message.Message):
     def __init__(self, from_coordinator: _Optional[int] = ..., move_id: _Optional[int] = ...) -> None: ...
 
 class MetadataRecord(_message.Message):
-    __slots__ = ("leader_change", "partition_created", "topic_deleted", "file_committed", "records_deleted", "file_ownership_taken", "file_handed_over", "file_deletion_scheduled", "file_deleted", "producers_expired", "topic_configs_changed", "batches_purged", "retention_applied", "remote_log_segments_committed", "diskless_logs_initialized", "batches_replaced", "partition_move_started", "partition_move_cancelled", "partition_adoption_chunk", "partition_adopted", "partition_moved_out", "file_loan_returned", "file_returned", "partition_adoption_abandoned")
+    __slots__ = ("leader_change", "partition_created", "topic_deleted", "file_committed", "records_deleted", "file_ownership_taken", "file_handed_over", "file_deletion_scheduled", "file_deleted", "producers_expired", "topic_configs_changed", "batches_purged", "retention_applied", "remote_log_segments_committed", "diskless_logs_initialized", "batches_replaced", "partition_move_started", "partition_move_cancelled", "partition_adoption_chunk", "partition_adopted", "partition_moved_out", "file_loan_returned", "file_returned", "partition_adoption_abandoned", "partition_move_frozen")
     LEADER_CHANGE_FIELD_NUMBER: _ClassVar[int]
     PARTITION_CREATED_FIELD_NUMBER: _ClassVar[int]
     TOPIC_DELETED_FIELD_NUMBER: _ClassVar[int]
@@ -469,6 +479,7 @@ class MetadataRecord(_message.Message):
     FILE_LOAN_RETURNED_FIELD_NUMBER: _ClassVar[int]
     FILE_RETURNED_FIELD_NUMBER: _ClassVar[int]
     PARTITION_ADOPTION_ABANDONED_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_MOVE_FROZEN_FIELD_NUMBER: _ClassVar[int]
     leader_change: LeaderChange
     partition_created: PartitionCreated
     topic_deleted: TopicDeleted
@@ -493,7 +504,8 @@ class MetadataRecord(_message.Message):
     file_loan_returned: FileLoanReturned
     file_returned: FileReturned
     partition_adoption_abandoned: PartitionAdoptionAbandoned
-    def __init__(self, leader_change: _Optional[_Union[LeaderChange, _Mapping]] = ..., partition_created: _Optional[_Union[PartitionCreated, _Mapping]] = ..., topic_deleted: _Optional[_Union[TopicDeleted, _Mapping]] = ..., file_committed: _Optional[_Union[FileCommitted, _Mapping]] = ..., records_deleted: _Optional[_Union[RecordsDeleted, _Mapping]] = ..., file_ownership_taken: _Optional[_Union[FileOwnershipTaken, _Mapping]] = ..., file_handed_over: _Optional[_Union[FileHandedOver, _Mapping]] = ..., file_deletion_scheduled: _Optional[_Union[FileDeletionScheduled, _Mapping]] = ..., file_deleted: _Optional[_Union[FileDeleted, _Mapping]] = ..., producers_expired: _Optional[_Union[ProducersExpired, _Mapping]] = ..., topic_configs_changed: _Optional[_Union[TopicConfigsChanged, _Mapping]] = ..., batches_purged: _Optional[_Union[BatchesPurged, _Mapping]] = ..., retention_applied: _Optional[_Union[RetentionApplied, _Mapping]] = ..., remote_log_segments_committed: _Optional[_Union[RemoteLogSegmentsCommitted, _Mapping]] = ..., diskless_logs_initialized: _Optional[_Union[DisklessLogsInitialized, _Mapping]] = ..., batches_replaced: _Optional[_Union[BatchesReplaced, _Mapping]] = ..., partition_move_started: _Optional[_Union[PartitionMoveStarted, _Mapping]] = ..., partition_move_cancelled: _Optional[_Union[PartitionMoveCancelled, _Mapping]] = ..., partition_adoption_chunk: _Optional[_Union[PartitionAdoptionChunk, _Mapping]] = ..., partition_adopted: _Optional[_Union[PartitionAdopted, _Mapping]] = ..., partition_moved_out: _Optional[_Union[PartitionMovedOut, _Mapping]] = ..., file_loan_returned: _Optional[_Union[FileLoanReturned, _Mapping]] = ..., file_returned: _Optional[_Union[FileReturned, _Mapping]] = ..., partition_adoption_abandoned: _Optional[_Union[PartitionAdoptionAbandoned, _Mapping]] = ...) -> None: ...
+    partition_move_frozen: PartitionMoveFrozen
+    def __init__(self, leader_change: _Optional[_Union[LeaderChange, _Mapping]] = ..., partition_created: _Optional[_Union[PartitionCreated, _Mapping]] = ..., topic_deleted: _Optional[_Union[TopicDeleted, _Mapping]] = ..., file_committed: _Optional[_Union[FileCommitted, _Mapping]] = ..., records_deleted: _Optional[_Union[RecordsDeleted, _Mapping]] = ..., file_ownership_taken: _Optional[_Union[FileOwnershipTaken, _Mapping]] = ..., file_handed_over: _Optional[_Union[FileHandedOver, _Mapping]] = ..., file_deletion_scheduled: _Optional[_Union[FileDeletionScheduled, _Mapping]] = ..., file_deleted: _Optional[_Union[FileDeleted, _Mapping]] = ..., producers_expired: _Optional[_Union[ProducersExpired, _Mapping]] = ..., topic_configs_changed: _Optional[_Union[TopicConfigsChanged, _Mapping]] = ..., batches_purged: _Optional[_Union[BatchesPurged, _Mapping]] = ..., retention_applied: _Optional[_Union[RetentionApplied, _Mapping]] = ..., remote_log_segments_committed: _Optional[_Union[RemoteLogSegmentsCommitted, _Mapping]] = ..., diskless_logs_initialized: _Optional[_Union[DisklessLogsInitialized, _Mapping]] = ..., batches_replaced: _Optional[_Union[BatchesReplaced, _Mapping]] = ..., partition_move_started: _Optional[_Union[PartitionMoveStarted, _Mapping]] = ..., partition_move_cancelled: _Optional[_Union[PartitionMoveCancelled, _Mapping]] = ..., partition_adoption_chunk: _Optional[_Union[PartitionAdoptionChunk, _Mapping]] = ..., partition_adopted: _Optional[_Union[PartitionAdopted, _Mapping]] = ..., partition_moved_out: _Optional[_Union[PartitionMovedOut, _Mapping]] = ..., file_loan_returned: _Optional[_Union[FileLoanReturned, _Mapping]] = ..., file_returned: _Optional[_Union[FileReturned, _Mapping]] = ..., partition_adoption_abandoned: _Optional[_Union[PartitionAdoptionAbandoned, _Mapping]] = ..., partition_move_frozen: _Optional[_Union[PartitionMoveFrozen, _Mapping]] = ...) -> None: ...
 
 class RecordBatch(_message.Message):
     __slots__ = ("records",)

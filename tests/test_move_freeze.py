@@ -197,7 +197,7 @@ def test_the_freeze_survives_a_reopen_and_a_rebuild_from_the_records_and_the_sta
         )
         rebuilt.apply([(1, list(created.records)), *[(end + 1, r) for end, r in coordinator.written]])  # type: ignore[attr-defined]
         live, replayed = logical_dump(path), logical_dump(rebuilt.path)
-        assert live["partition_moves"] == [(0, TARGET, MOVE)]
+        assert live["partition_moves"] == [(0, TARGET, MOVE, 0)]  # frozen from the start: no catch-up
         assert {k: v for k, v in replayed.items() if k != "meta"} == {k: v for k, v in live.items() if k != "meta"}
         rebuilt.close()
     assert integrity.move_problems(reopened.reader) == []

@@ -146,12 +146,14 @@ def test_move_partition_moves_it_whole_and_the_producer_goes_on_at_the_target(
         assert (again.error_code, again.move_id) == (pb.NONE, started.move_id)
         elsewhere = move(node, topic_id, next(c for c in range(4) if c not in (source, target)))
         assert elsewhere.error_code == pb.INVALID_REQUEST  # another move of a frozen partition
-        assert step_of(node, topic_id, started) == "frozen"
-        frozen = broker.commit([idempotent(topic_id, 10)]).batches[0]
-        assert frozen.error_code == pb.NOT_COORDINATOR  # retriable: the broker finds the coordinator again
+        assert step_of(node, topic_id, started) == "catching up"
+        caught_up = broker.commit([idempotent(topic_id, 10)]).batches[0]
+        assert caught_up.error_code == pb.NONE  # the catch-up: commits go on until the worker freezes the tail
+        before = positions(fetch_all_batches(node.stub, topic_id, 0)[0])
 
         done = run_pass(supervised_worker(node, source), node)
-        assert (done.chunks_sent, done.adopted, done.dropped, done.failures) == (3, 1, 1, [])  # 5 batches, chunks of 2
+        # 6 batches, chunks of 2: at most diskless.partition.move.freeze.tail.batches are left, so frozen at once.
+        assert (done.frozen, done.chunks_sent, done.adopted, done.dropped, done.failures) == (1, 3, 1, 1, [])
         assert step_of(node, topic_id, started) == "moved out"
         assert_moved_intact(node, broker, topic_id, target, before)
         again = run_pass(supervised_worker(node, source), node)  # nothing is left to do

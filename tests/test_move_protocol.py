@@ -3,10 +3,11 @@
 One partition moves from S to T. Idempotent producers commit through a broker that routes by what
 FindCoordinator would answer, or by a stale route; they resend batches already acknowledged. The move worker is
 stateless: it asks T where it is (an answer that may be stale when used) and acts, and what it sends T is a
-message delivered later, more than once or never. An operator may cancel at any time. After every step: the two
-sides never both take writes, every acknowledged batch is at its offset where the partition is served, and a
-resend of an acknowledged batch is a duplicate with the first offset. At the end, with every message delivered
-and the worker run to the end, exactly one side serves and holds every acknowledged batch.
+message delivered later, more than once or never. A move may start with its catch-up (commits go on at S while
+chunks are sent, until the worker freezes the tail: `catch_up_step`). An operator may cancel at any time. After
+every step: the two sides never both take writes, every acknowledged batch is at its offset where the partition is
+served, and a resend of an acknowledged batch is a duplicate with the first offset. At the end, with every
+message delivered and the worker run to the end, exactly one side serves and holds every acknowledged batch.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from coordinator.topics.move_protocol import (
     TargetStep,
     abandon_answer,
     adopt_answer,
+    catch_up_step,
     chunk_answer,
     next_step,
     serving_coordinator,
@@ -32,6 +34,7 @@ from coordinator.topics.move_protocol import (
 
 SOURCE, TARGET = 0, 1
 CHUNK_BATCHES = 2
+TAIL_BATCHES = 1  # the catch-up freezes with at most this many batches left to copy
 PRODUCERS = 2
 
 Batch = tuple[int, int]  # (producer id, sequence)
@@ -45,9 +48,10 @@ class MoveModel(RuleBasedStateMachine):
         self.target = TargetState(TargetStep.NONE, 0)
         self.staged: list[list[Batch]] = []
         self.target_log: list[Batch] = []
-        self.chunks = -1  # fixed when the worker first reads the frozen partition
+        self.started = False
         self.cancelling = False
         self.known_target = self.target  # the worker's last answer from T
+        self.known_next = 0  # with it: where T's staged batches end
         self.in_flight: list[tuple[str, int, list[Batch]]] = []  # messages to T: (kind, chunk index, batches)
         self.acknowledged: dict[Batch, int] = {}
         self.next_sequence = [0] * PRODUCERS
@@ -88,10 +92,11 @@ class MoveModel(RuleBasedStateMachine):
 
     # ------------------------------------------------------------------ the operator and the move worker
 
-    @rule()
-    def start_move(self) -> None:
-        if self.source is SourceStep.SERVING and self.chunks < 0:
-            self.source = SourceStep.FROZEN  # PartitionMoveStarted in S's log
+    @rule(catch_up=st.booleans())
+    def start_move(self, catch_up: bool) -> None:
+        if self.source is SourceStep.SERVING and not self.started:
+            self.started = True  # PartitionMoveStarted in S's log, with catch_up or not
+            self.source = SourceStep.CATCHING_UP if catch_up else SourceStep.FROZEN
 
     @rule()
     def cancel(self) -> None:
@@ -100,18 +105,29 @@ class MoveModel(RuleBasedStateMachine):
     @rule()
     def ask_target(self) -> None:
         self.known_target = self.target
+        self.known_next = sum(len(chunk) for chunk in self.staged)
 
-    @rule()
-    def work(self) -> None:
-        if self.source is SourceStep.FROZEN and self.chunks < 0:
-            self.chunks = -(-len(self.source_log) // CHUNK_BATCHES)  # read once the freeze is applied
-        step = next_step(self.source, self.known_target, max(self.chunks, 0), self.cancelling)
-        if step is Next.SEND_CHUNK:
+    def _chunks(self) -> int:
+        """The move's chunks as the worker counts them from its last answer: those staged, and the rest's."""
+        left = len(self.source_log) - self.known_next
+        return max(1, self.known_target.staged_chunks + -(-left // CHUNK_BATCHES))
+
+    @rule(stalled=st.booleans())
+    def work(self, stalled: bool = False) -> None:
+        if self.source is SourceStep.CATCHING_UP:
+            left = len(self.source_log) - self.known_next
+            step = catch_up_step(self.known_target, left, TAIL_BATCHES, stalled, self.cancelling)
+            assert step is not Next.ADOPT, "an adoption while commits go on at the source"
+        else:
+            step = next_step(self.source, self.known_target, self._chunks(), self.cancelling)
+        if step is Next.FREEZE:
+            self.source = SourceStep.FROZEN  # PartitionMoveFrozen in S's log
+        elif step is Next.SEND_CHUNK:
             index = self.known_target.staged_chunks
-            chunk = self.source_log[index * CHUNK_BATCHES : (index + 1) * CHUNK_BATCHES]
+            chunk = self.source_log[self.known_next : self.known_next + CHUNK_BATCHES]
             self.in_flight.append(("chunk", index, list(chunk)))
         elif step is Next.ADOPT:
-            self.in_flight.append(("adopt", self.chunks, []))
+            self.in_flight.append(("adopt", self._chunks(), []))
         elif step is Next.ABANDON:
             self.in_flight.append(("abandon", 0, []))
         elif step is Next.DROP:
@@ -162,7 +178,8 @@ class MoveModel(RuleBasedStateMachine):
             while self.in_flight:
                 self.deliver(0, keep=False)
         self.ask_target()
-        assert next_step(self.source, self.target, max(self.chunks, 0), self.cancelling) is Next.DONE
+        assert self.source is not SourceStep.CATCHING_UP
+        assert next_step(self.source, self.target, self._chunks(), self.cancelling) is Next.DONE
         assert source_serves(self.source) != target_serves(self.target)
         self.every_acknowledged_batch_stays_at_its_offset()
 
@@ -196,7 +213,7 @@ def test_the_target_stages_in_order_and_never_abandons_what_it_adopted() -> None
 def test_a_cancel_racing_an_adoption_in_flight_waits_for_the_target() -> None:
     model = MoveModel()
     model.commit(producer=0, stale=False)
-    model.start_move()
+    model.start_move(catch_up=False)
     model.work()  # chunk 0 to T
     model.deliver(0, keep=False)
     model.ask_target()
@@ -216,10 +233,34 @@ def test_a_cancel_racing_an_adoption_in_flight_waits_for_the_target() -> None:
 def test_commits_to_a_frozen_source_are_refused_until_the_target_serves_them() -> None:
     model = MoveModel()
     model.commit(producer=0, stale=False)
-    model.start_move()
+    model.start_move(catch_up=False)
     model.commit(producer=0, stale=False)
     assert model.next_sequence[0] == 1, "a frozen source took a commit"
     model.teardown()
     model.commit(producer=0, stale=False)
     model.resend(pick=0, stale=False)
     assert model.next_sequence[0] == 2 and model.target_log == [(0, 0), (0, 1)]
+
+
+def test_commits_during_the_catch_up_are_copied_and_the_freeze_leaves_only_the_tail() -> None:
+    model = MoveModel()
+    for _ in range(5):
+        model.commit(producer=0, stale=False)
+    model.start_move(catch_up=True)
+    model.work()  # chunk 0 (offsets 0, 1), while S still takes commits
+    model.commit(producer=1, stale=False)
+    assert model.next_sequence[1] == 1 and model.source is SourceStep.CATCHING_UP
+    model.deliver(0, keep=False)
+    model.ask_target()
+    model.work()  # 4 left: chunk 1
+    model.deliver(0, keep=False)
+    model.ask_target()
+    model.work()  # 2 left: chunk 2
+    model.deliver(0, keep=False)
+    model.ask_target()
+    model.work()  # 0 left, at most the tail: the freeze
+    assert model.source is SourceStep.FROZEN
+    model.commit(producer=1, stale=False)
+    assert model.next_sequence[1] == 1, "a frozen source took a commit"
+    model.teardown()
+    assert model.target_log == [(0, 0), (0, 1), (0, 2), (0, 3), (0, 4), (1, 0)]

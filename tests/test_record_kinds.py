@@ -58,7 +58,8 @@ SAMPLES: dict[str, rec.MetadataRecord] = {
             rec.BatchesReplaced.Extent(topic_id=TOPIC, partition=2, base_offset=0, last_offset=5, error_code=1),
         ],
     ),
-    "partition_move_started": records.partition_move_started(0, 2, 11),
+    "partition_move_started": records.partition_move_started(0, 2, 11, catch_up=True),
+    "partition_move_frozen": records.partition_move_frozen(0, 11),
     "partition_move_cancelled": records.partition_move_cancelled(0, 11),
     "partition_adoption_chunk": records.partition_adoption_chunk(
         2,
@@ -169,7 +170,12 @@ EXPECTED: dict[str, tuple[PartitionChanges, NamesGiven, str]] = {
     "partition_move_started": (
         PartitionChanges(),
         NamesGiven(),
-        "partition move started: orders-2 frozen, moving to coordinator 2 (move 11)",
+        "partition move started: orders-2 catching up, moving to coordinator 2 (move 11)",
+    ),
+    "partition_move_frozen": (
+        PartitionChanges(),
+        NamesGiven(),
+        "partition move frozen: orders-2 caught up, its writes refused (move 11)",
     ),
     "partition_move_cancelled": (
         PartitionChanges(),

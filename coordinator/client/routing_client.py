@@ -11,7 +11,9 @@ travel in one call, and the answers are merged in request order.
 Items answered NOT_COORDINATOR, NOT_LEADER_OR_FOLLOWER, COORDINATOR_NOT_AVAILABLE or
 COORDINATOR_LOAD_IN_PROGRESS, and parts whose node is UNAVAILABLE or unreachable, are retried after a
 refresh of their routes, with capped exponential backoff, until `deadline_ms`: then the items keep
-their last per-item error, or the call raises RoutingError if a part could not reach any node. Other
+their last per-item error, or the call raises RoutingError if a part could not reach any node (a CommitFile batch
+answered NOT_COORDINATOR by a coordinator its file's owner_ids do not name is answered at once: the partition moved
+since the file named its owners, and only a new file naming them commits it, design §5a). Other
 gRPC statuses (DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED, …) propagate as raised: the call may have run.
 
 Fast path: while every known route is one address (a node without a cluster), a request goes there
@@ -92,6 +94,10 @@ class RoutingClient(MoveCalls):
             results,
             deadline,
             skip=frozenset(local),
+            settled=lambda i, r: (
+                r.error_code == pb.NOT_COORDINATOR
+                and self._table.partitions.get(keys[i], -1) not in (-1, *request.owner_ids)
+            ),
         )
         return pb.CommitFileResponse(throttle_time_ms=fast.throttle_time_ms if fast is not None else 0, batches=results)
 
@@ -282,6 +288,7 @@ class RoutingClient(MoveCalls):
         results: list[Any],
         deadline: float,
         skip: frozenset[int] = frozenset(),
+        settled: Callable[[int, Any], bool] = lambda index, result: False,  # a retriable answer that is final
     ) -> list[Any]:
         """Sends every unanswered or retriable item to where it is served (the method's row says: its coordinator's
         leader or a replica) until none is left or the deadline passes."""
@@ -328,7 +335,7 @@ class RoutingClient(MoveCalls):
                 for index, result in zip(indices, answered, strict=True):
                     results[index] = result
                     unreachable.pop(index, None)
-                    if result.error_code in RETRIABLE_CODES:
+                    if result.error_code in RETRIABLE_CODES and not settled(index, result):
                         self._table.forget_coordinator_of(keys[index])
                         retry.append(index)
                     elif index in by_follower and result.error_code in FOLLOWER_LAG_CODES:

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 
 from coordinator.base.errors import ErrorCode
 from coordinator.base.result import ItemError, Result
-from coordinator.commits.parts import BatchOutcome, CommitPart, RequestBatch, reject_all
+from coordinator.commits.parts import BatchOutcome, CommitPart, RequestBatch
 from coordinator.commits.retries import retried_commit
 from coordinator.machine import records
 from coordinator.machine.object_keys import uploaded_object_problem
@@ -252,11 +252,38 @@ def _frozen_message(partition: PartitionView) -> str:
     )
 
 
+def _not_named(view: CoordinatorView, part: CommitPart) -> Result[list[BatchOutcome]]:
+    """A file whose owner_ids do not name this coordinator: nothing of it is written here. A batch of a partition
+    adopted here answers NOT_COORDINATOR (retriable): the broker named the owners from a FindCoordinator before the
+    partition moved here (design §5a), and it commits the batch again in a file naming its coordinator now. Any
+    other batch is INVALID_REQUEST (owners a broker got wrong)."""
+    owners = list(part.owner_ids)
+    served = {
+        (p.topic_id, p.partition)
+        for p in (view.partitions_by_key.get(key) for key in view.adopted_keys)
+        if p is not None
+    }
+    message = f"owner_ids {owners} do not name coordinator {view.coordinator_id}"
+    moved = (
+        f"owner_ids {owners} do not name coordinator {view.coordinator_id}, which serves the partition now (moved "
+        "here since the file named its owners): find the coordinator again"
+    )
+    return Result(
+        [],
+        [
+            BatchOutcome(ErrorCode.NOT_COORDINATOR, moved)
+            if (batch[0], batch[1]) in served
+            else BatchOutcome(ErrorCode.INVALID_REQUEST, message)
+            for batch in part.batches
+        ],
+    )
+
+
 def check_commit_part(view: CoordinatorView, part: CommitPart, now_ms: int) -> Result[list[BatchOutcome]]:
     """Assigns offsets to this coordinator's batches; the file is recorded even if none is accepted."""
     coordinator_id = view.coordinator_id
     if coordinator_id not in part.owner_ids:
-        return reject_all(part, f"owner_ids {list(part.owner_ids)} do not name coordinator {coordinator_id}")
+        return _not_named(view, part)
     if view.file_known(part.object_key):
         return retried_commit(view, part)
     partition_of = view.partition_index.get
@@ -287,8 +314,9 @@ def check_commit_part(view: CoordinatorView, part: CommitPart, now_ms: int) -> R
                 )
             )
             continue
-        if partition.moving_to >= 0:
-            # Frozen: it moves to another coordinator (design §5a); the client finds the coordinator again.
+        if partition.moving_to >= 0 and not partition.catching_up:
+            # Frozen: it moves to another coordinator (design §5a); the client finds the coordinator again. During
+            # the move's catch-up commits go on: they only add batches above the copied ones.
             add_outcome(BatchOutcome(ErrorCode.NOT_COORDINATOR, _frozen_message(partition)))
             continue
         any_known_partition = True

@@ -188,7 +188,7 @@ def _files(settings: Settings) -> None:
         "file_worker_interval_ms", "file_worker_max_files", "file_retry_backoff_ms", "topic_purge_batch_max",
         "topic_purge_interval_ms", "retention_check_interval_ms", "retention_batch_max", "remote_segment_batch_max",
         "switch_producers_max", "partition_move_chunk_batches", "partition_move_return_files",
-        "partition_move_interval_ms", "partition_move_retry_backoff_ms",
+        "partition_move_interval_ms", "partition_move_retry_backoff_ms", "partition_move_catch_up_rounds",
         "replace_batch_max", "merge_work_files_max", "merge_work_batches_max", "merge_work_file_bytes_max",
         "file_worker_step_files", "known_files_step_lookups",
     ):  # fmt: skip
@@ -196,7 +196,7 @@ def _files(settings: Settings) -> None:
             raise SettingsError(f"{property_name(attr)} must be > 0, got {getattr(settings, attr)}")
     for attr in (
         "file_deletion_grace_period_ms", "file_handover_probe_delay_ms", "orphan_scan_grace_period_ms",
-        "partition_move_timeout_ms",
+        "partition_move_timeout_ms", "partition_move_freeze_tail_batches",
     ):  # fmt: skip
         if getattr(settings, attr) < 0:
             raise SettingsError(f"{property_name(attr)} must be >= 0, got {getattr(settings, attr)}")

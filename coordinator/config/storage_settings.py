@@ -231,6 +231,19 @@ class StorageSettings(NodeSettings):
         10000,
         "longest wait before a failed move step is tried again",
     )
+    partition_move_freeze_tail_batches: int = _setting(
+        "diskless.partition.move.freeze.tail.batches",
+        1000,
+        "a move's catch-up (design §5a) ends, and the partition is frozen (its commits answer NOT_COORDINATOR), once "
+        "at most this many of its batches are left to copy to the target: the freeze then covers only that tail; 0 "
+        "freezes only once the copy has caught up exactly (or stalled)",
+    )
+    partition_move_catch_up_rounds: int = _setting(
+        "diskless.partition.move.catch.up.rounds",
+        20,
+        "chunks a move's catch-up sends in a row without the batches left to copy falling below their fewest so far "
+        "(commits as fast as the copy); after that many the partition is frozen anyway and the rest copied frozen",
+    )
     partition_move_timeout_ms: int = _setting(
         "diskless.partition.move.timeout.ms",
         600000,

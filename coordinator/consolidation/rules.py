@@ -111,6 +111,14 @@ def _run_problem(
 ) -> tuple[ExtentOutcome, int]:
     """The extent's outcome on its partition, and how many batches it moves (0 when refused)."""
     base, last = extent.base_offset, extent.last_offset
+    if partition.moving_to >= 0:
+        # A move copies the batches' positions to the target (design §5a): a copied batch must stay in the file its
+        # copy names until the drop lends that file. Retriable: a later pass replaces the run at its new coordinator.
+        message = (
+            f"partition {partition.partition} of the topic moves to coordinator {partition.moving_to} (move "
+            f"{partition.move_id}): the run stays where it was"
+        )
+        return ExtentOutcome(ErrorCode.NOT_COORDINATOR, message), 0
     if base < partition.local_log_start_offset:
         message = (
             f"offsets {base}..{last} start below the partition's first held offset {partition.local_log_start_offset}: "

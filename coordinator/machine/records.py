@@ -342,10 +342,21 @@ def decode_batch(payload: bytes) -> list[rec.MetadataRecord]:
     return list(batch.records)
 
 
-def partition_move_started(partition_key: int, to_coordinator: int, move_id: int) -> rec.MetadataRecord:
-    """A partition frozen at its source, moving to `to_coordinator` (design §5a)."""
-    started = rec.PartitionMoveStarted(partition_key=partition_key, to_coordinator=to_coordinator, move_id=move_id)
+def partition_move_started(
+    partition_key: int, to_coordinator: int, move_id: int, catch_up: bool = False
+) -> rec.MetadataRecord:
+    """A partition moving from its source to `to_coordinator` (design §5a): frozen at once, or catching up first."""
+    started = rec.PartitionMoveStarted(
+        partition_key=partition_key, to_coordinator=to_coordinator, move_id=move_id, catch_up=catch_up
+    )
     return rec.MetadataRecord(partition_move_started=started)
+
+
+def partition_move_frozen(partition_key: int, move_id: int) -> rec.MetadataRecord:
+    """The catch-up of move `move_id` ended: the partition is frozen at its source (design §5a)."""
+    return rec.MetadataRecord(
+        partition_move_frozen=rec.PartitionMoveFrozen(partition_key=partition_key, move_id=move_id)
+    )
 
 
 def partition_move_cancelled(partition_key: int, move_id: int) -> rec.MetadataRecord:

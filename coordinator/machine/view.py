@@ -53,6 +53,9 @@ class PartitionView:
     # NOT_COORDINATOR), -1 otherwise; and the move's id.
     moving_to: int = -1
     move_id: int = -1
+    # The move's catch-up (design §5a): commits go on here while the batches are copied; only what would change
+    # copied batches' positions (consolidation, offloads, log starts) is refused. False once frozen.
+    catching_up: bool = False
 
     @property
     def diskless_start_offset(self) -> int:
@@ -154,6 +157,8 @@ class CoordinatorView:
         # (source coordinator, move id) -> a partition move staged here, its target (design §5a).
         self.staged_moves: dict[tuple[int, int], StagedMove] = {}
         self.adopted_moves: set[tuple[int, int]] = set()  # (source, move id) of the moves adopted here
+        # partition key -> its source, for each partition adopted here (a commit naming older owners: design §5a).
+        self.adopted_keys: dict[int, int] = {}
         self.abandoned_moves: set[tuple[int, int]] = set()  # (source, move id) of the moves abandoned here
         # move id -> its target, for each move whose partition left this coordinator, its source (design §5a).
         self.moved_out: dict[int, int] = {}

@@ -1,10 +1,11 @@
 """MovePartition and DescribePartitionMove (protos/admin.proto): an operator's start of a partition move and where it
 is (design §5a). `diskless move-partition` calls them on the leader of the partition's coordinator.
 
-MovePartition freezes the partition through `move_freeze.check_start_move` on its coordinator's leader; the move's
-id is the offset of its PartitionMoveStarted record in the source's log (design §5a: never reused there), which the
-pipeline knows when it checks the operation. The same move again (the partition frozen for the same target) answers
-the id it has, writing nothing. The source's move worker (coordinator/topics/move_worker.py) does the rest.
+MovePartition starts the move's catch-up (the worker freezes it later) through `move_freeze.check_start_move` on
+its coordinator's leader; the move's id is the offset of its PartitionMoveStarted record in the source's log (design
+§5a: never reused there), which the pipeline knows when it checks the operation. The same move again (the partition
+moving to the same target) answers the id it has, writing nothing. The source's move worker
+(coordinator/topics/move_worker.py) does the rest.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from protos import coordinator_pb2 as pb
 from protos import internal_pb2 as internal
 
 # DescribePartitionMove's steps, as `diskless move-partition --wait` prints them.
+CATCHING_UP = "catching up"
 FROZEN = "frozen"
 CHUNKS_SENT = "chunks sent"
 ADOPTED = "adopted"
@@ -46,8 +48,9 @@ def check_freeze(view: CoordinatorView, request: Freeze, now_ms: int) -> Result[
     if found is not None and found.moving_to == request.to_coordinator:
         return Result([], (ItemError(ErrorCode.NONE, ""), found.move_id))
     move_id = request.log_end()
+    # Catching up first (design §5a): commits go on while the worker copies; it freezes only the tail.
     result = check_start_move(
-        view, MoveStart(request.topic_id, request.partition, request.to_coordinator, move_id), now_ms
+        view, MoveStart(request.topic_id, request.partition, request.to_coordinator, move_id, catch_up=True), now_ms
     )
     return Result(result.records, (result.response, move_id if result.records else -1))
 
@@ -106,10 +109,12 @@ async def describe_partition_move(
     here = coordinators.shard(source).partition_move(request.topic_id, request.partition)
     if here is None:
         return admin.DescribePartitionMoveResponse(step=MOVED_OUT)
-    moving_to, move_id = here
+    moving_to, move_id, catching_up = here
     if move_id != request.move_id:
         return admin.DescribePartitionMoveResponse(step=CANCELLED)
-    response = admin.DescribePartitionMoveResponse(step=FROZEN, to_coordinator_id=moving_to)
+    response = admin.DescribePartitionMoveResponse(
+        step=CATCHING_UP if catching_up else FROZEN, to_coordinator_id=moving_to
+    )
     if peers is None:
         response.target_error = "this node calls no other coordinator"
         return response
@@ -127,6 +132,6 @@ async def describe_partition_move(
     elif answer.adopted:
         response.step = ADOPTED
     elif answer.staged_chunks:
-        response.step = CHUNKS_SENT
+        response.step = CATCHING_UP if catching_up else CHUNKS_SENT
         response.staged_chunks = answer.staged_chunks
     return response

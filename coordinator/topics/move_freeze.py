@@ -1,4 +1,8 @@
-"""A partition move's freeze and its cancel at the source, as pure checks (design §5a).
+"""A partition move's start, freeze and cancel at the source, as pure checks (design §5a).
+
+`check_start_move` with `catch_up` starts the move's catch-up (commits go on; what would change copied batches'
+positions is refused), and `check_freeze_move` writes PartitionMoveFrozen, the freeze, once the worker finds the
+tail left to copy small enough; without `catch_up` the start is the freeze.
 
 `check_start_move` writes PartitionMoveStarted: from it on, every write to the partition here answers
 NOT_COORDINATOR (commits, DeleteRecords, remote segments), retention and producer expiry leave it alone, and
@@ -26,6 +30,14 @@ class MoveStart:
     topic_id: bytes
     partition: int
     to_coordinator: int
+    move_id: int
+    catch_up: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class MoveFreeze:
+    topic_id: bytes
+    partition: int
     move_id: int
 
 
@@ -62,7 +74,26 @@ def check_start_move(view: CoordinatorView, request: MoveStart, now_ms: int) -> 
             f"{partition.move_id}); cancel it first"
         )
         return Result([], ItemError(ErrorCode.INVALID_REQUEST, message))
-    return Result([records.partition_move_started(partition.key, request.to_coordinator, request.move_id)], _DONE)
+    return Result(
+        [records.partition_move_started(partition.key, request.to_coordinator, request.move_id, request.catch_up)],
+        _DONE,
+    )
+
+
+def check_freeze_move(view: CoordinatorView, request: MoveFreeze, now_ms: int) -> Result[ItemError]:
+    """The end of the named move's catch-up (one record); nothing when frozen by it already (a resumed worker);
+    INVALID_REQUEST when the partition is not moving by that move (cancelled, or another move)."""
+    partition = _found(view, request.topic_id, request.partition)
+    if isinstance(partition, ItemError):
+        return Result([], partition)
+    if partition.moving_to < 0 or partition.move_id != request.move_id:
+        message = (
+            f"partition {request.partition} is not moving by move {request.move_id} (its move: {partition.move_id})"
+        )
+        return Result([], ItemError(ErrorCode.INVALID_REQUEST, message))
+    if not partition.catching_up:
+        return Result([], _DONE)
+    return Result([records.partition_move_frozen(partition.key, request.move_id)], _DONE)
 
 
 def check_cancel_move(view: CoordinatorView, request: MoveCancel, now_ms: int) -> Result[ItemError]:

@@ -24,6 +24,7 @@ from typing import final
 
 class SourceStep(enum.Enum):
     SERVING = "serving"  # no move, or none in progress
+    CATCHING_UP = "catching up"  # PartitionMoveStarted with catch_up: commits go on, committed batches are copied
     FROZEN = "frozen"  # PartitionMoveStarted: writes refused, the state is being copied
     MOVED_OUT = "moved out"  # PartitionMovedOut: the partition left this coordinator
     CANCELLED = "cancelled"  # PartitionMoveCancelled: serving here again
@@ -47,6 +48,7 @@ class Next(enum.Enum):
     """What the move worker does next."""
 
     SEND_CHUNK = "send the next chunk"  # index = the target's staged_chunks
+    FREEZE = "record PartitionMoveFrozen here"  # the catch-up's end
     ADOPT = "ask the target to adopt"
     DROP = "record PartitionMovedOut here"
     ABANDON = "ask the target to abandon"
@@ -70,6 +72,28 @@ def next_step(source: SourceStep, target: TargetState, chunks: int, cancelling: 
     if cancelling:
         return Next.ABANDON
     return Next.SEND_CHUNK if target.staged_chunks < chunks else Next.ADOPT
+
+
+def catch_up_step(target: TargetState, remaining: int, tail_batches: int, stalled: bool, cancelling: bool) -> Next:
+    """The worker's next step while the source catches up (design §5a): copy while more than `tail_batches` batches
+    are left to copy, then freeze; freeze too once the copy `stalled` (commits as fast as it: the rest is copied
+    frozen). Never an adoption: only a frozen source's state is complete. A cancel goes as from a frozen source."""
+    if target.step is TargetStep.ABANDONED:
+        return Next.CANCEL
+    if cancelling and target.step is not TargetStep.ADOPTED:
+        return Next.ABANDON
+    if target.step is TargetStep.ADOPTED or remaining <= tail_batches or stalled:
+        return Next.FREEZE  # adopted cannot be (no adoption before the freeze); frozen, next_step says the drop
+    return Next.SEND_CHUNK
+
+
+def fewest_left(previous: tuple[int, int] | None, remaining: int) -> tuple[int, int]:
+    """The catch-up's stall count: (the fewest batches left to copy seen so far, chunks sent since it was seen), after
+    one more look at `remaining`. The catch-up stalls when the count reaches `diskless.partition.move.catch.up.rounds`:
+    commits come as fast as the copy."""
+    if previous is None or remaining < previous[0]:
+        return (remaining, 0)
+    return (previous[0], previous[1] + 1)
 
 
 class Answer(enum.Enum):
@@ -104,7 +128,9 @@ def abandon_answer(target: TargetState) -> Answer:
 
 
 def source_serves(source: SourceStep) -> bool:
-    return source in (SourceStep.SERVING, SourceStep.CANCELLED)
+    """Whether the source takes commits: a catching-up one does (the target serves only from its adoption, which
+    only a frozen source asks for)."""
+    return source in (SourceStep.SERVING, SourceStep.CATCHING_UP, SourceStep.CANCELLED)
 
 
 def target_serves(target: TargetState) -> bool:

@@ -1,8 +1,14 @@
 """The move worker at a move's source (design §5a): the imperative shell that drives a frozen partition to its target.
 
-It runs on the source coordinator's leader only and keeps nothing of its own: every pass reads the moves this
-coordinator has frozen from its committed state (so every commit acknowledged before a freeze is in what it reads),
-asks each target where the move is (AdoptPartitionChunk with index -1), and does what
+A move starts with its catch-up (design §5a): commits to the partition go on here while the worker sends chunks of
+the committed batches; once at most `diskless.partition.move.freeze.tail.batches` are left to copy (or the copy
+stalled: `diskless.partition.move.catch.up.rounds` chunks without the batches left falling below their fewest) it
+records the freeze (PartitionMoveFrozen), and the steps below copy only that tail while commits wait.
+
+It runs on the source coordinator's leader only and keeps nothing of its own but the stall counts (a failover
+counts afresh): every pass reads the moves this coordinator has started from its committed state (so every commit
+acknowledged before a freeze is in what it reads), asks each target where the move is (AdoptPartitionChunk with
+index -1), and does what
 `move_protocol.next_step` says, step after step: send the next chunk (read by `adoptions.chunk_from`, at most
 `diskless.partition.move.chunk.batches` batches, from where the target says the staged batches end), ask for the
 adoption (`adoptions.adopted_partition`), then, once the target answers that its adoption is applied with the files it
@@ -38,8 +44,16 @@ from coordinator.machine.state.reads import one_row
 from coordinator.runtime.shard import CoordinatorShard, Operation
 from coordinator.runtime.shard.worker import PeriodicWorker
 from coordinator.topics.move_drop import MoveOut, check_moved_out
-from coordinator.topics.move_freeze import MoveCancel, check_cancel_move
-from coordinator.topics.move_protocol import Next, SourceStep, TargetState, TargetStep, next_step
+from coordinator.topics.move_freeze import MoveCancel, MoveFreeze, check_cancel_move, check_freeze_move
+from coordinator.topics.move_protocol import (
+    Next,
+    SourceStep,
+    TargetState,
+    TargetStep,
+    catch_up_step,
+    fewest_left,
+    next_step,
+)
 from protos import coordinator_pb2 as pb
 from protos import internal_pb2 as internal
 
@@ -55,14 +69,16 @@ class FrozenMove:
     partition: int
     to_coordinator: int
     move_id: int
+    catching_up: bool = False
 
 
 def frozen_moves(db: apsw.Connection) -> list[FrozenMove]:
-    """Every partition frozen here for a move, in move id order. Call it in a read transaction."""
+    """Every partition moving from here (catching up or frozen), in move id order. Call it in a read transaction."""
     return [
-        FrozenMove(int(key), bytes(topic_id), int(partition), int(to), int(move_id))
-        for key, topic_id, partition, to, move_id in db.execute(
-            "SELECT m.partition_key, p.topic_id, p.partition, m.to_coordinator, m.move_id FROM partition_moves AS m "
+        FrozenMove(int(key), bytes(topic_id), int(partition), int(to), int(move_id), bool(catching_up))
+        for key, topic_id, partition, to, move_id, catching_up in db.execute(
+            "SELECT m.partition_key, p.topic_id, p.partition, m.to_coordinator, m.move_id, m.catching_up "
+            "FROM partition_moves AS m "
             "JOIN partitions AS p ON p.partition_key = m.partition_key ORDER BY m.move_id"
         )
     ]
@@ -102,6 +118,7 @@ class MovePass:
     """What one pass did, for tests and logs."""
 
     chunks_sent: int = 0
+    frozen: int = 0
     adopted: int = 0
     dropped: int = 0
     abandoned: int = 0
@@ -124,6 +141,8 @@ class MoveWorker(PeriodicWorker):
         self._backoff: dict[int, Backoff] = defaultdict(new_backoff)  # per move id
         # Move id -> when it last made a step (or was first seen by this worker): its timeout counts from there.
         self._last_step_ms: dict[int, int] = {}
+        # Move id -> (the fewest batches left to copy seen in its catch-up, chunks sent since): the stall bound.
+        self._fewest_left: dict[int, tuple[int, int]] = {}
 
     async def run_pass(self) -> MovePass:
         """Every move frozen here, each taken as far as it goes now; none where this replica does not lead."""
@@ -136,6 +155,7 @@ class MoveWorker(PeriodicWorker):
         for gone in set(self._last_step_ms) - {m.move_id for m in moves}:
             del self._last_step_ms[gone]
             self._backoff.pop(gone, None)
+            self._fewest_left.pop(gone, None)
         for move in moves:
             backoff = self._backoff[move.move_id]
             self._last_step_ms.setdefault(move.move_id, now_ms)
@@ -153,20 +173,51 @@ class MoveWorker(PeriodicWorker):
                 )  # fmt: skip
         return done
 
+    def _stalled(self, move: FrozenMove, remaining: int) -> bool:
+        """Whether the catch-up sent `diskless.partition.move.catch.up.rounds` chunks in a row without the batches
+        left to copy falling below their fewest so far: commits come as fast as the copy, so it freezes anyway."""
+        counted = fewest_left(self._fewest_left.get(move.move_id), remaining)
+        self._fewest_left[move.move_id] = counted
+        return counted[1] >= self._settings.partition_move_catch_up_rounds
+
+    async def _freeze(self, move: FrozenMove, remaining: int) -> None:
+        """PartitionMoveFrozen here: commits to the partition answer NOT_COORDINATOR from its apply on, and every
+        one acknowledged before it is in the committed state the next chunks are read from."""
+        error = await self._submit(
+            Operation(check_freeze_move, MoveFreeze(move.topic_id, move.partition, move.move_id)), "the move's freeze"
+        )
+        if error.error_code is not ErrorCode.NONE:
+            raise MoveRefused(f"the freeze here: {pb.ErrorCode.Name(error.error_code)}: {error.message}")
+        log.info(
+            "coordinator %d: partition %d caught up with coordinator %d (move %d): frozen with %d batches to copy",
+            self.coordinator_id, move.partition, move.to_coordinator, move.move_id, remaining,
+        )  # fmt: skip
+
     def _timed_out(self, move: FrozenMove) -> bool:
         timeout_ms = self._settings.partition_move_timeout_ms
         return timeout_ms > 0 and self._clock.now_ms() - self._last_step_ms[move.move_id] >= timeout_ms
 
     async def _drive(self, move: FrozenMove, done: MovePass) -> None:
         """Steps of one move until it waits or ends here (dropped or cancelled)."""
+        asked: internal.AdoptPartitionChunkResponse | None = None  # the freeze changes nothing at the target
         while self.leads():
-            answer = await self._ask_target(move, -1, ([], [], []))
+            answer = asked or await self._ask_target(move, -1, ([], [], []))
+            asked = None
             target = target_state(answer)
             with self._shard.read_transaction() as db:
                 remaining = batches_from(db, move.partition_key, max(answer.next_offset, 0))
             chunks = chunk_count(target.staged_chunks, remaining, self._settings.partition_move_chunk_batches)
-            step = next_step(SourceStep.FROZEN, target, chunks, self._timed_out(move))
-            if step is Next.SEND_CHUNK:
+            if move.catching_up:
+                tail = self._settings.partition_move_freeze_tail_batches
+                step = catch_up_step(target, remaining, tail, self._stalled(move, remaining), self._timed_out(move))
+            else:
+                step = next_step(SourceStep.FROZEN, target, chunks, self._timed_out(move))
+            if step is Next.FREEZE:
+                await self._freeze(move, remaining)
+                move = FrozenMove(move.partition_key, move.topic_id, move.partition, move.to_coordinator, move.move_id)
+                done.frozen += 1
+                asked = answer
+            elif step is Next.SEND_CHUNK:
                 await self._send_chunk(move, answer)
                 done.chunks_sent += 1
             elif step is Next.ADOPT:

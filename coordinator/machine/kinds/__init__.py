@@ -42,7 +42,11 @@ from coordinator.machine.kinds.kind import (
 )
 from coordinator.machine.kinds.leadership import LeaderChangeKind
 from coordinator.machine.kinds.moved_out import FileLoanReturnedKind, FileReturnedKind, PartitionMovedOutKind
-from coordinator.machine.kinds.moves import PartitionMoveCancelledKind, PartitionMoveStartedKind
+from coordinator.machine.kinds.moves import (
+    PartitionMoveCancelledKind,
+    PartitionMoveFrozenKind,
+    PartitionMoveStartedKind,
+)
 from coordinator.machine.kinds.partitions import PartitionCreatedKind, RecordsDeletedKind, TopicDeletedKind
 from coordinator.machine.kinds.producers import ProducersExpiredKind
 from coordinator.machine.kinds.purges import BatchesPurgedKind
@@ -81,6 +85,7 @@ _REGISTERED: tuple[RecordKind, ...] = (
     FileLoanReturnedKind(),
     FileReturnedKind(),
     PartitionAdoptionAbandonedKind(),
+    PartitionMoveFrozenKind(),
 )
 KINDS: dict[str, RecordKind] = {kind.name: kind for kind in _REGISTERED}
 # The pipeline asks of every applied record whether the catalog follows it: a set lookup by name is cheapest.

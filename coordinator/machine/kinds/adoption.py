@@ -64,6 +64,7 @@ class PartitionAdoptedKind:
         del view.staged_moves[move]
         view.adopted_moves.add(move)
         key = adopted.staged_partition_key
+        view.adopted_keys[key] = adopted.from_coordinator
         view.load_partition(
             PartitionView(
                 key, adopted.topic_id, adopted.topic_name, adopted.partition, adopted.log_start_offset,

@@ -1,4 +1,9 @@
-"""The record kinds of a partition move at its source (design §5a): PartitionMoveStarted and PartitionMoveCancelled.
+"""The record kinds of a partition move at its source (design §5a): PartitionMoveStarted, PartitionMoveFrozen and
+PartitionMoveCancelled.
+
+A move started with `catch_up` first lets commits go on here while the worker copies the committed batches (only
+what would change copied batches' positions is refused); PartitionMoveFrozen ends the catch-up, and the partition is
+then frozen as one started without it.
 
 The freeze (PartitionMoveStarted) marks the partition as moving to its target: from the record on, in the
 speculative view as in the state, every write to it here answers NOT_COORDINATOR (a Kafka client finds the
@@ -60,6 +65,7 @@ class PartitionMoveStartedKind(NoCatalogEffects):
         _check_start(partition.key, partition.moving_to, started.to_coordinator, view.coordinator_id, started.move_id)
         partition.moving_to = started.to_coordinator
         partition.move_id = started.move_id
+        partition.catching_up = started.catch_up
 
     def apply(self, transaction: StateTransaction, started: rec.PartitionMoveStarted) -> None:
         key = started.partition_key
@@ -72,16 +78,22 @@ class PartitionMoveStartedKind(NoCatalogEffects):
             started.move_id,
         )
         transaction.db.execute(
-            "INSERT INTO partition_moves (partition_key, to_coordinator, move_id) VALUES (?, ?, ?)",
-            (key, started.to_coordinator, started.move_id),
+            "INSERT INTO partition_moves (partition_key, to_coordinator, move_id, catching_up) VALUES (?, ?, ?, ?)",
+            (key, started.to_coordinator, started.move_id, int(started.catch_up)),
         )
 
     def describe(self, started: rec.PartitionMoveStarted, names: RecordNames) -> RecordDescription:
         partition = names.partition(started.partition_key)
+        how = "catching up" if started.catch_up else "frozen"
         return RecordDescription(
-            f"partition move started: {partition} frozen, moving to coordinator {started.to_coordinator} "
+            f"partition move started: {partition} {how}, moving to coordinator {started.to_coordinator} "
             f"(move {started.move_id})",
-            {"partition": partition, "to_coordinator": started.to_coordinator, "move_id": started.move_id},
+            {
+                "partition": partition,
+                "to_coordinator": started.to_coordinator,
+                "move_id": started.move_id,
+                "catch_up": started.catch_up,
+            },
         )
 
 
@@ -94,6 +106,7 @@ class PartitionMoveCancelledKind(NoCatalogEffects):
         partition = _partition(view, cancelled.partition_key)
         _check_cancel(partition.key, partition.move_id, cancelled.move_id)
         partition.moving_to = partition.move_id = -1
+        partition.catching_up = False
 
     def apply(self, transaction: StateTransaction, cancelled: rec.PartitionMoveCancelled) -> None:
         key = cancelled.partition_key
@@ -106,4 +119,37 @@ class PartitionMoveCancelledKind(NoCatalogEffects):
         return RecordDescription(
             f"partition move cancelled: {partition} takes writes again (move {cancelled.move_id})",
             {"partition": partition, "move_id": cancelled.move_id},
+        )
+
+
+def _check_frozen(key: int, current: tuple[int, bool] | None, move_id: int) -> None:
+    check_invariant(
+        current is not None and current[0] >= 0 and current[0] == move_id and current[1],
+        f"end of the catch-up of move {move_id} of partition {key}, whose move and catch-up are {current}",
+    )
+
+
+class PartitionMoveFrozenKind(NoCatalogEffects):
+    """The end of a move's catch-up: the partition's writes answer NOT_COORDINATOR from here on."""
+
+    name = "partition_move_frozen"
+
+    def replay(self, view: CoordinatorView, frozen: rec.PartitionMoveFrozen, end_offset: int) -> None:
+        partition = _partition(view, frozen.partition_key)
+        _check_frozen(partition.key, (partition.move_id, partition.catching_up), frozen.move_id)
+        partition.catching_up = False
+
+    def apply(self, transaction: StateTransaction, frozen: rec.PartitionMoveFrozen) -> None:
+        key = frozen.partition_key
+        row = transaction.db.execute(
+            "SELECT move_id, catching_up FROM partition_moves WHERE partition_key = ?", (key,)
+        ).fetchone()
+        _check_frozen(key, None if row is None else (int(row[0]), bool(row[1])), frozen.move_id)
+        transaction.db.execute("UPDATE partition_moves SET catching_up = 0 WHERE partition_key = ?", (key,))
+
+    def describe(self, frozen: rec.PartitionMoveFrozen, names: RecordNames) -> RecordDescription:
+        partition = names.partition(frozen.partition_key)
+        return RecordDescription(
+            f"partition move frozen: {partition} caught up, its writes refused (move {frozen.move_id})",
+            {"partition": partition, "move_id": frozen.move_id},
         )

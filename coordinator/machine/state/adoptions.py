@@ -20,6 +20,16 @@ def adopted_moves(db: apsw.Connection) -> set[tuple[int, int]]:
     }
 
 
+def adopted_keys(db: apsw.Connection) -> dict[int, int]:
+    """Partition key -> source coordinator of every partition adopted here."""
+    return {
+        int(key): int(source)
+        for key, source in db.execute(
+            "SELECT staged_partition_key, from_coordinator FROM partition_adoptions WHERE adopted"
+        )
+    }
+
+
 def abandoned_moves(db: apsw.Connection) -> set[tuple[int, int]]:
     """(source, move id) of every move abandoned here before its adoption."""
     return {(int(source), int(move_id)) for source, move_id in db.execute("SELECT * FROM abandoned_adoptions")}

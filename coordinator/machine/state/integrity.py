@@ -118,9 +118,11 @@ def live_batch_problems(connection: apsw.Connection) -> list[str]:
     return problems[:PROBLEMS_REPORTED_MAX]
 
 
-# A partition frozen for a move (design §5a) that is not here, or that moves to this coordinator itself.
+# A partition frozen for a move (design §5a) that is not here, or that moves to this coordinator itself, or whose
+# catch-up flag is neither 0 nor 1.
 _MOVE_PROBLEMS = (
     "SELECT m.partition_key, m.to_coordinator, m.move_id FROM partition_moves AS m WHERE m.move_id < 0 "
+    "OR m.catching_up NOT IN (0, 1) "
     "OR m.to_coordinator < 0 OR m.to_coordinator = (SELECT value FROM meta WHERE name = 'coordinator_id') "
     "OR NOT EXISTS (SELECT 1 FROM partitions AS p WHERE p.partition_key = m.partition_key) "
     f"LIMIT {PROBLEMS_REPORTED_MAX}"

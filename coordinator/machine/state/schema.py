@@ -11,7 +11,7 @@ from coordinator.machine.batch_entries import batch_entry
 from coordinator.machine.producers import packed_last_append_time
 from coordinator.machine.state import time_index
 
-SCHEMA_VERSION = 12
+SCHEMA_VERSION = 13
 
 # meta holds counters and the applied log offset, updated in the same
 # transaction as the state they describe.
@@ -46,7 +46,8 @@ STATEMENTS = (
     """CREATE TABLE IF NOT EXISTS partition_moves (
         partition_key INTEGER PRIMARY KEY,
         to_coordinator INTEGER NOT NULL,
-        move_id INTEGER NOT NULL
+        move_id INTEGER NOT NULL,
+        catching_up INTEGER NOT NULL DEFAULT 0
     ) WITHOUT ROWID""",
     # Partition moves (design §5a; schema 11), at the target: a move whose batches are being staged here under
     # `staged_partition_key` (no `partitions` row names it, so no read finds them), keyed by the source and its move
@@ -235,6 +236,12 @@ def _files_with_lenders(db: apsw.Connection) -> None:
         db.execute("ALTER TABLE files ADD COLUMN lender_id INTEGER NOT NULL DEFAULT -1")
 
 
+def _moves_with_catch_up(db: apsw.Connection) -> None:
+    """Schema 13's `partition_moves.catching_up`, unless the open's CREATE already made the table with it."""
+    if not any(column[1] == "catching_up" for column in db.execute("PRAGMA table_info(partition_moves)")):
+        db.execute("ALTER TABLE partition_moves ADD COLUMN catching_up INTEGER NOT NULL DEFAULT 0")
+
+
 def _files_with_loan_moves(db: apsw.Connection) -> None:
     """Schema 12's `files.loan_move_id`, unless the open's CREATE already made the table with it: a loan row of a
     schema 11 state (no drop existed) takes the move whose staged or adopted batches live in it, so that move's drop
@@ -354,6 +361,11 @@ MIGRATIONS: dict[int, tuple[MigrationStep, ...]] = {
     11: (
         _files_with_loan_moves,
         "UPDATE meta SET value = 12 WHERE name = 'schema_version'",
+    ),
+    # Schema 12 -> 13: a move's catch-up (design §5a). Every move of a schema 12 state was frozen from its start.
+    12: (
+        _moves_with_catch_up,
+        "UPDATE meta SET value = 13 WHERE name = 'schema_version'",
     ),
 }
 

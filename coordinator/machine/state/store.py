@@ -286,7 +286,7 @@ class StateStore:
         for row in self._writer.execute(
             "SELECT p.partition_key, topic_id, topic_name, partition, log_start_offset, high_watermark, "
             "local_log_start_offset, seal_offset, switch_leader_epoch, classic_log_start_offset, "
-            "COALESCE(m.to_coordinator, -1), COALESCE(m.move_id, -1) "
+            "COALESCE(m.to_coordinator, -1), COALESCE(m.move_id, -1), COALESCE(m.catching_up, 0) = 1 "
             "FROM partitions AS p LEFT JOIN partition_moves AS m ON m.partition_key = p.partition_key"
         ):
             view.load_partition(PartitionView(*row))
@@ -298,6 +298,7 @@ class StateStore:
         for staged in adoptions.staged_moves(self._writer):
             view.staged_moves[(staged.from_coordinator, staged.move_id)] = staged
         view.adopted_moves = adoptions.adopted_moves(self._writer)
+        view.adopted_keys = adoptions.adopted_keys(self._writer)
         view.abandoned_moves = adoptions.abandoned_moves(self._writer)
         view.moved_out = adoptions.moved_out(self._writer)
         for row in self._writer.execute(

@@ -290,11 +290,11 @@ class CoordinatorShard:
         """(topic id, partition) of the partitions here frozen by a move to another coordinator (design §5a)."""
         return {(p.topic_id, p.partition) for p in self._view().partitions() if p.moving_to >= 0}
 
-    def partition_move(self, topic_id: bytes, partition: int) -> tuple[int, int] | None:
-        """A partition here: (the coordinator it is frozen for, the move's id), (-1, -1) when not frozen; None when
-        the partition is not here (design §5a)."""
+    def partition_move(self, topic_id: bytes, partition: int) -> tuple[int, int, bool] | None:
+        """A partition here: (the coordinator it moves to, the move's id, whether it is still catching up), (-1, -1,
+        False) when not moving; None when the partition is not here (design §5a)."""
         found = self._view().partition(topic_id, partition)
-        return None if found is None else (found.moving_to, found.move_id)
+        return None if found is None else (found.moving_to, found.move_id, found.catching_up)
 
     def adoption_progress(self, from_coordinator: int, move_id: int) -> tuple[int, int, bool, bool]:
         """A move this coordinator is the target of (design §5a): (chunks staged, where the next chunk's batches
