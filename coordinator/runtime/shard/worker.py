@@ -55,7 +55,13 @@ class CoordinatorWorker:
         """Appends the operation's records through the pipeline; its answer once applied. TimeoutError after the
         node's request timeout (the operation may still be applied later: the next pass sees it)."""
         future = self._shard.submit(operation)
-        done, _ = await asyncio.wait({future}, timeout=self._timeout_s)
+        try:
+            done, _ = await asyncio.wait({future}, timeout=self._timeout_s)
+        except asyncio.CancelledError:
+            # The worker stopped (its coordinator closing, a new leader): the operation's answer, often "closing",
+            # comes after, to nobody; retrieved here so that it is not reported as a failure nobody saw.
+            future.add_done_callback(_consume)
+            raise
         if not done:
             future.add_done_callback(_consume)
             raise TimeoutError(f"coordinator {self.coordinator_id} did not apply {what} in time")
