@@ -46,6 +46,7 @@ from spark.consolidation_rules import (
     run_object_key,
     source_batch_problem,
 )
+from spark.consolidation_shipping import Payload, unpack_runs
 from spark.coordinator_client import CoordinatorAccess, CoordinatorsUnavailable
 from spark.deletion import DeletePlan, delete_task
 from spark.listing import open_existing_store
@@ -389,3 +390,11 @@ def move_task(runs: Iterable[Run], plan: RunPlan, sleep: Callable[[float], None]
         yield result
         if result.replace_ms > 0 and plan.replace_duty_percent < 100:
             sleep(replace_pause_s(result.replace_ms, plan.replace_duty_percent))
+
+
+def move_payloads(
+    payloads: Iterable[Payload], plan: RunPlan, sleep: Callable[[float], None] = time.sleep
+) -> Iterator[RunResult]:
+    """One run task (a Spark partition): its payload's runs, decoded one at a time and moved (`move_task`)."""
+    for payload in payloads:
+        yield from move_task(unpack_runs(payload), plan, sleep)
