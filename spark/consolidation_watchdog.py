@@ -62,6 +62,8 @@ class StallClock:
 
 def spark_progress(context: Any, group: str | None) -> Progress:
     """The SparkContext's state and the task counts of the jobs of `group` (every active stage if None)."""
+    if context._jsc is None:  # PySpark drops its gateway handle when the context stops
+        return Progress(True, 0, 0)
     stopped = bool(context._jsc.sc().isStopped())
     tracker = context.statusTracker()
     stages: list[int] = []
@@ -109,14 +111,15 @@ def run_watched(
 
     thread = (start_thread or _plain_thread)(body)
     clock = StallClock(timeout_s, monotonic())
+    progress = Progress(False, -1, 0)
     while True:
         thread.join(poll_s)
         if outcome.done:
             break
-        try:
+        # A failed poll (the gateway busy, or gone) counts as no progress: polls failing for the whole
+        # timeout end the action like a stalled scheduler.
+        with contextlib.suppress(Exception):
             progress = sample()
-        except Exception:  # a failed poll (the gateway busy) is no verdict: the next one decides
-            continue
         reason = clock.verdict(progress, monotonic())
         if reason is not None:
             with contextlib.suppress(Exception):  # the scheduler that died may not take the cancel either
