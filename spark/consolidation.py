@@ -35,7 +35,7 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from spark.consolidation_options import ConsolidateOptions
-from spark.consolidation_planning import PLANNING_THREADS, plan_runs
+from spark.consolidation_planning import plan_runs
 from spark.consolidation_report import ConsolidationReport
 from spark.consolidation_rules import Run
 from spark.consolidation_shipping import pack_runs
@@ -105,7 +105,7 @@ def run_consolidation(
     coordinators = [(c.coordinator_id, c.node) for c in discovery.coordinators]
     request = PlanRequest(
         options.access, options.min_age_ms, options.max_file_size, options.max_files, options.committed_before_ms,
-        duty_percent=options.replace_duty_percent, planners=min(PLANNING_THREADS, len(coordinators)),
+        duty_percent=options.replace_duty_percent,
     )  # fmt: skip
     with clock.phase("planning"):
         try:
