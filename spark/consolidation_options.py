@@ -40,7 +40,7 @@ class ConsolidateOptions:
     job_nice: int = 19  # niceness of the JVM and Python workers the job starts (spark/job_priority.py)
     replace_duty_percent: int = 20  # share of a run task's time spent in ReplaceBatches at most (100: no pause)
     task_runs: int = 8  # diskless.consolidation.task.runs: runs one Spark task carries at most
-    task_bytes: int = 1024 * 1024  # diskless.consolidation.task.bytes: compressed plan bytes one task carries at most
+    task_bytes: int = 512 * 1024  # diskless.consolidation.task.bytes: compressed plan bytes one task carries at most
     stall_timeout_ms: int = 600_000  # diskless.consolidation.stall.timeout.ms: no task finished that long: an error
 
     def problem(self) -> str | None:

@@ -322,9 +322,9 @@ class StorageSettings(NodeSettings):
     )
     consolidation_task_bytes: int = _setting(
         "diskless.consolidation.task.bytes",
-        1024 * 1024,
+        512 * 1024,
         "`diskless consolidate`: the most bytes of compressed plan one Spark task carries (a single run larger than "
-        "this goes alone in its task; a run is never split)",
+        "this goes alone in its task; a run is never split); under Spark's recommended largest task (1000 KiB)",
     )
     consolidation_stall_timeout_ms: int = _setting(
         "diskless.consolidation.stall.timeout.ms",
