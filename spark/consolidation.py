@@ -12,9 +12,10 @@ stderr while it runs:
    asked in parallel threads; the batches are grouped by partition and cut into runs
    (spark/consolidation_planning.py, spark/consolidation_rules.py): consecutive batches, up to
    --target-object-bytes, from at least two source objects.
-3. moving (executors): the runs spread over the run tasks; each run read, checked, uploaded and
-   committed with ReplaceBatches (spark/consolidation_tasks.py). With --dry-run the runs are read
-   and checked only. The driver collects one small result per run.
+3. moving (executors): the runs shipped as data in bounded tasks (spark/consolidation_shipping.py),
+   the action watched so that a dead scheduler ends the job with an error (spark/consolidation_watchdog.py);
+   each run read, checked, uploaded and committed with ReplaceBatches (spark/consolidation_tasks.py). With
+   --dry-run the runs are read and checked only. The driver collects one small result per run.
 
 What the coordinators plan from is their state, not a listing of the bucket: a file they do not know
 is never read, and the new objects are files like any other (owners, hand-over, deletion after the
@@ -34,10 +35,12 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from spark.consolidation_options import ConsolidateOptions
-from spark.consolidation_planning import PLANNING_THREADS, plan_runs
+from spark.consolidation_planning import plan_runs
 from spark.consolidation_report import ConsolidationReport
 from spark.consolidation_rules import Run
-from spark.consolidation_tasks import PlanRequest, RunPlan, RunResult, move_task
+from spark.consolidation_shipping import pack_runs
+from spark.consolidation_tasks import PlanRequest, RunPlan, RunResult, move_payloads
+from spark.consolidation_watchdog import JobStalled, run_watched, spark_progress, spark_thread
 from spark.coordinator_client import CoordinatorsUnavailable, discover
 from spark.job_priority import NICE_MAX, started_at_niceness
 from spark.orphan_scan import open_session
@@ -102,7 +105,7 @@ def run_consolidation(
     coordinators = [(c.coordinator_id, c.node) for c in discovery.coordinators]
     request = PlanRequest(
         options.access, options.min_age_ms, options.max_file_size, options.max_files, options.committed_before_ms,
-        duty_percent=options.replace_duty_percent, planners=min(PLANNING_THREADS, len(coordinators)),
+        duty_percent=options.replace_duty_percent,
     )  # fmt: skip
     with clock.phase("planning"):
         try:
@@ -139,9 +142,25 @@ def _move(
     context: Any, runs: list[Run], plan: RunPlan, options: ConsolidateOptions, report: ConsolidationReport
 ) -> list[RunResult]:
     tasks = options.run_tasks or RUN_TASKS_PER_CORE * context.defaultParallelism
-    spread = context.parallelize(runs, max(1, min(tasks, len(runs))))
+    payloads = pack_runs(runs, options.task_runs, options.task_bytes, min_tasks=tasks)
+    runs.clear()  # the payloads carry the plan from here: the driver drops its objects
+    report.tasks = len(payloads)
+    report.task_payload_max_bytes = max((p.size for p in payloads), default=0)
+    # One payload per partition (numSlices == len: the slices are the elements), so a task carries its own
+    # payload only; the closure carries the RunPlan, a few hundred bytes.
+    spread = context.parallelize(payloads, len(payloads))
+    group = context.getLocalProperty("spark.jobGroup.id")
     try:
-        results: list[RunResult] = spread.mapPartitions(functools.partial(move_task, plan=plan)).collect()
+        results: list[RunResult] = run_watched(
+            lambda: spread.mapPartitions(functools.partial(move_payloads, plan=plan)).collect(),
+            lambda: spark_progress(context, group),
+            options.stall_timeout_ms / 1000,
+            cancel=context.cancelAllJobs,
+            start_thread=spark_thread,
+        )
+    except JobStalled as error:
+        report.abort(f"moving stopped: {error}; what was committed stays, rerun to go on")
+        return []
     except Exception as error:  # a task lost for good: what it committed stays committed, a rerun goes on
         report.abort(f"moving failed: {_last_line(error)}; what was committed stays, rerun to go on")
         return []

@@ -39,6 +39,9 @@ class ConsolidateOptions:
     max_batches_per_run: int = 10_000  # the coordinators' diskless.coordinator.replace.batch.max
     job_nice: int = 19  # niceness of the JVM and Python workers the job starts (spark/job_priority.py)
     replace_duty_percent: int = 20  # share of a run task's time spent in ReplaceBatches at most (100: no pause)
+    task_runs: int = 8  # diskless.consolidation.task.runs: runs one Spark task carries at most
+    task_bytes: int = 512 * 1024  # diskless.consolidation.task.bytes: compressed plan bytes one task carries at most
+    stall_timeout_ms: int = 600_000  # diskless.consolidation.stall.timeout.ms: no task finished that long: an error
 
     def problem(self) -> str | None:
         if self.min_age_ms < 0:
@@ -57,6 +60,13 @@ class ConsolidateOptions:
             return f"diskless.consolidation.job.nice must be 0..19, got {self.job_nice}"
         if not 1 <= self.replace_duty_percent <= 100:
             return f"diskless.consolidation.replace.duty.percent must be 1..100, got {self.replace_duty_percent}"
+        for name, value in (
+            ("diskless.consolidation.task.runs", self.task_runs),
+            ("diskless.consolidation.task.bytes", self.task_bytes),
+            ("diskless.consolidation.stall.timeout.ms", self.stall_timeout_ms),
+        ):
+            if value <= 0:
+                return f"{name} must be > 0, got {value}"
         if not self.access.bootstrap:
             return "--bootstrap names no address"
         return None
@@ -83,6 +93,9 @@ def options_from_arguments(args: argparse.Namespace) -> ConsolidateOptions:
         max_batches_per_run=settings.replace_batch_max,
         job_nice=settings.consolidation_job_nice,
         replace_duty_percent=settings.consolidation_replace_duty_percent,
+        task_runs=settings.consolidation_task_runs,
+        task_bytes=settings.consolidation_task_bytes,
+        stall_timeout_ms=settings.consolidation_stall_timeout_ms,
     )
     problem = options.problem()
     if problem:

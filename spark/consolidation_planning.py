@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from concurrent import futures
 from dataclasses import dataclass
 
+from spark.consolidation_pacing import PlanningPacer
 from spark.consolidation_rules import Run, SourceBatch, partition_runs
 from spark.consolidation_tasks import PlanRequest, plan_task
 
@@ -31,9 +32,11 @@ class Plan:
     batches: int  # live batches planned
 
 
-def _one_coordinator(coordinator: tuple[int, str], request: PlanRequest) -> dict[PartitionKey, list[SourceBatch]]:
+def _one_coordinator(
+    coordinator: tuple[int, str], request: PlanRequest, pacer: PlanningPacer
+) -> dict[PartitionKey, list[SourceBatch]]:
     by_partition: dict[PartitionKey, list[SourceBatch]] = {}
-    for batch in plan_task([coordinator], request):
+    for batch in plan_task([coordinator], request, pacer):
         by_partition.setdefault((batch.coordinator_id, batch.topic_id, batch.partition), []).append(batch)
     return by_partition
 
@@ -51,8 +54,9 @@ def plan_runs(
     order (and the same keys, spark/consolidation_rules.py)."""
     listed = list(coordinators)
     by_partition: dict[PartitionKey, list[SourceBatch]] = {}
+    pacer = PlanningPacer(request.duty_percent)  # one page in flight at a time over the threads, paced
     with futures.ThreadPoolExecutor(max(1, min(threads, len(listed)))) as pool:
-        for answered in pool.map(lambda c: _one_coordinator(c, request), listed):
+        for answered in pool.map(lambda c: _one_coordinator(c, request, pacer), listed):
             by_partition.update(answered)  # coordinators hold disjoint partitions
     files: set[str] = set()
     batches = 0

@@ -39,6 +39,8 @@ class ConsolidationReport:
     files_planned: int = 0  # distinct source files with a planned batch
     batches_planned: int = 0  # live batches of the planned files
     runs: int = 0  # runs worth moving
+    tasks: int = 0  # Spark tasks the runs were shipped in (diskless.consolidation.task.runs / .task.bytes)
+    task_payload_max_bytes: int = 0  # the largest task's plan payload (compressed runs)
     files_in: int = 0  # source files some moved batch came from
     objects_out: int = 0  # objects committed (with --dry-run: that would be)
     batches_moved: int = 0

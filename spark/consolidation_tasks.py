@@ -25,6 +25,7 @@ moved by the coordinator's record, atomically per coordinator.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -35,6 +36,7 @@ from coordinator.base.backoff import Backoff
 from coordinator.files.object_store import ObjectStore, ObjectStoreError, StoreConfig
 from protos import coordinator_pb2 as pb
 from protos import coordinator_pb2_grpc as pb_grpc
+from spark.consolidation_pacing import PlanningPacer
 from spark.consolidation_rules import (
     Extent,
     Run,
@@ -46,6 +48,7 @@ from spark.consolidation_rules import (
     run_object_key,
     source_batch_problem,
 )
+from spark.consolidation_shipping import Payload, unpack_runs
 from spark.coordinator_client import CoordinatorAccess, CoordinatorsUnavailable
 from spark.deletion import DeletePlan, delete_task
 from spark.listing import open_existing_store
@@ -92,11 +95,11 @@ class PlanRequest:
     # Also only files committed at or before this wall-clock time (0: no such bound): the age bound is
     # relative to when each coordinator is asked, this one is the same for all of them.
     committed_before_ms: int = 0
-    # The planning calls' share of the coordinators' time at most, over the `planners` threads asking at once
+    # The planning calls' share of the coordinators' time at most, all planning threads together
     # (diskless.consolidation.replace.duty.percent; 100: no pause): a page of GetFileMergeWorkItem is read on the
     # coordinator's loop, and pages asked back to back from every coordinator at once held it while commits waited.
+    # Kept by one PlanningPacer shared by the threads (spark/consolidation_pacing.py).
     duty_percent: int = 100
-    planners: int = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,12 +145,7 @@ class RunResult:
 
 
 def _work_items(
-    stub: pb_grpc.DisklessCoordinatorStub,
-    coordinator_id: int,
-    node: str,
-    request: PlanRequest,
-    sleep: Callable[[float], None] = time.sleep,
-    monotonic: Callable[[], float] = time.monotonic,
+    stub: pb_grpc.DisklessCoordinatorStub, coordinator_id: int, node: str, request: PlanRequest, pacer: PlanningPacer
 ) -> Iterator[pb.GetFileMergeWorkItemResponse.File]:
     token, files = b"", 0
     while files < request.max_files:
@@ -161,21 +159,14 @@ def _work_items(
             max_files=request.max_files - files,
             page_token=token,
         )
-        started = monotonic()
-        answer = _call_planning(stub, asked, request.access.rpc_timeout_s, f"coordinator {coordinator_id} on {node}")
-        if answer.next_page_token and request.duty_percent < 100:
-            sleep(replace_pause_s((monotonic() - started) * 1000, planning_duty_percent(request)))
+        who = f"coordinator {coordinator_id} on {node}"
+        answer = pacer.call(functools.partial(_call_planning, stub, asked, request.access.rpc_timeout_s, who))
         for item in answer.files[: request.max_files - files]:
             files += 1
             yield item
         token = answer.next_page_token
         if not token or not answer.files:
             return
-
-
-def planning_duty_percent(request: PlanRequest) -> int:
-    """Each planning thread's share: the job's duty split over the threads asking at once (at least 1%)."""
-    return max(1, request.duty_percent // max(1, request.planners))
 
 
 def _call_planning(
@@ -199,12 +190,15 @@ def _call_planning(
     raise AssertionError("unreachable: the last attempt returns or raises")
 
 
-def plan_task(coordinators: Iterable[tuple[int, str]], request: PlanRequest) -> Iterator[SourceBatch]:
-    """One planning task (a Spark partition): the live batches of its coordinators' oldest small files."""
+def plan_task(
+    coordinators: Iterable[tuple[int, str]], request: PlanRequest, pacer: PlanningPacer | None = None
+) -> Iterator[SourceBatch]:
+    """The live batches of the coordinators' oldest small files; `pacer` shared by the threads planning at once."""
+    pacer = pacer or PlanningPacer(request.duty_percent)
     for coordinator_id, node in coordinators:
         with request.access.channel(node) as channel:
             stub = pb_grpc.DisklessCoordinatorStub(channel)
-            for item in _work_items(stub, coordinator_id, node, request):
+            for item in _work_items(stub, coordinator_id, node, request, pacer):
                 key = item.object_key  # one string per file, shared by its batches (a plan holds millions)
                 for b in item.batches:
                     yield SourceBatch(coordinator_id, b.topic_id, b.partition, b.base_offset, b.last_offset,
@@ -389,3 +383,11 @@ def move_task(runs: Iterable[Run], plan: RunPlan, sleep: Callable[[float], None]
         yield result
         if result.replace_ms > 0 and plan.replace_duty_percent < 100:
             sleep(replace_pause_s(result.replace_ms, plan.replace_duty_percent))
+
+
+def move_payloads(
+    payloads: Iterable[Payload], plan: RunPlan, sleep: Callable[[float], None] = time.sleep
+) -> Iterator[RunResult]:
+    """One run task (a Spark partition): its payload's runs, decoded one at a time and moved (`move_task`)."""
+    for payload in payloads:
+        yield from move_task(unpack_runs(payload), plan, sleep)

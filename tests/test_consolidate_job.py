@@ -314,3 +314,29 @@ def test_benchmark_runs_at_a_tiny_size(spark: SparkSession, tmp_path: Path) -> N
     assert results["one_process"]["batches_moved"] == results["job"]["batches_moved"] > 0
     assert results["load_with_job"]["commits"] > 0 and results["load_without_job"]["failures"] == 0
     assert json.loads((tmp_path / "out.json").read_text())["size"]["files"] == 64
+
+
+@pytest.mark.slow
+def test_a_plan_larger_than_one_tasks_bound_is_split_into_several_tasks_and_all_of_it_moves(
+    local_store_under_test: ObjectStoreUnderTest,
+    spark: SparkSession,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    scene = build_scene(tmp_path, local_store_under_test)
+    bound = 600  # compressed plan bytes per task: a few runs at most
+    with scene.properties.open("a") as properties:
+        properties.write(f"diskless.consolidation.task.runs=2\ndiskless.consolidation.task.bytes={bound}\n")
+    try:
+        before = scene.read_all()
+        # One run task asked: without the bounds the whole plan would travel in it.
+        code, report = scene.consolidate(spark, capsys, "--target-object-bytes", "100000", "--run-tasks", "1")
+        assert code == 0 and report["status"] == "ok", report
+        assert report["runs"] == len(scene.partitions) and report["tasks"] >= report["runs"] // 2 > 1, report
+        assert 0 < report["task_payload_max_bytes"] <= bound, report
+        assert report["objects_out"] == report["runs"] and report["files_in"] == len(scene.files)
+        after = scene.batches()
+        assert all(b.object_key not in scene.files for p in scene.partitions for b in after[p])  # all of it moved
+        assert scene.read_all() == before
+    finally:
+        scene.server.stop()

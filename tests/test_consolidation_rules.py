@@ -29,7 +29,6 @@ from spark.consolidation_tasks import (
     RunPlan,
     RunResult,
     move_task,
-    planning_duty_percent,
     replace_pause_s,
 )
 from spark.coordinator_client import CoordinatorAccess
@@ -164,13 +163,20 @@ def test_a_run_task_pauses_after_each_replace_batches_call_in_proportion_to_its_
     assert len(pauses) == 2
 
 
-def test_planning_pauses_between_pages_for_its_share_split_over_the_threads_asking(
+def test_planning_pages_go_one_at_a_time_over_the_threads_each_followed_by_its_pause(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from protos import coordinator_pb2 as pb
     from spark import consolidation_tasks
+    from spark.consolidation_pacing import PlanningPacer
 
     now = [0.0]
+    pauses: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        pauses.append(seconds)
+        now[0] += seconds
+
     pages = iter([b"1", b"2", b""])
 
     def page(stub: object, asked: object, timeout_s: float, who: str) -> pb.GetFileMergeWorkItemResponse:
@@ -181,23 +187,55 @@ def test_planning_pauses_between_pages_for_its_share_split_over_the_threads_aski
 
     monkeypatch.setattr(consolidation_tasks, "_call_planning", page)
     access = CoordinatorAccess(("127.0.0.1:1",))
-    request = PlanRequest(access, 0, 0, 100, duty_percent=40, planners=2)
-    assert planning_duty_percent(request) == 20
-    pauses: list[float] = []
-    items = list(consolidation_tasks._work_items(None, 0, "n", request, pauses.append, lambda: now[0]))  # type: ignore[arg-type]
+    request = PlanRequest(access, 0, 0, 100, duty_percent=40)
+    pacer = PlanningPacer(40, sleep, lambda: now[0])
+    items = list(consolidation_tasks._work_items(None, 0, "n", request, pacer))  # type: ignore[arg-type]
     assert len(items) == 3
-    # 10 ms on the coordinator, then 40 ms away: each of the two threads 20%, together 40%; none after the last.
-    assert pauses == [pytest.approx(0.040), pytest.approx(0.040)]
+    # 10 ms on the coordinator, then 15 ms away before the next page (40%); none after the last.
+    assert pauses == [pytest.approx(0.015), pytest.approx(0.015)]
+    assert now[0] == pytest.approx(0.060)
     pages, pauses[:] = iter([b"1", b""]), []
-    unpaced = PlanRequest(access, 0, 0, 100)
-    assert len(list(consolidation_tasks._work_items(None, 0, "n", unpaced, pauses.append, lambda: now[0]))) == 2  # type: ignore[arg-type]
+    unpaced = PlanningPacer(100, sleep, lambda: now[0])
+    assert len(list(consolidation_tasks._work_items(None, 0, "n", request, unpaced))) == 2  # type: ignore[arg-type]
     assert pauses == []
+
+
+def test_the_planning_threads_share_one_pacer_never_two_pages_at_once_and_at_most_the_duty() -> None:
+    import threading
+    import time
+
+    from spark.consolidation_pacing import PlanningPacer
+
+    pacer = PlanningPacer(50)
+    in_flight, most, spans = [0], [0], []
+    lock = threading.Lock()
+
+    def page() -> None:
+        with lock:
+            in_flight[0] += 1
+            most[0] = max(most[0], in_flight[0])
+        started = time.monotonic()
+        time.sleep(0.01)
+        spans.append((started, time.monotonic()))
+        with lock:
+            in_flight[0] -= 1
+
+    threads = [threading.Thread(target=lambda: [pacer.call(page) for _ in range(5)]) for _ in range(4)]
+    started = time.monotonic()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    elapsed = time.monotonic() - started
+    assert most[0] == 1  # one page in flight at a time
+    busy = sum(end - start for start, end in spans)
+    assert busy <= 0.5 * elapsed + 0.01  # the calls' share of the time: at most the duty (50%)
 
 
 def test_the_driver_plans_every_coordinator_and_cuts_each_partitions_runs(monkeypatch: pytest.MonkeyPatch) -> None:
     from spark import consolidation_planning
 
-    def answered(coordinators: list[tuple[int, str]], request: object) -> list[SourceBatch]:
+    def answered(coordinators: list[tuple[int, str]], request: object, pacer: object) -> list[SourceBatch]:
         ((coordinator_id, _),) = coordinators
         topic = bytes([coordinator_id]) * 16
         # Two partitions, each a batch per file in three files, given file by file as GetFileMergeWorkItem does.
@@ -205,7 +243,8 @@ def test_the_driver_plans_every_coordinator_and_cuts_each_partitions_runs(monkey
                 for f in range(3) for p in (1, 0)]  # fmt: skip
 
     monkeypatch.setattr(consolidation_planning, "plan_task", answered)
-    plan = consolidation_planning.plan_runs([(2, "b:1"), (1, "a:1")], None, 250, 10)  # type: ignore[arg-type]
+    request = PlanRequest(CoordinatorAccess(("127.0.0.1:1",)), 0, 0, 100)
+    plan = consolidation_planning.plan_runs([(2, "b:1"), (1, "a:1")], request, 250, 10)
     assert (plan.files, plan.batches) == (6, 12)
     # 250 bytes: two batches per run, the third alone moves nothing (one file): one run per partition.
     assert [(r.coordinator_id, r.partition, [b.base_offset for b in r.batches]) for r in plan.runs] == [

@@ -221,7 +221,13 @@ def _files(settings: Settings) -> None:
         raise SettingsError(f"{property_name('orphan_scan_interval_ms')} must be > 0")
     if settings.consolidation_min_age_ms < 0:
         raise SettingsError(f"{property_name('consolidation_min_age_ms')} must be >= 0")
-    for attr in ("consolidation_target_object_bytes", "consolidation_max_files"):
+    for attr in (
+        "consolidation_target_object_bytes",
+        "consolidation_max_files",
+        "consolidation_task_runs",
+        "consolidation_task_bytes",
+        "consolidation_stall_timeout_ms",
+    ):
         if getattr(settings, attr) <= 0:
             raise SettingsError(f"{property_name(attr)} must be > 0, got {getattr(settings, attr)}")
     if not 0 <= settings.consolidation_job_nice <= 19:  # Linux's range of niceness a process may take

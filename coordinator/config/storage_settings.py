@@ -327,6 +327,24 @@ class StorageSettings(NodeSettings):
         "(GetFileMergeWorkItem) likewise, this share split over the coordinators asked at once; 100: no pause "
         "(1..100)",
     )
+    consolidation_task_runs: int = _setting(
+        "diskless.consolidation.task.runs",
+        8,
+        "`diskless consolidate` ships its plan to the executors as data, in Spark tasks of at most this many runs "
+        "each (a task's runs travel in the task itself, so the bound keeps every task small)",
+    )
+    consolidation_task_bytes: int = _setting(
+        "diskless.consolidation.task.bytes",
+        512 * 1024,
+        "`diskless consolidate`: the most bytes of compressed plan one Spark task carries (a single run larger than "
+        "this goes alone in its task; a run is never split); under Spark's recommended largest task (1000 KiB)",
+    )
+    consolidation_stall_timeout_ms: int = _setting(
+        "diskless.consolidation.stall.timeout.ms",
+        600000,
+        "`diskless consolidate` ends with an error when Spark's scheduler is stopped, or when no task of the moving "
+        "finished for this long (a scheduler that died leaves the job waiting otherwise); what was committed stays",
+    )
     drain_timeout_ms: int = _setting(
         "diskless.shutdown.drain.timeout.ms", 10000, "on SIGTERM, how long in-flight calls may take to finish"
     )
