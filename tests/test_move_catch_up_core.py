@@ -36,25 +36,14 @@ from coordinator.topics.move_freeze import (
 from coordinator.topics.move_protocol import Next, TargetState, TargetStep, catch_up_step, fewest_left
 from tests.harness import batch, laid_out
 from tests.test_core import commit_part
-from tests.test_move_freeze import MOVE, NOW, TARGET, commit, idempotent
-from tests.test_producer_expiry_core import TOPIC, Coordinator, _coordinator
+from tests.test_move_freeze import MOVE, NOW, TARGET, commit, idempotent, recording_coordinator
+from tests.test_producer_expiry_core import TOPIC, Coordinator
 
 
 @pytest.fixture
 def coordinator() -> Iterator[Coordinator]:
-    with tempfile.TemporaryDirectory() as directory:
-        made = _coordinator(directory)
-        made.written = []  # type: ignore[attr-defined]
-        original_append = made.append
-
-        def keep(result: Any) -> None:  # every record written, for the rebuild below
-            original_append(result)
-            if result.records:
-                made.written.append(made.pending[-1])  # type: ignore[attr-defined]
-
-        made.append = keep  # type: ignore[method-assign]
+    with recording_coordinator() as made:
         yield made
-        made.store.close()
 
 
 def start(coordinator: Coordinator, move_id: int = MOVE) -> Any:

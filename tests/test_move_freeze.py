@@ -5,6 +5,7 @@ in the state across a reopen and a rebuild from the records, and the state check
 
 from __future__ import annotations
 
+import contextlib
 import tempfile
 from collections.abc import Iterator
 from functools import partial
@@ -41,21 +42,30 @@ MOVE = 41
 LATER = 1_800_000_000_000  # past the batches' timestamps (the harness's 1.7e12): their producers expire
 
 
-@pytest.fixture
-def coordinator() -> Iterator[Coordinator]:
+@contextlib.contextmanager
+def recording_coordinator() -> Iterator[Coordinator]:
+    """A coordinator on a temporary directory that keeps every record written, for the rebuilds of the tests."""
     with tempfile.TemporaryDirectory() as directory:
         made = _coordinator(directory)
         made.written = []  # type: ignore[attr-defined]
         original_append = made.append
 
-        def keep(result: Any) -> None:  # every record written, for the rebuild below
+        def keep(result: Any) -> None:
             original_append(result)
             if result.records:
                 made.written.append(made.pending[-1])  # type: ignore[attr-defined]
 
         made.append = keep  # type: ignore[method-assign]
+        try:
+            yield made
+        finally:
+            made.store.close()
+
+
+@pytest.fixture
+def coordinator() -> Iterator[Coordinator]:
+    with recording_coordinator() as made:
         yield made
-        made.store.close()
 
 
 def commit(coordinator: Coordinator, batches: list[Any], key: str, apply: bool = True) -> list[Any]:
