@@ -138,6 +138,8 @@ def _consolidate(args: argparse.Namespace) -> int:
     size = BenchSize(files=args.files, partitions=args.partitions, brokers=args.brokers,
                      coordinators=args.coordinators, target_object_bytes=args.target_object_bytes,
                      baseline_s=args.baseline_seconds, master=args.master, job_nice=args.job_nice,
+                     job_cpu_idle=not args.job_cpu_shared,
+                     one_process=not args.no_one_process,
                      replace_duty_percent=args.replace_duty_percent,
                      node_settings=tuple(args.node_setting))  # fmt: skip
     if min(size.files, size.partitions, size.brokers, size.coordinators, size.target_object_bytes) <= 0:
@@ -270,6 +272,14 @@ def _add_consolidate_command(commands: Any) -> None:
     consolidate.add_argument(
         "--job-nice", type=int, default=size.job_nice,
         help=f"niceness of the job's JVM and Python workers (default {size.job_nice}; 0: as the node)",
+    )  # fmt: skip
+    consolidate.add_argument(
+        "--no-one-process", action="store_true",
+        help="skip the same work without Spark on a copy of the store (no time ratio; saves the copy and the run)",
+    )  # fmt: skip
+    consolidate.add_argument(
+        "--job-cpu-shared", action="store_true",
+        help="the job's processes without SCHED_IDLE (diskless.consolidation.job.cpu.idle=false): niceness only",
     )  # fmt: skip
     consolidate.add_argument(
         "--replace-duty-percent", type=int, default=size.replace_duty_percent,

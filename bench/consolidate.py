@@ -64,6 +64,8 @@ class BenchSize:
     baseline_s: float = 20.0  # the load alone, before the job
     master: str = "local[2]"
     job_nice: int = 19  # the job's JVM and Python workers (diskless.consolidation.job.nice)
+    job_cpu_idle: bool = True  # and under SCHED_IDLE (diskless.consolidation.job.cpu.idle)
+    one_process: bool = True  # also the same work without Spark, on a copy of the store (for the time ratio)
     replace_duty_percent: int = 20  # diskless.consolidation.replace.duty.percent
     seed: int = 38
     # The node's settings over NODE_SETTINGS (e.g. the file workers' pacing, or a worker interval long enough that
@@ -198,7 +200,8 @@ def _options(address: str, root: Path, size: BenchSize, committed_before_ms: int
     return ConsolidateOptions(access=CoordinatorAccess((address,)), store=StoreConfig("local", str(root)),
                               min_age_ms=0, target_object_bytes=size.target_object_bytes,
                               max_files=size.files, committed_before_ms=committed_before_ms,
-                              job_nice=size.job_nice, replace_duty_percent=size.replace_duty_percent)  # fmt: skip
+                              job_nice=size.job_nice, job_cpu_idle=size.job_cpu_idle,
+                              replace_duty_percent=size.replace_duty_percent)  # fmt: skip
 
 
 def one_process(address: str, root: Path, size: BenchSize) -> dict[str, Any]:
@@ -232,12 +235,16 @@ def run_benchmark(size: BenchSize, work: Path, out: Path | None = RESULTS, spark
     partitions = build(work, size)
     build_s = time.monotonic() - started
     built_ms = time.time_ns() // 1_000_000
-    say(f"built {size.files:,} files in {build_s:.0f} s; copying for the one-process run")
-    subprocess.run(["cp", "-a", str(work / "a"), str(work / "b")], check=True)
+    say(f"built {size.files:,} files in {build_s:.0f} s")
+    if size.one_process:
+        say("copying the store for the one-process run")
+        subprocess.run(["cp", "-a", str(work / "a"), str(work / "b")], check=True)
     results: dict[str, Any] = {"size": asdict(size), "build_s": round(build_s, 1), "load_average": os.getloadavg()}
     root_a, root_b = work / "a" / "objects", work / "b" / "objects"
     node_a, address_a, _ = start_node(work / "a", size.coordinators, _node_settings(size, root_a))
-    session = spark or open_consolidation_session(size.master, {"spark.ui.enabled": "false"}, size.job_nice)
+    session = spark or open_consolidation_session(
+        size.master, {"spark.ui.enabled": "false"}, size.job_nice, size.job_cpu_idle
+    )
     try:
         with grpc.insecure_channel(address_a) as channel:
             stub = pb_grpc.DisklessCoordinatorStub(channel)
@@ -260,16 +267,19 @@ def run_benchmark(size: BenchSize, work: Path, out: Path | None = RESULTS, spark
         if spark is None:
             session.stop()
         stop_node(node_a)
-    node_b, address_b, _ = start_node(work / "b", size.coordinators, _node_settings(size, root_b))
-    try:
-        with grpc.insecure_channel(address_b) as channel:
-            _wait_serving(pb_grpc.DisklessCoordinatorStub(channel))
-        results["one_process"] = one_process(address_b, root_b, size)
-    finally:
-        stop_node(node_b)
+    if size.one_process:
+        node_b, address_b, _ = start_node(work / "b", size.coordinators, _node_settings(size, root_b))
+        try:
+            with grpc.insecure_channel(address_b) as channel:
+                _wait_serving(pb_grpc.DisklessCoordinatorStub(channel))
+            results["one_process"] = one_process(address_b, root_b, size)
+        finally:
+            stop_node(node_b)
+        results["spark_vs_one_process"] = round(
+            results["spark_wall_s"] / max(results["one_process"]["wall_s"], 1e-9), 2
+        )
     without, with_job = results["load_without_job"]["p99_ms"], results["load_with_job"]["p99_ms"]
     results["commit_p99_ratio"] = round(with_job / without, 2) if without else None
-    results["spark_vs_one_process"] = round(results["spark_wall_s"] / max(results["one_process"]["wall_s"], 1e-9), 2)
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(results, indent=2) + "\n")
@@ -278,7 +288,11 @@ def run_benchmark(size: BenchSize, work: Path, out: Path | None = RESULTS, spark
 
 def table(results: dict[str, Any]) -> str:
     before, after, job = results["before"], results["after"], results["job"]
-    one_process = f"{results['one_process']['wall_s']} s (ratio {results['spark_vs_one_process']})"
+    one_process = (
+        f"{results['one_process']['wall_s']} s (ratio {results['spark_vs_one_process']})"
+        if "one_process" in results
+        else "not run"
+    )
     rows = [
         ("files (size)", f"{results['size']['files']:,} files, {results['size']['partitions']:,} partitions, "
                          f"{results['size']['brokers']} brokers"),

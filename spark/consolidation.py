@@ -55,10 +55,12 @@ def say_on_stderr(line: str) -> None:
 
 
 def open_consolidation_session(
-    master: str | None = None, conf: dict[str, str] | None = None, nice: int = NICE_MAX
+    master: str | None = None, conf: dict[str, str] | None = None, nice: int = NICE_MAX, idle: bool = False
 ) -> SparkSession:
     """A session whose JVM and Python workers run at niceness `nice` (spark/job_priority.py)."""
-    return started_at_niceness(nice, lambda: open_session(master, {"spark.app.name": APP_NAME, **(conf or {})}))
+    return started_at_niceness(
+        nice, lambda: open_session(master, {"spark.app.name": APP_NAME, **(conf or {})}), idle=idle
+    )
 
 
 def _wall_clock_ms() -> int:

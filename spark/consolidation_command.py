@@ -38,7 +38,7 @@ def main(
     def session() -> Any:
         if spark is not None:
             return spark
-        created.append(open_consolidation_session(args.master, nice=options.job_nice))
+        created.append(open_consolidation_session(args.master, nice=options.job_nice, idle=options.job_cpu_idle))
         return created[0]
 
     try:

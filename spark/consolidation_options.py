@@ -38,6 +38,7 @@ class ConsolidateOptions:
     committed_before_ms: int = 0  # also only files committed by then (wall clock; 0: no such bound)
     max_batches_per_run: int = 10_000  # the coordinators' diskless.coordinator.replace.batch.max
     job_nice: int = 19  # niceness of the JVM and Python workers the job starts (spark/job_priority.py)
+    job_cpu_idle: bool = True  # diskless.consolidation.job.cpu.idle: those processes under SCHED_IDLE too
     replace_duty_percent: int = 20  # share of a run task's time spent in ReplaceBatches at most (100: no pause)
     task_runs: int = 8  # diskless.consolidation.task.runs: runs one Spark task carries at most
     task_bytes: int = 512 * 1024  # diskless.consolidation.task.bytes: compressed plan bytes one task carries at most
@@ -92,6 +93,7 @@ def options_from_arguments(args: argparse.Namespace) -> ConsolidateOptions:
         run_tasks=args.run_tasks,
         max_batches_per_run=settings.replace_batch_max,
         job_nice=settings.consolidation_job_nice,
+        job_cpu_idle=settings.consolidation_job_cpu_idle,
         replace_duty_percent=settings.consolidation_replace_duty_percent,
         task_runs=settings.consolidation_task_runs,
         task_bytes=settings.consolidation_task_bytes,

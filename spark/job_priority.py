@@ -10,6 +10,12 @@ On Linux a niceness belongs to a thread, and a process inherits the one of the t
 Spark JVM is started (by pyspark's gateway launcher) from a thread of its own whose niceness is raised
 first: the JVM, every thread it makes and every Python worker it forks inherit it, while the calling
 process (the driver's Python, or a benchmark's load generator) keeps its own.
+
+Niceness alone still lets a niced thread keep a core for a few milliseconds after the node's thread wakes (the
+scheduler shares by weight, it does not preempt at once), which is what a commit waiting for its turn sees. With
+`diskless.consolidation.job.cpu.idle` the same thread also takes Linux's SCHED_IDLE policy, inherited the same
+way: the job then runs only on a core nothing else wants (as `chrt --idle 0`). A job on a machine that is busy
+for good makes no progress then; the moving's watchdog (`diskless.consolidation.stall.timeout.ms`) ends it.
 """
 
 from __future__ import annotations
@@ -32,15 +38,30 @@ def raise_thread_niceness(nice: int) -> int:
     return os.getpriority(os.PRIO_PROCESS, thread)
 
 
-def started_at_niceness(nice: int, start: Callable[[], T]) -> T:
-    """`start()` called in a thread of its own at niceness `nice`: what it forks inherits the niceness,
-    this thread and process keep theirs. Exceptions of `start` are raised here."""
+def take_idle_policy() -> bool:
+    """The calling thread under SCHED_IDLE (what it forks inherits it); False where the system has no such policy."""
+    policy: int | None = getattr(os, "SCHED_IDLE", None)
+    if policy is None:
+        return False
+    try:
+        os.sched_setscheduler(threading.get_native_id(), policy, os.sched_param(0))
+    except OSError:
+        return False
+    taken: int = os.sched_getscheduler(threading.get_native_id())
+    return taken == policy
+
+
+def started_at_niceness(nice: int, start: Callable[[], T], *, idle: bool = False) -> T:
+    """`start()` called in a thread of its own at niceness `nice` (and under SCHED_IDLE when `idle`): what it
+    forks inherits both, this thread and process keep theirs. Exceptions of `start` are raised here."""
     outcome: list[T] = []
     failure: list[BaseException] = []
 
     def starter() -> None:
         try:
             raise_thread_niceness(nice)
+            if idle:
+                take_idle_policy()
             outcome.append(start())
         except BaseException as error:  # handed to the caller's thread
             failure.append(error)

@@ -318,6 +318,13 @@ class StorageSettings(NodeSettings):
         "niceness (0..19) of the processes `diskless consolidate` starts (the Spark JVM and its Python workers): "
         "19, the lowest CPU priority, lets a coordinator node on the same machine keep its CPU while the job runs",
     )
+    consolidation_job_cpu_idle: bool = _setting(
+        "diskless.consolidation.job.cpu.idle",
+        True,
+        "whether the processes `diskless consolidate` starts also run under Linux's SCHED_IDLE policy (a core only "
+        "when nothing else wants it, as `chrt --idle 0`): a node on the same machine then never waits for the job's "
+        "threads to leave a core; on a machine busy for good the job stalls and its watchdog ends it",
+    )
     consolidation_replace_duty_percent: int = _setting(
         "diskless.consolidation.replace.duty.percent",
         20,
