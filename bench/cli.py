@@ -141,8 +141,19 @@ def _consolidate(args: argparse.Namespace) -> int:
                      job_cpu_idle=not args.job_cpu_shared,
                      one_process=not args.no_one_process,
                      replace_duty_percent=args.replace_duty_percent,
+                     object_max_batches=args.object_max_batches,
                      node_settings=tuple(args.node_setting))  # fmt: skip
-    if min(size.files, size.partitions, size.brokers, size.coordinators, size.target_object_bytes) <= 0:
+    if (
+        min(
+            size.files,
+            size.partitions,
+            size.brokers,
+            size.coordinators,
+            size.target_object_bytes,
+            size.object_max_batches,
+        )
+        <= 0
+    ):
         print("diskless bench consolidate: sizes must be > 0", file=sys.stderr)
         return 2
     if not 0 <= size.job_nice <= 19 or not 1 <= size.replace_duty_percent <= 100:
@@ -285,6 +296,13 @@ def _add_consolidate_command(commands: Any) -> None:
         "--replace-duty-percent", type=int, default=size.replace_duty_percent,
         help=f"the job's ReplaceBatches pacing (default {size.replace_duty_percent}; 100: no pause)",
     )  # fmt: skip
+    consolidate.add_argument(
+        "--object-max-batches",
+        type=int,
+        default=size.object_max_batches,
+        help=f"batches one consolidated object (one ReplaceBatches call) carries at most (default "
+        f"{size.object_max_batches}; diskless.consolidation.object.max.batches)",
+    )
     consolidate.add_argument(
         "--node-setting", action="append", default=[], type=_key_value, metavar="KEY=VALUE",
         help="a setting of the node over the bench's own (repeatable), e.g. the file workers' pacing",

@@ -67,6 +67,7 @@ class BenchSize:
     job_cpu_idle: bool = True  # and under SCHED_IDLE (diskless.consolidation.job.cpu.idle)
     one_process: bool = True  # also the same work without Spark, on a copy of the store (for the time ratio)
     replace_duty_percent: int = 20  # diskless.consolidation.replace.duty.percent
+    object_max_batches: int = 500  # diskless.consolidation.object.max.batches: batches per object and call
     seed: int = 38
     # The node's settings over NODE_SETTINGS (e.g. the file workers' pacing, or a worker interval long enough that
     # they do nothing during the job: what the job costs the commits with the node's own file work taken away).
@@ -201,7 +202,8 @@ def _options(address: str, root: Path, size: BenchSize, committed_before_ms: int
                               min_age_ms=0, target_object_bytes=size.target_object_bytes,
                               max_files=size.files, committed_before_ms=committed_before_ms,
                               job_nice=size.job_nice, job_cpu_idle=size.job_cpu_idle,
-                              replace_duty_percent=size.replace_duty_percent)  # fmt: skip
+                              replace_duty_percent=size.replace_duty_percent,
+                              max_batches_per_run=size.object_max_batches)  # fmt: skip
 
 
 def one_process(address: str, root: Path, size: BenchSize) -> dict[str, Any]:

@@ -36,7 +36,8 @@ class ConsolidateOptions:
     run_tasks: int = 0  # 0: four per core
     uploader_broker_id: int = CONSOLIDATION_UPLOADER_ID
     committed_before_ms: int = 0  # also only files committed by then (wall clock; 0: no such bound)
-    max_batches_per_run: int = 10_000  # the coordinators' diskless.coordinator.replace.batch.max
+    # diskless.consolidation.object.max.batches, capped by the coordinators' diskless.coordinator.replace.batch.max
+    max_batches_per_run: int = 500
     job_nice: int = 19  # niceness of the JVM and Python workers the job starts (spark/job_priority.py)
     job_cpu_idle: bool = True  # diskless.consolidation.job.cpu.idle: those processes under SCHED_IDLE too
     replace_duty_percent: int = 20  # share of a run task's time spent in ReplaceBatches at most (100: no pause)
@@ -56,7 +57,7 @@ class ConsolidateOptions:
         if not 0 <= self.run_tasks <= RUN_TASKS_MAX:
             return f"--run-tasks must be 0..{RUN_TASKS_MAX} (0: four per core), got {self.run_tasks}"
         if self.max_batches_per_run <= 0:
-            return f"diskless.coordinator.replace.batch.max must be > 0, got {self.max_batches_per_run}"
+            return f"diskless.consolidation.object.max.batches must be > 0, got {self.max_batches_per_run}"
         if not 0 <= self.job_nice <= 19:
             return f"diskless.consolidation.job.nice must be 0..19, got {self.job_nice}"
         if not 1 <= self.replace_duty_percent <= 100:
@@ -91,7 +92,8 @@ def options_from_arguments(args: argparse.Namespace) -> ConsolidateOptions:
         max_file_size=args.max_file_size,
         dry_run=args.dry_run,
         run_tasks=args.run_tasks,
-        max_batches_per_run=settings.replace_batch_max,
+        # One object, one call: the job's own bound, never past what a coordinator accepts in one call.
+        max_batches_per_run=min(settings.consolidation_object_max_batches, settings.replace_batch_max),
         job_nice=settings.consolidation_job_nice,
         job_cpu_idle=settings.consolidation_job_cpu_idle,
         replace_duty_percent=settings.consolidation_replace_duty_percent,

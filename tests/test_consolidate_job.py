@@ -340,3 +340,34 @@ def test_a_plan_larger_than_one_tasks_bound_is_split_into_several_tasks_and_all_
         assert scene.read_all() == before
     finally:
         scene.server.stop()
+
+
+@pytest.mark.slow
+def test_a_run_longer_than_one_objects_bound_becomes_several_objects_each_its_own_call(
+    local_store_under_test: ObjectStoreUnderTest,
+    spark: SparkSession,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    scene = build_scene(tmp_path, local_store_under_test)
+    bound = 2  # batches per object: each partition's ~6 batches (one per file) make several objects
+    with scene.properties.open("a") as properties:
+        properties.write(f"diskless.consolidation.object.max.batches={bound}\n")
+    try:
+        before, batches_before = scene.read_all(), scene.batches()
+        code, report = scene.consolidate(spark, capsys, "--target-object-bytes", "100000")
+        assert code == 0 and report["status"] == "ok" and report["refused"] == 0, report
+        after = scene.batches()
+        per_object: dict[str, int] = {}
+        for partition in scene.partitions:
+            for b in after[partition]:
+                if b.object_key not in scene.files:
+                    per_object[b.object_key] = per_object.get(b.object_key, 0) + 1
+        assert report["objects_out"] == len(per_object) > len(scene.partitions), report  # several per partition
+        assert max(per_object.values()) == bound  # none carries more than the bound
+        assert sum(per_object.values()) == report["batches_moved"]
+        for partition in scene.partitions:  # all moved but a last batch left alone (one file: not worth a move)
+            assert sum(b.object_key in scene.files for b in after[partition]) <= len(batches_before[partition]) % bound
+        assert scene.read_all() == before  # same records, same offsets, decoded from the new objects
+    finally:
+        scene.server.stop()

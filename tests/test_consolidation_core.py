@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from coordinator.base.errors import ErrorCode
+from coordinator.base.invariants import InvariantViolation
 from coordinator.base.result import Result
 from coordinator.commits import rules as rules_commit
 from coordinator.consolidation import rules
@@ -250,6 +251,19 @@ def test_the_state_check_sees_a_live_batch_count_that_disagrees(coordinator: Coo
         ]
     problem = check_integrity(coordinator.store.path).problem  # the state check (CheckState, after a crash) runs it
     assert problem is not None and "counts 2 live batches, 1 name it" in problem
+
+
+def test_a_move_from_a_file_that_holds_fewer_live_batches_than_left_it_is_an_invariant_violation(
+    coordinator: Coordinator,
+) -> None:
+    """The apply lowers every left file's count in one statement; one file short must still stop it."""
+    commit_sizes(coordinator, 0, [100], "wal/a")  # offsets 0..1
+    commit_sizes(coordinator, 0, [100], "wal/b")  # offsets 2..3
+    with coordinator.store._writer:  # damage of the kind a lost write would leave
+        coordinator.store._writer.execute("UPDATE files SET live_batches = 0 WHERE object_key = 'wal/b'")
+    with pytest.raises(InvariantViolation, match=f"batches left files .*{live_file_id(coordinator, 'wal/b')}"):
+        replace(coordinator, part(Extent(TOPIC, 0, 0, 3, 0, 200)))
+    assert live(coordinator, "wal/a") == 1  # nothing of the record was applied
 
 
 def live_file_id(coordinator: Coordinator, key: str) -> int:

@@ -3,12 +3,15 @@ its summary's counts and status (spark/consolidation_report.py)."""
 
 from __future__ import annotations
 
+import argparse
 import re
+from pathlib import Path
 
 import pytest
 
 from coordinator.files.object_store import StoreConfig
 from coordinator.machine.object_keys import WAL_KEY_PATTERN
+from spark.consolidation_options import add_consolidate_arguments, options_from_arguments
 from spark.consolidation_report import INCOMPLETE, OK, ConsolidationReport
 from spark.consolidation_rules import (
     Extent,
@@ -250,3 +253,23 @@ def test_the_driver_plans_every_coordinator_and_cuts_each_partitions_runs(monkey
     assert [(r.coordinator_id, r.partition, [b.base_offset for b in r.batches]) for r in plan.runs] == [
         (1, 0, [0, 4]), (1, 1, [0, 4]), (2, 0, [0, 4]), (2, 1, [0, 4])
     ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("given", "expected"),
+    [
+        ("", 500),  # the job's default, well under the coordinators' 10,000
+        ("diskless.consolidation.object.max.batches=40\n", 40),
+        # Never past what a coordinator accepts in one call, whatever the job's own bound says.
+        ("diskless.consolidation.object.max.batches=900\ndiskless.coordinator.replace.batch.max=300\n", 300),
+    ],
+)
+def test_the_batches_one_object_carries_are_the_jobs_bound_capped_by_the_coordinators(
+    tmp_path: Path, given: str, expected: int
+) -> None:
+    properties = tmp_path / "job.properties"
+    properties.write_text(given)
+    parser = argparse.ArgumentParser()
+    add_consolidate_arguments(parser)
+    options = options_from_arguments(parser.parse_args(["--config", str(properties)]))
+    assert options.max_batches_per_run == expected

@@ -224,6 +224,7 @@ def _files(settings: Settings) -> None:
     for attr in (
         "consolidation_target_object_bytes",
         "consolidation_max_files",
+        "consolidation_object_max_batches",
         "consolidation_task_runs",
         "consolidation_task_bytes",
         "consolidation_stall_timeout_ms",
