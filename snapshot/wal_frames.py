@@ -14,6 +14,11 @@ pairs, s1 += a + s2; s2 += b + s1. One pair is a linear step,
 (s1, s2) <- M (s1, s2) + (a, a + b) with M = [[1, 1], [1, 2]] mod 2^32, so a
 whole frame is one product of precomputed powers of M with its words
 (`FrameChecksum`), in C through numpy rather than a Python loop per word.
+
+numpy is imported only when a WAL is checked (a node opening a state a crash left), never at import: every
+serving process imports this module, and numpy's import starts OpenBLAS's thread pool, whose threads spin
+waiting for work they never get here (an integer dot product never calls BLAS). In callgrind that spinning
+was a quarter of a reader process's instructions per FindBatches call.
 """
 
 from __future__ import annotations
@@ -22,10 +27,11 @@ import struct
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import final
+from typing import TYPE_CHECKING, final
 
-import numpy as np
-import numpy.typing as npt
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
 
 WAL_HEADER_BYTES = 32
 FRAME_HEADER_BYTES = 24
@@ -42,6 +48,8 @@ class FrameChecksum:
     """SQLite's WAL checksum over a frame's first 8 header bytes and its page, for one page size."""
 
     def __init__(self, page_size: int) -> None:
+        import numpy as np  # here, not at import: see the module's docstring
+
         self.page_size = page_size
         pairs = (8 + page_size) // 8
         a, b, c, d = 1, 0, 0, 1  # M^0
@@ -63,6 +71,7 @@ class FrameChecksum:
         self._header = tuple(int(v) for v in (per_word[0, 0], per_word[0, 1], per_word[1, 0], per_word[1, 1]))
         self._page_s1 = np.ascontiguousarray(per_word[0, 2:], dtype=np.uint32)
         self._page_s2 = np.ascontiguousarray(per_word[1, 2:], dtype=np.uint32)
+        self._dot = np.dot
 
     def compute(self, header: tuple[int, int], page: npt.NDArray[np.uint32], s1: int, s2: int) -> tuple[int, int]:
         """The running checksum after a frame: its header's first two words, then its page's words."""
@@ -70,8 +79,8 @@ class FrameChecksum:
         h1x, h1y, h2x, h2y = self._header
         x, y = header
         return (
-            (a * s1 + b * s2 + h1x * x + h1y * y + int(np.dot(self._page_s1, page))) & _MASK,
-            (c * s1 + d * s2 + h2x * x + h2y * y + int(np.dot(self._page_s2, page))) & _MASK,
+            (a * s1 + b * s2 + h1x * x + h1y * y + int(self._dot(self._page_s1, page))) & _MASK,
+            (c * s1 + d * s2 + h2x * x + h2y * y + int(self._dot(self._page_s2, page))) & _MASK,
         )
 
 
@@ -89,6 +98,8 @@ def frame_checksum(page_size: int) -> FrameChecksum:
 
 def reference_checksum(data: bytes, s1: int, s2: int, big_endian: bool) -> tuple[int, int]:
     """SQLite's loop, word by word (the tests hold `FrameChecksum` to it)."""
+    import numpy as np
+
     words = np.frombuffer(data, dtype=">u4" if big_endian else "<u4")
     for i in range(0, len(words), 2):
         s1 = (s1 + int(words[i]) + s2) & _MASK
@@ -130,6 +141,8 @@ def wal_damage(path: Path) -> str | None:
     WAL's salts) is damage, and so is a header that does not verify while
     frames follow it: the caller sets the state aside and rebuilds it.
     """
+    import numpy as np
+
     with open(path, "rb") as file:
         header_bytes = file.read(WAL_HEADER_BYTES)
         if len(header_bytes) < WAL_HEADER_BYTES:
