@@ -137,6 +137,10 @@ class CallGate:
         finally:
             self._answered(method, code, started)
 
+    async def on_node(self, handler: Callable[[], Awaitable[Response] | Response]) -> Response:
+        """What `handler` answers, run on the node's loop (see `call`), without a call's admission and metrics."""
+        return await (self._hop.call(handler) if self._hop is not None else outcome_of(handler))
+
     def node_items(self, items: Callable[[], AsyncIterator[Response]]) -> AsyncGenerator[Response, None]:
         """A stream of the node's, made and advanced on the node's loop (see `call`), closed when this one is."""
         return _closing_items(items) if self._hop is None else self._hop.items(items)
@@ -301,10 +305,16 @@ def edge_handlers(
     for method in service.methods:
         if only is not None and method.name not in only:
             continue
-        check_invariant(not method.client_streaming, f"{method.full_name} streams requests")
         run = getattr(servicer, method.name)
         request_type = message_factory.GetMessageClass(method.input_type)
         response_type = message_factory.GetMessageClass(method.output_type)
+        if method.client_streaming:  # replication's stream of requests: its servicer admits it (ACL) and parses
+            check_invariant(method.server_streaming, f"{method.full_name} streams requests for one answer")
+            check_invariant(inspect.isasyncgenfunction(run), f"{method.full_name} needs an async generator")
+            handlers[method.name] = grpc.stream_stream_rpc_method_handler(
+                run, request_deserializer=request_type.FromString, response_serializer=response_type.SerializeToString
+            )
+            continue
         if method.server_streaming:  # not admitted here: each servicer admits its streams (see `CallGate.stream`)
             check_invariant(inspect.isasyncgenfunction(run), f"{method.full_name} needs an async generator")
             handlers[method.name] = grpc.unary_stream_rpc_method_handler(
