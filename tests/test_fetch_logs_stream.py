@@ -26,10 +26,12 @@ def _request(node_id: int, coordinator_ids: list[int]) -> internal.FetchLogsRequ
 async def _exchange(address: str, requests: list[internal.FetchLogsRequest]) -> list[internal.FetchLogsResponse]:
     async with grpc.aio.insecure_channel(address) as channel:
         stream = internal_grpc.CoordinatorInternalStub(channel).FetchLogsStream()
-        answers = []
+        answers: list[internal.FetchLogsResponse] = []
         for request in requests:  # one at a time, as the fetcher sends them: each answered before the next
             await stream.write(request)
-            answers.append(await asyncio.wait_for(stream.read(), 30))
+            answer = await asyncio.wait_for(stream.read(), 30)
+            assert isinstance(answer, internal.FetchLogsResponse)
+            answers.append(answer)
         await stream.done_writing()
         assert await asyncio.wait_for(stream.read(), 30) is grpc.aio.EOF
         # The same requests as FetchLogs calls get the same answers.
