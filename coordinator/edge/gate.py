@@ -312,7 +312,9 @@ def edge_handlers(
             check_invariant(method.server_streaming, f"{method.full_name} streams requests for one answer")
             check_invariant(inspect.isasyncgenfunction(run), f"{method.full_name} needs an async generator")
             handlers[method.name] = grpc.stream_stream_rpc_method_handler(
-                run, request_deserializer=request_type.FromString, response_serializer=response_type.SerializeToString
+                _take_requests(gate, method.name, request_type, run),
+                request_deserializer=None,  # each message's bytes parsed by the gate, as a unary call's
+                response_serializer=response_type.SerializeToString,
             )
             continue
         if method.server_streaming:  # not admitted here: each servicer admits its streams (see `CallGate.stream`)
@@ -360,6 +362,24 @@ def _take_stream(
     async def take(raw: bytes, context: Context) -> AsyncIterator[Any]:
         request = await gate.parse(method, raw, request_type, context)
         async with contextlib.aclosing(run(request, context)) as items:
+            async for item in items:
+                yield item
+
+    return take
+
+
+def _take_requests(
+    gate: CallGate,
+    method: str,
+    request_type: type[Message],
+    run: Callable[[AsyncIterator[Any], Any], AsyncGenerator[Any, None]],
+) -> Callable[[AsyncIterator[bytes], Context], AsyncIterator[Any]]:
+    async def take(raws: AsyncIterator[bytes], context: Context) -> AsyncIterator[Any]:
+        async def parsed() -> AsyncIterator[Any]:
+            async for raw in raws:  # a message that does not parse ends the stream with INVALID_ARGUMENT
+                yield await gate.parse(method, raw, request_type, context)
+
+        async with contextlib.aclosing(run(parsed(), context)) as items:
             async for item in items:
                 yield item
 
