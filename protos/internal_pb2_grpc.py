@@ -54,6 +54,11 @@ class CoordinatorInternalStub:
                 request_serializer=protos_dot_internal__pb2.FetchLogsRequest.SerializeToString,
                 response_deserializer=protos_dot_internal__pb2.FetchLogsResponse.FromString,
                 _registered_method=True)
+        self.FetchLogsStream = channel.stream_stream(
+                '/diskless.coordinator.v1.CoordinatorInternal/FetchLogsStream',
+                request_serializer=protos_dot_internal__pb2.FetchLogsRequest.SerializeToString,
+                response_deserializer=protos_dot_internal__pb2.FetchLogsResponse.FromString,
+                _registered_method=True)
         self.OffsetForLeaderEpoch = channel.unary_unary(
                 '/diskless.coordinator.v1.CoordinatorInternal/OffsetForLeaderEpoch',
                 request_serializer=protos_dot_internal__pb2.OffsetForLeaderEpochRequest.SerializeToString,
@@ -134,6 +139,14 @@ class CoordinatorInternalServicer:
         """Every coordinator a follower node follows on the called node, in one call (Kafka's per-broker replica
         fetcher): each partition is answered by the same rules as FetchLog; the call waits until any of them has
         frames to send, or max_wait_ms.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def FetchLogsStream(self, request_iterator, context):
+        """FetchLogs over one open stream per follower node and leader node: each request is answered once, in order,
+        exactly as a FetchLogs call (long poll included), without a call's setup per round.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -225,6 +238,11 @@ def add_CoordinatorInternalServicer_to_server(servicer, server):
             ),
             'FetchLogs': grpc.unary_unary_rpc_method_handler(
                     servicer.FetchLogs,
+                    request_deserializer=protos_dot_internal__pb2.FetchLogsRequest.FromString,
+                    response_serializer=protos_dot_internal__pb2.FetchLogsResponse.SerializeToString,
+            ),
+            'FetchLogsStream': grpc.stream_stream_rpc_method_handler(
+                    servicer.FetchLogsStream,
                     request_deserializer=protos_dot_internal__pb2.FetchLogsRequest.FromString,
                     response_serializer=protos_dot_internal__pb2.FetchLogsResponse.SerializeToString,
             ),
@@ -375,6 +393,33 @@ class CoordinatorInternal:
             request,
             target,
             '/diskless.coordinator.v1.CoordinatorInternal/FetchLogs',
+            protos_dot_internal__pb2.FetchLogsRequest.SerializeToString,
+            protos_dot_internal__pb2.FetchLogsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def FetchLogsStream(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/diskless.coordinator.v1.CoordinatorInternal/FetchLogsStream',
             protos_dot_internal__pb2.FetchLogsRequest.SerializeToString,
             protos_dot_internal__pb2.FetchLogsResponse.FromString,
             options,

@@ -64,6 +64,10 @@ class CoordinatorInternalStub:
     fetcher): each partition is answered by the same rules as FetchLog; the call waits until any of them has
     frames to send, or max_wait_ms.
     """
+    FetchLogsStream: _grpc.StreamStreamMultiCallable[_internal_pb2.FetchLogsRequest, _internal_pb2.FetchLogsResponse]
+    """FetchLogs over one open stream per follower node and leader node: each request is answered once, in order,
+    exactly as a FetchLogs call (long poll included), without a call's setup per round.
+    """
     OffsetForLeaderEpoch: _grpc.UnaryUnaryMultiCallable[_internal_pb2.OffsetForLeaderEpochRequest, _internal_pb2.OffsetForLeaderEpochResponse]
     """The end offset of the largest leader epoch <= the one asked (KIP-101):
     a replica that becomes a follower truncates its log to it.
@@ -123,6 +127,10 @@ class CoordinatorInternalAsyncStub(CoordinatorInternalStub):
     """Every coordinator a follower node follows on the called node, in one call (Kafka's per-broker replica
     fetcher): each partition is answered by the same rules as FetchLog; the call waits until any of them has
     frames to send, or max_wait_ms.
+    """
+    FetchLogsStream: _aio.StreamStreamMultiCallable[_internal_pb2.FetchLogsRequest, _internal_pb2.FetchLogsResponse]  # type: ignore[assignment]
+    """FetchLogs over one open stream per follower node and leader node: each request is answered once, in order,
+    exactly as a FetchLogs call (long poll included), without a call's setup per round.
     """
     OffsetForLeaderEpoch: _aio.UnaryUnaryMultiCallable[_internal_pb2.OffsetForLeaderEpochRequest, _internal_pb2.OffsetForLeaderEpochResponse]  # type: ignore[assignment]
     """The end offset of the largest leader epoch <= the one asked (KIP-101):
@@ -204,6 +212,16 @@ class CoordinatorInternalServicer(metaclass=_abc_1.ABCMeta):
         """Every coordinator a follower node follows on the called node, in one call (Kafka's per-broker replica
         fetcher): each partition is answered by the same rules as FetchLog; the call waits until any of them has
         frames to send, or max_wait_ms.
+        """
+
+    @_abc_1.abstractmethod
+    def FetchLogsStream(
+        self,
+        request_iterator: _MaybeAsyncIterator[_internal_pb2.FetchLogsRequest],
+        context: _ServicerContext,
+    ) -> _typing.Union[_abc.Iterator[_internal_pb2.FetchLogsResponse], _abc.AsyncIterator[_internal_pb2.FetchLogsResponse]]:
+        """FetchLogs over one open stream per follower node and leader node: each request is answered once, in order,
+        exactly as a FetchLogs call (long poll included), without a call's setup per round.
         """
 
     @_abc_1.abstractmethod

@@ -219,6 +219,57 @@ def test_followers_of_a_node_without_fetch_logs_fetch_alone_with_fetch_log(tmp_p
     simulate(tmp_path, 34, work, coordinators=COORDINATORS)
 
 
+def _methods_called(sim: SimCluster, refuse: str | None = None) -> list[str]:
+    """Every internal call's method on the network from now on, in order; `refuse`: a method every node answers
+    UNIMPLEMENTED (a node of an earlier version)."""
+    called: list[str] = []
+    call = sim.network.call
+
+    async def counted(source: str, target: str, method: str, request: object, timeout_s: float | None) -> object:
+        called.append(method)
+        if method == refuse:
+            raise grpc.aio.AioRpcError(grpc.StatusCode.UNIMPLEMENTED, grpc.aio.Metadata(), grpc.aio.Metadata(), method)
+        return await call(source, target, method, request, timeout_s)
+
+    sim.network.call = counted  # type: ignore[method-assign]
+    return called
+
+
+def test_followers_fetch_over_the_stream_by_default(tmp_path: Path) -> None:
+    """With replica.fetch.stream.enable (the default) every round of a follower node goes over FetchLogsStream: no
+    FetchLogs call at all, and commits are acknowledged (min.insync.replicas 2)."""
+
+    async def work(sim: SimCluster) -> None:
+        await sim.start_all()
+        called = _methods_called(sim)
+        await _topic(sim)
+        for coordinator_id in range(COORDINATORS):
+            await _commit(sim, coordinator_id, f"wal/streamed/{coordinator_id}")
+        await _until("every replica holds every leader's log", lambda: _replicated(sim))
+        assert "FetchLogsStream" in called
+        assert "FetchLogs" not in called and "FetchLog" not in called
+
+    simulate(tmp_path, 35, work, coordinators=COORDINATORS)
+
+
+def test_followers_of_a_node_without_the_stream_fetch_with_fetch_logs(tmp_path: Path) -> None:
+    """A rolling upgrade: a leader node of an earlier version answers FetchLogsStream UNIMPLEMENTED; its followers
+    go on with FetchLogs calls (all coordinators at once, never FetchLog alone) and commits are acknowledged."""
+
+    async def work(sim: SimCluster) -> None:
+        await sim.start_all()
+        called = _methods_called(sim, refuse="FetchLogsStream")
+        await _topic(sim)
+        for coordinator_id in range(COORDINATORS):
+            await _commit(sim, coordinator_id, f"wal/unary/{coordinator_id}")
+        await _until("every replica holds every leader's log", lambda: _replicated(sim))
+        assert "FetchLogs" in called and "FetchLog" not in called
+        # Each session asked the stream once, then calls only.
+        assert called.count("FetchLogsStream") <= 2 * len(sim.running())
+
+    simulate(tmp_path, 36, work, coordinators=COORDINATORS)
+
+
 LINGER_MS = 100  # replica.fetch.linger.ms in the next test: long enough to tell a linger from none
 
 

@@ -20,7 +20,7 @@ from typing import Any, cast, final
 import grpc
 
 from coordinator.base.clock import Clock
-from coordinator.edge.rpcs import BY_METHOD
+from coordinator.edge.rpcs import BY_METHOD, Stream
 from protos import coordinator_pb2_grpc as pb_grpc
 from protos import internal_pb2_grpc as internal_grpc
 
@@ -147,6 +147,33 @@ class _Stream:
 
 
 @final
+class _RequestStream:
+    """A stream of requests as the caller uses it over gRPC (write, read, cancel): each request is one call in memory,
+    with the network's faults; a lost one ends the stream (the caller opens another)."""
+
+    def __init__(self, network: MemoryNetwork, source: str, target: str, method: str) -> None:
+        self._network, self._source, self._target, self._method = network, source, target, method
+        self._written: list[Any] = []
+        self._ended: grpc.aio.AioRpcError | None = None
+
+    async def write(self, request: Any) -> None:
+        self._written.append(request)
+
+    async def read(self) -> Any:
+        if self._ended is not None:
+            raise self._ended
+        try:
+            return await self._network.call(self._source, self._target, self._method, self._written.pop(0), None)
+        except grpc.aio.AioRpcError as error:
+            self._ended = error
+            raise
+
+    def cancel(self) -> bool:
+        self._ended = _unavailable(f"{self._method} to {self._target}: cancelled")
+        return True
+
+
+@final
 class _Stub:
     """Any method of a service: a unary call returns an awaitable answer, a stream an iterable call."""
 
@@ -154,6 +181,8 @@ class _Stub:
         self._network, self._source, self._target = network, source, target
 
     def __getattr__(self, method: str) -> Callable[..., Any]:
+        if BY_METHOD[method].stream is Stream.EACH_REQUEST:
+            return lambda timeout=None: _RequestStream(self._network, self._source, self._target, method)
         if BY_METHOD[method].streams:
             return lambda request, timeout=None: _Stream(
                 self._network.stream(self._source, self._target, method, request)

@@ -141,6 +141,12 @@ class Settings(StorageSettings):
         "how long a leader node holds a follower node's answer for the writes it began before answering (the same "
         "append tick's other coordinators) so that they go in that answer, not the next (0: never)",
     )
+    replica_fetch_stream_enable: bool = _setting(
+        "diskless.coordinator.replica.fetch.stream.enable",
+        True,
+        "a follower node fetches from each leader node over one open stream (FetchLogsStream), one message per "
+        "round, instead of a FetchLogs call per round (false: calls, as before)",
+    )
     replica_socket_timeout_ms: int = _setting(
         "diskless.coordinator.replica.socket.timeout.ms",
         10000,

@@ -140,6 +140,10 @@ class CallGate:
         finally:
             self._answered(method, code, started)
 
+    async def on_node(self, handler: Callable[[], Awaitable[Response] | Response]) -> Response:
+        """What `handler` answers, run on the node's loop (see `call`), without a call's admission and metrics."""
+        return await (self._hop.call(handler) if self._hop is not None else outcome_of(handler))
+
     def node_items(self, items: Callable[[], AsyncIterator[Response]]) -> AsyncGenerator[Response, None]:
         """A stream of the node's, made and advanced on the node's loop (see `call`), closed when this one is."""
         return _closing_items(items) if self._hop is None else self._hop.items(items)
@@ -308,10 +312,18 @@ def edge_handlers(
     for method in service.methods:
         if only is not None and method.name not in only:
             continue
-        check_invariant(not method.client_streaming, f"{method.full_name} streams requests")
         run = getattr(servicer, method.name)
         request_type = message_factory.GetMessageClass(method.input_type)
         response_type = message_factory.GetMessageClass(method.output_type)
+        if method.client_streaming:  # replication's stream of requests: its servicer admits it (ACL) and parses
+            check_invariant(method.server_streaming, f"{method.full_name} streams requests for one answer")
+            check_invariant(inspect.isasyncgenfunction(run), f"{method.full_name} needs an async generator")
+            handlers[method.name] = grpc.stream_stream_rpc_method_handler(
+                _take_requests(gate, method.name, request_type, run),
+                request_deserializer=None,  # each message's bytes parsed by the gate, as a unary call's
+                response_serializer=response_type.SerializeToString,
+            )
+            continue
         if method.server_streaming:  # not admitted here: each servicer admits its streams (see `CallGate.stream`)
             check_invariant(inspect.isasyncgenfunction(run), f"{method.full_name} needs an async generator")
             handlers[method.name] = grpc.unary_stream_rpc_method_handler(
@@ -357,6 +369,24 @@ def _take_stream(
     async def take(raw: bytes, context: Context) -> AsyncIterator[Any]:
         request = await gate.parse(method, raw, request_type, context)
         async with contextlib.aclosing(run(request, context)) as items:
+            async for item in items:
+                yield item
+
+    return take
+
+
+def _take_requests(
+    gate: CallGate,
+    method: str,
+    request_type: type[Message],
+    run: Callable[[AsyncIterator[Any], Any], AsyncGenerator[Any, None]],
+) -> Callable[[AsyncIterator[bytes], Context], AsyncIterator[Any]]:
+    async def take(raws: AsyncIterator[bytes], context: Context) -> AsyncIterator[Any]:
+        async def parsed() -> AsyncIterator[Any]:
+            async for raw in raws:  # a message that does not parse ends the stream with INVALID_ARGUMENT
+                yield await gate.parse(method, raw, request_type, context)
+
+        async with contextlib.aclosing(run(parsed(), context)) as items:
             async for item in items:
                 yield item
 

@@ -77,6 +77,9 @@ class Stream(enum.Enum):
     GATED = "a stream through the call gate"  # readiness, access, metrics and the error table, as a unary call
     # Replication's own stream, as it always was: the ACL admits it; it is neither counted nor refused while loading.
     ACL_ONLY = "a stream the ACL alone admits"
+    # Replication's stream of requests: the ACL admits the stream once; each request is answered in turn, on the
+    # node's loop, by the row's handler, as a unary call of it would be.
+    EACH_REQUEST = "a stream of requests, each answered in turn as one call"
 
 
 @final
@@ -190,6 +193,9 @@ RPCS: tuple[Rpc, ...] = (
     Rpc(Service.INTERNAL, "FetchLog", Permission.INTERNAL, ServedBy.LEADER, "fetch_log", Front.HERE),
     # Every coordinator one follower node fetches from this node (each answered by its leader here, or refused).
     Rpc(Service.INTERNAL, "FetchLogs", Permission.INTERNAL, ServedBy.NODE, "fetch_logs", Front.HERE),
+    # The same, over one open stream per node pair: each request answered as a FetchLogs call by the same handler.
+    Rpc(Service.INTERNAL, "FetchLogsStream", Permission.INTERNAL, ServedBy.NODE, "fetch_logs", Front.HERE,
+        stream=Stream.EACH_REQUEST),
     Rpc(Service.INTERNAL, "OffsetForLeaderEpoch", Permission.INTERNAL, ServedBy.LEADER, "offset_for_leader_epoch",
         Front.HERE),
     Rpc(Service.INTERNAL, "FetchSnapshot", Permission.INTERNAL, ServedBy.LEADER, "fetch_snapshot", Front.HERE,

@@ -7,6 +7,7 @@ with what answers the row in this process (`Router.answer`); the router answers 
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeAlias, final
 
@@ -54,6 +55,8 @@ def service_method(rpc: Rpc, router: Router, gate: CallGate) -> ServiceMethod:
         return _gated_stream(rpc.method, answer_for, gate)
     if rpc.stream is Stream.ACL_ONLY:
         return _acl_only_stream(rpc.method, answer_for, gate)
+    if rpc.stream is Stream.EACH_REQUEST:
+        return _each_request(rpc.method, answer_for, gate)
     return _unary(rpc.method, answer_for, gate)
 
 
@@ -88,6 +91,24 @@ def _acl_only_stream(
         async with contextlib.aclosing(gate.node_items(lambda: answer_for(context)(request))) as items:
             async for item in items:
                 yield item
+
+    return stream
+
+
+def _each_request(
+    method: str, answer_for: AnswerFor, gate: CallGate
+) -> Callable[[AsyncIterator[Any], Context], AsyncIterator[Any]]:
+    async def stream(requests: AsyncIterator[Any], context: Context) -> AsyncIterator[Any]:
+        # Admitted once by the ACL, as the stream of FetchSnapshot; each request then costs only its answer (no
+        # call's setup, admission and metrics per round: why the stream exists).
+        try:
+            gate.access.admit(method, context.auth_context(), context.invocation_metadata())
+        except CallRejected as error:
+            code, message = grpc_status_of(error)
+            await context.abort(code, message)
+        answer = answer_for(context)
+        async for request in requests:
+            yield await gate.on_node(functools.partial(answer, request))
 
     return stream
 

@@ -26,7 +26,7 @@ import contextlib
 import logging
 import time
 from dataclasses import dataclass
-from typing import final
+from typing import Any, cast, final
 
 import grpc
 
@@ -78,6 +78,10 @@ class _Session:
         self._changed = asyncio.Event()  # a member joined (or a backoff should be looked at again)
         self._closed = False
         self._rotation = 0  # where the next request starts in the members' order, so none always comes last
+        # The open FetchLogsStream to the leader node (None: opened at the next round); calls instead when the
+        # setting says so or the leader node is of a version without the stream.
+        self._stream: Any = None
+        self._by_calls = not settings.replica_fetch_stream_enable
 
     def join(self, follower: Follower) -> None:
         backoff = Backoff(self._settings.replica_fetch_backoff_ms, self._settings.node_session_timeout_ms)
@@ -91,6 +95,7 @@ class _Session:
 
     def close(self) -> None:
         self._closed = True
+        self._close_stream()
         self._changed.set()
 
     async def run(self) -> None:
@@ -111,6 +116,12 @@ class _Session:
                 answer = await self._call(ready)
             except (grpc.RpcError, OSError) as error:  # the leader node unreachable or failing: all wait
                 code = error.code() if isinstance(error, grpc.aio.AioRpcError) else None
+                if code == grpc.StatusCode.UNIMPLEMENTED and not self._by_calls:
+                    log.info(
+                        "node at %s answers no FetchLogsStream (an earlier version): FetchLogs calls", self.address
+                    )
+                    self._by_calls = True
+                    continue
                 if code == grpc.StatusCode.UNIMPLEMENTED:
                     self._let_go(ready)
                     continue
@@ -159,7 +170,7 @@ class _Session:
         timeout_s = (self._settings.replica_fetch_wait_max_ms + self._settings.replica_socket_timeout_ms) / 1000
         self._changed.clear()
         sent = time.monotonic()
-        running = asyncio.ensure_future(self._link.internal_stub(self.address).FetchLogs(request, timeout=timeout_s))
+        running = asyncio.ensure_future(self._exchange(request, timeout_s))
         changed = asyncio.ensure_future(self._changed.wait())
         try:
             await asyncio.wait([running, changed], return_when=asyncio.FIRST_COMPLETED)
@@ -182,6 +193,32 @@ class _Session:
                 member.follower.observe_fetch(seconds, bool(part.frames))
                 answer.append((member, partition.fetch_offset, part))
         return answer
+
+    async def _exchange(self, request: internal.FetchLogsRequest, timeout_s: float) -> internal.FetchLogsResponse:
+        """`request`'s answer: over the open stream (opened if none is), or by a FetchLogs call. A stream that failed
+        or whose round was cancelled (a coordinator joined) is closed: the next round opens another."""
+        stub = self._link.internal_stub(self.address)
+        if self._by_calls:
+            return await stub.FetchLogs(request, timeout=timeout_s)
+        if self._stream is None:
+            self._stream = stub.FetchLogsStream()
+        stream = self._stream
+        try:
+            with contextlib.suppress(asyncio.InvalidStateError, grpc.aio.UsageError):
+                await stream.write(request)  # on a stream that ended, the read below raises its status
+            response = await asyncio.wait_for(stream.read(), timeout_s)
+        except BaseException:
+            self._close_stream()
+            raise
+        if response is grpc.aio.EOF:
+            self._close_stream()
+            raise ConnectionError(f"FetchLogsStream from {self.address} ended")
+        return cast(internal.FetchLogsResponse, response)
+
+    def _close_stream(self) -> None:
+        if self._stream is not None:
+            self._stream.cancel()
+            self._stream = None
 
     async def _hand(self, member: _Member, fetch_offset: int, part: internal.FetchLogResponse) -> None:
         """One coordinator's part: appended and applied, or its failure where it belongs (the member's backoff, or
