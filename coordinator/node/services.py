@@ -13,7 +13,7 @@ from typing import Any, TypeAlias, final
 
 from google.protobuf.descriptor import ServiceDescriptor
 
-from coordinator.base.errors import CallRejected, grpc_status_of
+from coordinator.base.errors import CallRejected, ShuttingDown, grpc_status_of
 from coordinator.edge.gate import CallGate, Context
 from coordinator.edge.rpcs import Rpc, Service, Stream, rows_of
 from coordinator.node.router import Answer, Router
@@ -108,6 +108,9 @@ def _each_request(
             await context.abort(code, message)
         answer = answer_for(context)
         async for request in requests:
+            if gate.stopping:  # refused as a FetchLogs call would be: an open stream must not hold the drain
+                code, message = grpc_status_of(ShuttingDown("the node is shutting down; fetch from its successor"))
+                await context.abort(code, message)
             yield await gate.on_node(functools.partial(answer, request))
 
     return stream
