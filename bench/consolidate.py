@@ -7,13 +7,15 @@ a deletion grace of a second so that the files nothing lives in any more are gon
 
 Measured: the job's wall time on local Spark; objects in the store, GETs to read every partition from
 its start, and the coordinators' live files, before and after; the p99 of a steady commit load
-(bench/consolidate_load.py) with the job running against without (the target: at most 1.5x); and the
-same work done by one process (the job's functions called in a loop, no Spark) on a copy of the store
-and the node's data, made before either ran.
+(bench/consolidate_load.py, in a process of its own as a broker's) with the job running against without
+(the target: at most 1.5x), with every stall of the node past half a second and its stacks
+(bench/stall_watch.py, `stalls.jsonl` in the work directory); and the same work done by one process (the
+job's functions called in a loop, no Spark) on a copy of the store and the node's data, made before either ran.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -30,8 +32,10 @@ from typing import Any
 
 import grpc
 
-from bench.consolidate_load import SteadyLoad, count_objects, layout_gets, live_file_rows, live_files
+from bench.consolidate_load import count_objects, layout_gets, live_file_rows, live_files
+from bench.load_process import LoadProcess
 from bench.node_process import start_node, stop_node
+from bench.stall_watch import summarize
 from bench.wal_broker import WalBroker
 from coordinator.files.object_store import StoreConfig, new_wal_key, open_object_store
 from protos import coordinator_pb2 as pb
@@ -44,6 +48,7 @@ BATCH_VARIANTS = 64  # distinct encoded batches the files reuse: genuine bytes w
 WRITE_THREADS = 32  # files committed at once while building (a window of brokers' 250 ms files)
 PROGRESS_EVERY_S = 10.0
 DRAIN_TIMEOUT_S = 120.0
+STALLS_FILE = "stalls.jsonl"  # bench/stall_watch.py's record of the run, in the work directory
 TOPIC_PARTITIONS_MAX = 100
 NODE_SETTINGS = {
     "diskless.coordinator.file.deletion.grace.period.ms": "1000",
@@ -206,6 +211,28 @@ def _options(address: str, root: Path, size: BenchSize, committed_before_ms: int
                               max_batches_per_run=size.object_max_batches)  # fmt: skip
 
 
+def _watch_stalls(closing: contextlib.ExitStack, work: Path, address: str, node_pid: int) -> subprocess.Popen[bytes]:
+    """bench/stall_watch.py beside the node: a call it does not answer within half a second gets the node's
+    and this process's stacks (the driver's, which holds the plan) written down while it lasts."""
+    watcher = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "bench.stall_watch",
+            "--address",
+            address,
+            "--pid",
+            str(node_pid),
+            "--pid",
+            str(os.getpid()),
+            "--out",
+            str(work / STALLS_FILE),
+        ]
+    )
+    closing.callback(watcher.kill)  # fmt: skip
+    return watcher
+
+
 def one_process(address: str, root: Path, size: BenchSize) -> dict[str, Any]:
     """The same work without Spark: plan every coordinator, cut the runs, move them one by one."""
     from spark.consolidation_planning import plan_runs
@@ -244,6 +271,7 @@ def run_benchmark(size: BenchSize, work: Path, out: Path | None = RESULTS, spark
     results: dict[str, Any] = {"size": asdict(size), "build_s": round(build_s, 1), "load_average": os.getloadavg()}
     root_a, root_b = work / "a" / "objects", work / "b" / "objects"
     node_a, address_a, _ = start_node(work / "a", size.coordinators, _node_settings(size, root_a))
+    closing = contextlib.ExitStack()
     session = spark or open_consolidation_session(
         size.master, {"spark.ui.enabled": "false"}, size.job_nice, size.job_cpu_idle
     )
@@ -252,20 +280,29 @@ def run_benchmark(size: BenchSize, work: Path, out: Path | None = RESULTS, spark
             stub = pb_grpc.DisklessCoordinatorStub(channel)
             _wait_serving(stub)
             results["before"] = _state(stub, root_a, partitions, [])
-            load = SteadyLoad(address_a, StoreConfig("local", str(root_a)), size.load_rate_per_s)
+            load = LoadProcess(address_a, StoreConfig("local", str(root_a)), size.load_rate_per_s)
+            closing.callback(load.close)
+            watcher = _watch_stalls(closing, work, address_a, node_a.pid)
+            baseline_started = time.time()
             load.start()
             time.sleep(size.baseline_s)
             results["load_without_job"] = load.stop()
             load.start()
-            job_started = time.monotonic()
+            job_started, job_started_wall = time.monotonic(), time.time()
             # Only the built files: the steady load's own (committed since) are not the job's to merge here.
             report = run_consolidation(session, _options(address_a, root_a, size, built_ms), say=say)
             results["spark_wall_s"] = round(time.monotonic() - job_started, 2)
             results["load_with_job"] = load.stop()
+            job_ended_wall = time.time()
             results["job"] = json.loads(report.to_json())
             _drained(stub)
             results["after"] = _state(stub, root_a, partitions, load.keys)
+            watcher.terminate()
+            watcher.wait(30)
+            results["stalls_without_job"] = summarize(work / STALLS_FILE, baseline_started, job_started_wall)
+            results["stalls_with_job"] = summarize(work / STALLS_FILE, job_started_wall, job_ended_wall)
     finally:
+        closing.close()
         if spark is None:
             session.stop()
         stop_node(node_a)

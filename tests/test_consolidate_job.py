@@ -313,6 +313,9 @@ def test_benchmark_runs_at_a_tiny_size(spark: SparkSession, tmp_path: Path) -> N
     assert results["after"]["objects"] == 12 < results["before"]["objects"] == 64
     assert results["one_process"]["batches_moved"] == results["job"]["batches_moved"] > 0
     assert results["load_with_job"]["commits"] > 0 and results["load_without_job"]["failures"] == 0
+    # The stall watcher ran beside the node for both windows (its ticks are in the file).
+    assert results["stalls_with_job"]["file"] == str(tmp_path / "work" / "stalls.jsonl")
+    assert '"kind": "tick"' in (tmp_path / "work" / "stalls.jsonl").read_text()
     assert json.loads((tmp_path / "out.json").read_text())["size"]["files"] == 64
 
 
