@@ -13,11 +13,13 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from coordinator.machine.state import reads
 from coordinator.machine.view import CoordinatorView, PartitionView
 from coordinator.node.gauges import coordinator_gauges
 from coordinator.node.worker_registry import RETENTION
@@ -150,6 +152,34 @@ def test_a_step_the_view_refuses_is_not_taken_again_in_the_pass(
     assert len(steps) == 1 and steps[0].cut_key is not None, steps  # submitted once, then past that partition
     assert done.batches == 0
     assert offsets(node, topic) == (0, 2 * BATCH_MAX)
+
+
+def test_a_pass_reads_no_batch_past_the_first_kept_one_and_none_of_a_topic_without_limits(
+    node: InProcessNode, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The walk stops at the first batch kept, and so must the reading: rows are pulled from SQLite as the walk goes
+    # (a list read the budget's worth of every partition on the node's loop, seconds per pass on long partitions).
+    broker = Broker(node.stub, node.coordinators)
+    kept = create(broker, 1, retention_ms=str(RETENTION_MS))
+    unlimited = create(broker, 1, retention_ms="-1")
+    for topic in (kept, unlimited):
+        for _ in range(2 * BATCH_MAX):
+            commit_one(broker, topic, node.clock.now_ms())  # fresh: nothing expires
+    pulled: list[int] = []
+    read = reads.retention_batches
+
+    def counting(db: Any, partition_key: int, offset: int, limit: int) -> Iterator[tuple[int, int, int]]:
+        for row in read(db, partition_key, offset, limit):
+            pulled.append(partition_key)
+            yield row
+
+    monkeypatch.setattr(reads, "retention_batches", counting)
+    for topic in (kept, unlimited):
+        worker = node.node.running_workers(RETENTION.name)[coordinator_of(node.stub, topic, 0)]
+        assert isinstance(worker, RetentionWorker)
+        assert node.loop.run(worker.run_pass()).batches == 0
+    assert len(pulled) == 1, pulled  # the kept topic's first batch; not one of the unlimited topic's
+    assert offsets(node, kept) == (0, 2 * BATCH_MAX) and offsets(node, unlimited) == (0, 2 * BATCH_MAX)
 
 
 def test_expired_batches_leave_from_the_log_start_and_commits_go_on(node: InProcessNode) -> None:

@@ -13,6 +13,7 @@ deletion (DESIGN §5) as after DeleteRecords. Nothing is kept between passes: a 
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import partial
 
@@ -30,9 +31,12 @@ from coordinator.topics.topic_configs import ConfigDefaults
 log = logging.getLogger(__name__)
 
 
-def _stored_batches(db: apsw.Connection, partition_key: int, offset: int, limit: int) -> list[StoredBatch]:
-    # One more than the budget can take, read lazily: the walk stops at the first batch kept.
-    return [StoredBatch(*row) for row in reads.retention_batches(db, partition_key, offset, limit + 1)]
+def _stored_batches(db: apsw.Connection, partition_key: int, offset: int, limit: int) -> Iterator[StoredBatch]:
+    # One more than the budget can take, read lazily: the walk stops at the first batch kept, and a topic without
+    # limits reads none. A list here read up to the budget's rows of every partition in each step, on the node's
+    # loop: with 1,000 partitions of 6,250 batches (bench consolidate at 100,000 files) the loop stood still
+    # 0.8 to 1.5 s per pass of each coordinator. The generator is consumed inside `_choose`'s read transaction.
+    return (StoredBatch(*row) for row in reads.retention_batches(db, partition_key, offset, limit + 1))
 
 
 @dataclass(slots=True)
