@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import array
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 import apsw
@@ -65,16 +67,36 @@ def one_row(cursor: apsw.Cursor, what: str) -> Any:
     return row
 
 
+# A partition's offsets, with the oldest open transaction in the same statement: one seek of an index that is empty
+# without transactions. The columns are PartitionOffsets' fields, in order.
+_OFFSETS_COLUMNS = (
+    "partition_key, log_start_offset, high_watermark, local_log_start_offset, remote_max_timestamp, "
+    "coalesce((SELECT min(first_offset) FROM producer_transactions AS t "
+    "WHERE t.partition_key = p.partition_key AND t.first_offset >= 0), -1)"
+)
+_PARTITION_OFFSETS = f"SELECT {_OFFSETS_COLUMNS} FROM partitions AS p WHERE topic_id = ? AND partition = ?"
+_PARTITIONS_OFFSETS = (
+    f"SELECT {_OFFSETS_COLUMNS}, partition FROM partitions AS p WHERE topic_id = ? AND partition IN carray(?)"
+)
+
+
 def partition_offsets(db: apsw.Connection, topic_id: bytes, partition: int) -> PartitionOffsets | None:
-    # The oldest open transaction in the same statement: one seek of an index that is empty without transactions.
-    row = db.execute(
-        "SELECT partition_key, log_start_offset, high_watermark, local_log_start_offset, remote_max_timestamp, "
-        "coalesce((SELECT min(first_offset) FROM producer_transactions AS t "
-        "WHERE t.partition_key = p.partition_key AND t.first_offset >= 0), -1) "
-        "FROM partitions AS p WHERE topic_id = ? AND partition = ?",
-        (topic_id, partition),
-    ).fetchone()
+    row = db.execute(_PARTITION_OFFSETS, (topic_id, partition)).fetchone()
     return None if row is None else _new(PartitionOffsets, row)  # the row's six columns, in the fields' order
+
+
+def partitions_offsets(db: apsw.Connection, topic_id: bytes, partitions: Sequence[int]) -> dict[int, PartitionOffsets]:
+    """The offsets of the topic's partitions among `partitions` (at least one) that are here, by partition.
+
+    One statement for them all, the numbers bound as one array (SQLite's carray): a FindBatches call reads ten or
+    more partitions of a coordinator, and a statement per partition (its cursor, bindings and steps) cost more than
+    the rows it reads, at the tail where a partition has nothing new.
+    """
+    new = _new
+    return {
+        row[6]: new(PartitionOffsets, row[:6])
+        for row in db.execute(_PARTITIONS_OFFSETS, (topic_id, apsw.carray(array.array("q", partitions))))
+    }
 
 
 def _aborted_rows(db: apsw.Connection, partition_key: int, from_offset: int, below_offset: int) -> list[Any]:
