@@ -132,17 +132,19 @@ class ReaderCoordinators:
         now = time.monotonic()
         cached = self._topics.get(topic_id)
         assignment = cached[1] if cached is not None and now - cached[0] < ROUTE_CACHE_S else None
-        if assignment is None or any(p not in assignment for p in partitions):
+        if assignment is None or not all(map(assignment.__contains__, partitions)):
             assignment = self._look_up(topic_id)
             if assignment:
                 self._topics[topic_id] = (now, assignment)
             else:
                 self._topics.pop(topic_id, None)
-        routes: list[Route] = []
-        for partition in partitions:
-            coordinator_id = assignment.get(partition)
-            routes.append(self._unknown_partition(partition) if coordinator_id is None else coordinator_id)
-        return routes
+        coordinator_of = assignment.get
+        return [
+            self._unknown_partition(partition)
+            if (coordinator_id := coordinator_of(partition)) is None
+            else coordinator_id
+            for partition in partitions
+        ]
 
     def route_missed(self, topic_id: bytes) -> None:
         # A cached route to a coordinator the partition moved out of would answer UNKNOWN_TOPIC_OR_PARTITION for
