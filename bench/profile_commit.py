@@ -75,13 +75,15 @@ class _OneCoordinator:
         answers = {}
         for coordinator_id, operation in operations.items():
             result = operation.run(core.view, 0)
+            answers[coordinator_id] = result.response
+            if not result.records:  # a retried commit: answered again, nothing written
+                continue
             core.end += len(result.records)
             for record in result.records:
                 kinds.replay(core.view, record, core.end)
             encode_frame(core.end - len(result.records), 0, len(result.records), records.encode_batch(result.records))
             core.store.apply([(core.end, list(result.records))])
             core.view.forget_applied_files(core.end)
-            answers[coordinator_id] = result.response
         return answers
 
 
@@ -96,8 +98,8 @@ def _request(number: int, partitions: int) -> bytes:
         for p in range(partitions)
     ]  # fmt: skip
     request = pb.CommitFileRequest(
-        object_key=f"wal/{number:08d}", file_size=partitions * BATCH_BYTES, uploader_broker_id=1, owner_ids=[0],
-        batches=batches, timeout_ms=30_000,
+        object_key=f"wal/{number:08d}", object_format=1, file_size=partitions * BATCH_BYTES,
+        uploader_broker_id=1, owner_ids=[0], batches=batches, timeout_ms=30_000,
     )  # fmt: skip
     return request.SerializeToString()
 
@@ -119,6 +121,7 @@ def run(files: int, partitions: int, profile_after: int = -1) -> None:
                     profiler.enable()
                 response = await commits.commit_file(pb.CommitFileRequest.FromString(raw))
                 response.SerializeToString()
+                assert not any(batch.error_code for batch in response.batches), response.batches[0]
             profiler.disable()
 
         asyncio.run(all_files())
