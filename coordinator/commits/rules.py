@@ -364,7 +364,8 @@ def check_commit_part(view: CoordinatorView, part: CommitPart, now_ms: int) -> R
                     window,  # type: ignore[arg-type]
                     producer_epoch,
                     new_batch(WindowEntry, (base_sequence, last_sequence, assigned, now_ms, timestamp_type)),
-                    effective_timestamp(max_timestamp, timestamp_type, now_ms),
+                    # effective_timestamp, inlined (once per idempotent batch)
+                    now_ms if timestamp_type == LOG_APPEND_TIME or max_timestamp < 0 else max_timestamp,
                 )
                 if is_transactional:
                     transactions.data(batch_id, key, producer_id, open_first, assigned)
