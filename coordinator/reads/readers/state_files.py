@@ -69,13 +69,13 @@ class StateFile:
         self.read_generation = -1  # the generation the last read transaction saw
 
     def require_active(self) -> None:
-        status = self._board.status(self.coordinator_id)
-        if not status.readable:
-            raise unavailable_for(self.coordinator_id, status)
+        generation = self._board.readable_generation(self.coordinator_id)
+        if isinstance(generation, Status):
+            raise unavailable_for(self.coordinator_id, generation)
         connection = self._connection
         if connection is not None and connection.in_transaction:
             return  # within one call the first snapshot serves on, even if the node reloaded meanwhile
-        if status.generation != self._generation:
+        if generation != self._generation:
             self.close()
             try:
                 self._connection = open_reader(self._path, self._checksums)
@@ -84,7 +84,7 @@ class StateFile:
                     ErrorCode.COORDINATOR_NOT_AVAILABLE,
                     f"coordinator {self.coordinator_id}'s state cannot be opened here ({error}); retry",
                 ) from error
-            self._generation = status.generation
+            self._generation = generation
         self.read_generation = self._generation
 
     def read_transaction(self) -> contextlib.AbstractContextManager[apsw.Connection]:
