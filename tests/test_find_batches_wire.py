@@ -48,6 +48,28 @@ def test_a_partition_header_is_its_message_serialized(
     assert batch_entries.partition_header(partition, error_code, error_message, offsets) == message.SerializeToString()
 
 
+BATCH_FIELDS = st.tuples(
+    INT64, st.integers(0, 2), INT64, INT32, INT64, INT64, INT64, st.sampled_from([-1, 0, 1]), INT64,
+    st.sampled_from([0, batch_entries.TRANSACTIONAL, batch_entries.TRANSACTIONAL | batch_entries.CONTROL]),
+)  # fmt: skip
+
+
+@given(key=st.text(max_size=200), append_time=INT64, batches=st.lists(BATCH_FIELDS, max_size=8))
+def test_a_files_entries_from_one_message_are_each_batchs_own(
+    key: str, append_time: int, batches: list[tuple[int, int, int, int, int, int, int, int, int, int]]
+) -> None:
+    """FileEntries reuses one BatchInfo for a file's batches: each entry is still the batch's alone, flags too."""
+    entries = batch_entries.FileEntries(key, append_time)
+    for batch_id, magic, byte_offset, size, base, last, max_timestamp, timestamp_type, producer_id, flags in batches:
+        alone = batch_entries.batch_entry(
+            batch_id, key, magic, byte_offset, size, base, last, append_time, max_timestamp, timestamp_type,
+            producer_id, flags,
+        )  # fmt: skip
+        made = entries.entry(batch_id, magic, byte_offset, size, base, last, max_timestamp, timestamp_type,
+                             producer_id, flags)  # fmt: skip
+        assert made == alone
+
+
 class CountingShard:
     """One coordinator's state, counting its checks and the read transactions opened on it."""
 

@@ -84,6 +84,54 @@ def batch_entry(
     return _framed(_BATCHES_TAG, info.SerializeToString())
 
 
+# A length below 128 is its own one-byte varint: an entry is framed with one of these (or `_varint` past it).
+_SHORT_LENGTHS = tuple(bytes((length,)) for length in range(0x80))
+
+
+class FileEntries:
+    """The FindBatches entries of one file's batches, as `batch_entry` makes them, from one BatchInfo message
+    reused: apply makes one per batch committed, and a message per batch (its arena, the object key copied in,
+    its append time) cost more than setting the fields that differ. The bytes are the same: a proto3 field set to
+    its default is not serialized, so nothing of an earlier batch remains in a later one's entry."""
+
+    __slots__ = ("_flagged", "_info")
+
+    def __init__(self, object_key: str, append_time_ms: int) -> None:
+        self._info = pb.BatchInfo(object_key=object_key, log_append_timestamp=append_time_ms)
+        self._flagged = False  # the last entry set a transaction flag: the next one clears them
+
+    def entry(
+        self,
+        batch_id: int,
+        magic: int,
+        byte_offset: int,
+        byte_size: int,
+        base_offset: int,
+        last_offset: int,
+        max_timestamp: int,
+        timestamp_type: int,
+        producer_id: int,
+        flags: int,
+    ) -> bytes:
+        info = self._info
+        info.producer_id = producer_id
+        info.batch_id = batch_id
+        info.magic = magic
+        info.byte_offset = byte_offset
+        info.byte_size = byte_size
+        info.base_offset = base_offset
+        info.last_offset = last_offset
+        info.batch_max_timestamp = max_timestamp
+        info.timestamp_type = timestamp_type  # type: ignore[assignment]  # an enum's number
+        if flags or self._flagged:
+            info.is_transactional = bool(flags)
+            info.is_control = bool(flags & CONTROL)
+            self._flagged = bool(flags)
+        payload = info.SerializeToString()
+        size = len(payload)
+        return _BATCHES_TAG + (_SHORT_LENGTHS[size] if size < 0x80 else _varint(size)) + payload
+
+
 _ABORTED_TAG = _tag(_PartitionResult, "aborted_transactions")
 _PRODUCER_ID_KEY = bytes([pb.AbortedTransaction.DESCRIPTOR.fields_by_name["producer_id"].number << 3])  # varint
 _FIRST_OFFSET_KEY = bytes([pb.AbortedTransaction.DESCRIPTOR.fields_by_name["first_offset"].number << 3])

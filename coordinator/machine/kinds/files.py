@@ -7,7 +7,7 @@ counters); a file's ownership and deletion time live in SQLite alone.
 from __future__ import annotations
 
 from coordinator.base.invariants import InvariantViolation
-from coordinator.machine.batch_entries import CONTROL, TRANSACTIONAL, batch_entry
+from coordinator.machine.batch_entries import CONTROL, TRANSACTIONAL, FileEntries
 from coordinator.machine.kinds.kind import (
     NO_NAMES,
     NO_PARTITION_CHANGES,
@@ -128,7 +128,7 @@ class FileCommittedKind:
         next_batch_id = transaction.next_batch_id
         # Fields unpacked into locals: this loop runs once per batch. A partition's first batch in the
         # transaction is taken at its word here; write_high_watermarks checks it against SQLite.
-        object_key = committed.object_key
+        entry_of = FileEntries(committed.object_key, append_time).entry
         rows = []
         time_tails = transaction.time_tails
         interval_offsets = time_index.INTERVAL_OFFSETS
@@ -166,9 +166,9 @@ class FileCommittedKind:
                     )
                 else:  # a transaction marker (DESIGN §4b): no sequence
                     changed_windows[window_key] = packed_window_after_marker(window, producer_epoch, last_timestamp)
-            entry = batch_entry(
-                batch_id, object_key, magic, byte_offset, size, base_offset, last_offset, append_time, max_timestamp,
-                timestamp_type, producer_id, flags.get(batch_id, 0) if flags else 0,
+            entry = entry_of(
+                batch_id, magic, byte_offset, size, base_offset, last_offset, max_timestamp, timestamp_type,
+                producer_id, flags.get(batch_id, 0) if flags else 0,
             )  # fmt: skip
             rows.append((*batch, file_id, append_time, entry))
             timestamp = append_time if timestamp_type == LOG_APPEND_TIME else max_timestamp
