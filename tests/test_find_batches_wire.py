@@ -24,7 +24,8 @@ from protos import coordinator_pb2 as pb
 PartitionResult = pb.FindBatchesResponse.PartitionResult
 INT32 = st.integers(-(2**31), 2**31 - 1)
 INT64 = st.integers(-(2**63), 2**63 - 1)
-OFFSET = st.one_of(st.sampled_from([-1, 0, 1, 127, 128]), INT64)
+# Each varint length's bounds (1, 2, 3 and 4 bytes), then any.
+OFFSET = st.one_of(st.sampled_from([-1, 0, 1, 127, 128, 16383, 16384, 2097151, 2097152]), st.integers(0, 2**29), INT64)
 
 
 @given(
@@ -46,6 +47,22 @@ def test_a_partition_header_is_its_message_serialized(
         last_stable_offset=offsets[3],
     )
     assert batch_entries.partition_header(partition, error_code, error_message, offsets) == message.SerializeToString()
+
+
+@given(partition=INT32, high_watermark=OFFSET, keys=st.lists(st.text(max_size=300), max_size=200), stable=st.booleans())
+def test_a_partition_result_frames_its_header_and_entries_as_the_message_would(
+    partition: int, high_watermark: int, keys: list[str], stable: bool
+) -> None:
+    """Lengths of every varint size: the frame's length is read back by protobuf itself."""
+    last_stable = high_watermark if stable else -1
+    infos = [pb.BatchInfo(batch_id=i, object_key=key) for i, key in enumerate(keys)]
+    header = batch_entries.partition_header(partition, 0, "", (0, high_watermark, 0, last_stable))
+    entries = [batch_entries.batch_entry(i, key, 0, 0, 0, 0, 0, 0, 0, 0, 0) for i, key in enumerate(keys)]
+    expected = PartitionResult(
+        partition=partition, high_watermark=high_watermark, last_stable_offset=last_stable, batches=infos
+    )
+    read = pb.FindBatchesResponse.TopicResult.FromString(batch_entries.partition_result(header, entries))
+    assert list(read.partitions) == [expected]  # the header's fields come before the batches: compared as messages
 
 
 BATCH_FIELDS = st.tuples(
