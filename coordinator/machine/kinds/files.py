@@ -150,7 +150,8 @@ class FileCommittedKind:
                 window_key = (key, producer_id)
                 window = changed_windows.get(window_key)  # transaction.producer_window, inlined
                 if window is None and window_key not in expired_windows:
-                    window = committed_windows.get(key, {}).get(producer_id)
+                    partition_windows = committed_windows.get(key)
+                    window = None if partition_windows is None else partition_windows.get(producer_id)
                 # effective_timestamp, inlined
                 last_timestamp = (
                     append_time if timestamp_type == LOG_APPEND_TIME or max_timestamp < 0 else max_timestamp
