@@ -43,6 +43,7 @@ LAG_PARTITION_BYTES = 64 * 1024
 TAIL_PARTITION_BYTES = 1024 * 1024
 FETCH_MAX_BYTES = 1024 * 1024
 KINDS = ("tail", "one", "lag")
+PROFILE_SHOWN = 60  # functions listed by --cprofile
 
 
 def build(directory: Path, partitions: int, files: int) -> None:
@@ -176,19 +177,26 @@ async def _client_calls(port: int, made: list[pb.FindBatchesRequest], churn: Pat
 
 
 def _callgrind(
-    arguments: list[str], out: Path, grpc_calls: list[pb.FindBatchesRequest] | None, churn: Path | None = None
+    arguments: list[str],
+    out: Path,
+    grpc_calls: list[pb.FindBatchesRequest] | None,
+    churn: Path | None = None,
+    cprofile: bool = False,
 ) -> int:
     """Runs this module with `arguments` under callgrind (arguments[1], the state's directory, copied afresh: every
-    run starts from the same file); its total instructions (Ir)."""
+    run starts from the same file); its total instructions (Ir). With `cprofile`, under cProfile instead (its
+    stats in `out`; 0 returned)."""
     fresh = out.with_suffix(".state")
     shutil.rmtree(fresh, ignore_errors=True)
     shutil.copytree(arguments[1], fresh)
     arguments = [arguments[0], str(fresh), *arguments[2:]]
     churn = fresh if churn is not None else None
-    command = [
-        "valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable, "-m",
-        "bench.profile_find_batches", *arguments,
-    ]  # fmt: skip
+    wrapper = (
+        [sys.executable, "-m", "cProfile", "-o", str(out)]
+        if cprofile
+        else ["valgrind", "--tool=callgrind", "--dump-instr=no", f"--callgrind-out-file={out}", sys.executable]
+    )
+    command = [*wrapper, "-m", "bench.profile_find_batches", *arguments]
     environment = {**os.environ, "PYTHONHASHSEED": "0"}
     if grpc_calls is None:
         subprocess.run(command, check=True, env=environment, stderr=subprocess.DEVNULL)
@@ -202,6 +210,8 @@ def _callgrind(
         server.stdin.close()
         server.wait(timeout=600)
     shutil.rmtree(fresh)
+    if cprofile:
+        return 0
     found = re.search(r"^(?:summary|totals): (\d+)", out.read_text(), re.MULTILINE)
     assert found is not None, f"no total in {out}"
     return int(found.group(1))
@@ -242,6 +252,29 @@ def count(
     return per_call
 
 
+def profile(directory: Path, kind: str, calls: int, warmup: int, grpc_path: bool, churn: bool) -> None:
+    """The counted process's Python functions under cProfile over `warmup + calls` calls (the warm-up included):
+    by own time and by calls, the ranking callgrind's totals do not give."""
+    import pstats
+
+    partitions, high_watermark = _shape(directory)
+    made = requests(kind, partitions, high_watermark, warmup + calls)
+    with tempfile.TemporaryDirectory(prefix="diskless-profile-find-") as scratch:
+        out = Path(scratch) / f"{kind}.prof"
+        if grpc_path:
+            _callgrind(["serve", str(directory)], out, made, directory if churn else None, cprofile=True)
+        else:
+            requests_file = Path(scratch) / f"{kind}.requests"
+            write_requests(requests_file, made)
+            churned = ["--churn"] if churn else []
+            _callgrind(["run", str(directory), str(requests_file), *churned], out, None, cprofile=True)
+        stats = pstats.Stats(str(out))
+        # The process's start (imports above all) is in the profile too: the functions per call are those called
+        # `warmup + calls` times or a multiple of it.
+        stats.sort_stats("tottime").print_stats(PROFILE_SHOWN)
+        stats.sort_stats("cumulative").print_stats("coordinator|grpc|asyncio", PROFILE_SHOWN)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -257,6 +290,7 @@ def main() -> None:
     counted.add_argument("--grpc", action="store_true")
     counted.add_argument("--churn", action="store_true", help="a commit before each call, as under load")
     counted.add_argument("--keep", type=Path, help="a directory to keep the callgrind files in")
+    counted.add_argument("--cprofile", action="store_true", help="the first kind under cProfile, not counted")
     ran = commands.add_parser("run")  # the counted process (without --grpc)
     ran.add_argument("directory", type=Path)
     ran.add_argument("requests", type=Path)
@@ -267,6 +301,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.command == "build":
         build(args.directory, args.partitions, args.files)
+    elif args.command == "count" and args.cprofile:
+        profile(args.directory, args.kinds.split(",")[0], args.calls, args.warmup, args.grpc, args.churn)
     elif args.command == "count":
         count(args.directory, args.kinds.split(","), args.calls, args.warmup, args.grpc, args.churn, args.keep)
     elif args.command == "run":

@@ -18,7 +18,7 @@ import apsw
 from coordinator.base.errors import ErrorCode
 from coordinator.files.move_chunks import check_adoption_chunk
 from coordinator.files.move_returns import ReturnedLoan, check_file_returned, check_loan_returned
-from coordinator.machine.state import integrity, reads
+from coordinator.machine.state import file_reads, integrity
 from coordinator.machine.state.store import StateStore
 from coordinator.runtime.shard.log_replay import logical_dump
 from coordinator.topics import partition_checks
@@ -208,7 +208,7 @@ def test_a_loan_row_the_chains_token_reaches_returns_first_then_deletes_as_the_l
     assert facts is not None and facts.owned and facts.lender_id == 0  # the token reached the loan row
     with target.store.read_transaction() as db:
         for query, bindings in QUERIES:
-            assert "wal/1" not in {f.object_key for f in reads.idle_files(db, query, bindings, 100)}
+            assert "wal/1" not in {f.object_key for f in file_reads.idle_files(db, query, bindings, 100)}
     assert ("wal/1", 0, MOVE) in to_return(target)
     deleted: set[str] = set()
     settle(coordinators, deleted)

@@ -25,7 +25,7 @@ from coordinator.commits import parts
 from coordinator.commits import rules as commit_rules
 from coordinator.files.move_chunks import AdoptionChunk, check_adoption_chunk
 from coordinator.machine import kinds
-from coordinator.machine.state import adoptions, integrity, reads
+from coordinator.machine.state import adoptions, file_reads, integrity
 from coordinator.machine.state.store import StateStore
 from coordinator.runtime.shard.log_replay import logical_dump
 from coordinator.topics import partition_checks
@@ -304,7 +304,7 @@ def test_a_loan_row_never_waits_for_the_owner_chains_token() -> None:
         )
         db.execute(insert, (1, "wal/chain", -1))
         db.execute(insert, (2, "wal/loan", 0))
-        found = reads.idle_files(db, reads.IdleFilesQuery.AWAITING_OWNERSHIP, (NOW, -1), 10)
+        found = file_reads.idle_files(db, file_reads.IdleFilesQuery.AWAITING_OWNERSHIP, (NOW, -1), 10)
         assert [facts.object_key for facts in found] == ["wal/chain"]
         db.close()
 

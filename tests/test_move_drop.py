@@ -23,7 +23,7 @@ from coordinator.files import ownership
 from coordinator.files.move_chunks import AdoptionChunk, check_adoption_chunk
 from coordinator.machine import records
 from coordinator.machine.catalog import PlacedPartition, TopicCatalog
-from coordinator.machine.state import adoptions, integrity, reads
+from coordinator.machine.state import adoptions, file_reads, integrity, reads
 from coordinator.machine.state.store import StateStore
 from coordinator.runtime.shard.log_replay import logical_dump
 from coordinator.topics import partition_checks
@@ -146,11 +146,11 @@ def test_a_lent_file_row_is_neither_handed_over_nor_deleted(pair: tuple[Coordina
     assert idle and all(f is not None and f.borrowers == (1,) for f in facts.values())
     with source.store.read_transaction() as db:
         for query, bindings in (
-            (reads.IdleFilesQuery.TO_HAND_OVER, (-1,)),
-            (reads.IdleFilesQuery.TO_SCHEDULE, ()),
-            (reads.IdleFilesQuery.DUE_FOR_DELETION, (NOW * 10,)),
+            (file_reads.IdleFilesQuery.TO_HAND_OVER, (-1,)),
+            (file_reads.IdleFilesQuery.TO_SCHEDULE, ()),
+            (file_reads.IdleFilesQuery.DUE_FOR_DELETION, (NOW * 10,)),
         ):
-            assert {f.object_key for f in reads.idle_files(db, query, bindings, 100)} & LOANED == set()
+            assert {f.object_key for f in file_reads.idle_files(db, query, bindings, 100)} & LOANED == set()
     refs = [ownership.FileRef(f.file_id, f.object_key) for f in facts.values() if f is not None]
     assert not ownership.check_handed_over(source.view, refs, NOW).records
     assert integrity.check_integrity(source.store.path).problem is None

@@ -16,7 +16,7 @@ from coordinator.base.result import Result
 from coordinator.files import ownership
 from coordinator.files.move_returns import ReturnedLoan, check_file_returned, check_loan_returned
 from coordinator.machine import records
-from coordinator.machine.state import adoptions, integrity, reads
+from coordinator.machine.state import adoptions, file_reads, integrity, reads
 from protos import internal_pb2 as internal
 from tests.test_move_adoption_chunks import MOVE, NOW, TOPIC, Coordinator, pair
 from tests.test_move_drop import LOANED, SHARED, adopted, drop
@@ -24,9 +24,9 @@ from tests.test_move_drop import LOANED, SHARED, adopted, drop
 __all__ = ["pair"]  # the fixture
 
 QUERIES = (
-    (reads.IdleFilesQuery.TO_HAND_OVER, (-1,)),
-    (reads.IdleFilesQuery.TO_SCHEDULE, ()),
-    (reads.IdleFilesQuery.DUE_FOR_DELETION, (NOW,)),
+    (file_reads.IdleFilesQuery.TO_HAND_OVER, (-1,)),
+    (file_reads.IdleFilesQuery.TO_SCHEDULE, ()),
+    (file_reads.IdleFilesQuery.DUE_FOR_DELETION, (NOW,)),
 )
 
 
@@ -89,10 +89,10 @@ def file_workers(coordinators: dict[int, Coordinator], deleted: set[str], only: 
             continue
         for query, bindings in QUERIES:
             with coordinator.store.read_transaction() as db:
-                files = reads.idle_files(db, query, bindings, 100)
+                files = file_reads.idle_files(db, query, bindings, 100)
             for facts in files:
                 ref = [ownership.FileRef(facts.file_id, facts.object_key)]
-                if query is reads.IdleFilesQuery.TO_HAND_OVER:
+                if query is file_reads.IdleFilesQuery.TO_HAND_OVER:
                     following = ownership.next_owner(facts.owner_ids, coordinator_id)
                     assert following is not None
                     handed = internal.HandedOverFile(
@@ -105,7 +105,7 @@ def file_workers(coordinators: dict[int, Coordinator], deleted: set[str], only: 
                     written += run(coordinators[following], ownership.check_receive_files(
                         coordinators[following].view, request, NOW))  # fmt: skip
                     written += run(coordinator, ownership.check_handed_over(coordinator.view, ref, NOW))
-                elif query is reads.IdleFilesQuery.TO_SCHEDULE:
+                elif query is file_reads.IdleFilesQuery.TO_SCHEDULE:
                     written += run(coordinator, ownership.check_schedule_deletions(coordinator.view, ref, NOW, 0))
                 else:
                     assert holders(coordinators, facts.object_key) == set(), f"{facts.object_key} deleted while held"
@@ -174,7 +174,7 @@ def test_a_returned_loan_frees_the_sources_row_once_and_the_target_forgets_its_r
         run(target, result)
     assert target.store.committed_file("wal/1") is None
     with source.store.read_transaction() as db:
-        handed = {f.object_key for f in reads.idle_files(db, reads.IdleFilesQuery.TO_HAND_OVER, (-1,), 100)}
+        handed = {f.object_key for f in file_reads.idle_files(db, file_reads.IdleFilesQuery.TO_HAND_OVER, (-1,), 100)}
     assert "wal/1" in handed and not handed & (LOANED - {"wal/1"})  # the others are still lent
     for coordinator in pair:
         assert integrity.check_integrity(coordinator.store.path).problem is None

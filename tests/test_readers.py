@@ -305,6 +305,10 @@ def test_the_board_holds_a_code_and_a_generation_in_one_word() -> None:
     assert board.status(2) == Status(pb.COORDINATOR_NOT_AVAILABLE, 2**40)
     with pytest.raises(ValueError):
         board.publish(0, Status(-1, 1))  # only require_active's codes, all positive, are published
+    # A reader's check at every call: the generation when readable, else the status that says why not.
+    assert board.readable_generation(1) == 7
+    assert board.readable_generation(2) == Status(pb.COORDINATOR_NOT_AVAILABLE, 2**40)
+    assert board.readable_generation(0) == Status(pb.COORDINATOR_LOAD_IN_PROGRESS, 0)
 
 
 def test_reads_go_to_the_readers_in_turn_skipping_one_unreachable_for_a_while() -> None:

@@ -320,3 +320,22 @@ def test_a_call_passed_on_already_is_answered_here_and_only_where_the_placement_
         [("here", "ListFileKeys", "r")],
         [("here", "FetchSnapshot", "r")],
     ]
+
+
+@pytest.mark.parametrize("in_metrics", [True, False])
+def test_an_answer_is_counted_in_the_registry_unless_only_its_hook_counts_it(in_metrics: bool) -> None:
+    """A reader process's gate (answers_in_metrics=False) counts its calls only through on_answered."""
+    metrics = Metrics()
+    told: list[tuple[str, str]] = []
+    gate = CallGate(
+        AccessControl(None, False, "none", 1.0),
+        metrics,
+        on_answered=lambda method, code, _: told.append((method, code.name)),
+        answers_in_metrics=in_metrics,
+    )
+    gate.ready = True
+    assert asyncio.run(gate.call("FindBatches", _Context(), lambda: b"answer")) == b"answer"  # type: ignore[arg-type]
+    assert told == [("FindBatches", "OK")]
+    counted = metrics.registry.get_sample_value("diskless_rpc_requests_total", {"method": "FindBatches", "code": "OK"})
+    timed = metrics.registry.get_sample_value("diskless_rpc_duration_seconds_count", {"method": "FindBatches"})
+    assert (counted, timed) == ((1.0, 1.0) if in_metrics else (None, None))

@@ -22,7 +22,7 @@ import pytest
 
 from coordinator.files.object_store.base import DeleteOutcome
 from coordinator.files.object_store.local import LocalObjectStore
-from coordinator.machine.state import reads
+from coordinator.machine.state import file_reads, reads
 from protos import admin_pb2 as admin
 from protos import coordinator_pb2 as pb
 from tests.harness import batch, find_batches_request
@@ -50,7 +50,7 @@ def _live_holders(sim: SimCluster, key: str) -> list[str]:
             if not sim_node.up or sim_node.node is None:
                 continue
             with sim_node.shard(coordinator_id).read_transaction() as db:
-                facts = reads.file_facts(db, key)
+                facts = file_reads.file_facts(db, key)
             if facts is not None and (facts.live_batches > 0 or facts.loans_out > 0):
                 holders.append(f"coordinator {coordinator_id} on node {sim_node.node_id}: {facts}")
     return holders

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from coordinator.machine.state import reads
+from coordinator.machine.state import file_reads, reads
 from protos import coordinator_pb2 as pb
 from tests.harness import find_batches_request
 from tests.simulation.cluster import SimCluster, SimNode
@@ -31,7 +31,7 @@ def test_a_deleted_topics_batches_leave_in_passes_that_followers_apply_and_a_new
         """(live batches, topics awaiting purge, applied offset) of coordinator 0 on the node."""
         with sim_node.shard(0).read_transaction() as db:
             return (
-                reads.coordinator_counts(db).live_batch_count,
+                file_reads.coordinator_counts(db).live_batch_count,
                 reads.topics_awaiting_purge(db),
                 reads.applied_offset(db),
             )

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from coordinator.machine.state import reads
+from coordinator.machine.state import file_reads, reads
 from protos import coordinator_pb2 as pb
 from tests.simulation.cluster import SimCluster, SimNode
 from tests.simulation.workload import TOPIC_ID
@@ -30,7 +30,7 @@ def test_followers_apply_the_leaders_retention_and_a_new_leader_goes_on(tmp_path
             assert offsets is not None
             return (
                 offsets.log_start_offset,
-                reads.coordinator_counts(db).live_batch_count,
+                file_reads.coordinator_counts(db).live_batch_count,
                 reads.applied_offset(db),
             )
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from coordinator.machine.state import reads
+from coordinator.machine.state import file_reads, reads
 from protos import coordinator_pb2 as pb
 from tests.harness import find_batches_request
 from tests.simulation.cluster import SimCluster, SimNode
@@ -21,7 +21,7 @@ def _positions(sim_node: SimNode, partition: int) -> Positions:
     with sim_node.shard(0).read_transaction() as db:
         found = reads.partition_offsets(db, TOPIC_ID, partition)
         assert found is not None
-        live = reads.coordinator_counts(db).live_batch_count
+        live = file_reads.coordinator_counts(db).live_batch_count
         return found.log_start_offset, found.local_log_start_offset, found.high_watermark, live
 
 

@@ -36,7 +36,7 @@ from coordinator.cli.output import (
     StateCheckRow,
     print_rows,
 )
-from coordinator.machine.state import reads
+from coordinator.machine.state import file_reads, reads
 from coordinator.machine.state.integrity import check_integrity, take_clean_close_mark
 from coordinator.runtime.log.inspection import scan_log
 from coordinator.runtime.log.segments import CorruptLogError, LogPosition
@@ -179,7 +179,7 @@ def _describe_state(coordinator_id: int, directory: Path, position: LogPosition)
             (applied,) = reads.one_row(
                 connection.execute("SELECT value FROM meta WHERE name = 'applied_offset'"), "meta applied_offset"
             )
-            counts = reads.coordinator_counts(connection)
+            counts = file_reads.coordinator_counts(connection)
             connection.execute("COMMIT")
         finally:
             connection.close()

@@ -287,7 +287,7 @@ def check_commit_part(view: CoordinatorView, part: CommitPart, now_ms: int) -> R
     if view.file_known(part.object_key):
         return retried_commit(view, part)
     partition_of = view.partition_index.get
-    producer_window = view.producer_window
+    producer_windows = view.producer_windows.get  # view.producer_window, inlined below (once per idempotent batch)
     high_watermarks: dict[int, int] = {}
     windows: dict[tuple[int, int], object] = {}
     committed: list[records.CommittedBatch] = []
@@ -323,7 +323,11 @@ def check_commit_part(view: CoordinatorView, part: CommitPart, now_ms: int) -> R
         key = partition.key
         if producer_id >= 0:
             window_key = (key, producer_id)
-            window = windows[window_key] if window_key in windows else producer_window(key, producer_id)
+            if window_key in windows:
+                window = windows[window_key]
+            else:
+                partition_windows = producer_windows(key)
+                window = None if partition_windows is None else partition_windows.get(producer_id)
             if is_control:
                 verdict = check_marker(
                     window,  # type: ignore[arg-type]
@@ -364,7 +368,8 @@ def check_commit_part(view: CoordinatorView, part: CommitPart, now_ms: int) -> R
                     window,  # type: ignore[arg-type]
                     producer_epoch,
                     new_batch(WindowEntry, (base_sequence, last_sequence, assigned, now_ms, timestamp_type)),
-                    effective_timestamp(max_timestamp, timestamp_type, now_ms),
+                    # effective_timestamp, inlined (once per idempotent batch)
+                    now_ms if timestamp_type == LOG_APPEND_TIME or max_timestamp < 0 else max_timestamp,
                 )
                 if is_transactional:
                     transactions.data(batch_id, key, producer_id, open_first, assigned)

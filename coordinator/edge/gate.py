@@ -66,6 +66,7 @@ class CallGate:
         on_answered: Callable[[str, grpc.StatusCode, float], None] | None = None,
         hop: NodeHop | None = None,
         answer_bounds: Mapping[str, Callable[[Any], int]] | None = None,
+        answers_in_metrics: bool = True,
     ) -> None:
         self.access = access
         # By method: the most bytes a parsed request's answer can take (FindBatches'), admitted against
@@ -77,6 +78,10 @@ class CallGate:
         self.admission = admission or Admission(2**31 - 1, 0, 0)
         # Also told of every answer (method, status, seconds): a reader process counts its calls where the node sees.
         self._on_answered = on_answered
+        # False: answers are counted and timed only through `on_answered`. A reader process's registry is never
+        # scraped (the node reports its calls from the counts `on_answered` keeps), and a histogram's observe per
+        # call (a lock, a walk of its buckets) would be work nobody reads.
+        self._answers_in_metrics = answers_in_metrics
         self._refusal_log = EveryInterval(REFUSAL_LOG_INTERVAL_S)
         self.ready = False
         self.stopping = False
@@ -95,7 +100,13 @@ class CallGate:
         code = grpc.StatusCode.OK
         try:
             self._admit(method, context)
-            return await (self._hop.call(handler) if self._hop is not None else outcome_of(handler))
+            if self._hop is not None:
+                return await self._hop.call(handler)
+            # On this loop: `outcome_of` without a coroutine of its own (a reader's FindBatches answers at once).
+            outcome = handler()
+            if asyncio.iscoroutine(outcome) or isinstance(outcome, asyncio.Future):
+                return await outcome  # type: ignore[no-any-return]
+            return outcome  # type: ignore[return-value]
         except CallRejected as error:
             code, message = self._rejected(method, error)
             await context.abort(code, message)
@@ -151,12 +162,16 @@ class CallGate:
     def _answered(self, method: str, code: grpc.StatusCode, started: float) -> None:
         """Counts a call or stream that ended with `code` (and tells the `on_answered` hook)."""
         elapsed_s = time.perf_counter() - started
-        children = self._answer_children.get((method, code))
-        if children is None:
-            children = (self.metrics.rpc_requests.labels(method, code.name), self.metrics.rpc_duration.labels(method))
-            self._answer_children[(method, code)] = children
-        children[0].inc()
-        children[1].observe(elapsed_s)
+        if self._answers_in_metrics:
+            children = self._answer_children.get((method, code))
+            if children is None:
+                children = (
+                    self.metrics.rpc_requests.labels(method, code.name),
+                    self.metrics.rpc_duration.labels(method),
+                )
+                self._answer_children[(method, code)] = children
+            children[0].inc()
+            children[1].observe(elapsed_s)
         if self._on_answered is not None:
             self._on_answered(method, code, elapsed_s)
 

@@ -23,7 +23,7 @@ from coordinator.base.errors import CoordinatorUnavailable, ErrorCode
 from coordinator.cluster.peers import PeerClient, PeerError
 from coordinator.machine.object_keys import object_key_problem
 from coordinator.machine.records import BATCH_LAYOUT
-from coordinator.machine.state import reads
+from coordinator.machine.state import file_reads, reads
 from coordinator.runtime.node_coordinators import NodeCoordinators, set_error
 from coordinator.runtime.replication.role import RoleKind
 from coordinator.runtime.shard import CoordinatorShard, FileInFlight
@@ -43,7 +43,7 @@ ASK_LEADER = _AskLeader.ASK_LEADER
 
 
 def in_flight_state(in_flight: FileInFlight, coordinator_id: int) -> int:
-    """The state a file in flight will have here once it lands, as `reads.file_state` will then say.
+    """The state a file in flight will have here once it lands, as `file_reads.file_state` will then say.
 
     A commit still queued is LIVE: it brings batches, and the check that may refuse them all has not run. A file
     taken over by hand-over (no commit here) is AWAITING_HANDOVER: it has no batch here and passes on.
@@ -66,7 +66,7 @@ def file_state_here(shard: CoordinatorShard, object_key: str) -> int | None:
     """
     facts = shard.file_facts(object_key)
     if facts is not None:
-        return reads.file_state(facts)
+        return file_reads.file_state(facts)
     in_flight = shard.file_in_flight(object_key)
     return None if in_flight is None else in_flight_state(in_flight, shard.coordinator_id)
 
@@ -77,9 +77,9 @@ def file_states_here(shard: CoordinatorShard, object_keys: Sequence[str]) -> lis
     states: list[int | None] = []
     with shard.read_transaction() as db:
         for object_key in object_keys:
-            facts = reads.described_file_facts(db, object_key)
+            facts = file_reads.described_file_facts(db, object_key)
             if facts is not None:
-                states.append(reads.file_state(facts))
+                states.append(file_reads.file_state(facts))
                 continue
             in_flight = shard.file_in_flight(object_key)
             states.append(None if in_flight is None else in_flight_state(in_flight, shard.coordinator_id))

@@ -24,7 +24,7 @@ from typing import final
 from coordinator.base.clock import Clock
 from coordinator.base.errors import CoordinatorUnavailable, ErrorCode, MalformedRequest, Overloaded
 from coordinator.config.settings import Settings, property_name
-from coordinator.machine.state import reads
+from coordinator.machine.state import file_reads, reads
 from coordinator.machine.state.detached_read import DetachedReadClosed
 from coordinator.runtime.node_coordinators import NodeCoordinators, wire_code
 from coordinator.runtime.shard import CoordinatorShard
@@ -96,14 +96,14 @@ class FileKeyStreams:
         snapshot = shard.open_detached_read()
         try:
             applied_offset = await snapshot.read(reads.applied_offset)  # the first read takes the snapshot
-            keys = await snapshot.read(reads.file_keys)
+            keys = await snapshot.read(file_reads.file_keys)
             count = 0
             while True:
                 interruption = self._interruption(shard, epoch, started_ms)
                 if interruption is not None:
                     yield error_page(coordinator_id, *interruption)
                     return
-                page = await snapshot.read(lambda _: reads.next_key_page(keys, max_keys, max_bytes))
+                page = await snapshot.read(lambda _: file_reads.next_key_page(keys, max_keys, max_bytes))
                 count += len(page.object_keys)
                 yield pb.ListFileKeysPage(
                     coordinator_id=coordinator_id, leader_epoch=epoch, applied_offset=applied_offset,

@@ -34,10 +34,19 @@ _PARTITIONS_TAG = _tag(_TopicResult, "partitions")
 _TOPICS_TAG = _tag(pb.FindBatchesResponse, "topics")
 
 
+# The varints of 0..127, one byte each: a tail partition's number, most lengths of entries and headers.
+_SHORT_VARINTS = tuple(bytes((value,)) for value in range(0x80))
+
+
 def _varint(value: int) -> bytes:
-    """A non-negative length as a protobuf varint."""
+    """A non-negative length as a protobuf varint. Up to three bytes without a loop: a FindBatches answer encodes
+    a few per partition (its offsets, its length), and the loop with its bytearray cost as much as the rest."""
     if value < 0x80:
-        return bytes((value,))
+        return _SHORT_VARINTS[value]
+    if value < 0x4000:
+        return bytes((value & 0x7F | 0x80, value >> 7))
+    if value < 0x200000:
+        return bytes((value & 0x7F | 0x80, value >> 7 & 0x7F | 0x80, value >> 14))
     out = bytearray()
     while value >= 0x80:
         out.append(value & 0x7F | 0x80)
@@ -84,6 +93,50 @@ def batch_entry(
     return _framed(_BATCHES_TAG, info.SerializeToString())
 
 
+class FileEntries:
+    """The FindBatches entries of one file's batches, as `batch_entry` makes them, from one BatchInfo message
+    reused: apply makes one per batch committed, and a message per batch (its arena, the object key copied in,
+    its append time) cost more than setting the fields that differ. The bytes are the same: a proto3 field set to
+    its default is not serialized, so nothing of an earlier batch remains in a later one's entry."""
+
+    __slots__ = ("_flagged", "_info")
+
+    def __init__(self, object_key: str, append_time_ms: int) -> None:
+        self._info = pb.BatchInfo(object_key=object_key, log_append_timestamp=append_time_ms)
+        self._flagged = False  # the last entry set a transaction flag: the next one clears them
+
+    def entry(
+        self,
+        batch_id: int,
+        magic: int,
+        byte_offset: int,
+        byte_size: int,
+        base_offset: int,
+        last_offset: int,
+        max_timestamp: int,
+        timestamp_type: int,
+        producer_id: int,
+        flags: int,
+    ) -> bytes:
+        info = self._info
+        info.producer_id = producer_id
+        info.batch_id = batch_id
+        info.magic = magic
+        info.byte_offset = byte_offset
+        info.byte_size = byte_size
+        info.base_offset = base_offset
+        info.last_offset = last_offset
+        info.batch_max_timestamp = max_timestamp
+        info.timestamp_type = timestamp_type  # type: ignore[assignment]  # an enum's number
+        if flags or self._flagged:
+            info.is_transactional = bool(flags)
+            info.is_control = bool(flags & CONTROL)
+            self._flagged = bool(flags)
+        payload = info.SerializeToString()
+        size = len(payload)
+        return _BATCHES_TAG + (_SHORT_VARINTS[size] if size < 0x80 else _varint(size)) + payload
+
+
 _ABORTED_TAG = _tag(_PartitionResult, "aborted_transactions")
 _PRODUCER_ID_KEY = bytes([pb.AbortedTransaction.DESCRIPTOR.fields_by_name["producer_id"].number << 3])  # varint
 _FIRST_OFFSET_KEY = bytes([pb.AbortedTransaction.DESCRIPTOR.fields_by_name["first_offset"].number << 3])
@@ -120,6 +173,8 @@ _MINUS_ONE = bytes([0xFF] * 9 + [0x01])  # a negative int32 or int64 is sent as 
 
 def _signed_varint(value: int) -> bytes:
     """An int32 or int64 field's varint: ten bytes when negative (-1, an unknown offset, most often)."""
+    if 0 <= value < 0x4000:  # `_varint`'s first cases, without a second call (offsets and partitions, mostly)
+        return _SHORT_VARINTS[value] if value < 0x80 else bytes((value & 0x7F | 0x80, value >> 7))
     if value >= 0:
         return _varint(value)
     return _MINUS_ONE if value == -1 else _varint(value + (1 << 64))
@@ -140,21 +195,26 @@ def partition_header(partition: int, error_code: int, error_message: str, offset
     log_start_offset, high_watermark, local_log_start_offset, last_stable_offset = offsets
     if log_start_offset:
         out += _LOG_START_KEY + _signed_varint(log_start_offset)
+    high_watermark_varint = b""
     if high_watermark:
-        out += _HIGH_WATERMARK_KEY + _signed_varint(high_watermark)
+        high_watermark_varint = _signed_varint(high_watermark)
+        out += _HIGH_WATERMARK_KEY + high_watermark_varint
     if error_message:
         out += _framed(_ERROR_MESSAGE_TAG, error_message.encode())
     if local_log_start_offset:
         out += _LOCAL_LOG_START_KEY + _signed_varint(local_log_start_offset)
-    if last_stable_offset:
-        out += _LAST_STABLE_KEY + _signed_varint(last_stable_offset)
+    if last_stable_offset:  # without open transactions the high watermark: its bytes once
+        stable = high_watermark_varint if last_stable_offset == high_watermark else _signed_varint(last_stable_offset)
+        out += _LAST_STABLE_KEY + stable
     return out
 
 
 def partition_result(header: bytes, entries: Iterable[bytes]) -> bytes:
     """A PartitionResult framed as one element of TopicResult.partitions: its header (`partition_header`), then
     the batches' entries (and a read_committed answer's aborted transactions)."""
-    return _framed(_PARTITIONS_TAG, header + b"".join(entries))
+    payload = header + b"".join(entries)
+    size = len(payload)
+    return _PARTITIONS_TAG + (_SHORT_VARINTS[size] if size < 0x80 else _varint(size)) + payload
 
 
 def topic_result(topic_id: bytes, partitions: Iterable[bytes]) -> bytes:

@@ -77,8 +77,8 @@ def check_producer(
 ) -> ProducerVerdict:
     """Kafka's order: duplicate, then epoch, then sequence."""
     if window is not None and window.epoch == epoch:
-        for entry in window.entries:
-            if entry.base_sequence == base_sequence and entry.last_sequence == last_sequence:
+        for entry in window.entries:  # fields by position (base and last sequence): up to five per idempotent batch
+            if entry[0] == base_sequence and entry[1] == last_sequence:
                 return ProducerVerdict(ErrorCode.NONE, duplicate_of=entry)
     if window is None:
         return ACCEPT  # no state: any sequence (KIP-360)

@@ -16,7 +16,7 @@ import apsw
 from coordinator.machine.state import reads
 from protos import coordinator_pb2 as pb
 
-NO_ERROR = (pb.NONE, "")
+NO_ERROR: tuple[int, str] = (pb.NONE, "")
 
 
 @dataclass(slots=True)

@@ -12,6 +12,7 @@ from coordinator.config.settings import Settings
 from coordinator.machine import batch_entries
 from coordinator.machine.batch_entries import UNKNOWN_OFFSETS
 from coordinator.machine.object_keys import OBJECT_KEY_MAX_BYTES
+from coordinator.machine.producers import last_stable_offset
 from coordinator.machine.state import reads
 from coordinator.reads import byte_budget
 from coordinator.runtime.node_coordinators import ReadableT, ReadingCoordinators
@@ -79,10 +80,15 @@ def find_batches(coordinators: ReadingCoordinators[ReadableT], request: pb.FindB
         opened: dict[int, apsw.Connection] = {}
         checked: set[int] = set()
         for topic in request.topics:
+            topic_id = topic.topic_id
+            items = topic.partitions
             partitions: list[bytes] = []
-            routes = coordinators.route(topic.topic_id, [item.partition for item in topic.partitions])
-            for item, route in zip(topic.partitions, routes, strict=True):
-                partition = item.partition
+            numbers = [item.partition for item in items]
+            routes = coordinators.route(topic_id, numbers)
+            # The offsets of the topic's partitions on each coordinator, read in one statement at its first one
+            # (dropped after damage: the next partition reads them again, as a partition read alone would).
+            offsets_by_route: dict[int, dict[int, reads.PartitionOffsets]] = {}
+            for item, partition, route in zip(items, numbers, routes, strict=True):
                 if isinstance(route, ItemError):
                     header = partition_header(partition, route.error_code, route.message, UNKNOWN_OFFSETS)
                     partitions.append(partition_result(header, ()))
@@ -96,16 +102,30 @@ def find_batches(coordinators: ReadingCoordinators[ReadableT], request: pb.FindB
                     db = opened.get(route)
                     if db is None:
                         db = opened[route] = snapshots.enter_context(shard.read_transaction())
-                    found = reads.partition_offsets(db, topic.topic_id, partition)
+                    offsets = offsets_by_route.get(route)
+                    if offsets is None:
+                        on_route = [number for number, other in zip(numbers, routes, strict=True) if other == route]
+                        offsets = offsets_by_route[route] = reads.partitions_offsets(db, topic_id, on_route)
+                    found = offsets.get(partition)
                     if found is None:
-                        coordinators.route_missed(topic.topic_id)
+                        coordinators.route_missed(topic_id)
                         message = f"partition {partition} of the topic is unknown"
                         header = partition_header(partition, pb.UNKNOWN_TOPIC_OR_PARTITION, message, UNKNOWN_OFFSETS)
                     else:
-                        code, message = byte_budget.fetch_partition(
-                            db, found, item.offset, item.max_partition_fetch_bytes, budget, entries, read_committed
+                        _, log_start, high_watermark, local_log_start, _, oldest_open = found
+                        offset = item.offset
+                        if offset == high_watermark and log_start <= offset and local_log_start <= offset:
+                            # At the high watermark (a consumer at the tail, the most common call): nothing to return
+                            # and no error, whatever the budget and the isolation (the LSO is at most the HWM).
+                            code, message = byte_budget.NO_ERROR
+                        else:
+                            code, message = byte_budget.fetch_partition(
+                                db, found, offset, item.max_partition_fetch_bytes, budget, entries, read_committed
+                            )
+                        stable = last_stable_offset(oldest_open, log_start, high_watermark)
+                        header = partition_header(
+                            partition, code, message, (log_start, high_watermark, local_log_start, stable)
                         )
-                        header = partition_header(partition, code, message, byte_budget.header_offsets(found))
                 except CoordinatorUnavailable as unavailable:
                     header = partition_header(partition, unavailable.error_code, unavailable.message, UNKNOWN_OFFSETS)
                 except reads.DAMAGE_ERRORS as damage:
@@ -113,6 +133,7 @@ def find_batches(coordinators: ReadingCoordinators[ReadableT], request: pb.FindB
                     entries.clear()
                     header = partition_header(partition, damaged.error_code, damaged.message, UNKNOWN_OFFSETS)
                     checked.discard(route)
+                    offsets_by_route.pop(route, None)
                 partitions.append(partition_result(header, entries))
-            topics.append(batch_entries.topic_result(topic.topic_id, partitions))
+            topics.append(batch_entries.topic_result(topic_id, partitions))
     return b"".join(topics)

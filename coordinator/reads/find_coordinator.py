@@ -13,7 +13,7 @@ from typing import final
 from coordinator.base.errors import CoordinatorUnavailable
 from coordinator.base.result import ItemError
 from coordinator.cluster.peers import PeerClient, PeerError, known_partitions_at
-from coordinator.machine.state import reads
+from coordinator.machine.state import file_reads, reads
 from coordinator.machine.topic_names import coordinator_for_new_partition
 from coordinator.reads.produce_gateways import Broker, duplicate_broker_problem, produce_gateways
 from coordinator.runtime.node_coordinators import NodeCoordinators, set_error, wire_code
@@ -256,7 +256,7 @@ def _describe(
     description.leader.CopyFrom(endpoint_of(coordinators, endpoint, shard.coordinator_id))
     try:
         with shard.read_transaction() as db:
-            counts = reads.coordinator_counts(db)
+            counts = file_reads.coordinator_counts(db)
     except reads.DAMAGE_ERRORS as error:
         damaged = coordinators.damaged(shard, error)
         set_error(description, damaged)

@@ -6,7 +6,8 @@ counters); a file's ownership and deletion time live in SQLite alone.
 
 from __future__ import annotations
 
-from coordinator.machine.batch_entries import CONTROL, TRANSACTIONAL, batch_entry
+from coordinator.base.invariants import InvariantViolation
+from coordinator.machine.batch_entries import CONTROL, TRANSACTIONAL, FileEntries
 from coordinator.machine.kinds.kind import (
     NO_NAMES,
     NO_PARTITION_CHANGES,
@@ -23,7 +24,6 @@ from coordinator.machine.producers import (
     WindowEntry,
     advance_packed_window,
     advance_window,
-    effective_timestamp,
     packed_window_after_marker,
     window_after_marker,
 )
@@ -46,6 +46,14 @@ def owner_list(owner_ids: list[int]) -> str:
     return ",".join(map(str, owner_ids))
 
 
+def _discontinuity(
+    batch_id: int, expected_batch_id: int, base_offset: int, last_offset: int, partition_key: int, high_watermark: int
+) -> InvariantViolation:
+    """The violation of a batch the loops' inlined condition (batch_discontinuity's) found broken."""
+    broken = batch_discontinuity(batch_id, expected_batch_id, base_offset, last_offset, partition_key, high_watermark)
+    return broken or InvariantViolation(f"batch {batch_id} found discontinuous by a check that disagrees with I3")
+
+
 class FileCommittedKind:
     """A WAL file committed here with the batches it accepted: offsets, producer windows, live batches."""
 
@@ -63,17 +71,17 @@ class FileCommittedKind:
         for (batch_id, key, _, _, base_offset, last_offset, max_timestamp, producer_id, producer_epoch, base_sequence,
              last_sequence, _, timestamp_type) in BATCH_LAYOUT.iter_unpack(committed.packed_batches):  # fmt: skip
             partition = partitions[key]
-            broken = batch_discontinuity(
-                batch_id, next_batch_id, base_offset, last_offset, key, partition.high_watermark
-            )
-            if broken is not None:
-                raise broken
+            # batch_discontinuity's condition, inlined (this runs once per batch); it says why when it breaks.
+            if batch_id != next_batch_id or base_offset != partition.high_watermark or last_offset < base_offset:
+                raise _discontinuity(batch_id, next_batch_id, base_offset, last_offset, key, partition.high_watermark)
             next_batch_id += 1
             partition.high_watermark = last_offset + 1
             if producer_id >= 0:
                 windows = producers.get(key)
                 if windows is None:
                     windows = producers[key] = {}
+                # effective_timestamp, inlined
+                timestamp = append_time if timestamp_type == LOG_APPEND_TIME or max_timestamp < 0 else max_timestamp
                 if base_sequence >= 0:
                     windows[producer_id] = advance_window(
                         windows.get(producer_id),
@@ -81,14 +89,10 @@ class FileCommittedKind:
                         new_tuple(
                             WindowEntry, (base_sequence, last_sequence, base_offset, append_time, timestamp_type)
                         ),
-                        effective_timestamp(max_timestamp, timestamp_type, append_time),
+                        timestamp,
                     )
                 else:  # a transaction marker (DESIGN §4b): no sequence
-                    windows[producer_id] = window_after_marker(
-                        windows.get(producer_id),
-                        producer_epoch,
-                        effective_timestamp(max_timestamp, timestamp_type, append_time),
-                    )
+                    windows[producer_id] = window_after_marker(windows.get(producer_id), producer_epoch, timestamp)
         view.next_batch_id = next_batch_id
         if committed.transaction_batches:
             replay_transactions(view, committed)
@@ -124,7 +128,7 @@ class FileCommittedKind:
         next_batch_id = transaction.next_batch_id
         # Fields unpacked into locals: this loop runs once per batch. A partition's first batch in the
         # transaction is taken at its word here; write_high_watermarks checks it against SQLite.
-        object_key = committed.object_key
+        entry_of = FileEntries(committed.object_key, append_time).entry
         rows = []
         time_tails = transaction.time_tails
         interval_offsets = time_index.INTERVAL_OFFSETS
@@ -137,16 +141,21 @@ class FileCommittedKind:
             (batch_id, key, byte_offset, size, base_offset, last_offset, max_timestamp, producer_id, producer_epoch,
              base_sequence, last_sequence, magic, timestamp_type) = batch  # fmt: skip
             before, after = high_watermarks.get(key, (base_offset, base_offset))
-            broken = batch_discontinuity(batch_id, next_batch_id, base_offset, last_offset, key, after)
-            if broken is not None:
-                raise broken
+            # batch_discontinuity's condition, inlined (this runs once per batch); it says why when it breaks.
+            if batch_id != next_batch_id or base_offset != after or last_offset < base_offset:
+                raise _discontinuity(batch_id, next_batch_id, base_offset, last_offset, key, after)
             next_batch_id += 1
             high_watermarks[key] = (before, last_offset + 1)
             if producer_id >= 0:
                 window_key = (key, producer_id)
                 window = changed_windows.get(window_key)  # transaction.producer_window, inlined
                 if window is None and window_key not in expired_windows:
-                    window = committed_windows.get(key, {}).get(producer_id)
+                    partition_windows = committed_windows.get(key)
+                    window = None if partition_windows is None else partition_windows.get(producer_id)
+                # effective_timestamp, inlined
+                last_timestamp = (
+                    append_time if timestamp_type == LOG_APPEND_TIME or max_timestamp < 0 else max_timestamp
+                )
                 if base_sequence >= 0:
                     changed_windows[window_key] = advance_packed_window(
                         window,
@@ -154,15 +163,13 @@ class FileCommittedKind:
                         new_tuple(
                             WindowEntry, (base_sequence, last_sequence, base_offset, append_time, timestamp_type)
                         ),
-                        effective_timestamp(max_timestamp, timestamp_type, append_time),
+                        last_timestamp,
                     )
                 else:  # a transaction marker (DESIGN §4b): no sequence
-                    changed_windows[window_key] = packed_window_after_marker(
-                        window, producer_epoch, effective_timestamp(max_timestamp, timestamp_type, append_time)
-                    )
-            entry = batch_entry(
-                batch_id, object_key, magic, byte_offset, size, base_offset, last_offset, append_time, max_timestamp,
-                timestamp_type, producer_id, flags.get(batch_id, 0) if flags else 0,
+                    changed_windows[window_key] = packed_window_after_marker(window, producer_epoch, last_timestamp)
+            entry = entry_of(
+                batch_id, magic, byte_offset, size, base_offset, last_offset, max_timestamp, timestamp_type,
+                producer_id, flags.get(batch_id, 0) if flags else 0,
             )  # fmt: skip
             rows.append((*batch, file_id, append_time, entry))
             timestamp = append_time if timestamp_type == LOG_APPEND_TIME else max_timestamp

@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-import dataclasses
-import enum
-from collections.abc import Collection
-from dataclasses import dataclass
+import array
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 import apsw
 
 from coordinator.machine.batch_entries import batch_entry
 from coordinator.machine.producers import last_stable_offset
-from coordinator.machine.records import CommittedBatch
 from coordinator.machine.state import time_index
-from coordinator.machine.view import FileFacts, PartitionView
+from coordinator.machine.view import PartitionView
 from protos import coordinator_pb2 as pb
 
 _new = tuple.__new__
@@ -62,16 +59,6 @@ class PartitionOffsets(NamedTuple):
         return self.local_log_start_offset - 1 if self.log_start_offset < self.local_log_start_offset else -1
 
 
-@dataclass(frozen=True, slots=True)
-class CoordinatorCounts:
-    partition_count: int
-    live_file_count: int
-    live_batch_count: int
-    oldest_live_file_timestamp: int
-    files_awaiting_handover: int
-    files_awaiting_deletion: int
-
-
 def one_row(cursor: apsw.Cursor, what: str) -> Any:
     """The row of a query that always yields one (an aggregate, a PRAGMA, a meta counter); none means damage."""
     row = cursor.fetchone()
@@ -80,16 +67,36 @@ def one_row(cursor: apsw.Cursor, what: str) -> Any:
     return row
 
 
+# A partition's offsets, with the oldest open transaction in the same statement: one seek of an index that is empty
+# without transactions. The columns are PartitionOffsets' fields, in order.
+_OFFSETS_COLUMNS = (
+    "partition_key, log_start_offset, high_watermark, local_log_start_offset, remote_max_timestamp, "
+    "coalesce((SELECT min(first_offset) FROM producer_transactions AS t "
+    "WHERE t.partition_key = p.partition_key AND t.first_offset >= 0), -1)"
+)
+_PARTITION_OFFSETS = f"SELECT {_OFFSETS_COLUMNS} FROM partitions AS p WHERE topic_id = ? AND partition = ?"
+_PARTITIONS_OFFSETS = (
+    f"SELECT {_OFFSETS_COLUMNS}, partition FROM partitions AS p WHERE topic_id = ? AND partition IN carray(?)"
+)
+
+
 def partition_offsets(db: apsw.Connection, topic_id: bytes, partition: int) -> PartitionOffsets | None:
-    # The oldest open transaction in the same statement: one seek of an index that is empty without transactions.
-    row = db.execute(
-        "SELECT partition_key, log_start_offset, high_watermark, local_log_start_offset, remote_max_timestamp, "
-        "coalesce((SELECT min(first_offset) FROM producer_transactions AS t "
-        "WHERE t.partition_key = p.partition_key AND t.first_offset >= 0), -1) "
-        "FROM partitions AS p WHERE topic_id = ? AND partition = ?",
-        (topic_id, partition),
-    ).fetchone()
+    row = db.execute(_PARTITION_OFFSETS, (topic_id, partition)).fetchone()
     return None if row is None else _new(PartitionOffsets, row)  # the row's six columns, in the fields' order
+
+
+def partitions_offsets(db: apsw.Connection, topic_id: bytes, partitions: Sequence[int]) -> dict[int, PartitionOffsets]:
+    """The offsets of the topic's partitions among `partitions` (at least one) that are here, by partition.
+
+    One statement for them all, the numbers bound as one array (SQLite's carray): a FindBatches call reads ten or
+    more partitions of a coordinator, and a statement per partition (its cursor, bindings and steps) cost more than
+    the rows it reads, at the tail where a partition has nothing new.
+    """
+    new = _new
+    return {
+        row[6]: new(PartitionOffsets, row[:6])
+        for row in db.execute(_PARTITIONS_OFFSETS, (topic_id, apsw.carray(array.array("q", partitions))))
+    }
 
 
 def _aborted_rows(db: apsw.Connection, partition_key: int, from_offset: int, below_offset: int) -> list[Any]:
@@ -208,56 +215,6 @@ def max_timestamp_batch(db: apsw.Connection, partition_key: int) -> tuple[int, i
     return time_index.max_timestamp_batch(db, partition_key)
 
 
-_FILE_COLUMNS = (
-    "file_id, object_key, file_size, uploader_broker_id, owner_ids, committed_at_ms, live_batches, is_last_owner, "
-    "owned, delete_after_ms, part_batches, lender_id, loan_move_id, "
-    "(SELECT group_concat(borrower) FROM file_loans AS l WHERE l.file_id = files.file_id)"
-)
-# A row with a loan out (design §5a) is held: never idle, whatever its live batches.
-_LENT = "EXISTS (SELECT 1 FROM file_loans AS l WHERE l.file_id = files.file_id)"
-# A file awaits deletion here when this coordinator is its last owner, owns it and has no live batch in it;
-# a file with no live batch here awaits hand-over otherwise (to the next owner, or from the one before).
-_AWAITING_DELETION = "live_batches = 0 AND is_last_owner = 1 AND owned = 1"
-
-
-def _file_facts(row: tuple[Any, ...]) -> FileFacts:
-    file_id, key, size, uploader, owners, committed_at, live, last, owned, delete_after, part_batches, *loans = row
-    lender, loan_move, lent = loans
-    return FileFacts(
-        file_id, key, size, uploader, tuple(map(int, owners.split(","))), committed_at, live, bool(last),
-        bool(owned), delete_after, part_batches, lender, () if lent is None else tuple(map(int, lent.split(","))),
-        loan_move,
-    )  # fmt: skip
-
-
-def file_facts(db: apsw.Connection, object_key: str) -> FileFacts | None:
-    row = db.execute(f"SELECT {_FILE_COLUMNS} FROM files WHERE object_key = ?", (object_key,)).fetchone()
-    return None if row is None else _file_facts(row)
-
-
-def described_file_facts(db: apsw.Connection, object_key: str) -> FileFacts | None:
-    """The file as DescribeFiles sees it: its batches of deleted topics not yet purged are not live.
-
-    A deleted topic is gone for every caller at once (DESIGN §4a), while its batches leave in later bounded passes
-    and keep counting in the file's `live_batches` until then. Each partition awaiting purge (few: those of topics
-    deleted since the last passes) is counted for the file by the index of batches by file, and only for a file
-    still counted live while some partition awaits purge. Call it in a read
-    transaction: the count and the runs must be of one state.
-    """
-    facts = file_facts(db, object_key)
-    if facts is None or facts.live_batches == 0:
-        return facts
-    awaiting = [key for (key,) in db.execute("SELECT partition_key FROM partitions_awaiting_purge")]
-    live = facts.live_batches
-    for partition_key in awaiting:
-        live -= _batches_of_file(db, partition_key, facts.file_id)
-        if live <= 0:
-            break
-    if live < 0:
-        raise StateDamaged(f"file {object_key}: more batches awaiting purge than its {facts.live_batches} live")
-    return dataclasses.replace(facts, live_batches=live)
-
-
 def batches_holding(
     db: apsw.Connection, partition_key: int, from_offset: int, to_offset: int, limit: int
 ) -> list[tuple[int, int, int]]:
@@ -281,67 +238,6 @@ def batches_holding(
     return found
 
 
-def _batches_of_file(db: apsw.Connection, partition_key: int, file_id: int) -> int:
-    """How many batches of `file_id` the partition holds (the index of batches by file: one range)."""
-    row = db.execute(
-        "SELECT count(*) FROM batches INDEXED BY batches_by_file WHERE file_id = ? AND partition_key = ?",
-        (file_id, partition_key),
-    ).fetchone()
-    return int(row[0]) if row is not None else 0
-
-
-# The columns of coordinator.machine.records.CommittedBatch, in order, then the file id.
-_COMMITTED_BATCH_COLUMNS = (
-    "batch_id, partition_key, byte_offset, size, base_offset, last_offset, max_timestamp, producer_id, "
-    "producer_epoch, base_sequence, last_sequence, magic, timestamp_type, file_id"
-)
-
-
-def file_batches(db: apsw.Connection, file_id: int, partition_keys: Collection[int]) -> list[CommittedBatch]:
-    """A file's batches still stored on these partitions, in batch id order (the order of its request).
-
-    Found by the index of batches by file: a file's batches are no longer one run of rising file ids in each
-    partition once consolidation moved some (DESIGN §4c).
-    """
-    wanted = set(partition_keys)
-    found = [
-        CommittedBatch._make(row[:-1])
-        for row in db.execute(
-            f"SELECT {_COMMITTED_BATCH_COLUMNS} FROM batches INDEXED BY batches_by_file WHERE file_id = ?", (file_id,)
-        )
-        if row[1] in wanted
-    ]
-    found.sort()  # by batch id: batch ids follow the request's order
-    return found
-
-
-class IdleFilesQuery(enum.Enum):
-    """What the file workers look for among a coordinator's files with no live batch here, and the values each
-    condition binds, in order."""
-
-    # A loan row the chain's token reached (design §5a) is returned first: only then does it pass the token.
-    TO_HAND_OVER = "owned = 1 AND is_last_owner = 0 AND lender_id < 0 AND file_id > ?"  # after file id
-    # Committed before, after file id. A loan row (design §5a) never waits for the chain's token: it is returned.
-    AWAITING_OWNERSHIP = "owned = 0 AND lender_id < 0 AND committed_at_ms <= ? AND file_id > ?"
-    TO_SCHEDULE = "owned = 1 AND is_last_owner = 1 AND lender_id < 0 AND delete_after_ms < 0"
-    DUE_FOR_DELETION = (
-        "owned = 1 AND is_last_owner = 1 AND lender_id < 0 AND delete_after_ms >= 0 AND delete_after_ms <= ?"  # now
-    )
-
-
-def idle_files(db: apsw.Connection, query: IdleFilesQuery, bindings: tuple[int, ...], limit: int) -> list[FileFacts]:
-    """Files with no live batch here and no loan out that also meet the query's condition, in file id order, at most
-    `limit`."""
-    return [
-        _file_facts(row)
-        for row in db.execute(
-            f"SELECT {_FILE_COLUMNS} FROM files WHERE live_batches = 0 AND NOT {_LENT} AND ({query.value}) "
-            "ORDER BY file_id LIMIT ?",
-            (*bindings, limit),
-        )
-    ]
-
-
 def producers_after(db: apsw.Connection, after: tuple[int, int], limit: int) -> list[tuple[int, int, int]]:
     """(partition key, producer id, last batch's effective timestamp) of the producers after `after` in key order,
     at most `limit`: one step of the expiry pass, its cost bounded by the rows it reads (the table's own order)."""
@@ -354,77 +250,10 @@ def producers_after(db: apsw.Connection, after: tuple[int, int], limit: int) -> 
     )
 
 
-def file_state(facts: FileFacts) -> int:
-    """The DescribeFiles state of a file as this coordinator sees it."""
-    if facts.live_batches > 0 or facts.loans_out > 0:
-        return pb.FILE_STATE_LIVE
-    if facts.is_last_owner and facts.owned:
-        return pb.FILE_STATE_AWAITING_DELETION
-    return pb.FILE_STATE_AWAITING_HANDOVER
-
-
-def coordinator_counts(db: apsw.Connection) -> CoordinatorCounts:
-    (live_batch_count,) = one_row(
-        db.execute("SELECT value FROM meta WHERE name = 'live_batch_count'"), "meta live_batch_count"
-    )
-    (partitions,) = one_row(db.execute("SELECT count(*) FROM partitions"), "the partition count")
-    live_files, oldest = one_row(
-        db.execute("SELECT count(*), min(committed_at_ms) FROM files WHERE live_batches > 0"), "the live files"
-    )
-    handover, deletion = one_row(
-        db.execute(
-            f"SELECT coalesce(sum(NOT ({_AWAITING_DELETION})), 0), coalesce(sum({_AWAITING_DELETION}), 0) "
-            f"FROM files WHERE live_batches = 0 AND NOT {_LENT}"
-        ),
-        "the idle files",
-    )
-    return CoordinatorCounts(
-        partitions, live_files, live_batch_count, -1 if oldest is None else oldest, handover, deletion
-    )
-
-
 def applied_offset(db: apsw.Connection) -> int:
     """The metadata-log offset the state reflects (in a transaction: the snapshot's)."""
     (offset,) = one_row(db.execute("SELECT value FROM meta WHERE name = 'applied_offset'"), "meta applied_offset")
     return int(offset)
-
-
-# A file's DescribeFiles state here, in SQL (as `file_state`).
-_FILE_STATE = (
-    f"CASE WHEN live_batches > 0 OR {_LENT} THEN {pb.FILE_STATE_LIVE} WHEN {_AWAITING_DELETION} "
-    f"THEN {pb.FILE_STATE_AWAITING_DELETION} ELSE {pb.FILE_STATE_AWAITING_HANDOVER} END"
-)
-
-
-def file_keys(db: apsw.Connection) -> apsw.Cursor:
-    """(object key, state) of every file here, in file id order (the table's own), read lazily page by page."""
-    return db.execute(f"SELECT object_key, {_FILE_STATE} FROM files ORDER BY file_id")
-
-
-KEY_FRAMING_BYTES = 4  # a key's tag and length in a page, and its state: a bound, not the exact size
-
-
-@dataclass(frozen=True, slots=True)
-class KeyPage:
-    object_keys: list[str]
-    states: list[pb.FileState]
-    exhausted: bool  # the cursor has no row left
-
-
-def next_key_page(keys: apsw.Cursor, max_keys: int, max_bytes: int) -> KeyPage:
-    """The next rows of `file_keys`: at most `max_keys`, and no more once their keys reach `max_bytes`."""
-    object_keys: list[str] = []
-    states: list[pb.FileState] = []
-    size = 0
-    while len(object_keys) < max_keys and size < max_bytes:
-        row = next(keys, None)
-        if row is None:
-            return KeyPage(object_keys, states, exhausted=True)
-        key = row[0]
-        object_keys.append(key)
-        states.append(row[1])
-        size += (len(key) if key.isascii() else len(key.encode())) + KEY_FRAMING_BYTES
-    return KeyPage(object_keys, states, exhausted=False)
 
 
 def partitions_awaiting_purge(db: apsw.Connection, limit: int) -> list[int]:

@@ -19,7 +19,7 @@ from coordinator.base.invariants import check_invariant
 from coordinator.machine import kinds
 from coordinator.machine.producers import PackedWindow, decode_window
 from coordinator.machine.records import CommittedBatch
-from coordinator.machine.state import adoptions, reads, time_index
+from coordinator.machine.state import adoptions, file_reads, reads, time_index
 from coordinator.machine.state.checkpoints import CHECKPOINT_PAGES_DEFAULT, WalCheckpoints
 from coordinator.machine.state.detached_read import DetachedRead
 from coordinator.machine.state.integrity import check_integrity
@@ -309,7 +309,7 @@ class StateStore:
 
     def committed_file(self, object_key: str) -> FileFacts | None:
         """The committed file with this key (on the writer's connection: checks and apply share the loop)."""
-        return reads.file_facts(self._writer, object_key)
+        return file_reads.file_facts(self._writer, object_key)
 
     def file_is_committed(self, object_key: str) -> bool:
         """Whether a committed file has this key (the writer's, as above): the key's index alone, no row read."""
@@ -317,7 +317,7 @@ class StateStore:
 
     def committed_batches(self, file_id: int, partition_keys: Collection[int]) -> list[CommittedBatch]:
         """A committed file's batches on these partitions (on the writer's connection, as `committed_file`)."""
-        return reads.file_batches(self._writer, file_id, partition_keys)
+        return file_reads.file_batches(self._writer, file_id, partition_keys)
 
     def committed_last_offsets(self, partition_key: int, from_offset: int, below_offset: int, limit: int) -> list[int]:
         """Last offsets of a partition's committed batches in [from, below), ascending (the writer's, as above)."""

@@ -64,3 +64,9 @@ class StatusBoard:
 
     def status(self, coordinator_id: int) -> Status:
         return unpack(self.words[coordinator_id])
+
+    def readable_generation(self, coordinator_id: int) -> Status | int:
+        """The generation of the coordinator's state when it may be read, else its Status (why not), from one read of
+        its word: a reader asks at every call, and a Status per call cost more than the answer's check."""
+        word: int = self.words[coordinator_id]
+        return unpack(word) if word & _CODE_MASK else word >> _CODE_BITS

@@ -69,13 +69,13 @@ class StateFile:
         self.read_generation = -1  # the generation the last read transaction saw
 
     def require_active(self) -> None:
-        status = self._board.status(self.coordinator_id)
-        if not status.readable:
-            raise unavailable_for(self.coordinator_id, status)
+        generation = self._board.readable_generation(self.coordinator_id)
+        if isinstance(generation, Status):
+            raise unavailable_for(self.coordinator_id, generation)
         connection = self._connection
         if connection is not None and connection.in_transaction:
             return  # within one call the first snapshot serves on, even if the node reloaded meanwhile
-        if status.generation != self._generation:
+        if generation != self._generation:
             self.close()
             try:
                 self._connection = open_reader(self._path, self._checksums)
@@ -84,7 +84,7 @@ class StateFile:
                     ErrorCode.COORDINATOR_NOT_AVAILABLE,
                     f"coordinator {self.coordinator_id}'s state cannot be opened here ({error}); retry",
                 ) from error
-            self._generation = status.generation
+            self._generation = generation
         self.read_generation = self._generation
 
     def read_transaction(self) -> contextlib.AbstractContextManager[apsw.Connection]:
@@ -132,17 +132,19 @@ class ReaderCoordinators:
         now = time.monotonic()
         cached = self._topics.get(topic_id)
         assignment = cached[1] if cached is not None and now - cached[0] < ROUTE_CACHE_S else None
-        if assignment is None or any(p not in assignment for p in partitions):
+        if assignment is None or not all(map(assignment.__contains__, partitions)):
             assignment = self._look_up(topic_id)
             if assignment:
                 self._topics[topic_id] = (now, assignment)
             else:
                 self._topics.pop(topic_id, None)
-        routes: list[Route] = []
-        for partition in partitions:
-            coordinator_id = assignment.get(partition)
-            routes.append(self._unknown_partition(partition) if coordinator_id is None else coordinator_id)
-        return routes
+        coordinator_of = assignment.get
+        return [
+            self._unknown_partition(partition)
+            if (coordinator_id := coordinator_of(partition)) is None
+            else coordinator_id
+            for partition in partitions
+        ]
 
     def route_missed(self, topic_id: bytes) -> None:
         # A cached route to a coordinator the partition moved out of would answer UNKNOWN_TOPIC_OR_PARTITION for

@@ -118,7 +118,7 @@ async def serve_reads(plan: ReaderPlan, board: StatusBoard, counts: CallCounts, 
 
     gate = CallGate(
         access, Metrics(), admission, on_answered=answered,
-        answer_bounds={"FindBatches": partial(answer_bound, settings)},
+        answer_bounds={"FindBatches": partial(answer_bound, settings)}, answers_in_metrics=False,
     )  # fmt: skip
     reported: set[tuple[int, int]] = set()
 

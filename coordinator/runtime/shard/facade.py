@@ -23,7 +23,7 @@ from coordinator.base.executors import ExecutorFactory, thread_executor
 from coordinator.base.metrics import Metrics
 from coordinator.base.workers import SupervisionBounds, WorkerSupervisor
 from coordinator.config.settings import Settings
-from coordinator.machine.state import reads
+from coordinator.machine.state import file_reads
 from coordinator.machine.state.detached_read import DetachedRead
 from coordinator.machine.state.integrity import IntegrityReport
 from coordinator.machine.view import CoordinatorView, FileFacts
@@ -259,9 +259,9 @@ class CoordinatorShard:
 
     def file_facts(self, object_key: str) -> FileFacts | None:
         """The committed file with this key as DescribeFiles sees it: batches of deleted topics awaiting their
-        purge are not live (reads.described_file_facts), read in one read transaction."""
+        purge are not live (file_reads.described_file_facts), read in one read transaction."""
         with self.read_transaction() as db:
-            return reads.described_file_facts(db, object_key)
+            return file_reads.described_file_facts(db, object_key)
 
     def file_in_flight(self, object_key: str) -> FileInFlight | None:
         """The file with this key as records not yet applied, or a commit still queued, will add it; None if none.
