@@ -164,6 +164,13 @@ def _replication(settings: Settings) -> None:
             f"{property_name('replica_fetch_linger_ms')} must be >= 0 and below "
             f"{property_name('replica_fetch_wait_max_ms')}, got {settings.replica_fetch_linger_ms}"
         )
+    if not 0 <= settings.replica_apply_linger_ms < settings.replica_lag_time_max_ms:
+        raise SettingsError(
+            f"{property_name('replica_apply_linger_ms')} must be >= 0 and below "
+            f"{property_name('replica_lag_time_max_ms')}, got {settings.replica_apply_linger_ms}"
+        )
+    if settings.replica_apply_max_records < 1:
+        raise SettingsError(f"{property_name('replica_apply_max_records')} must be >= 1")
     if settings.replica_fetch_max_bytes < 1024:
         raise SettingsError(f"{property_name('replica_fetch_max_bytes')} must be >= 1024")
     if settings.replica_fetch_response_max_bytes < 1024:

@@ -147,6 +147,18 @@ class Settings(StorageSettings):
         "a follower node fetches from each leader node over one open stream (FetchLogsStream), one message per "
         "round, instead of a FetchLogs call per round (false: calls, as before)",
     )
+    replica_apply_linger_ms: int = _setting(
+        "diskless.coordinator.replica.apply.linger.ms",
+        50,
+        "how long a follower may hold fetched records below the high watermark before applying them to its state, "
+        "so that the rounds fetched meanwhile go in the same SQLite transaction (follower reads are that much "
+        "staler while fetches bring frames; an answer without frames applies at once; 0: every round applies)",
+    )
+    replica_apply_max_records: int = _setting(
+        "diskless.coordinator.replica.apply.max.records",
+        10000,
+        "log records below the high watermark past which a follower applies at once, whatever its apply linger",
+    )
     replica_socket_timeout_ms: int = _setting(
         "diskless.coordinator.replica.socket.timeout.ms",
         10000,

@@ -6,7 +6,10 @@ watermark. Then it fetches from its log end, appends and fdatasyncs what the
 leader sends, and applies records up to the leader's high watermark through
 the same record kinds as the leader (`StateStore.apply`, `kinds.replay`).
 Records are never applied past the high watermark, so truncation never goes
-below what SQLite holds.
+below what SQLite holds. While fetches bring frames, records below the high
+watermark may wait up to `replica.apply.linger.ms` (or `replica.apply.max.records`)
+so that several rounds go in one SQLite transaction; an answer without frames
+applies what waits at once (the next round may be a long poll away).
 """
 
 from __future__ import annotations
@@ -150,6 +153,7 @@ class Follower:
         self._on_topic_records = on_topic_records
         self.high_watermark = store.applied_offset
         self.leader_log_end_offset = -1
+        self._ready_since_ms: int | None = None  # when records below the high watermark began to wait, if any do
         self._closed = False
         self._wake = asyncio.Event()  # ends a backoff sleep early
         self._closing = asyncio.Event()  # ends a call in flight: a paused leader would hold it to its deadline
@@ -355,7 +359,7 @@ class Follower:
             await self._append(response.frames, fetch_offset)
             if self.closed:  # closed during the write (the property: mypy would take the check above as still true)
                 return  # the coordinator closes its files: the next load replays what was appended
-        self._apply_up_to(min(response.high_watermark, self._log.end_offset))
+        self._apply_up_to(min(response.high_watermark, self._log.end_offset), lingering=bool(response.frames))
 
     async def _append(self, frames: bytes, fetch_offset: int) -> None:
         decoded = decode_fetched(frames, fetch_offset)
@@ -374,13 +378,25 @@ class Follower:
         for frame in decoded:
             self._epoch_cache.assign(frame.leader_epoch, frame.base_offset)
 
-    def _apply_up_to(self, high_watermark: int) -> None:
-        """Applies the fetched records below the high watermark, as the leader applied them."""
+    def _apply_up_to(self, high_watermark: int, lingering: bool = False) -> None:
+        """Applies the fetched records below the high watermark, as the leader applied them; while `lingering` (the
+        answer brought frames: more rounds follow soon), only once the first of them waited the apply linger or
+        enough of them wait, so that one SQLite transaction takes several rounds."""
         if high_watermark > self.high_watermark:
             self.high_watermark = high_watermark
         ready = [(end, batch) for end, batch in self._unapplied if end <= self.high_watermark]
         if not ready:
             return
+        now_ms = self._clock.monotonic_ms()
+        if self._ready_since_ms is None:
+            self._ready_since_ms = now_ms
+        if (
+            lingering
+            and now_ms - self._ready_since_ms < self._settings.replica_apply_linger_ms
+            and ready[-1][0] - self._store.applied_offset < self._settings.replica_apply_max_records
+        ):
+            return  # held: the next round's records join this transaction
+        self._ready_since_ms = None
         self._unapplied = self._unapplied[len(ready) :]
         self._store.apply(ready)
         for end, batch in ready:
