@@ -226,8 +226,22 @@ class FileWorker(CoordinatorWorker):
             self._failed(counts, "probe", "asking the owners before", self._probe_backoff, error)
 
     async def _probe_step(self, owners_before: tuple[int, ...], waiting: Sequence[FileFacts]) -> int:
-        """Asks the owners before about these files; takes those none of them knows. How many it took."""
-        known = await self._peers.known_files(owners_before, [f.object_key for f in waiting], self._timeout_s)
+        """Asks the owners before about these files; takes those none of them knows. How many it took.
+
+        The owner just before is asked first, and the others only about the files it does not know: after a
+        consolidation job empties a file on all its owners at once, each of them but the first waits for the chain
+        and probes, and the one just before it nearly always still knows the file (it holds it until it has handed
+        it on, to this coordinator at last). Asking every owner before about every file cost a lookup per owner
+        before, on every coordinator, each probe pass. It decides as asking all at once did: a file is taken only
+        if none of the owners before knows it. The answers are of two moments, as they already were when the
+        owners before are led on several nodes, and that is safe: an owner before with a live batch in the file
+        knows it from its commit until after it has handed the file on, so it answers known whenever it is asked.
+        """
+        timeout_s = self._timeout_s
+        known = await self._peers.known_files(owners_before[-1:], [f.object_key for f in waiting], timeout_s)
+        waiting = [f for f in waiting if not known[f.object_key]]
+        if waiting and len(owners_before) > 1:
+            known = await self._peers.known_files(owners_before[:-1], [f.object_key for f in waiting], timeout_s)
         unclaimed = [FileRef(f.file_id, f.object_key) for f in waiting if not known[f.object_key]]
         if not unclaimed:
             return 0
