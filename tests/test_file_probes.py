@@ -86,6 +86,25 @@ def test_a_file_the_owner_just_before_knows_costs_one_lookup_and_is_not_taken(cl
         cluster.wait_deleted(key)
 
 
+def test_files_with_the_same_owner_just_before_are_asked_about_in_one_call(cluster: Cluster) -> None:
+    node = cluster.node
+    assert isinstance(node, InProcessNode)
+    probes = Probes(node.file_workers[3])
+    # Two owner lists (brokers permute them per file), the same owner just before 3: one call for all the files.
+    topic_id, partitions = cluster.partitions_on(0, 1, 2, 3)
+    keys = []
+    for owner_ids in ([0, 1, 3], [2, 1, 3], [0, 1, 3], [2, 1, 3]):
+        key = cluster.upload()
+        cluster.commit(key, topic_id, [partitions[1], partitions[3]], owner_ids)
+        keys.append(key)
+    cluster.empty(topic_id, partitions[3])
+    _probed(cluster, probes)
+    assert set(probes.calls) == {((1,), tuple(keys))}, probes.calls
+    cluster.empty(topic_id, partitions[1])
+    for key in keys:
+        cluster.wait_deleted(key)
+
+
 def test_the_owners_further_before_are_asked_about_what_the_one_just_before_does_not_know(cluster: Cluster) -> None:
     node = cluster.node
     assert isinstance(node, InProcessNode)
