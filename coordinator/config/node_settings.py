@@ -101,6 +101,13 @@ class NodeSettings:
         "loop, so that an overloaded node refuses the excess with RESOURCE_EXHAUSTED within milliseconds instead of "
         "leaving it in gRPC's queue (false: the gRPC server runs on the node's one loop)",
     )
+    thread_switch_interval_us: int = _setting(
+        "diskless.node.thread.switch.interval.us",
+        5000,
+        "how long a thread of the node's processes runs Python before the interpreter hands the GIL to another "
+        "that waits (sys.setswitchinterval): the node's loop, the edge loop, gRPC's threads and SQLite's checkpoint "
+        "thread share one GIL (100..100000; 5000 is CPython's own)",
+    )
     node_processes: int = _setting(
         "diskless.node.processes",
         1,

@@ -36,6 +36,9 @@ def check(settings: Settings) -> None:
         raise SettingsError(
             f"{property_name('coordinators')} must be <= {COORDINATORS_MAX}, got {settings.coordinators}"
         )
+    switch_us = settings.thread_switch_interval_us
+    if not 100 <= switch_us <= 100_000:
+        raise SettingsError(f"{property_name('thread_switch_interval_us')} must be 100..100000, got {switch_us}")
     if settings.node_id < 0:
         raise SettingsError(f"{property_name('node_id')} must be >= 0, got {settings.node_id}")
     if not 0 <= settings.append_linger_ms <= 1000:

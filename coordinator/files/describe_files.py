@@ -72,17 +72,18 @@ def file_state_here(shard: CoordinatorShard, object_key: str) -> int | None:
 
 
 def file_states_here(shard: CoordinatorShard, object_keys: Sequence[str]) -> list[int | None]:
-    """`file_state_here` of each key, the committed state read in one read transaction (one BEGIN for the keys,
-    not one each: KnownFiles asks about up to a step of keys per coordinator)."""
-    states: list[int | None] = []
+    """`file_state_here` of each key, the committed state read in one read transaction and one query for the keys
+    (KnownFiles asks about up to a step of keys per coordinator)."""
     with shard.read_transaction() as db:
-        for object_key in object_keys:
-            facts = file_reads.described_file_facts(db, object_key)
-            if facts is not None:
-                states.append(file_reads.file_state(facts))
-                continue
-            in_flight = shard.file_in_flight(object_key)
-            states.append(None if in_flight is None else in_flight_state(in_flight, shard.coordinator_id))
+        committed = file_reads.described_files_facts(db, object_keys)
+    states: list[int | None] = []
+    for object_key in object_keys:
+        facts = committed.get(object_key)
+        if facts is not None:
+            states.append(file_reads.file_state(facts))
+            continue
+        in_flight = shard.file_in_flight(object_key)
+        states.append(None if in_flight is None else in_flight_state(in_flight, shard.coordinator_id))
     return states
 
 

@@ -208,27 +208,51 @@ class FileWorker(CoordinatorWorker):
             self._next_probe_pass_ms = now_ms + max(
                 self._settings.file_handover_probe_delay_ms, self._settings.file_worker_interval_ms
             )
-        by_owners_before: dict[tuple[int, ...], list[FileFacts]] = defaultdict(list)
+        # Grouped by the owner just before this one (the first owner owns a file from its commit: none to ask).
+        by_previous: dict[int, list[FileFacts]] = defaultdict(list)
         for facts in files:
             position = facts.owner_ids.index(self.coordinator_id)
-            by_owners_before[tuple(facts.owner_ids[:position])].append(facts)
+            if position:
+                by_previous[facts.owner_ids[position - 1]].append(facts)
         try:
-            for owners_before, waiting in by_owners_before.items():
-                if not owners_before:
-                    continue  # the first owner owns a file from its commit
+            for previous, waiting in by_previous.items():
                 for step in steps(waiting, self._step):
                     started_ms = self._clock.monotonic_ms()
-                    counts.taken += await self._probe_step(owners_before, step)
+                    counts.taken += await self._probe_step(previous, step)
                     await self._pace(started_ms)
             self._probe_backoff.succeeded()
         except (PeerError, TimeoutError) as error:
             self._next_probe_pass_ms = 0
             self._failed(counts, "probe", "asking the owners before", self._probe_backoff, error)
 
-    async def _probe_step(self, owners_before: tuple[int, ...], waiting: Sequence[FileFacts]) -> int:
-        """Asks the owners before about these files; takes those none of them knows. How many it took."""
-        known = await self._peers.known_files(owners_before, [f.object_key for f in waiting], self._timeout_s)
-        unclaimed = [FileRef(f.file_id, f.object_key) for f in waiting if not known[f.object_key]]
+    async def _probe_step(self, previous: int, waiting: Sequence[FileFacts]) -> int:
+        """Asks the owners before about these files; takes those none of them knows. How many it took.
+
+        The owner just before (`previous`, the same for the step's files) is asked first, in one call, and the
+        owners further before only about the files it does not know, grouped by those owners. After a consolidation
+        job empties a file on all its owners at once, each of them but the first waits for the chain and probes,
+        and the one just before it nearly always still knows the file (it holds it until it has handed it on, to
+        this coordinator at last); asking all the owners before cost a lookup per owner before, and a call per
+        distinct list of them (owner lists are permuted per file), each probe pass. It decides as asking all at
+        once did: a file is taken only if none of the owners before knows it. The answers are of two moments, as
+        they already were when the owners before are led on several nodes, and that is safe: an owner before with
+        a live batch in the file knows it from its commit until after it has handed the file on, so it answers
+        known whenever it is asked.
+        """
+        timeout_s = self._timeout_s
+        known = await self._peers.known_files((previous,), [f.object_key for f in waiting], timeout_s)
+        further: dict[tuple[int, ...], list[FileFacts]] = defaultdict(list)  # owners further before -> their files
+        for facts in waiting:
+            if not known[facts.object_key]:
+                position = facts.owner_ids.index(self.coordinator_id)
+                further[tuple(facts.owner_ids[: position - 1])].append(facts)
+        unknown_keys: set[str] = set()  # to none of the owners before
+        for owners, asked in further.items():
+            if owners:
+                answer = await self._peers.known_files(owners, [f.object_key for f in asked], timeout_s)
+                asked = [f for f in asked if not answer[f.object_key]]
+            unknown_keys.update(f.object_key for f in asked)
+        unclaimed = [FileRef(f.file_id, f.object_key) for f in waiting if f.object_key in unknown_keys]
         if not unclaimed:
             return 0
         taken = await self._apply(Operation(ownership.check_take_files, tuple(unclaimed)))

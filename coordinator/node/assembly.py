@@ -15,6 +15,7 @@ import dataclasses
 import gc
 import logging
 import signal
+import sys
 from collections.abc import Awaitable, Callable, Coroutine
 from functools import partial
 from multiprocessing.connection import Connection
@@ -406,6 +407,7 @@ def _spread(running: RunningServer) -> str:
 
 def run_commit_process(plan: CommitProcessPlan, board_words: Any, connection: Connection) -> None:
     """A commit process's entry point (spawned by coordinator/node/processes/supervisor.py)."""
+    set_thread_switch_interval(plan.settings)
     commit_process.run(
         plan, board_words, connection, lambda p: start_server(p.settings, commit_process=p), freeze_loaded_state
     )
@@ -418,8 +420,15 @@ def freeze_loaded_state() -> None:
     gc.set_threshold(GC_YOUNG_THRESHOLD, *gc.get_threshold()[1:])
 
 
+def set_thread_switch_interval(settings: Settings) -> None:
+    """The interpreter's GIL switch interval, for the whole process: set by a node process's entry point only (a
+    node started inside a test's process leaves the test's interpreter as it is)."""
+    sys.setswitchinterval(settings.thread_switch_interval_us / 1_000_000)
+
+
 async def serve(settings: Settings) -> int:
     """Runs one node until SIGTERM or SIGINT; drains in-flight calls and returns 0."""
+    set_thread_switch_interval(settings)
     try:
         running = await start_server(settings)
     except CannotListen as error:
