@@ -261,14 +261,25 @@ def test_a_move_nobody_polls_reaches_the_first_process_and_brokers_find_the_targ
         move = admin.MovePartitionRequest(topic_id=topic_id, partition=0, to_coordinator_id=target)
         assert admin_stub.MovePartition(move, timeout=30).error_code == pb.NONE
 
+        last: list[object] = []  # what the last try saw, for the failure's message (an intermittent failure here)
+
         def committed_as_a_broker() -> bool | None:
             """A broker's next file: the owners FindCoordinator names now, refused (retriable) while the move runs."""
             owners = sorted({coordinator_of(server.stub, topic_id, 0), coordinator_of(server.stub, topic_id, 1)})
             _, request = commit_request(topic_id, 10, owners)
             answers = server.stub.CommitFile(request, timeout=30).batches
+            last[:] = [owners, [(b.error_code, b.error_message) for b in answers]]
             return (all(b.error_code == pb.NONE for b in answers) and target in owners) or None
 
-        wait_for("a broker's commit to the moved partition at the target", committed_as_a_broker, timeout_s=30)
+        try:
+            wait_for("a broker's commit to the moved partition at the target", committed_as_a_broker, timeout_s=30)
+        except AssertionError as error:
+            described = admin_stub.DescribePartitionMove(
+                admin.DescribePartitionMoveRequest(topic_id=topic_id, partition=0), timeout=30
+            )
+            raise AssertionError(
+                f"{error}; target {target}, last try (owners, answers) {last}; move {described}"
+            ) from error
         assert coordinator_of(server.stub, topic_id, 0) == target
     finally:
         assert server.stop() == 0, "".join(server.output)
