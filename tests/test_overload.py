@@ -81,6 +81,7 @@ def test_overload_is_refused_and_nothing_refused_is_written(tmp_path: Path) -> N
 
 COMMIT_BATCHES = 200  # about 10 KB of request per commit
 BURST = 200
+SAME_READ_S = 0.005  # answers read together by the client, seen in any order
 
 
 Outcome = tuple[pb.CommitFileResponse | grpc.aio.AioRpcError, float]  # answer or error, when it came (perf_counter)
@@ -137,8 +138,10 @@ def test_past_a_bound_calls_are_refused_at_once_and_nothing_refused_is_written(
         assert all(setting in (error.details() or "") for error, _ in refused), refused[0][0].details()
         # A refusal waits for nothing: a call is refused only while admitted ones are in progress, so each refusal
         # comes before the last admitted call's answer (an order within the run, not a time a loaded machine misses).
+        # Answers that reach this client in one read resume its coroutines in any order: a refusal sent just before
+        # the last admitted answer may be seen microseconds after it (37 us in a CI run), never milliseconds.
         last_accepted = max(came for answer, came in outcomes if isinstance(answer, pb.CommitFileResponse))
-        assert max(came for _, came in refused) < last_accepted, "a refusal waited for the admitted calls"
+        assert max(came for _, came in refused) < last_accepted + SAME_READ_S, "a refusal waited for the admitted calls"
         # Every acknowledged batch is there, in the offsets it was given; no refused batch is.
         assert all(b.error_code == pb.NONE for answer in accepted for b in answer.batches)
         acknowledged = sorted(b.assigned_base_offset for answer in accepted for b in answer.batches)

@@ -33,6 +33,13 @@ class MoveCalls(NodeCalls):
         another reason first, such as a file's owners, and never answer NOT_COORDINATOR)."""
         self._table.forget_coordinator_of((topic_id, partition))
 
+    def forget_partitions(self) -> None:
+        """The catalog changed where this client cannot see it (a commit process cut a move over, or created
+        partitions): every partition's coordinator is found again on its next call. Forgetting one partition's
+        route is not enough: the catalog does not say which partitions changed, and a stale one is refused by its old
+        coordinator as a file not naming it (INVALID_REQUEST), never retried."""
+        self._table.partitions.clear()
+
     async def _at_partitions_leader(self, method: str, key: tuple[bytes, int], request: Any) -> Any:
         deadline = self._deadline()
         backoff = Backoff(self.backoff_initial_ms, self.backoff_max_ms)

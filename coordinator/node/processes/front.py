@@ -271,16 +271,22 @@ class NodeFront:
         self.layout = layout
         self.board = StatusBoard.create(settings.coordinators)
 
+        self._client = forwarding_client(node, layout)
+
+        def read_catalog() -> None:
+            node.rebuild_catalog()
+            # Calls passed on from here find each partition's coordinator again, from the catalog just read: the
+            # same callback, so no call can learn a route from the old catalog after it is forgotten.
+            self._client.forget_partitions()
+
         def changed() -> None:
             node.health_changed()
-            node.rebuild_catalog()  # a commit process (re)loaded: its partitions are read again
+            read_catalog()  # a commit process (re)loaded: its partitions are read again
 
-        catalog_changed = CoalescedCall(node.rebuild_catalog)
-        self.processes = CommitProcesses(settings, layout, self.board, changed, target, catalog_changed)
+        self.processes = CommitProcesses(settings, layout, self.board, changed, target, CoalescedCall(read_catalog))
         self._view = ReaderCoordinators(
             settings, [shard.directory for shard in node.shards], self.board, self.processes.report_damage
         )
-        self._client = forwarding_client(node, layout)
         answers = FrontAnswers(node, layout, self._view, self._client)
         self.router = Router(
             node.shards,
