@@ -2,7 +2,9 @@
 
 `python -m bench.stall_watch --address A --pid NODE [--pid BENCH] --out FILE`: every `--interval-ms` a
 FindCoordinator call without topics (the gate and the node's loop, nothing else), and each second a 4 KiB
-write + fsync beside the node's data, the machine's CPU and I/O pressure and load. A call not answered within
+write + fsync beside the node's data, the machine's CPU and I/O pressure and load, the disks' throughput and
+busy share, and each `--pid`'s process tree's bytes read and written (its children's too: the job's JVM and
+Python workers under the benchmark's process), so a saturated disk says whose I/O filled it. A call not answered within
 `--stall-ms` is a stall: while it lasts, `py-spy dump --nonblocking` of each `--pid` (the node; the
 benchmark's own process) is taken once, so the file says whose stacks, not a guess, held it. One JSON
 object per line: `tick` each second, `stall` when a stalled call comes back (at most `--dumps-max` with
@@ -83,11 +85,63 @@ class _Writer:
             self._out.flush()
 
 
-def _ticks(writer: _Writer, probe_file: Path, stop: threading.Event, worst: list[float]) -> None:
+def _tree(pid: int, apart: frozenset[int]) -> list[int]:
+    """`pid` and its descendants now (each thread's children, as /proc lists them), without the trees of `apart`."""
+    found, pending = [], [pid]
+    while pending:
+        current = pending.pop()
+        if current in apart and current != pid:
+            continue
+        found.append(current)
+        with contextlib.suppress(OSError):
+            for task in Path(f"/proc/{current}/task").iterdir():
+                pending.extend(int(child) for child in (task / "children").read_text().split())
+    return found
+
+
+def tree_io_bytes(pid: int, apart: frozenset[int] = frozenset()) -> tuple[int, int]:
+    """Bytes the process tree of `pid` (without the trees of `apart`: the node is the benchmark's child) read from
+    and wrote to storage so far (/proc/PID/io's read_bytes and write_bytes: a buffered write counts when the page
+    is dirtied, not when the kernel writes it back); a child that exited takes its share with it."""
+    read = written = 0
+    for member in _tree(pid, apart):
+        with contextlib.suppress(OSError, ValueError):
+            fields = dict(line.split(": ") for line in Path(f"/proc/{member}/io").read_text().splitlines())
+            read += int(fields["read_bytes"])
+            written += int(fields["write_bytes"])
+    return read, written
+
+
+def _disks() -> tuple[int, int, int]:
+    """Sectors read, sectors written and milliseconds busy, summed over the whole disks (not partitions, loops)."""
+    read = written = busy = 0
+    for line in Path("/proc/diskstats").read_text().splitlines():
+        fields = line.split()
+        name = fields[2]
+        if name.startswith(("loop", "ram", "dm-")) or not Path(f"/sys/block/{name}").exists():
+            continue
+        read, written, busy = read + int(fields[5]), written + int(fields[9]), busy + int(fields[12])
+    return read, written, busy
+
+
+MB = 1 << 20
+
+
+def _ticks(writer: _Writer, probe_file: Path, stop: threading.Event, worst: list[float], pids: list[int]) -> None:
+    apart = frozenset(pids)
+    disks, trees, last = _disks(), {pid: tree_io_bytes(pid, apart) for pid in pids}, time.monotonic()
     while not stop.wait(1.0):
+        now_disks, now_trees, now = _disks(), {pid: tree_io_bytes(pid, apart) for pid in pids}, time.monotonic()
+        seconds = max(now - last, 1e-3)
+        disk = {"read_mb_s": round((now_disks[0] - disks[0]) * 512 / MB / seconds, 1),
+                "write_mb_s": round((now_disks[1] - disks[1]) * 512 / MB / seconds, 1),
+                "busy_pct": round((now_disks[2] - disks[2]) / 10 / seconds, 1)}  # fmt: skip
+        trees_mb_s = {str(pid): [round(max(0, now_trees[pid][i] - trees[pid][i]) / MB / seconds, 1) for i in (0, 1)]
+                      for pid in pids}  # fmt: skip
+        disks, trees, last = now_disks, now_trees, now
         writer.line({"kind": "tick", "t": round(time.time(), 3), "fsync_ms": round(_fsync_ms(probe_file), 2),
                      "probe_ms_max": round(worst[0], 1), "cpu": _pressure("cpu"), "io": _pressure("io"),
-                     "load": os.getloadavg()[0]})  # fmt: skip
+                     "load": os.getloadavg()[0], "disk": disk, "tree_read_write_mb_s": trees_mb_s})  # fmt: skip
         worst[0] = 0.0
 
 
@@ -99,7 +153,7 @@ def watch(address: str, pids: list[int], out: Path, interval_s: float, stall_s: 
     with out.open("a") as stream, grpc.insecure_channel(address) as channel, futures.ThreadPoolExecutor(1) as pool:
         writer = _Writer(stream)
         stub = pb_grpc.DisklessCoordinatorStub(channel)
-        ticker = threading.Thread(target=_ticks, args=(writer, out.with_suffix(".fsync-probe"), stop, worst),
+        ticker = threading.Thread(target=_ticks, args=(writer, out.with_suffix(".fsync-probe"), stop, worst, pids),
                                   daemon=True)  # fmt: skip
         ticker.start()
         while not stop.is_set():
@@ -129,6 +183,8 @@ def summarize(path: Path, since: float, until: float) -> dict[str, Any]:
     and length, and the worst fsync probe."""
     stalls = []
     fsync_worst = 0.0
+    busy_seconds = 0  # ticks with the disks at least 90 % busy
+    written_mb: dict[str, float] = {}  # by --pid: what its process tree wrote (MB, summed per-second rates)
     if path.exists():
         for line in path.read_text().splitlines():
             entry = json.loads(line)
@@ -136,10 +192,14 @@ def summarize(path: Path, since: float, until: float) -> dict[str, Any]:
                 continue
             if entry["kind"] == "stall":
                 stalls.append([round(entry["t"] - since, 2), entry["ms"]])
-            else:
-                fsync_worst = max(fsync_worst, entry["fsync_ms"])
+                continue
+            fsync_worst = max(fsync_worst, entry["fsync_ms"])
+            busy_seconds += entry.get("disk", {}).get("busy_pct", 0.0) >= 90.0
+            for pid, (_, written) in entry.get("tree_read_write_mb_s", {}).items():
+                written_mb[pid] = round(written_mb.get(pid, 0.0) + written, 1)
     return {"stalls": len(stalls), "longest_ms": max((ms for _, ms in stalls), default=0.0),
-            "list": stalls[:50], "fsync_worst_ms": fsync_worst, "file": str(path)}  # fmt: skip
+            "list": stalls[:50], "fsync_worst_ms": fsync_worst, "disk_busy_90_s": busy_seconds,
+            "written_mb_by_pid": written_mb, "file": str(path)}  # fmt: skip
 
 
 def main() -> None:

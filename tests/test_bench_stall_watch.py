@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from bench.node_process import start_node, stop_node
-from bench.stall_watch import summarize
+from bench.stall_watch import summarize, tree_io_bytes
 
 
 @pytest.mark.slow
@@ -41,3 +42,28 @@ def test_a_stopped_node_is_recorded_as_a_stall_with_its_stacks(tmp_path: Path) -
     assert stalled["stalls"] == 1 and 1_500 <= stalled["longest_ms"] <= 3_000, stalled
     stall = next(line for line in out.read_text().splitlines() if '"kind": "stall"' in line)
     assert "Thread" in stall and str(node.pid) in stall, stall[:500]  # py-spy's dump of the stopped node
+    tick = json.loads(out.read_text().splitlines()[0])
+    assert set(tick["disk"]) == {"read_mb_s", "write_mb_s", "busy_pct"}
+    assert str(node.pid) in tick["tree_read_write_mb_s"]
+
+
+def test_a_process_trees_io_counts_what_its_children_write(disk_tmp_path: Path) -> None:
+    """The bytes a child (as the job's JVM and workers are the benchmark's) writes count in its parent's tree."""
+    size = 4 << 20
+    script = (
+        f"import os, sys, time; d = os.open({str(disk_tmp_path / 'f')!r}, os.O_WRONLY | os.O_CREAT); "
+        f"os.write(d, b'x' * {size}); os.fsync(d); print('written', flush=True); time.sleep(30)"
+    )
+    before = tree_io_bytes(os.getpid())
+    child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "written"
+        after = tree_io_bytes(os.getpid())
+        if tree_io_bytes(child.pid)[1] == 0:
+            pytest.skip(f"{disk_tmp_path} is on a file system whose writes reach no block device (tmpfs)")
+        assert size <= after[1] - before[1] < 2 * size, (before, after)
+        apart = tree_io_bytes(os.getpid(), frozenset({os.getpid(), child.pid}))  # the child counted on its own
+        assert apart[1] - before[1] < size, (before, apart)
+    finally:
+        child.kill()
+        child.wait()
