@@ -142,7 +142,7 @@ def _consolidate(args: argparse.Namespace) -> int:
                      one_process=not args.no_one_process,
                      replace_duty_percent=args.replace_duty_percent,
                      object_max_batches=args.object_max_batches,
-                     node_settings=tuple(args.node_setting))  # fmt: skip
+                     node_settings=tuple(args.node_setting), store_dir=args.store_dir)  # fmt: skip
     if (
         min(
             size.files,
@@ -283,6 +283,11 @@ def _add_consolidate_command(commands: Any) -> None:
     consolidate.add_argument(
         "--job-nice", type=int, default=size.job_nice,
         help=f"niceness of the job's JVM and Python workers (default {size.job_nice}; 0: as the node)",
+    )  # fmt: skip
+    consolidate.add_argument(
+        "--store-dir", default=size.store_dir,
+        help="where the object store goes (default: beside the node's data in --work-dir, on the same disk); e.g. "
+        "a tmpfs, standing for a store that shares no disk with the node, as S3 does not",
     )  # fmt: skip
     consolidate.add_argument(
         "--no-one-process", action="store_true",

@@ -77,6 +77,9 @@ class BenchSize:
     # The node's settings over NODE_SETTINGS (e.g. the file workers' pacing, or a worker interval long enough that
     # they do nothing during the job: what the job costs the commits with the node's own file work taken away).
     node_settings: tuple[tuple[str, str], ...] = ()
+    # Where the object store lives: "" beside the node's data in the work directory (one disk for both), else a
+    # directory of its own, e.g. on another device or a tmpfs, as a real store (S3) shares no disk with a node.
+    store_dir: str = ""
 
 
 def say(line: str) -> None:
@@ -98,12 +101,18 @@ def _variants(size: BenchSize, rng: random.Random) -> list[bytes]:
             for i in range(BATCH_VARIANTS)]  # fmt: skip
 
 
+def store_root(work: Path, size: BenchSize, side: str) -> Path:
+    """The object store of side `side` (a: the job's, b: the one-process run's copy)."""
+    return Path(size.store_dir) / side if size.store_dir else work / side / "objects"
+
+
 def build(work: Path, size: BenchSize) -> list[tuple[bytes, int]]:
     """The store and the node's data under `work`; returns the partitions."""
     rng = random.Random(size.seed)
     variants = _variants(size, rng)
-    root = work / "a" / "objects"
+    root = store_root(work, size, "a")
     root.mkdir(parents=True)
+    (work / "a").mkdir(parents=True, exist_ok=True)
     process, address, _ = start_node(work / "a", size.coordinators, _node_settings(size, root))
     try:
         with grpc.insecure_channel(address) as channel:
@@ -260,6 +269,9 @@ def run_benchmark(size: BenchSize, work: Path, out: Path | None = RESULTS, spark
     from spark.consolidation import open_consolidation_session, run_consolidation
 
     shutil.rmtree(work, ignore_errors=True)
+    root_a, root_b = store_root(work, size, "a"), store_root(work, size, "b")
+    for root in (root_a, root_b):
+        shutil.rmtree(root, ignore_errors=True)
     started = time.monotonic()
     partitions = build(work, size)
     build_s = time.monotonic() - started
@@ -268,8 +280,9 @@ def run_benchmark(size: BenchSize, work: Path, out: Path | None = RESULTS, spark
     if size.one_process:
         say("copying the store for the one-process run")
         subprocess.run(["cp", "-a", str(work / "a"), str(work / "b")], check=True)
+        if size.store_dir:
+            subprocess.run(["cp", "-a", str(root_a), str(root_b)], check=True)
     results: dict[str, Any] = {"size": asdict(size), "build_s": round(build_s, 1), "load_average": os.getloadavg()}
-    root_a, root_b = work / "a" / "objects", work / "b" / "objects"
     node_a, address_a, _ = start_node(work / "a", size.coordinators, _node_settings(size, root_a))
     closing = contextlib.ExitStack()
     session = spark or open_consolidation_session(

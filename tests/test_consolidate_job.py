@@ -303,9 +303,16 @@ def _end_group(pid: int) -> None:
 @pytest.mark.timeout(600)
 def test_benchmark_runs_at_a_tiny_size(spark: SparkSession, tmp_path: Path) -> None:
     from bench.consolidate import BenchSize, run_benchmark
+    from bench.consolidate_load import count_objects
 
-    size = BenchSize(files=64, partitions=12, brokers=4, coordinators=2, baseline_s=1.0, load_rate_per_s=4.0)
+    store = tmp_path / "store"  # the object store apart from the node's data (--store-dir)
+    size = BenchSize(
+        files=64, partitions=12, brokers=4, coordinators=2, baseline_s=1.0, load_rate_per_s=4.0, store_dir=str(store)
+    )
     results = run_benchmark(size, tmp_path / "work", tmp_path / "out.json", spark=spark)
+    assert not (tmp_path / "work" / "a" / "objects").exists()
+    # The job's store holds the 12 objects and the steady load's own files; the one-process run had a copy.
+    assert count_objects(store / "a") >= 12 and count_objects(store / "b") >= 12
     assert results["job"]["status"] == "ok" and results["job"]["objects_out"] == 12, results["job"]
     assert results["after"]["gets"] == 12 < results["before"]["gets"]
     # Live-file rows: one per coordinator holding a live batch of the file (its partitions are on two).
