@@ -2,6 +2,7 @@
 
     python -m bench.profile_find_batches build DIR [--partitions 100] [--files 1000]
     python -m bench.profile_find_batches count DIR [--calls 200] [--warmup 40] [--kinds tail,lag] [--grpc]
+    python -m bench.profile_find_batches gc DIR [--calls 3000] [--kind tail]
 
 `build` writes one coordinator's state (DIR/state.sqlite): a topic of `partitions` partitions, `files` files of one
 1000-byte batch of 10 records per partition, each checked, replayed and applied as the pipeline does. `count` runs
@@ -140,8 +141,11 @@ def run_core(directory: Path, requests_file: Path, churn: bool, reads: bool = Tr
                 find_batches(view, pb.FindBatchesRequest.FromString(raw))
 
 
-def run_server(directory: Path) -> None:
-    """The reader process's server in this process: prints its port, serves until stdin closes."""
+def run_server(directory: Path, frozen: bool = True, gc_report: bool = False) -> None:
+    """The reader process's server in this process: prints its port, serves until stdin closes. `frozen`: the
+    loaded state frozen for the collector, as the reader's entry point does (`run_reader`); `gc_report`: the
+    collections made while serving, and their time, printed to stderr at the end."""
+    from coordinator.base.child_processes import freeze_loaded_state
     from coordinator.config.settings import Settings
     from coordinator.reads.readers.worker import ReaderPlan, serve_reads
 
@@ -157,8 +161,63 @@ def run_server(directory: Path) -> None:
     threading.Thread(target=relay, daemon=True).start()
     import uvloop
 
+    collections = _GcCollections() if gc_report else None
+    if frozen:
+        freeze_loaded_state()
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
         runner.run(serve_reads(plan, board, counts, reader_end))
+    if collections is not None:
+        print(f"gc: {collections}", file=sys.stderr, flush=True)
+
+
+class _GcCollections:
+    """The collector's collections by generation, and their milliseconds, from its creation on."""
+
+    def __init__(self) -> None:
+        import gc
+        import time
+
+        self._clock = time.perf_counter
+        self._counts = [0, 0, 0]
+        self._seconds = [0.0, 0.0, 0.0]
+        self._started = 0.0
+        gc.callbacks.append(self._observe)
+
+    def _observe(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._started = self._clock()
+            return
+        generation = info["generation"]
+        self._counts[generation] += 1
+        self._seconds[generation] += self._clock() - self._started
+
+    def __str__(self) -> str:
+        names = ("young", "middle", "full")
+        parts = [f"{n} {c} ({s * 1000:.1f} ms)" for n, c, s in zip(names, self._counts, self._seconds, strict=True)]
+        return ", ".join(parts) + f"; {sum(self._seconds) * 1000:.1f} ms in all"
+
+
+def gc_time(directory: Path, kind: str, calls: int) -> None:
+    """The reader server's collections over `calls` calls of `kind` with churn, its state unfrozen then frozen
+    (`run_reader`'s `freeze_loaded_state`): wall-clock milliseconds, not instructions (a callgrind run of a few
+    hundred calls rarely reaches a full collection, whose pause this shows)."""
+    partitions, high_watermark = _shape(directory)
+    made = requests(kind, partitions, high_watermark, calls)
+    with tempfile.TemporaryDirectory(prefix="diskless-profile-gc-") as scratch:
+        for frozen in (False, True):
+            fresh = Path(scratch) / "state"
+            shutil.rmtree(fresh, ignore_errors=True)
+            shutil.copytree(directory, fresh)
+            command = [sys.executable, "-m", "bench.profile_find_batches", "serve", str(fresh), "--gc-report"]
+            command += [] if frozen else ["--unfrozen"]
+            server = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            assert server.stdin is not None and server.stdout is not None and server.stderr is not None
+            port = int(server.stdout.readline())
+            asyncio.run(_client_calls(port, made, fresh))
+            server.stdin.close()
+            report = [line for line in server.stderr.read().decode().splitlines() if line.startswith("gc: ")]
+            server.wait(timeout=600)
+            print(f"{kind}, {calls} calls, {'frozen' if frozen else 'unfrozen'}: {report[-1][4:]}", flush=True)
 
 
 async def _client_calls(port: int, made: list[pb.FindBatchesRequest], churn: Path | None) -> None:
@@ -298,6 +357,12 @@ def main() -> None:
     ran.add_argument("--writes-only", action="store_true")
     served = commands.add_parser("serve")  # the counted process (with --grpc)
     served.add_argument("directory", type=Path)
+    served.add_argument("--unfrozen", action="store_true", help="the loaded state left to the collector")
+    served.add_argument("--gc-report", action="store_true", help="the collections while serving, to stderr")
+    collected = commands.add_parser("gc")  # the server's collections, unfrozen and frozen
+    collected.add_argument("directory", type=Path)
+    collected.add_argument("--calls", type=int, default=3000)
+    collected.add_argument("--kind", default="tail", choices=KINDS)
     args = parser.parse_args()
     if args.command == "build":
         build(args.directory, args.partitions, args.files)
@@ -307,8 +372,10 @@ def main() -> None:
         count(args.directory, args.kinds.split(","), args.calls, args.warmup, args.grpc, args.churn, args.keep)
     elif args.command == "run":
         run_core(args.directory, args.requests, args.churn, not args.writes_only)
+    elif args.command == "gc":
+        gc_time(args.directory, args.kind, args.calls)
     else:
-        run_server(args.directory)
+        run_server(args.directory, not args.unfrozen, args.gc_report)
 
 
 if __name__ == "__main__":

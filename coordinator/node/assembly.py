@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import gc
 import logging
 import signal
 import sys
@@ -27,6 +26,7 @@ from google.protobuf.descriptor import ServiceDescriptor
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from coordinator.base.child_processes import freeze_loaded_state
 from coordinator.base.clock import Clock, SystemClock
 from coordinator.base.metrics import GaugeCollector, Metrics, serve_metrics
 from coordinator.base.workers import LoopWorker
@@ -67,7 +67,6 @@ from coordinator.runtime.shard import CoordinatorShard, ShardState
 log = logging.getLogger(__name__)
 Response = TypeVar("Response")
 T = TypeVar("T")
-GC_YOUNG_THRESHOLD = 20_000  # allocations between young collections (CPython's default is 700)
 
 
 def advertised_endpoint(settings: Settings, listen_host: str, port: int) -> NodeEndpoint:
@@ -411,13 +410,6 @@ def run_commit_process(plan: CommitProcessPlan, board_words: Any, connection: Co
     commit_process.run(
         plan, board_words, connection, lambda p: start_server(p.settings, commit_process=p), freeze_loaded_state
     )
-
-
-def freeze_loaded_state() -> None:
-    """The loaded state is long-lived: kept out of the collector's scans, and young collections made rarer,
-    because the commit path allocates many short-lived tuples (a few percent of its time went to the GC)."""
-    gc.freeze()
-    gc.set_threshold(GC_YOUNG_THRESHOLD, *gc.get_threshold()[1:])
 
 
 def set_thread_switch_interval(settings: Settings) -> None:

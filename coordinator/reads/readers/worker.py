@@ -24,7 +24,7 @@ from typing import Any, final
 
 import grpc
 
-from coordinator.base.child_processes import wait_told_to_stop
+from coordinator.base.child_processes import freeze_loaded_state, wait_told_to_stop
 from coordinator.base.metrics import Metrics
 from coordinator.config.settings import Settings
 from coordinator.edge.access_control import AccessControl
@@ -78,6 +78,9 @@ def run_reader(plan: ReaderPlan, board_words: Any, count_words: Any, connection:
     configure_logging(plan.settings.log_format)
     # Ctrl-C reaches the whole process group: the node stops its readers itself, after their calls drained.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # As the node's processes do: the imported modules out of the collector's scans, young collections rarer (each
+    # FindBatches call allocates a few hundred short-lived objects; CPython's default collects every 700).
+    freeze_loaded_state()
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
         runner.run(serve_reads(plan, StatusBoard(board_words), CallCounts(count_words), connection))
 
