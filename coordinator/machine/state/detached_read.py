@@ -10,11 +10,16 @@ is applied meanwhile (SQLite's WAL mode: the writer goes on, the reader keeps
 seeing the pages of its snapshot). While it is open, the WAL cannot be
 checkpointed past its snapshot and grows: callers bound how many are open and
 for how long, and the store closes those still open when it closes.
+
+With `one_snapshot=False` each read is a transaction of its own instead (begun
+and ended on the read's thread): a worker's reads between its awaits, kept off
+the loop, that never hold the WAL back across those awaits.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -34,8 +39,11 @@ class DetachedReadClosed(Exception):
 
 @final
 class DetachedRead:
-    def __init__(self, path: Path, on_close: Callable[[DetachedRead], None], checksums: bool = True) -> None:
+    def __init__(
+        self, path: Path, on_close: Callable[[DetachedRead], None], checksums: bool = True, one_snapshot: bool = True
+    ) -> None:
         self._path = path
+        self._one_snapshot = one_snapshot
         self._checksums = checksums
         self._on_close = on_close
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="detached-read")
@@ -60,8 +68,11 @@ class DetachedRead:
         if self._connection is None:
             # Busy timeout as the store's own connections: a read waits out a checkpoint's brief lock.
             self._connection = page_checksums.connect(self._path, apsw.SQLITE_OPEN_READONLY, self._checksums)
-            self._connection.execute("BEGIN")  # deferred: the snapshot is taken by the query's first read
-        return query(self._connection)
+            if self._one_snapshot:
+                self._connection.execute("BEGIN")  # deferred: the snapshot is taken by the query's first read
+        if self._one_snapshot:
+            return query(self._connection)
+        return _in_transaction(self._connection, query)
 
     def close(self, wait: bool = False) -> None:
         """Ends the transaction and closes the connection once the read under way (if any) is done.
@@ -82,3 +93,18 @@ class DetachedRead:
         connection, self._connection = self._connection, None
         if connection is not None:
             connection.close()  # a read transaction has nothing to keep: closing ends it
+
+
+def _in_transaction(connection: apsw.Connection, query: Callable[[apsw.Connection], T]) -> T:
+    """`query(connection)` in a read transaction of its own: all it reads is of one committed state."""
+    connection.execute("BEGIN")
+    try:
+        return query(connection)
+    finally:
+        try:
+            connection.execute("COMMIT")
+        except apsw.Error:
+            # As the store's read_transaction: a read that met damage has said so; end the transaction either way.
+            if connection.in_transaction:
+                with contextlib.suppress(apsw.Error):
+                    connection.execute("ROLLBACK")

@@ -340,12 +340,13 @@ class StateStore:
         """A read transaction: every query inside sees the same committed state."""
         return read_transaction(self.reader)
 
-    def detached_read(self) -> DetachedRead:
-        """A read transaction on a connection and thread of its own, which may stay open across awaits.
+    def detached_read(self, one_snapshot: bool = True) -> DetachedRead:
+        """A read transaction on a connection and thread of its own, which may stay open across awaits (with
+        `one_snapshot=False`: reads on that thread, each a transaction of its own).
 
         The store closes it when it closes (its next read then raises DetachedReadClosed).
         """
-        detached = DetachedRead(self.path, self._detached_reads.discard, self.checksums)
+        detached = DetachedRead(self.path, self._detached_reads.discard, self.checksums, one_snapshot)
         self._detached_reads.add(detached)
         return detached
 
