@@ -11,9 +11,11 @@ seeing the pages of its snapshot). While it is open, the WAL cannot be
 checkpointed past its snapshot and grows: callers bound how many are open and
 for how long, and the store closes those still open when it closes.
 
-With `one_snapshot=False` each read is a transaction of its own instead (begun
-and ended on the read's thread): a worker's reads between its awaits, kept off
-the loop, that never hold the WAL back across those awaits.
+With `one_snapshot=False` each read is a connection and transaction of its own
+instead, run by the loop's default executor (`asyncio.to_thread`'s; a
+simulation's runs it inline, so a seed still replays exactly): a worker's reads
+between its awaits, kept off the loop, that never hold the WAL back across
+those awaits. A close by the store waits for the read under way.
 """
 
 from __future__ import annotations
@@ -50,12 +52,16 @@ class DetachedRead:
         self._lock = threading.Lock()  # the loop and the store's thread may close it at once
         self._connection: apsw.Connection | None = None
         self._closed = False
+        self._idle = threading.Event()  # with one_snapshot=False: no read under way
+        self._idle.set()
 
     async def read(self, query: Callable[[apsw.Connection], T]) -> T:
         """`query(connection)` on the read's thread, inside its transaction (begun by the first read).
 
         Raises DetachedReadClosed once closed, and whatever the query raises (apsw's errors included).
         """
+        if not self._one_snapshot:
+            return await asyncio.get_running_loop().run_in_executor(None, self._read_alone, query)
         try:
             future = self._executor.submit(self._read, query)
         except RuntimeError:  # the executor is shut down: closed
@@ -68,11 +74,22 @@ class DetachedRead:
         if self._connection is None:
             # Busy timeout as the store's own connections: a read waits out a checkpoint's brief lock.
             self._connection = page_checksums.connect(self._path, apsw.SQLITE_OPEN_READONLY, self._checksums)
-            if self._one_snapshot:
-                self._connection.execute("BEGIN")  # deferred: the snapshot is taken by the query's first read
-        if self._one_snapshot:
-            return query(self._connection)
-        return _in_transaction(self._connection, query)
+            self._connection.execute("BEGIN")  # deferred: the snapshot is taken by the query's first read
+        return query(self._connection)
+
+    def _read_alone(self, query: Callable[[apsw.Connection], T]) -> T:
+        with self._lock:
+            if self._closed:
+                raise DetachedReadClosed(f"the read of {self._path} was closed")
+            self._idle.clear()
+        try:
+            connection = page_checksums.connect(self._path, apsw.SQLITE_OPEN_READONLY, self._checksums)
+            try:
+                return _in_transaction(connection, query)
+            finally:
+                connection.close()
+        finally:
+            self._idle.set()
 
     def close(self, wait: bool = False) -> None:
         """Ends the transaction and closes the connection once the read under way (if any) is done.
@@ -88,6 +105,8 @@ class DetachedRead:
         if closing:
             self._on_close(self)
         self._executor.shutdown(wait=wait)
+        if wait:
+            self._idle.wait()  # a read of its own connection under way (one_snapshot=False)
 
     def _close_connection(self) -> None:
         connection, self._connection = self._connection, None
