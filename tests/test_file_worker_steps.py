@@ -10,6 +10,7 @@ worker's calls to the other coordinators and to the store are recorded by wrappi
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ import pytest
 
 from coordinator.files.object_store import DeleteOutcome
 from coordinator.files.workers import FileWorker, pause_ms, steps
+from coordinator.machine.state import file_reads
 from coordinator.machine.view import FileFacts
 from protos import coordinator_pb2 as pb
 from protos import internal_pb2 as internal
@@ -184,3 +186,29 @@ def test_known_files_answers_each_key_whatever_the_step(
             assert list(found.states) == [pb.FILE_STATE_LIVE] * len(expected), found
     finally:
         assert node.stop() == 0, "".join(node.output)
+
+
+def test_the_workers_read_their_lists_off_the_nodes_loop(
+    node: InProcessNode, local_store_under_test: ObjectStoreUnderTest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every list a file worker reads is read on a thread where no loop runs, never on the thread of the node's loop
+    (where a scan on a slow disk held every coordinator's commits for a second), and the files still leave."""
+    on_a_loop: list[bool] = []
+    idle_files = file_reads.idle_files
+
+    def recorded_idle_files(*args: Any) -> list[FileFacts]:
+        try:
+            asyncio.get_running_loop()
+            on_a_loop.append(True)
+        except RuntimeError:  # no loop runs on this thread
+            on_a_loop.append(False)
+        return idle_files(*args)
+
+    monkeypatch.setattr(file_reads, "idle_files", recorded_idle_files)
+    cluster = Cluster(node, local_store_under_test)
+    keys, topic_id, partitions = _files(cluster, [1, 3], on=(1, 3))
+    cluster.empty(topic_id, partitions[3])
+    cluster.empty(topic_id, partitions[1])
+    for key in keys:
+        cluster.wait_deleted(key)
+    assert on_a_loop and not any(on_a_loop), on_a_loop

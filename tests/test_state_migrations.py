@@ -8,11 +8,13 @@ import apsw
 
 from coordinator.machine import records
 from coordinator.machine.records import CommittedBatch
-from coordinator.machine.state.schema import SCHEMA_VERSION
+from coordinator.machine.state import file_reads
+from coordinator.machine.state.schema import IDLE_FILE_INDEXES, SCHEMA_VERSION
 from coordinator.machine.state.store import StateStore
 from protos import coordinator_pb2 as pb
 
 TOPIC = b"\x07" * 16
+_IDLE_FILE_INDEX_NAMES = tuple(statement.split()[5] for statement in IDLE_FILE_INDEXES)
 PRODUCERS = (-1, 0, 5, 2**40)  # not idempotent, producer 0 (its entry reads the same either way), two others
 
 
@@ -68,6 +70,8 @@ def test_a_schema_10_file_row_is_of_its_owner_chain_at_schema_11(tmp_path: Path)
     store.close()
     db = apsw.Connection(str(path))
     with db:  # as schema 10 had it
+        for name in _IDLE_FILE_INDEX_NAMES:  # schema 14's, which name the column
+            db.execute(f"DROP INDEX {name}")
         db.execute("ALTER TABLE files DROP COLUMN lender_id")
         db.execute("DROP TABLE partition_adoptions")
         db.execute("UPDATE meta SET value = 10 WHERE name = 'schema_version'")
@@ -107,3 +111,28 @@ def test_a_schema_11_state_gains_empty_drops_loans_and_abandons_at_schema_12(tmp
         assert db.execute(f"SELECT count(*) FROM {table}").fetchall() == [(0,)]
     assert db.execute("SELECT value FROM meta WHERE name = 'schema_version'").fetchall() == [(SCHEMA_VERSION,)]
     db.close()
+
+
+def test_a_schema_13_state_gains_the_file_workers_indexes_at_schema_14(tmp_path: Path) -> None:
+    """Schema 14: each file-worker list has an index of its own (schema.IDLE_FILE_INDEXES), built from the rows an
+    older state holds, so its idle files are found through it at once."""
+    path = tmp_path / "state.sqlite"
+    store = StateStore(path, 0)
+    store.apply([(store.applied_offset + 1, [records.file_committed(0, "wal/0", 10, 1, [0], 1000, [])])])
+    store.close()
+    db = apsw.Connection(str(path))
+    with db:  # as schema 13 had it
+        for name in _IDLE_FILE_INDEX_NAMES:
+            db.execute(f"DROP INDEX {name}")
+        db.execute("UPDATE meta SET value = 13 WHERE name = 'schema_version'")
+    db.close()
+
+    store = StateStore(path, 0)
+    with store.read_transaction() as reader:
+        names = {row[0] for row in reader.execute("SELECT name FROM sqlite_schema WHERE type = 'index'")}
+        assert set(_IDLE_FILE_INDEX_NAMES) <= names
+        scheduled = file_reads.idle_files(reader, file_reads.IdleFilesQuery.TO_SCHEDULE, (), 10)
+        assert [f.object_key for f in scheduled] == ["wal/0"]  # a file with no batch, owned by its only owner
+        (version,) = reader.execute("SELECT value FROM meta WHERE name = 'schema_version'").fetchone()
+        assert version == SCHEMA_VERSION == 14
+    store.close()

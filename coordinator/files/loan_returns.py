@@ -48,8 +48,8 @@ class LoanReturnWorker(PeriodicWorker):
         """Returns what it can of the loan rows here; the number of rows forgotten (or made chain rows)."""
         if not self.leads():
             return 0
-        with self._shard.read_transaction() as db:
-            rows = adoptions.loan_rows_to_return(db, self._settings.partition_move_return_files)
+        limit = self._settings.partition_move_return_files
+        rows = await self._read(lambda db: adoptions.loan_rows_to_return(db, limit))  # off the loop
         by_lender: dict[int, list[tuple[str, int]]] = defaultdict(list)
         for row in rows:
             by_lender[row.lender].append((row.object_key, row.move_id))

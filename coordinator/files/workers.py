@@ -152,9 +152,10 @@ class FileWorker(CoordinatorWorker):
                 self._metrics.file_transitions.labels(labels, step).inc(value)
         return counts
 
-    def _idle(self, query: file_reads.IdleFilesQuery, bindings: tuple[int, ...]) -> list[FileFacts]:
-        with self._shard.read_transaction() as db:
-            return file_reads.idle_files(db, query, bindings, self._limit)
+    async def _idle(self, query: file_reads.IdleFilesQuery, bindings: tuple[int, ...]) -> list[FileFacts]:
+        """The query's files, read off the node's loop (CoordinatorWorker._read says why that is safe)."""
+        limit = self._limit
+        return await self._read(lambda db: file_reads.idle_files(db, query, bindings, limit))
 
     def _failed(self, counts: CycleCounts, step: str, what: str, backoff: Backoff, error: Exception) -> None:
         wait_ms = backoff.failed(self._clock.now_ms())
@@ -168,7 +169,7 @@ class FileWorker(CoordinatorWorker):
     # ------------------------------------------------------------------ 1. hand-over
 
     async def _hand_over(self, counts: CycleCounts) -> None:
-        files = self._idle(file_reads.IdleFilesQuery.TO_HAND_OVER, (self._hand_over_cursor,))
+        files = await self._idle(file_reads.IdleFilesQuery.TO_HAND_OVER, (self._hand_over_cursor,))
         self._hand_over_cursor = files[-1].file_id if len(files) == self._limit else -1
         by_target: dict[int, list[FileFacts]] = defaultdict(list)
         for facts in files:
@@ -199,7 +200,7 @@ class FileWorker(CoordinatorWorker):
         if now_ms < self._next_probe_pass_ms or not self._probe_backoff.ready(now_ms):
             return
         committed_before = now_ms - self._settings.file_handover_probe_delay_ms
-        files = self._idle(file_reads.IdleFilesQuery.AWAITING_OWNERSHIP, (committed_before, self._probe_cursor))
+        files = await self._idle(file_reads.IdleFilesQuery.AWAITING_OWNERSHIP, (committed_before, self._probe_cursor))
         if len(files) == self._limit:
             self._probe_cursor = files[-1].file_id
         else:
@@ -268,7 +269,7 @@ class FileWorker(CoordinatorWorker):
     # ------------------------------------------------------------------ 3. and 4. deletion
 
     async def _schedule_deletions(self, counts: CycleCounts) -> None:
-        files = self._idle(file_reads.IdleFilesQuery.TO_SCHEDULE, ())
+        files = await self._idle(file_reads.IdleFilesQuery.TO_SCHEDULE, ())
         for step in steps(files, self._step):
             started_ms = self._clock.monotonic_ms()
             refs = [FileRef(f.file_id, f.object_key) for f in step]
@@ -280,7 +281,7 @@ class FileWorker(CoordinatorWorker):
         now_ms = self._clock.now_ms()
         if not self._store_backoff.ready(now_ms):
             return
-        files = self._idle(file_reads.IdleFilesQuery.DUE_FOR_DELETION, (now_ms,))
+        files = await self._idle(file_reads.IdleFilesQuery.DUE_FOR_DELETION, (now_ms,))
         for step in steps(files, self._step):
             started_ms = self._clock.monotonic_ms()
             if not await self._delete_step(counts, step):

@@ -154,6 +154,14 @@ def lent_for(db: apsw.Connection, topic_id: bytes, partition: int, source: int, 
     ]
 
 
+# The index of idle loan rows (schema.IDLE_FILE_INDEXES): only they are read, never every idle row of the state.
+LOAN_ROWS_TO_RETURN = (
+    "SELECT object_key, lender_id, loan_move_id FROM files INDEXED BY files_loan_rows_idle "
+    "WHERE live_batches = 0 AND lender_id >= 0 AND NOT EXISTS "
+    "(SELECT 1 FROM file_loans AS l WHERE l.file_id = files.file_id) ORDER BY file_id LIMIT ?"
+)
+
+
 class LoanRow(NamedTuple):
     """A loan row to return: its key, its lender and the lender's move that made it."""
 
@@ -170,8 +178,7 @@ def loan_rows_to_return(db: apsw.Connection, limit: int) -> list[LoanRow]:
     return [
         LoanRow(str(object_key), int(lender), int(move_id))
         for object_key, lender, move_id in db.execute(
-            "SELECT object_key, lender_id, loan_move_id FROM files WHERE live_batches = 0 AND lender_id >= 0 AND NOT "
-            "EXISTS (SELECT 1 FROM file_loans AS l WHERE l.file_id = files.file_id) ORDER BY file_id LIMIT ?",
+            LOAN_ROWS_TO_RETURN,
             (limit,),
         )
     ]

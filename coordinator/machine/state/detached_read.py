@@ -10,11 +10,18 @@ is applied meanwhile (SQLite's WAL mode: the writer goes on, the reader keeps
 seeing the pages of its snapshot). While it is open, the WAL cannot be
 checkpointed past its snapshot and grows: callers bound how many are open and
 for how long, and the store closes those still open when it closes.
+
+With `one_snapshot=False` each read is a connection and transaction of its own
+instead, run by the loop's default executor (`asyncio.to_thread`'s; a
+simulation's runs it inline, so a seed still replays exactly): a worker's reads
+between its awaits, kept off the loop, that never hold the WAL back across
+those awaits. A close by the store waits for the read under way.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -34,20 +41,27 @@ class DetachedReadClosed(Exception):
 
 @final
 class DetachedRead:
-    def __init__(self, path: Path, on_close: Callable[[DetachedRead], None], checksums: bool = True) -> None:
+    def __init__(
+        self, path: Path, on_close: Callable[[DetachedRead], None], checksums: bool = True, one_snapshot: bool = True
+    ) -> None:
         self._path = path
+        self._one_snapshot = one_snapshot
         self._checksums = checksums
         self._on_close = on_close
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="detached-read")
         self._lock = threading.Lock()  # the loop and the store's thread may close it at once
         self._connection: apsw.Connection | None = None
         self._closed = False
+        self._idle = threading.Event()  # with one_snapshot=False: no read under way
+        self._idle.set()
 
     async def read(self, query: Callable[[apsw.Connection], T]) -> T:
         """`query(connection)` on the read's thread, inside its transaction (begun by the first read).
 
         Raises DetachedReadClosed once closed, and whatever the query raises (apsw's errors included).
         """
+        if not self._one_snapshot:
+            return await asyncio.get_running_loop().run_in_executor(None, self._read_alone, query)
         try:
             future = self._executor.submit(self._read, query)
         except RuntimeError:  # the executor is shut down: closed
@@ -63,6 +77,20 @@ class DetachedRead:
             self._connection.execute("BEGIN")  # deferred: the snapshot is taken by the query's first read
         return query(self._connection)
 
+    def _read_alone(self, query: Callable[[apsw.Connection], T]) -> T:
+        with self._lock:
+            if self._closed:
+                raise DetachedReadClosed(f"the read of {self._path} was closed")
+            self._idle.clear()
+        try:
+            connection = page_checksums.connect(self._path, apsw.SQLITE_OPEN_READONLY, self._checksums)
+            try:
+                return _in_transaction(connection, query)
+            finally:
+                connection.close()
+        finally:
+            self._idle.set()
+
     def close(self, wait: bool = False) -> None:
         """Ends the transaction and closes the connection once the read under way (if any) is done.
 
@@ -77,8 +105,25 @@ class DetachedRead:
         if closing:
             self._on_close(self)
         self._executor.shutdown(wait=wait)
+        if wait:
+            self._idle.wait()  # a read of its own connection under way (one_snapshot=False)
 
     def _close_connection(self) -> None:
         connection, self._connection = self._connection, None
         if connection is not None:
             connection.close()  # a read transaction has nothing to keep: closing ends it
+
+
+def _in_transaction(connection: apsw.Connection, query: Callable[[apsw.Connection], T]) -> T:
+    """`query(connection)` in a read transaction of its own: all it reads is of one committed state."""
+    connection.execute("BEGIN")
+    try:
+        return query(connection)
+    finally:
+        try:
+            connection.execute("COMMIT")
+        except apsw.Error:
+            # As the store's read_transaction: a read that met damage has said so; end the transaction either way.
+            if connection.in_transaction:
+                with contextlib.suppress(apsw.Error):
+                    connection.execute("ROLLBACK")

@@ -141,30 +141,64 @@ def file_batches(db: apsw.Connection, file_id: int, partition_keys: Collection[i
 
 
 class IdleFilesQuery(enum.Enum):
-    """What the file workers look for among a coordinator's files with no live batch here, and the values each
-    condition binds, in order."""
+    """What the file workers look for among a coordinator's files with no live batch here: the index of that list
+    (schema.IDLE_FILE_INDEXES), the condition, whose values are bound in order, and the order read.
+
+    Each condition repeats its index's WHERE terms word for word: SQLite uses a partial index only for a query whose
+    WHERE holds every term of the index's, and INDEXED BY makes a query that could not use it fail, rather than fall
+    back to walking every idle row (tests/test_idle_file_scans.py counts the rows each visits)."""
 
     # A loan row the chain's token reached (design §5a) is returned first: only then does it pass the token.
-    TO_HAND_OVER = "owned = 1 AND is_last_owner = 0 AND lender_id < 0 AND file_id > ?"  # after file id
+    TO_HAND_OVER = (
+        "files_to_hand_over",
+        "owned = 1 AND is_last_owner = 0 AND lender_id < 0 AND file_id > ?",  # after file id
+        "file_id",
+    )
     # Committed before, after file id. A loan row (design §5a) never waits for the chain's token: it is returned.
-    AWAITING_OWNERSHIP = "owned = 0 AND lender_id < 0 AND committed_at_ms <= ? AND file_id > ?"
-    TO_SCHEDULE = "owned = 1 AND is_last_owner = 1 AND lender_id < 0 AND delete_after_ms < 0"
+    AWAITING_OWNERSHIP = (
+        "files_awaiting_ownership",
+        "owned = 0 AND lender_id < 0 AND committed_at_ms <= ? AND file_id > ?",
+        "file_id",
+    )
+    TO_SCHEDULE = (
+        "files_owned_last",
+        "owned = 1 AND is_last_owner = 1 AND lender_id < 0 AND delete_after_ms < 0",
+        "delete_after_ms, file_id",  # every one unscheduled (-1): file id order
+    )
+    # The longest overdue first: the index's order, so a long list of due files is read only as far as the limit.
     DUE_FOR_DELETION = (
-        "owned = 1 AND is_last_owner = 1 AND lender_id < 0 AND delete_after_ms >= 0 AND delete_after_ms <= ?"  # now
+        "files_owned_last",
+        "owned = 1 AND is_last_owner = 1 AND lender_id < 0 AND delete_after_ms >= 0 AND delete_after_ms <= ?",  # now
+        "delete_after_ms, file_id",
+    )
+
+    @property
+    def index(self) -> str:
+        return str(self.value[0])
+
+    @property
+    def condition(self) -> str:
+        return str(self.value[1])
+
+    @property
+    def order(self) -> str:
+        return str(self.value[2])
+
+
+def idle_files_statement(query: IdleFilesQuery) -> str:
+    """The statement of `idle_files`; bindings: the query's, then the limit."""
+    # The loan test runs for the rows of the list only (a lookup in file_loans' key each): a row with a loan out is
+    # rare among them, since a lender's row stays held only while a borrower still has the file.
+    return (
+        f"SELECT {_FILE_COLUMNS} FROM files INDEXED BY {query.index} "
+        f"WHERE live_batches = 0 AND ({query.condition}) AND NOT {_LENT} ORDER BY {query.order} LIMIT ?"
     )
 
 
 def idle_files(db: apsw.Connection, query: IdleFilesQuery, bindings: tuple[int, ...], limit: int) -> list[FileFacts]:
-    """Files with no live batch here and no loan out that also meet the query's condition, in file id order, at most
-    `limit`."""
-    return [
-        _file_facts(row)
-        for row in db.execute(
-            f"SELECT {_FILE_COLUMNS} FROM files WHERE live_batches = 0 AND NOT {_LENT} AND ({query.value}) "
-            "ORDER BY file_id LIMIT ?",
-            (*bindings, limit),
-        )
-    ]
+    """Files with no live batch here and no loan out that also meet the query's condition, in the query's order, at
+    most `limit`."""
+    return [_file_facts(row) for row in db.execute(idle_files_statement(query), (*bindings, limit))]
 
 
 def file_state(facts: FileFacts) -> int:

@@ -11,7 +11,7 @@ from coordinator.machine.batch_entries import batch_entry
 from coordinator.machine.producers import packed_last_append_time
 from coordinator.machine.state import time_index
 
-SCHEMA_VERSION = 13
+SCHEMA_VERSION = 14
 
 # meta holds counters and the applied log offset, updated in the same
 # transaction as the state they describe.
@@ -215,6 +215,24 @@ STATEMENTS = (
     ) WITHOUT ROWID""",
 )
 
+# The file workers' work lists (schema 14), one partial index per list (file_reads.IdleFilesQuery, and
+# adoptions.loan_rows_to_return), keyed in the order the list is read: a query walks only rows of its list, so a
+# cycle costs the rows it acts on, not every idle row of the coordinator. files_idle alone made each query read the
+# table row of every idle file to test its state: ~10,000 random reads per query per cycle at the end of a 100,000-
+# file consolidation, a second on a saturated disk, on the node's loop (docs/benchmarks.md). Only rows with no live
+# batch enter them, so a commit (its files live) writes none of them. Made after the migrations, as they name
+# columns (lender_id) an older state file gains only there; the open makes any that are missing.
+IDLE_FILE_INDEXES = (
+    "CREATE INDEX IF NOT EXISTS files_to_hand_over ON files (file_id) "
+    "WHERE live_batches = 0 AND owned = 1 AND is_last_owner = 0 AND lender_id < 0",
+    "CREATE INDEX IF NOT EXISTS files_awaiting_ownership ON files (file_id) "
+    "WHERE live_batches = 0 AND owned = 0 AND lender_id < 0",
+    # Both the files to schedule (delete_after_ms -1) and those due (0..now) are a range of its first column.
+    "CREATE INDEX IF NOT EXISTS files_owned_last ON files (delete_after_ms, file_id) "
+    "WHERE live_batches = 0 AND owned = 1 AND is_last_owner = 1 AND lender_id < 0",
+    "CREATE INDEX IF NOT EXISTS files_loan_rows_idle ON files (file_id) WHERE live_batches = 0 AND lender_id >= 0",
+)
+
 # A step of a migration: a statement, or a function of the writer's connection for what SQL cannot say.
 MigrationStep = str | Callable[[apsw.Connection], None]
 
@@ -366,6 +384,12 @@ MIGRATIONS: dict[int, tuple[MigrationStep, ...]] = {
     12: (
         _moves_with_catch_up,
         "UPDATE meta SET value = 13 WHERE name = 'schema_version'",
+    ),
+    # Schema 13 -> 14: the file workers' work lists, each an index of its own (IDLE_FILE_INDEXES), built here from
+    # the rows a state holds.
+    13: (
+        *IDLE_FILE_INDEXES,
+        "UPDATE meta SET value = 14 WHERE name = 'schema_version'",
     ),
 }
 

@@ -23,7 +23,7 @@ from coordinator.machine.state import adoptions, file_reads, reads, time_index
 from coordinator.machine.state.checkpoints import CHECKPOINT_PAGES_DEFAULT, WalCheckpoints
 from coordinator.machine.state.detached_read import DetachedRead
 from coordinator.machine.state.integrity import check_integrity
-from coordinator.machine.state.schema import META_DEFAULTS, MIGRATIONS, SCHEMA_VERSION, STATEMENTS
+from coordinator.machine.state.schema import IDLE_FILE_INDEXES, META_DEFAULTS, MIGRATIONS, SCHEMA_VERSION, STATEMENTS
 from coordinator.machine.transaction import StateTransaction
 from coordinator.machine.view import CoordinatorView, FileFacts, PartitionView
 from protos import records_pb2 as rec
@@ -167,6 +167,8 @@ class StateStore:
                     "INSERT OR IGNORE INTO meta (name, value) VALUES (?, ?)", list(defaults.items())
                 )
                 self._migrate()
+                for statement in IDLE_FILE_INDEXES:  # a new file's (its schema is today's: nothing migrates)
+                    self._writer.execute(statement)
             self.meta = dict(self._writer.execute("SELECT name, value FROM meta"))
         except _ENVIRONMENT_ERRORS as error:
             if is_checksum_damage(error):  # a page or a WAL frame that fails its checksum: damage
@@ -338,12 +340,13 @@ class StateStore:
         """A read transaction: every query inside sees the same committed state."""
         return read_transaction(self.reader)
 
-    def detached_read(self) -> DetachedRead:
-        """A read transaction on a connection and thread of its own, which may stay open across awaits.
+    def detached_read(self, one_snapshot: bool = True) -> DetachedRead:
+        """A read transaction on a connection and thread of its own, which may stay open across awaits (with
+        `one_snapshot=False`: reads on that thread, each a transaction of its own).
 
         The store closes it when it closes (its next read then raises DetachedReadClosed).
         """
-        detached = DetachedRead(self.path, self._detached_reads.discard, self.checksums)
+        detached = DetachedRead(self.path, self._detached_reads.discard, self.checksums, one_snapshot)
         self._detached_reads.add(detached)
         return detached
 

@@ -249,13 +249,14 @@ class CoordinatorShard:
         """A read transaction on the committed state: every query inside sees the same state."""
         return self._serving_loaded().store.read_transaction()
 
-    def open_detached_read(self) -> DetachedRead:
+    def open_detached_read(self, one_snapshot: bool = True) -> DetachedRead:
         """A read transaction of its own that may stay open across awaits (a stream's pages); close it when done.
 
-        Its snapshot is the committed state at its first read. It ends when the coordinator's files close (a
-        reload, a stop): its next read then raises DetachedReadClosed.
+        Its snapshot is the committed state at its first read; with `one_snapshot=False` each read is a transaction
+        of its own, run on the same thread (a worker's reads, off the loop). It ends when the coordinator's files
+        close (a reload, a stop): its next read then raises DetachedReadClosed.
         """
-        return self._serving_loaded().store.detached_read()
+        return self._serving_loaded().store.detached_read(one_snapshot)
 
     def file_facts(self, object_key: str) -> FileFacts | None:
         """The committed file with this key as DescribeFiles sees it: batches of deleted topics awaiting their
