@@ -34,7 +34,8 @@ import apsw
 from coordinator.machine import records
 from coordinator.machine.records import CommittedBatch
 from coordinator.machine.state import adoptions, file_reads
-from coordinator.machine.state.store import StateStore, open_reader, read_transaction
+from coordinator.machine.state.detached_read import read_transaction
+from coordinator.machine.state.store import StateStore, open_reader
 
 NOW = 10_000_000
 LIMIT = 1000  # diskless.coordinator.file.worker.max.files' default

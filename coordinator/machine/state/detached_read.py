@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TypeVar, final
@@ -114,16 +114,24 @@ class DetachedRead:
             connection.close()  # a read transaction has nothing to keep: closing ends it
 
 
-def _in_transaction(connection: apsw.Connection, query: Callable[[apsw.Connection], T]) -> T:
-    """`query(connection)` in a read transaction of its own: all it reads is of one committed state."""
-    connection.execute("BEGIN")
+@contextlib.contextmanager
+def read_transaction(reader: apsw.Connection) -> Iterator[apsw.Connection]:
+    """A read transaction on a reader's connection: every query inside sees the same committed state."""
+    reader.execute("BEGIN")
     try:
-        return query(connection)
+        yield reader
     finally:
         try:
-            connection.execute("COMMIT")
+            reader.execute("COMMIT")
         except apsw.Error:
-            # As the store's read_transaction: a read that met damage has said so; end the transaction either way.
-            if connection.in_transaction:
+            # A read that met damage leaves its statement failed, and COMMIT reports that failure again;
+            # the reader already said so. A read transaction has nothing to lose: end it either way.
+            if reader.in_transaction:
                 with contextlib.suppress(apsw.Error):
-                    connection.execute("ROLLBACK")
+                    reader.execute("ROLLBACK")
+
+
+def _in_transaction(connection: apsw.Connection, query: Callable[[apsw.Connection], T]) -> T:
+    """`query(connection)` in a read transaction of its own: all it reads is of one committed state."""
+    with read_transaction(connection) as reader:
+        return query(reader)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 
 import apsw
@@ -21,7 +21,7 @@ from coordinator.machine.producers import PackedWindow, decode_window
 from coordinator.machine.records import CommittedBatch
 from coordinator.machine.state import adoptions, file_reads, reads, time_index
 from coordinator.machine.state.checkpoints import CHECKPOINT_PAGES_DEFAULT, WalCheckpoints
-from coordinator.machine.state.detached_read import DetachedRead
+from coordinator.machine.state.detached_read import DetachedRead, read_transaction
 from coordinator.machine.state.integrity import check_integrity
 from coordinator.machine.state.schema import IDLE_FILE_INDEXES, META_DEFAULTS, MIGRATIONS, SCHEMA_VERSION, STATEMENTS
 from coordinator.machine.transaction import StateTransaction
@@ -111,23 +111,6 @@ def truncation_problem(path: Path) -> str | None:
 def open_reader(path: Path, checksums: bool = True) -> apsw.Connection:
     """A read-only connection to a state file (WAL mode: it reads committed transactions, also from another process)."""
     return _connect(path, readonly=True, checksums=checksums)
-
-
-@contextlib.contextmanager
-def read_transaction(reader: apsw.Connection) -> Iterator[apsw.Connection]:
-    """A read transaction on a reader's connection: every query inside sees the same committed state."""
-    reader.execute("BEGIN")
-    try:
-        yield reader
-    finally:
-        try:
-            reader.execute("COMMIT")
-        except apsw.Error:
-            # A read that met damage leaves its statement failed, and COMMIT reports that failure again;
-            # the reader already said so. A read transaction has nothing to lose: end it either way.
-            if reader.in_transaction:
-                with contextlib.suppress(apsw.Error):
-                    reader.execute("ROLLBACK")
 
 
 class StateStore:

@@ -23,7 +23,8 @@ from coordinator.base.result import ItemError
 from coordinator.config.settings import Settings
 from coordinator.machine.catalog import PlacedPartition
 from coordinator.machine.state import reads
-from coordinator.machine.state.store import open_reader, read_transaction
+from coordinator.machine.state.detached_read import read_transaction
+from coordinator.machine.state.store import open_reader
 from coordinator.machine.topic_names import topic_id_problem
 from coordinator.reads.readers.board import Status, StatusBoard
 from coordinator.runtime.node_coordinators import (
