@@ -62,6 +62,18 @@ def _files(cluster: Cluster, owner_ids: list[int], on: tuple[int, ...]) -> tuple
     return keys, topic_id, partitions
 
 
+def _probes_of_3(cluster: Cluster) -> Probes:
+    """The probes of coordinator 3's file worker, the last owner in every test here."""
+    node = cluster.node
+    assert isinstance(node, InProcessNode)
+    return Probes(node.file_workers[3])
+
+
+def _all_deleted(cluster: Cluster, keys: Sequence[str]) -> None:
+    for key in keys:
+        cluster.wait_deleted(key)
+
+
 def _probed(cluster: Cluster, probes: Probes) -> None:
     """Moves the clock past the probe delay: the waiting coordinator has made its probe pass."""
     cluster.advance(PROBE_DELAY_MS + INTERVAL_MS)
@@ -69,9 +81,7 @@ def _probed(cluster: Cluster, probes: Probes) -> None:
 
 
 def test_a_file_the_owner_just_before_knows_costs_one_lookup_and_is_not_taken(cluster: Cluster) -> None:
-    node = cluster.node
-    assert isinstance(node, InProcessNode)
-    probes = Probes(node.file_workers[3])
+    probes = _probes_of_3(cluster)
     # 0 never heard of the files, 1 holds live batches in them, 3 waits for them.
     keys, topic_id, partitions = _files(cluster, [0, 1, 3], on=(1, 3))
     cluster.empty(topic_id, partitions[3])
@@ -82,14 +92,11 @@ def test_a_file_the_owner_just_before_knows_costs_one_lookup_and_is_not_taken(cl
 
     # Once 1 has no batch left, it asks 0 (none knows them), takes them and hands them to 3, the last owner.
     cluster.empty(topic_id, partitions[1])
-    for key in keys:
-        cluster.wait_deleted(key)
+    _all_deleted(cluster, keys)
 
 
 def test_files_with_the_same_owner_just_before_are_asked_about_in_one_call(cluster: Cluster) -> None:
-    node = cluster.node
-    assert isinstance(node, InProcessNode)
-    probes = Probes(node.file_workers[3])
+    probes = _probes_of_3(cluster)
     # Two owner lists (brokers permute them per file), the same owner just before 3: one call for all the files.
     topic_id, partitions = cluster.partitions_on(0, 1, 2, 3)
     keys = []
@@ -101,14 +108,11 @@ def test_files_with_the_same_owner_just_before_are_asked_about_in_one_call(clust
     _probed(cluster, probes)
     assert set(probes.calls) == {((1,), tuple(keys))}, probes.calls
     cluster.empty(topic_id, partitions[1])
-    for key in keys:
-        cluster.wait_deleted(key)
+    _all_deleted(cluster, keys)
 
 
 def test_the_owners_further_before_are_asked_about_what_the_one_just_before_does_not_know(cluster: Cluster) -> None:
-    node = cluster.node
-    assert isinstance(node, InProcessNode)
-    probes = Probes(node.file_workers[3])
+    probes = _probes_of_3(cluster)
     # 1 never heard of the files (a partial commit); 0, the first owner, holds live batches in them.
     keys, topic_id, partitions = _files(cluster, [0, 1, 3], on=(0, 3))
     cluster.empty(topic_id, partitions[3])
@@ -118,14 +122,11 @@ def test_the_owners_further_before_are_asked_about_what_the_one_just_before_does
 
     # 0 empties: it hands the files to 1 (which records files it never knew), 1 to 3, which deletes them.
     cluster.empty(topic_id, partitions[0])
-    for key in keys:
-        cluster.wait_deleted(key)
+    _all_deleted(cluster, keys)
 
 
 def test_a_file_no_owner_before_knows_is_taken_after_asking_each(cluster: Cluster) -> None:
-    node = cluster.node
-    assert isinstance(node, InProcessNode)
-    probes = Probes(node.file_workers[3])
+    probes = _probes_of_3(cluster)
     keys, topic_id, partitions = _files(cluster, [0, 1, 3], on=(3,))
     cluster.empty(topic_id, partitions[3])
     cluster.run_until(
@@ -133,8 +134,7 @@ def test_a_file_no_owner_before_knows_is_taken_after_asking_each(cluster: Cluste
         "coordinator 3 takes the files",
     )
     assert probes.calls == [((1,), tuple(keys)), ((0,), tuple(keys))]
-    for key in keys:
-        cluster.wait_deleted(key)
+    _all_deleted(cluster, keys)
 
 
 def _known(stub: internal_grpc.CoordinatorInternalStub, keys: Sequence[str]) -> dict[str, dict[int, int]]:

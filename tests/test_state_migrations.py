@@ -61,21 +61,32 @@ def test_a_schema_7_entry_that_does_not_name_its_producer_is_rebuilt_with_it(tmp
     db.close()
 
 
-def test_a_schema_10_file_row_is_of_its_owner_chain_at_schema_11(tmp_path: Path) -> None:
-    """Schema 11 (partition moves, design §5a): `files.lender_id` is added, -1 (a chain row, no loan) for every row
-    an older state holds; its new tables are made empty."""
+def _one_file_state_as_of(tmp_path: Path, version: int, *statements: str) -> Path:
+    """A state holding one committed file, rewritten by `statements` as schema `version` had it."""
     path = tmp_path / "state.sqlite"
     store = StateStore(path, 0)
     store.apply([(store.applied_offset + 1, [records.file_committed(0, "wal/0", 10, 1, [0], 1000, [])])])
     store.close()
     db = apsw.Connection(str(path))
-    with db:  # as schema 10 had it
-        for name in _IDLE_FILE_INDEX_NAMES:  # schema 14's, which name the column
-            db.execute(f"DROP INDEX {name}")
-        db.execute("ALTER TABLE files DROP COLUMN lender_id")
-        db.execute("DROP TABLE partition_adoptions")
-        db.execute("UPDATE meta SET value = 10 WHERE name = 'schema_version'")
+    with db:
+        for statement in statements:
+            db.execute(statement)
+        db.execute("UPDATE meta SET value = ? WHERE name = 'schema_version'", (version,))
     db.close()
+    return path
+
+
+def test_a_schema_10_file_row_is_of_its_owner_chain_at_schema_11(tmp_path: Path) -> None:
+    """Schema 11 (partition moves, design §5a): `files.lender_id` is added, -1 (a chain row, no loan) for every row
+    an older state holds; its new tables are made empty."""
+    path = _one_file_state_as_of(
+        tmp_path,
+        10,
+        # schema 14's indexes first: they name the column
+        *(f"DROP INDEX {name}" for name in _IDLE_FILE_INDEX_NAMES),
+        "ALTER TABLE files DROP COLUMN lender_id",
+        "DROP TABLE partition_adoptions",
+    )
 
     StateStore(path, 0).close()
 
@@ -89,17 +100,12 @@ def test_a_schema_10_file_row_is_of_its_owner_chain_at_schema_11(tmp_path: Path)
 def test_a_schema_11_state_gains_empty_drops_loans_and_abandons_at_schema_12(tmp_path: Path) -> None:
     """Schema 12 (the moves' drop, WAL-file loans and abandons, design §5a): the tables are made empty, every file row
     an older state holds has no loan out, and a chain row names no loan's move."""
-    path = tmp_path / "state.sqlite"
-    store = StateStore(path, 0)
-    store.apply([(store.applied_offset + 1, [records.file_committed(0, "wal/0", 10, 1, [0], 1000, [])])])
-    store.close()
-    db = apsw.Connection(str(path))
-    with db:  # as schema 11 had it
-        for table in ("partition_moves_out", "file_loans", "abandoned_adoptions"):
-            db.execute(f"DROP TABLE {table}")
-        db.execute("ALTER TABLE files DROP COLUMN loan_move_id")
-        db.execute("UPDATE meta SET value = 11 WHERE name = 'schema_version'")
-    db.close()
+    path = _one_file_state_as_of(
+        tmp_path,
+        11,
+        *(f"DROP TABLE {table}" for table in ("partition_moves_out", "file_loans", "abandoned_adoptions")),
+        "ALTER TABLE files DROP COLUMN loan_move_id",
+    )
 
     store = StateStore(path, 0)
     facts = store.committed_file("wal/0")
@@ -116,16 +122,7 @@ def test_a_schema_11_state_gains_empty_drops_loans_and_abandons_at_schema_12(tmp
 def test_a_schema_13_state_gains_the_file_workers_indexes_at_schema_14(tmp_path: Path) -> None:
     """Schema 14: each file-worker list has an index of its own (schema.IDLE_FILE_INDEXES), built from the rows an
     older state holds, so its idle files are found through it at once."""
-    path = tmp_path / "state.sqlite"
-    store = StateStore(path, 0)
-    store.apply([(store.applied_offset + 1, [records.file_committed(0, "wal/0", 10, 1, [0], 1000, [])])])
-    store.close()
-    db = apsw.Connection(str(path))
-    with db:  # as schema 13 had it
-        for name in _IDLE_FILE_INDEX_NAMES:
-            db.execute(f"DROP INDEX {name}")
-        db.execute("UPDATE meta SET value = 13 WHERE name = 'schema_version'")
-    db.close()
+    path = _one_file_state_as_of(tmp_path, 13, *(f"DROP INDEX {name}" for name in _IDLE_FILE_INDEX_NAMES))
 
     store = StateStore(path, 0)
     with store.read_transaction() as reader:
