@@ -127,6 +127,7 @@ def run_consolidation(
         uploader_broker_id=options.uploader_broker_id,
         dry_run=options.dry_run,
         replace_duty_percent=options.replace_duty_percent,
+        replace_group_batches=options.replace_group_batches,
         after_upload=after_upload,
     )
     with clock.phase("checking" if options.dry_run else "moving"):

@@ -41,6 +41,7 @@ class ConsolidateOptions:
     job_nice: int = 19  # niceness of the JVM and Python workers the job starts (spark/job_priority.py)
     job_cpu_idle: bool = True  # diskless.consolidation.job.cpu.idle: those processes under SCHED_IDLE too
     replace_duty_percent: int = 20  # share of a run task's time spent in ReplaceBatches at most (100: no pause)
+    replace_group_batches: int = 1000  # diskless.consolidation.replace.group.batches: calls sent together (0: one)
     task_runs: int = 8  # diskless.consolidation.task.runs: runs one Spark task carries at most
     task_bytes: int = 512 * 1024  # diskless.consolidation.task.bytes: compressed plan bytes one task carries at most
     stall_timeout_ms: int = 600_000  # diskless.consolidation.stall.timeout.ms: no task finished that long: an error
@@ -62,6 +63,8 @@ class ConsolidateOptions:
             return f"diskless.consolidation.job.nice must be 0..19, got {self.job_nice}"
         if not 1 <= self.replace_duty_percent <= 100:
             return f"diskless.consolidation.replace.duty.percent must be 1..100, got {self.replace_duty_percent}"
+        if self.replace_group_batches < 0:
+            return f"diskless.consolidation.replace.group.batches must be >= 0, got {self.replace_group_batches}"
         for name, value in (
             ("diskless.consolidation.task.runs", self.task_runs),
             ("diskless.consolidation.task.bytes", self.task_bytes),
@@ -97,6 +100,7 @@ def options_from_arguments(args: argparse.Namespace) -> ConsolidateOptions:
         job_nice=settings.consolidation_job_nice,
         job_cpu_idle=settings.consolidation_job_cpu_idle,
         replace_duty_percent=settings.consolidation_replace_duty_percent,
+        replace_group_batches=settings.consolidation_replace_group_batches,
         task_runs=settings.consolidation_task_runs,
         task_bytes=settings.consolidation_task_bytes,
         stall_timeout_ms=settings.consolidation_stall_timeout_ms,

@@ -34,11 +34,14 @@ class Plan:
 
 def _one_coordinator(
     coordinator: tuple[int, str], request: PlanRequest, pacer: PlanningPacer
-) -> dict[PartitionKey, list[SourceBatch]]:
+) -> tuple[dict[PartitionKey, list[SourceBatch]], dict[str, int]]:
+    """The coordinator's batches by partition, and each source file's rank in its answer (oldest first)."""
     by_partition: dict[PartitionKey, list[SourceBatch]] = {}
+    ranks: dict[str, int] = {}
     for batch in plan_task([coordinator], request, pacer):
         by_partition.setdefault((batch.coordinator_id, batch.topic_id, batch.partition), []).append(batch)
-    return by_partition
+        ranks.setdefault(batch.object_key, len(ranks))
+    return by_partition, ranks
 
 
 def plan_runs(
@@ -50,20 +53,32 @@ def plan_runs(
 ) -> Plan:
     """Every coordinator asked (a failure raises, before anything moved), its batches cut into runs.
 
-    The runs come ordered by coordinator, topic and partition, so that a rerun plans them in the same
-    order (and the same keys, spark/consolidation_rules.py)."""
+    The runs come ordered by coordinator, then by the rank of the source file each starts in, then topic and
+    partition: a coordinator's runs that start in the same file (a broker's partitions, each with a batch in
+    each of the broker's files) are side by side, so that a run task sends them together (`replace_groups`) and
+    the coordinator writes the rows and index pages of the files they share once. A rerun plans the same runs
+    in the same order (and the same keys, spark/consolidation_rules.py)."""
     listed = list(coordinators)
     by_partition: dict[PartitionKey, list[SourceBatch]] = {}
+    ranks: dict[int, dict[str, int]] = {}
     pacer = PlanningPacer(request.duty_percent)  # one page in flight at a time over the threads, paced
     with futures.ThreadPoolExecutor(max(1, min(threads, len(listed)))) as pool:
-        for answered in pool.map(lambda c: _one_coordinator(c, request, pacer), listed):
+        for (coordinator_id, _), (answered, ranked) in zip(
+            listed, pool.map(lambda c: _one_coordinator(c, request, pacer), listed), strict=True
+        ):
             by_partition.update(answered)  # coordinators hold disjoint partitions
+            ranks[coordinator_id] = ranked
     files: set[str] = set()
     batches = 0
-    runs: list[Run] = []
+    ordered: list[tuple[int, int, PartitionKey, Run]] = []
     for partition in sorted(by_partition):
         planned = by_partition.pop(partition)  # dropped as cut: the runs keep what moves
         batches += len(planned)
         files.update(b.object_key for b in planned)
-        runs.extend(partition_runs(planned, target_bytes, max_batches))
-    return Plan(runs, len(files), batches)
+        rank = ranks[partition[0]]
+        ordered.extend(
+            (partition[0], rank[run.batches[0].object_key], partition, run)
+            for run in partition_runs(planned, target_bytes, max_batches)
+        )
+    ordered.sort(key=lambda item: item[:3])
+    return Plan([run for *_, run in ordered], len(files), batches)

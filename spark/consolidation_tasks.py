@@ -28,6 +28,7 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Callable, Iterable, Iterator
+from concurrent import futures
 from dataclasses import dataclass, field
 
 import grpc
@@ -113,6 +114,7 @@ class RunPlan:
     uploader_broker_id: int
     dry_run: bool = False
     replace_duty_percent: int = 100  # diskless.consolidation.replace.duty.percent (100: no pause)
+    replace_group_batches: int = 0  # diskless.consolidation.replace.group.batches (0: one call at a time)
     # For tests only: called with the object key after its upload and before ReplaceBatches (a crash there).
     after_upload: Callable[[str], None] | None = None
 
@@ -239,30 +241,39 @@ def move_run(run: Run, plan: RunPlan) -> RunResult:
 
 
 def _move(run: Run, plan: RunPlan, store: ObjectStore, result: RunResult) -> None:
+    prepared = _upload(run, plan, store, result)
+    if prepared is not None:
+        _commit(run, plan, result, *prepared)
+
+
+def _upload(
+    run: Run, plan: RunPlan, store: ObjectStore, result: RunResult
+) -> tuple[list[Extent], pb.ReplaceBatchesRequest] | None:
+    """Reads, checks and uploads the run's object; its ReplaceBatches request, or None when nothing is to commit."""
     try:
         checked = _read_checked(store, run, result)
     except ObjectStoreError as error:
         result.status = UPLOAD_FAILED
         result.note(f"reading the sources failed: {error}")
-        return
+        return None
     good = [piece is not None for _, piece in checked]
     extents = layout_extents(run.batches, good)
     moving = [batch for batch, piece in checked if piece is not None]
     if not extents:
         result.status = NOTHING_TO_MOVE
-        return
+        return None
     result.gets_before = gets_to_read(moving)
     result.moved_from = sorted({b.object_key for b in moving})
     if plan.dry_run:
         result.batches_moved, result.bytes_moved, result.gets_after = len(moving), sum(b.size for b in moving), 1
-        return
+        return None
     data = b"".join(piece for _, piece in checked if piece is not None)
     try:
         store.put(result.object_key, data)
     except ObjectStoreError as error:
         result.status = UPLOAD_FAILED
         result.note(f"upload of {result.object_key} failed: {error}")
-        return
+        return None
     if plan.after_upload is not None:
         plan.after_upload(result.object_key)
     request = pb.ReplaceBatchesRequest(
@@ -274,6 +285,12 @@ def _move(run: Run, plan: RunPlan, store: ObjectStore, result: RunResult) -> Non
         extents=[_extent(run, e) for e in extents],
         timeout_ms=int(plan.access.rpc_timeout_s * 1000),
     )
+    return extents, request
+
+
+def _commit(
+    run: Run, plan: RunPlan, result: RunResult, extents: list[Extent], request: pb.ReplaceBatchesRequest
+) -> None:
     called = time.monotonic()
     answers = _replace(plan, run.coordinator_id, request, result)
     result.replace_ms = round((time.monotonic() - called) * 1000, 1)
@@ -377,12 +394,51 @@ def replace_pause_s(replace_ms: float, duty_percent: int) -> float:
 
 
 def move_task(runs: Iterable[Run], plan: RunPlan, sleep: Callable[[float], None] = time.sleep) -> Iterator[RunResult]:
-    """One run task (a Spark partition): its runs one after the other, paced (`replace_pause_s`)."""
+    """One run task (a Spark partition): its runs in groups (`replace_groups`), each paced (`replace_pause_s`) by
+    its slowest ReplaceBatches call. A lone run is `move_run`; a group's objects are uploaded one after the other,
+    then its calls sent together, so that the coordinator commits them in one group (one SQLite transaction: the
+    source file rows and index pages their runs share are written once)."""
+    for group in replace_groups(runs, plan.replace_group_batches):
+        results = [move_run(group[0], plan)] if len(group) == 1 else _move_group(group, plan)
+        yield from results
+        slowest = max(result.replace_ms for result in results)
+        if slowest > 0 and plan.replace_duty_percent < 100:
+            sleep(replace_pause_s(slowest, plan.replace_duty_percent))
+
+
+def _move_group(group: list[Run], plan: RunPlan) -> list[RunResult]:
+    results, prepared = [], []
+    store = open_existing_store(plan.store)
+    try:
+        for run in group:
+            result = RunResult(run.coordinator_id, f"{run.topic_id.hex()}-{run.partition}",
+                               run_object_key(run, plan.store.prefix), PLANNED, len(run.batches))  # fmt: skip
+            results.append(result)
+            upload = _upload(run, plan, store, result)
+            if upload is not None:
+                prepared.append((run, result, upload))
+    finally:
+        store.close()
+    if prepared:
+        with futures.ThreadPoolExecutor(len(prepared)) as pool:
+            list(pool.map(lambda item: _commit(item[0], plan, item[1], *item[2]), prepared))
+    return results
+
+
+def replace_groups(runs: Iterable[Run], max_batches: int) -> Iterator[list[Run]]:
+    """Consecutive runs of one coordinator whose batches add up to at most `max_batches` (one run at least;
+    0: every run alone). The plan puts a coordinator's runs that start in the same source file side by side
+    (spark/consolidation_planning.py), so a group's runs share their source files."""
+    group: list[Run] = []
+    batches = 0
     for run in runs:
-        result = move_run(run, plan)
-        yield result
-        if result.replace_ms > 0 and plan.replace_duty_percent < 100:
-            sleep(replace_pause_s(result.replace_ms, plan.replace_duty_percent))
+        if group and (run.coordinator_id != group[0].coordinator_id or batches + len(run.batches) > max_batches):
+            yield group
+            group, batches = [], 0
+        group.append(run)
+        batches += len(run.batches)
+    if group:
+        yield group
 
 
 def move_payloads(

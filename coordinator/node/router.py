@@ -102,6 +102,7 @@ class Router:
         self._topic_admin = TopicAdmin(self._coordinators, peers)
         self._clock = clock
         self._commits = CommitFiles(self._coordinators, clock)
+        self._replaces = replace_batches.ReplaceCalls(self._coordinators)
         self._file_keys = FileKeyStreams(self._coordinators, clock)
         self._peers = peers
         # Where catalog calls go when this node holds no replica at all (a node added after the cluster formed).
@@ -182,7 +183,7 @@ class Router:
 
     async def replace_batches(self, request: pb.ReplaceBatchesRequest) -> pb.ReplaceBatchesResponse:
         """Object consolidation (DESIGN §4c): each coordinator's runs moved into the merged object, one record each."""
-        return await replace_batches.replace_batches(self._coordinators, request)
+        return await self._replaces.replace_batches(request)
 
     def get_file_merge_work_item(self, request: pb.GetFileMergeWorkItemRequest) -> pb.GetFileMergeWorkItemResponse:
         """A coordinator's oldest small live files with their live batches, from its leader (DESIGN §4c)."""
