@@ -142,6 +142,7 @@ def _consolidate(args: argparse.Namespace) -> int:
                      one_process=not args.no_one_process,
                      replace_duty_percent=args.replace_duty_percent,
                      object_max_batches=args.object_max_batches,
+                     replace_group_batches=args.replace_group_batches,
                      node_settings=tuple(args.node_setting), store_dir=args.store_dir)  # fmt: skip
     if (
         min(
@@ -155,6 +156,9 @@ def _consolidate(args: argparse.Namespace) -> int:
         <= 0
     ):
         print("diskless bench consolidate: sizes must be > 0", file=sys.stderr)
+        return 2
+    if size.replace_group_batches < 0:
+        print("diskless bench consolidate: --replace-group-batches must be >= 0", file=sys.stderr)
         return 2
     if not 0 <= size.job_nice <= 19 or not 1 <= size.replace_duty_percent <= 100:
         print("diskless bench consolidate: --job-nice must be 0..19, --replace-duty-percent 1..100", file=sys.stderr)
@@ -308,6 +312,11 @@ def _add_consolidate_command(commands: Any) -> None:
         help=f"batches one consolidated object (one ReplaceBatches call) carries at most (default "
         f"{size.object_max_batches}; diskless.consolidation.object.max.batches)",
     )
+    consolidate.add_argument(
+        "--replace-group-batches", type=int, default=size.replace_group_batches,
+        help=f"calls to one coordinator a run task sends together, up to this many batches (default "
+        f"{size.replace_group_batches}: one at a time; diskless.consolidation.replace.group.batches)",
+    )  # fmt: skip
     consolidate.add_argument(
         "--node-setting", action="append", default=[], type=_key_value, metavar="KEY=VALUE",
         help="a setting of the node over the bench's own (repeatable), e.g. the file workers' pacing",

@@ -41,7 +41,7 @@ class ConsolidateOptions:
     job_nice: int = 19  # niceness of the JVM and Python workers the job starts (spark/job_priority.py)
     job_cpu_idle: bool = True  # diskless.consolidation.job.cpu.idle: those processes under SCHED_IDLE too
     replace_duty_percent: int = 20  # share of a run task's time spent in ReplaceBatches at most (100: no pause)
-    replace_group_batches: int = 1000  # diskless.consolidation.replace.group.batches: calls sent together (0: one)
+    replace_group_batches: int = 0  # diskless.consolidation.replace.group.batches: calls sent together (0: one)
     task_runs: int = 8  # diskless.consolidation.task.runs: runs one Spark task carries at most
     task_bytes: int = 512 * 1024  # diskless.consolidation.task.bytes: compressed plan bytes one task carries at most
     stall_timeout_ms: int = 600_000  # diskless.consolidation.stall.timeout.ms: no task finished that long: an error

@@ -15,6 +15,7 @@ from spark.consolidation_options import add_consolidate_arguments, options_from_
 from spark.consolidation_report import INCOMPLETE, OK, ConsolidationReport
 from spark.consolidation_rules import (
     Extent,
+    Run,
     SourceBatch,
     gets_to_read,
     layout_extents,
@@ -32,6 +33,7 @@ from spark.consolidation_tasks import (
     RunPlan,
     RunResult,
     move_task,
+    replace_groups,
     replace_pause_s,
 )
 from spark.coordinator_client import CoordinatorAccess
@@ -157,13 +159,40 @@ def test_a_run_task_pauses_after_each_replace_batches_call_in_proportion_to_its_
     pauses: list[float] = []
     plan = RunPlan(StoreConfig("local", "/nowhere"), CoordinatorAccess(("127.0.0.1:1",)), {}, (), 0,
                    replace_duty_percent=50)  # fmt: skip
-    results = list(move_task([None, None, None], plan, sleep=pauses.append))  # type: ignore[list-item]
+    runs = [Run(0, TOPIC, p, (batch(0, 0, "wal/a"),)) for p in range(3)]
+    results = list(move_task(runs, plan, sleep=pauses.append))
     assert len(results) == 3
     assert pauses == [pytest.approx(0.010), pytest.approx(0.050)]  # none after a run that called nothing
     unpaced = RunPlan(plan.store, plan.access, {}, (), 0)
     calls = iter([run_result(MOVED, replace_ms=10.0)])
-    assert len(list(move_task([None], unpaced, sleep=pauses.append))) == 1  # type: ignore[list-item]
+    assert len(list(move_task(runs[:1], unpaced, sleep=pauses.append))) == 1
     assert len(pauses) == 2
+
+
+def test_a_run_task_sends_a_coordinators_consecutive_runs_together_up_to_the_group_bound() -> None:
+    def run(coordinator_id: int, batches: int) -> Run:
+        return Run(coordinator_id, TOPIC, 0, tuple(batch(i, i, "wal/x") for i in range(batches)))
+
+    runs = [run(1, 300), run(1, 300), run(1, 300), run(2, 100), run(1, 2000), run(1, 10)]
+    shapes = [[(r.coordinator_id, len(r.batches)) for r in group] for group in replace_groups(runs, 1000)]
+    # At most 1,000 batches a group, one coordinator each; a run past the bound goes alone, never split or dropped.
+    assert shapes == [[(1, 300), (1, 300), (1, 300)], [(2, 100)], [(1, 2000)], [(1, 10)]]
+    assert [len(group) for group in replace_groups(runs, 0)] == [1] * 6  # 0: one call at a time
+
+
+def test_a_group_of_runs_is_paced_by_its_slowest_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    from spark import consolidation_tasks
+
+    def moved(group: list[Run], plan: RunPlan) -> list[RunResult]:
+        return [run_result(MOVED, replace_ms=ms) for ms in (10.0, 30.0)[: len(group)]]
+
+    monkeypatch.setattr(consolidation_tasks, "_move_group", moved)
+    pauses: list[float] = []
+    plan = RunPlan(StoreConfig("local", "/nowhere"), CoordinatorAccess(("127.0.0.1:1",)), {}, (), 0,
+                   replace_duty_percent=50, replace_group_batches=10)  # fmt: skip
+    runs = [Run(1, TOPIC, p, (batch(0, 0, "wal/a"), batch(1, 1, "wal/b"))) for p in range(2)]
+    assert len(list(move_task(runs, plan, sleep=pauses.append))) == 2
+    assert pauses == [pytest.approx(0.030)]  # one pause for the group, as long as its slowest call
 
 
 def test_planning_pages_go_one_at_a_time_over_the_threads_each_followed_by_its_pause(
@@ -252,6 +281,27 @@ def test_the_driver_plans_every_coordinator_and_cuts_each_partitions_runs(monkey
     # 250 bytes: two batches per run, the third alone moves nothing (one file): one run per partition.
     assert [(r.coordinator_id, r.partition, [b.base_offset for b in r.batches]) for r in plan.runs] == [
         (1, 0, [0, 4]), (1, 1, [0, 4]), (2, 0, [0, 4]), (2, 1, [0, 4])
+    ]  # fmt: skip
+
+
+def test_a_coordinators_runs_that_start_in_the_same_file_are_planned_side_by_side(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Two brokers' files, oldest first: partitions 0 and 2 have a batch in each of broker a's, partition 1 in each
+    of broker b's. Partition 2's run shares every source file with partition 0's: the two come together, then 1."""
+    from spark import consolidation_planning
+
+    def answered(coordinators: list[tuple[int, str]], request: object, pacer: object) -> list[SourceBatch]:
+        ((coordinator_id, _),) = coordinators
+        files = [("a", f, (0, 2)) if f % 2 == 0 else ("b", f, (1,)) for f in range(4)]  # a0, b1, a2, b3
+        return [SourceBatch(coordinator_id, TOPIC, p, f // 2, f // 2, f"wal/{broker}-{f}.wal", p * 100, 100)
+                for broker, f, partitions in files for p in partitions]  # fmt: skip
+
+    monkeypatch.setattr(consolidation_planning, "plan_task", answered)
+    request = PlanRequest(CoordinatorAccess(("127.0.0.1:1",)), 0, 0, 100)
+    plan = consolidation_planning.plan_runs([(1, "a:1")], request, 1000, 10)
+    assert [(r.partition, [b.object_key for b in r.batches]) for r in plan.runs] == [
+        (0, ["wal/a-0.wal", "wal/a-2.wal"]), (2, ["wal/a-0.wal", "wal/a-2.wal"]), (1, ["wal/b-1.wal", "wal/b-3.wal"])
     ]  # fmt: skip
 
 

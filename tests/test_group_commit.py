@@ -209,3 +209,59 @@ def test_a_lone_committer_is_not_held_by_the_linger(tmp_path: Path) -> None:
     finally:
         if server.process is not None and server.process.poll() is None:
             server.kill()
+
+
+def replace_request(topic_id: bytes, partition: int, sizes: list[int], key: str) -> pb.ReplaceBatchesRequest:
+    """The partition's batches (one record each: offsets 0.., `sizes` bytes each) moved into one new object."""
+    request = pb.ReplaceBatchesRequest(
+        object_key=key, object_format=1, file_size=sum(sizes), uploader_broker_id=9, owner_ids=[0]
+    )
+    request.extents.add(
+        topic_id=topic_id, partition=partition, base_offset=0, last_offset=len(sizes) - 1, byte_offset=0,
+        size=sum(sizes),
+    )  # fmt: skip
+    return request
+
+
+def test_concurrent_replace_batches_calls_share_a_group_commit_and_a_lone_one_is_not_held(tmp_path: Path) -> None:
+    """A merge job sends the calls whose runs share source files together (spark/consolidation_tasks.py
+    `replace_groups`): while others are under way, a call's part waits for the append tick, as a commit's does, so
+    that one SQLite transaction writes the files' rows once. Here six calls at once, each a partition's run of the
+    same two files, take two log writes at most (the first call's alone, then the five that waited), with a linger
+    (1 s) far longer than their spread; a lone call is written at once."""
+    server = start_one_coordinator(tmp_path / "data", linger_ms=1000)
+    try:
+        topic_id = create_topic(server, "merged")
+        broker = Broker(server.stub, 1)
+        sizes: dict[int, list[int]] = {p: [] for p in range(PARTITIONS)}
+        for file in range(2):
+            batches = laid_out([batch(topic_id, p, 1) for p in range(PARTITIONS)])  # offsets 0, then 1
+            for found in batches:
+                sizes[found.partition].append(found.size)
+            answer = broker.commit(batches, object_key=f"wal/source/{file}")
+            assert all(b.error_code == pb.NONE for b in answer.batches), answer
+        started = time.monotonic()
+        lone = server.stub.ReplaceBatches(replace_request(topic_id, 7, sizes[7], "merged/7"), timeout=30)
+        assert [e.error_code for e in lone.extents] == [pb.NONE], lone
+        assert time.monotonic() - started < 0.5, "a lone ReplaceBatches call waited for the 1 s linger"
+        flushes_before, _ = flushes_and_appends(server)
+        start = threading.Barrier(6)
+
+        def replace(partition: int) -> pb.ReplaceBatchesResponse:
+            channel = grpc.insecure_channel(server.address)
+            try:
+                start.wait()
+                request = replace_request(topic_id, partition, sizes[partition], f"merged/{partition}")
+                return pb_grpc.DisklessCoordinatorStub(channel).ReplaceBatches(request, timeout=30)
+            finally:
+                channel.close()
+
+        with ThreadPoolExecutor(max_workers=6) as pool:
+            answers = list(pool.map(replace, range(6)))
+        assert all([e.error_code for e in a.extents] == [pb.NONE] for a in answers), answers
+        flushes_after, _ = flushes_and_appends(server)
+        assert 1 <= flushes_after - flushes_before <= 2, f"{flushes_after - flushes_before} log writes for 6 calls"
+        assert server.stop() == 0
+    finally:
+        if server.process is not None and server.process.poll() is None:
+            server.kill()

@@ -316,13 +316,13 @@ class StorageSettings(NodeSettings):
     )
     consolidation_replace_group_batches: int = _setting(
         "diskless.consolidation.replace.group.batches",
-        1000,
-        "`diskless consolidate` plans a coordinator's runs that start in the same source file side by side, and a "
-        "run task sends consecutive calls of one coordinator together while their batches add up to at most this "
-        "many (one call at least): the coordinator commits them in one group, so the source files' rows and index "
-        "pages they share are written once (at 100,000 files, two runs of a broker's partitions half the bytes, "
-        "eight a quarter); the coordinator applies the group in one go on its loop, so commits wait behind it as "
-        "behind one call of that many batches; 0: one call at a time",
+        0,
+        "`diskless consolidate` plans a coordinator's runs that start in the same source file side by side; above "
+        "0, a run task sends consecutive calls of one coordinator together while their batches add up to at most "
+        "this many (one call at least), and the coordinator commits them in one group, so the source files' rows "
+        "and index pages they share are written once (at 100,000 files, 1000: 38% fewer bytes written by the node); "
+        "but it applies the group in one go on its loop, and commits wait behind it as behind one call of that many "
+        "batches (the same run: commit p99 during the job 63.5 -> 75.9 ms); 0: one call at a time",
     )
     consolidation_max_files: int = _setting(
         "diskless.consolidation.max.files",
