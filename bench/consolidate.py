@@ -72,7 +72,7 @@ class BenchSize:
     job_cpu_idle: bool = True  # and under SCHED_IDLE (diskless.consolidation.job.cpu.idle)
     one_process: bool = True  # also the same work without Spark, on a copy of the store (for the time ratio)
     replace_duty_percent: int = 20  # diskless.consolidation.replace.duty.percent
-    object_max_batches: int = 500  # diskless.consolidation.object.max.batches: batches per object and call
+    object_max_batches: int = 200  # diskless.consolidation.object.max.batches: batches per object and call
     replace_group_batches: int = 0  # diskless.consolidation.replace.group.batches: calls sent together
     seed: int = 38
     # The node's settings over NODE_SETTINGS (e.g. the file workers' pacing, or a worker interval long enough that

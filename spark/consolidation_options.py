@@ -37,7 +37,7 @@ class ConsolidateOptions:
     uploader_broker_id: int = CONSOLIDATION_UPLOADER_ID
     committed_before_ms: int = 0  # also only files committed by then (wall clock; 0: no such bound)
     # diskless.consolidation.object.max.batches, capped by the coordinators' diskless.coordinator.replace.batch.max
-    max_batches_per_run: int = 500
+    max_batches_per_run: int = 200
     job_nice: int = 19  # niceness of the JVM and Python workers the job starts (spark/job_priority.py)
     job_cpu_idle: bool = True  # diskless.consolidation.job.cpu.idle: those processes under SCHED_IDLE too
     replace_duty_percent: int = 20  # share of a run task's time spent in ReplaceBatches at most (100: no pause)

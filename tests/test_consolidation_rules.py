@@ -308,7 +308,7 @@ def test_a_coordinators_runs_that_start_in_the_same_file_are_planned_side_by_sid
 @pytest.mark.parametrize(
     ("given", "expected"),
     [
-        ("", 500),  # the job's default, well under the coordinators' 10,000
+        ("", 200),  # the job's default, well under the coordinators' 10,000
         ("diskless.consolidation.object.max.batches=40\n", 40),
         # Never past what a coordinator accepts in one call, whatever the job's own bound says.
         ("diskless.consolidation.object.max.batches=900\ndiskless.coordinator.replace.batch.max=300\n", 300),

@@ -308,10 +308,11 @@ class StorageSettings(NodeSettings):
     )
     consolidation_object_max_batches: int = _setting(
         "diskless.consolidation.object.max.batches",
-        500,
+        200,
         "`diskless consolidate` puts at most this many batches in one object, and so in one ReplaceBatches call "
         "(a longer run of a partition becomes several objects); the coordinator applies a call in one go on its "
-        "loop, and commits wait behind it (a 6,250-batch call took up to 3.7 s under load); capped by "
+        "loop, and commits wait behind it (a 6,250-batch call took up to 3.7 s under load; at 100,000 files, "
+        "commit p99 during the job 63.5 ms with 500, 35.2 ms with 200, for 13,000 and 32,000 objects); capped by "
         "diskless.coordinator.replace.batch.max",
     )
     consolidation_replace_group_batches: int = _setting(
