@@ -16,13 +16,14 @@
   (one GET per range); after it, one GET for the whole run.
 - A batch whose bytes fail the check (CRC-32C, length, offsets) is left where it is: the run's other
   batches are laid out in the new object as extents, each a stretch of consecutive good batches.
+- Runs may be sent in groups (`replace_groups`): consecutive runs of one coordinator, up to a batch bound.
 """
 
 from __future__ import annotations
 
 import hashlib
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from coordinator.machine.object_keys import new_wal_key
@@ -176,3 +177,19 @@ def describe_batch(batch: SourceBatch) -> str:
         f"{batch.topic_id.hex()}-{batch.partition} offsets {batch.base_offset}..{batch.last_offset} in "
         f"{batch.object_key} at {batch.byte_offset}+{batch.size}"
     )
+
+
+def replace_groups(runs: Iterable[Run], max_batches: int) -> Iterator[list[Run]]:
+    """Consecutive runs of one coordinator whose batches add up to at most `max_batches` (one run at least;
+    0: every run alone). The plan puts a coordinator's runs that start in the same source file side by side
+    (spark/consolidation_planning.py), so a group's runs share their source files."""
+    group: list[Run] = []
+    batches = 0
+    for run in runs:
+        if group and (run.coordinator_id != group[0].coordinator_id or batches + len(run.batches) > max_batches):
+            yield group
+            group, batches = [], 0
+        group.append(run)
+        batches += len(run.batches)
+    if group:
+        yield group

@@ -46,6 +46,7 @@ from spark.consolidation_rules import (
     gets_to_read,
     layout_extents,
     read_ranges,
+    replace_groups,
     run_object_key,
     source_batch_problem,
 )
@@ -230,14 +231,18 @@ def _read_checked(store: ObjectStore, run: Run, result: RunResult) -> list[tuple
 
 def move_run(run: Run, plan: RunPlan) -> RunResult:
     """Reads, checks, uploads and commits one run; never raises for the run's own failures."""
-    key = run_object_key(run, plan.store.prefix)
-    result = RunResult(run.coordinator_id, f"{run.topic_id.hex()}-{run.partition}", key, PLANNED, len(run.batches))
+    result = _planned_result(run, plan)
     store = open_existing_store(plan.store)
     try:
         _move(run, plan, store, result)
     finally:
         store.close()
     return result
+
+
+def _planned_result(run: Run, plan: RunPlan) -> RunResult:
+    key = run_object_key(run, plan.store.prefix)
+    return RunResult(run.coordinator_id, f"{run.topic_id.hex()}-{run.partition}", key, PLANNED, len(run.batches))
 
 
 def _move(run: Run, plan: RunPlan, store: ObjectStore, result: RunResult) -> None:
@@ -411,8 +416,7 @@ def _move_group(group: list[Run], plan: RunPlan) -> list[RunResult]:
     store = open_existing_store(plan.store)
     try:
         for run in group:
-            result = RunResult(run.coordinator_id, f"{run.topic_id.hex()}-{run.partition}",
-                               run_object_key(run, plan.store.prefix), PLANNED, len(run.batches))  # fmt: skip
+            result = _planned_result(run, plan)
             results.append(result)
             upload = _upload(run, plan, store, result)
             if upload is not None:
@@ -423,22 +427,6 @@ def _move_group(group: list[Run], plan: RunPlan) -> list[RunResult]:
         with futures.ThreadPoolExecutor(len(prepared)) as pool:
             list(pool.map(lambda item: _commit(item[0], plan, item[1], *item[2]), prepared))
     return results
-
-
-def replace_groups(runs: Iterable[Run], max_batches: int) -> Iterator[list[Run]]:
-    """Consecutive runs of one coordinator whose batches add up to at most `max_batches` (one run at least;
-    0: every run alone). The plan puts a coordinator's runs that start in the same source file side by side
-    (spark/consolidation_planning.py), so a group's runs share their source files."""
-    group: list[Run] = []
-    batches = 0
-    for run in runs:
-        if group and (run.coordinator_id != group[0].coordinator_id or batches + len(run.batches) > max_batches):
-            yield group
-            group, batches = [], 0
-        group.append(run)
-        batches += len(run.batches)
-    if group:
-        yield group
 
 
 def move_payloads(

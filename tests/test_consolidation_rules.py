@@ -21,6 +21,7 @@ from spark.consolidation_rules import (
     layout_extents,
     partition_runs,
     read_ranges,
+    replace_groups,
     run_object_key,
     source_batch_problem,
 )
@@ -33,7 +34,6 @@ from spark.consolidation_tasks import (
     RunPlan,
     RunResult,
     move_task,
-    replace_groups,
     replace_pause_s,
 )
 from spark.coordinator_client import CoordinatorAccess

@@ -20,10 +20,10 @@ from protos import coordinator_pb2 as pb
 
 
 class ReplaceCalls:
-    """The node's ReplaceBatches calls. A job sends the calls whose runs share source files together (spark/
-    consolidation_tasks.py), so each coordinator's parts of them may wait for the process's append tick and share
-    one group commit: one SQLite transaction writes each source file's row and index pages once for all of them,
-    not once per call (docs/benchmarks.md: a quarter of the bytes for eight runs of a broker's partitions)."""
+    """The node's ReplaceBatches calls. A job may send the calls whose runs share source files together
+    (diskless.consolidation.replace.group.batches, spark/consolidation_tasks.py), so each coordinator's parts of
+    them may wait for the process's append tick and share one group commit: one SQLite transaction then writes
+    each source file's row and index pages once for all of them, not once per call (docs/benchmarks.md)."""
 
     def __init__(self, coordinators: NodeCoordinators) -> None:
         self._coordinators = coordinators
