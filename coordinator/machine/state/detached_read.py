@@ -48,7 +48,9 @@ class DetachedRead:
         self._one_snapshot = one_snapshot
         self._checksums = checksums
         self._on_close = on_close
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="detached-read")
+        # With one_snapshot only, and started by the first read: a thread's start waits for the new thread to run,
+        # on the loop, and a worker's read (one_snapshot=False, every pass of every worker) needs no thread of its own.
+        self._executor: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()  # the loop and the store's thread may close it at once
         self._connection: apsw.Connection | None = None
         self._closed = False
@@ -62,10 +64,12 @@ class DetachedRead:
         """
         if not self._one_snapshot:
             return await asyncio.get_running_loop().run_in_executor(None, self._read_alone, query)
-        try:
+        with self._lock:
+            if self._closed:
+                raise DetachedReadClosed(f"the read of {self._path} is closed")
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="detached-read")
             future = self._executor.submit(self._read, query)
-        except RuntimeError:  # the executor is shut down: closed
-            raise DetachedReadClosed(f"the read of {self._path} is closed") from None
         return await asyncio.wrap_future(future)
 
     def _read(self, query: Callable[[apsw.Connection], T]) -> T:
@@ -99,12 +103,15 @@ class DetachedRead:
         """
         with self._lock:
             closing = not self._closed
+            executor = self._executor
             if closing:
                 self._closed = True
-                self._executor.submit(self._close_connection)
+                if executor is not None:  # the connection lives on the read's thread: closed there, after its read
+                    executor.submit(self._close_connection)
         if closing:
             self._on_close(self)
-        self._executor.shutdown(wait=wait)
+        if executor is not None:
+            executor.shutdown(wait=wait)
         if wait:
             self._idle.wait()  # a read of its own connection under way (one_snapshot=False)
 
