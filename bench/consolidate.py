@@ -5,8 +5,9 @@ brokers write theirs every 250 ms: broker b leads the partitions p with p % brok
 files holds one batch of every partition it leads. The node keeps the files' metadata (CommitFile), with
 a deletion grace of a second so that the files nothing lives in any more are gone by the end. The hand-over probe
 delay is the node's default (60 s), as in production: at a second, every file worker's pass probed the owners
-before it for every emptied file (KnownFiles), a fifth more of the node's CPU during a 20,000-file job and a
-p99 1.4 to 1.8 times as high (docs/benchmarks.md, "The bench's probe delay"); `--node-setting` sets it.
+before it for every emptied file (KnownFiles): a fifth more of the node's CPU during a 20,000-file job, and a
+commit p99 ratio of 2.56 and 3.09 against 1.72 (docs/benchmarks.md, "What is left at 20,000 files"); `--node-setting`
+sets it.
 
 Measured: the job's wall time on local Spark; objects in the store, GETs to read every partition from
 its start, and the coordinators' live files, before and after; the p99 of a steady commit load
