@@ -41,6 +41,7 @@ from bench.load_process import LoadProcess
 from bench.node_process import start_node, stop_node
 from bench.stall_watch import summarize
 from bench.wal_broker import WalBroker
+from coordinator.config.settings import Settings
 from coordinator.files.object_store import StoreConfig, new_wal_key, open_object_store
 from protos import coordinator_pb2 as pb
 from protos import coordinator_pb2_grpc as pb_grpc
@@ -57,6 +58,9 @@ TOPIC_PARTITIONS_MAX = 100
 NODE_SETTINGS = {"diskless.coordinator.file.deletion.grace.period.ms": "1000"}
 
 
+_DEFAULTS = Settings()  # the node's and the job's settings at their defaults
+
+
 @dataclass(frozen=True, slots=True)
 class BenchSize:
     files: int = 100_000
@@ -69,12 +73,14 @@ class BenchSize:
     load_rate_per_s: float = 8.0  # steady commits per second beside the job
     baseline_s: float = 20.0  # the load alone, before the job
     master: str = "local[2]"
-    job_nice: int = 19  # the job's JVM and Python workers (diskless.consolidation.job.nice)
-    job_cpu_idle: bool = True  # and under SCHED_IDLE (diskless.consolidation.job.cpu.idle)
+    # The job's settings at their defaults (docs/settings.md): nice and SCHED_IDLE of its processes,
+    # the ReplaceBatches duty, batches per object and call, calls sent together.
+    job_nice: int = _DEFAULTS.consolidation_job_nice
+    job_cpu_idle: bool = _DEFAULTS.consolidation_job_cpu_idle
     one_process: bool = True  # also the same work without Spark, on a copy of the store (for the time ratio)
-    replace_duty_percent: int = 20  # diskless.consolidation.replace.duty.percent
-    object_max_batches: int = 200  # diskless.consolidation.object.max.batches: batches per object and call
-    replace_group_batches: int = 0  # diskless.consolidation.replace.group.batches: calls sent together
+    replace_duty_percent: int = _DEFAULTS.consolidation_replace_duty_percent
+    object_max_batches: int = _DEFAULTS.consolidation_object_max_batches
+    replace_group_batches: int = _DEFAULTS.consolidation_replace_group_batches
     seed: int = 38
     # The node's settings over NODE_SETTINGS (e.g. the file workers' pacing, or a worker interval long enough that
     # they do nothing during the job: what the job costs the commits with the node's own file work taken away).

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from coordinator.config.loading import load_settings
-from coordinator.config.settings import SettingsError
+from coordinator.config.settings import Settings, SettingsError
 from coordinator.files.object_store import StoreConfig
 from spark.coordinator_client import DEFAULT_BOOTSTRAP, CoordinatorAccess
 from spark.options import OptionsError, access_from_arguments
@@ -22,6 +22,9 @@ RUN_TASKS_MAX = 10_000
 # The broker id ReplaceBatches names as the new object's uploader (the coordinator wants one >= 0, as in
 # CommitFile); it is informational only: owners, not the uploader, decide who deletes the object.
 CONSOLIDATION_UPLOADER_ID = 0
+
+
+_DEFAULTS = Settings()  # the settings at their defaults: the options' defaults below come from them
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,15 +39,16 @@ class ConsolidateOptions:
     run_tasks: int = 0  # 0: four per core
     uploader_broker_id: int = CONSOLIDATION_UPLOADER_ID
     committed_before_ms: int = 0  # also only files committed by then (wall clock; 0: no such bound)
+    # The settings' own defaults (one place for each), which `options_from_arguments` replaces with the loaded values.
     # diskless.consolidation.object.max.batches, capped by the coordinators' diskless.coordinator.replace.batch.max
-    max_batches_per_run: int = 200
-    job_nice: int = 19  # niceness of the JVM and Python workers the job starts (spark/job_priority.py)
-    job_cpu_idle: bool = True  # diskless.consolidation.job.cpu.idle: those processes under SCHED_IDLE too
-    replace_duty_percent: int = 20  # share of a run task's time spent in ReplaceBatches at most (100: no pause)
-    replace_group_batches: int = 0  # diskless.consolidation.replace.group.batches: calls sent together (0: one)
-    task_runs: int = 8  # diskless.consolidation.task.runs: runs one Spark task carries at most
-    task_bytes: int = 512 * 1024  # diskless.consolidation.task.bytes: compressed plan bytes one task carries at most
-    stall_timeout_ms: int = 600_000  # diskless.consolidation.stall.timeout.ms: no task finished that long: an error
+    max_batches_per_run: int = _DEFAULTS.consolidation_object_max_batches
+    job_nice: int = _DEFAULTS.consolidation_job_nice  # niceness of the job's JVM and Python workers (job_priority.py)
+    job_cpu_idle: bool = _DEFAULTS.consolidation_job_cpu_idle  # those processes under SCHED_IDLE too
+    replace_duty_percent: int = _DEFAULTS.consolidation_replace_duty_percent  # a run task's share in ReplaceBatches
+    replace_group_batches: int = _DEFAULTS.consolidation_replace_group_batches  # calls sent together (0: one)
+    task_runs: int = _DEFAULTS.consolidation_task_runs  # runs one Spark task carries at most
+    task_bytes: int = _DEFAULTS.consolidation_task_bytes  # compressed plan bytes one task carries at most
+    stall_timeout_ms: int = _DEFAULTS.consolidation_stall_timeout_ms  # no task finished that long: an error
 
     def problem(self) -> str | None:
         if self.min_age_ms < 0:
