@@ -9,6 +9,7 @@ object store; the worker's KnownFiles calls are recorded by wrapping them.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -18,6 +19,7 @@ import grpc
 import pytest
 
 from coordinator.files.workers import FileWorker
+from coordinator.machine.state import file_reads
 from protos import coordinator_pb2 as pb
 from protos import internal_pb2 as internal
 from protos import internal_pb2_grpc as internal_grpc
@@ -176,5 +178,37 @@ def test_known_files_answers_many_keys_at_once_as_it_answers_each(tmp_path: Path
             assert describe_file(node.stub, key).state == pb.FILE_STATE_AWAITING_DELETION
         for key in mixed:
             assert pb.FILE_STATE_LIVE in together[key].values(), key
+    finally:
+        assert node.stop() == 0, "".join(node.output)
+
+
+def test_known_files_reads_each_step_off_the_loop_first_then_on_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The step's read of the state runs first on a thread of its own (the pages of files emptied long ago may have
+    left the OS cache), then on the loop, where its answer is taken with the commits in flight."""
+    reads_made: list[tuple[bool, tuple[str, ...]]] = []  # (on the node's loop, the keys read)
+    described = file_reads.described_files_facts
+
+    def watched(db: Any, object_keys: Sequence[str]) -> Any:
+        try:
+            asyncio.get_running_loop()
+            on_the_loop = True
+        except RuntimeError:
+            on_the_loop = False
+        reads_made.append((on_the_loop, tuple(object_keys)))
+        return described(db, object_keys)
+
+    monkeypatch.setattr(file_reads, "described_files_facts", watched)
+    node = InProcessNode(tmp_path / "data", coordinators=4).start()
+    try:
+        broker = Broker(node.stub, node.coordinators)
+        topic = broker.create_topic(topic_name("probed"), 1)
+        key = f"wal/{uuid.uuid4()}"
+        assert all(b.error_code == pb.NONE for b in broker.commit(laid_out([batch(topic, 0)]), object_key=key).batches)
+        stub = internal_grpc.CoordinatorInternalStub(grpc.insecure_channel(node.address))
+        reads_made.clear()
+        assert list(_known(stub, [key])[key].values()) == [pb.FILE_STATE_LIVE]
+        assert reads_made == [(False, (key,))] * 4 + [(True, (key,))] * 4  # each coordinator's, off it then on it
     finally:
         assert node.stop() == 0, "".join(node.output)

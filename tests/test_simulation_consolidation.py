@@ -55,11 +55,10 @@ def test_a_replace_is_on_the_followers_and_survives_a_leader_crash(tmp_path: Pat
 
         # The plan is the leader's word: a follower refuses it retriably (the routing client asks the leader).
         asked = pb.GetFileMergeWorkItemRequest(coordinator_id=0)
-        assert all(
-            n.node is not None and n.node.router.get_file_merge_work_item(asked).error_code == pb.NOT_COORDINATOR
-            for n in followers
-        )
-        planned = leader.node.router.get_file_merge_work_item(asked)
+        for follower in followers:
+            assert follower.node is not None
+            assert (await follower.node.router.get_file_merge_work_item(asked)).error_code == pb.NOT_COORDINATOR
+        planned = await leader.node.router.get_file_merge_work_item(asked)
         assert planned.error_code == pb.NONE and MERGED_KEY in [f.object_key for f in planned.files]
 
         await sim.crash(leader.node_id)

@@ -21,10 +21,11 @@ from dataclasses import dataclass
 import apsw
 
 from coordinator.base.clock import Clock
-from coordinator.base.errors import CoordinatorUnavailable, MalformedRequest
+from coordinator.base.errors import CoordinatorUnavailable, ErrorCode, MalformedRequest
 from coordinator.config.settings import Settings
 from coordinator.machine.object_keys import WRITE_AHEAD_MULTI_SEGMENT
 from coordinator.machine.state import reads
+from coordinator.machine.state.detached_read import DetachedReadClosed
 from coordinator.runtime.node_coordinators import NodeCoordinators, wire_code
 from protos import coordinator_pb2 as pb
 
@@ -114,18 +115,30 @@ def merge_work(db: apsw.Connection, bounds: WorkBounds) -> pb.GetFileMergeWorkIt
     return response
 
 
-def get_file_merge_work_item(
+async def get_file_merge_work_item(
     coordinators: NodeCoordinators, clock: Clock, request: pb.GetFileMergeWorkItemRequest
 ) -> pb.GetFileMergeWorkItemResponse:
+    """The plan, read on a connection and thread of its own (a worker's read): it reads the coordinator's oldest files
+    and their batches, rows whose pages may have left the OS cache long ago, and a read of the disk on the loop would
+    hold every coordinator's commits (docs/benchmarks.md, "The loop's reads of cold pages")."""
     bounds = request_bounds(request, len(coordinators.shards), coordinators.settings, clock.now_ms())
     shard = coordinators.shard(request.coordinator_id)
     try:
         shard.require_leader()
+        detached = shard.open_detached_read(one_snapshot=False)
     except CoordinatorUnavailable as error:
-        return pb.GetFileMergeWorkItemResponse(error_code=wire_code(error.error_code), error_message=error.message)
+        return _unavailable(error)
     try:
-        with shard.read_transaction() as db:
-            return merge_work(db, bounds)
+        return await detached.read(lambda db: merge_work(db, bounds))
+    except DetachedReadClosed as error:  # the coordinator's files closed under the read: a reload or a stop
+        return _unavailable(
+            CoordinatorUnavailable(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"coordinator {shard.coordinator_id}: {error}")
+        )
     except reads.DAMAGE_ERRORS as error:
-        damaged = coordinators.damaged(shard, error)
-        return pb.GetFileMergeWorkItemResponse(error_code=wire_code(damaged.error_code), error_message=damaged.message)
+        return _unavailable(coordinators.damaged(shard, error))
+    finally:
+        detached.close()
+
+
+def _unavailable(error: CoordinatorUnavailable) -> pb.GetFileMergeWorkItemResponse:
+    return pb.GetFileMergeWorkItemResponse(error_code=wire_code(error.error_code), error_message=error.message)

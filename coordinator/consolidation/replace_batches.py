@@ -13,6 +13,7 @@ from collections import defaultdict
 from coordinator.base.errors import CoordinatorUnavailable, ErrorCode
 from coordinator.base.result import ItemError
 from coordinator.consolidation import rules
+from coordinator.consolidation.prefetch import prefetch_replace_part
 from coordinator.consolidation.rules import ExtentOutcome, ReplacePart
 from coordinator.runtime.node_coordinators import NodeCoordinators, wire_code
 from coordinator.runtime.shard import Operation
@@ -71,6 +72,7 @@ async def replace_batches(
                 batch_max,
             ),
             object_key=request.object_key,  # known to DescribeFiles from the moment it is queued
+            prefetch=prefetch_replace_part,  # the oldest rows of the state: read off the loop first
         )
         for coordinator_id, indexes in by_coordinator.items()
     }

@@ -185,9 +185,11 @@ class Router:
         """Object consolidation (DESIGN §4c): each coordinator's runs moved into the merged object, one record each."""
         return await self._replaces.replace_batches(request)
 
-    def get_file_merge_work_item(self, request: pb.GetFileMergeWorkItemRequest) -> pb.GetFileMergeWorkItemResponse:
+    async def get_file_merge_work_item(
+        self, request: pb.GetFileMergeWorkItemRequest
+    ) -> pb.GetFileMergeWorkItemResponse:
         """A coordinator's oldest small live files with their live batches, from its leader (DESIGN §4c)."""
-        return merge_work.get_file_merge_work_item(self._coordinators, self._clock, request)
+        return await merge_work.get_file_merge_work_item(self._coordinators, self._clock, request)
 
     async def delete_records(self, request: pb.DeleteRecordsRequest) -> pb.DeleteRecordsResponse:
         return await delete_records.delete_records(self._coordinators, request)

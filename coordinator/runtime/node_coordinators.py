@@ -306,8 +306,20 @@ class NodeCoordinators:
     ) -> dict[int, ResponseT | CoordinatorUnavailable]:
         """Submits one operation per coordinator; returns per coordinator its response or its error.
 
-        Coordinators that refused at once come first, then the others in the order given.
+        Coordinators that refused at once come first, then the others in the order given. Operations with a
+        prefetch have it run first (all at once, within the call's timeout; the rest of it is left for the parts).
         """
+        timeout_s = self.timeout_s(timeout_ms)
+        prefetches = [
+            asyncio.ensure_future(self.shard(coordinator_id).prefetch(operation.prefetch_read()))
+            for coordinator_id, operation in operations.items()
+            if operation.prefetch is not None and self.hosts(coordinator_id)
+        ]
+        if prefetches:
+            started = asyncio.get_running_loop().time()
+            # Not cancelled past the timeout: a read on its thread goes on regardless, and ends on its own.
+            await asyncio.wait(prefetches, timeout=timeout_s)
+            timeout_s = max(0.0, timeout_s - (asyncio.get_running_loop().time() - started))
         futures: dict[int, asyncio.Future[ResponseT]] = {}
         outcomes: dict[int, ResponseT | CoordinatorUnavailable] = {}
         for coordinator_id, operation in operations.items():
@@ -317,7 +329,7 @@ class NodeCoordinators:
                 outcomes[coordinator_id] = error
         if futures:
             try:
-                await asyncio.wait(futures.values(), timeout=self.timeout_s(timeout_ms))
+                await asyncio.wait(futures.values(), timeout=timeout_s)
             except asyncio.CancelledError:
                 # The caller went (its RPC's deadline): the operations stay queued and are answered later, an error
                 # too (the ISR shrank after the append), which nobody would then retrieve.

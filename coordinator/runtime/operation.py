@@ -11,6 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar, final
 
+import apsw
+
 from coordinator.base.result import Result
 from coordinator.machine.view import CoordinatorView
 
@@ -18,6 +20,9 @@ RequestT = TypeVar("RequestT")
 ResponseT = TypeVar("ResponseT")
 
 Check = Callable[[CoordinatorView, RequestT, int], Result[ResponseT]]  # (view, request, now_ms) -> Result
+# Reads, on a connection of its own off the loop, the state pages the check and the apply of `request` will read:
+# TigerBeetle's prefetch before its commit. Its answer is never used (the check decides on the state then).
+Prefetch = Callable[[apsw.Connection, RequestT], object]
 
 
 @final
@@ -33,6 +38,15 @@ class Operation(Generic[RequestT, ResponseT]):
     # The WAL file the operation may record here (a commit's object key): the coordinator counts it known from
     # the moment the operation is queued, so that nobody concludes the file unknown while it may still land.
     object_key: str | None = None
+    # For an operation that reads rows nobody touched for long (ReplaceBatches: the oldest batches and files): their
+    # pages may have left the OS page cache, and a read of the disk in the check or the apply would hold the node's
+    # loop, every coordinator's commits with it (docs/benchmarks.md). NodeCoordinators.run_parts runs it first.
+    prefetch: Prefetch[RequestT] | None = None
+
+    def prefetch_read(self) -> Callable[[apsw.Connection], object]:
+        """The prefetch bound to the request (CoordinatorShard.prefetch runs it); nothing for an operation without."""
+        prefetch, request = self.prefetch, self.request
+        return (lambda _connection: None) if prefetch is None else (lambda connection: prefetch(connection, request))
 
     def run(self, view: CoordinatorView, shard_now_ms: int) -> Result[ResponseT]:
         return self.check(view, self.request, shard_now_ms if self.now_ms is None else self.now_ms)

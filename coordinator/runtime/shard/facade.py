@@ -10,6 +10,7 @@ reload), `loading`, `pipeline` and `snapshots`; what it tells about itself is in
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -18,13 +19,13 @@ from typing import final
 import apsw
 
 from coordinator.base.clock import Clock
-from coordinator.base.errors import ErrorCode
+from coordinator.base.errors import CoordinatorUnavailable, ErrorCode
 from coordinator.base.executors import ExecutorFactory, thread_executor
 from coordinator.base.metrics import Metrics
 from coordinator.base.workers import SupervisionBounds, WorkerSupervisor
 from coordinator.config.settings import Settings
 from coordinator.machine.state import file_reads
-from coordinator.machine.state.detached_read import DetachedRead
+from coordinator.machine.state.detached_read import DetachedRead, DetachedReadClosed
 from coordinator.machine.state.integrity import IntegrityReport
 from coordinator.machine.view import CoordinatorView, FileFacts
 from coordinator.runtime.operation import Operation, RequestT, ResponseT
@@ -53,6 +54,8 @@ from coordinator.runtime.shard.snapshots import SnapshotTaken
 from coordinator.runtime.worker_specs import SCRUB, SNAPSHOTS
 from protos import internal_pb2 as internal
 from snapshot.snapshots import SnapshotCheck, snapshot_directory, snapshots_bytes
+
+log = logging.getLogger(__name__)
 
 
 @final
@@ -217,6 +220,27 @@ class CoordinatorShard:
         """
         self.require_leader()
         return self._serving_pipeline().submit(operation, may_linger)
+
+    async def prefetch(self, read: Callable[[apsw.Connection], object]) -> None:
+        """`read` on a connection and thread of its own, where this node leads the coordinator, its answer dropped:
+        the pages that a read or an operation on the loop is about to read, brought into the OS cache first (as
+        TigerBeetle prefetches before it commits), so that the loop does not wait for the disk. A hint only: a
+        coordinator not serving, a read that fails or meets damage is left to the read that follows, which answers for
+        it (a damaged state is then taken out of service there)."""
+        if not self.leads:
+            return
+        try:
+            reads = self.open_detached_read(one_snapshot=False)
+        except CoordinatorUnavailable:
+            return
+        try:
+            await reads.read(read)
+        except (DetachedReadClosed, apsw.Error) as error:
+            log.debug(
+                "coordinator %d: a prefetch failed (the read after it reads for itself): %s", self.coordinator_id, error
+            )
+        finally:
+            reads.close()
 
     async def wait_applied(self, offset: int) -> None:
         """Returns once SQLite holds every record below `offset` (a strict read's barrier)."""
