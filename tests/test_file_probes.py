@@ -182,11 +182,11 @@ def test_known_files_answers_many_keys_at_once_as_it_answers_each(tmp_path: Path
         assert node.stop() == 0, "".join(node.output)
 
 
-def test_known_files_reads_each_step_off_the_loop_first_then_on_it(
+def test_known_files_and_describe_files_read_off_the_loop_first_then_on_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The step's read of the state runs first on a thread of its own (the pages of files emptied long ago may have
-    left the OS cache), then on the loop, where its answer is taken with the commits in flight."""
+    """Each read of files' rows runs first on a thread of its own (the pages of files emptied long ago may have left
+    the OS cache), then on the loop, where its answer is taken with the commits in flight."""
     reads_made: list[tuple[bool, tuple[str, ...]]] = []  # (on the node's loop, the keys read)
     described = file_reads.described_files_facts
 
@@ -210,5 +210,8 @@ def test_known_files_reads_each_step_off_the_loop_first_then_on_it(
         reads_made.clear()
         assert list(_known(stub, [key])[key].values()) == [pb.FILE_STATE_LIVE]
         assert reads_made == [(False, (key,))] * 4 + [(True, (key,))] * 4  # each coordinator's, off it then on it
+        reads_made.clear()  # DescribeFiles the same way
+        assert describe_file(node.stub, key).state == pb.FILE_STATE_LIVE
+        assert reads_made == [(False, (key,))] * 4 + [(True, (key,))] * 4
     finally:
         assert node.stop() == 0, "".join(node.output)

@@ -16,6 +16,7 @@ key is answered unknown only where every coordinator could say so for sure:
 
 from __future__ import annotations
 
+import asyncio
 import enum
 from collections.abc import Sequence
 
@@ -95,6 +96,14 @@ async def describe_files(
     states: dict[int, dict[int, int]] = {}  # per well-formed key's result: coordinator id -> the key's state there
     errors: dict[int, CoordinatorUnavailable] = {}  # per result: the first coordinator that could not answer
     to_ask: dict[int, list[int]] = {}  # coordinator id -> the results whose key its leader is asked about
+    # Files asked about are mostly old ones (an orphan scan's, a consolidation's leftovers), whose rows' pages may
+    # have left the OS cache: the same reads first off the loop, so that those below, on it, do not wait for the disk
+    # with every coordinator's commits (KnownFiles does the same, coordinator/files/handover.py).
+    keys = [key for key in request.object_keys if object_key_problem(key) is None]
+    if keys:
+        await asyncio.gather(
+            *(shard.prefetch(lambda db: file_reads.described_files_facts(db, keys)) for shard in coordinators.shards)
+        )
     for index, object_key in enumerate(request.object_keys):
         result = response.files.add(object_key=object_key)
         problem = object_key_problem(object_key)
