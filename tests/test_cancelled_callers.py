@@ -23,7 +23,8 @@ def _never_retrieved(cancel_caller: bool) -> list[str]:
         pending: asyncio.Future[Any] = loop.create_future()
         shard = SimpleNamespace(submit=lambda operation, may_linger: pending)
         node = SimpleNamespace(shard=lambda coordinator_id: shard, timeout_s=lambda timeout_ms: 30.0)
-        caller = asyncio.ensure_future(NodeCoordinators.run_parts(node, {0: object()}, 0))  # type: ignore[arg-type]
+        operation = SimpleNamespace(prefetch=None)  # nothing to read first: submitted at once
+        caller = asyncio.ensure_future(NodeCoordinators.run_parts(node, {0: operation}, 0))  # type: ignore[arg-type]
         await asyncio.sleep(1)
         if cancel_caller:
             caller.cancel()  # the RPC's deadline passed: gRPC cancels its handler

@@ -39,6 +39,7 @@ ONE_CALL = {
     "coordinator.edge.loop:EdgeLoop.__init__": "the gRPC edge's own event loop thread, the server's, not a worker",
     "coordinator.edge.loop:EdgeLoop.run": "one call handed to the edge loop and awaited",
     "coordinator.edge.loop:NodeHop._there": "one call handed to the node's loop and awaited",
+    "coordinator.runtime.node_coordinators:NodeCoordinators.run_parts": "one call's prefetches, each one bounded read",
     "coordinator.runtime.node_coordinators:NodeCoordinators.wait_all_applied": "one request's waits, awaited",
     "coordinator.runtime.replication.follower:Follower._unless_closed": "one fetch step raced against the close",
     "coordinator.runtime.replication.leader:LeaderReplication._change_isr": "one ISR change in flight at a time",

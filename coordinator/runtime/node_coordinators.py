@@ -315,6 +315,8 @@ class NodeCoordinators:
             for coordinator_id, operation in operations.items()
             if operation.prefetch is not None and self.hosts(coordinator_id)
         ]
+        for prefetch in prefetches:
+            prefetch.add_done_callback(_consume)  # a hint: whatever becomes of it, nobody waits for its outcome
         if prefetches:
             started = asyncio.get_running_loop().time()
             # Not cancelled past the timeout: a read on its thread goes on regardless, and ends on its own.

@@ -9,9 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Generic, TypeVar, final
-
-import apsw
+from typing import Any, Generic, TypeVar, final
 
 from coordinator.base.result import Result
 from coordinator.machine.view import CoordinatorView
@@ -21,8 +19,9 @@ ResponseT = TypeVar("ResponseT")
 
 Check = Callable[[CoordinatorView, RequestT, int], Result[ResponseT]]  # (view, request, now_ms) -> Result
 # Reads, on a connection of its own off the loop, the state pages the check and the apply of `request` will read:
-# TigerBeetle's prefetch before its commit. Its answer is never used (the check decides on the state then).
-Prefetch = Callable[[apsw.Connection, RequestT], object]
+# TigerBeetle's prefetch before its commit. Its answer is never used (the check decides on the state then). The
+# connection is an apsw.Connection, not named here: this module is of the pure core (tests/test_layers.py).
+Prefetch = Callable[[Any, RequestT], object]
 
 
 @final
@@ -43,7 +42,7 @@ class Operation(Generic[RequestT, ResponseT]):
     # loop, every coordinator's commits with it (docs/benchmarks.md). NodeCoordinators.run_parts runs it first.
     prefetch: Prefetch[RequestT] | None = None
 
-    def prefetch_read(self) -> Callable[[apsw.Connection], object]:
+    def prefetch_read(self) -> Callable[[Any], object]:
         """The prefetch bound to the request (CoordinatorShard.prefetch runs it); nothing for an operation without."""
         prefetch, request = self.prefetch, self.request
         return (lambda _connection: None) if prefetch is None else (lambda connection: prefetch(connection, request))
