@@ -88,6 +88,14 @@ def file_states_here(shard: CoordinatorShard, object_keys: Sequence[str]) -> lis
     return states
 
 
+async def prefetch_files_facts(shards: Sequence[CoordinatorShard], object_keys: Sequence[str]) -> None:
+    """The rows `file_states_here` reads for these keys, read first off the loop at each shard led here (their pages
+    into the OS cache; CoordinatorShard.prefetch), answers dropped."""
+    await asyncio.gather(
+        *(shard.prefetch(lambda db: file_reads.described_files_facts(db, object_keys)) for shard in shards)
+    )
+
+
 async def describe_files(
     coordinators: NodeCoordinators, peers: PeerClient | None, request: pb.DescribeFilesRequest
 ) -> pb.DescribeFilesResponse:
@@ -101,9 +109,7 @@ async def describe_files(
     # with every coordinator's commits (KnownFiles does the same, coordinator/files/handover.py).
     keys = [key for key in request.object_keys if object_key_problem(key) is None]
     if keys:
-        await asyncio.gather(
-            *(shard.prefetch(lambda db: file_reads.described_files_facts(db, keys)) for shard in coordinators.shards)
-        )
+        await prefetch_files_facts(coordinators.shards, keys)
     for index, object_key in enumerate(request.object_keys):
         result = response.files.add(object_key=object_key)
         problem = object_key_problem(object_key)

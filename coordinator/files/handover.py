@@ -7,8 +7,8 @@ from collections.abc import Sequence
 
 from coordinator.base.errors import CoordinatorUnavailable
 from coordinator.files import ownership
-from coordinator.files.describe_files import file_states_here
-from coordinator.machine.state import file_reads, reads
+from coordinator.files.describe_files import file_states_here, prefetch_files_facts
+from coordinator.machine.state import reads
 from coordinator.runtime.node_coordinators import NodeCoordinators, wire_code
 from coordinator.runtime.shard import Operation
 from protos import coordinator_pb2 as pb
@@ -65,20 +65,11 @@ async def known_files(
         # the step's read on the loop would wait for the disk with every coordinator's commits. So the same read
         # first runs off the loop, its answer dropped; the step's own read stays on the loop, where nothing runs
         # between it and the look at the commits in flight (each key's answer of one moment).
-        await _prefetch_step(coordinators, request.coordinator_ids, step)
+        await prefetch_files_facts([coordinators.shard(i) for i in request.coordinator_ids], step)
         refused = _known_step(coordinators, request.coordinator_ids, step, response)
         if refused is not None:
             return refused
     return response
-
-
-async def _prefetch_step(coordinators: NodeCoordinators, coordinator_ids: Sequence[int], keys: Sequence[str]) -> None:
-    await asyncio.gather(
-        *(
-            coordinators.shard(coordinator_id).prefetch(lambda db: file_reads.described_files_facts(db, keys))
-            for coordinator_id in coordinator_ids
-        )
-    )
 
 
 def _known_step(
